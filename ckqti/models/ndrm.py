@@ -1,0 +1,436 @@
+"""NDRM1, NDRM2 and NDRM3: the query-term-independent models of seed paper 002.
+
+Every model scores each query term alone against a document and sums the term scores,
+so ``forward(q, d) == term_scores(q, d).sum(-1)`` and every ``s(t, d)`` can be stored in
+an index (:mod:`ckqti.models.qti`). All three share one scoring path,
+:meth:`QTIScorer.encoded_term_scores`, used by ``term_scores`` (training, reranking) and by
+``score_encoded`` (indexing).
+
+Term ids: 0 = padding, 1 = unknown (:mod:`ckqti.vocab`). Query terms with id 0 or 1 score
+exactly 0 in every model: padding by definition, and an unknown query term has no learned
+meaning (and no posting list to store it in), so full retrieval and reranking agree.
+
+- NDRM1 (latent): query term = ``Linear(embedding(t))`` (not contextualised); document
+  terms = per-dimension mix of the raw embedding and the Conformer output; cosine -> 10
+  RBF kernels -> sums over windows of 300 terms, stride 100 -> ``log(x + 1e-6)`` -> MLP
+  ``K -> 256 -> ReLU -> dropout -> 1`` per window -> max over windows.
+- NDRM2 (explicit): ``idf * tf' / (tf' + ReLU(w dl' + b) + eps)`` with BatchScale means.
+- NDRM3: per term ``[latent, explicit] -> BatchNorm1d(2) -> Linear(2, 1)``.
+
+Choices where paper, reference code and SPEC differ (reference: Mitra's
+TREC-Deep-Learning-Quick-Start):
+
+- Document mix: SPEC's learned *per-dimension* mix ``w0[h] emb[h] + w1[h] ctx[h] + b[h]``
+  (init ``0.5, 0.5, 0``); the reference's ``Linear(2, 1)`` shares one pair of weights across
+  all dimensions (a special case).
+- Windows: the reference pads every document to 4,000 terms and average-pools (window 300,
+  stride 100) without masking all-padding windows. Here a window starts at every 100th
+  position inside the (padded) input, windows that run past the end are summed over what
+  exists, and windows without a real term are masked out of the max; so a score depends
+  only on the document's real terms, never on how much padding the batch adds. For a full
+  4,000-term document this adds two tail windows (starts 3,800 and 3,900) that the
+  reference lacks. A document without real terms scores 0 for every query term.
+- BatchScale: the reference's running mean of tf also counts padded query positions;
+  here only real query terms (ids > 1, with tf = 0 included as in the reference) count, so
+  the statistic does not depend on the batch's padding width. Means are kept exactly (float64
+  sum and count). Before any training sample is seen, the mean of tf is 1 and the mean of
+  dl is the collection's mean document length (set by :meth:`NDRM2.set_collection`), so an
+  untrained NDRM2 is ``idf * tf / (tf + dl / avgdl)``: BM25 with ``k1 = 1, b = 1`` (without
+  the constant ``k1 + 1`` factor).
+- tf counts the occurrences of the term in the ids given (after any truncation); dl is
+  ``doc_lengths`` when given (the reference uses the untruncated length), else the count of
+  real ids.
+- NDRM3's BatchNorm sees only real query terms (the reference normalises padded positions
+  too, then masks them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ckqti.models.conformer import ATTENTION_KINDS, ConformerConfig, ConformerEncoder
+from ckqti.models.kernels import RBFKernels, ck_mus, masked_max, windowed_kernel_sums
+from ckqti.models.qti import DocumentEncoding, document_lengths
+from ckqti.vocab import UNK, Vocabulary
+
+VARIANTS = ("ndrm1", "ndrm2", "ndrm3")
+
+
+@dataclass(frozen=True)
+class NDRMConfig:
+    """One NDRM model's settings; defaults are the paper's / reference code's.
+
+    Args:
+        vocab_size: rows of the embedding and of the idf buffer (``len(vocabulary)``).
+        variant: ``"ndrm1"`` (latent), ``"ndrm2"`` (explicit) or ``"ndrm3"`` (both).
+        dim: embedding and encoder width (256: 128-d skip-gram IN + OUT).
+        num_layers, num_heads, conv_window, ff_dim, dropout, attention, conv: the
+            Conformer (:class:`ckqti.models.conformer.ConformerConfig`).
+        num_kernels: RBF kernels, centres ``1 - 2i/K`` (10).
+        kernel_sigma: RBF width (0.1).
+        pool_window, pool_stride: kernel pooling windows (300, 100).
+        mlp_hidden: hidden units of the per-window MLP (256).
+        max_query_terms, max_doc_terms: input caps the data pipeline applies (20, 4,000);
+            the model itself accepts any length.
+        eps: NDRM2's denominator epsilon and the ``log(x + eps)`` of the kernel windows (1e-6).
+        score_chunk_elements: bound on the largest intermediate of ``score_encoded``
+            (terms are scored in chunks so that ``B * L * chunk * K`` stays below it).
+    """
+
+    vocab_size: int
+    variant: str = "ndrm3"
+    dim: int = 256
+    num_layers: int = 2
+    num_heads: int = 32
+    conv_window: int = 31
+    ff_dim: int = 256
+    dropout: float = 0.2
+    attention: str = "separable"
+    conv: bool = True
+    num_kernels: int = 10
+    kernel_sigma: float = 0.1
+    pool_window: int = 300
+    pool_stride: int = 100
+    mlp_hidden: int = 256
+    max_query_terms: int = 20
+    max_doc_terms: int = 4000
+    eps: float = 1e-6
+    score_chunk_elements: int = 1 << 24
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
+        if self.vocab_size < 2:
+            raise ValueError(f"vocab_size must be >= 2 (padding and unknown), got {self.vocab_size}")
+        positive = ("num_kernels", "pool_window", "pool_stride", "mlp_hidden", "max_query_terms", "max_doc_terms")
+        for name in positive + ("score_chunk_elements",):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.pool_stride > self.pool_window:
+            raise ValueError(f"pool_stride ({self.pool_stride}) must not exceed pool_window ({self.pool_window})")
+        if self.kernel_sigma <= 0 or self.eps <= 0:
+            raise ValueError("kernel_sigma and eps must be positive")
+        if self.attention not in ATTENTION_KINDS:
+            raise ValueError(f"attention must be one of {ATTENTION_KINDS}, got {self.attention!r}")
+        self.conformer()  # validates the encoder settings
+
+    def conformer(self) -> ConformerConfig:
+        return ConformerConfig(
+            dim=self.dim,
+            num_layers=self.num_layers,
+            num_heads=self.num_heads,
+            conv_window=self.conv_window,
+            ff_dim=self.ff_dim,
+            dropout=self.dropout,
+            attention=self.attention,
+            conv=self.conv,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "NDRMConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown NDRMConfig fields: {sorted(unknown)}")
+        return cls(**d)
+
+
+def query_term_mask(query: Tensor) -> Tensor:
+    """True at query terms that can score: not padding (0), not unknown (1).
+
+    Shape:
+        ``[..., Q]`` long -> ``[..., Q]`` bool.
+    """
+    return query > UNK
+
+
+class QTIScorer(nn.Module):
+    """The scoring path shared by all NDRM variants (subclasses define ``encoded_term_scores``).
+
+    Shape:
+        ``term_scores``: query ``[B, Q]``, doc ``[B, L]`` -> ``[B, Q]``;
+        ``forward``: -> ``[B]``; ``score_encoded``: terms ``[T]`` -> ``[B, T]``.
+    """
+
+    is_latent: bool = True
+
+    def __init__(self, config: NDRMConfig):
+        super().__init__()
+        self.config = config
+
+    def encode_documents(self, ids: Tensor, lengths: Tensor | None = None) -> DocumentEncoding:
+        raise NotImplementedError
+
+    def encoded_term_scores(self, query: Tensor, docs: DocumentEncoding) -> Tensor:
+        """Score each query term alone: query ``[B, Q]`` against ``docs`` (B documents) -> ``[B, Q]``."""
+        raise NotImplementedError
+
+    def term_vectors(self, terms: Tensor) -> Tensor | None:
+        return None
+
+    def _work_per_position(self) -> int:
+        """Intermediate elements per (document position, term) pair when scoring."""
+        return 1
+
+    def set_collection(self, vocab: Vocabulary) -> None:
+        """Attach a collection's statistics (idf, mean document length); checks the vocabulary size."""
+        if len(vocab) != self.config.vocab_size:
+            raise ValueError(f"vocabulary has {len(vocab)} terms, the model was built for {self.config.vocab_size}")
+
+    def term_scores(self, query: Tensor, doc: Tensor, doc_lengths: Tensor | None = None) -> Tensor:
+        if query.dim() != 2 or doc.dim() != 2 or query.shape[0] != doc.shape[0]:
+            raise ValueError(f"expected query [B, Q] and doc [B, L], got {tuple(query.shape)} and {tuple(doc.shape)}")
+        return self.encoded_term_scores(query, self.encode_documents(doc, doc_lengths))
+
+    def forward(self, query: Tensor, doc: Tensor, doc_lengths: Tensor | None = None) -> Tensor:
+        return self.term_scores(query, doc, doc_lengths).sum(-1)
+
+    def score_encoded(self, terms: Tensor, docs: DocumentEncoding) -> Tensor:
+        """Every term of ``terms [T]`` scored alone against every document -> ``[B, T]``, in chunks of terms."""
+        b, length = docs.ids.shape
+        chunk = max(1, self.config.score_chunk_elements // max(1, b * length * self._work_per_position()))
+        parts = [
+            self.encoded_term_scores(part.unsqueeze(0).expand(b, -1), docs) for part in terms.split(chunk)
+        ]  # [B, chunk] each
+        if not parts:
+            return docs.lengths.new_zeros(b, 0)
+        return torch.cat(parts, dim=1)  # [B, T]
+
+
+class BatchScale(nn.Module):
+    """``x / mean(x)``, the mean an exact running mean over every training sample seen.
+
+    In training mode the batch's real samples are added to a float64 sum and count first
+    (so the batch is scaled by a mean that includes it, as in the reference code); in eval
+    mode the mean is frozen. Before any sample is seen the mean is ``prior``.
+
+    Shape:
+        x ``[*]``, mask ``[*]`` bool or None (which samples count) -> ``[*]``.
+    """
+
+    def __init__(self, prior: float = 1.0):
+        super().__init__()
+        self.register_buffer("total", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("prior", torch.tensor(float(prior), dtype=torch.float64))
+
+    @property
+    def mean(self) -> Tensor:
+        return torch.where(self.count > 0, self.total / self.count.clamp_min(1.0), self.prior)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        if self.training:
+            samples = x.detach() if mask is None else x.detach()[mask]
+            self.total += samples.to(torch.float64).sum()
+            self.count += samples.numel()
+        return x / self.mean.clamp_min(1e-12).to(x.dtype)
+
+
+class NDRM2(QTIScorer):
+    """Explicit term matching: ``idf * tf' / (tf' + ReLU(w dl' + b) + eps)`` per query term.
+
+    Two learned parameters (``w`` init 1, ``b`` init 0); idf is a buffer set by
+    :meth:`set_collection`. ``s(t, d) = 0`` exactly when ``t`` does not occur in ``d``.
+
+    Shape:
+        ``term_scores``: query ``[B, Q]``, doc ``[B, L]`` -> ``[B, Q]``; ``forward`` -> ``[B]``.
+    """
+
+    is_latent = False
+
+    def __init__(self, config: NDRMConfig):
+        super().__init__(config)
+        self.length_weight = nn.Parameter(torch.ones(()))
+        self.length_bias = nn.Parameter(torch.zeros(()))
+        self.register_buffer("idf", torch.zeros(config.vocab_size))
+        self.tf_scale = BatchScale(1.0)
+        self.length_scale = BatchScale(1.0)
+
+    def reset_parameters(self) -> None:
+        nn.init.ones_(self.length_weight)
+        nn.init.zeros_(self.length_bias)
+
+    def set_collection(self, vocab: Vocabulary) -> None:
+        super().set_collection(vocab)
+        self.idf.copy_(torch.as_tensor(vocab.idf(), dtype=torch.float32))
+        self.length_scale.prior.fill_(max(vocab.mean_doc_length, 1e-6))
+
+    def encode_documents(self, ids: Tensor, lengths: Tensor | None = None) -> DocumentEncoding:
+        return DocumentEncoding(ids, ids != 0, document_lengths(ids, lengths), None)
+
+    def encoded_term_scores(self, query: Tensor, docs: DocumentEncoding) -> Tensor:
+        real = query_term_mask(query)  # [B, Q]
+        hits = (docs.ids.unsqueeze(1) == query.unsqueeze(2)) & docs.mask.unsqueeze(1)  # [B, Q, L]
+        tf = self.tf_scale(hits.sum(-1).to(torch.float32), real)  # [B, Q]
+        dl = self.length_scale(docs.lengths)  # [B]
+        saturation = F.relu(self.length_weight * dl + self.length_bias).unsqueeze(1)  # [B, 1]
+        scores = self.idf[query] * tf / (tf + saturation + self.config.eps)  # [B, Q]
+        return scores * real
+
+
+class EmbeddingMix(nn.Module):
+    """Per-dimension learned mix of two term representations: ``w0 * a + w1 * b + bias``.
+
+    Shape:
+        a ``[..., D]``, b ``[..., D]`` -> ``[..., D]``.
+    """
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(2, dim))
+        self.bias = nn.Parameter(torch.empty(dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.constant_(self.weight, 0.5)
+        nn.init.zeros_(self.bias)
+
+    def forward(self, a: Tensor, b: Tensor) -> Tensor:
+        return a * self.weight[0] + b * self.weight[1] + self.bias
+
+
+class WindowedKernelScorer(nn.Module):
+    """Kernel activations -> window sums -> ``log(x + eps)`` -> MLP per window -> max over real windows.
+
+    Shape:
+        activations ``[..., L, K]``, mask ``[..., L]`` bool (broadcastable) -> ``[...]``.
+    """
+
+    def __init__(self, num_kernels: int, hidden: int, window: int, stride: int, dropout: float, eps: float):
+        super().__init__()
+        self.window, self.stride, self.eps = window, stride, eps
+        self.mlp = nn.Sequential(nn.Linear(num_kernels, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, 1))
+
+    def forward(self, activations: Tensor, mask: Tensor) -> Tensor:
+        windows = windowed_kernel_sums(activations, mask, self.window, self.stride)  # [..., W, K]
+        per_window = self.mlp(torch.log(windows.sums + self.eps)).squeeze(-1)  # [..., W]
+        return masked_max(per_window, windows.mask, dim=-1)  # [...]
+
+
+class NDRM1(QTIScorer):
+    """Latent matching: Conformer-Kernel with query term independence.
+
+    Shape:
+        ``term_scores``: query ``[B, Q]``, doc ``[B, L]`` -> ``[B, Q]``; ``forward`` -> ``[B]``;
+        ``encode_documents``: ids ``[B, L]`` -> vectors ``[B, L, D]``; ``term_vectors``: ``[T]`` -> ``[T, D]``.
+    """
+
+    is_latent = True
+
+    def __init__(self, config: NDRMConfig):
+        super().__init__(config)
+        self.embedding = nn.Embedding(config.vocab_size, config.dim, padding_idx=0)
+        self.query_proj = nn.Linear(config.dim, config.dim)
+        self.encoder = ConformerEncoder(config.conformer())
+        self.mix = EmbeddingMix(config.dim)
+        self.kernels = RBFKernels(ck_mus(config.num_kernels), config.kernel_sigma)
+        self.pooling = WindowedKernelScorer(
+            config.num_kernels, config.mlp_hidden, config.pool_window, config.pool_stride, config.dropout, config.eps
+        )
+
+    def load_embeddings(self, matrix: Tensor) -> None:
+        """Copy an initial ``[vocab_size, dim]`` embedding matrix (row 0 is zeroed: padding)."""
+        if tuple(matrix.shape) != tuple(self.embedding.weight.shape):
+            raise ValueError(f"embedding matrix {tuple(matrix.shape)} != {tuple(self.embedding.weight.shape)}")
+        with torch.no_grad():
+            self.embedding.weight.copy_(torch.as_tensor(matrix, dtype=self.embedding.weight.dtype))
+            self.embedding.weight[0].zero_()
+
+    def _work_per_position(self) -> int:
+        return 2 * self.config.num_kernels
+
+    def encode_documents(self, ids: Tensor, lengths: Tensor | None = None) -> DocumentEncoding:
+        mask = ids != 0  # [B, L]
+        emb = self.embedding(ids)  # [B, L, D]
+        ctx = self.encoder(emb, mask)  # [B, L, D]
+        vectors = F.normalize(self.mix(emb, ctx), dim=-1) * mask.unsqueeze(-1)  # [B, L, D]
+        return DocumentEncoding(ids, mask, document_lengths(ids, lengths), vectors)
+
+    def term_vectors(self, terms: Tensor) -> Tensor:
+        return F.normalize(self.query_proj(self.embedding(terms)), dim=-1)  # [..., D]
+
+    def encoded_term_scores(self, query: Tensor, docs: DocumentEncoding) -> Tensor:
+        if docs.vectors is None:
+            raise ValueError("NDRM1 needs document vectors: encode the documents with this model")
+        cos = torch.einsum("bqd,bld->bql", self.term_vectors(query), docs.vectors)  # [B, Q, L]
+        activations = self.kernels(cos)  # [B, Q, L, K]
+        scores = self.pooling(activations, docs.mask.unsqueeze(1))  # [B, Q]
+        return scores * query_term_mask(query)
+
+
+class TermCombiner(nn.Module):
+    """NDRM3's per-term combination ``[latent, explicit] -> BatchNorm1d(2) -> Linear(2, 1)``.
+
+    BatchNorm statistics come from real query terms only.
+
+    Shape:
+        features ``[B, Q, 2]``, mask ``[B, Q]`` bool -> ``[B, Q]``, zero where mask is False.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.BatchNorm1d(2)
+        self.linear = nn.Linear(2, 1)
+
+    def forward(self, features: Tensor, mask: Tensor) -> Tensor:
+        out = features.new_zeros(mask.shape)  # [B, Q]
+        picked = features[mask]  # [N, 2]
+        if picked.shape[0]:
+            out = out.masked_scatter(mask, self.linear(self.norm(picked)).squeeze(-1))
+        return out
+
+
+class NDRM3(QTIScorer):
+    """NDRM1 and NDRM2 scores of each query term combined by :class:`TermCombiner`.
+
+    Shape:
+        ``term_scores``: query ``[B, Q]``, doc ``[B, L]`` -> ``[B, Q]``; ``forward`` -> ``[B]``.
+    """
+
+    is_latent = True
+
+    def __init__(self, config: NDRMConfig):
+        super().__init__(config)
+        self.latent = NDRM1(replace(config, variant="ndrm1"))
+        self.explicit = NDRM2(replace(config, variant="ndrm2"))
+        self.combine = TermCombiner()
+
+    def set_collection(self, vocab: Vocabulary) -> None:
+        super().set_collection(vocab)
+        self.explicit.set_collection(vocab)
+
+    def load_embeddings(self, matrix: Tensor) -> None:
+        self.latent.load_embeddings(matrix)
+
+    def _work_per_position(self) -> int:
+        return self.latent._work_per_position()
+
+    def encode_documents(self, ids: Tensor, lengths: Tensor | None = None) -> DocumentEncoding:
+        return self.latent.encode_documents(ids, lengths)
+
+    def term_vectors(self, terms: Tensor) -> Tensor:
+        return self.latent.term_vectors(terms)
+
+    def encoded_term_scores(self, query: Tensor, docs: DocumentEncoding) -> Tensor:
+        latent = self.latent.encoded_term_scores(query, docs)  # [B, Q]
+        explicit = self.explicit.encoded_term_scores(query, docs)  # [B, Q]
+        return self.combine(torch.stack([latent, explicit], dim=-1), query_term_mask(query))  # [B, Q]
+
+
+MODELS: dict[str, type[QTIScorer]] = {"ndrm1": NDRM1, "ndrm2": NDRM2, "ndrm3": NDRM3}
+
+
+def build_ndrm(config: NDRMConfig, vocab: Vocabulary | None = None, device: torch.device | str | None = None) -> QTIScorer:
+    """The model named by ``config.variant``, with ``vocab``'s statistics attached when given."""
+    model = MODELS[config.variant](config)
+    if vocab is not None:
+        model.set_collection(vocab)
+    return model.to(device) if device is not None else model

@@ -1,0 +1,79 @@
+"""The query-term-independent (QTI) model interface the index builder uses.
+
+Under query term independence a query's score is the sum of its terms' scores,
+``score(q, d) = sum_t s(t, d)``, so every ``s(t, d)`` can be computed at indexing time.
+The indexer encodes a batch of documents once (:meth:`QTIModel.encode_documents`) and
+then scores candidate terms against the encoded batch (:meth:`QTIModel.score_encoded`);
+``score_encoded(terms, encode_documents(doc))[:, i]`` equals the model's
+``term_scores(terms[i:i+1][None], doc)`` (a one-term query).
+
+For latent models (NDRM1, NDRM3) any term may score against any document; the indexer
+picks candidate terms per document with ``max_j cos(term_vectors(t), vectors[b, j])``.
+For the explicit model (NDRM2) ``s(t, d) = 0`` exactly when ``t`` does not occur in
+``d`` (``is_latent`` is False, ``vectors`` and ``term_vectors`` are None), so the
+document's own terms are the only candidates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class DocumentEncoding:
+    """A batch of encoded documents.
+
+    Attributes:
+        ids: ``[B, L]`` long term ids, 0 = padding.
+        mask: ``[B, L]`` bool, True at real terms.
+        lengths: ``[B]`` float document length in terms (before truncation when the
+            caller passed it, else the count of non-padding ids).
+        vectors: ``[B, L, D]`` unit-norm contextual document vectors, zero at padding;
+            None for explicit-only models.
+    """
+
+    ids: Tensor
+    mask: Tensor
+    lengths: Tensor
+    vectors: Tensor | None = None
+
+    def to(self, device: torch.device | str) -> "DocumentEncoding":
+        vectors = None if self.vectors is None else self.vectors.to(device)
+        return DocumentEncoding(self.ids.to(device), self.mask.to(device), self.lengths.to(device), vectors)
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+
+@runtime_checkable
+class QTIModel(Protocol):
+    """What the index builder needs from a query-term-independent model."""
+
+    is_latent: bool
+
+    def encode_documents(self, ids: Tensor, lengths: Tensor | None = None) -> DocumentEncoding:
+        """Encode documents ``ids [B, L]`` (0 = padding); ``lengths [B]`` optional true lengths."""
+        ...
+
+    def score_encoded(self, terms: Tensor, docs: DocumentEncoding) -> Tensor:
+        """Score every term of ``terms [T]`` alone against every document: ``[B, T]``."""
+        ...
+
+    def term_vectors(self, terms: Tensor) -> Tensor | None:
+        """Unit-norm query-side vectors ``[T, D]`` of ``terms [T]``; None for explicit models."""
+        ...
+
+
+def document_lengths(ids: Tensor, lengths: Tensor | None = None) -> Tensor:
+    """``lengths`` as float, or the count of non-padding ids per row when None.
+
+    Shape:
+        ids ``[B, L]`` -> ``[B]`` float.
+    """
+    if lengths is None:
+        return (ids != 0).sum(-1).to(torch.float32)
+    return lengths.to(device=ids.device, dtype=torch.float32)

@@ -1,0 +1,292 @@
+"""TK: Transformer-Kernel ranking (Hofstätter et al., ECAI 2020; reference code ``TK_v1``).
+
+Word embeddings -> a small Transformer (shared by query and document, encoded separately)
+-> hybrid vectors ``alpha * emb + (1 - alpha) * ctx`` -> cosine match matrix -> 11 RBF
+kernels summed over the document per query term -> a log branch and a length-normalised
+branch, each summed over query terms -> ``K -> 1`` linear layers -> a ``2 -> 1`` mix.
+
+Choices where paper, reference code and this implementation differ:
+
+* Contextualisation uses ``torch.nn.TransformerEncoder`` (post-LayerNorm, ReLU, no dropout by
+  default); the reference ``TK_v1`` uses AllenNLP's ``StackedSelfAttentionEncoder``. Both add
+  fixed sinusoid position features to the Transformer's input only; the hybrid mix uses the
+  raw embeddings.
+* The length branch is ``sum / (doc_len + 1) * scale`` without a log, as in the code (the
+  paper writes a log for both branches). Both branches share the one learned ``scale``.
+* The document is cut to ``max_doc_length`` (default 200) and the query to
+  ``max_query_length`` (30) inside :meth:`TK.forward`, the paper's caps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ckqti.models.kernels import TK_MUS, RBFKernels
+
+
+@dataclass(frozen=True)
+class TKConfig:
+    """TK hyper-parameters (defaults: the paper's, except the vocabulary).
+
+    Attributes:
+        vocab_size: rows of the word embedding (ids 0 = padding, 1 = unknown).
+        embedding_dim: word vector size (300 GloVe in the paper).
+        num_layers: Transformer layers.
+        num_heads: attention heads; must divide ``embedding_dim``.
+        ff_dim: Transformer feed-forward width (100; a later version used 300).
+        kernel_mus: RBF kernel centres.
+        kernel_sigma: RBF width shared by all kernels.
+        max_query_length: query tokens kept.
+        max_doc_length: document tokens kept.
+        train_embeddings: whether the word embedding is trained.
+        dropout: Transformer dropout.
+    """
+
+    vocab_size: int
+    embedding_dim: int = 300
+    num_layers: int = 2
+    num_heads: int = 10
+    ff_dim: int = 100
+    kernel_mus: tuple[float, ...] = TK_MUS
+    kernel_sigma: float = 0.1
+    max_query_length: int = 30
+    max_doc_length: int = 200
+    train_embeddings: bool = True
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_encoder_fields(self)
+        if self.max_doc_length < 1:
+            raise ValueError(f"max_doc_length must be >= 1, got {self.max_doc_length}")
+
+
+def check_encoder_fields(c: TKConfig) -> None:
+    """Validate the fields TK and TKL share (raises ValueError)."""
+    for name in ("vocab_size", "embedding_dim", "num_layers", "num_heads", "ff_dim", "max_query_length"):
+        if getattr(c, name) < 1:
+            raise ValueError(f"{type(c).__name__}.{name} must be >= 1, got {getattr(c, name)}")
+    if c.vocab_size < 2:
+        raise ValueError("vocab_size must be >= 2 (ids 0 and 1 are padding and unknown)")
+    if c.embedding_dim % c.num_heads:
+        raise ValueError(f"embedding_dim {c.embedding_dim} is not divisible by num_heads {c.num_heads}")
+    if not c.kernel_mus or c.kernel_sigma <= 0:
+        raise ValueError("need at least one kernel and a positive kernel_sigma")
+    if not 0.0 <= c.dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {c.dropout}")
+
+
+def sinusoid_positions(length: int, dim: int, offset: int = 0, max_timescale: float = 1.0e4) -> Tensor:
+    """Sinusoid position features: the sin half then the cos half (a zero column for odd ``dim``).
+
+    Shape:
+        -> ``[length, dim]``.
+    """
+    half = dim // 2
+    t = torch.arange(offset, offset + length, dtype=torch.float32)  # [length]
+    step = math.log(max_timescale) / max(half - 1, 1)
+    inv = torch.exp(torch.arange(half, dtype=torch.float32) * -step)  # [half]
+    scaled = t[:, None] * inv[None, :]  # [length, half]
+    out = torch.cat([torch.sin(scaled), torch.cos(scaled)], dim=1)  # [length, 2 * half]
+    if dim % 2:
+        out = torch.cat([out, out.new_zeros(length, 1)], dim=1)
+    return out
+
+
+def word_embedding(vocab_size: int, dim: int, weights: Tensor | None, trainable: bool) -> nn.Embedding:
+    """An ``nn.Embedding`` with padding row 0, optionally initialised from ``weights [V, D]``."""
+    emb = nn.Embedding(vocab_size, dim, padding_idx=0)
+    if weights is not None:
+        if tuple(weights.shape) != (vocab_size, dim):
+            raise ValueError(f"embedding matrix has shape {tuple(weights.shape)}, expected {(vocab_size, dim)}")
+        with torch.no_grad():
+            emb.weight.copy_(weights)
+            emb.weight[0].zero_()
+    emb.weight.requires_grad_(trainable)
+    return emb
+
+
+def transformer(dim: int, heads: int, ff_dim: int, layers: int, dropout: float) -> nn.TransformerEncoder:
+    """The contextualiser of TK and TKL: post-LayerNorm Transformer encoder, batch first."""
+    layer = nn.TransformerEncoderLayer(dim, heads, dim_feedforward=ff_dim, dropout=dropout, batch_first=True)
+    return nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+
+def padding_mask_for_attention(mask: Tensor) -> Tensor:
+    """``src_key_padding_mask`` (True = ignore) from a real-token mask; rows without any real
+    token attend to their first position so the Transformer gives no NaN (the caller masks
+    those rows out afterwards).
+
+    Shape:
+        mask ``[B, L]`` bool -> ``[B, L]`` bool.
+    """
+    ignore = ~mask
+    ignore[:, 0] &= mask.any(-1)
+    return ignore
+
+
+def cosine_matrix(q: Tensor, d: Tensor) -> Tensor:
+    """Cosine similarity of every query vector with every document vector (0 for zero vectors).
+
+    Shape:
+        q ``[B, Q, D]``, d ``[B, L, D]`` -> ``[B, Q, L]``.
+    """
+    qn = F.normalize(q, dim=-1, eps=1e-13)
+    dn = F.normalize(d, dim=-1, eps=1e-13)
+    return torch.bmm(qn, dn.transpose(1, 2))  # [B, Q, L]
+
+
+@dataclass
+class TKExplanation:
+    """Why TK scored a batch of (query, document) pairs as it did (seed 004, section 4).
+
+    Attributes:
+        score: ``[B]`` the model's scores (equal to :meth:`TK.forward`).
+        term_kernel_scores: ``[B, Q, K]`` each (query term, kernel) cell's share of the score
+            (log and length branches together); summing over ``Q`` and ``K`` gives ``score``.
+        log_kernel_values: ``[B, Q, K]`` log branch values ``log2(sum) * scale`` before the
+            dense layer (0 at padded query terms).
+        length_kernel_values: ``[B, Q, K]`` length branch values ``sum / (len + 1) * scale``.
+        kernel_sums: ``[B, Q, K]`` raw soft term frequencies (kernel activations summed over
+            the document).
+        cosine: ``[B, Q, L]`` cosine match matrix (0 where either side is padding).
+        closest_kernel: ``[B, Q, L]`` long: for each query term and document term, the kernel
+            whose ``mu`` is closest to their cosine; -1 at padding.
+        doc_term_kernel: ``[B, L]`` long: the closest kernel of each document term to its
+            best-matching query term (the word colouring of seed 004, Fig. 2); -1 at padding.
+        kernel_mus: ``[K]`` the kernel centres, for labelling.
+        query_mask: ``[B, Q]`` bool; doc_mask: ``[B, L]`` bool (after the length caps).
+    """
+
+    score: Tensor
+    term_kernel_scores: Tensor
+    log_kernel_values: Tensor
+    length_kernel_values: Tensor
+    kernel_sums: Tensor
+    cosine: Tensor
+    closest_kernel: Tensor
+    doc_term_kernel: Tensor
+    kernel_mus: Tensor
+    query_mask: Tensor
+    doc_mask: Tensor
+
+
+@dataclass
+class _TKParts:
+    """Intermediate TK tensors shared by :meth:`TK.forward` and :meth:`TK.explain`."""
+
+    log_values: Tensor  # [B, Q, K]
+    length_values: Tensor  # [B, Q, K]
+    kernel_sums: Tensor  # [B, Q, K]
+    cosine: Tensor  # [B, Q, L]
+    query_mask: Tensor  # [B, Q]
+    doc_mask: Tensor  # [B, L]
+
+
+class TK(nn.Module):
+    """The TK re-ranking model.
+
+    Args:
+        config: hyper-parameters.
+        embeddings: optional initial word matrix ``[vocab_size, embedding_dim]``.
+
+    Shape:
+        query_ids ``[B, Q]`` long, doc_ids ``[B, L]`` long (0 = padding) -> ``[B]`` scores.
+    """
+
+    def __init__(self, config: TKConfig, embeddings: Tensor | None = None):
+        super().__init__()
+        c = self.config = config
+        self.embedding = word_embedding(c.vocab_size, c.embedding_dim, embeddings, c.train_embeddings)
+        longest = max(c.max_query_length, c.max_doc_length)
+        self.register_buffer("positions", sinusoid_positions(longest, c.embedding_dim), persistent=False)
+        self.contextualizer = transformer(c.embedding_dim, c.num_heads, c.ff_dim, c.num_layers, c.dropout)
+        self.mixer = nn.Parameter(torch.empty(1))
+        self.scale = nn.Parameter(torch.empty(1))
+        self.kernels = RBFKernels(c.kernel_mus, c.kernel_sigma)
+        k = len(c.kernel_mus)
+        self.dense_log = nn.Linear(k, 1, bias=False)
+        self.dense_length = nn.Linear(k, 1, bias=False)
+        self.dense_combine = nn.Linear(2, 1, bias=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """The reference initialisation: alpha 0.5, scale 0.01, kernel weights U(-0.014, 0.014)."""
+        nn.init.constant_(self.mixer, 0.5)
+        nn.init.constant_(self.scale, 0.01)
+        nn.init.uniform_(self.dense_log.weight, -0.014, 0.014)
+        nn.init.uniform_(self.dense_length.weight, -0.014, 0.014)
+        self.dense_combine.reset_parameters()
+
+    def encode(self, ids: Tensor, mask: Tensor) -> Tensor:
+        """Hybrid term vectors ``alpha * emb + (1 - alpha) * ctx``, zero at padding.
+
+        Shape:
+            ids ``[B, L]``, mask ``[B, L]`` bool -> ``[B, L, D]``.
+        """
+        emb = self.embedding(ids) * mask.unsqueeze(-1)  # [B, L, D]
+        ctx = self.contextualizer(emb + self.positions[: ids.shape[1]], src_key_padding_mask=padding_mask_for_attention(mask))
+        return (self.mixer * emb + (1 - self.mixer) * ctx) * mask.unsqueeze(-1)  # [B, L, D]
+
+    def _parts(self, query_ids: Tensor, doc_ids: Tensor) -> _TKParts:
+        query_ids = query_ids[:, : self.config.max_query_length]
+        doc_ids = doc_ids[:, : self.config.max_doc_length]
+        qmask, dmask = query_ids != 0, doc_ids != 0  # [B, Q], [B, L]
+        cos = cosine_matrix(self.encode(query_ids, qmask), self.encode(doc_ids, dmask))  # [B, Q, L]
+        pair_mask = (qmask.unsqueeze(-1) & dmask.unsqueeze(1)).unsqueeze(-1)  # [B, Q, L, 1]
+        sums = (self.kernels(cos) * pair_mask).sum(2)  # [B, Q, K]
+        qm = qmask.unsqueeze(-1).to(sums.dtype)  # [B, Q, 1]
+        log_values = torch.log2(sums.clamp(min=1e-10)) * self.scale * qm  # [B, Q, K]
+        doc_len = dmask.sum(1).to(sums.dtype).view(-1, 1, 1)  # [B, 1, 1]
+        length_values = sums / (doc_len + 1) * self.scale * qm  # [B, Q, K]
+        return _TKParts(log_values, length_values, sums, cos * pair_mask.squeeze(-1), qmask, dmask)
+
+    def _score(self, parts: _TKParts) -> Tensor:
+        log_out = self.dense_log(parts.log_values.sum(1))  # [B, 1]
+        length_out = self.dense_length(parts.length_values.sum(1))  # [B, 1]
+        return self.dense_combine(torch.cat([log_out, length_out], dim=1)).squeeze(1)  # [B]
+
+    def forward(self, query_ids: Tensor, doc_ids: Tensor) -> Tensor:
+        return self._score(self._parts(query_ids, doc_ids))
+
+    def explain(self, query_ids: Tensor, doc_ids: Tensor) -> TKExplanation:
+        """Per-kernel, per-query-term scores and the closest kernel of every document term."""
+        p = self._parts(query_ids, doc_ids)
+        w_log, w_len = self.dense_combine.weight[0]
+        cells = w_log * p.log_values * self.dense_log.weight[0] + w_len * p.length_values * self.dense_length.weight[0]
+        mus = self.kernels.mu
+        pair = p.query_mask.unsqueeze(-1) & p.doc_mask.unsqueeze(1)  # [B, Q, L]
+        closest = (p.cosine.unsqueeze(-1) - mus).abs().argmin(-1)  # [B, Q, L]
+        best_q = p.cosine.masked_fill(~pair, -2.0).argmax(1, keepdim=True)  # [B, 1, L]
+        doc_kernel = closest.gather(1, best_q).squeeze(1)  # [B, L]
+        return TKExplanation(
+            score=self._score(p),
+            term_kernel_scores=cells,
+            log_kernel_values=p.log_values,
+            length_kernel_values=p.length_values,
+            kernel_sums=p.kernel_sums,
+            cosine=p.cosine,
+            closest_kernel=closest.masked_fill(~pair, -1),
+            doc_term_kernel=doc_kernel.masked_fill(~p.doc_mask | ~p.query_mask.any(1, keepdim=True), -1),
+            kernel_mus=mus.clone(),
+            query_mask=p.query_mask,
+            doc_mask=p.doc_mask,
+        )
+
+    def parameter_groups(self, lr_encoder: float = 1e-4, lr_rest: float = 1e-3) -> list[dict]:
+        """Adam parameter groups: embeddings and Transformer at ``lr_encoder``, the rest at ``lr_rest``."""
+        return encoder_parameter_groups(self, ("embedding.", "contextualizer."), lr_encoder, lr_rest)
+
+
+def encoder_parameter_groups(model: nn.Module, prefixes: tuple[str, ...], lr_encoder: float,
+                             lr_rest: float) -> list[dict]:
+    """Split trainable parameters by name prefix into two optimiser groups."""
+    enc, rest = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (enc if name.startswith(prefixes) else rest).append(p)
+    return [{"params": enc, "lr": lr_encoder}, {"params": rest, "lr": lr_rest}]

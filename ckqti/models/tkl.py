@@ -1,0 +1,362 @@
+"""TKL: Transformer-Kernel for long documents (Hofstätter et al., SIGIR 2020; code ``TKL_sigir20``).
+
+The document is split into overlapping windows (40-token centres with 5 tokens of context on
+each side: 50 tokens); only windows with a real token in their centre are contextualised
+(packing), each with the same local position features; the overlaps are cut so the centres
+concatenate back to the original order. Kernel activations over the whole document are summed
+in a sliding saturation window (30 tokens, stride 2), saturated by a learned, query-term
+conditioned ``a * x^(1/b) - c``, summed over query terms and weighted by a ``K -> 1`` layer: one
+score per window, the relevance topography. The three best non-overlapping regions, each with
+its +-1 and +-2 neighbours (15 values), are weighted by a learned vector (init ones).
+
+Choices where paper, reference code and this implementation differ:
+
+* End padding: ``n * 40 + 5 - len`` with ``n = max(1, ceil(len / 40))`` windows. It gives the
+  same windows as the reference's ``50 - ((len - 5) % 40)`` (and ``50 - 5 - len`` for short
+  documents) except when ``len % 40`` is 1 to 4, where the reference makes one window too few
+  and its last 1 to 4 tokens are never scored; here every token lies in exactly one centre.
+* Saturation windows start at every second position of the document (the last ones running
+  past its end), so a window's content never depends on how much padding the batch adds;
+  the reference only takes windows that fit in the padded tensor, so its tail windows change
+  with batch padding. Windows without a real token are masked (the reference marks a window
+  empty when its score is exactly 0).
+* Region picks that find no window left, and neighbours that fall outside the document or on
+  an empty window, contribute 0; the reference clamps neighbour indices to the tensor and can
+  pick an empty window whose neighbours are real. This makes the score padding-invariant.
+* Saturation (``saturation="embedding"``, the code's and paper's main variant): the influence
+  features are a LayerNorm of ``[w . q_i, window length]`` with ``q_i`` the contextualised
+  query term vector (the code); the paper describes it as query term salience (IDF-initialised).
+  ``"linear"`` uses ``a * x - c`` and ``"log"`` uses ``log x`` (the ablations).
+* Position features are learned, initialised with sinusoids: the query's from position 0,
+  the window's (shared by every window) from position 500, as the code does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from ckqti.models.kernels import TK_MUS, RBFKernels, window_sums
+from ckqti.models.tk import (
+    check_encoder_fields,
+    cosine_matrix,
+    encoder_parameter_groups,
+    padding_mask_for_attention,
+    sinusoid_positions,
+    transformer,
+    word_embedding,
+)
+
+SATURATIONS = ("embedding", "linear", "log")
+
+
+def window_count(length: int, chunk: int) -> int:
+    """Windows needed so every one of ``length`` tokens lies in exactly one centre (at least 1)."""
+    return max(1, -(-length // chunk))
+
+
+def split_windows(x: Tensor, chunk: int, overlap: int, pad_value: float | int = 0) -> Tensor:
+    """Cut a sequence into overlapping windows: centres of ``chunk`` tokens plus ``overlap`` on each side.
+
+    The sequence is padded with ``overlap`` in front and ``n * chunk + overlap - L`` at the end,
+    then unfolded with size ``chunk + 2 * overlap`` and step ``chunk``; window ``i``'s centre is
+    positions ``[i * chunk, (i + 1) * chunk)`` of the input.
+
+    Shape:
+        x ``[B, L, ...]`` -> ``[B, n, chunk + 2 * overlap, ...]`` with ``n = max(1, ceil(L / chunk))``.
+    """
+    n = window_count(x.shape[1], chunk)
+    end = n * chunk + overlap - x.shape[1]
+    pad_spec = [0, 0] * (x.dim() - 2) + [overlap, end]
+    padded = nn.functional.pad(x, pad_spec, value=pad_value)  # [B, n * chunk + 2 * overlap, ...]
+    windows = padded.unfold(1, chunk + 2 * overlap, chunk)  # [B, n, ..., chunk + 2 * overlap]
+    return windows.movedim(-1, 2)  # [B, n, chunk + 2 * overlap, ...]
+
+
+def join_centres(windows: Tensor, overlap: int) -> Tensor:
+    """Cut the overlaps off every window and concatenate the centres in order.
+
+    Shape:
+        windows ``[B, n, chunk + 2 * overlap, ...]`` -> ``[B, n * chunk, ...]``.
+    """
+    centres = windows[:, :, overlap: windows.shape[2] - overlap]  # [B, n, chunk, ...]
+    return centres.flatten(1, 2)
+
+
+def top_regions(scores: Tensor, valid: Tensor, count: int, exclusion: int) -> tuple[Tensor, Tensor]:
+    """Pick the best window ``count`` times, each time ruling out windows within ``exclusion`` of the pick.
+
+    Returns the picked indices ``[B, count]`` (long) and whether each pick found a window
+    (``[B, count]`` bool; a failed pick's index is meaningless). Picks are at least
+    ``exclusion`` windows apart.
+
+    Shape:
+        scores ``[B, W]``, valid ``[B, W]`` bool -> (``[B, count]``, ``[B, count]``).
+    """
+    available = valid.clone()
+    r = torch.arange(scores.shape[1], device=scores.device)  # [W]
+    picks, found = [], []
+    for _ in range(count):
+        best = scores.masked_fill(~available, float("-inf")).argmax(1)  # [B]
+        ok = available.gather(1, best[:, None]).squeeze(1)  # [B]
+        available &= ~(((r - best[:, None]).abs() < exclusion) & ok[:, None])
+        picks.append(best)
+        found.append(ok)
+    return torch.stack(picks, 1), torch.stack(found, 1)
+
+
+@dataclass(frozen=True)
+class TKLConfig:
+    """TKL hyper-parameters (defaults: the paper's and the reference code's).
+
+    Attributes:
+        vocab_size, embedding_dim, num_layers, num_heads, ff_dim, kernel_mus, kernel_sigma,
+        max_query_length, train_embeddings, dropout: as in :class:`~ckqti.models.tk.TKConfig`.
+        max_doc_length: document tokens kept (2,000 or 4,000 in the paper).
+        chunk_size: window centre length (40).
+        overlap: context tokens on each side of a centre (5).
+        saturation_window: tokens per saturation window (30).
+        saturation_stride: distance between saturation windows (2).
+        regions: top regions picked (3).
+        neighbours: neighbours taken on each side of a pick (2: +-1, +-2).
+        saturation: ``"embedding"`` (learned ``a * x^(1/b) - c``), ``"linear"`` or ``"log"``.
+        pack_windows: contextualise only windows whose centre holds a real token (the scores do
+            not depend on it; False exists to check that).
+    """
+
+    vocab_size: int
+    embedding_dim: int = 300
+    num_layers: int = 2
+    num_heads: int = 10
+    ff_dim: int = 100
+    kernel_mus: tuple[float, ...] = TK_MUS
+    kernel_sigma: float = 0.1
+    max_query_length: int = 30
+    max_doc_length: int = 2000
+    chunk_size: int = 40
+    overlap: int = 5
+    saturation_window: int = 30
+    saturation_stride: int = 2
+    regions: int = 3
+    neighbours: int = 2
+    saturation: str = "embedding"
+    pack_windows: bool = True
+    train_embeddings: bool = True
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_encoder_fields(self)
+        for name in ("max_doc_length", "chunk_size", "saturation_window", "saturation_stride", "regions"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"TKLConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.overlap < 0 or self.neighbours < 0:
+            raise ValueError("overlap and neighbours must be >= 0")
+        if self.saturation not in SATURATIONS:
+            raise ValueError(f"saturation must be one of {SATURATIONS}, got {self.saturation!r}")
+
+    @property
+    def window_length(self) -> int:
+        return self.chunk_size + 2 * self.overlap
+
+
+@dataclass
+class TKLExplanation:
+    """The relevance topography of TKL and its top regions.
+
+    Attributes:
+        score: ``[B]`` the model's scores (equal to :meth:`TKL.forward`).
+        topography: ``[B, W]`` score of every saturation window (0 where ``window_valid`` is False).
+        window_valid: ``[B, W]`` bool, True where the window holds a real token.
+        window_lengths: ``[B, W]`` real tokens in each window.
+        region_starts: ``[B, R]`` long token offset of each picked region (``stride * window
+            index``, in tokens of the capped document), -1 where no region was found.
+        region_scores: ``[B, R]`` the picked windows' topography scores (0 where none).
+        region_valid: ``[B, R]`` bool.
+        region_length: tokens in a region (the saturation window, 30).
+        doc_lengths: ``[B]`` real document tokens (after the cap).
+    """
+
+    score: Tensor
+    topography: Tensor
+    window_valid: Tensor
+    window_lengths: Tensor
+    region_starts: Tensor
+    region_scores: Tensor
+    region_valid: Tensor
+    region_length: int
+    doc_lengths: Tensor
+
+
+@dataclass
+class _TKLParts:
+    topography: Tensor  # [B, W]
+    valid: Tensor  # [B, W]
+    lengths: Tensor  # [B, W]
+    picks: Tensor  # [B, R]
+    found: Tensor  # [B, R]
+    score: Tensor  # [B]
+    doc_lengths: Tensor  # [B]
+
+
+class Saturation(nn.Module):
+    """TKL's learned saturation ``a * x^(1/b) - c`` with a, b, c conditioned on the query term
+    and the window length (``kind="embedding"``), or the ``"linear"`` / ``"log"`` ablations.
+
+    Shape:
+        x ``[B, Q, W, K]`` kernel sums, query ``[B, Q, D]`` term vectors, lengths ``[B, W]``
+        -> ``[B, Q, W, K]``.
+    """
+
+    def __init__(self, dim: int, kind: str):
+        super().__init__()
+        self.kind = kind
+        if kind != "log":
+            self.project = nn.Linear(dim, 1, bias=False)
+            self.norm = nn.LayerNorm(2)
+            self.a = nn.Linear(2, 1)
+            self.c = nn.Linear(2, 1)
+        if kind == "embedding":
+            self.b = nn.Linear(2, 1)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Bias 100, weights U(-0.014, 0.014): at init ``a * x^(1/b) - c`` is close to ``ln x``."""
+        for lin in (getattr(self, n, None) for n in ("a", "b", "c")):
+            if lin is not None:
+                nn.init.constant_(lin.bias, 100.0)
+                nn.init.uniform_(lin.weight, -0.014, 0.014)
+
+    def forward(self, x: Tensor, query: Tensor, lengths: Tensor) -> Tensor:
+        x = x.clamp(min=1e-10)
+        if self.kind == "log":
+            return torch.log(x)
+        salience = self.project(query).expand(-1, -1, lengths.shape[1])  # [B, Q, W]
+        length = lengths.to(x.dtype).unsqueeze(1).expand_as(salience)  # [B, Q, W]
+        feats = self.norm(torch.stack([salience, length], dim=-1))  # [B, Q, W, 2]
+        a, c = self.a(feats), self.c(feats)  # [B, Q, W, 1]
+        if self.kind == "linear":
+            return a * x - c
+        return a * x.pow(1.0 / self.b(feats)) - c  # [B, Q, W, K]
+
+
+class TKL(nn.Module):
+    """The TKL re-ranking model for long documents.
+
+    Args:
+        config: hyper-parameters.
+        embeddings: optional initial word matrix ``[vocab_size, embedding_dim]``.
+
+    Shape:
+        query_ids ``[B, Q]`` long, doc_ids ``[B, L]`` long (0 = padding) -> ``[B]`` scores.
+    """
+
+    def __init__(self, config: TKLConfig, embeddings: Tensor | None = None):
+        super().__init__()
+        c = self.config = config
+        d = c.embedding_dim
+        self.embedding = word_embedding(c.vocab_size, d, embeddings, c.train_embeddings)
+        self.query_positions = nn.Parameter(sinusoid_positions(c.max_query_length, d))
+        self.window_positions = nn.Parameter(sinusoid_positions(c.window_length, d, offset=500))
+        self.contextualizer = transformer(d, c.num_heads, c.ff_dim, c.num_layers, c.dropout)
+        self.mixer = nn.Parameter(torch.full((1,), 0.5))
+        self.kernels = RBFKernels(c.kernel_mus, c.kernel_sigma)
+        self.saturation = Saturation(d, c.saturation)
+        self.dense = nn.Linear(len(c.kernel_mus), 1, bias=False)
+        self.region_weights = nn.Parameter(torch.ones(c.regions * (2 * c.neighbours + 1)))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.uniform_(self.dense.weight, -0.014, 0.014)
+        nn.init.ones_(self.region_weights)
+        nn.init.constant_(self.mixer, 0.5)
+
+    def _contextualize(self, x: Tensor, mask: Tensor, positions: Tensor) -> Tensor:
+        """Hybrid vectors of sequences ``x [N, L, D]`` (mask ``[N, L]``) -> ``[N, L, D]``, zero at padding."""
+        ctx = self.contextualizer(x + positions, src_key_padding_mask=padding_mask_for_attention(mask))
+        return (self.mixer * x + (1 - self.mixer) * ctx) * mask.unsqueeze(-1)
+
+    def encode_query(self, query_ids: Tensor) -> Tensor:
+        """Query term vectors ``[B, Q, D]`` (zero at padding) of ``query_ids [B, Q]``."""
+        mask = query_ids != 0
+        emb = self.embedding(query_ids) * mask.unsqueeze(-1)
+        return self._contextualize(emb, mask, self.query_positions[: query_ids.shape[1]])
+
+    def encode_document(self, doc_ids: Tensor) -> Tensor:
+        """Locally contextualised document vectors in the original order.
+
+        Shape:
+            doc_ids ``[B, L]`` -> ``[B, n * chunk_size, D]`` (``n * chunk_size >= L``), zero at padding.
+        """
+        c = self.config
+        windows = split_windows(doc_ids, c.chunk_size, c.overlap)  # [B, n, 50]
+        b, n, w = windows.shape
+        flat = windows.reshape(b * n, w)  # [B * n, 50]
+        mask = flat != 0
+        emb = self.embedding(flat) * mask.unsqueeze(-1)  # [B * n, 50, D]
+        if c.pack_windows:
+            keep = mask[:, c.overlap: w - c.overlap].any(-1)  # [B * n] centre has a real token
+            out = emb.new_zeros(emb.shape)
+            out[keep] = self._contextualize(emb[keep], mask[keep], self.window_positions)
+        else:
+            out = self._contextualize(emb, mask, self.window_positions)
+        return join_centres(out.view(b, n, w, -1), c.overlap)  # [B, n * 40, D]
+
+    def _parts(self, query_ids: Tensor, doc_ids: Tensor) -> _TKLParts:
+        c = self.config
+        query_ids = query_ids[:, : c.max_query_length]
+        doc_ids = doc_ids[:, : c.max_doc_length]
+        qmask = query_ids != 0  # [B, Q]
+        q = self.encode_query(query_ids)  # [B, Q, D]
+        d = self.encode_document(doc_ids)  # [B, L', D]
+        dmask = nn.functional.pad(doc_ids != 0, (0, d.shape[1] - doc_ids.shape[1]))  # [B, L']
+        act = self.kernels(cosine_matrix(q, d)) * dmask[:, None, :, None]  # [B, Q, L', K]
+        sums = window_sums(act, c.saturation_window, c.saturation_stride)  # [B, Q, W, K]
+        lengths = window_sums(dmask.unsqueeze(-1).to(act.dtype), c.saturation_window, c.saturation_stride)[..., 0]
+        valid = lengths > 0  # [B, W]
+        sat = self.saturation(sums, q, lengths)  # [B, Q, W, K]
+        sat = sat * qmask[:, :, None, None] * valid[:, None, :, None]
+        topo = self.dense(sat.sum(1)).squeeze(-1) * valid  # [B, W]
+        picks, found = top_regions(topo, valid, c.regions, c.saturation_window // c.saturation_stride)
+        score = (self._region_values(topo, valid, picks, found) * self.region_weights).sum(-1)  # [B]
+        return _TKLParts(topo, valid, lengths, picks, found, score, (doc_ids != 0).sum(1))
+
+    def _region_values(self, topo: Tensor, valid: Tensor, picks: Tensor, found: Tensor) -> Tensor:
+        """Scores of each pick and its neighbours, ordered (all picks, all -1, all +1, all -2, all +2).
+
+        Shape:
+            topo, valid ``[B, W]``; picks, found ``[B, R]`` -> ``[B, R * (2 * neighbours + 1)]``.
+        """
+        offsets = [0]
+        for k in range(1, self.config.neighbours + 1):
+            offsets += [-k, k]
+        idx = torch.cat([picks + o for o in offsets], dim=1)  # [B, R * 5]
+        inside = (idx >= 0) & (idx < topo.shape[1]) & found.repeat(1, len(offsets))
+        idx = idx.clamp(0, topo.shape[1] - 1)
+        keep = inside & valid.gather(1, idx)
+        return topo.gather(1, idx) * keep
+
+    def forward(self, query_ids: Tensor, doc_ids: Tensor) -> Tensor:
+        return self._parts(query_ids, doc_ids).score
+
+    def explain(self, query_ids: Tensor, doc_ids: Tensor) -> TKLExplanation:
+        """The relevance topography and the top regions (token offsets, length, score)."""
+        p = self._parts(query_ids, doc_ids)
+        stride = self.config.saturation_stride
+        return TKLExplanation(
+            score=p.score,
+            topography=p.topography,
+            window_valid=p.valid,
+            window_lengths=p.lengths.round().long(),
+            region_starts=torch.where(p.found, p.picks * stride, torch.full_like(p.picks, -1)),
+            region_scores=p.topography.gather(1, p.picks) * p.found,
+            region_valid=p.found,
+            region_length=self.config.saturation_window,
+            doc_lengths=p.doc_lengths,
+        )
+
+    def parameter_groups(self, lr_encoder: float = 1e-4, lr_rest: float = 1e-3) -> list[dict]:
+        """Adam parameter groups: embeddings, positions and Transformer at ``lr_encoder``, the rest at ``lr_rest``."""
+        prefixes = ("embedding.", "contextualizer.", "query_positions", "window_positions")
+        return encoder_parameter_groups(self, prefixes, lr_encoder, lr_rest)

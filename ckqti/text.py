@@ -1,0 +1,84 @@
+"""Text analysis shared by indexing and querying.
+
+Lower-case, every non-alphanumeric character to a space, stopwords removed, Krovetz
+stemming (the ``krovetzstemmer`` package, a binding of the Lemur/Indri C++ stemmer), as in the
+NDRM reference pipeline. The analyzer is a frozen dataclass: its ``to_dict`` goes into
+every index manifest, and an index is only searched with an equal analyzer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+
+# A classic English stopword list (the SMART/Lucene core plus common function words).
+ENGLISH_STOPWORDS: frozenset[str] = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for
+    from further had has have having he her here hers herself him himself his how i if in
+    into is it its itself just me more most my myself no nor not now of off on once only or
+    other our ours ourselves out over own same she should so some such than that the their
+    theirs them themselves then there these they this those through to too under until up
+    very was we were what when where which while who whom why will with would you your
+    yours yourself yourselves
+    """.split()
+)
+
+_NON_ALNUM = re.compile(r"[^0-9a-z]+")
+
+
+@dataclass(frozen=True)
+class Analyzer:
+    """Turns text into index terms.
+
+    Args:
+        stemmer: ``"krovetz"`` or ``"none"``.
+        stopwords: ``"english"`` or ``"none"``.
+        lowercase: lower-case before splitting (always true in the published pipeline).
+    """
+
+    stemmer: str = "krovetz"
+    stopwords: str = "english"
+    lowercase: bool = True
+    _cache: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.stemmer not in ("krovetz", "none"):
+            raise ValueError(f"unknown stemmer {self.stemmer!r}: use 'krovetz' or 'none'")
+        if self.stopwords not in ("english", "none"):
+            raise ValueError(f"unknown stopword list {self.stopwords!r}: use 'english' or 'none'")
+        stem = None
+        if self.stemmer == "krovetz":
+            import krovetzstemmer
+
+            stem = krovetzstemmer.Stemmer().stem
+        object.__setattr__(self, "_stem", stem)
+        object.__setattr__(self, "_stop", ENGLISH_STOPWORDS if self.stopwords == "english" else frozenset())
+
+    def tokens(self, text: str) -> list[str]:
+        """Lower-cased alphanumeric tokens with stopwords removed (not yet stemmed)."""
+        if self.lowercase:
+            text = text.lower()
+        return [t for t in _NON_ALNUM.split(text) if t and t not in self._stop]
+
+    def stem(self, token: str) -> str:
+        if self._stem is None:
+            return token
+        hit = self._cache.get(token)
+        if hit is None:
+            hit = self._stem(token)
+            if len(self._cache) < 1_000_000:
+                self._cache[token] = hit
+        return hit
+
+    def __call__(self, text: str) -> list[str]:
+        """Analyze ``text`` into a list of terms, in document order."""
+        return [self.stem(t) for t in self.tokens(text)]
+
+    def to_dict(self) -> dict:
+        return {"stemmer": self.stemmer, "stopwords": self.stopwords, "lowercase": self.lowercase}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Analyzer":
+        return cls(stemmer=d["stemmer"], stopwords=d["stopwords"], lowercase=d["lowercase"])

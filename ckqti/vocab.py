@@ -1,0 +1,125 @@
+"""Vocabulary and collection statistics.
+
+Ids 0 and 1 are reserved for padding and unknown terms; real terms start at 2, in
+order of first appearance when built from a corpus. Document frequencies (``df``),
+collection frequencies (``cf``), the number of documents and the mean document
+length travel with the vocabulary because every model that scores by exact match
+(NDRM2's idf, BM25) needs them, and the index manifest records them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+PAD, UNK = 0, 1
+PAD_TERM, UNK_TERM = "[PAD]", "[UNK]"
+
+
+@dataclass
+class Vocabulary:
+    """Terms with their collection statistics.
+
+    Attributes:
+        terms: id -> term; ``terms[0]`` is padding, ``terms[1]`` unknown.
+        df: document frequency per id (int64, 0 for the reserved ids).
+        cf: collection frequency per id.
+        num_docs: documents counted.
+        total_terms: sum of document lengths (in analyzed terms).
+    """
+
+    terms: list[str] = field(default_factory=lambda: [PAD_TERM, UNK_TERM])
+    df: np.ndarray = field(default_factory=lambda: np.zeros(2, dtype=np.int64))
+    cf: np.ndarray = field(default_factory=lambda: np.zeros(2, dtype=np.int64))
+    num_docs: int = 0
+    total_terms: int = 0
+
+    def __post_init__(self) -> None:
+        self._ids = {t: i for i, t in enumerate(self.terms)}
+
+    def __len__(self) -> int:
+        return len(self.terms)
+
+    def __contains__(self, term: str) -> bool:
+        return term in self._ids
+
+    @property
+    def mean_doc_length(self) -> float:
+        return self.total_terms / max(self.num_docs, 1)
+
+    def id(self, term: str) -> int:
+        return self._ids.get(term, UNK)
+
+    def ids(self, terms: Iterable[str]) -> list[int]:
+        get = self._ids.get
+        return [get(t, UNK) for t in terms]
+
+    def add_document(self, terms: list[str]) -> list[int]:
+        """Count one analyzed document, growing the vocabulary; returns its term ids."""
+        ids = []
+        for t in terms:
+            i = self._ids.get(t)
+            if i is None:
+                i = len(self.terms)
+                self._ids[t] = i
+                self.terms.append(t)
+            ids.append(i)
+        self._grow()
+        arr = np.asarray(ids, dtype=np.int64)
+        if arr.size:
+            np.add.at(self.cf, arr, 1)
+            self.df[np.unique(arr)] += 1
+        self.num_docs += 1
+        self.total_terms += len(ids)
+        return ids
+
+    def _grow(self) -> None:
+        n = len(self.terms)
+        if n > self.df.shape[0]:
+            cap = max(n, 2 * self.df.shape[0])
+            self.df = np.concatenate([self.df, np.zeros(cap - self.df.shape[0], np.int64)])
+            self.cf = np.concatenate([self.cf, np.zeros(cap - self.cf.shape[0], np.int64)])
+
+    def idf(self) -> np.ndarray:
+        """BM25/NDRM2 idf per id: ``max(log((N - df + 0.5) / (df + 0.5)), 0)``."""
+        df = self.df[: len(self.terms)].astype(np.float64)
+        n = float(self.num_docs)
+        out = np.maximum(np.log((n - df + 0.5) / (df + 0.5)), 0.0)
+        out[:2] = 0.0
+        return out
+
+    @classmethod
+    def build(cls, documents: Iterable[list[str]]) -> "Vocabulary":
+        vocab = cls()
+        for terms in documents:
+            vocab.add_document(terms)
+        return vocab.trimmed()
+
+    def trimmed(self) -> "Vocabulary":
+        n = len(self.terms)
+        return Vocabulary(list(self.terms), self.df[:n].copy(), self.cf[:n].copy(), self.num_docs, self.total_terms)
+
+    def save(self, path: str | Path) -> None:
+        n = len(self.terms)
+        Path(path).write_text(
+            json.dumps(
+                {
+                    "terms": self.terms,
+                    "df": self.df[:n].tolist(),
+                    "cf": self.cf[:n].tolist(),
+                    "num_docs": self.num_docs,
+                    "total_terms": self.total_terms,
+                }
+            )
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Vocabulary":
+        d = json.loads(Path(path).read_text())
+        return cls(
+            d["terms"], np.asarray(d["df"], np.int64), np.asarray(d["cf"], np.int64), d["num_docs"], d["total_terms"]
+        )

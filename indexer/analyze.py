@@ -1,0 +1,106 @@
+"""Pass one of a build: read the corpus, analyze it, count the vocabulary.
+
+The result is a flat token array with per-document offsets (CSR), the document store
+columns, and the :class:`~ckqti.vocab.Vocabulary` with collection statistics, all
+saved so an interrupted build resumes after this pass.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from ckqti.errors import InputError
+from ckqti.text import Analyzer
+from ckqti.vocab import Vocabulary
+from indexer.readers import read_corpus
+from indexer.shards import write_table
+
+
+@dataclass
+class AnalyzedCorpus:
+    """Attributes:
+    offsets: int64[n+1] into ``tokens``; tokens: int32 term ids of every document in order.
+    docs: document store columns (docid, title, text, length).
+    vocab: terms and collection statistics.
+    """
+
+    offsets: np.ndarray
+    tokens: np.ndarray
+    docs: dict[str, list]
+    vocab: Vocabulary
+
+    def __len__(self) -> int:
+        return len(self.docs["docid"])
+
+    def doc_tokens(self, i: int) -> np.ndarray:
+        return self.tokens[self.offsets[i] : self.offsets[i + 1]]
+
+    def token_lists(self, start: int, stop: int) -> list[np.ndarray]:
+        return [self.doc_tokens(i) for i in range(start, stop)]
+
+    def doc_columns(self, start: int, stop: int) -> dict[str, list]:
+        return {k: v[start:stop] for k, v in self.docs.items()}
+
+    def save(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        np.save(directory / "offsets.npy", self.offsets)
+        np.save(directory / "tokens.npy", self.tokens)
+        write_table(
+            directory / "docs.arrow",
+            {
+                "docid": pa.array(self.docs["docid"], pa.string()),
+                "title": pa.array(self.docs["title"], pa.string()),
+                "text": pa.array(self.docs["text"], pa.large_string()),
+                "length": np.asarray(self.docs["length"], np.int32),
+            },
+        )
+        self.vocab.save(directory / "vocab.json")
+        (directory / "DONE").write_text(json.dumps({"docs": len(self)}))
+
+    @classmethod
+    def load(cls, directory: Path) -> "AnalyzedCorpus | None":
+        if not (directory / "DONE").is_file():
+            return None
+        table = pa.ipc.open_file(str(directory / "docs.arrow")).read_all()
+        docs = {c: table.column(c).to_pylist() for c in ("docid", "title", "text", "length")}
+        return cls(
+            np.load(directory / "offsets.npy"),
+            np.load(directory / "tokens.npy"),
+            docs,
+            Vocabulary.load(directory / "vocab.json"),
+        )
+
+
+def analyze_corpus(
+    path: str | Path,
+    analyzer: Analyzer,
+    fmt: str | None = None,
+    orcas: str | Path | None = None,
+    progress=None,
+) -> AnalyzedCorpus:
+    """Read and analyze every document of a corpus file."""
+    vocab = Vocabulary()
+    docs: dict[str, list] = {"docid": [], "title": [], "text": [], "length": []}
+    chunks: list[np.ndarray] = []
+    lengths: list[int] = []
+    for doc in read_corpus(path, fmt=fmt, orcas=orcas):
+        ids = vocab.add_document(analyzer(doc.full_text()))
+        chunks.append(np.asarray(ids, dtype=np.int32))
+        lengths.append(len(ids))
+        docs["docid"].append(doc.docid)
+        docs["title"].append(doc.title)
+        docs["text"].append(doc.text)
+        docs["length"].append(len(ids))
+        if progress is not None:
+            progress.update(1)
+    if not docs["docid"]:
+        raise InputError("corpus has no documents", path)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    tokens = np.concatenate(chunks) if chunks else np.zeros(0, np.int32)
+    return AnalyzedCorpus(offsets, tokens, docs, vocab.trimmed())

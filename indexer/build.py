@@ -1,0 +1,222 @@
+"""Building an index: analyze, score impacts per shard, quantize, write, rename.
+
+Everything is written under ``OUT.partial/``; the finished index is renamed into place
+only when complete, so an interrupted build never leaves a half-written index and a
+previous index at ``OUT`` stays intact until the new one replaces it. Rerunning the
+same build resumes: the analyzed corpus and each shard's float impacts are saved as
+they complete (``analyzed/``, ``raw/shard-NNNNN.npz``) under a fingerprint of the
+inputs; a build with other inputs starts over.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from tqdm.auto import tqdm
+
+from ckqti.errors import CkqtiError
+from ckqti.text import Analyzer
+from indexer.analyze import AnalyzedCorpus, analyze_corpus
+from indexer.format import VOCAB_FILE, Manifest, file_checksum, shard_name
+from indexer.impacts import ImpactConfig, ImpactScorer
+from indexer.quantize import Quantizer
+from indexer.shards import ImpactPostings, write_shard, write_table
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """Args:
+    shard_size: documents per shard.
+    impacts: how impacts are computed.
+    analyzer: text analysis (recorded in the manifest).
+    """
+
+    shard_size: int = 100_000
+    impacts: ImpactConfig = field(default_factory=ImpactConfig)
+    analyzer: Analyzer = field(default_factory=Analyzer)
+
+    def __post_init__(self) -> None:
+        if self.shard_size < 1:
+            raise ValueError("shard_size must be >= 1")
+
+
+def fingerprint(corpus: Path, fmt: str | None, orcas: Path | None, model_info: dict, config: BuildConfig) -> str:
+    parts = {
+        "corpus": _file_id(corpus),
+        "orcas": _file_id(orcas) if orcas else None,
+        "fmt": fmt,
+        "model": model_info.get("id"),
+        "shard_size": config.shard_size,
+        "impacts": repr(config.impacts),
+        "analyzer": config.analyzer.to_dict(),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def _file_id(path: Path) -> dict:
+    st = path.stat()
+    return {"path": str(path.resolve()), "size": st.st_size, "mtime": st.st_mtime_ns}
+
+
+def prepare_workdir(work: Path, fp: str, resume: bool) -> None:
+    """Reuse ``work`` if it holds a build of the same inputs (and resume is on), else start clean."""
+    stamp = work / "FINGERPRINT"
+    if work.exists() and not (resume and stamp.is_file() and stamp.read_text() == fp):
+        shutil.rmtree(work)
+    work.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(fp)
+
+
+def save_npz_atomic(path: Path, **arrays: np.ndarray) -> None:
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)
+
+
+def score_shards(corpus: AnalyzedCorpus, scorer: ImpactScorer, config: BuildConfig, raw: Path, progress: bool) -> float:
+    """Float impacts of every shard into ``raw/``; returns the largest impact."""
+    raw.mkdir(exist_ok=True)
+    n = len(corpus)
+    done = sum(
+        min(config.shard_size, n - s)
+        for i, s in enumerate(range(0, n, config.shard_size))
+        if (raw / f"{shard_name(i)}.npz").is_file()
+    )
+    bar = tqdm(total=n, initial=done, desc="impacts", unit="doc", disable=not progress)
+    top = 0.0
+    for i, start in enumerate(range(0, n, config.shard_size)):
+        path = raw / f"{shard_name(i)}.npz"
+        if path.is_file():
+            with np.load(path) as z:
+                top = max(top, float(z["scores"].max(initial=0.0)))
+            continue
+        stop = min(n, start + config.shard_size)
+        terms, docs, scores = [], [], []
+        for j, imp in enumerate(scorer.score_all(corpus.token_lists(start, stop), progress=bar)):
+            terms.append(imp.terms)
+            scores.append(imp.scores)
+            docs.append(np.full(imp.terms.size, j, dtype=np.uint32))
+        arrays = {
+            "terms": np.concatenate(terms) if terms else np.zeros(0, np.int32),
+            "docs": np.concatenate(docs) if docs else np.zeros(0, np.uint32),
+            "scores": np.concatenate(scores) if scores else np.zeros(0, np.float32),
+        }
+        save_npz_atomic(path, **arrays)
+        top = max(top, float(arrays["scores"].max(initial=0.0)))
+    bar.close()
+    return top
+
+
+def write_final(
+    corpus: AnalyzedCorpus,
+    offsets: np.ndarray,
+    quantizer: Quantizer,
+    config: BuildConfig,
+    raw: Path,
+    final: Path,
+) -> tuple[list, str, int]:
+    """Quantize each shard's impacts and write the shard files and the vocabulary."""
+    if final.exists():
+        shutil.rmtree(final)
+    final.mkdir(parents=True)
+    vocab = corpus.vocab
+    infos, total = [], 0
+    for i, start in enumerate(range(0, len(corpus), config.shard_size)):
+        stop = min(len(corpus), start + config.shard_size)
+        with np.load(raw / f"{shard_name(i)}.npz") as z:
+            postings = ImpactPostings(z["terms"], z["docs"], quantizer.quantize(z["scores"]))
+        info = write_shard(final, shard_name(i), postings, len(vocab), corpus.doc_columns(start, stop))
+        infos.append(info)
+        total += info.num_postings
+    write_table(
+        final / VOCAB_FILE,
+        {
+            "term": pa.array(vocab.terms, pa.string()),
+            "df": vocab.df[: len(vocab)],
+            "cf": vocab.cf[: len(vocab)],
+            "offset": offsets.astype(np.float32),
+        },
+    )
+    return infos, file_checksum(final / VOCAB_FILE), total
+
+
+def install(final: Path, out: Path, force: bool) -> None:
+    """Rename the finished index into place; an existing index is replaced only with ``force``."""
+    if out.exists():
+        if not force:
+            raise CkqtiError("output exists; pass --force to replace it", out)
+        old = out.with_name(out.name + f".old-{os.getpid()}")
+        os.replace(out, old)
+        os.replace(final, out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(final, out)
+
+
+def build_index(
+    corpus_path: str | Path,
+    out: str | Path,
+    model,
+    model_info: dict,
+    config: BuildConfig = BuildConfig(),
+    fmt: str | None = None,
+    orcas: str | Path | None = None,
+    force: bool = False,
+    resume: bool = True,
+    progress: bool = True,
+) -> Manifest:
+    """Build an index of ``corpus_path`` at ``out`` with a QTI ``model``.
+
+    ``model`` may be a callable ``vocab -> QTIModel`` so that models needing the
+    corpus vocabulary (idf, embedding rows) are prepared after analysis.
+    """
+    corpus_path, out = Path(corpus_path), Path(out)
+    orcas = Path(orcas) if orcas else None
+    if not corpus_path.is_file():
+        raise CkqtiError("corpus file not found", corpus_path)
+    if out.exists() and not force:
+        raise CkqtiError("output exists; pass --force to replace it", out)
+    t0 = time.time()
+    work = out.with_name(out.name + ".partial")
+    prepare_workdir(work, fingerprint(corpus_path, fmt, orcas, model_info, config), resume)
+    corpus = AnalyzedCorpus.load(work / "analyzed")
+    if corpus is None:
+        bar = tqdm(desc="analyze", unit="doc", disable=not progress)
+        corpus = analyze_corpus(corpus_path, config.analyzer, fmt=fmt, orcas=orcas, progress=bar)
+        bar.close()
+        corpus.save(work / "analyzed")
+    qti = model(corpus.vocab) if callable(model) and not hasattr(model, "encode_documents") else model
+    scorer = ImpactScorer(qti, corpus.vocab.df, config.impacts)
+    offsets = scorer.fit_offsets(corpus.token_lists(0, len(corpus)), len(corpus.vocab))
+    top = score_shards(corpus, scorer, config, work / "raw", progress)
+    quantizer = Quantizer.fit(top)
+    infos, vocab_sum, total = write_final(corpus, offsets, quantizer, config, work / "raw", work / "final")
+    manifest = Manifest(
+        model=model_info,
+        analyzer=config.analyzer.to_dict(),
+        quantization=quantizer.to_dict(),
+        num_docs=len(corpus),
+        num_postings=total,
+        vocab_size=len(corpus.vocab),
+        shards=infos,
+        vocab_checksum=vocab_sum,
+        corpus={"path": str(corpus_path), "format": fmt, "orcas": str(orcas) if orcas else None},
+        build={
+            "shard_size": config.shard_size,
+            "impacts": repr(config.impacts),
+            "seconds": round(time.time() - t0, 3),
+            "mean_doc_length": corpus.vocab.mean_doc_length,
+        },
+    )
+    manifest.write(work / "final")
+    install(work / "final", out, force)
+    shutil.rmtree(work, ignore_errors=True)
+    return manifest

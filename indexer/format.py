@@ -1,0 +1,109 @@
+"""The on-disk index format: file names, Arrow schemas, the manifest and its version.
+
+An index is a directory::
+
+    INDEX/
+      manifest.json            format version, model, analyzer, quantization, shards, checksums
+      vocab.arrow              term (string), df, cf (int64), offset (float32), one row per term id
+      shard-00000/
+        postings.arrow         doc (uint32): shard-local document numbers, impact-ordered
+        segments.arrow         start (int64, S+1 rows: postings offset of each segment, plus the end),
+                               impact (uint8 padded to S+1 rows): the impact shared by a segment's postings
+        terms.arrow            seg_ptr (int64, V+1 rows): term id -> its first segment
+        docs.arrow             docid, title, text (string), length (int32): document store for snippets
+      shard-00001/ ...
+
+Postings of a term are split into *segments*, one per distinct quantized impact, in
+descending impact order; inside a segment documents ascend. A posting stores only its
+document number: its impact is the segment's. Every file is a single-batch Arrow IPC
+file, so each column memory-maps to one contiguous numpy array that Numba reads
+without a copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ckqti.errors import IndexFormatError
+
+FORMAT_NAME = "ckqti-index"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+VOCAB_FILE = "vocab.arrow"
+SHARD_FILES = ("postings.arrow", "segments.arrow", "terms.arrow", "docs.arrow")
+
+
+def shard_name(i: int) -> str:
+    return f"shard-{i:05d}"
+
+
+def file_checksum(path: str | Path, chunk: int = 1 << 22) -> str:
+    """sha256 of a file, streamed."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(chunk)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
+@dataclass
+class ShardInfo:
+    name: str
+    num_docs: int
+    num_postings: int
+    files: dict[str, str]  # file name -> sha256
+    bytes: int = 0
+
+
+@dataclass
+class Manifest:
+    """What an index is: enough to refuse a mismatched query-time setting and to verify files."""
+
+    model: dict
+    analyzer: dict
+    quantization: dict
+    num_docs: int
+    num_postings: int
+    vocab_size: int
+    shards: list[ShardInfo]
+    vocab_checksum: str
+    corpus: dict = field(default_factory=dict)
+    build: dict = field(default_factory=dict)
+    format: str = FORMAT_NAME
+    format_version: int = FORMAT_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    def write(self, directory: str | Path) -> None:
+        Path(directory, MANIFEST).write_text(self.to_json())
+
+    @classmethod
+    def read(cls, directory: str | Path) -> "Manifest":
+        path = Path(directory, MANIFEST)
+        if not Path(directory).is_dir():
+            raise IndexFormatError("no such index directory", directory)
+        if not path.is_file():
+            raise IndexFormatError("not a ckqti index (manifest.json missing)", directory)
+        try:
+            d = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise IndexFormatError(f"manifest is not valid JSON ({e.msg if hasattr(e, 'msg') else e})", path) from None
+        if d.get("format") != FORMAT_NAME:
+            raise IndexFormatError("not a ckqti index manifest", path)
+        if d.get("format_version") != FORMAT_VERSION:
+            raise IndexFormatError(
+                f"index format version {d.get('format_version')} is not supported (this ckqti reads {FORMAT_VERSION}); rebuild the index",
+                path,
+            )
+        try:
+            d["shards"] = [ShardInfo(**s) for s in d["shards"]]
+            return cls(**d)
+        except (TypeError, KeyError) as e:
+            raise IndexFormatError(f"manifest is malformed ({e})", path) from None

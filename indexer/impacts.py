@@ -1,0 +1,172 @@
+"""Impact computation: a QTI model's s(t, d) for the (t, d) pairs the index stores.
+
+Which pairs are stored (see docs/INDEX.md):
+
+* Explicit models (NDRM2, ``is_latent`` False): s(t, d) is 0 unless t occurs in d, so
+  each document's own terms are its candidates and the index is exact up to
+  quantization.
+* Latent models (NDRM1, NDRM3): every term scores against every document. Each term t
+  gets an offset c_t, the median of s(t, d) over a sample of documents; the index stores
+  ``s(t, d) - c_t`` for the document's candidate terms whose difference is positive,
+  and an unstored pair scores c_t. Since a per-term constant changes no ranking, only
+  the clipping of below-median scores and the choice of candidates lose information.
+  Candidates are the document's own terms plus the ``neighbours`` vocabulary terms
+  whose query vector is closest to any of the document's contextual vectors
+  (``max_j cos(t, d_j)``), restricted to terms with ``df >= min_df``.
+
+Scores are produced in batches on the model's device (CUDA when present).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ckqti.models.qti import DocumentEncoding, QTIModel
+
+
+@dataclass(frozen=True)
+class ImpactConfig:
+    """How impacts are computed.
+
+    Args:
+        batch_size: documents encoded at once.
+        max_doc_terms: document truncation (SPEC: 4,000 terms).
+        neighbours: latent models: extra candidate terms per document.
+        min_df: latent models: only terms in at least this many documents are extra candidates.
+        offset_sample: latent models: documents sampled to estimate per-term offsets.
+        seed: sampling seed.
+    """
+
+    batch_size: int = 32
+    max_doc_terms: int = 4000
+    neighbours: int = 64
+    min_df: int = 2
+    offset_sample: int = 64
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "max_doc_terms", "offset_sample"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if self.neighbours < 0 or self.min_df < 1:
+            raise ValueError("neighbours must be >= 0 and min_df >= 1")
+
+
+@dataclass(frozen=True)
+class DocImpacts:
+    """Float impacts of one document: ``terms`` int32[n] ids and ``scores`` float32[n] (> 0)."""
+
+    terms: np.ndarray
+    scores: np.ndarray
+
+
+def pad_batch(docs: Sequence[np.ndarray], max_len: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token id arrays -> ``[B, L]`` padded ids (0 = padding) and ``[B]`` true lengths."""
+    lengths = torch.tensor([len(d) for d in docs], dtype=torch.float32)
+    width = max(1, min(max_len, max((len(d) for d in docs), default=1)))
+    ids = torch.zeros((len(docs), width), dtype=torch.long)
+    for b, d in enumerate(docs):
+        n = min(len(d), width)
+        if n:
+            ids[b, :n] = torch.from_numpy(np.asarray(d[:n], dtype=np.int64))
+    return ids.to(device), lengths.to(device)
+
+
+def slice_encoding(enc: DocumentEncoding, b: int) -> DocumentEncoding:
+    v = None if enc.vectors is None else enc.vectors[b : b + 1]
+    return DocumentEncoding(enc.ids[b : b + 1], enc.mask[b : b + 1], enc.lengths[b : b + 1], v)
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    for p in model.parameters():
+        return p.device
+    for b in model.buffers():
+        return b.device
+    return torch.device("cpu")
+
+
+class ImpactScorer:
+    """Computes stored impacts for documents with one model.
+
+    Args:
+        model: a QTI model (``ckqti.models.qti.QTIModel``), already set up for the
+            corpus vocabulary.
+        df: document frequency per term id (for latent candidate restriction).
+        config: :class:`ImpactConfig`.
+    """
+
+    def __init__(self, model: QTIModel, df: np.ndarray, config: ImpactConfig = ImpactConfig()):
+        self.model = model
+        self.config = config
+        self.device = model_device(model)
+        self.offsets = np.zeros(len(df), dtype=np.float32)
+        self._cand_terms = None
+        self._cand_vectors = None
+        if model.is_latent:
+            ids = np.flatnonzero(np.asarray(df) >= config.min_df)
+            ids = ids[ids >= 2]
+            self._cand_terms = torch.from_numpy(ids.astype(np.int64)).to(self.device)
+            with torch.no_grad():
+                self._cand_vectors = model.term_vectors(self._cand_terms)
+
+    @torch.no_grad()
+    def fit_offsets(self, documents: Sequence[np.ndarray], vocab_size: int) -> np.ndarray:
+        """Latent models: per-term offset c_t = median s(t, d) over a document sample."""
+        if not self.model.is_latent:
+            return self.offsets
+        rng = np.random.default_rng(self.config.seed)
+        n = min(self.config.offset_sample, len(documents))
+        pick = rng.choice(len(documents), size=n, replace=False)
+        all_terms = torch.arange(2, vocab_size, device=self.device)
+        rows = []
+        for i in range(0, n, self.config.batch_size):
+            batch = [documents[j] for j in pick[i : i + self.config.batch_size]]
+            ids, lengths = pad_batch(batch, self.config.max_doc_terms, self.device)
+            rows.append(self.model.score_encoded(all_terms, self.model.encode_documents(ids, lengths)).float().cpu())
+        med = torch.cat(rows).median(dim=0).values.numpy()
+        self.offsets = np.zeros(vocab_size, dtype=np.float32)
+        self.offsets[2:] = med
+        return self.offsets
+
+    def candidates(self, enc: DocumentEncoding, b: int) -> torch.Tensor:
+        """Candidate term ids of document ``b`` of an encoded batch."""
+        own = enc.ids[b][enc.mask[b]]
+        if not self.model.is_latent or self.config.neighbours == 0 or self._cand_terms.numel() == 0:
+            return torch.unique(own)
+        vecs = enc.vectors[b][enc.mask[b]]  # [n, D]
+        best = torch.full((self._cand_terms.numel(),), -2.0, device=self.device)
+        for i in range(0, vecs.shape[0], 512):
+            best = torch.maximum(best, (vecs[i : i + 512] @ self._cand_vectors.T).max(0).values)
+        k = min(self.config.neighbours, best.numel())
+        near = self._cand_terms[best.topk(k).indices]
+        return torch.unique(torch.cat([own, near]))
+
+    @torch.no_grad()
+    def score_batch(self, documents: Sequence[np.ndarray]) -> list[DocImpacts]:
+        """Impacts of a batch of documents (token id arrays)."""
+        ids, lengths = pad_batch(documents, self.config.max_doc_terms, self.device)
+        enc = self.model.encode_documents(ids, lengths)
+        out = []
+        for b in range(len(documents)):
+            terms = self.candidates(enc, b)
+            terms = terms[terms >= 2]
+            if terms.numel() == 0:
+                out.append(DocImpacts(np.zeros(0, np.int32), np.zeros(0, np.float32)))
+                continue
+            s = self.model.score_encoded(terms, slice_encoding(enc, b))[0].float().cpu().numpy()
+            t = terms.cpu().numpy()
+            s = s - self.offsets[t]
+            keep = s > 0
+            out.append(DocImpacts(t[keep].astype(np.int32), s[keep].astype(np.float32)))
+        return out
+
+    def score_all(self, documents: Sequence[np.ndarray], progress=None) -> Iterator[DocImpacts]:
+        bs = self.config.batch_size
+        for i in range(0, len(documents), bs):
+            yield from self.score_batch(documents[i : i + bs])
+            if progress is not None:
+                progress.update(min(bs, len(documents) - i))

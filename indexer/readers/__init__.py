@@ -1,0 +1,28 @@
+"""Input readers: corpora, queries and relevance judgements in the common IR file formats.
+
+- :func:`read_corpus` streams :class:`Document` objects from TSV, BEIR JSONL, TREC or SMART
+  files (plain or gzip), optionally joined with ORCAS clicks (:func:`load_orcas`).
+- :func:`read_queries` reads ``qid -> text``; :func:`read_qrels` reads ``qid -> {docid: gain}``.
+
+Bad input raises :class:`ckqti.errors.InputError` naming the file and line.
+"""
+
+from indexer.readers.corpus import CORPUS_FORMATS, ORCAS_MAX_TERMS, Document, load_orcas, orcas_field, read_corpus
+from indexer.readers.qrels import CRANFIELD_GAINS, QRELS_FORMATS, Qrels, count_judgements, read_qrels
+from indexer.readers.queries import QUERY_FORMATS, read_queries
+
+__all__ = [
+    "CORPUS_FORMATS",
+    "CRANFIELD_GAINS",
+    "ORCAS_MAX_TERMS",
+    "QRELS_FORMATS",
+    "QUERY_FORMATS",
+    "Document",
+    "Qrels",
+    "count_judgements",
+    "load_orcas",
+    "orcas_field",
+    "read_corpus",
+    "read_qrels",
+    "read_queries",
+]

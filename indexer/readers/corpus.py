@@ -1,0 +1,207 @@
+"""Corpus readers: TSV, BEIR JSONL, TREC ``<DOC>`` and SMART files, plain or gzip, streamed.
+
+:func:`read_corpus` is the one entry point. It yields :class:`Document` objects one at a
+time (a corpus can be many GB), checks every docid (non-empty, no whitespace, unique) and
+attaches ORCAS clicked queries when given. Malformed input raises
+:class:`ckqti.errors.InputError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ckqti.errors import InputError
+from indexer.readers.formats import (
+    check_id,
+    iter_lines,
+    json_string,
+    parse_json_object,
+    resolve_format,
+    smart_records,
+    tagged_blocks,
+)
+
+CORPUS_FORMATS = ("tsv", "jsonl", "trec", "smart")
+ORCAS_MAX_TERMS = 2000  # the NDRM3+ORCAS runs cap the clicked-query field at 2,000 terms
+
+ID_KEYS = ("_id", "id", "docid")
+TEXT_KEYS = ("text", "contents", "body")
+
+Orcas = Mapping[str, list[str]]
+
+
+@dataclass(frozen=True)
+class Document:
+    """One document: its id and text fields.
+
+    ``orcas`` holds the document's clicked queries (already capped), which the NDRM3+ORCAS
+    runs put in front of the other fields.
+    """
+
+    docid: str
+    title: str
+    text: str
+    url: str = ""
+    orcas: str = ""
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The non-empty fields in indexing order: orcas, url, title, text."""
+        return tuple(f for f in (self.orcas, self.url, self.title, self.text) if f)
+
+    def full_text(self) -> str:
+        """The non-empty fields joined with newlines, ORCAS first (see :attr:`fields`)."""
+        return "\n".join(self.fields)
+
+
+def read_corpus(path: str | Path, fmt: str | None = None, orcas: str | Path | Orcas | None = None) -> Iterator[Document]:
+    """Stream the documents of a corpus file.
+
+    Args:
+        path: the corpus file, plain or gzip (gzip is recognised by its magic bytes).
+        fmt: ``"tsv"`` (``docid<TAB>text`` or MS MARCO's ``docid<TAB>url<TAB>title<TAB>body``),
+            ``"jsonl"`` (BEIR: ``_id`` or ``id``/``docid``, ``title``, ``text`` or ``contents``),
+            ``"trec"`` (``<DOC><DOCNO>``; text from ``<TEXT>`` blocks when present, else the
+            whole element; title from ``<TITLE>``/``<HEADLINE>``/``<HEAD>``) or ``"smart"``
+            (``.I`` id, ``.T`` title, ``.W`` text; other fields dropped). ``None`` takes the
+            format from the extension (``.tsv``, ``.jsonl``, ``.trec``, ``.smart``, through
+            ``.gz``) or else from the first non-blank line (``.I`` SMART, ``{`` JSONL, ``<``
+            TREC, a tab TSV), so ``cran.all.1400`` reads as SMART.
+        orcas: an ORCAS file (see :func:`load_orcas`) or its loaded mapping; a document's
+            clicked queries become its ``orcas`` field, capped at 2,000 terms.
+
+    Raises:
+        InputError: unknown format, malformed line, empty or whitespace-holding or duplicate
+            docid (naming both lines), invalid UTF-8, or no document at all. The format is
+            checked when called; the rest as the documents are read.
+    """
+    fmt = resolve_format(path, fmt, CORPUS_FORMATS, "corpus")
+    clicks = load_orcas(orcas) if isinstance(orcas, (str, Path)) else orcas
+    return _checked(path, fmt, clicks)
+
+
+def _checked(path: str | Path, fmt: str, clicks: Orcas | None) -> Iterator[Document]:
+    seen: set[str] = set()
+    for number, doc in _PARSERS[fmt](path):
+        docid = check_id(doc.docid, "docid", path, number)
+        if docid in seen:
+            first = _first_line_of(path, fmt, docid)
+            raise InputError(f"duplicate docid {docid!r} (first at line {first})", path, number)
+        seen.add(docid)
+        queries = clicks.get(docid) if clicks else None
+        yield replace(doc, docid=docid, orcas=orcas_field(queries) if queries else doc.orcas)
+    if not seen:
+        raise InputError("no documents in corpus", path)
+
+
+def _first_line_of(path: str | Path, fmt: str, docid: str) -> int:
+    """Re-read the file to find where ``docid`` first appeared (only on the error path; saves a dict of lines)."""
+    return next(n for n, doc in _PARSERS[fmt](path) if doc.docid.strip() == docid)
+
+
+def _parse_tsv(path: str | Path) -> Iterator[tuple[int, Document]]:
+    for number, line in iter_lines(path):
+        if not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) == 2:
+            yield number, Document(cols[0], "", cols[1].strip())
+        elif len(cols) == 4:
+            yield number, Document(cols[0], cols[2].strip(), cols[3].strip(), url=cols[1].strip())
+        else:
+            raise InputError(
+                f"expected 2 tab-separated columns (docid, text) or 4 (docid, url, title, body), found {len(cols)}",
+                path,
+                number,
+            )
+
+
+def _parse_jsonl(path: str | Path) -> Iterator[tuple[int, Document]]:
+    for number, line in iter_lines(path):
+        if not line.strip():
+            continue
+        obj = parse_json_object(line, path, number)
+        docid = json_string(obj, ID_KEYS, path, number)
+        if docid is None:
+            raise InputError(f"missing document id (one of {', '.join(ID_KEYS)})", path, number)
+        title = json_string(obj, ("title",), path, number)
+        text = json_string(obj, TEXT_KEYS, path, number)
+        if title is None and text is None:
+            raise InputError(f"no text field (title or one of {', '.join(TEXT_KEYS)})", path, number)
+        url = json_string(obj, ("url",), path, number) or ""
+        yield number, Document(docid, (title or "").strip(), (text or "").strip(), url=url.strip())
+
+
+_DOCNO = re.compile(r"<DOCNO>(.*?)</DOCNO>", re.IGNORECASE | re.DOTALL)
+_TITLE = re.compile(r"<(TITLE|HEADLINE|HEAD)>(.*?)</\1>", re.IGNORECASE | re.DOTALL)
+_TEXT = re.compile(r"<TEXT>(.*?)</TEXT>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"</?[A-Za-z][^<>]*>")
+
+
+def _parse_trec(path: str | Path) -> Iterator[tuple[int, Document]]:
+    for number, raw in tagged_blocks(path, "DOC"):
+        docno = _DOCNO.search(raw)
+        if docno is None:
+            raise InputError("<DOC> without <DOCNO>", path, number)
+        body = raw[: docno.start()] + raw[docno.end() :]
+        title = " ".join(" ".join(m.group(2) for m in _TITLE.finditer(body)).split())
+        body = _TITLE.sub("\n", body)
+        blocks = _TEXT.findall(body)
+        text = _TAG.sub(" ", "\n".join(blocks) if blocks else body)
+        lines = (" ".join(line.split()) for line in text.splitlines())
+        yield number, Document(docno.group(1), _TAG.sub(" ", title).strip(), "\n".join(x for x in lines if x))
+
+
+def _parse_smart(path: str | Path) -> Iterator[tuple[int, Document]]:
+    for number, ident, fields in smart_records(path):
+        yield number, Document(ident, " ".join(fields.get("T", "").split()), fields.get("W", ""))
+
+
+_PARSERS: dict[str, Callable[[str | Path], Iterator[tuple[int, Document]]]] = {
+    "tsv": _parse_tsv,
+    "jsonl": _parse_jsonl,
+    "trec": _parse_trec,
+    "smart": _parse_smart,
+}
+
+
+def load_orcas(path: str | Path, max_terms: int | None = ORCAS_MAX_TERMS) -> dict[str, list[str]]:
+    """Load ORCAS clicks as ``docid -> [query, ...]`` in file order.
+
+    Lines are ``docid<TAB>query``, or the released ``orcas.tsv`` layout
+    ``qid<TAB>query<TAB>docid<TAB>url``. Blank queries are skipped. Once a document holds
+    ``max_terms`` whitespace terms further queries are not kept (they would be cut by
+    :func:`orcas_field` anyway; this bounds memory on the 18M-line release).
+
+    Raises:
+        InputError: a line with another column count, an empty docid, or no clicks at all.
+    """
+    clicks: dict[str, list[str]] = {}
+    terms: dict[str, int] = {}
+    for number, line in iter_lines(path):
+        if not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) not in (2, 4):
+            raise InputError(
+                f"expected 2 tab-separated ORCAS columns (docid, query) or 4 (qid, query, docid, url), found {len(cols)}",
+                path,
+                number,
+            )
+        docid, query = (cols[0], cols[1]) if len(cols) == 2 else (cols[2], cols[1])
+        docid, count = check_id(docid, "docid", path, number), len(query.split())
+        if count == 0 or (max_terms is not None and terms.get(docid, 0) >= max_terms):
+            continue
+        clicks.setdefault(docid, []).append(" ".join(query.split()))
+        terms[docid] = terms.get(docid, 0) + count
+    if not clicks:
+        raise InputError("no ORCAS clicks in file", path)
+    return clicks
+
+
+def orcas_field(queries: list[str], max_terms: int = ORCAS_MAX_TERMS) -> str:
+    """Join a document's clicked queries with spaces, keeping the first ``max_terms`` whitespace terms."""
+    return " ".join(" ".join(queries).split()[:max_terms])

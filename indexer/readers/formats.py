@@ -1,0 +1,244 @@
+"""Line-level plumbing shared by the corpus, query and qrels readers.
+
+Every reader streams a file as ``(line_number, text)`` pairs through :func:`iter_lines`,
+which opens plain or gzip files (recognised by their magic bytes, whatever the name),
+decodes UTF-8 line by line so that a bad byte is reported with its line number, and drops
+the line terminator (``\\n`` or ``\\r\\n``) and a leading byte-order mark.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import zlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO
+
+from ckqti.errors import InputError
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+# File-name endings that name a format outright; anything else is sniffed from the content.
+EXTENSIONS: dict[str, str] = {
+    ".tsv": "tsv",
+    ".jsonl": "jsonl",
+    ".trec": "trec",
+    ".sgml": "trec",
+    ".smart": "smart",
+    ".qry": "smart",
+}
+
+_WHITESPACE = re.compile(r"\s")
+
+
+def open_binary(path: str | Path) -> IO[bytes]:
+    """Open ``path`` for reading bytes, decompressing it when it starts with the gzip magic."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError("no such file", path)
+    if path.is_dir():
+        raise InputError("is a directory, expected a file", path)
+    with open(path, "rb") as probe:
+        magic = probe.read(2)
+    return gzip.open(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")
+
+
+def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, line)`` for every line of ``path``, numbered from 1, without terminator.
+
+    Raises:
+        InputError: invalid UTF-8 (with the line number) or a corrupt gzip stream.
+    """
+    number = 0
+    try:
+        with open_binary(path) as stream:
+            for number, raw in enumerate(stream, 1):
+                yield number, _decode(raw, path, number)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:
+        raise InputError(f"corrupt gzip data ({err})", path, number + 1) from None
+
+
+def _decode(raw: bytes, path: str | Path, number: int) -> str:
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(f"invalid UTF-8 (byte {err.start} of the line)", path, number) from None
+    if number == 1 and line.startswith("\ufeff"):
+        line = line[1:]
+    return line.rstrip("\r\n")
+
+
+def first_nonblank(path: str | Path) -> tuple[int, str] | None:
+    """The first line holding more than whitespace, or ``None`` for an empty file."""
+    for number, line in iter_lines(path):
+        if line.strip():
+            return number, line
+    return None
+
+
+def sniff(line: str) -> str | None:
+    """Guess a format from a file's first non-blank line: ``smart``, ``jsonl``, ``trec``, ``tsv`` or ``None``."""
+    stripped = line.strip()
+    if re.match(r"\.I(\s|$)", stripped):
+        return "smart"
+    if stripped.startswith("{"):
+        return "jsonl"
+    if stripped.startswith("<"):
+        return "trec"
+    if "\t" in line:
+        return "tsv"
+    return None
+
+
+def extension_format(path: str | Path) -> str | None:
+    """The format named by the file's extension (``.gz`` is looked through), or ``None``."""
+    name = Path(path).name.lower()
+    if name.endswith(".gz"):
+        name = name[: -len(".gz")]
+    return EXTENSIONS.get(Path(name).suffix)
+
+
+def resolve_format(path: str | Path, fmt: str | None, allowed: Sequence[str], kind: str) -> str:
+    """Check an explicit ``fmt``, or take it from the extension, or sniff it from the first line.
+
+    Args:
+        path: the input file.
+        fmt: the caller's choice, or ``None`` to detect.
+        allowed: the formats this kind of input can be read in.
+        kind: ``"corpus"``, ``"queries"``, ... for the messages.
+    """
+    choices = ", ".join(allowed)
+    if fmt is not None:
+        if fmt not in allowed:
+            raise InputError(f"unknown {kind} format {fmt!r}: use one of {choices}", path)
+        return fmt
+    guess = extension_format(path)
+    if guess in allowed:
+        return guess
+    first = first_nonblank(path)
+    if first is None:
+        raise InputError(f"empty {kind} file", path)
+    guess = sniff(first[1])
+    if guess not in allowed:
+        raise InputError(f"cannot tell the {kind} format from this line: pass a format ({choices})", path, first[0])
+    return guess
+
+
+def parse_json_object(line: str, path: str | Path, number: int) -> dict:
+    """Parse one JSONL line that must hold a JSON object."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise InputError(f"bad JSON ({err.msg} at column {err.colno})", path, number) from None
+    if not isinstance(obj, dict):
+        raise InputError(f"expected a JSON object, found {type(obj).__name__}", path, number)
+    return obj
+
+
+def json_string(obj: dict, keys: Sequence[str], path: str | Path, number: int) -> str | None:
+    """The value of the first of ``keys`` present (and not null) in ``obj`` as a string, else ``None``.
+
+    Integers are accepted and converted (ids are often written as numbers); any other type is an error.
+    """
+    for key in keys:
+        value = obj.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise InputError(f"field {key!r} must be a string, found {type(value).__name__}", path, number)
+        return str(value)
+    return None
+
+
+def check_id(value: str, what: str, path: str | Path, number: int) -> str:
+    """Strip an identifier and reject it when empty or holding whitespace (run files could not hold it)."""
+    value = value.strip()
+    if not value:
+        raise InputError(f"empty {what}", path, number)
+    if _WHITESPACE.search(value):
+        raise InputError(f"{what} {value!r} contains whitespace", path, number)
+    return value
+
+
+def parse_int(value: str, what: str, path: str | Path, number: int) -> int:
+    """Parse an integer column, naming it in the error."""
+    try:
+        return int(value)
+    except ValueError:
+        raise InputError(f"{what} must be an integer, found {value!r}", path, number) from None
+
+
+def tagged_blocks(path: str | Path, tag: str) -> Iterator[tuple[int, str]]:
+    """Yield ``(opening_line, inner_text)`` for every ``<tag> ... </tag>`` block (tag case-insensitive).
+
+    Blocks may span lines or share one; inner lines are joined with newlines. Text outside
+    the blocks, nested or unclosed blocks are errors naming the line.
+    """
+    pattern = re.compile(rf"<(/?){re.escape(tag)}>", re.IGNORECASE)
+    parts: list[str] | None = None
+    start = 0
+    for number, line in iter_lines(path):
+        pos = 0
+        for match in pattern.finditer(line):
+            before, pos = line[pos : match.start()], match.end()
+            if match.group(1):
+                if parts is None:
+                    raise InputError(f"</{tag}> without an opening <{tag}>", path, number)
+                parts.append(before)
+                yield start, "\n".join(parts)
+                parts = None
+            else:
+                if parts is not None:
+                    raise InputError(f"<{tag}> inside the <{tag}> opened at line {start} (missing </{tag}>?)", path, number)
+                _nothing_outside(before, tag, path, number)
+                parts, start = [], number
+        if parts is None:
+            _nothing_outside(line[pos:], tag, path, number)
+        else:
+            parts.append(line[pos:])
+    if parts is not None:
+        raise InputError(f"<{tag}> never closed", path, start)
+
+
+def _nothing_outside(text: str, tag: str, path: str | Path, number: int) -> None:
+    if text.strip():
+        raise InputError(f"text outside <{tag}> ... </{tag}>: {text.strip()[:40]!r}", path, number)
+
+
+_SMART_MARKER = re.compile(r"\.([A-Z])(?:\s+(.*))?$")
+
+
+def smart_records(path: str | Path) -> Iterator[tuple[int, str, dict[str, str]]]:
+    """Yield ``(line, id, fields)`` for every SMART record (``.I id`` then ``.T``, ``.A``, ``.B``, ``.W``, ... fields).
+
+    A field's lines are stripped and joined with newlines, blank lines dropped; a field
+    repeated within a record is appended (Cranfield has two ``.W`` in records 576 and 578).
+    Text on the marker line itself (``.T A title``) belongs to the field.
+    """
+    record: tuple[int, str, dict[str, list[str]]] | None = None
+    field: str | None = None
+    for number, line in iter_lines(path):
+        marker = _SMART_MARKER.match(line.rstrip())
+        if marker and marker.group(1) == "I":
+            if record is not None:
+                yield _joined(record)
+            record, field = (number, (marker.group(2) or "").strip(), {}), None
+        elif record is None:
+            if line.strip():
+                raise InputError("expected a SMART record start '.I <id>'", path, number)
+        elif marker:
+            field = marker.group(1)
+            record[2].setdefault(field, []).append(marker.group(2) or "")
+        elif field is not None:
+            record[2][field].append(line)
+        elif line.strip():
+            raise InputError("text before any SMART field marker (.T, .A, .B, .W)", path, number)
+    if record is not None:
+        yield _joined(record)
+
+
+def _joined(record: tuple[int, str, dict[str, list[str]]]) -> tuple[int, str, dict[str, str]]:
+    number, ident, fields = record
+    return number, ident, {k: "\n".join(s.strip() for s in v if s.strip()) for k, v in fields.items()}

@@ -1,0 +1,106 @@
+"""Query readers: TSV, JSONL, TREC topics and SMART query files, plain or gzip."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from ckqti.errors import InputError
+from indexer.readers.formats import (
+    check_id,
+    iter_lines,
+    json_string,
+    parse_json_object,
+    resolve_format,
+    smart_records,
+    tagged_blocks,
+)
+
+QUERY_FORMATS = ("tsv", "jsonl", "trec", "smart")
+QID_KEYS = ("_id", "id", "qid", "query_id")
+QUERY_TEXT_KEYS = ("text", "query", "title")
+
+
+def read_queries(path: str | Path, fmt: str | None = None) -> dict[str, str]:
+    """Read a query file into an ordered ``qid -> text`` dict (whitespace collapsed to single spaces).
+
+    Args:
+        path: the query file, plain or gzip.
+        fmt: ``"tsv"`` (``qid<TAB>text``), ``"jsonl"`` (``_id`` or ``id``/``qid``, ``text``
+            or ``query``), ``"trec"`` (``<top>`` blocks with ``<num>`` (``Number: 51`` or
+            ``51``) and ``<title>`` (a leading ``Topic:`` is dropped), closing tags optional)
+            or ``"smart"``. ``None`` detects it as :func:`~indexer.readers.read_corpus` does
+            (``.qry`` is SMART).
+
+    SMART query ids: the queries are numbered ``"1"``, ``"2"``, ... by their order in the
+    file and the ``.I`` numbers are ignored, because Cranfield's ``cran.qry`` numbers them
+    ``.I 001, 002, 004, 008, ...`` while ``cranqrel`` uses the order 1..225.
+
+    Raises:
+        InputError: unknown format, malformed line, empty or duplicate qid (naming both
+            lines), a query without text, invalid UTF-8, or no query at all.
+    """
+    fmt = resolve_format(path, fmt, QUERY_FORMATS, "queries")
+    queries: dict[str, str] = {}
+    lines: dict[str, int] = {}
+    for number, qid, text in _PARSERS[fmt](path):
+        qid = check_id(qid, "query id", path, number)
+        text = " ".join(text.split())
+        if not text:
+            raise InputError(f"query {qid!r} has no text", path, number)
+        if qid in queries:
+            raise InputError(f"duplicate query id {qid!r} (first at line {lines[qid]})", path, number)
+        queries[qid], lines[qid] = text, number
+    if not queries:
+        raise InputError("no queries in file", path)
+    return queries
+
+
+def _parse_tsv(path: str | Path) -> Iterator[tuple[int, str, str]]:
+    for number, line in iter_lines(path):
+        if not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) != 2:
+            raise InputError(f"expected 2 tab-separated columns (qid, text), found {len(cols)}", path, number)
+        yield number, cols[0], cols[1]
+
+
+def _parse_jsonl(path: str | Path) -> Iterator[tuple[int, str, str]]:
+    for number, line in iter_lines(path):
+        if not line.strip():
+            continue
+        obj = parse_json_object(line, path, number)
+        qid = json_string(obj, QID_KEYS, path, number)
+        if qid is None:
+            raise InputError(f"missing query id (one of {', '.join(QID_KEYS)})", path, number)
+        yield number, qid, json_string(obj, QUERY_TEXT_KEYS, path, number) or ""
+
+
+# A topic field runs from its tag to the next tag (old TREC topics have no closing tags).
+_NUM = re.compile(r"<num>\s*(?:Number:)?(.*?)(?=<|\Z)", re.IGNORECASE | re.DOTALL)
+_TITLE = re.compile(r"<title>\s*(?:Topic:)?(.*?)(?=<|\Z)", re.IGNORECASE | re.DOTALL)
+
+
+def _parse_trec(path: str | Path) -> Iterator[tuple[int, str, str]]:
+    for number, raw in tagged_blocks(path, "top"):
+        num, title = _NUM.search(raw), _TITLE.search(raw)
+        if num is None:
+            raise InputError("<top> without <num>", path, number)
+        if title is None:
+            raise InputError("<top> without <title>", path, number)
+        yield number, num.group(1), title.group(1)
+
+
+def _parse_smart(path: str | Path) -> Iterator[tuple[int, str, str]]:
+    for position, (number, _ident, fields) in enumerate(smart_records(path), 1):
+        yield number, str(position), fields.get("W", "")
+
+
+_PARSERS: dict[str, Callable[[str | Path], Iterator[tuple[int, str, str]]]] = {
+    "tsv": _parse_tsv,
+    "jsonl": _parse_jsonl,
+    "trec": _parse_trec,
+    "smart": _parse_smart,
+}

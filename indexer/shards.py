@@ -1,0 +1,93 @@
+"""Writing one shard: postings triples -> impact-ordered segments in Arrow IPC files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from indexer.format import SHARD_FILES, ShardInfo, file_checksum
+
+
+def write_table(path: str | Path, columns: dict[str, np.ndarray | list]) -> None:
+    """Write columns as a single-batch Arrow IPC file (so each column mmaps contiguously)."""
+    table = pa.table({k: (pa.array(v) if not isinstance(v, pa.Array) else v) for k, v in columns.items()})
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table, max_chunksize=max(table.num_rows, 1))
+
+
+@dataclass(frozen=True)
+class ImpactPostings:
+    """Postings of one shard in triple form, in any order.
+
+    Attributes:
+        terms: int32[N] global term ids.
+        docs: uint32[N] shard-local document numbers.
+        impacts: uint8[N] quantized impacts (> 0).
+    """
+
+    terms: np.ndarray
+    docs: np.ndarray
+    impacts: np.ndarray
+
+
+def segment_postings(p: ImpactPostings, vocab_size: int) -> dict[str, np.ndarray]:
+    """Sort postings by (term, impact desc, doc) and cut them into segments.
+
+    Returns flat arrays: ``postings`` (uint32 docs), ``seg_start`` (int64, S+1),
+    ``seg_impact`` (uint8, S+1, last entry 0), ``seg_ptr`` (int64, V+1).
+    """
+    keep = p.impacts > 0
+    terms = p.terms[keep].astype(np.int64)
+    docs = p.docs[keep].astype(np.uint32)
+    imps = p.impacts[keep].astype(np.uint8)
+    if terms.size and (terms.min() < 0 or terms.max() >= vocab_size):
+        raise ValueError("term id outside the vocabulary")
+    order = np.lexsort((docs, 255 - imps.astype(np.int64), terms))
+    terms, docs, imps = terms[order], docs[order], imps[order]
+    n = terms.size
+    if n:
+        new_seg = np.empty(n, dtype=bool)
+        new_seg[0] = True
+        new_seg[1:] = (terms[1:] != terms[:-1]) | (imps[1:] != imps[:-1])
+        starts = np.flatnonzero(new_seg)
+    else:
+        starts = np.zeros(0, dtype=np.int64)
+    seg_start = np.append(starts, n).astype(np.int64)
+    seg_impact = np.append(imps[starts], 0).astype(np.uint8)
+    seg_term = terms[starts]
+    seg_ptr = np.searchsorted(seg_term, np.arange(vocab_size + 1), side="left").astype(np.int64)
+    return {"postings": docs, "seg_start": seg_start, "seg_impact": seg_impact, "seg_ptr": seg_ptr}
+
+
+def write_shard(
+    directory: str | Path,
+    name: str,
+    postings: ImpactPostings,
+    vocab_size: int,
+    docs: dict[str, list],
+) -> ShardInfo:
+    """Write a complete shard directory and return its manifest entry.
+
+    ``docs`` holds the document store columns: ``docid``, ``title``, ``text``, ``length``.
+    """
+    d = Path(directory, name)
+    d.mkdir(parents=True, exist_ok=True)
+    seg = segment_postings(postings, vocab_size)
+    write_table(d / "postings.arrow", {"doc": seg["postings"]})
+    write_table(d / "segments.arrow", {"start": seg["seg_start"], "impact": seg["seg_impact"]})
+    write_table(d / "terms.arrow", {"seg_ptr": seg["seg_ptr"]})
+    write_table(
+        d / "docs.arrow",
+        {
+            "docid": pa.array(docs["docid"], pa.string()),
+            "title": pa.array(docs["title"], pa.string()),
+            "text": pa.array(docs["text"], pa.large_string()),
+            "length": np.asarray(docs["length"], dtype=np.int32),
+        },
+    )
+    files = {f: file_checksum(d / f) for f in SHARD_FILES}
+    size = sum((d / f).stat().st_size for f in SHARD_FILES)
+    return ShardInfo(name, len(docs["docid"]), int(seg["postings"].size), files, size)

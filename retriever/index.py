@@ -1,0 +1,130 @@
+"""Opening an index: manifest, checksums, memory-mapped shards as flat numpy arrays."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from ckqti.errors import IndexFormatError
+from ckqti.text import Analyzer
+from indexer.format import MANIFEST, SHARD_FILES, VOCAB_FILE, Manifest, file_checksum
+from indexer.quantize import Quantizer
+
+
+def read_mapped(path: Path) -> pa.Table:
+    """Memory-map a single-batch Arrow IPC file (no copy)."""
+    try:
+        return pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()
+    except (pa.ArrowInvalid, OSError) as e:
+        raise IndexFormatError(f"cannot read Arrow file ({e})", path) from None
+
+
+def column(table: pa.Table, name: str) -> np.ndarray:
+    col = table.column(name)
+    if col.num_chunks != 1:
+        col = pa.concat_arrays(col.chunks)
+    else:
+        col = col.chunk(0)
+    return col.to_numpy(zero_copy_only=True)
+
+
+@dataclass
+class Shard:
+    """One shard's arrays, views over memory-mapped files.
+
+    Attributes:
+        postings: uint32[N] documents, impact-ordered per term.
+        seg_start: int64[S+1] postings offset of each segment.
+        seg_impact: uint8[S+1] impact of each segment.
+        seg_ptr: int64[V+1] first segment of each term id.
+        docs: the document store (docid, title, text, length).
+    """
+
+    name: str
+    postings: np.ndarray
+    seg_start: np.ndarray
+    seg_impact: np.ndarray
+    seg_ptr: np.ndarray
+    docs: pa.Table
+
+    @property
+    def num_docs(self) -> int:
+        return self.docs.num_rows
+
+    def docid(self, i: int) -> str:
+        return self.docs.column("docid")[i].as_py()
+
+    def document(self, i: int) -> dict:
+        return {c: self.docs.column(c)[i].as_py() for c in ("docid", "title", "text")}
+
+
+def open_shard(directory: Path, name: str) -> Shard:
+    d = directory / name
+    seg = read_mapped(d / "segments.arrow")
+    return Shard(
+        name=name,
+        postings=column(read_mapped(d / "postings.arrow"), "doc"),
+        seg_start=column(seg, "start"),
+        seg_impact=column(seg, "impact"),
+        seg_ptr=column(read_mapped(d / "terms.arrow"), "seg_ptr"),
+        docs=read_mapped(d / "docs.arrow"),
+    )
+
+
+def verify_files(directory: Path, manifest: Manifest) -> None:
+    """Check that every file the manifest names exists with its recorded checksum."""
+    expected = [(directory / VOCAB_FILE, manifest.vocab_checksum)]
+    for s in manifest.shards:
+        expected += [(directory / s.name / f, s.files[f]) for f in SHARD_FILES]
+    for path, digest in expected:
+        if not path.is_file():
+            raise IndexFormatError("index file missing", path)
+        if file_checksum(path) != digest:
+            raise IndexFormatError("index file corrupted (checksum mismatch); rebuild the index", path)
+
+
+class Index:
+    """A ckqti index opened for search.
+
+    Args:
+        path: index directory.
+        verify: check every file's sha256 against the manifest (on by default).
+    """
+
+    def __init__(self, path: str | Path, verify: bool = True):
+        self.path = Path(path)
+        self.manifest = Manifest.read(self.path)
+        if verify:
+            verify_files(self.path, self.manifest)
+        vocab = read_mapped(self.path / VOCAB_FILE)
+        self.terms: list[str] = vocab.column("term").to_pylist()
+        self.term_ids = {t: i for i, t in enumerate(self.terms)}
+        self.df = column(vocab, "df")
+        self.offsets = column(vocab, "offset")
+        self.analyzer = Analyzer.from_dict(self.manifest.analyzer)
+        self.quantizer = Quantizer.from_dict(self.manifest.quantization)
+        self.shards = [open_shard(self.path, s.name) for s in self.manifest.shards]
+        bad = [s.name for s, info in zip(self.shards, self.manifest.shards) if s.num_docs != info.num_docs]
+        if bad:
+            raise IndexFormatError(f"shard {bad[0]} does not match the manifest", self.path / MANIFEST)
+
+    @property
+    def num_docs(self) -> int:
+        return self.manifest.num_docs
+
+    @property
+    def model_id(self) -> str:
+        return self.manifest.model.get("id", "")
+
+    def check_compatible(self, analyzer: dict | None = None, model_id: str | None = None) -> None:
+        """Refuse an index built with another analyzer or model than the one asked for."""
+        where = self.path / MANIFEST
+        if analyzer is not None and analyzer != self.manifest.analyzer:
+            raise IndexFormatError(
+                f"index was built with analyzer {self.manifest.analyzer}, not the requested {analyzer}", where
+            )
+        if model_id is not None and model_id != self.model_id:
+            raise IndexFormatError(f"index was built with model {self.model_id!r}, not {model_id!r}", where)

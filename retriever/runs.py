@@ -1,0 +1,113 @@
+"""TREC run files: ``qid Q0 docid rank score tag``, one line per retrieved document.
+
+Ranking order everywhere in ckqti is trec_eval's: score descending, ties broken by docid
+descending (string order). trec_eval ignores the rank column and re-sorts this way, so
+writing in the same order makes the file's ranks the ones that get evaluated.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from ckqti.errors import InputError
+from indexer.readers.formats import iter_lines
+
+Ranking = Mapping[str, float] | Iterable[tuple[str, float]]
+
+_WHITESPACE = re.compile(r"\s")
+
+
+def trec_order(docs: Ranking) -> list[tuple[str, float]]:
+    """``(docid, score)`` pairs sorted by score descending, then docid descending (trec_eval's order)."""
+    items = docs.items() if isinstance(docs, Mapping) else docs
+    return sorted(((str(d), float(s)) for d, s in items), key=lambda pair: (pair[1], pair[0]), reverse=True)
+
+
+def write_run(path: str | Path, results: Mapping[str, Ranking], tag: str) -> None:
+    """Write a TREC run file (gzip when ``path`` ends in ``.gz``), replacing ``path`` atomically.
+
+    Args:
+        path: the run file; parent folders are created.
+        results: ``qid -> [(docid, score), ...]`` (or ``qid -> {docid: score}``); queries are
+            written in the mapping's order, documents in :func:`trec_order`, ranks from 1.
+            Scores are written with ``repr`` so they read back exactly.
+        tag: the run tag (last column), without whitespace.
+
+    Raises:
+        ValueError: whitespace in a tag, qid or docid; a non-finite score; a docid repeated
+            within a query.
+    """
+    _check_token(tag, "run tag")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".ckqti-tmp")
+    opener = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(tmp, "wt", encoding="utf-8", newline="\n") as out:
+            for qid, docs in results.items():
+                _check_token(qid, "query id")
+                out.writelines(_run_lines(qid, trec_order(docs), tag))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _run_lines(qid: str, ranked: list[tuple[str, float]], tag: str) -> list[str]:
+    seen: set[str] = set()
+    lines = []
+    for rank, (docid, score) in enumerate(ranked, 1):
+        _check_token(docid, "docid")
+        if docid in seen:
+            raise ValueError(f"docid {docid!r} appears twice in the results of query {qid!r}")
+        if not math.isfinite(score):
+            raise ValueError(f"score {score} of query {qid!r}, doc {docid!r} is not finite")
+        seen.add(docid)
+        lines.append(f"{qid} Q0 {docid} {rank} {score!r} {tag}\n")
+    return lines
+
+
+def _check_token(value: str, what: str) -> None:
+    if not value or _WHITESPACE.search(value):
+        raise ValueError(f"{what} {value!r} must be non-empty and hold no whitespace")
+
+
+def read_run(path: str | Path) -> dict[str, dict[str, float]]:
+    """Read a TREC run file (plain or gzip) into ``qid -> {docid: score}``, queries in file order.
+
+    Raises:
+        InputError: a line without 6 columns, a non-integer rank, a non-numeric or
+            non-finite score, a docid repeated within a query (naming both lines), invalid
+            UTF-8, or an empty file.
+    """
+    run: dict[str, dict[str, float]] = {}
+    for number, qid, docid, score in _run_rows(path):
+        docs = run.setdefault(qid, {})
+        if docid in docs:
+            first = next(n for n, q, d, _ in _run_rows(path) if (q, d) == (qid, docid))
+            raise InputError(f"query {qid!r} retrieves doc {docid!r} twice (first at line {first})", path, number)
+        docs[docid] = score
+    if not run:
+        raise InputError("no results in run file", path)
+    return run
+
+
+def _run_rows(path: str | Path):
+    for number, line in iter_lines(path):
+        cols = line.split()
+        if not cols:
+            continue
+        if len(cols) != 6:
+            raise InputError(f"expected 6 run columns (qid Q0 docid rank score tag), found {len(cols)}", path, number)
+        try:
+            int(cols[3])
+            score = float(cols[4])
+        except ValueError:
+            raise InputError(f"bad rank {cols[3]!r} or score {cols[4]!r}", path, number) from None
+        if not math.isfinite(score):
+            raise InputError(f"score {cols[4]!r} is not finite", path, number)
+        yield number, cols[0], cols[2], score

@@ -1,0 +1,274 @@
+import json
+import math
+import random
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from ckqti.models.kernels import ck_mus, rbf_kernels
+from ckqti.models.ndrm import NDRM2, BatchScale, NDRMConfig, build_ndrm
+from ckqti.models.qti import DocumentEncoding, QTIModel
+from ckqti.text import Analyzer
+from ckqti.vocab import Vocabulary
+
+SCIFACT = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "scifact"
+VARIANTS = ("ndrm1", "ndrm2", "ndrm3")
+
+
+def tiny(vocab_size: int, variant: str, **kw) -> NDRMConfig:
+    base = dict(dim=16, num_heads=4, conv_window=5, ff_dim=16, mlp_hidden=16, pool_window=20, pool_stride=10)
+    return NDRMConfig(vocab_size=vocab_size, variant=variant, **{**base, **kw})
+
+
+def pad(rows: list[list[int]], width: int | None = None) -> torch.Tensor:
+    width = width or max(len(r) for r in rows)
+    return torch.tensor([r + [0] * (width - len(r)) for r in rows], dtype=torch.long)
+
+
+@pytest.fixture(scope="module")
+def scifact():
+    """8 SciFact train claims, each with one relevant abstract and one other abstract (60 terms max)."""
+    qrels = [line.split("\t") for line in (SCIFACT / "qrels" / "train.tsv").read_text().splitlines()[1:]]
+    pairs = [(q, d) for q, d, _ in qrels][:8]
+    queries = {}
+    for line in (SCIFACT / "queries.jsonl").open():
+        row = json.loads(line)
+        queries[row["_id"]] = row["text"]
+    docs = {}
+    for line in (SCIFACT / "corpus.jsonl").open():
+        row = json.loads(line)
+        docs[row["_id"]] = row["title"] + " " + row["text"]
+        if len(docs) >= 400:
+            break
+    analyzer = Analyzer()
+    relevant = {d for _, d in pairs}
+    others = [d for d in docs if d not in relevant][:8]
+    for _, d in pairs:  # relevant abstracts may lie beyond the first 400 lines
+        docs.setdefault(d, None)
+    if any(v is None for v in docs.values()):
+        for line in (SCIFACT / "corpus.jsonl").open():
+            row = json.loads(line)
+            if docs.get(row["_id"], "") is None:
+                docs[row["_id"]] = row["title"] + " " + row["text"]
+    analyzed = {d: analyzer(docs[d])[:60] for d in list(relevant) + others}
+    vocab = Vocabulary.build(analyzed.values())
+    q = pad([vocab.ids(analyzer(queries[qid]))[:10] for qid, _ in pairs])
+    pos = pad([vocab.ids(analyzed[d]) for _, d in pairs])
+    neg = pad([vocab.ids(analyzed[d]) for d in others])
+    return vocab, q, pos, neg
+
+
+def model(vocab: Vocabulary, variant: str, seed: int = 0, **kw):
+    torch.manual_seed(seed)
+    return build_ndrm(tiny(len(vocab), variant, **kw), vocab)
+
+
+def test_config_validation_and_round_trip():
+    config = NDRMConfig(vocab_size=100)
+    assert config.variant == "ndrm3" and config.dim == 256 and config.num_kernels == 10
+    assert (config.pool_window, config.pool_stride, config.num_layers, config.num_heads) == (300, 100, 2, 32)
+    assert NDRMConfig.from_dict(config.to_dict()) == config
+    for bad in (dict(variant="ndrm4"), dict(vocab_size=1), dict(dim=30), dict(pool_stride=400), dict(attention="x")):
+        with pytest.raises(ValueError):
+            NDRMConfig(**{"vocab_size": 100, **bad})
+    with pytest.raises(ValueError):
+        NDRMConfig.from_dict({**config.to_dict(), "colour": "red"})
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_shapes_and_interface(scifact, variant):
+    vocab, q, pos, _ = scifact
+    m = model(vocab, variant).eval()
+    assert isinstance(m, QTIModel)
+    assert m(q, pos).shape == (8,)
+    assert m.term_scores(q, pos).shape == q.shape
+    enc = m.encode_documents(pos)
+    assert isinstance(enc, DocumentEncoding) and enc.lengths.tolist() == (pos != 0).sum(1).float().tolist()
+    terms = torch.arange(len(vocab))
+    assert m.score_encoded(terms, enc).shape == (8, len(vocab))
+    assert m.is_latent == (variant != "ndrm2")
+    if variant == "ndrm2":
+        assert enc.vectors is None and m.term_vectors(terms) is None
+    else:
+        norms = enc.vectors.norm(dim=-1)
+        assert torch.allclose(norms[enc.mask], torch.ones(int(enc.mask.sum())), atol=1e-5)
+        assert torch.all(norms[~enc.mask] == 0)
+        assert torch.allclose(m.term_vectors(terms).norm(dim=-1), torch.ones(len(vocab)), atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@torch.no_grad()
+def test_qti_additivity_and_score_encoded_consistency(scifact, variant):
+    vocab, q, pos, _ = scifact
+    m = model(vocab, variant, score_chunk_elements=1).eval()  # chunk = 1 term in score_encoded
+    total = m(q, pos)
+    singles = torch.stack([m(q[:, i : i + 1], pos) for i in range(q.shape[1])], dim=1)  # [B, Q]
+    assert torch.allclose(total, singles.sum(1), atol=1e-4)
+    assert torch.allclose(m.term_scores(q, pos), singles, atol=1e-5)
+    assert torch.all(singles[q <= 1] == 0)  # padding and unknown query terms score 0
+    encoded = m.score_encoded(torch.arange(len(vocab)), m.encode_documents(pos))  # [B, V]
+    assert torch.allclose(encoded.gather(1, q) * (q > 1), singles, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@torch.no_grad()
+def test_padding_invariance(scifact, variant):
+    vocab, q, pos, _ = scifact
+    m = model(vocab, variant).eval()
+    base = m.term_scores(q, pos)
+    padded = m.term_scores(F.pad(q, (0, 7)), F.pad(pos, (0, 95)))
+    assert torch.allclose(padded[:, : q.shape[1]], base, atol=1e-5)
+    assert torch.all(padded[:, q.shape[1] :] == 0)
+    # one document scored alone (no padding at all) equals its score inside the batch
+    n = int((pos[3] != 0).sum())
+    alone = m.term_scores(q[3:4], pos[3:4, :n])
+    assert torch.allclose(alone[0], base[3], atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["ndrm2", "ndrm3"])
+def test_padding_does_not_change_training_statistics(scifact, variant):
+    vocab, q, pos, _ = scifact
+    stats = []
+    for extra_q, extra_d in ((0, 0), (5, 50)):
+        m = model(vocab, variant).train()
+        m(F.pad(q, (0, extra_q)), F.pad(pos, (0, extra_d)))
+        stats.append({k: v.clone() for k, v in m.state_dict().items() if "scale" in k or "running" in k})
+    assert stats[0].keys() == stats[1].keys() and stats[0]
+    for k in stats[0]:
+        assert torch.allclose(stats[0][k].double(), stats[1][k].double()), k
+
+
+@torch.no_grad()
+def test_all_padding_windows_are_masked_out_of_the_max():
+    """With an MLP that rewards empty windows, only the one real window may count."""
+    vocab = Vocabulary.build([["alpha", "beta", "gamma", "delta", "eps"]])
+    m = model(vocab, "ndrm1").eval()  # windows of 20, stride 10
+    first, second = m.pooling.mlp[0], m.pooling.mlp[3]
+    first.weight.zero_()
+    first.weight[0] = -1.0  # hidden unit 0 = -sum_k log(window_k + 1e-6)
+    first.bias.zero_()
+    second.weight.zero_()
+    second.weight[0, 0] = 1.0
+    second.bias.zero_()
+    doc = torch.tensor([[2, 3, 4, 5, 6] + [0] * 195])  # 5 real terms, 20 windows of which 19 are all padding
+    query = torch.tensor([[4]])
+    enc = m.encode_documents(doc)
+    cos = enc.vectors[0, :5] @ m.term_vectors(query[0]).t()  # [5, 1]
+    sums = rbf_kernels(cos[:, 0], torch.tensor(ck_mus(10)), torch.tensor(0.1)).sum(0)  # [K]
+    expected = F.relu(-torch.log(sums + 1e-6).sum())
+    empty_window = -10 * math.log(1e-6)  # what an unmasked all-padding window would score
+    score = m(query, doc)
+    assert score.item() == pytest.approx(expected.item(), rel=1e-5)
+    assert score.item() < empty_window - 1.0
+    assert m(query, doc[:, :5]).item() == pytest.approx(score.item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_gradients_reach_every_parameter(scifact, variant):
+    vocab, q, pos, neg = scifact
+    m = model(vocab, variant, dropout=0.1).train()
+    loss = F.softplus(m(q, neg) - m(q, pos)).mean()
+    loss.backward()
+    for name, p in m.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+    if variant == "ndrm2":
+        assert sum(p.numel() for p in m.parameters()) == 2
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_adam_steps_lower_ranknet_loss(scifact, variant):
+    vocab, q, pos, neg = scifact
+    m = model(vocab, variant, dropout=0.0).train()
+    opt = torch.optim.Adam(m.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(25):
+        opt.zero_grad()
+        loss = F.softplus(m(q, neg) - m(q, pos)).mean()  # RankNet: -log sigmoid(s_pos - s_neg)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    factor = 0.98 if variant == "ndrm2" else 0.5
+    assert losses[-1] < factor * losses[0], losses
+
+
+def _hand_vocab() -> Vocabulary:
+    docs = ["x y x z", "y w", "z z z u v", "y u", "w w"]
+    return Vocabulary.build([d.split() for d in docs])  # N = 5, avgdl = 3
+
+
+@torch.no_grad()
+def test_ndrm2_untrained_equals_hand_computed_value():
+    vocab = _hand_vocab()
+    x, y, z, v = (vocab.id(t) for t in "xyzv")
+    m = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm2"), vocab).eval()
+    docs = pad([[x, y, x, z], [z, z, z, vocab.id("u"), v]])
+    scores = m.term_scores(torch.tensor([[x, z, y], [x, z, y]]), docs)
+    idf_x, idf_z = math.log(4.5 / 1.5), math.log(3.5 / 2.5)  # df 1 and 2 of 5; y has df 3 -> idf 0
+    expected = [
+        [idf_x * 2 / (2 + 4 / 3 + 1e-6), idf_z * 1 / (1 + 4 / 3 + 1e-6), 0.0],
+        [0.0, idf_z * 3 / (3 + 5 / 3 + 1e-6), 0.0],
+    ]
+    assert scores.tolist() == pytest.approx(expected, rel=1e-5)
+
+
+def test_ndrm2_trained_statistics_and_parameters_hand_computed():
+    vocab = _hand_vocab()
+    x, z, v = (vocab.id(t) for t in "xzv")
+    m = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm2"), vocab).train()
+    doc0, doc2 = [x, vocab.id("y"), x, z], [z, z, z, vocab.id("u"), v]
+    m(pad([[x, z], [v]]), pad([doc0, doc2]))  # tf samples 2, 1, 1 -> mean 4/3; dl 4, 5 -> mean 4.5
+    with torch.no_grad():
+        m.length_weight.fill_(0.5)
+        m.length_bias.fill_(0.25)
+    m.eval()
+    score = m.term_scores(torch.tensor([[x]]), pad([doc0])).item()
+    tf, dl = 2 / (4 / 3), 4 / 4.5
+    assert score == pytest.approx(math.log(3) * tf / (tf + max(0.5 * dl + 0.25, 0) + 1e-6), rel=1e-5)
+
+
+@torch.no_grad()
+def test_ndrm2_is_zero_when_term_absent(scifact):
+    vocab, q, pos, _ = scifact
+    m = model(vocab, "ndrm2").eval()
+    m.length_weight.fill_(-0.3)
+    m.length_bias.fill_(0.7)
+    enc = m.encode_documents(pos)
+    scores = m.score_encoded(torch.arange(len(vocab)), enc)  # [B, V]
+    present = torch.zeros_like(scores, dtype=torch.bool)
+    present.scatter_(1, pos, True)
+    assert torch.all(scores[~present] == 0)
+    assert torch.all(scores[present & (torch.as_tensor(vocab.idf()) > 0)] > 0)
+
+
+def test_batch_scale_running_mean_is_exact():
+    rng = random.Random(0)
+    scale = BatchScale(prior=7.0)
+    assert scale(torch.tensor([14.0])).item() == 2.0  # prior before any sample
+    seen = []
+    for _ in range(6):
+        x = torch.tensor([rng.uniform(0, 30) for _ in range(11)], dtype=torch.float32)
+        mask = torch.tensor([rng.random() < 0.6 for _ in range(11)])
+        out = scale(x, mask)
+        seen.extend(x[mask].double().tolist())
+        assert torch.allclose(out, x / float(np.mean(seen)))
+    assert scale.mean.item() == pytest.approx(float(np.mean(seen)), rel=1e-12)
+    scale.eval()
+    scale(torch.full((5,), 1000.0))
+    assert scale.mean.item() == pytest.approx(float(np.mean(seen)), rel=1e-12)  # frozen at inference
+    restored = BatchScale()
+    restored.load_state_dict(scale.state_dict())
+    assert restored.mean.item() == scale.mean.item()
+
+
+def test_set_collection_checks_vocabulary_size():
+    vocab = _hand_vocab()
+    m = NDRM2(NDRMConfig(vocab_size=len(vocab) + 3, variant="ndrm2"))
+    with pytest.raises(ValueError):
+        m.set_collection(vocab)
+    m = build_ndrm(replace(m.config, vocab_size=len(vocab)), vocab)
+    assert m.idf.tolist() == pytest.approx(vocab.idf().tolist())
+    assert m.length_scale.mean.item() == pytest.approx(3.0)

