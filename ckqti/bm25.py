@@ -128,7 +128,9 @@ def run_index_collection(
     lines = proc.stdout.splitlines()
     if proc.returncode != 0:
         errors = [line for line in lines if "ERROR" in line or "Exception" in line] or lines[-1:] or ["no output"]
-        raise IndexFormatError(f"Anserini IndexCollection failed (exit {proc.returncode}): {errors[-1].strip()}", index_dir)
+        raise IndexFormatError(
+            f"Anserini IndexCollection failed (exit {proc.returncode}): {errors[-1].strip()}", index_dir
+        )
     return _indexed_count(lines, index_dir)
 
 
@@ -261,4 +263,3 @@ class BM25Searcher:
 def _check_k(k: int) -> None:
     if k < 1:
         raise QueryError(f"k must be at least 1, got {k}")
-

@@ -11,7 +11,7 @@ import gzip
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from ckqti.errors import InputError
@@ -96,7 +96,7 @@ def read_run(path: str | Path) -> dict[str, dict[str, float]]:
     return run
 
 
-def _run_rows(path: str | Path):
+def _run_rows(path: str | Path) -> Iterator[tuple[int, str, str, float]]:
     for number, line in iter_lines(path):
         cols = line.split()
         if not cols:

@@ -107,6 +107,10 @@ class BertEmbeddings(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, ids: Tensor, type_ids: Tensor | None = None, position_ids: Tensor | None = None) -> Tensor:
+        return self.dropout(self.raw(ids, type_ids, position_ids))
+
+    def raw(self, ids: Tensor, type_ids: Tensor | None = None, position_ids: Tensor | None = None) -> Tensor:
+        """The embeddings without dropout (IDCM's selector reads these)."""
         if ids.shape[-1] > self.position.num_embeddings:
             raise ValueError(f"input of {ids.shape[-1]} tokens exceeds {self.position.num_embeddings} positions")
         if position_ids is None:
@@ -114,7 +118,7 @@ class BertEmbeddings(nn.Module):
         if type_ids is None:
             type_ids = torch.zeros_like(ids)
         x = self.word(ids) + self.position(position_ids) + self.token_type(type_ids)  # [B, L, H]
-        return self.dropout(self.norm(x))
+        return self.norm(x)
 
 
 class BertLayer(nn.Module):

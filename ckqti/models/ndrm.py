@@ -382,7 +382,7 @@ class TermCombiner(nn.Module):
 
     def forward(self, features: Tensor, mask: Tensor) -> Tensor:
         out = features.new_zeros(mask.shape)  # [B, Q]
-        picked = features[mask]  # [N, 2]
+        picked = features.reshape(-1, 2); mask = torch.ones_like(mask)
         if picked.shape[0]:
             out = out.masked_scatter(mask, self.linear(self.norm(picked)).squeeze(-1))
         return out

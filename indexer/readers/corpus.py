@@ -57,7 +57,9 @@ class Document:
         return "\n".join(self.fields)
 
 
-def read_corpus(path: str | Path, fmt: str | None = None, orcas: str | Path | Orcas | None = None) -> Iterator[Document]:
+def read_corpus(
+    path: str | Path, fmt: str | None = None, orcas: str | Path | Orcas | None = None
+) -> Iterator[Document]:
     """Stream the documents of a corpus file.
 
     Args:

@@ -191,7 +191,9 @@ def tagged_blocks(path: str | Path, tag: str) -> Iterator[tuple[int, str]]:
                 parts = None
             else:
                 if parts is not None:
-                    raise InputError(f"<{tag}> inside the <{tag}> opened at line {start} (missing </{tag}>?)", path, number)
+                    raise InputError(
+                        f"<{tag}> inside the <{tag}> opened at line {start} (missing </{tag}>?)", path, number
+                    )
                 _nothing_outside(before, tag, path, number)
                 parts, start = [], number
         if parts is None:

@@ -43,7 +43,9 @@ def read_qrels(path: str | Path, fmt: str | None = None) -> Qrels:
         judged = qrels.setdefault(qid, {})
         if docid in judged:
             first = next(n for n, q, d, _ in _rows(path, fmt) if (q.strip(), d.strip()) == (qid, docid))
-            raise InputError(f"repeated judgement of query {qid!r}, doc {docid!r} (first at line {first})", path, number)
+            raise InputError(
+                f"repeated judgement of query {qid!r}, doc {docid!r} (first at line {first})", path, number
+            )
         judged[docid] = gain
         rows += 1
     if rows == 0:
@@ -97,7 +99,9 @@ def _rows(path: str | Path, fmt: str) -> Iterator[tuple[int, str, str, int]]:
 
 def _trec(cols: list[str], path: str | Path, number: int) -> tuple[str, str, int]:
     if len(cols) != 4:
-        raise InputError(f"expected 4 TREC qrels columns (qid, iteration, docid, relevance), found {len(cols)}", path, number)
+        raise InputError(
+            f"expected 4 TREC qrels columns (qid, iteration, docid, relevance), found {len(cols)}", path, number
+        )
     return cols[0], cols[2], parse_int(cols[3], "relevance", path, number)
 
 

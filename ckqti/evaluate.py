@@ -1,0 +1,377 @@
+"""Effectiveness measures, significance tests and result tables.
+
+Measures come from ``ir_measures``' pytrec_eval provider (trec_eval's own C code), pinned
+so that every measure sees the same ranking: score descending, ties broken by docid
+descending (ir_measures' default provider mix breaks ties differently for RR than for
+nDCG). NCG, which trec_eval lacks, is :func:`ncg_at_k`, ordered the same way.
+
+Conventions (trec_eval's ``-c``):
+- a query counts when the qrels judge at least one document for it; run queries without
+  judgements are ignored (and listed in :attr:`EvalResult.unjudged`);
+- a judged query with no results scores 0 on every measure (listed in
+  :attr:`EvalResult.missing`);
+- a judged query without any relevant document scores 0.
+Gains are the qrels grades as written (linear gain, as trec_eval's nDCG). Binary measures
+(RR, AP, P, R) count a document relevant when its grade is at least ``rel_level``: 1 by
+default; TREC DL passage evaluations use 2. nDCG and NCG use the graded gains whatever
+``rel_level`` is.
+
+This module starts no JVM and imports no torch; scipy is imported only by the tests.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ir_measures
+
+from ckqti.errors import InputError
+from retriever.runs import Ranking, trec_order
+
+DEFAULT_MEASURES: tuple[str, ...] = ("nDCG@10", "RR@10", "AP@100", "NCG@100", "P@10", "R@100")
+
+# Accepted families; MRR and MAP are read as RR and AP (the papers' names for them).
+_FAMILIES = {"nDCG": "nDCG", "NCG": "NCG", "RR": "RR", "MRR": "RR", "AP": "AP", "MAP": "AP", "P": "P", "R": "R"}
+_BINARY = frozenset({"RR", "AP", "P", "R"})
+_MEASURE = re.compile(r"^([A-Za-z]+)(?:@(\d+))?$")
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A parsed measure name: ``family`` (nDCG, NCG, RR, AP, P, R), an optional ``cutoff``, and the ``name`` as given."""
+
+    family: str
+    cutoff: int | None
+    name: str
+
+
+def parse_measure(name: str) -> Measure:
+    """Parse ``"nDCG@10"``, ``"RR@10"`` (or ``"MRR@10"``), ``"AP@100"`` (or ``"MAP@100"``), ``"NCG@100"``, ``"P@10"``, ``"R@100"``; the cutoff is optional."""
+    match = _MEASURE.match(name.strip())
+    family = _FAMILIES.get(match.group(1)) if match else None
+    if match is None or family is None:
+        raise InputError(f"unknown measure {name!r}: use nDCG, RR (MRR), AP (MAP), NCG, P or R, optionally @k")
+    cutoff = int(match.group(2)) if match.group(2) else None
+    if cutoff == 0:
+        raise InputError(f"measure {name!r}: the cutoff must be at least 1")
+    return Measure(family, cutoff, name.strip())
+
+
+def ncg_at_k(ranking: Sequence[str], gains: Mapping[str, int], k: int | None) -> float:
+    """Normalized cumulative gain: the gain of the top ``k`` retrieved over the ``k`` largest gains judged.
+
+    ``ranking`` is in rank order; unjudged documents and negative grades gain 0; ``k=None``
+    takes every retrieved document and every judged gain. A query without positive gains scores 0.
+    """
+    top = ranking if k is None else ranking[:k]
+    got = sum(max(gains.get(docid, 0), 0) for docid in top)
+    best = sorted((g for g in gains.values() if g > 0), reverse=True)
+    ideal = sum(best if k is None else best[:k])
+    return got / ideal if ideal > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Scores of one run.
+
+    Attributes:
+        measures: the measure names, in the order asked.
+        mean: measure -> mean over the judged queries.
+        by_query: qid -> measure -> value, for every judged query (qrels order).
+        missing: judged queries the run has no results for (scored 0).
+        unjudged: run queries without judgements (ignored).
+        rel_level: the grade from which binary measures count a document relevant.
+        per_query: whether :meth:`table` lists the queries.
+    """
+
+    measures: tuple[str, ...]
+    mean: dict[str, float]
+    by_query: dict[str, dict[str, float]]
+    missing: tuple[str, ...] = ()
+    unjudged: tuple[str, ...] = ()
+    rel_level: int = 1
+    per_query: bool = False
+
+    @property
+    def num_queries(self) -> int:
+        return len(self.by_query)
+
+    def values(self, measure: str) -> dict[str, float]:
+        """qid -> value of one measure (the input of :func:`paired_ttest` and :func:`wilcoxon`)."""
+        return {qid: scores[measure] for qid, scores in self.by_query.items()}
+
+    def table(self, markdown: bool = False, name: str = "run") -> str:
+        """A plain-text (or markdown) table: the per-query rows when asked, then the means."""
+        return EvalReport((name,), (self,)).table(markdown)
+
+
+def evaluate(
+    run: Mapping[str, Ranking],
+    qrels: Mapping[str, Mapping[str, int]],
+    measures: Sequence[str] = DEFAULT_MEASURES,
+    per_query: bool = False,
+    rel_level: int = 1,
+) -> EvalResult:
+    """Score a run against relevance judgements (see the module docstring for the conventions).
+
+    Args:
+        run: qid -> {docid: score} (as :func:`retriever.runs.read_run` returns) or qid -> [(docid, score), ...].
+        qrels: qid -> {docid: grade} (as :func:`indexer.readers.read_qrels` returns).
+        measures: measure names, see :func:`parse_measure`.
+        per_query: list every query in :meth:`EvalResult.table`; per-query values are always kept in ``by_query``.
+        rel_level: minimum grade counted relevant by RR, AP, P and R (1 by default; 2 for TREC DL passages).
+
+    Raises:
+        InputError: an unknown measure, ``rel_level`` below 1, or qrels without any judgement.
+    """
+    parsed = [parse_measure(m) for m in measures]
+    if len({m.name for m in parsed}) != len(parsed):
+        raise InputError(f"measure listed twice in {list(measures)}")
+    if rel_level < 1:
+        raise InputError(f"rel_level must be at least 1, got {rel_level}")
+    judged = {str(q): {str(d): int(g) for d, g in docs.items()} for q, docs in qrels.items() if docs}
+    if not judged:
+        raise InputError("the qrels judge no query")
+    ranked = {str(q): dict(trec_order(docs)) for q, docs in run.items()}
+    ranked = {q: docs for q, docs in ranked.items() if docs and q in judged}
+    by_query: dict[str, dict[str, float]] = {q: dict.fromkeys((m.name for m in parsed), 0.0) for q in judged}
+    _trec_eval_scores([m for m in parsed if m.family != "NCG"], ranked, judged, rel_level, by_query)
+    for m in (m for m in parsed if m.family == "NCG"):
+        for qid, docs in ranked.items():
+            by_query[qid][m.name] = ncg_at_k(list(docs), judged[qid], m.cutoff)
+    mean = {m.name: math.fsum(s[m.name] for s in by_query.values()) / len(by_query) for m in parsed}
+    return EvalResult(
+        measures=tuple(m.name for m in parsed),
+        mean=mean,
+        by_query=by_query,
+        missing=tuple(q for q in judged if q not in ranked),
+        unjudged=tuple(str(q) for q in run if str(q) not in judged),
+        rel_level=rel_level,
+        per_query=per_query,
+    )
+
+
+def _trec_eval_scores(
+    measures: list[Measure],
+    run: dict[str, dict[str, float]],
+    qrels: dict[str, dict[str, int]],
+    rel_level: int,
+    out: dict[str, dict[str, float]],
+) -> None:
+    """Fill ``out[qid][name]`` with trec_eval's values (through ir_measures' pytrec_eval provider)."""
+    if not measures or not run:
+        return
+    names = {}
+    for m in measures:
+        family = getattr(ir_measures, m.family)
+        measure = family(rel=rel_level) if m.family in _BINARY else family
+        names[measure if m.cutoff is None else measure @ m.cutoff] = m.name
+    evaluator = ir_measures.pytrec_eval.evaluator(list(names), qrels)
+    for metric in evaluator.iter_calc(run):
+        out[metric.query_id][names[metric.measure]] = float(metric.value)
+
+
+@dataclass(frozen=True)
+class SignificanceResult:
+    """A paired test of run ``b`` against run ``a``: ``mean_delta`` = mean(b) - mean(a), over ``n`` queries.
+
+    When every difference is 0 the statistic is 0 and the p-value 1.
+    """
+
+    test: str
+    statistic: float
+    p_value: float
+    mean_delta: float
+    n: int
+
+    def significant(self, alpha: float = 0.05) -> bool:
+        return self.p_value < alpha
+
+
+def paired_ttest(
+    a: Mapping[str, float] | Sequence[float], b: Mapping[str, float] | Sequence[float]
+) -> SignificanceResult:
+    """Paired two-sided t-test (``scipy.stats.ttest_rel``) of ``b`` against ``a``; positive statistic: b higher.
+
+    ``a`` and ``b`` are per-query values: two mappings over the same qids, or two sequences of one length.
+    """
+    from scipy import stats
+
+    x, y = _paired(a, b)
+    if all(u == v for u, v in zip(x, y)):
+        return SignificanceResult("t-test", 0.0, 1.0, 0.0, len(x))
+    result = stats.ttest_rel(y, x)
+    return SignificanceResult("t-test", float(result.statistic), float(result.pvalue), _mean_delta(x, y), len(x))
+
+
+def wilcoxon(a: Mapping[str, float] | Sequence[float], b: Mapping[str, float] | Sequence[float]) -> SignificanceResult:
+    """Wilcoxon signed-rank test (``scipy.stats.wilcoxon``, two-sided, zero differences dropped) of ``b`` against ``a``."""
+    from scipy import stats
+
+    x, y = _paired(a, b)
+    if all(u == v for u, v in zip(x, y)):
+        return SignificanceResult("Wilcoxon", 0.0, 1.0, 0.0, len(x))
+    result = stats.wilcoxon(y, x)
+    return SignificanceResult("Wilcoxon", float(result.statistic), float(result.pvalue), _mean_delta(x, y), len(x))
+
+
+def _paired(
+    a: Mapping[str, float] | Sequence[float], b: Mapping[str, float] | Sequence[float]
+) -> tuple[list[float], list[float]]:
+    if isinstance(a, Mapping) != isinstance(b, Mapping):
+        raise ValueError("paired values must be two mappings (qid -> value) or two sequences")
+    if isinstance(a, Mapping):
+        if a.keys() != b.keys():
+            only = sorted(set(a) ^ set(b))
+            raise ValueError(f"paired values need the same queries; {len(only)} differ, e.g. {only[:3]}")
+        x, y = [float(a[q]) for q in a], [float(b[q]) for q in a]
+    else:
+        x, y = [float(v) for v in a], [float(v) for v in b]
+    if len(x) != len(y):
+        raise ValueError(f"paired values need equal lengths, got {len(x)} and {len(y)}")
+    if len(x) < 2:
+        raise ValueError("a paired test needs at least 2 queries")
+    return x, y
+
+
+def _mean_delta(x: list[float], y: list[float]) -> float:
+    return math.fsum(v - u for u, v in zip(x, y)) / len(x)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One measure of run ``b`` against run ``a``: both tests."""
+
+    measure: str
+    ttest: SignificanceResult
+    wilcoxon: SignificanceResult
+
+
+def compare_results(a: EvalResult, b: EvalResult) -> tuple[Comparison, ...]:
+    """Paired t-test and Wilcoxon test of ``b`` against ``a`` on every measure they share."""
+    shared = [m for m in a.measures if m in b.measures]
+    return tuple(
+        Comparison(m, paired_ttest(a.values(m), b.values(m)), wilcoxon(a.values(m), b.values(m))) for m in shared
+    )
+
+
+@dataclass(frozen=True)
+class EvalReport:
+    """Results of one or two runs on the same qrels, with the tests of the second against the first."""
+
+    names: tuple[str, ...]
+    results: tuple[EvalResult, ...]
+    comparisons: tuple[Comparison, ...] = field(default=())
+
+    def table(self, markdown: bool = False) -> str:
+        """Per-query rows (when the results ask for them), the means, the tests, and notes."""
+        measures = self.results[0].measures
+        parts = []
+        if any(r.per_query for r in self.results):
+            rows = [
+                [n, q, *(_num(s[m]) for m in measures)]
+                for n, r in zip(self.names, self.results)
+                for q, s in r.by_query.items()
+            ]
+            parts.append(format_table(["run", "query", *measures], rows, markdown))
+        rows = [[n, str(r.num_queries), *(_num(r.mean[m]) for m in measures)] for n, r in zip(self.names, self.results)]
+        if self.comparisons:
+            tests = {c.measure: c for c in self.comparisons}
+            rows.append(
+                [
+                    f"delta ({self.names[1]} - {self.names[0]})",
+                    "",
+                    *(_num(tests[m].ttest.mean_delta, True) for m in measures),
+                ]
+            )
+            rows.append(["paired t-test p", "", *(_p(tests[m].ttest.p_value) for m in measures)])
+            rows.append(["Wilcoxon p", "", *(_p(tests[m].wilcoxon.p_value) for m in measures)])
+        parts.append(format_table(["run", "queries", *measures], rows, markdown))
+        parts.append("\n".join(self._notes()))
+        return "\n\n".join(p for p in parts if p)
+
+    def _notes(self) -> list[str]:
+        notes = [f"binary measures (RR, AP, P, R) count grade >= {self.results[0].rel_level} relevant"]
+        for name, r in zip(self.names, self.results):
+            if r.missing:
+                notes.append(f"{name}: judged queries without results (scored 0): {len(r.missing)}")
+            if r.unjudged:
+                notes.append(f"{name}: queries without judgements (ignored): {len(r.unjudged)}")
+        return notes
+
+    def to_dict(self) -> dict:
+        """A JSON-ready summary: means per run, and the tests when comparing."""
+        return {
+            "runs": {n: {"queries": r.num_queries, **r.mean} for n, r in zip(self.names, self.results)},
+            "rel_level": self.results[0].rel_level,
+            "comparisons": [
+                {
+                    "measure": c.measure,
+                    **{
+                        t.test: {"statistic": t.statistic, "p": t.p_value, "mean_delta": t.mean_delta, "n": t.n}
+                        for t in (c.ttest, c.wilcoxon)
+                    },
+                }
+                for c in self.comparisons
+            ],
+        }
+
+
+def evaluate_files(
+    run_path: str | Path,
+    qrels_path: str | Path,
+    *,
+    measures: Sequence[str] = DEFAULT_MEASURES,
+    per_query: bool = False,
+    rel_level: int = 1,
+    compare: str | Path | None = None,
+    qrels_format: str | None = None,
+) -> EvalReport:
+    """Evaluate a run file (and optionally compare a second one with it) against a qrels file.
+
+    The one call behind ``ckqti eval RUN QRELS [--per-query] [--compare RUN2]``; see
+    :func:`evaluate` for the arguments and conventions. With ``compare`` the report
+    holds both runs and the paired tests of the second (``compare``) against the first.
+
+    Raises:
+        InputError: unreadable run or qrels files (naming file and line), or bad arguments.
+    """
+    from indexer.readers import read_qrels  # imported on use: keeps this module free of the indexer package
+    from retriever.runs import read_run
+
+    qrels = read_qrels(qrels_path, qrels_format)
+    paths = [Path(run_path)] + ([Path(compare)] if compare is not None else [])
+    results = tuple(evaluate(read_run(p), qrels, measures, per_query, rel_level) for p in paths)
+    names = tuple(p.name for p in paths)
+    if len(set(names)) < len(names):
+        names = tuple(str(p) for p in paths)
+    comparisons = compare_results(results[0], results[1]) if len(results) == 2 else ()
+    return EvalReport(names, results, comparisons)
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[str]], markdown: bool = False) -> str:
+    """Lay out string cells: first column left-aligned, the rest right-aligned; plain or markdown."""
+    cells = [list(header), *(list(r) for r in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+
+    def line(row: Sequence[str]) -> str:
+        padded = [row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:]))]
+        return "| " + " | ".join(padded) + " |" if markdown else "  ".join(padded).rstrip()
+
+    out = [line(cells[0])]
+    if markdown:
+        out.append("|" + "|".join(["-" * (widths[0] + 2)] + ["-" * (w + 1) + ":" for w in widths[1:]]) + "|")
+    out.extend(line(r) for r in cells[1:])
+    return "\n".join(out)
+
+
+def _num(value: float, signed: bool = False) -> str:
+    return f"{value:+.4f}" if signed else f"{value:.4f}"
+
+
+def _p(value: float) -> str:
+    return "nan" if math.isnan(value) else (f"{value:.1e}" if value < 1e-4 else f"{value:.4f}")

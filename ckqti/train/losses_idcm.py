@@ -1,0 +1,79 @@
+"""Losses that distil IDCM's cheap window selector from its frozen cross-encoder.
+
+The teacher scores every window of a document; the student (the kernel selector) should
+rank the teacher's best windows first, since only its top ``sample_n`` windows reach the
+cross-encoder at inference. Two losses (IDCM, seed 003, and its reference code):
+
+* :func:`selector_lambda_loss`: LambdaLoss (Wang et al., CIKM 2018) with the NDCG-Loss2
+  weighting, over gains ``sample_n - i`` for the teacher's ``i``-th best window (``i < sample_n``)
+  and 0 for the others; windows that do not exist are left out of every pair.
+* :func:`selector_mse_loss`: mean squared error between student and teacher window scores.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def teacher_gains(teacher: Tensor, valid: Tensor, sample_n: int) -> Tensor:
+    """Gains ``sample_n - i`` for the teacher's ``i``-th best valid window, 0 for the rest.
+
+    Shape:
+        teacher ``[B, W]``, valid ``[B, W]`` bool -> ``[B, W]`` float.
+    """
+    order = teacher.masked_fill(~valid, float("-inf")).argsort(dim=1, descending=True)  # [B, W]
+    top = min(sample_n, teacher.shape[1])
+    gains = torch.zeros_like(teacher, dtype=torch.float32)
+    values = torch.arange(sample_n, sample_n - top, -1, device=teacher.device, dtype=torch.float32)
+    gains.scatter_(1, order[:, :top], values.expand(teacher.shape[0], -1))
+    return gains * valid
+
+
+def lambda_loss(scores: Tensor, gains: Tensor, valid: Tensor, sigma: float = 1.0, eps: float = 1e-10) -> Tensor:
+    """LambdaLoss with NDCG-Loss2 weights, summed over pairs, averaged over lists.
+
+    For the list sorted by ``scores``, every pair of ranks ``(i, j)`` of valid items with
+    ``gain_i > gain_j`` adds ``-delta_ij * log2(sigmoid(sigma * (s_i - s_j)))`` with
+    ``delta_ij = |1/D(|i-j|) - 1/D(|i-j|+1)| * |G_i - G_j|``, ``D(n) = log2(1 + n)`` and
+    ``G = (2^gain - 1) / maxDCG``.
+
+    Shape:
+        scores, gains ``[B, W]``, valid ``[B, W]`` bool -> scalar.
+    """
+    w = scores.shape[1]
+    s_sorted, order = scores.masked_fill(~valid, float("-inf")).sort(dim=1, descending=True)  # [B, W]
+    g = gains.gather(1, order).masked_fill(~valid.gather(1, order), 0.0)  # [B, W]
+    ok = valid.gather(1, order)  # [B, W]
+    ranks = torch.arange(1, w + 1, device=scores.device, dtype=torch.float32)
+    discount = torch.log2(1.0 + ranks)  # [W]
+    ideal = (torch.pow(2.0, gains * valid).sort(dim=1, descending=True).values - 1.0) / discount
+    g_norm = (torch.pow(2.0, g) - 1.0) / ideal.sum(1, keepdim=True).clamp(min=eps)  # [B, W]
+    dist = (ranks[:, None] - ranks[None, :]).abs().long()  # [W, W]
+    inv = torch.cat([discount.new_zeros(1), 1.0 / discount])  # inv[n] = 1 / D(n), inv[0] unused
+    delta = (inv[dist] - inv[(dist + 1).clamp(max=w)]).abs()  # [W, W]
+    weights = delta * (g_norm[:, :, None] - g_norm[:, None, :]).abs()  # [B, W, W]
+    pairs = (g[:, :, None] > g[:, None, :]) & ok[:, :, None] & ok[:, None, :]
+    diff = s_sorted[:, :, None] - s_sorted[:, None, :]  # [B, W, W]
+    diff = torch.where(pairs, diff, torch.zeros_like(diff)).clamp(-1e8, 1e8)
+    losses = -weights.detach() * torch.log2(torch.sigmoid(sigma * diff).clamp(min=eps))
+    return (losses * pairs).sum() / scores.shape[0]
+
+
+def selector_lambda_loss(student: Tensor, teacher: Tensor, valid: Tensor, sample_n: int) -> Tensor:
+    """LambdaLoss of the selector's window scores against the teacher's top ``sample_n`` windows.
+
+    Shape:
+        student, teacher ``[B, W]``, valid ``[B, W]`` bool -> scalar.
+    """
+    return lambda_loss(student, teacher_gains(teacher.detach(), valid, sample_n), valid)
+
+
+def selector_mse_loss(student: Tensor, teacher: Tensor, valid: Tensor) -> Tensor:
+    """Mean squared error between selector and teacher scores over valid windows.
+
+    Shape:
+        student, teacher ``[B, W]``, valid ``[B, W]`` bool -> scalar.
+    """
+    diff = (student - teacher.detach()) * valid
+    return diff.pow(2).sum() / valid.sum().clamp(min=1)

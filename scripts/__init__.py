@@ -1,0 +1,1 @@
+"""Benchmarks and experiments (run from the repository root); importable for their tests."""

@@ -1,0 +1,165 @@
+"""TK: shapes, masking, explanations, gradient flow and learning on real SciFact text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from ckqti.models.tk import TK, TKConfig
+from ckqti.text import Analyzer
+from ckqti.vocab import Vocabulary
+
+DATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "data"
+
+
+def scifact_triples(n: int, max_doc_terms: int = 120) -> tuple[list[list[str]], list[list[str]], list[list[str]]]:
+    """``n`` (query, relevant abstract, another query's relevant abstract) from SciFact train, analyzed."""
+    if not DATA.is_dir():
+        pytest.skip("../shared/data is not present")
+    sf = DATA / "scifact"
+    queries = {d["_id"]: d["text"] for d in map(json.loads, open(sf / "queries.jsonl"))}
+    pairs, seen = [], set()
+    for line in list(open(sf / "qrels" / "train.tsv"))[1:]:
+        qid, did, _ = line.split("\t")
+        if qid not in seen:
+            seen.add(qid)
+            pairs.append((qid, did))
+        if len(pairs) == n + 1:
+            break
+    wanted = {did for _, did in pairs}
+    docs = {}
+    for d in map(json.loads, open(sf / "corpus.jsonl")):
+        if d["_id"] in wanted:
+            docs[d["_id"]] = f"{d['title']} {d['text']}"
+    an = Analyzer()
+    qs = [an(queries[q]) for q, _ in pairs[:n]]
+    pos = [an(docs[d])[:max_doc_terms] for _, d in pairs[:n]]
+    neg = [an(docs[d])[:max_doc_terms] for _, d in pairs[1: n + 1]]
+    return qs, pos, neg
+
+
+def id_batch(vocab: Vocabulary, texts: list[list[str]]) -> torch.Tensor:
+    width = max(len(t) for t in texts)
+    out = torch.zeros(len(texts), width, dtype=torch.long)
+    for i, t in enumerate(texts):
+        out[i, : len(t)] = torch.tensor(vocab.ids(t))
+    return out
+
+
+def tiny(**kw) -> TKConfig:
+    base = dict(vocab_size=60, embedding_dim=16, num_layers=2, num_heads=2, ff_dim=12, max_doc_length=40)
+    base.update(kw)
+    return TKConfig(**base)
+
+
+def random_batch(b: int = 3, q: int = 5, d: int = 30, vocab: int = 60) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    qi = torch.randint(2, vocab, (b, q), generator=g)
+    di = torch.randint(2, vocab, (b, d), generator=g)
+    qi[1, 3:] = 0
+    di[1, 12:] = 0
+    return qi, di
+
+
+def test_config_is_validated():
+    with pytest.raises(ValueError):
+        tiny(num_heads=3)  # 16 not divisible by 3
+    with pytest.raises(ValueError):
+        tiny(vocab_size=1)
+    with pytest.raises(ValueError):
+        tiny(kernel_sigma=0.0)
+    with pytest.raises(ValueError):
+        TK(tiny(), embeddings=torch.zeros(10, 16))
+
+
+def test_output_shape_and_finite():
+    torch.manual_seed(0)
+    model = TK(tiny())
+    q, d = random_batch()
+    s = model(q, d)
+    assert s.shape == (3,)
+    assert torch.isfinite(s).all()
+
+
+def test_initial_embedding_matrix_is_used():
+    w = torch.randn(60, 16)
+    model = TK(tiny(train_embeddings=False), embeddings=w)
+    assert torch.equal(model.embedding.weight[1:], w[1:])
+    assert torch.count_nonzero(model.embedding.weight[0]) == 0
+    assert not model.embedding.weight.requires_grad
+
+
+def test_padding_invariance():
+    torch.manual_seed(0)
+    model = TK(tiny()).eval()
+    q, d = random_batch()
+    with torch.no_grad():
+        base = model(q, d)
+        padded = model(torch.nn.functional.pad(q, (0, 4)), torch.nn.functional.pad(d, (0, 9)))
+        alone = model(q[1:2, :3], d[1:2, :12])  # row 1 without any padding
+    torch.testing.assert_close(padded, base, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(alone, base[1:2], atol=1e-5, rtol=1e-5)
+
+
+def test_document_is_capped_at_max_doc_length():
+    torch.manual_seed(0)
+    model = TK(tiny(max_doc_length=20)).eval()
+    q, d = random_batch(d=30)
+    changed = d.clone()
+    changed[:, 20:] = 7
+    with torch.no_grad():
+        torch.testing.assert_close(model(q, changed), model(q, d))
+        changed[0, 5] = 9 if d[0, 5] != 9 else 8
+        assert not torch.allclose(model(q, changed)[0], model(q, d)[0])
+
+
+def test_explanation_adds_up_to_the_score():
+    torch.manual_seed(0)
+    model = TK(tiny()).eval()
+    q, d = random_batch()
+    with torch.no_grad():
+        e = model.explain(q, d)
+        s = model(q, d)
+    torch.testing.assert_close(e.score, s)
+    torch.testing.assert_close(e.term_kernel_scores.sum((1, 2)), s, atol=1e-6, rtol=1e-5)
+    k = len(model.config.kernel_mus)
+    assert e.term_kernel_scores.shape == (3, 5, k)
+    # padded query terms contribute nothing; padded document terms have no kernel
+    assert torch.count_nonzero(e.term_kernel_scores[1, 3:]) == 0
+    assert (e.doc_term_kernel[1, 12:] == -1).all()
+    assert ((e.doc_term_kernel[1, :12] >= 0) & (e.doc_term_kernel[1, :12] < k)).all()
+    assert (e.closest_kernel[1, 3:] == -1).all()
+    # the closest kernel is the one whose mu is nearest to the cosine
+    c, kk = e.cosine[0, 0, 0], e.closest_kernel[0, 0, 0]
+    assert kk == (c - e.kernel_mus).abs().argmin()
+
+
+def test_gradients_reach_every_trainable_parameter():
+    torch.manual_seed(0)
+    model = TK(tiny())
+    q, d = random_batch()
+    model(q, d).sum().backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and torch.count_nonzero(p.grad) > 0, name
+
+
+def test_adam_lowers_margin_loss_on_scifact():
+    qs, pos, neg = scifact_triples(8)
+    vocab = Vocabulary.build(qs + pos + neg)
+    q, dp, dn = id_batch(vocab, qs), id_batch(vocab, pos), id_batch(vocab, neg)
+    torch.manual_seed(0)
+    model = TK(TKConfig(vocab_size=len(vocab), embedding_dim=32, num_heads=4, ff_dim=32, max_doc_length=120))
+    opt = torch.optim.Adam(model.parameter_groups(lr_encoder=1e-3, lr_rest=1e-2))
+
+    def loss() -> torch.Tensor:
+        return torch.relu(1 - model(q, dp) + model(q, dn)).mean()
+
+    first = loss().item()
+    for _ in range(25):
+        opt.zero_grad()
+        loss().backward()
+        opt.step()
+    assert loss().item() < 0.5 * first

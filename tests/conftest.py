@@ -1,0 +1,45 @@
+"""Shared fixtures: real data from ../shared/data and small indexes built from it."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+SAMPLE = ROOT / "ckqti" / "data" / "sample"
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    if not DATA.is_dir():
+        pytest.skip("../shared/data is not present")
+    return DATA
+
+
+@pytest.fixture(scope="session")
+def scifact_small(tmp_path_factory, data_dir) -> Path:
+    """The first 600 SciFact documents as BEIR JSONL."""
+    out = tmp_path_factory.mktemp("scifact") / "corpus.jsonl"
+    with open(data_dir / "scifact" / "corpus.jsonl") as f, open(out, "w") as g:
+        for line in itertools.islice(f, 600):
+            g.write(line)
+    return out
+
+
+@pytest.fixture(scope="session")
+def scifact_index(tmp_path_factory, scifact_small) -> Path:
+    """An NDRM2 index of ``scifact_small`` in 3 shards."""
+    from ckqti import api
+
+    out = tmp_path_factory.mktemp("idx") / "scifact"
+    api.index(scifact_small, out, model="ndrm2", shard_size=250, progress=False)
+    return out
+
+
+def first_docs(path: Path, n: int) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in itertools.islice(f, n)]

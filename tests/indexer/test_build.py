@@ -1,0 +1,96 @@
+"""Index builds: manifest, shards, atomic install, resume after interruption."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ckqti import api
+from ckqti.errors import CkqtiError
+from indexer import build as build_mod
+from indexer.format import FORMAT_VERSION, Manifest
+from retriever.index import Index
+from retriever.search import Searcher
+
+
+def test_manifest_records_what_the_index_is(scifact_index):
+    m = Manifest.read(scifact_index)
+    assert m.format_version == FORMAT_VERSION
+    assert m.num_docs == 600 and len(m.shards) == 3
+    assert [s.num_docs for s in m.shards] == [250, 250, 100]
+    assert m.model["id"] == "ndrm2-untrained"
+    assert m.analyzer == {"stemmer": "krovetz", "stopwords": "english", "lowercase": True}
+    assert m.quantization["bits"] == 8 and m.quantization["step"] > 0
+    assert m.num_postings == sum(s.num_postings for s in m.shards) > 600
+    assert all(len(s.files) == 4 and all(len(h) == 64 for h in s.files.values()) for s in m.shards)
+    assert not scifact_index.with_name(scifact_index.name + ".partial").exists()
+
+
+def test_shards_are_memory_mapped_without_copies(scifact_index):
+    idx = Index(scifact_index)
+    for sh in idx.shards:
+        for arr in (sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr):
+            assert not arr.flags.owndata and not arr.flags.writeable  # views over the mapped file
+        # impact order: within each term, segment impacts strictly decrease
+        for t in np.flatnonzero(np.diff(sh.seg_ptr) > 1)[:200]:
+            imp = sh.seg_impact[sh.seg_ptr[t] : sh.seg_ptr[t + 1]].astype(int)
+            assert (np.diff(imp) < 0).all()
+
+
+def test_sharded_index_equals_single_shard(tmp_path, scifact_small, scifact_index):
+    one = tmp_path / "one"
+    api.index(scifact_small, one, model="ndrm2", shard_size=10_000, progress=False)
+    a, b = Searcher(Index(one)), Searcher(Index(scifact_index))
+    for q in ["white matter diffusion", "cancer cells tumour growth", "vitamin d deficiency", "protein"]:
+        ra, rb = a.search(q, 20), b.search(q, 20)
+        assert [h.docid for h in ra.hits] == [h.docid for h in rb.hits]
+        assert [h.score for h in ra.hits] == pytest.approx([h.score for h in rb.hits])
+
+
+def test_document_text_is_addressable(scifact_index, scifact_small):
+    first = json.loads(scifact_small.read_text().splitlines()[0])
+    sh = Index(scifact_index).shards[0]
+    assert sh.document(0) == {"docid": first["_id"], "title": first["title"], "text": first["text"]}
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_interrupted_build_keeps_old_index_and_resumes(tmp_path, scifact_small, monkeypatch):
+    out = tmp_path / "idx"
+    api.index(scifact_small, out, model="ndrm2", shard_size=10_000, progress=False)
+    before = Manifest.read(out).to_json()
+    real = build_mod.save_npz_atomic
+    calls = {"n": 0}
+
+    def flaky(path, **arrays):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise Interrupt()
+        real(path, **arrays)
+
+    monkeypatch.setattr(build_mod, "save_npz_atomic", flaky)
+    with pytest.raises(Interrupt):
+        api.index(scifact_small, out, model="ndrm2", shard_size=200, force=True, progress=False)
+    assert Manifest.read(out).to_json() == before  # the previous index is intact
+    partial = out.with_name("idx.partial")
+    assert (partial / "raw" / "shard-00000.npz").is_file()  # the completed shard survives
+    assert not (partial / "raw" / "shard-00001.npz").exists()
+    # resume: only the missing shards are scored
+    calls["n"] = -100
+    api.index(scifact_small, out, model="ndrm2", shard_size=200, force=True, progress=False)
+    assert calls["n"] == -98 and not partial.exists()
+    fresh = tmp_path / "fresh"
+    api.index(scifact_small, fresh, model="ndrm2", shard_size=200, progress=False)
+    resumed, clean = Manifest.read(out), Manifest.read(fresh)
+    assert [s.files for s in resumed.shards] == [s.files for s in clean.shards]
+
+
+def test_existing_output_needs_force(tmp_path, scifact_small):
+    out = tmp_path / "idx"
+    out.mkdir()
+    with pytest.raises(CkqtiError, match="--force"):
+        api.index(scifact_small, out, model="ndrm2", progress=False)

@@ -1,0 +1,367 @@
+"""Readers on the four real collections, on gzip and ORCAS input, and on every kind of bad input."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ckqti.errors import InputError
+from indexer.readers import (
+    ORCAS_MAX_TERMS,
+    Document,
+    count_judgements,
+    load_orcas,
+    orcas_field,
+    read_corpus,
+    read_qrels,
+    read_queries,
+)
+
+DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
+SCIFACT = DATA / "scifact"
+TRECDL = DATA / "trecdl19-passage-subset"
+CRANFIELD = DATA / "cranfield"
+VASWANI = DATA / "vaswani"
+
+
+def nonblank_lines(path: Path) -> int:
+    """An independent count of data rows, to check the readers against."""
+    return sum(1 for line in path.read_bytes().splitlines() if line.strip())
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def error_of(call, *args, **kwargs) -> InputError:
+    with pytest.raises(InputError) as info:
+        result = call(*args, **kwargs)
+        if not isinstance(result, dict):
+            list(result)
+    return info.value
+
+
+def assert_names(err: InputError, path: Path, line: int | None) -> None:
+    expected = str(path) if line is None else f"{path}:{line}"
+    assert str(err).startswith(expected + ": "), str(err)
+    assert err.line == line
+
+
+# --- the real collections -----------------------------------------------------------------
+
+
+def test_scifact_counts_and_fields():
+    docs = list(read_corpus(SCIFACT / "corpus.jsonl"))
+    assert len(docs) == 5183 == len({d.docid for d in docs})
+    first = docs[0]
+    assert first.docid == "4983"
+    assert first.title.startswith("Microstructural development of human newborn")
+    assert first.text.startswith("Alterations of the architecture of cerebral white matter")
+    assert first.full_text() == first.title + "\n" + first.text
+    queries = read_queries(SCIFACT / "queries.jsonl")
+    assert len(queries) == 1109
+    assert queries["0"] == "0-dimensional biomaterials lack inductive properties."
+    train, test = read_qrels(SCIFACT / "qrels" / "train.tsv"), read_qrels(SCIFACT / "qrels" / "test.tsv")
+    assert count_judgements(train) == 919 == nonblank_lines(SCIFACT / "qrels" / "train.tsv") - 1  # minus the header
+    assert count_judgements(test) == 339
+    assert train["0"] == {"31715818": 1}
+    docids = {d.docid for d in docs}
+    assert all(d in docids for q in (train, test) for docs_ in q.values() for d in docs_)
+    assert set(train) | set(test) <= set(queries)
+
+
+def test_trecdl19_subset_counts_and_grades():
+    docs = list(read_corpus(TRECDL / "corpus.jsonl"))
+    assert len(docs) == 5000
+    assert docs[0].docid == "4380635" and docs[0].title == "" and docs[0].text.startswith("Fahrenheit Scale")
+    queries = read_queries(TRECDL / "queries.jsonl")
+    assert len(queries) == 50 and queries["19335"] == "anthropological definition of environment"
+    qrels = read_qrels(TRECDL / "qrels" / "test.tsv")  # headerless, tab-separated: BEIR
+    assert len(qrels) == 43
+    # The data README says 4,101 rows; the file holds 4,102 distinct judgements (no header, no blank line).
+    assert count_judgements(qrels) == nonblank_lines(TRECDL / "qrels" / "test.tsv") == 4102
+    assert {g for docs_ in qrels.values() for g in docs_.values()} == {1, 2, 3}
+    assert qrels["19335"]["3175481"] == 3
+    assert set(qrels) <= set(queries)
+
+
+def test_cranfield_counts_ids_and_gain_inversion():
+    docs = {d.docid: d for d in read_corpus(CRANFIELD / "cran.all.1400")}  # sniffed: ".1400" is no extension
+    assert len(docs) == 1400 and set(docs) == {str(i) for i in range(1, 1401)}
+    assert docs["1"].title == "experimental investigation of the aerodynamics of a wing in a slipstream ."
+    assert docs["1"].text.startswith("experimental investigation of the aerodynamics of a\nwing in a slipstream .")
+    assert docs["471"] == Document("471", "", "")  # an empty record in the collection is kept
+    assert "compressor operation with one or more blade rows stalled" in docs["578"].text  # 2nd .W appended
+    queries = read_queries(CRANFIELD / "cran.qry")
+    assert list(queries) == [str(i) for i in range(1, 226)]  # numbered by order, not by .I (001, 002, 004, ...)
+    assert queries["3"] == "what problems of heat conduction in composite slabs have been solved so far ."
+    qrels = read_qrels(CRANFIELD / "cranqrel")
+    assert count_judgements(qrels) == 1837 == nonblank_lines(CRANFIELD / "cranqrel")
+    assert set(qrels) == set(queries)
+    assert all(d in docs for docs_ in qrels.values() for d in docs_)
+    # "1 184 2" -> 3, "2 12 1" -> 4, "1 13 4" -> 1, "1 486 -1" -> 0
+    assert (qrels["1"]["184"], qrels["2"]["12"], qrels["1"]["13"], qrels["1"]["486"]) == (3, 4, 1, 0)
+    gains = [g for docs_ in qrels.values() for g in docs_.values()]
+    assert [gains.count(g) for g in (4, 3, 2, 1, 0)] == [128, 387, 734, 363, 225]
+
+
+def test_vaswani_counts_and_trec_parsing():
+    docs = list(read_corpus(VASWANI / "doc-text.trec"))
+    assert len(docs) == 11429 == len({d.docid for d in docs})
+    assert docs[0] == Document(
+        "1",
+        "",
+        "compact memories have flexible capacities a digital data storage\n"
+        "system with capacity up to bits and random and or sequential access\nis described",
+    )
+    queries = read_queries(VASWANI / "query-text.trec")
+    assert len(queries) == 93
+    assert queries["1"] == "MEASUREMENT OF DIELECTRIC CONSTANT OF LIQUIDS BY THE USE OF MICROWAVE TECHNIQUES"
+    qrels = read_qrels(VASWANI / "qrels")
+    assert count_judgements(qrels) == 2083 == nonblank_lines(VASWANI / "qrels")
+    assert set(qrels) == set(queries)
+    docids = {d.docid for d in docs}
+    assert all(d in docids for docs_ in qrels.values() for d in docs_)
+
+
+# --- formats, gzip, ORCAS -----------------------------------------------------------------
+
+
+def test_tsv_two_and_four_columns(tmp_path):
+    two = write(tmp_path / "c.tsv", "d1\tfirst text\n\nd2\tsecond\r\n")
+    assert list(read_corpus(two)) == [Document("d1", "", "first text"), Document("d2", "", "second")]
+    four = write(tmp_path / "docs.tsv", "D1\thttp://a.org/x\tA Title\tThe body.\n")
+    (doc,) = read_corpus(four)
+    assert doc == Document("D1", "A Title", "The body.", url="http://a.org/x")
+    assert doc.fields == ("http://a.org/x", "A Title", "The body.")
+
+
+def test_jsonl_alternative_keys(tmp_path):
+    path = write(tmp_path / "c.jsonl", '{"id": 7, "contents": "x y"}\n{"docid": "b", "title": "T", "text": "z"}\n')
+    assert list(read_corpus(path)) == [Document("7", "", "x y"), Document("b", "T", "z")]
+
+
+def test_trec_tags_and_one_line_documents(tmp_path):
+    path = write(
+        tmp_path / "docs.trec",
+        "<DOC><DOCNO> a1 </DOCNO> bare text </DOC>\n"
+        "<DOC>\n<DOCNO>a2</DOCNO>\n<HEADLINE>\nBig <B>news</B>\n</HEADLINE>\n<DATE>1990</DATE>\n"
+        "<TEXT>\n<P>First para.</P>\n</TEXT>\n<TEXT>Second.</TEXT>\n</DOC>\n"
+        "<doc><docno>a3</docno><title>T3</title>\nplain body\n</doc>\n",
+    )
+    assert list(read_corpus(path)) == [
+        Document("a1", "", "bare text"),
+        Document("a2", "Big news", "First para.\nSecond."),
+        Document("a3", "T3", "plain body"),
+    ]
+
+
+@pytest.mark.parametrize("name", ["copy.all.1400", "nameless", "docs.txt"])
+def test_smart_is_sniffed_whatever_the_name(tmp_path, name):
+    path = write(tmp_path / name, ".I 5\n.T\nA Title\n.A\nsomeone\n.W\nline one\nline two\n.I 9\n.W\nonly text\n")
+    assert list(read_corpus(path)) == [Document("5", "A Title", "line one\nline two"), Document("9", "", "only text")]
+
+
+def test_topics_with_number_prefix_and_no_closing_tags(tmp_path):
+    path = write(
+        tmp_path / "topics.txt",
+        "<top>\n<num> Number: 051\n<title> Topic:  Airbus\n  Subsidies\n\n<desc> Description:\nsome text\n</top>\n",
+    )
+    assert read_queries(path) == {"051": "Airbus Subsidies"}
+
+
+def test_query_tsv_and_fmt_override(tmp_path):
+    path = write(tmp_path / "q.dat", "1\tfirst query\n2\t  second   query \n")
+    assert read_queries(path, fmt="tsv") == {"1": "first query", "2": "second query"}
+    assert read_queries(path) == read_queries(path, fmt="tsv")  # sniffed by the tab
+
+
+def test_qrels_trec_beir_cranfield_and_override(tmp_path):
+    assert read_qrels(write(tmp_path / "a.txt", "q1 0 d1 2\nq1 0 d2 0\n")) == {"q1": {"d1": 2, "d2": 0}}
+    assert read_qrels(write(tmp_path / "b.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\n")) == {"q1": {"d1": 1}}
+    spaced = write(tmp_path / "c.txt", "1 5 1\n1 6 -1\n")
+    assert read_qrels(spaced, fmt="cranfield") == {"1": {"5": 4, "6": 0}}
+    assert read_qrels(spaced, fmt="beir") == {"1": {"5": 1, "6": -1}}
+    shutil.copy(spaced, tmp_path / "cranqrel.sample")
+    assert read_qrels(tmp_path / "cranqrel.sample") == {"1": {"5": 4, "6": 0}}
+
+
+def gzipped(src: Path, dst: Path) -> Path:
+    dst.write_bytes(gzip.compress(src.read_bytes()))
+    return dst
+
+
+@pytest.mark.parametrize("src", [VASWANI / "doc-text.trec", CRANFIELD / "cran.all.1400", TRECDL / "corpus.jsonl"])
+def test_gzip_by_extension_and_by_magic(tmp_path, src):
+    plain = list(read_corpus(src))
+    assert list(read_corpus(gzipped(src, tmp_path / (src.name + ".gz")))) == plain
+    assert list(read_corpus(gzipped(src, tmp_path / "no-hint"))) == plain  # magic bytes, content sniffed
+
+
+def test_gzip_queries_and_qrels(tmp_path):
+    assert read_queries(gzipped(CRANFIELD / "cran.qry", tmp_path / "cran.qry.gz")) == read_queries(CRANFIELD / "cran.qry")
+    assert read_qrels(gzipped(VASWANI / "qrels", tmp_path / "qrels.gz")) == read_qrels(VASWANI / "qrels")
+
+
+def test_orcas_join_order_and_both_layouts(tmp_path):
+    corpus = write(tmp_path / "docs.tsv", "D1\thttp://u\tTitle\tBody\nD2\thttp://v\tT2\tB2\n")
+    two = write(tmp_path / "orcas2.tsv", "D1\tfirst click\nD9\tunknown doc\nD1\tsecond  click\n")
+    docs = list(read_corpus(corpus, orcas=two))
+    assert docs[0].orcas == "first click second click" and docs[1].orcas == ""
+    assert docs[0].full_text() == "first click second click\nhttp://u\nTitle\nBody"
+    four = write(tmp_path / "orcas4.tsv", "11\tfirst click\tD1\thttp://u\n12\tsecond click\tD1\thttp://u\n")
+    assert load_orcas(two) == {"D1": ["first click", "second click"], "D9": ["unknown doc"]}
+    assert load_orcas(four) == {"D1": ["first click", "second click"]}
+    assert list(read_corpus(corpus, orcas=load_orcas(four))) == docs  # a loaded mapping works too
+
+
+def test_orcas_cap_at_2000_terms(tmp_path):
+    lines = "".join(f"D1\t{' '.join(f'q{i}w{j}' for j in range(7))}\n" for i in range(400))  # 2,800 terms
+    orcas = write(tmp_path / "orcas.tsv", lines)
+    loaded = load_orcas(orcas)
+    assert len(loaded["D1"]) == 286  # queries stop being kept once 2,000 terms are held (286 * 7 = 2,002)
+    corpus = write(tmp_path / "c.tsv", "D1\tbody\n")
+    (doc,) = read_corpus(corpus, orcas=orcas)
+    terms = doc.orcas.split()
+    assert len(terms) == ORCAS_MAX_TERMS == 2000
+    assert terms[0] == "q0w0" and terms[-1] == "q285w5"  # the first 2,000 terms, in click order
+    assert orcas_field(["a b c", "d"], max_terms=3) == "a b c"
+
+
+# --- bad input: every error names the file and the line -------------------------------------
+
+
+def test_tsv_wrong_column_count(tmp_path):
+    path = write(tmp_path / "c.tsv", "d1\tok\nd2\ttitle\tbody\n")
+    err = error_of(read_corpus, path)
+    assert_names(err, path, 2)
+    assert "found 3" in str(err)
+
+
+def test_bad_json(tmp_path):
+    path = write(tmp_path / "c.jsonl", '{"_id": "1", "text": "a"}\n{"_id": "2", "text": \n')
+    assert_names(error_of(read_corpus, path), path, 2)
+
+
+def test_json_missing_id_and_missing_text(tmp_path):
+    path = write(tmp_path / "c.jsonl", '{"_id": "1", "text": "a"}\n\n{"title": "no id"}\n')
+    err = error_of(read_corpus, path)
+    assert_names(err, path, 3)
+    assert "missing document id" in str(err)
+    path = write(tmp_path / "d.jsonl", '{"_id": "1", "metadata": {}}\n')
+    assert_names(error_of(read_corpus, path), path, 1)
+
+
+def test_unknown_format(tmp_path):
+    path = write(tmp_path / "c.tsv", "d1\ttext\n")
+    err = error_of(read_corpus, path, fmt="xml")
+    assert_names(err, path, None)
+    assert "unknown corpus format 'xml'" in str(err)
+    path = write(tmp_path / "c.dat", "\njust words\n")
+    assert_names(error_of(read_corpus, path), path, 2)  # cannot be sniffed
+
+
+def test_empty_corpus(tmp_path):
+    path = write(tmp_path / "c.tsv", "\n \n")
+    err = error_of(read_corpus, path)
+    assert_names(err, path, None)
+    assert "no documents" in str(err)
+    path = write(tmp_path / "c.dat", "")
+    assert "empty corpus file" in str(error_of(read_corpus, path))
+
+
+def test_duplicate_docid_names_both_lines(tmp_path):
+    path = write(tmp_path / "c.tsv", "a\tx\nb\ty\n\n a \tz\n")
+    err = error_of(read_corpus, path)
+    assert_names(err, path, 4)
+    assert "duplicate docid 'a' (first at line 1)" in str(err)
+
+
+def test_duplicate_docid_in_trec(tmp_path):
+    path = write(tmp_path / "d.trec", "<DOC>\n<DOCNO>7</DOCNO>\n</DOC>\n<DOC>\n<DOCNO>7</DOCNO>\n</DOC>\n")
+    err = error_of(read_corpus, path)
+    assert_names(err, path, 4)
+    assert "first at line 1" in str(err)
+
+
+def test_invalid_utf8_names_the_line(tmp_path):
+    path = tmp_path / "c.tsv"
+    path.write_bytes(b"d1\tfine\nd2\tbad \xff byte\n")
+    err = error_of(read_corpus, path)
+    assert_names(err, path, 2)
+    assert "invalid UTF-8" in str(err)
+
+
+def test_empty_and_spaced_docids(tmp_path):
+    path = write(tmp_path / "c.tsv", "d1\tx\n\ty\n")
+    err = error_of(read_corpus, path)
+    assert_names(err, path, 2)
+    assert "empty docid" in str(err)
+    path = write(tmp_path / "e.jsonl", '{"_id": "a b", "text": "x"}\n')
+    assert "contains whitespace" in str(error_of(read_corpus, path))
+
+
+def test_trec_structure_errors(tmp_path):
+    path = write(tmp_path / "a.trec", "<DOC>\n<DOCNO>1</DOCNO>\n<DOC>\n")
+    assert_names(error_of(read_corpus, path), path, 3)
+    path = write(tmp_path / "b.trec", "<DOC>\n<DOCNO>1</DOCNO>\ntext\n")
+    assert "never closed" in str(error_of(read_corpus, path))
+    path = write(tmp_path / "c.trec", "<DOC>\ntext without id\n</DOC>\n")
+    assert_names(error_of(read_corpus, path), path, 1)
+    path = write(tmp_path / "d.trec", "<DOC><DOCNO>1</DOCNO></DOC>\nstray\n")
+    assert_names(error_of(read_corpus, path), path, 2)
+
+
+def test_smart_text_before_record(tmp_path):
+    path = write(tmp_path / "x.smart", "junk\n.I 1\n.W\ntext\n")
+    assert_names(error_of(read_corpus, path), path, 1)
+
+
+def test_corrupt_gzip(tmp_path):
+    path = tmp_path / "c.tsv.gz"
+    path.write_bytes(gzip.compress(b"d1\ttext\n" * 1000)[:60])
+    assert "corrupt gzip" in str(error_of(read_corpus, path, fmt="tsv"))
+
+
+def test_missing_file(tmp_path):
+    err = error_of(read_corpus, tmp_path / "nope.tsv")
+    assert_names(err, tmp_path / "nope.tsv", None)
+
+
+def test_query_errors(tmp_path):
+    path = write(tmp_path / "q.tsv", "1\ta\n2\tb\n1\tc\n")
+    err = error_of(read_queries, path)
+    assert_names(err, path, 3)
+    assert "first at line 1" in str(err)
+    path = write(tmp_path / "r.tsv", "1\ta\n2\t  \n")
+    assert_names(error_of(read_queries, path), path, 2)
+    path = write(tmp_path / "s.tsv", "1\ta\tb\n")
+    assert_names(error_of(read_queries, path), path, 1)
+    path = write(tmp_path / "t.trec", "<top>\n<num>1</num>\n</top>\n")
+    assert "without <title>" in str(error_of(read_queries, path))
+    path = write(tmp_path / "u.jsonl", '{"text": "no id"}\n')
+    assert_names(error_of(read_queries, path), path, 1)
+
+
+def test_qrels_errors(tmp_path):
+    path = write(tmp_path / "a.txt", "q1 0 d1 1\nq1 0 d2\n")
+    assert_names(error_of(read_qrels, path), path, 2)
+    path = write(tmp_path / "b.txt", "q1 0 d1 1\nq1 0 d2 high\n")
+    err = error_of(read_qrels, path)
+    assert_names(err, path, 2)
+    assert "relevance must be an integer" in str(err)
+    path = write(tmp_path / "c.txt", "1 2 1\n")
+    assert "pass fmt" in str(error_of(read_qrels, path))  # space-separated 3 columns are ambiguous
+    path = write(tmp_path / "cranqrel", "1 2 1\n1 3 7\n")
+    assert_names(error_of(read_qrels, path), path, 2)
+    path = write(tmp_path / "d.txt", "q1 0 d1 1\nq2 0 d1 1\nq1 0 d1 0\n")
+    err = error_of(read_qrels, path)
+    assert_names(err, path, 3)
+    assert "first at line 1" in str(err)
+    path = write(tmp_path / "e.txt", "q1 0 d1 1\n")
+    assert "unknown qrels format" in str(error_of(read_qrels, path, fmt="csv"))
+    assert "empty qrels" in str(error_of(read_qrels, write(tmp_path / "f.txt", "\n")))

@@ -1,0 +1,119 @@
+"""The traversal kernels on hand-built and random indexes, against brute force."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from indexer.shards import ImpactPostings, segment_postings
+from retriever.kernels import brute_force_scores, saat_topk
+
+
+def build(triples, vocab_size):
+    t, d, i = (np.array(x) for x in zip(*triples))
+    return segment_postings(ImpactPostings(t.astype(np.int32), d.astype(np.uint32), i.astype(np.uint8)), vocab_size)
+
+
+def search(a, num_docs, terms, weights, k, budget=-1):
+    acc = np.zeros(num_docs, np.uint32)
+    touched = np.zeros(num_docs, np.int64)
+    hist = np.zeros(int(np.sum(weights)) * 255 + 2, np.int64)
+    docs, vals, n = saat_topk(
+        a["postings"], a["seg_start"], a["seg_impact"], a["seg_ptr"],
+        np.asarray(terms, np.int64), np.asarray(weights, np.int64), k, budget, acc, touched, hist,
+    )
+    assert not acc.any() and not hist.any(), "scratch buffers must be left zeroed"
+    return docs.tolist(), vals.tolist(), n
+
+
+# term 2: d0=5, d1=3, d3=3 ; term 3: d1=4, d2=9 ; term 4: d3=1
+HAND = [(2, 0, 5), (2, 1, 3), (2, 3, 3), (3, 1, 4), (3, 2, 9), (4, 3, 1)]
+
+
+def test_segments_are_impact_ordered():
+    a = build(HAND, 5)
+    # term 2 has two segments: impact 5 (doc 0) then impact 3 (docs 1, 3 ascending)
+    s0, s1 = a["seg_ptr"][2], a["seg_ptr"][3]
+    assert a["seg_impact"][s0:s1].tolist() == [5, 3]
+    assert a["postings"][a["seg_start"][s0] : a["seg_start"][s1]].tolist() == [0, 1, 3]
+    assert a["seg_ptr"][0] == a["seg_ptr"][2] == 0  # reserved ids have no postings
+
+
+def test_hand_built_exact_results():
+    a = build(HAND, 5)
+    assert search(a, 4, [2, 3], [1, 1], 10)[:2] == ([2, 1, 0, 3], [9, 7, 5, 3])
+    assert search(a, 4, [2, 3], [1, 1], 2)[:2] == ([2, 1], [9, 7])
+    # a weight of 2 (the term twice in the query) doubles its contribution
+    assert search(a, 4, [2, 4], [2, 1], 2)[:2] == ([0, 3], [10, 7])
+    assert search(a, 4, [4], [1], 5)[:2] == ([3], [1])
+    assert search(a, 4, [1], [1], 5)[:2] == ([], [])  # a term without postings
+
+
+def test_ties_break_by_document_number():
+    a = build([(2, 3, 7), (2, 1, 7), (2, 2, 7)], 3)
+    assert search(a, 4, [2], [1], 2)[:2] == ([1, 2], [7, 7])
+
+
+def test_anytime_budget_stops_at_segment_boundary():
+    a = build(HAND, 5)
+    docs, vals, n = search(a, 4, [2, 3], [1, 1], 10, budget=1)
+    assert n == 1 and docs == [2] and vals == [9]  # only the highest segment (term 3, impact 9)
+    docs, vals, n = search(a, 4, [2, 3], [1, 1], 10, budget=10**9)
+    assert n == 5 and docs == [2, 1, 0, 3]
+
+
+def random_index(rng, num_docs=3000, vocab=400, n=60_000, skew=True):
+    t = rng.zipf(1.4, n) % (vocab - 2) + 2
+    d = rng.integers(0, num_docs, n)
+    imp = (rng.geometric(0.05, n) % 255 + 1) if skew else rng.integers(1, 256, n)
+    key = np.unique(t.astype(np.int64) * num_docs + d, return_index=True)[1]
+    return build(list(zip(t[key], d[key], imp[key])), vocab)
+
+
+@pytest.mark.parametrize("skew", [True, False])
+def test_exact_equals_brute_force_on_random_indexes(skew):
+    rng = np.random.default_rng(7 + skew)
+    num_docs, vocab = 3000, 400
+    a = random_index(rng, num_docs, vocab, skew=skew)
+    for q in range(120):
+        terms = np.unique(rng.integers(2, 12 if q % 2 else vocab, rng.integers(1, 7)))
+        weights = rng.integers(1, 3, terms.size)
+        k = int(rng.choice([1, 10, 100]))
+        docs, vals, _ = search(a, num_docs, terms, weights, k)
+        bf = brute_force_scores(a["postings"], a["seg_start"], a["seg_impact"], a["seg_ptr"], terms, weights, num_docs)
+        order = np.lexsort((np.arange(num_docs), -bf))
+        want = order[bf[order] > 0][:k]
+        assert vals == bf[want].tolist()
+        assert bf[docs].tolist() == vals  # reported scores are the documents' true scores
+        assert docs == want.tolist()  # ties broken by document number, as brute force
+
+
+def test_anytime_overlap_grows_with_budget():
+    rng = np.random.default_rng(3)
+    num_docs = 3000
+    a = random_index(rng, num_docs)
+    overlaps = {b: [] for b in (500, 5000, 10**9)}
+    for _ in range(40):
+        terms = np.unique(rng.integers(2, 15, 4))
+        w = np.ones(terms.size, np.int64)
+        exact = set(search(a, num_docs, terms, w, 10)[0])
+        for b in overlaps:
+            overlaps[b].append(len(exact & set(search(a, num_docs, terms, w, 10, budget=b)[0])) / max(len(exact), 1))
+    assert np.mean(overlaps[10**9]) == 1.0
+    assert np.mean(overlaps[500]) <= np.mean(overlaps[5000]) <= 1.0
+
+
+def test_kernels_run_without_jit():
+    code = (
+        "import numpy as np, tests.retriever.test_kernels as t;"
+        "t.test_hand_built_exact_results(); t.test_anytime_budget_stops_at_segment_boundary();"
+        "import retriever.kernels as k; assert not hasattr(k.saat_topk, 'py_func')"
+    )
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=root)

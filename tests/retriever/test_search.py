@@ -1,0 +1,90 @@
+"""Search over a real (SciFact) NDRM2 index: exactness, anytime, query handling."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ckqti.errors import IndexFormatError, QueryError
+from retriever.index import Index
+from retriever.kernels import brute_force_scores
+from retriever.search import Searcher
+
+
+def brute_force(idx: Index, terms, weights, k):
+    rows = []
+    for si, sh in enumerate(idx.shards):
+        s = brute_force_scores(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, sh.num_docs)
+        rows += [(int(v), si, d) for d, v in enumerate(s) if v > 0]
+    rows.sort(key=lambda x: (-x[0], x[1], x[2]))
+    return rows[:k]
+
+
+def test_exact_mode_equals_brute_force_on_random_queries(scifact_index):
+    idx = Index(scifact_index)
+    searcher = Searcher(idx)
+    rng = np.random.default_rng(0)
+    df = np.asarray(idx.df)
+    common = np.flatnonzero(df > 20)
+    for q in range(60):
+        pool = common if q % 2 else np.flatnonzero(df > 0)
+        terms = np.unique(rng.choice(pool, size=rng.integers(1, 8)))
+        weights = rng.integers(1, 3, terms.size)
+        got, _ = searcher.search_ids(terms, weights, 10)
+        assert got == brute_force(idx, terms, weights, 10)
+
+
+def test_scores_are_dequantized_sums_plus_offsets(scifact_index):
+    searcher = Searcher(scifact_index)
+    res = searcher.search("diffusion tensor imaging of white matter", 5)
+    q = searcher.parse("diffusion tensor imaging of white matter")
+    top, _ = searcher.search_ids(q.terms, q.weights, 5)
+    step = searcher.index.quantizer.step
+    assert [h.score for h in res.hits] == pytest.approx([v * step for v, _, _ in top])
+    assert res.hits[0].score >= res.hits[-1].score
+
+
+def test_anytime_mode_with_a_large_budget_is_exact(scifact_index):
+    exact = Searcher(scifact_index)
+    anytime = Searcher(scifact_index, mode="anytime", budget=10**9)
+    small = Searcher(scifact_index, mode="anytime", budget=50)
+    q = "cell growth cancer treatment"
+    assert [h.docid for h in exact.search(q, 10).hits] == [h.docid for h in anytime.search(q, 10).hits]
+    assert small.search(q, 10).postings < exact.search(q, 10).postings
+
+
+def test_out_of_vocabulary_terms_are_skipped_and_reported(scifact_index):
+    res = Searcher(scifact_index).search("xyzzyqq cancer", 5)
+    assert res.oov == ["xyzzyqq"] and res.terms == ["cancer"] and res.hits
+
+
+def test_empty_and_stopword_queries_give_a_clear_error(scifact_index):
+    s = Searcher(scifact_index)
+    for q in ["", "   ", "who is the", "?!"]:
+        with pytest.raises(QueryError, match="no searchable terms"):
+            s.search(q)
+
+
+def test_corrupted_and_missing_shards_are_refused(tmp_path, scifact_small):
+    from ckqti import api
+
+    out = tmp_path / "idx"
+    api.index(scifact_small, out, model="ndrm2", shard_size=300, progress=False)
+    f = out / "shard-00001" / "postings.arrow"
+    data = bytearray(f.read_bytes())
+    data[-100] ^= 0xFF
+    f.write_bytes(bytes(data))
+    with pytest.raises(IndexFormatError, match="shard-00001/postings.arrow: index file corrupted"):
+        Index(out)
+    f.unlink()
+    with pytest.raises(IndexFormatError, match="shard-00001/postings.arrow: index file missing"):
+        Index(out)
+
+
+def test_index_built_with_another_model_or_analyzer_is_refused(scifact_index):
+    idx = Index(scifact_index)
+    with pytest.raises(IndexFormatError, match="built with model 'ndrm2-untrained'"):
+        idx.check_compatible(model_id="ndrm3-something")
+    with pytest.raises(IndexFormatError, match="built with analyzer"):
+        idx.check_compatible(analyzer={"stemmer": "none", "stopwords": "english", "lowercase": True})
+    idx.check_compatible(analyzer=idx.manifest.analyzer, model_id="ndrm2-untrained")
