@@ -3,7 +3,8 @@
 Measures come from ``ir_measures``' pytrec_eval provider (trec_eval's own C code), pinned
 so that every measure sees the same ranking: score descending, ties broken by docid
 descending (ir_measures' default provider mix breaks ties differently for RR than for
-nDCG). NCG, which trec_eval lacks, is :func:`ncg_at_k`, ordered the same way.
+nDCG). RR@k is trec_eval's ``recip_rank`` on the run cut to its top k (that provider has
+no cut-off RR). NCG, which trec_eval lacks, is :func:`ncg_at_k`, ordered the same way.
 
 Conventions (trec_eval's ``-c``):
 - a query counts when the qrels judge at least one document for it; run queries without
@@ -23,7 +24,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,8 +131,8 @@ def evaluate(
         InputError: an unknown measure, ``rel_level`` below 1, or qrels without any judgement.
     """
     parsed = [parse_measure(m) for m in measures]
-    if len({m.name for m in parsed}) != len(parsed):
-        raise InputError(f"measure listed twice in {list(measures)}")
+    if len({(m.family, m.cutoff) for m in parsed}) != len(parsed):
+        raise InputError(f"a measure is listed twice in {list(measures)} (MRR is RR, MAP is AP)")
     if rel_level < 1:
         raise InputError(f"rel_level must be at least 1, got {rel_level}")
     judged = {str(q): {str(d): int(g) for d, g in docs.items()} for q, docs in qrels.items() if docs}
@@ -162,16 +164,32 @@ def _trec_eval_scores(
     rel_level: int,
     out: dict[str, dict[str, float]],
 ) -> None:
-    """Fill ``out[qid][name]`` with trec_eval's values (through ir_measures' pytrec_eval provider)."""
-    if not measures or not run:
-        return
-    names = {}
+    """Fill ``out[qid][name]`` with trec_eval's values (ir_measures' pytrec_eval provider).
+
+    ``run`` must already be in :func:`~retriever.runs.trec_order`. trec_eval has no
+    cut-off reciprocal rank (and ir_measures' provider silently computes RR@k as RR), so
+    RR@k is trec_eval's ``recip_rank`` on the run cut to its top k, as MS MARCO's MRR@10 does.
+    """
+    whole: dict = {}  # ir_measures measure -> our name, on the whole run
     for m in measures:
         family = getattr(ir_measures, m.family)
         measure = family(rel=rel_level) if m.family in _BINARY else family
-        names[measure if m.cutoff is None else measure @ m.cutoff] = m.name
-    evaluator = ir_measures.pytrec_eval.evaluator(list(names), qrels)
-    for metric in evaluator.iter_calc(run):
+        if m.family == "RR" and m.cutoff is not None:
+            cut = {qid: dict(list(docs.items())[: m.cutoff]) for qid, docs in run.items()}
+            _provider_scores({measure: m.name}, cut, qrels, out)
+        else:
+            whole[measure if m.cutoff is None else measure @ m.cutoff] = m.name
+    _provider_scores(whole, run, qrels, out)
+
+
+def _provider_scores(names: dict, run: dict[str, dict[str, float]], qrels: dict, out: dict) -> None:
+    provider = ir_measures.pytrec_eval
+    unsupported = [str(m) for m in names if not provider.supports(m)]
+    if unsupported:
+        raise RuntimeError(f"pytrec_eval cannot compute {unsupported}")
+    if not names or not run:
+        return
+    for metric in provider.evaluator(list(names), qrels).iter_calc(run):
         out[metric.query_id][names[metric.measure]] = float(metric.value)
 
 
@@ -179,7 +197,8 @@ def _trec_eval_scores(
 class SignificanceResult:
     """A paired test of run ``b`` against run ``a``: ``mean_delta`` = mean(b) - mean(a), over ``n`` queries.
 
-    When every difference is 0 the statistic is 0 and the p-value 1.
+    When every difference is 0 the statistic is 0 and the p-value 1; with fewer than 2
+    queries both are NaN.
     """
 
     test: str
@@ -202,10 +221,7 @@ def paired_ttest(
     from scipy import stats
 
     x, y = _paired(a, b)
-    if all(u == v for u, v in zip(x, y)):
-        return SignificanceResult("t-test", 0.0, 1.0, 0.0, len(x))
-    result = stats.ttest_rel(y, x)
-    return SignificanceResult("t-test", float(result.statistic), float(result.pvalue), _mean_delta(x, y), len(x))
+    return _test("t-test", stats.ttest_rel, x, y)
 
 
 def wilcoxon(a: Mapping[str, float] | Sequence[float], b: Mapping[str, float] | Sequence[float]) -> SignificanceResult:
@@ -213,10 +229,7 @@ def wilcoxon(a: Mapping[str, float] | Sequence[float], b: Mapping[str, float] | 
     from scipy import stats
 
     x, y = _paired(a, b)
-    if all(u == v for u, v in zip(x, y)):
-        return SignificanceResult("Wilcoxon", 0.0, 1.0, 0.0, len(x))
-    result = stats.wilcoxon(y, x)
-    return SignificanceResult("Wilcoxon", float(result.statistic), float(result.pvalue), _mean_delta(x, y), len(x))
+    return _test("Wilcoxon", stats.wilcoxon, x, y)
 
 
 def _paired(
@@ -233,13 +246,23 @@ def _paired(
         x, y = [float(v) for v in a], [float(v) for v in b]
     if len(x) != len(y):
         raise ValueError(f"paired values need equal lengths, got {len(x)} and {len(y)}")
-    if len(x) < 2:
-        raise ValueError("a paired test needs at least 2 queries")
     return x, y
 
 
+def _test(name: str, scipy_test: Callable, x: list[float], y: list[float]) -> SignificanceResult:
+    """Run ``scipy_test(y, x)``; all-zero differences give (0, p = 1), fewer than 2 pairs give NaNs."""
+    if len(x) < 2:
+        return SignificanceResult(name, math.nan, math.nan, _mean_delta(x, y), len(x))
+    if all(u == v for u, v in zip(x, y)):
+        return SignificanceResult(name, 0.0, 1.0, 0.0, len(x))
+    with warnings.catch_warnings():  # constant differences: scipy warns, then returns t = inf, p = 0
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = scipy_test(y, x)
+    return SignificanceResult(name, float(result.statistic), float(result.pvalue), _mean_delta(x, y), len(x))
+
+
 def _mean_delta(x: list[float], y: list[float]) -> float:
-    return math.fsum(v - u for u, v in zip(x, y)) / len(x)
+    return math.fsum(v - u for u, v in zip(x, y)) / len(x) if x else math.nan
 
 
 @dataclass(frozen=True)

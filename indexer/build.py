@@ -184,9 +184,17 @@ def build_index(
         raise CkqtiError("corpus file not found", corpus_path)
     if out.exists() and not force:
         raise CkqtiError("output exists; pass --force to replace it", out)
-    t0 = time.time()
     work = out.with_name(out.name + ".partial")
     prepare_workdir(work, fingerprint(corpus_path, fmt, orcas, model_info, config), resume)
+    try:
+        return _build(corpus_path, out, work, model, model_info, config, fmt, orcas, force, progress)
+    except CkqtiError:
+        shutil.rmtree(work, ignore_errors=True)  # bad input: nothing worth resuming
+        raise
+
+
+def _build(corpus_path, out, work, model, model_info, config, fmt, orcas, force, progress) -> Manifest:
+    t0 = time.time()
     corpus = AnalyzedCorpus.load(work / "analyzed")
     if corpus is None:
         bar = tqdm(desc="analyze", unit="doc", disable=not progress)

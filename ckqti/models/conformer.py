@@ -26,7 +26,6 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 ATTENTION_KINDS = ("separable", "standard")

@@ -77,6 +77,9 @@ class IDCMConfig:
     sep_id: int = 102
 
     def __post_init__(self) -> None:
+        if isinstance(self.bert, dict):  # from dataclasses.asdict (a saved checkpoint)
+            object.__setattr__(self, "bert", BertConfig(**self.bert))
+        object.__setattr__(self, "kernel_mus", tuple(float(m) for m in self.kernel_mus))
         for name in ("window", "max_doc_length", "max_query_length", "sample_n", "top_k"):
             if getattr(self, name) < 1:
                 raise ValueError(f"IDCMConfig.{name} must be >= 1, got {getattr(self, name)}")

@@ -170,7 +170,11 @@ class QTIScorer(nn.Module):
         raise NotImplementedError
 
     def encoded_term_scores(self, query: Tensor, docs: DocumentEncoding) -> Tensor:
-        """Score each query term alone: query ``[B, Q]`` against ``docs`` (B documents) -> ``[B, Q]``."""
+        """Score each query term alone against ``docs`` (B documents) -> ``[B, Q]``.
+
+        ``query`` is ``[B, Q]`` (one query per document) or ``[1, Q]`` (the same terms for
+        every document, as ``score_encoded`` passes them).
+        """
         raise NotImplementedError
 
     def term_vectors(self, terms: Tensor) -> Tensor | None:
@@ -197,9 +201,7 @@ class QTIScorer(nn.Module):
         """Every term of ``terms [T]`` scored alone against every document -> ``[B, T]``, in chunks of terms."""
         b, length = docs.ids.shape
         chunk = max(1, self.config.score_chunk_elements // max(1, b * length * self._work_per_position()))
-        parts = [
-            self.encoded_term_scores(part.unsqueeze(0).expand(b, -1), docs) for part in terms.split(chunk)
-        ]  # [B, chunk] each
+        parts = [self.encoded_term_scores(part.unsqueeze(0), docs) for part in terms.split(chunk)]  # [B, chunk] each
         if not parts:
             return docs.lengths.new_zeros(b, 0)
         return torch.cat(parts, dim=1)  # [B, T]
@@ -267,9 +269,10 @@ class NDRM2(QTIScorer):
         return DocumentEncoding(ids, ids != 0, document_lengths(ids, lengths), None)
 
     def encoded_term_scores(self, query: Tensor, docs: DocumentEncoding) -> Tensor:
-        real = query_term_mask(query)  # [B, Q]
         hits = (docs.ids.unsqueeze(1) == query.unsqueeze(2)) & docs.mask.unsqueeze(1)  # [B, Q, L]
-        tf = self.tf_scale(hits.sum(-1).to(torch.float32), real)  # [B, Q]
+        counts = hits.sum(-1).to(torch.float32)  # [B, Q]
+        real = query_term_mask(query).expand_as(counts)  # [B, Q]
+        tf = self.tf_scale(counts, real)  # [B, Q]
         dl = self.length_scale(docs.lengths)  # [B]
         saturation = F.relu(self.length_weight * dl + self.length_bias).unsqueeze(1)  # [B, 1]
         scores = self.idf[query] * tf / (tf + saturation + self.config.eps)  # [B, Q]
@@ -360,7 +363,7 @@ class NDRM1(QTIScorer):
     def encoded_term_scores(self, query: Tensor, docs: DocumentEncoding) -> Tensor:
         if docs.vectors is None:
             raise ValueError("NDRM1 needs document vectors: encode the documents with this model")
-        cos = torch.einsum("bqd,bld->bql", self.term_vectors(query), docs.vectors)  # [B, Q, L]
+        cos = self.term_vectors(query) @ docs.vectors.transpose(1, 2)  # [B or 1, Q, D] @ [B, D, L] -> [B, Q, L]
         activations = self.kernels(cos)  # [B, Q, L, K]
         scores = self.pooling(activations, docs.mask.unsqueeze(1))  # [B, Q]
         return scores * query_term_mask(query)
@@ -382,7 +385,7 @@ class TermCombiner(nn.Module):
 
     def forward(self, features: Tensor, mask: Tensor) -> Tensor:
         out = features.new_zeros(mask.shape)  # [B, Q]
-        picked = features.reshape(-1, 2); mask = torch.ones_like(mask)
+        picked = features[mask]  # [N, 2]
         if picked.shape[0]:
             out = out.masked_scatter(mask, self.linear(self.norm(picked)).squeeze(-1))
         return out
@@ -390,6 +393,10 @@ class TermCombiner(nn.Module):
 
 class NDRM3(QTIScorer):
     """NDRM1 and NDRM2 scores of each query term combined by :class:`TermCombiner`.
+
+    In training mode the BatchNorm normalises over the real query terms of one call: score
+    a query's relevant and non-relevant documents in the same call (as the reference code
+    does, ``[Q x D x Tq]``), or the normalisation erases the difference between them.
 
     Shape:
         ``term_scores``: query ``[B, Q]``, doc ``[B, L]`` -> ``[B, Q]``; ``forward`` -> ``[B]``.
@@ -422,7 +429,8 @@ class NDRM3(QTIScorer):
     def encoded_term_scores(self, query: Tensor, docs: DocumentEncoding) -> Tensor:
         latent = self.latent.encoded_term_scores(query, docs)  # [B, Q]
         explicit = self.explicit.encoded_term_scores(query, docs)  # [B, Q]
-        return self.combine(torch.stack([latent, explicit], dim=-1), query_term_mask(query))  # [B, Q]
+        mask = query_term_mask(query).expand_as(latent)  # [B, Q]
+        return self.combine(torch.stack([latent, explicit], dim=-1), mask)  # [B, Q]
 
 
 MODELS: dict[str, type[QTIScorer]] = {"ndrm1": NDRM1, "ndrm2": NDRM2, "ndrm3": NDRM3}
@@ -434,3 +442,32 @@ def build_ndrm(config: NDRMConfig, vocab: Vocabulary | None = None, device: torc
     if vocab is not None:
         model.set_collection(vocab)
     return model.to(device) if device is not None else model
+
+
+def adapt_to_vocabulary(
+    model: QTIScorer, old_vocab: Vocabulary, new_vocab: Vocabulary, fallback: str = "minilm", composer=None
+) -> QTIScorer:
+    """A copy of ``model`` for another collection's vocabulary.
+
+    Embedding rows are re-aligned by :func:`ckqti.embeddings.adapt_embeddings` (known terms
+    keep their rows, new terms get ``fallback`` rows); idf and the prior mean document
+    length come from ``new_vocab``; every other weight and the BatchScale statistics learned
+    in training are kept. The copy is in eval mode on the model's device.
+    """
+    from ckqti.embeddings import adapt_embeddings
+
+    if len(old_vocab) != model.config.vocab_size:
+        raise ValueError(f"old vocabulary has {len(old_vocab)} terms, the model {model.config.vocab_size}")
+    config = replace(model.config, vocab_size=len(new_vocab))
+    device = next(iter(model.buffers())).device
+    new = MODELS[config.variant](config).to(device)
+    state = {k: v for k, v in model.state_dict().items() if not k.endswith(("embedding.weight", "idf"))}
+    missing, unexpected = new.load_state_dict(state, strict=False)
+    if unexpected or any(not k.endswith(("embedding.weight", "idf")) for k in missing):
+        raise ValueError(f"state does not match {config.variant}: missing {missing}, unexpected {unexpected}")
+    embedding = model.state_dict().get("embedding.weight", model.state_dict().get("latent.embedding.weight"))
+    if embedding is not None:
+        matrix = adapt_embeddings(embedding.detach().cpu().numpy(), old_vocab, new_vocab, fallback, composer)
+        new.load_embeddings(torch.from_numpy(matrix))
+    new.set_collection(new_vocab)
+    return new.eval()

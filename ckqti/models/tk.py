@@ -66,7 +66,9 @@ class TKConfig:
 
 
 def check_encoder_fields(c: TKConfig) -> None:
-    """Validate the fields TK and TKL share (raises ValueError)."""
+    """Validate the fields TK and TKL share (raises ValueError); kernel centres become a float tuple
+    so that ``Config(**dataclasses.asdict(config))`` (a checkpoint round trip) gives an equal config."""
+    object.__setattr__(c, "kernel_mus", tuple(float(m) for m in c.kernel_mus))
     for name in ("vocab_size", "embedding_dim", "num_layers", "num_heads", "ff_dim", "max_query_length"):
         if getattr(c, name) < 1:
             raise ValueError(f"{type(c).__name__}.{name} must be >= 1, got {getattr(c, name)}")

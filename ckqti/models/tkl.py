@@ -298,7 +298,8 @@ class TKL(nn.Module):
         if c.pack_windows:
             keep = mask[:, c.overlap: w - c.overlap].any(-1)  # [B * n] centre has a real token
             out = emb.new_zeros(emb.shape)
-            out[keep] = self._contextualize(emb[keep], mask[keep], self.window_positions)
+            if keep.any():
+                out[keep] = self._contextualize(emb[keep], mask[keep], self.window_positions)
         else:
             out = self._contextualize(emb, mask, self.window_positions)
         return join_centres(out.view(b, n, w, -1), c.overlap)  # [B, n * 40, D]

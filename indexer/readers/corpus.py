@@ -149,12 +149,12 @@ def _parse_trec(path: str | Path) -> Iterator[tuple[int, Document]]:
         if docno is None:
             raise InputError("<DOC> without <DOCNO>", path, number)
         body = raw[: docno.start()] + raw[docno.end() :]
-        title = " ".join(" ".join(m.group(2) for m in _TITLE.finditer(body)).split())
+        title = " ".join(_TAG.sub(" ", " ".join(m.group(2) for m in _TITLE.finditer(body))).split())
         body = _TITLE.sub("\n", body)
         blocks = _TEXT.findall(body)
         text = _TAG.sub(" ", "\n".join(blocks) if blocks else body)
         lines = (" ".join(line.split()) for line in text.splitlines())
-        yield number, Document(docno.group(1), _TAG.sub(" ", title).strip(), "\n".join(x for x in lines if x))
+        yield number, Document(docno.group(1), title, "\n".join(x for x in lines if x))
 
 
 def _parse_smart(path: str | Path) -> Iterator[tuple[int, Document]]:

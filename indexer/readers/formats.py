@@ -110,6 +110,7 @@ def resolve_format(path: str | Path, fmt: str | None, allowed: Sequence[str], ki
         kind: ``"corpus"``, ``"queries"``, ... for the messages.
     """
     choices = ", ".join(allowed)
+    open_binary(path).close()  # a missing file is reported when the reader is called, not when iterated
     if fmt is not None:
         if fmt not in allowed:
             raise InputError(f"unknown {kind} format {fmt!r}: use one of {choices}", path)

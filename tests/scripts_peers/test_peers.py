@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,10 +16,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _load_peers():
-    spec = importlib.util.spec_from_file_location("ckqti_bench_peers", REPO / "scripts" / "peers.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """scripts/ is not an installed package: load peers.py by path, whatever the import mode."""
+    name = "ckqti_bench_peers"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / "peers.py")
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
 
 
 peers = _load_peers()
@@ -65,13 +69,30 @@ def impacts() -> sp.csr_matrix:
 
 
 @pytest.fixture(scope="module")
-def built(impacts, tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("peers")
-    bm25s_peer = peers.Bm25sPeer().build(impacts)
-    lucene = peers.LucenePeer(workdir).build(impacts)
-    bmw = peers.PisaPeer(workdir, "block_max_wand").build(impacts)
-    maxscore = bmw.with_algorithm("maxscore")
-    return {p.name: p for p in (bm25s_peer, lucene, bmw, maxscore)}
+def workdir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("peers")
+
+
+_BUILT: dict = {}
+
+
+def built_peer(name: str, impacts, workdir: Path):
+    """Each peer is built once per session, on first use (so deselected tests cost nothing)."""
+    if name not in _BUILT:
+        if name == "bm25s":
+            _BUILT[name] = peers.Bm25sPeer().build(impacts)
+        elif name == "pyserini-impact":
+            _BUILT[name] = peers.LucenePeer(workdir).build(impacts)
+        elif name == "pisa-block-max-wand":
+            _BUILT[name] = peers.PisaPeer(workdir, "block_max_wand").build(impacts)
+        else:
+            _BUILT[name] = built_peer("pisa-block-max-wand", impacts, workdir).with_algorithm("maxscore")
+    return _BUILT[name]
+
+
+PEERS = ["bm25s", "pyserini-impact", "pisa-block-max-wand", "pisa-maxscore"]
+# bm25s compiles a second, parallel Numba function for threads > 1 (about 12 s on 2 busy cores).
+BATCH_PEERS = [pytest.param("bm25s", marks=pytest.mark.slow), *PEERS[1:]]
 
 
 def test_brute_force_on_a_hand_built_index():
@@ -94,17 +115,17 @@ def test_impacts_and_queries_are_validated():
         peers.query_weights([1, 5], vocab=5)
 
 
-@pytest.mark.parametrize("name", ["bm25s", "pyserini-impact", "pisa-block-max-wand", "pisa-maxscore"])
-def test_peer_top10_equals_brute_force(built, impacts, name):
-    peer = built[name]
-    peer.warmup()
+@pytest.mark.parametrize("name", PEERS)
+def test_peer_top10_equals_brute_force(impacts, workdir, name):
+    peer = built_peer(name, impacts, workdir)
     for query in random_queries(seed=11):
         assert_exact_topk(peer.search(query, 10), impacts, query, 10)
 
 
-@pytest.mark.parametrize("name", ["bm25s", "pyserini-impact", "pisa-block-max-wand", "pisa-maxscore"])
-def test_peer_batch_on_two_threads_equals_single_queries(built, impacts, name):
-    peer = built[name]
+@pytest.mark.parametrize("name", BATCH_PEERS)
+def test_peer_batch_on_two_threads_equals_single_queries(impacts, workdir, name):
+    peer = built_peer(name, impacts, workdir)
+    peer.warmup()
     queries = random_queries(seed=13, count=30) + [[EMPTY]]
     batch = peer.search_batch(queries, 25, threads=2)
     assert len(batch) == len(queries)
@@ -114,11 +135,13 @@ def test_peer_batch_on_two_threads_equals_single_queries(built, impacts, name):
     assert peer.index_bytes() > 0
 
 
-def test_bm25s_index_is_the_impacts_as_csc(built, impacts):
-    scores = built["bm25s"]._model.scores
-    csc = impacts.tocsc()
-    np.testing.assert_array_equal(scores["indptr"][:-1], csc.indptr)
-    assert built["bm25s"].index_bytes() == scores["data"].nbytes + scores["indices"].nbytes + scores["indptr"].nbytes
+def test_bm25s_score_matrix_is_the_impacts_as_csc(impacts, workdir):
+    peer = built_peer("bm25s", impacts, workdir)
+    scores, csc = peer._model.scores, impacts.tocsc()
+    np.testing.assert_array_equal(scores["indptr"][:-1], csc.indptr)  # plus one empty column for empty queries
+    np.testing.assert_array_equal(scores["indices"], csc.indices)
+    np.testing.assert_array_equal(scores["data"], csc.data.astype(np.float32))
+    assert peer.index_bytes() == scores["data"].nbytes + scores["indices"].nbytes + scores["indptr"].nbytes
 
 
 def test_pisa_verification_catches_the_batching_corruption(tmp_path):
@@ -137,3 +160,26 @@ def test_pisa_verification_catches_the_batching_corruption(tmp_path):
 def test_pisa_rejects_an_unknown_algorithm(tmp_path):
     with pytest.raises(ValueError, match="unknown PISA algorithm"):
         peers.PisaPeer(tmp_path, "ranked_or")
+
+
+@pytest.mark.parametrize("name", PEERS)
+def test_peer_on_a_hand_built_index(tmp_path, name):
+    """Four documents, one of them empty; exact expected rankings (ties included)."""
+    m = sp.csr_matrix(np.array([[0, 2, 5, 0], [3, 0, 1, 0], [0, 0, 0, 0], [3, 2, 0, 0]], dtype=np.int32))
+    make = {
+        "bm25s": lambda: peers.Bm25sPeer(),
+        "pyserini-impact": lambda: peers.LucenePeer(tmp_path),
+        "pisa-block-max-wand": lambda: peers.PisaPeer(tmp_path, "block_max_wand"),
+        "pisa-maxscore": lambda: peers.PisaPeer(tmp_path, "maxscore"),
+    }
+    peer = make[name]().build(m)
+    docs, scores = peer.search([0, 1], 10)
+    assert docs.tolist() == [3, 1, 0] and scores.tolist() == [5.0, 3.0, 2.0]
+    docs, scores = peer.search([2, 2, 1], 2)
+    assert docs.tolist() == [0, 1] and scores.tolist() == [12.0, 2.0]
+    docs, scores = peer.search([0], 10)  # a tie: both documents, in either order
+    assert sorted(docs.tolist()) == [1, 3] and scores.tolist() == [3.0, 3.0]
+    assert peer.search([3], 10)[0].size == 0  # a term without postings
+    assert peer.search([], 10)[0].size == 0
+    with pytest.raises(QueryError):
+        peer.search([4], 10)

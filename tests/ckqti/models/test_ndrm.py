@@ -10,13 +10,24 @@ import torch
 import torch.nn.functional as F
 
 from ckqti.models.kernels import ck_mus, rbf_kernels
-from ckqti.models.ndrm import NDRM2, BatchScale, NDRMConfig, build_ndrm
+from ckqti.models.ndrm import NDRM2, BatchScale, NDRMConfig, adapt_to_vocabulary, build_ndrm
 from ckqti.models.qti import DocumentEncoding, QTIModel
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 
 SCIFACT = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "scifact"
 VARIANTS = ("ndrm1", "ndrm2", "ndrm3")
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One torch thread: on a shared 2-core machine, waiting OpenMP threads slow tiny ops a hundredfold."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def tiny(vocab_size: int, variant: str, **kw) -> NDRMConfig:
@@ -104,7 +115,7 @@ def test_shapes_and_interface(scifact, variant):
 @torch.no_grad()
 def test_qti_additivity_and_score_encoded_consistency(scifact, variant):
     vocab, q, pos, _ = scifact
-    m = model(vocab, variant, score_chunk_elements=1).eval()  # chunk = 1 term in score_encoded
+    m = model(vocab, variant, score_chunk_elements=50_000).eval()  # score_encoded in chunks of a few terms
     total = m(q, pos)
     singles = torch.stack([m(q[:, i : i + 1], pos) for i in range(q.shape[1])], dim=1)  # [B, Q]
     assert torch.allclose(total, singles.sum(1), atol=1e-4)
@@ -275,3 +286,25 @@ def test_set_collection_checks_vocabulary_size():
     m = build_ndrm(replace(m.config, vocab_size=len(vocab)), vocab)
     assert m.idf.tolist() == pytest.approx(vocab.idf().tolist())
     assert m.length_scale.mean.item() == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@torch.no_grad()
+def test_adapt_to_vocabulary_keeps_weights_and_known_rows(variant):
+    old = Vocabulary.build([s.split() for s in ("x y x z", "y w", "z z z u v", "y u", "w w")])
+    new = Vocabulary.build([s.split() for s in ("q z x", "x x r", "z y", "s t", "u q", "w")])
+    m = build_ndrm(tiny(len(old), variant), old).eval()
+    adapted = adapt_to_vocabulary(m, old, new, fallback="mean")
+    assert adapted.config.vocab_size == len(new) and not adapted.training
+    if variant == "ndrm2":
+        assert adapted.idf.tolist() == pytest.approx(new.idf().tolist())
+        return
+    emb_old = m.state_dict()[[k for k in m.state_dict() if k.endswith("embedding.weight")][0]]
+    emb_new = adapted.state_dict()[[k for k in adapted.state_dict() if k.endswith("embedding.weight")][0]]
+    for t in "xyzuw":
+        assert torch.equal(emb_new[new.id(t)], emb_old[old.id(t)])
+    assert torch.allclose(emb_new[new.id("q")], emb_old[2:].mean(0))
+    if variant == "ndrm1":  # no collection statistics: shared terms score exactly as before
+        q_old, d_old = torch.tensor([[old.id("x"), old.id("z")]]), torch.tensor([[old.id(t) for t in "zyxwu"]])
+        q_new, d_new = torch.tensor([[new.id("x"), new.id("z")]]), torch.tensor([[new.id(t) for t in "zyxwu"]])
+        assert torch.allclose(adapted(q_new, d_new), m(q_old, d_old), atol=1e-6)

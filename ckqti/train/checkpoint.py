@@ -1,0 +1,312 @@
+"""The model checkpoint format, and loading a checkpoint to fill an index of any corpus.
+
+A checkpoint is one ``torch.save`` file holding a dict (loaded with ``weights_only=True``:
+tensors, strings, numbers, lists and dicts only)::
+
+    format          "ckqti-checkpoint"     format_version  1
+    kind            "ndrm1" | "ndrm2" | "ndrm3" (later "tk", "tkl", "idcm")
+    config          the model's config as a dict (e.g. NDRMConfig.to_dict())
+    state_dict      parameter and buffer tensors (embedding matrices possibly float16)
+    vocab           {"terms": [...], "df": int64 tensor, "cf": int64 tensor,
+                     "num_docs": int, "total_terms": int}: the training vocabulary
+    analyzer        Analyzer.to_dict() of the training text analysis
+    fallback        how rows of words unseen in training are made: "minilm" or "mean"
+    meta            training metadata and metrics (not part of the model's identity)
+    content_hash    sha256 over kind, config, analyzer, fallback, vocabulary and tensors
+
+The model id is ``<kind>-<first 12 hex digits of content_hash>``: two checkpoints with the
+same weights, vocabulary and analysis share an id whatever their metadata. Loading
+recomputes the hash, so a truncated or altered file is refused.
+
+**Another corpus's vocabulary** (:func:`load_for_indexing`, :func:`adapt_to_vocabulary`):
+an index assigns its own term ids. Every tensor with one row per training term is remapped
+to the corpus vocabulary (:func:`ckqti.embeddings.adapt_embeddings`): embedding rows of
+terms the training vocabulary knows are copied; a term it never saw gets a row predicted
+from its all-MiniLM-L6-v2 WordPiece composition by a ridge map fitted on the known terms
+(``fallback = "minilm"``, the default; any alphanumeric word has a composition, so a new
+spelling of a known word lands near it), or the mean known row (``fallback = "mean"``).
+NDRM2's idf is recomputed from the corpus (``set_collection``). BatchScale means, BatchNorm
+statistics and every other weight stay as trained.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ckqti.errors import CkqtiError
+from ckqti.text import Analyzer
+from ckqti.vocab import Vocabulary
+
+FORMAT = "ckqti-checkpoint"
+FORMAT_VERSION = 1
+QTI_KINDS = ("ndrm1", "ndrm2", "ndrm3")
+EMBEDDING_SUFFIX = "embedding.weight"  # one row per term: remapped, fallback rows for unseen terms
+STATISTIC_SUFFIX = "idf"  # one value per term: recomputed from the corpus by set_collection
+REQUIRED_KEYS = frozenset({"kind", "config", "state_dict", "vocab", "analyzer", "fallback", "meta", "content_hash"})
+EMBEDDING_DTYPES = {"float32": torch.float32, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A loaded (or about to be saved) checkpoint; see the module docstring for the fields."""
+
+    kind: str
+    config: dict
+    state_dict: dict[str, Tensor]
+    vocab: Vocabulary
+    analyzer: dict
+    meta: dict = field(default_factory=dict)
+    content_hash: str = ""
+    path: Path | None = None
+    fallback: str = "minilm"
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}-{self.content_hash[:12]}"
+
+    def build(self, device: torch.device | str | None = None) -> nn.Module:
+        """The model exactly as saved (training vocabulary), in eval mode."""
+        model = _builder(self.kind, self.path)(self.config)
+        model.load_state_dict(_as_float32(self.state_dict))
+        return model.to(device or "cpu").eval()
+
+    def info(self) -> dict[str, Any]:
+        """What an index manifest records about the model."""
+        return {
+            "id": self.id,
+            "name": self.path.stem if self.path else self.kind,
+            "variant": self.kind,
+            "path": str(self.path) if self.path else None,
+            "content_hash": self.content_hash,
+            "analyzer": dict(self.analyzer),
+        }
+
+
+def _build_ndrm(config: Mapping[str, Any]) -> nn.Module:
+    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+
+    return build_ndrm(NDRMConfig.from_dict(dict(config)))
+
+
+_BUILDERS: dict[str, Callable[[Mapping[str, Any]], nn.Module]] = {kind: _build_ndrm for kind in QTI_KINDS}
+
+
+def _builder(kind: str, path: Path | None) -> Callable[[Mapping[str, Any]], nn.Module]:
+    if kind not in _BUILDERS:
+        raise CkqtiError(f"checkpoint holds a {kind!r} model, which this version cannot build", path)
+    return _BUILDERS[kind]
+
+
+def _as_float32(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    return {k: v.float() if v.dtype == torch.float16 else v for k, v in state.items()}
+
+
+def content_hash(
+    kind: str, config: Mapping, analyzer: Mapping, vocab: Vocabulary, state: Mapping[str, Tensor], fallback: str
+) -> str:
+    """sha256 over everything that defines the model's scores (not its metadata)."""
+    h = hashlib.sha256()
+    header = {"kind": kind, "config": dict(config), "analyzer": dict(analyzer), "fallback": fallback,
+              "num_docs": vocab.num_docs, "total_terms": vocab.total_terms}
+    h.update(json.dumps(header, sort_keys=True).encode())
+    h.update("\n".join(vocab.terms).encode())
+    n = len(vocab)
+    h.update(np.ascontiguousarray(vocab.df[:n], dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(vocab.cf[:n], dtype=np.int64).tobytes())
+    for key in sorted(state):
+        t = state[key].detach().cpu().contiguous()
+        h.update(f"{key}|{t.dtype}|{tuple(t.shape)}".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def stored_state(model: nn.Module, embedding_dtype: str = "float32") -> dict[str, Tensor]:
+    """The model's state as saved: CPU tensors, embedding matrices in ``embedding_dtype``."""
+    if embedding_dtype not in EMBEDDING_DTYPES:
+        raise ValueError(f"embedding_dtype must be one of {sorted(EMBEDDING_DTYPES)}, got {embedding_dtype!r}")
+    out = {}
+    for key, value in model.state_dict().items():
+        t = value.detach().cpu().clone()
+        if key.endswith(EMBEDDING_SUFFIX) and t.is_floating_point():
+            t = t.to(EMBEDDING_DTYPES[embedding_dtype])
+        out[key] = t
+    return out
+
+
+def round_embeddings(model: nn.Module, embedding_dtype: str) -> None:
+    """Round the model's embedding matrices to ``embedding_dtype`` in place, so it scores as its saved copy will."""
+    with torch.no_grad():
+        for key, value in model.state_dict().items():
+            if key.endswith(EMBEDDING_SUFFIX) and value.is_floating_point():
+                value.copy_(value.to(EMBEDDING_DTYPES[embedding_dtype]).to(value.dtype))
+
+
+def save_checkpoint(
+    path: str | Path,
+    model: nn.Module,
+    kind: str,
+    config: Mapping[str, Any],
+    vocab: Vocabulary,
+    analyzer: Analyzer | Mapping[str, Any],
+    meta: Mapping[str, Any] | None = None,
+    embedding_dtype: str = "float32",
+    fallback: str = "minilm",
+) -> Checkpoint:
+    """Write ``model`` as a checkpoint at ``path`` (atomically: temporary file, then rename).
+
+    ``meta`` must hold JSON-like values only (it is stored as is). ``embedding_dtype``
+    ``"float16"`` halves the embedding matrices on disk (call :func:`round_embeddings` first
+    to evaluate exactly what is saved). ``fallback`` is how :func:`adapt_to_vocabulary` fills
+    rows of unseen words. Returns the checkpoint, whose ``id`` identifies the model.
+    """
+    from ckqti.embeddings import FALLBACKS
+
+    if fallback not in FALLBACKS:
+        raise ValueError(f"fallback must be one of {FALLBACKS}, got {fallback!r}")
+    analyzer_dict = analyzer.to_dict() if isinstance(analyzer, Analyzer) else dict(analyzer)
+    state = stored_state(model, embedding_dtype)
+    vocab = vocab.trimmed()
+    digest = content_hash(kind, config, analyzer_dict, vocab, state, fallback)
+    payload = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "kind": kind,
+        "config": dict(config),
+        "state_dict": state,
+        "vocab": {
+            "terms": list(vocab.terms),
+            "df": torch.from_numpy(vocab.df.astype(np.int64)),
+            "cf": torch.from_numpy(vocab.cf.astype(np.int64)),
+            "num_docs": int(vocab.num_docs),
+            "total_terms": int(vocab.total_terms),
+        },
+        "analyzer": analyzer_dict,
+        "fallback": fallback,
+        "meta": json.loads(json.dumps(dict(meta or {}))),
+        "content_hash": digest,
+    }
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return Checkpoint(kind, dict(config), state, vocab, analyzer_dict, payload["meta"], digest, target.resolve(), fallback)
+
+
+def load_checkpoint(path: str | Path) -> Checkpoint:
+    """Read and verify a checkpoint written by :func:`save_checkpoint`.
+
+    Raises:
+        CkqtiError: missing file, not a checkpoint, another format version, or a content
+            hash that does not match (a corrupted file).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise CkqtiError("checkpoint not found", p)
+    try:
+        payload = torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises many types for a damaged or foreign file
+        raise CkqtiError(f"not a readable ckqti checkpoint ({type(err).__name__})", p) from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CkqtiError("not a ckqti checkpoint", p)
+    if payload.get("format_version") != FORMAT_VERSION:
+        raise CkqtiError(f"checkpoint format version {payload.get('format_version')} is not supported", p)
+    missing = sorted(REQUIRED_KEYS - set(payload))
+    if missing:
+        raise CkqtiError(f"checkpoint lacks {', '.join(missing)}", p)
+    v = payload["vocab"]
+    vocab = Vocabulary(list(v["terms"]), v["df"].numpy().copy(), v["cf"].numpy().copy(), v["num_docs"], v["total_terms"])
+    ckpt = Checkpoint(payload["kind"], payload["config"], payload["state_dict"], vocab, payload["analyzer"],
+                      payload["meta"], payload["content_hash"], p.resolve(), payload["fallback"])
+    if content_hash(ckpt.kind, ckpt.config, ckpt.analyzer, vocab, ckpt.state_dict, ckpt.fallback) != ckpt.content_hash:
+        raise CkqtiError("checkpoint content does not match its hash (corrupted file?)", p)
+    return ckpt
+
+
+def remap_rows(matrix: Tensor, source: Vocabulary, target: Vocabulary, fallback: str = "minilm") -> Tensor:
+    """Rows of a per-term matrix for ``target``'s ids (:func:`ckqti.embeddings.adapt_embeddings`).
+
+    Rows of terms ``source`` knows are copied; unseen terms get ``fallback`` rows
+    (``"minilm"``: predicted from their WordPiece composition; ``"mean"``: the known rows' mean).
+
+    Shape:
+        matrix ``[len(source), D]`` -> ``[len(target), D]``.
+    """
+    from ckqti.embeddings import adapt_embeddings
+
+    return torch.from_numpy(adapt_embeddings(matrix.float().numpy(), source, target, fallback))
+
+
+def adapt_to_vocabulary(ckpt: Checkpoint, vocab: Vocabulary, device: torch.device | str | None = None) -> nn.Module:
+    """The checkpoint's model with term ids of ``vocab`` and its statistics attached, in eval mode."""
+    builder = _builder(ckpt.kind, ckpt.path)
+    config = replace_vocab_size(ckpt.config, len(vocab))
+    model = builder(config)
+    n_train = len(ckpt.vocab)
+    state = {}
+    for key, value in _as_float32(ckpt.state_dict).items():
+        if key.endswith(EMBEDDING_SUFFIX) and value.shape[:1] == (n_train,):
+            value = remap_rows(value, ckpt.vocab, vocab, ckpt.fallback)
+        elif key.endswith(STATISTIC_SUFFIX) and value.shape[:1] == (n_train,):
+            value = torch.zeros((len(vocab),) + tuple(value.shape[1:]), dtype=value.dtype)
+        state[key] = value
+    model.load_state_dict(state)
+    if hasattr(model, "set_collection"):
+        model.set_collection(vocab)
+    return model.to(device or "cpu").eval()
+
+
+def replace_vocab_size(config: Mapping[str, Any], size: int) -> dict[str, Any]:
+    if "vocab_size" not in config:
+        raise ValueError("model config has no vocab_size")
+    return {**config, "vocab_size": int(size)}
+
+
+def load_for_indexing(path: str | Path, device: torch.device | str | None = None):
+    """``(factory, info)`` for :func:`ckqti.models.loading.load_qti_model`.
+
+    ``factory(corpus_vocab)`` returns the checkpoint's model, in eval mode on ``device``, whose
+    term ids are ``corpus_vocab``'s (see :func:`adapt_to_vocabulary`); ``info`` holds ``id``,
+    ``name``, ``variant``, ``path``, ``content_hash`` and ``analyzer`` (the index must analyze
+    text the same way).
+
+    Raises:
+        CkqtiError: unreadable checkpoint, or a model that is not query-term independent.
+    """
+    ckpt = load_checkpoint(path)
+    if ckpt.kind not in QTI_KINDS:
+        raise CkqtiError(f"a {ckpt.kind!r} model is not query-term independent: it cannot fill an index", ckpt.path)
+
+    def factory(vocab: Vocabulary) -> nn.Module:
+        return adapt_to_vocabulary(ckpt, vocab, device)
+
+    return factory, ckpt.info()
+
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "QTI_KINDS",
+    "Checkpoint",
+    "adapt_to_vocabulary",
+    "content_hash",
+    "load_checkpoint",
+    "load_for_indexing",
+    "remap_rows",
+    "round_embeddings",
+    "save_checkpoint",
+    "stored_state",
+]

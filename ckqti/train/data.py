@@ -1,0 +1,147 @@
+"""Training data: an analyzed corpus, queries as term ids, relevance judgements, dev splits.
+
+Documents are analyzed exactly as ``ckqti index`` analyzes them
+(:func:`indexer.analyze.analyze_corpus`: all fields joined, the project's
+:class:`~ckqti.text.Analyzer`), so a model sees the same term sequences in training and
+at indexing time. The training vocabulary is the corpus vocabulary, optionally bounded
+(:func:`bounded_vocabulary`); terms outside it become the unknown id 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ckqti.errors import InputError
+from ckqti.text import Analyzer
+from ckqti.vocab import UNK, Vocabulary
+
+Qrels = Mapping[str, Mapping[str, int]]
+
+
+@dataclass(frozen=True)
+class Collection:
+    """An analyzed corpus in training-vocabulary ids.
+
+    Attributes:
+        docids: document ids in corpus order; a document's index is its position here.
+        titles: document titles (empty when the format has none).
+        offsets: ``int64[n + 1]`` into ``tokens``.
+        tokens: ``int32`` term ids of every document, in order (untruncated).
+        vocab: the training vocabulary with the corpus statistics.
+        analyzer: the analyzer that produced the terms.
+    """
+
+    docids: list[str]
+    titles: list[str]
+    offsets: np.ndarray
+    tokens: np.ndarray
+    vocab: Vocabulary
+    analyzer: Analyzer
+
+    def __len__(self) -> int:
+        return len(self.docids)
+
+    def doc(self, i: int) -> np.ndarray:
+        return self.tokens[self.offsets[i] : self.offsets[i + 1]]
+
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def index(self) -> dict[str, int]:
+        return {d: i for i, d in enumerate(self.docids)}
+
+
+def load_collection(
+    path: str | Path, analyzer: Analyzer | None = None, fmt: str | None = None, min_df: int = 1
+) -> Collection:
+    """Read and analyze a corpus file; terms with ``df < min_df`` map to the unknown id."""
+    from indexer.analyze import analyze_corpus
+
+    analyzer = analyzer or Analyzer()
+    corpus = analyze_corpus(path, analyzer, fmt=fmt)
+    vocab, remap = bounded_vocabulary(corpus.vocab, min_df)
+    return Collection(
+        list(corpus.docs["docid"]),
+        list(corpus.docs["title"]),
+        corpus.offsets.astype(np.int64),
+        remap[corpus.tokens].astype(np.int32),
+        vocab,
+        analyzer,
+    )
+
+
+def bounded_vocabulary(vocab: Vocabulary, min_df: int = 1) -> tuple[Vocabulary, np.ndarray]:
+    """Keep the terms with ``df >= min_df`` (statistics unchanged); returns it and ``old id -> new id``.
+
+    Dropped terms map to the unknown id 1; ids 0 and 1 keep their meaning.
+    """
+    if min_df < 1:
+        raise ValueError(f"min_df must be >= 1, got {min_df}")
+    n = len(vocab)
+    keep = np.flatnonzero(vocab.df[:n] >= min_df)
+    keep = np.concatenate([[0, 1], keep[keep > 1]])
+    remap = np.full(n, UNK, dtype=np.int64)
+    remap[keep] = np.arange(len(keep))
+    remap[0] = 0
+    bounded = Vocabulary(
+        [vocab.terms[i] for i in keep], vocab.df[keep].copy(), vocab.cf[keep].copy(), vocab.num_docs, vocab.total_terms
+    )
+    return bounded, remap
+
+
+def analyze_queries(queries: Mapping[str, str], analyzer: Analyzer, vocab: Vocabulary, max_terms: int) -> dict[str, np.ndarray]:
+    """``qid -> int64 term ids`` (first ``max_terms`` analyzed terms; unknown terms are id 1)."""
+    return {qid: np.asarray(vocab.ids(analyzer(text))[:max_terms], dtype=np.int64) for qid, text in queries.items()}
+
+
+def pad_rows(rows: Sequence[np.ndarray], max_len: int | None = None, min_width: int = 1) -> Tensor:
+    """Right-pad id rows with 0 into one long tensor, truncating each at ``max_len``.
+
+    Shape:
+        ``len(rows)`` rows -> ``[len(rows), W]``, ``W = max(min_width, longest kept row)``.
+    """
+    cut = [r[:max_len] if max_len is not None else r for r in rows]
+    width = max([min_width] + [len(r) for r in cut])
+    out = np.zeros((len(cut), width), dtype=np.int64)
+    for i, r in enumerate(cut):
+        out[i, : len(r)] = r
+    return torch.from_numpy(out)
+
+
+def relevant_docs(qrels: Qrels, doc_index: Mapping[str, int], min_grade: int = 1) -> dict[str, frozenset[int]]:
+    """``qid -> indices of documents judged at least min_grade``; docids not in the corpus are ignored."""
+    out = {}
+    for qid, judged in qrels.items():
+        out[qid] = frozenset(doc_index[d] for d, g in judged.items() if g >= min_grade and d in doc_index)
+    return out
+
+
+def candidate_indices(candidates: Mapping[str, Iterable[str]], doc_index: Mapping[str, int], depth: int) -> dict[str, list[int]]:
+    """``qid -> indices of its first depth candidates`` (docids outside the corpus dropped)."""
+    out = {}
+    for qid, docids in candidates.items():
+        picked = [doc_index[d] for d in docids if d in doc_index]
+        out[qid] = picked[:depth]
+    return out
+
+
+def split_dev(qrels: Qrels, fraction: float, seed: int) -> tuple[dict, dict]:
+    """Carve ``fraction`` of the judged queries (at least one) into a dev split: ``(train, dev)``.
+
+    The split depends only on the set of query ids and the seed.
+    """
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"dev fraction must be in (0, 1), got {fraction}")
+    qids = sorted(q for q, judged in qrels.items() if any(g > 0 for g in judged.values()))
+    if len(qids) < 2:
+        raise InputError("need at least 2 judged queries to carve a dev split")
+    order = np.random.default_rng(seed).permutation(len(qids))
+    n_dev = min(len(qids) - 1, max(1, round(fraction * len(qids))))
+    dev = {qids[i] for i in order[:n_dev]}
+    return {q: dict(j) for q, j in qrels.items() if q not in dev}, {q: dict(qrels[q]) for q in sorted(dev)}

@@ -1,0 +1,528 @@
+"""Training NDRM1/2/3 with RankNet: data preparation, epochs, validation, early stopping, resume.
+
+:func:`train` is the API behind ``ckqti train``. One epoch samples one example per training
+query (:mod:`ckqti.train.sampling`: the published 1 relevant + 1 top-100 candidate + 2 random
+documents), plus title pseudo-queries when weak supervision is on (:mod:`ckqti.train.pseudo`),
+and takes one Adam step per ``batch_size`` queries on the mean RankNet loss of their pairs.
+After every epoch the model reranks the dev queries' BM25 candidates; nDCG@10 on dev selects
+the model (the best epoch is written to ``out``) and stops training after ``patience`` epochs
+without improvement.
+
+Work files live in ``<out>.work/`` (or ``work_dir``): the Pyserini BM25 index of the corpus,
+``last.pt`` (the last epoch's model, a checkpoint like ``out``) and ``state.pt`` (model,
+optimizer, torch RNG, epoch, best score, history), both rewritten atomically after every
+epoch. ``resume=True`` continues from ``state.pt``; since each epoch's examples are drawn
+from a generator seeded by ``(seed, epoch)`` and the torch RNG is saved, a resumed run
+reaches the same weights as an uninterrupted one.
+
+Reproducibility: the torch RNG is forked for the run (the caller's RNG state is untouched)
+and seeded with ``seed``; skip-gram training uses one gensim worker and the same seed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ckqti.errors import CkqtiError, InputError
+from ckqti.train import pseudo
+from ckqti.train.checkpoint import Checkpoint, save_checkpoint
+from ckqti.train.data import (
+    Collection,
+    analyze_queries,
+    candidate_indices,
+    load_collection,
+    pad_rows,
+    relevant_docs,
+    split_dev,
+)
+from ckqti.train.losses import ranknet_loss
+from ckqti.train.sampling import DOCS_PER_EXAMPLE, Example, sample_epoch
+from ckqti.train.scoring import as_run, score_pairs
+
+EMBEDDING_INITS = ("skipgram", "minilm", "random")
+MODEL_INITS = ("paper", "match")
+WEAK_SUPERVISION = ("titles",)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Settings of one training run (defaults: the NDRM paper's where it has one).
+
+    Args:
+        model: ``"ndrm1"``, ``"ndrm2"`` or ``"ndrm3"``.
+        epochs: most epochs; ``patience`` epochs without a better dev nDCG@10 stop earlier.
+        batch_size: queries per optimizer step (each brings 4 documents).
+        lr: Adam learning rate.
+        seed: seeds sampling, initialisation, dropout, skip-gram and the dev split.
+        dev_fraction: share of the judged training queries carved out as dev (when no dev qrels are given).
+        depth: first-stage (BM25) candidates per query for sampling (top-100).
+        dev_depth: candidates reranked per dev query for validation.
+        weak_supervision: None, or ``"titles"`` (titles as pseudo-queries for their own documents).
+        pseudo_per_epoch: title pseudo-queries sampled per epoch (None: all of them).
+        embeddings: initial term embeddings: ``"skipgram"`` (gensim, IN+OUT), ``"minilm"``
+            (all-MiniLM-L6-v2 WordPiece compositions) or ``"random"``.
+        init: ``"paper"`` keeps the model's own initialisation; ``"match"`` starts from a
+            model that already ranks sensibly (:func:`match_init`), for short training runs.
+        min_df: training vocabulary bound: terms in fewer documents map to the unknown id.
+        train_doc_terms: document truncation in training batches (None: the model's ``max_doc_terms``).
+        eval_batch_size: documents encoded at once when validating.
+        embedding_dtype: ``"float32"`` or ``"float16"`` for embedding matrices in saved checkpoints.
+        fallback: how unseen words get embedding rows when the checkpoint meets a new corpus.
+        model_options: NDRMConfig fields other than ``vocab_size`` and ``variant`` (e.g. ``dim``).
+        device: torch device; None: CUDA when available, else CPU.
+        progress: show progress bars.
+    """
+
+    model: str = "ndrm3"
+    epochs: int = 10
+    batch_size: int = 32
+    lr: float = 1e-4
+    seed: int = 0
+    patience: int = 3
+    dev_fraction: float = 0.1
+    depth: int = 100
+    dev_depth: int = 100
+    weak_supervision: str | None = None
+    pseudo_per_epoch: int | None = None
+    embeddings: str = "skipgram"
+    init: str = "paper"
+    min_df: int = 1
+    train_doc_terms: int | None = None
+    eval_batch_size: int = 64
+    embedding_dtype: str = "float32"
+    fallback: str = "minilm"
+    model_options: Mapping[str, Any] = field(default_factory=dict)
+    device: str | None = None
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        from ckqti.models.ndrm import VARIANTS
+
+        if self.model not in VARIANTS:
+            raise ValueError(f"model must be one of {VARIANTS}, got {self.model!r}")
+        for name in ("epochs", "batch_size", "patience", "depth", "dev_depth", "min_df", "eval_batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.lr <= 0 or not 0.0 < self.dev_fraction < 1.0:
+            raise ValueError("lr must be positive and dev_fraction in (0, 1)")
+        if self.weak_supervision not in (None, *WEAK_SUPERVISION):
+            raise ValueError(f"weak_supervision must be None or one of {WEAK_SUPERVISION}")
+        if self.init not in MODEL_INITS:
+            raise ValueError(f"init must be one of {MODEL_INITS}, got {self.init!r}")
+        if self.embeddings not in EMBEDDING_INITS:
+            raise ValueError(f"embeddings must be one of {EMBEDDING_INITS}, got {self.embeddings!r}")
+        for name in ("pseudo_per_epoch", "train_doc_terms"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be None or >= 1")
+        if {"vocab_size", "variant"} & set(self.model_options):
+            raise ValueError("model_options must not set vocab_size or variant")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["model_options"] = dict(self.model_options)
+        return d
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What a training run produced.
+
+    Attributes:
+        out: the best epoch's checkpoint.
+        model_id: its id (``<kind>-<hash prefix>``).
+        best_epoch: 1-based epoch of the best dev nDCG@10.
+        best_dev_ndcg10: that score (rerank of the dev queries' BM25 top ``dev_depth``).
+        epochs_run: epochs completed in total (including before a resume).
+        stopped_early: whether patience ran out before ``epochs``.
+        history: per epoch: ``epoch``, ``loss``, ``examples``, ``dev_ndcg10``, ``seconds``.
+        work_dir: the work folder (BM25 index, last epoch, resumable state).
+    """
+
+    out: Path
+    model_id: str
+    best_epoch: int
+    best_dev_ndcg10: float
+    epochs_run: int
+    stopped_early: bool
+    history: tuple[dict, ...]
+    work_dir: Path
+
+
+@dataclass
+class TrainingData:
+    """Everything sampling and validation need, in collection indices and term ids."""
+
+    collection: Collection
+    query_ids: dict[str, np.ndarray]
+    relevant: dict[str, frozenset[int]]
+    candidates: dict[str, list[int]]
+    train_qids: list[str]
+    pseudo_qids: list[str]
+    dev_qids: list[str]
+    dev_qrels: dict[str, dict[str, int]]
+
+
+@dataclass
+class RunState:
+    """The resumable part of a run besides model and optimizer."""
+
+    epoch: int = 0
+    best: float = -1.0
+    best_epoch: int = 0
+    since_best: int = 0
+    history: list[dict] = field(default_factory=list)
+    best_id: str = ""
+
+
+def pick_device(device: str | None) -> torch.device:
+    return torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def bm25_candidates(
+    corpus: str | Path, queries: Mapping[str, str], work: Path, depth: int, fmt: str | None = None, threads: int = 2
+) -> dict[str, list[str]]:
+    """Pyserini BM25 top-``depth`` docids per query; the Lucene index is built once in ``work/bm25``."""
+    from ckqti.bm25 import BM25Searcher, build_bm25_index
+    from indexer.readers import read_corpus
+
+    index_dir = work / "bm25"
+    if not any(index_dir.glob("segments_*")):
+        docs = ((d.docid, d.full_text()) for d in read_corpus(corpus, fmt=fmt))
+        build_bm25_index(docs, index_dir, threads=threads, overwrite=index_dir.exists())
+    searcher = BM25Searcher(index_dir)
+    try:
+        hits = searcher.batch_search(dict(queries), k=depth, threads=threads)
+    finally:
+        searcher.close()
+    return {qid: [docid for docid, _ in ranked] for qid, ranked in hits.items()}
+
+
+def prepare_data(
+    collection: Collection,
+    queries: Mapping[str, str],
+    qrels: Mapping[str, Mapping[str, int]],
+    config: TrainConfig,
+    dev_qrels: Mapping[str, Mapping[str, int]] | None = None,
+    candidates: Mapping[str, Sequence[str]] | None = None,
+    bm25=None,
+) -> TrainingData:
+    """Split dev, add pseudo-queries, fetch candidates (given, or from ``bm25(queries) -> candidates``)."""
+    if dev_qrels is None:
+        train_qrels, dev = split_dev(qrels, config.dev_fraction, config.seed)
+    else:
+        train_qrels, dev = dict(qrels), {q: dict(j) for q, j in dev_qrels.items()}
+    texts = {q: queries[q] for q in list(train_qrels) + list(dev) if q in queries}
+    missing = [q for q in list(train_qrels) + list(dev) if q not in queries]
+    if missing:
+        raise InputError(f"{len(missing)} judged queries have no text (first: {missing[0]!r})")
+    all_qrels = {**train_qrels, **dev}
+    pseudo_qids: list[str] = []
+    if config.weak_supervision == "titles":
+        p_queries, p_qrels = pseudo.title_pseudo_queries(collection.docids, collection.titles, collection.analyzer)
+        texts.update(p_queries)
+        all_qrels.update(p_qrels)
+        pseudo_qids = list(p_queries)
+    if candidates is None:
+        if bm25 is None:
+            raise ValueError("give candidates or a bm25 function")
+        candidates = bm25(texts)
+    from ckqti.models.ndrm import NDRMConfig
+
+    max_q = config.model_options.get("max_query_terms", NDRMConfig.max_query_terms)
+    query_ids = analyze_queries(texts, collection.analyzer, collection.vocab, max_q)
+    index = collection.index()
+    usable = {q for q, ids in query_ids.items() if (ids > 1).any()}
+    return TrainingData(
+        collection=collection,
+        query_ids=query_ids,
+        relevant=relevant_docs(all_qrels, index),
+        candidates=candidate_indices(candidates, index, max(config.depth, config.dev_depth)),
+        train_qids=sorted(q for q in train_qrels if q in usable),
+        pseudo_qids=sorted(q for q in pseudo_qids if q in usable),
+        dev_qids=sorted(dev),
+        dev_qrels=dev,
+    )
+
+
+def initial_embeddings(collection: Collection, method: str, dim: int, seed: int) -> np.ndarray | None:
+    """``[len(vocab), dim]`` initial embeddings, or None for the model's random initialisation."""
+    from ckqti import embeddings
+
+    vocab = collection.vocab
+    if method == "random":
+        return None
+    if method == "minilm":
+        return embeddings.minilm_embeddings(vocab, dim)
+    if dim % 2:
+        raise ValueError(f"skip-gram IN+OUT embeddings need an even dim, got {dim}")
+    docs = [[vocab.terms[i] for i in collection.doc(d) if i > 1] for d in range(len(collection))]
+    config = embeddings.SkipGramConfig(dim=dim // 2, seed=seed)
+    return embeddings.skipgram_embeddings(docs, vocab, config)
+
+
+def build_model(
+    data: TrainingData, config: TrainConfig, device: torch.device, init: bool, matrix: np.ndarray | None = None
+) -> nn.Module:
+    """A fresh model for the training vocabulary; embeddings initialised when ``init`` (from ``matrix`` if given)."""
+    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+
+    vocab = data.collection.vocab
+    model_config = NDRMConfig(vocab_size=len(vocab), variant=config.model, **dict(config.model_options))
+    model = build_ndrm(model_config, vocab)
+    if init and config.model != "ndrm2":
+        if matrix is None:
+            matrix = initial_embeddings(data.collection, config.embeddings, model_config.dim, config.seed)
+        if matrix is not None:
+            model.load_embeddings(torch.as_tensor(matrix))
+    if init and config.init == "match":
+        match_init(model)
+    return model.to(device)
+
+
+def match_init(model: nn.Module) -> None:
+    """Start NDRM1/NDRM3 from a model that ranks like its explicit part and matches terms by embedding.
+
+    The paper trains from a random initialisation for many steps on MS MARCO; a few hundred
+    steps on a small collection barely move a random query projection or NDRM3's random
+    ``Linear(2, 1)``, whose sign may even rank against the explicit score. So:
+
+    * NDRM1's query projection is the identity and the document mix takes the raw embedding
+      only (``w_emb = 1, w_ctx = 0``): a query term's cosine with a document term is the
+      embeddings' cosine (1 for the same term), so the kernels see exact and skip-gram-similar
+      matches from the first step; the Conformer's share grows from 0 as training finds it useful;
+    * NDRM3's combination weights are ``(latent 0, explicit 1)``, bias 0: at step 0 the model
+      ranks exactly as NDRM2 (a BM25-like scorer), and the latent weight grows from 0 as far as
+      the latent score helps.
+    """
+    latent = getattr(model, "latent", model)
+    with torch.no_grad():
+        if hasattr(latent, "query_proj"):
+            nn.init.eye_(latent.query_proj.weight)
+            nn.init.zeros_(latent.query_proj.bias)
+            latent.mix.weight[0].fill_(1.0)
+            latent.mix.weight[1].fill_(0.0)
+            latent.mix.bias.zero_()
+        if hasattr(model, "combine"):
+            model.combine.linear.weight.copy_(torch.tensor([[0.0, 1.0]]))
+            model.combine.linear.bias.zero_()
+
+
+def epoch_examples(data: TrainingData, config: TrainConfig, epoch: int) -> list[Example]:
+    """The examples of one epoch, a function of ``(seed, epoch)`` only."""
+    rng = np.random.default_rng([config.seed, epoch])
+    qids = list(data.train_qids)
+    if data.pseudo_qids:
+        n = len(data.pseudo_qids) if config.pseudo_per_epoch is None else min(config.pseudo_per_epoch, len(data.pseudo_qids))
+        qids += [data.pseudo_qids[i] for i in sorted(rng.choice(len(data.pseudo_qids), n, replace=False))]
+    cands = {q: data.candidates.get(q, [])[: config.depth] for q in qids}
+    return sample_epoch(qids, data.relevant, cands, len(data.collection), rng)
+
+
+def train_step(
+    model: nn.Module, optimizer: torch.optim.Optimizer, batch: Sequence[Example], data: TrainingData,
+    doc_terms: int, device: torch.device,
+) -> float:
+    """One Adam step on the RankNet loss of a batch of examples; returns the loss."""
+    coll = data.collection
+    docs = [d for ex in batch for d in ex.docs]
+    query = pad_rows([data.query_ids[ex.qid] for ex in batch]).to(device)  # [B, Q]
+    query = query.repeat_interleave(DOCS_PER_EXAMPLE, dim=0)  # [B * 4, Q]
+    ids = pad_rows([coll.doc(d) for d in docs], doc_terms).to(device)  # [B * 4, L]
+    lengths = torch.tensor([len(coll.doc(d)) for d in docs], dtype=torch.float32, device=device)  # [B * 4]
+    labels = torch.tensor([ex.labels for ex in batch], device=device)  # [B, 4]
+    scores = model(query, ids, lengths).view(len(batch), DOCS_PER_EXAMPLE)  # [B, 4]
+    loss = ranknet_loss(scores, labels)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return float(loss.detach())
+
+
+def run_epoch(
+    model: nn.Module, optimizer: torch.optim.Optimizer, data: TrainingData, config: TrainConfig, epoch: int,
+    device: torch.device,
+) -> dict[str, float]:
+    """Train one epoch (0-based ``epoch``); returns its mean loss and example count."""
+    from tqdm.auto import tqdm
+
+    examples = epoch_examples(data, config, epoch)
+    doc_terms = config.train_doc_terms or model.config.max_doc_terms
+    model.train()
+    losses = []
+    steps = range(0, len(examples), config.batch_size)
+    bar = tqdm(steps, desc=f"epoch {epoch + 1}/{config.epochs}", unit="step", disable=not config.progress)
+    for start in bar:
+        losses.append(train_step(model, optimizer, examples[start : start + config.batch_size], data, doc_terms, device))
+        bar.set_postfix(loss=f"{np.mean(losses[-20:]):.4f}")
+    return {"loss": float(np.mean(losses)) if losses else 0.0, "examples": len(examples)}
+
+
+def validate(model: nn.Module, data: TrainingData, config: TrainConfig, device: torch.device) -> float:
+    """Mean nDCG@10 of the dev queries, reranking their top ``dev_depth`` candidates."""
+    from ckqti.evaluate import evaluate
+
+    cands = {q: data.candidates.get(q, [])[: config.dev_depth] for q in data.dev_qids}
+    scores = score_pairs(model, data.query_ids, data.collection, cands, config.eval_batch_size,
+                         model.config.max_doc_terms, device, progress=config.progress)
+    run = as_run(scores, data.collection.docids)
+    return float(evaluate(run, data.dev_qrels, ["nDCG@10"]).mean["nDCG@10"])
+
+
+def fingerprint(config: TrainConfig, sources: Mapping[str, Any]) -> str:
+    """What a resumed run must share with the saved one (epochs, patience and progress may change)."""
+    d = config.to_dict()
+    for key in ("epochs", "patience", "progress", "device", "eval_batch_size"):
+        d.pop(key)
+    return json.dumps({"config": d, "sources": dict(sources)}, sort_keys=True, default=str)
+
+
+def save_state(path: Path, model: nn.Module, optimizer, state: RunState, fp: str) -> None:
+    payload = {
+        "fingerprint": fp,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "torch_rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "run": asdict(state),
+    }
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def load_state(path: Path, model: nn.Module, optimizer, fp: str) -> RunState:
+    """Restore model, optimizer and RNG from ``path``; returns the run state."""
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # a damaged file raises many types
+        raise CkqtiError(f"cannot read the training state ({type(err).__name__}); rerun without --resume", path) from None
+    if payload.get("fingerprint") != fp:
+        raise CkqtiError("the saved training state has other settings or data; rerun without --resume", path)
+    model.load_state_dict(payload["model"])
+    optimizer.load_state_dict(payload["optimizer"])
+    torch.set_rng_state(payload["torch_rng"])
+    if payload["cuda_rng"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(payload["cuda_rng"])
+    return RunState(**payload["run"])
+
+
+def _save_model(path: Path, model: nn.Module, data: TrainingData, config: TrainConfig, meta: dict) -> Checkpoint:
+    return save_checkpoint(path, model, config.model, model.config.to_dict(), data.collection.vocab,
+                           data.collection.analyzer, meta, config.embedding_dtype, config.fallback)
+
+
+def fit(
+    model: nn.Module, optimizer, data: TrainingData, config: TrainConfig, state: RunState, paths: dict[str, Path],
+    fp: str, meta: dict, device: torch.device,
+) -> RunState:
+    """Epochs from ``state.epoch`` on: train, validate, keep the best in ``paths["out"]``, save state each epoch."""
+    for epoch in range(state.epoch, config.epochs):
+        if state.since_best >= config.patience:
+            break
+        started = time.perf_counter()
+        stats = run_epoch(model, optimizer, data, config, epoch, device)
+        dev = validate(model, data, config, device)
+        state.epoch = epoch + 1
+        state.history.append({"epoch": epoch + 1, **stats, "dev_ndcg10": dev, "seconds": time.perf_counter() - started})
+        epoch_meta = {**meta, "epoch": epoch + 1, "dev_ndcg10": dev, "history": state.history}
+        if dev > state.best:
+            state.best, state.best_epoch, state.since_best = dev, epoch + 1, 0
+            state.best_id = _save_model(paths["out"], model, data, config, epoch_meta).id
+        else:
+            state.since_best += 1
+        _save_model(paths["last"], model, data, config, epoch_meta)
+        save_state(paths["state"], model, optimizer, state, fp)
+        if config.progress:
+            print(f"epoch {epoch + 1}: loss {stats['loss']:.4f}, dev nDCG@10 {dev:.4f} (best {state.best:.4f} at epoch "
+                  f"{state.best_epoch})", flush=True)
+    return state
+
+
+def _read_inputs(queries, qrels, dev_qrels):
+    from indexer.readers import read_qrels, read_queries
+
+    q = read_queries(queries) if isinstance(queries, (str, Path)) else dict(queries)
+    r = read_qrels(qrels) if isinstance(qrels, (str, Path)) else dict(qrels)
+    d = read_qrels(dev_qrels) if isinstance(dev_qrels, (str, Path)) else dev_qrels
+    return q, r, d
+
+
+def train(
+    corpus: str | Path,
+    queries: str | Path | Mapping[str, str],
+    qrels: str | Path | Mapping[str, Mapping[str, int]],
+    out: str | Path,
+    config: TrainConfig = TrainConfig(),
+    *,
+    dev_qrels: str | Path | Mapping[str, Mapping[str, int]] | None = None,
+    candidates: Mapping[str, Sequence[str]] | None = None,
+    fmt: str | None = None,
+    resume: bool = False,
+    work_dir: str | Path | None = None,
+    init_embeddings: np.ndarray | None = None,
+) -> TrainResult:
+    """Train an NDRM model and write its best epoch (by dev nDCG@10) as a checkpoint at ``out``.
+
+    Args:
+        corpus: corpus file (any format ``ckqti index`` reads).
+        queries, qrels: files (or loaded mappings) of the training queries and judgements.
+        out: checkpoint to write (see :mod:`ckqti.train.checkpoint`).
+        config: see :class:`TrainConfig`.
+        dev_qrels: judgements of dev queries (texts in ``queries``); None carves
+            ``config.dev_fraction`` of ``qrels`` out as dev.
+        candidates: ``qid -> ranked docids`` first-stage candidates for every training, dev
+            (and pseudo) query; None runs Pyserini BM25 (Java) over the corpus.
+        fmt: corpus format (None: from the file name or content).
+        resume: continue from the work folder's saved state when there is one.
+        work_dir: work folder (default ``<out>.work``).
+        init_embeddings: a ready ``[len(vocabulary), dim]`` initial embedding matrix for the
+            corpus vocabulary (e.g. skip-gram vectors trained once for several runs); None
+            computes ``config.embeddings``.
+
+    Raises:
+        InputError: unreadable inputs, judged queries without text, fewer than 2 judged queries.
+        CkqtiError: a saved state that does not match these settings (with ``resume``).
+    """
+    out = Path(out)
+    work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
+    work.mkdir(parents=True, exist_ok=True)
+    device = pick_device(config.device)
+    q_texts, qrels_map, dev_map = _read_inputs(queries, qrels, dev_qrels)
+    collection = load_collection(corpus, fmt=fmt, min_df=config.min_df)
+    depth = max(config.depth, config.dev_depth)
+    data = prepare_data(collection, q_texts, qrels_map, config, dev_map, candidates,
+                        bm25=lambda texts: bm25_candidates(corpus, texts, work, depth, fmt))
+    if not data.train_qids:
+        raise InputError("no training query has a term in the corpus vocabulary", qrels if isinstance(qrels, (str, Path)) else None)
+    sources = {"corpus": str(Path(corpus).resolve()), "documents": len(collection), "train_queries": data.train_qids,
+               "dev_queries": data.dev_qids, "pseudo_queries": len(data.pseudo_qids),
+               "candidates": "given" if candidates is not None else "pyserini-bm25"}
+    fp = fingerprint(config, sources)
+    meta = {"trained_by": "ckqti train", "config": config.to_dict(), "corpus": Path(corpus).name,
+            "documents": len(collection), "train_queries": len(data.train_qids), "dev_queries": len(data.dev_qids),
+            "pseudo_queries": len(data.pseudo_qids)}
+    paths = {"out": out, "last": work / "last.pt", "state": work / "state.pt"}
+    resuming = resume and paths["state"].is_file()
+    cuda = [device.index or 0] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda):
+        torch.manual_seed(config.seed)
+        model = build_model(data, config, device, init=not resuming, matrix=init_embeddings)
+        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+        state = load_state(paths["state"], model, optimizer, fp) if resuming else RunState()
+        state = fit(model, optimizer, data, config, state, paths, fp, meta, device)
+    return TrainResult(out, state.best_id, state.best_epoch, state.best, state.epoch,
+                       state.since_best >= config.patience and state.epoch < config.epochs,
+                       tuple(state.history), work)

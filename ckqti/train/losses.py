@@ -1,0 +1,32 @@
+"""RankNet over every ordered pair of documents with a higher label (NDRM training, SPEC)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def ranknet_loss(scores: Tensor, labels: Tensor, valid: Tensor | None = None) -> Tensor:
+    """Mean over pairs ``(i, j)`` of one row with ``labels[i] > labels[j]`` of ``log(1 + exp(s_j - s_i))``.
+
+    Args:
+        scores: model scores of each row's documents.
+        labels: their integer labels (higher is better).
+        valid: True where a document exists (rows may hold fewer documents); None: all.
+
+    Returns:
+        A scalar; 0 (with a gradient path) when no row has a pair.
+
+    Shape:
+        scores ``[B, N]``, labels ``[B, N]``, valid ``[B, N]`` bool -> ``[]``.
+    """
+    if scores.shape != labels.shape:
+        raise ValueError(f"scores {tuple(scores.shape)} and labels {tuple(labels.shape)} differ")
+    ok = torch.ones_like(labels, dtype=torch.bool) if valid is None else valid
+    better = (labels.unsqueeze(2) > labels.unsqueeze(1)) & ok.unsqueeze(2) & ok.unsqueeze(1)  # [B, N, N]
+    diff = scores.unsqueeze(2) - scores.unsqueeze(1)  # [B, N, N]: s_i - s_j
+    losses = F.softplus(-diff)[better]  # [pairs]
+    if losses.numel() == 0:
+        return scores.sum() * 0.0
+    return losses.mean()

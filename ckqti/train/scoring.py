@@ -1,0 +1,96 @@
+"""Scoring (query, document) pairs with a trained model: validation reranking and rerank runs.
+
+Each document is encoded once however many queries rank it (the encoder is the expensive
+part), in batches of similar length so little padding is computed; its encoding is then
+gathered for every query that has it as a candidate. Documents are truncated to the model's
+``max_doc_terms`` and carry their true lengths, as at indexing time.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from ckqti.models.qti import DocumentEncoding
+from ckqti.train.data import Collection, pad_rows
+
+PAIR_ELEMENTS = 1 << 23  # bound on (pairs x query terms x positions x kernels) scored at once
+
+
+def _kernels(model: nn.Module) -> int:
+    return int(getattr(getattr(model, "config", None), "num_kernels", 1))
+
+
+def _select(enc: DocumentEncoding, rows: torch.Tensor) -> DocumentEncoding:
+    vectors = None if enc.vectors is None else enc.vectors.index_select(0, rows)
+    return DocumentEncoding(enc.ids.index_select(0, rows), enc.mask.index_select(0, rows),
+                            enc.lengths.index_select(0, rows), vectors)
+
+
+def _score_batch(
+    model: nn.Module, chunk: Sequence[int], askers: Mapping[int, list[str]], queries: Mapping[str, torch.Tensor],
+    collection: Collection, max_doc_terms: int, device: torch.device,
+) -> list[tuple[str, int, float]]:
+    """Encode the documents of ``chunk`` once; score every (query, document) pair among them."""
+    ids = pad_rows([collection.doc(d) for d in chunk], max_doc_terms).to(device)  # [B, L]
+    lengths = torch.tensor([len(collection.doc(d)) for d in chunk], dtype=torch.float32, device=device)  # [B]
+    enc = model.encode_documents(ids, lengths)
+    pairs = [(qid, row, d) for row, d in enumerate(chunk) for qid in askers[d]]
+    width = max(len(queries[qid]) for qid, _, _ in pairs) if pairs else 1
+    step = max(1, PAIR_ELEMENTS // max(1, width * ids.shape[1] * _kernels(model)))
+    out = []
+    for start in range(0, len(pairs), step):
+        part = pairs[start : start + step]
+        rows = torch.tensor([row for _, row, _ in part], device=device)
+        query = pad_rows([queries[qid] for qid, _, _ in part]).to(device)  # [P, Q]
+        scores = model.encoded_term_scores(query, _select(enc, rows)).sum(-1)  # [P]
+        out.extend((qid, d, float(s)) for (qid, _, d), s in zip(part, scores.tolist()))
+    return out
+
+
+def score_pairs(
+    model: nn.Module,
+    queries: Mapping[str, np.ndarray],
+    collection: Collection,
+    candidates: Mapping[str, Sequence[int]],
+    batch_size: int = 32,
+    max_doc_terms: int = 4000,
+    device: torch.device | str | None = None,
+    progress: bool = False,
+) -> dict[str, dict[int, float]]:
+    """``qid -> {document index: score}`` for every candidate of every query (queries without ids skipped).
+
+    The model is put in eval mode and run without gradients; its training mode is restored.
+    """
+    from tqdm.auto import tqdm
+
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    askers: dict[int, list[str]] = defaultdict(list)
+    for qid, docs in candidates.items():
+        if qid in queries:
+            for d in dict.fromkeys(docs):
+                askers[d].append(qid)
+    order = sorted(askers, key=lambda d: (len(collection.doc(d)), d))
+    q_tensors = {qid: torch.as_tensor(queries[qid], dtype=torch.long) for qid in candidates if qid in queries}
+    result: dict[str, dict[int, float]] = {qid: {} for qid in q_tensors}
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            starts = range(0, len(order), batch_size)
+            for start in tqdm(starts, desc="scoring", unit="batch", disable=not progress, leave=False):
+                chunk = order[start : start + batch_size]
+                for qid, d, s in _score_batch(model, chunk, askers, q_tensors, collection, max_doc_terms, device):
+                    result[qid][d] = s
+    finally:
+        model.train(was_training)
+    return result
+
+
+def as_run(scores: Mapping[str, Mapping[int, float]], docids: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Index-keyed scores as a run ``qid -> {docid: score}``."""
+    return {qid: {docids[d]: s for d, s in by_doc.items()} for qid, by_doc in scores.items()}

@@ -1,0 +1,80 @@
+"""What the index costs in effectiveness: its top-k against exhaustive float scoring.
+
+The reference is the same model scoring every document of the corpus for every query
+in float precision (under QTI: the sum over query terms of ``s(t, d)``, every pair,
+no pruning, no quantization). The index's run differs by quantization, by the pairs it
+does not store, and (latent models) by clipping scores under the per-term offset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from indexer.analyze import analyze_corpus
+from indexer.impacts import model_device, pad_batch
+
+
+@dataclass
+class FidelityReport:
+    queries: int
+    overlap_at_k: float
+    k: int
+    ndcg10_index: float
+    ndcg10_exhaustive: float
+
+    @property
+    def delta_ndcg10(self) -> float:
+        return self.ndcg10_index - self.ndcg10_exhaustive
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "delta_ndcg10": self.delta_ndcg10}
+
+
+@torch.no_grad()
+def exhaustive_term_scores(model, documents: list[np.ndarray], terms: np.ndarray, batch_size: int = 32, max_len: int = 4000, progress: bool = False) -> np.ndarray:
+    """Float ``s(t, d)`` for every document and every term of ``terms``: ``[N, T]``."""
+    dev = model_device(model)
+    t = torch.from_numpy(terms.astype(np.int64)).to(dev)
+    out = np.zeros((len(documents), len(terms)), dtype=np.float32)
+    for i in tqdm(range(0, len(documents), batch_size), disable=not progress, desc="exhaustive"):
+        ids, lengths = pad_batch(documents[i : i + batch_size], max_len, dev)
+        out[i : i + batch_size] = model.score_encoded(t, model.encode_documents(ids, lengths)).float().cpu().numpy()
+    return out
+
+
+def measure_fidelity(index_path, corpus_path, model_spec, queries_path, qrels_path, k: int = 100, fmt=None, progress=False) -> FidelityReport:
+    """Overlap@k and nDCG@10 of the index's run against exhaustive scoring by the same model."""
+    from ckqti.evaluate import evaluate
+    from ckqti.models.loading import load_qti_model
+    from indexer.readers import read_qrels, read_queries
+    from retriever.search import Searcher
+
+    searcher = Searcher(index_path)
+    corpus = analyze_corpus(corpus_path, searcher.index.analyzer, fmt=fmt)
+    if corpus.vocab.terms != searcher.index.terms:
+        raise ValueError(f"{corpus_path} is not the corpus {index_path} was built from")
+    factory, _ = load_qti_model(model_spec)
+    model = factory(corpus.vocab)
+    qrels = read_qrels(qrels_path)
+    queries = {q: t for q, t in read_queries(queries_path).items() if q in qrels}
+    parsed = {q: searcher.parse(t) for q, t in queries.items()}
+    vocab_terms = np.unique(np.concatenate([p.terms for p in parsed.values()] + [np.zeros(0, np.int64)]))
+    col = {t: i for i, t in enumerate(vocab_terms)}
+    matrix = exhaustive_term_scores(model, corpus.token_lists(0, len(corpus)), vocab_terms, progress=progress)
+    docids = corpus.docs["docid"]
+    run_index, run_full, overlaps = {}, {}, []
+    for q, p in parsed.items():
+        hits = searcher.search(queries[q], k).hits
+        scores = matrix[:, [col[t] for t in p.terms]] @ p.weights.astype(np.float32)
+        top = np.argsort(-scores, kind="stable")[:k]
+        run_index[q] = {h.docid: h.score for h in hits}
+        run_full[q] = {docids[i]: float(scores[i]) for i in top}
+        overlaps.append(len(set(run_index[q]) & set(run_full[q])) / k)
+    nd_i = evaluate(run_index, qrels).mean["nDCG@10"]
+    nd_f = evaluate(run_full, qrels).mean["nDCG@10"]
+    return FidelityReport(len(parsed), float(np.mean(overlaps)), k, float(nd_i), float(nd_f))

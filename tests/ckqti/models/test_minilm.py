@@ -1,0 +1,117 @@
+"""all-MiniLM-L6-v2 in plain torch: offline loading, tokenization, sentence vectors, masking."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from ckqti.errors import InputError
+from ckqti.models.minilm import (
+    BertConfig,
+    BertEncoder,
+    WordPieceTokenizer,
+    load_minilm,
+    minilm_model_dir,
+    sentence_embeddings,
+    with_special_tokens,
+)
+
+DATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "data"
+
+
+@pytest.fixture(scope="module")
+def minilm() -> tuple[BertEncoder, WordPieceTokenizer]:
+    return load_minilm().eval(), WordPieceTokenizer.minilm()
+
+
+def scifact_texts(n: int) -> list[str]:
+    if not DATA.is_dir():
+        pytest.skip("../shared/data is not present")
+    with open(DATA / "scifact" / "corpus.jsonl") as f:
+        return [json.loads(next(f))["text"] for _ in range(n)]
+
+
+def test_loads_offline_with_the_known_shape(minilm):
+    model, tok = minilm
+    c = model.config
+    assert (c.num_layers, c.hidden_size, c.num_heads, c.vocab_size) == (6, 384, 12, 30522)
+    assert tok.vocab_size == 30522 and (tok.pad_id, tok.cls_id, tok.sep_id) == (0, 101, 102)
+    emb = sentence_embeddings(model, tok, ["A man is eating food."])
+    assert emb.shape == (1, 384)
+    torch.testing.assert_close(emb.norm(dim=-1), torch.ones(1))
+
+
+def test_similar_sentences_are_closer_than_dissimilar(minilm):
+    model, tok = minilm
+    e = sentence_embeddings(model, tok, [
+        "A man is eating food.",
+        "A man is eating a piece of bread.",
+        "The stock market fell sharply on Monday.",
+    ])
+    sim = e @ e.T
+    assert sim[0, 1] > sim[0, 2] + 0.3
+    assert sim[0, 1] > sim[1, 2] + 0.3
+
+
+def test_tokenizer_matches_the_shipped_tokenizer_json():
+    from tokenizers import Tokenizer
+
+    reference = Tokenizer.from_file(str(minilm_model_dir() / "tokenizer.json"))
+    reference.no_truncation()
+    reference.no_padding()
+    tok = WordPieceTokenizer.minilm()
+    for text in scifact_texts(5) + ["Héllo wörld, it's 3.5 km!", "IL-2Rα+ T-cells (CD4+)"]:
+        expected = reference.encode(text).ids
+        assert expected[0] == tok.cls_id and expected[-1] == tok.sep_id
+        assert tok.encode(text) == expected[1:-1]
+    ids, offsets = tok.encode_with_offsets("Hello brave world")
+    assert tok.tokens(ids) == ["hello", "brave", "world"] and offsets[1] == (6, 11)
+
+
+def test_batch_and_special_tokens_pack_real_tokens_left():
+    tok = WordPieceTokenizer.minilm()
+    ids = tok.batch(["hello world", "hello"], max_length=8)
+    assert ids.tolist() == [[7592, 2088], [7592, 0]]
+    assert with_special_tokens(ids, 101, 102).tolist() == [[101, 7592, 2088, 102], [101, 7592, 102, 0]]
+    assert tok.batch(["a b c d e"], max_length=3).shape == (1, 3)
+
+
+def test_padding_does_not_change_real_token_vectors(minilm):
+    model, tok = minilm
+    ids = with_special_tokens(tok.batch(["kinase inhibitors reduce tumour growth"], 16), 101, 102)
+    padded = torch.nn.functional.pad(ids, (0, 7))
+    with torch.no_grad():
+        a = model(ids)
+        b = model(padded)
+    torch.testing.assert_close(b[:, : ids.shape[1]], a, atol=1e-5, rtol=1e-5)
+
+
+def test_empty_rows_give_finite_vectors():
+    model = BertEncoder(BertConfig(vocab_size=50, hidden_size=8, num_layers=1, num_heads=2, intermediate_size=16))
+    out = model(torch.zeros(2, 5, dtype=torch.long))
+    assert torch.isfinite(out).all()
+
+
+def test_bad_inputs_raise_user_errors(tmp_path):
+    with pytest.raises(InputError):
+        load_minilm(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 10}))
+    with pytest.raises((InputError, KeyError)):
+        load_minilm(tmp_path)
+    with pytest.raises(InputError):
+        WordPieceTokenizer(tmp_path / "vocab.txt")
+    with pytest.raises(ValueError):
+        BertConfig(hidden_size=10, num_heads=3)
+
+
+@pytest.mark.slow
+def test_matches_sentence_transformers(minilm):
+    """Same vectors as the sentence-transformers pipeline the package ships (if installed)."""
+    st = pytest.importorskip("sentence_transformers")
+    model, tok = minilm
+    texts = scifact_texts(3) + ["A man is eating food."]
+    reference = st.SentenceTransformer(str(minilm_model_dir()), device="cpu").encode(texts, convert_to_tensor=True)
+    torch.testing.assert_close(sentence_embeddings(model, tok, texts), reference.cpu(), atol=1e-5, rtol=1e-4)

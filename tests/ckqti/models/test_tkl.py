@@ -1,0 +1,245 @@
+"""TKL: windowing, packing, region selection, masking, gradient flow and learning on real text."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from ckqti.models.tkl import TKL, Saturation, TKLConfig, join_centres, split_windows, top_regions
+from ckqti.text import Analyzer
+from ckqti.vocab import Vocabulary
+
+DATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "data"
+
+
+def tiny(**kw) -> TKLConfig:
+    base = dict(vocab_size=60, embedding_dim=16, num_layers=1, num_heads=2, ff_dim=12, max_doc_length=400)
+    base.update(kw)
+    return TKLConfig(**base)
+
+
+def random_batch(q: int = 5, d: int = 230, vocab: int = 60) -> tuple[torch.Tensor, torch.Tensor]:
+    """4 queries and documents of 230, 83, 7 and 78 tokens."""
+    g = torch.Generator().manual_seed(2)
+    qi = torch.randint(2, vocab, (4, q), generator=g)
+    di = torch.randint(2, vocab, (4, d), generator=g)
+    qi[1, 2:] = 0
+    di[1, 83:] = 0  # 83 % 40 = 3: the case where the reference formula drops the tail
+    di[2, 7:] = 0
+    di[3, 78:] = 0  # the third window's left overlap is real, its centre is padding
+    return qi, di
+
+
+def reference_windows(x: torch.Tensor, chunk: int = 40, overlap: int = 5) -> torch.Tensor:
+    """The reference code's padding formula and unfold, for comparison."""
+    n = x.shape[1]
+    pad = chunk + 2 * overlap - ((n - overlap) % chunk) if n > overlap else chunk + overlap - n
+    return nn.functional.pad(x, (overlap, pad)).unfold(1, chunk + 2 * overlap, chunk)
+
+
+@pytest.mark.parametrize("length", [1, 5, 6, 39, 40, 41, 44, 45, 79, 80, 83, 84, 85, 2000])
+def test_window_centres_concatenate_to_the_original_order(length):
+    x = torch.arange(1, length + 1).unsqueeze(0)  # [1, L], ids 1..L
+    w = split_windows(x, 40, 5)
+    assert w.shape == (1, -(-length // 40), 50)
+    joined = join_centres(w, 5)
+    assert torch.equal(joined[0, :length], x[0])
+    assert torch.count_nonzero(joined[0, length:]) == 0
+    # each window's context is the neighbouring tokens of the original sequence
+    for i in range(w.shape[1]):
+        lo = i * 40 - 5
+        expect = [t if 1 <= t <= length else 0 for t in range(lo + 1, lo + 51)]
+        assert w[0, i].tolist() == expect
+    if length > 5 and length % 40 in (1, 2, 3, 4):  # the reference makes one window too few
+        assert reference_windows(x).shape[1] == w.shape[1] - 1
+    else:
+        assert torch.equal(reference_windows(x), w)
+
+
+def test_config_is_validated_and_round_trips():
+    with pytest.raises(ValueError):
+        tiny(saturation="tanh")
+    with pytest.raises(ValueError):
+        tiny(chunk_size=0)
+    saved = json.loads(json.dumps(dataclasses.asdict(tiny(saturation="log"))))
+    assert TKLConfig(**saved) == tiny(saturation="log")
+
+
+def test_vector_windows_keep_feature_dims():
+    x = torch.randn(2, 93, 3)
+    w = split_windows(x, 40, 5)
+    assert w.shape == (2, 3, 50, 3)
+    torch.testing.assert_close(join_centres(w, 5)[:, :93], x)
+
+
+def test_output_shape_and_finite():
+    torch.manual_seed(0)
+    model = TKL(tiny())
+    q, d = random_batch()
+    s = model(q, d)
+    assert s.shape == (4,)
+    assert torch.isfinite(s).all()
+    empty = model(q[:1], torch.zeros(1, 50, dtype=torch.long))
+    assert empty.item() == 0.0
+
+
+def test_all_padding_windows_never_reach_the_encoder():
+    torch.manual_seed(0)
+    model = TKL(tiny())
+    q, d = random_batch()
+    d = nn.functional.pad(d, (0, 170))  # 400 tokens: 10 windows per document
+    seen = []
+
+    def hook(module, args, kwargs):
+        seen.append((args[0].shape[0], kwargs["src_key_padding_mask"]))
+
+    model.contextualizer.register_forward_pre_hook(hook, with_kwargs=True)
+    model(q, d)
+    assert seen[0][0] == 4  # the queries
+    rows, ignore = seen[1]
+    lengths = (d != 0).sum(1).tolist()  # 230, 83, 7, 78
+    assert rows == sum(-(-n // 40) for n in lengths) == 6 + 3 + 1 + 2
+    real = ~ignore[:, 5:45]  # the centre of every encoded window
+    assert real.any(1).all()
+
+
+def test_packed_and_unpacked_give_the_same_scores():
+    torch.manual_seed(0)
+    packed = TKL(tiny()).eval()
+    unpacked = TKL(dataclasses.replace(tiny(), pack_windows=False)).eval()
+    unpacked.load_state_dict(packed.state_dict())
+    q, d = random_batch()
+    d = nn.functional.pad(d, (0, 170))
+    with torch.no_grad():
+        a, b = packed.explain(q, d), unpacked.explain(q, d)
+    torch.testing.assert_close(a.score, b.score, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(a.topography, b.topography, atol=1e-5, rtol=1e-5)
+
+
+def test_padding_invariance():
+    torch.manual_seed(0)
+    model = TKL(tiny()).eval()
+    q, d = random_batch()
+    with torch.no_grad():
+        base = model(q, d)
+        padded = model(nn.functional.pad(q, (0, 3)), nn.functional.pad(d, (0, 111)))
+        alone = model(q[1:2, :2], d[1:2, :83])
+    torch.testing.assert_close(padded, base, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(alone, base[1:2], atol=1e-5, rtol=1e-5)
+
+
+def test_top_regions_on_hand_built_topography():
+    scores = torch.tensor([[0.0, 5.0, 1.0, 0.0, 0.0, 4.0, 0.0, 3.0, 9.0, 0.0]])
+    valid = torch.ones_like(scores, dtype=torch.bool)
+    picks, found = top_regions(scores, valid, 3, exclusion=3)
+    assert picks[0].tolist() == [8, 1, 5] and found.all()
+    valid[0, 5] = False  # now 4.0 is not a window; 7 is within 3 of 8
+    picks, found = top_regions(scores, valid, 3, exclusion=3)
+    assert picks[0, :2].tolist() == [8, 1] and found[0].tolist() == [True, True, True]
+    picks, found = top_regions(scores, valid, 3, exclusion=6)
+    assert picks[0, :2].tolist() == [8, 1] and found[0].tolist() == [True, True, False]
+
+
+def test_region_values_take_neighbours_inside_the_document_only():
+    model = TKL(tiny())
+    topo = torch.tensor([[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 0.0, 0.0]])
+    valid = torch.tensor([[True] * 6 + [False] * 2])
+    picks, found = torch.tensor([[5, 0, 2]]), torch.tensor([[True, True, False]])
+    values = model._region_values(topo, valid, picks, found)
+    # order: picks, picks - 1, picks + 1, picks - 2, picks + 2; a failed pick gives zeros
+    assert values.tolist() == [[6.0, 1.0, 0.0, 5.0, 0.0, 0.0, 0.0, 2.0, 0.0, 4.0, 0.0, 0.0, 0.0, 3.0, 0.0]]
+
+
+def test_selected_regions_never_overlap_and_match_the_topography():
+    torch.manual_seed(0)
+    model = TKL(tiny()).eval()
+    g = torch.Generator().manual_seed(5)
+    q = torch.randint(2, 60, (6, 4), generator=g)
+    d = torch.randint(2, 60, (6, 400), generator=g)
+    d[3, 70:] = 0
+    with torch.no_grad():
+        e = model.explain(q, d)
+    assert e.region_starts.shape == (6, 3) and e.region_length == 30
+    for b in range(6):
+        starts = [s for s, ok in zip(e.region_starts[b].tolist(), e.region_valid[b].tolist()) if ok]
+        assert (e.region_starts[b, len(starts):] == -1).all()
+        if len(starts) < 3:  # only when every window lies within 15 windows of a pick (row 3: 70 tokens)
+            windows = e.window_valid[b].nonzero().flatten().tolist()
+            assert all(any(abs(w - s // 2) < 15 for s in starts) for w in windows)
+        assert len(starts) == 3 or b == 3
+        for i, s in enumerate(starts):
+            assert 0 <= s < e.doc_lengths[b] and s % 2 == 0
+            assert e.region_scores[b, i] == e.topography[b, s // 2]
+            for t in starts[i + 1:]:
+                assert abs(s - t) >= 30  # [s, s + 30) and [t, t + 30) are disjoint
+        best = e.topography[b].masked_fill(~e.window_valid[b], float("-inf")).max()
+        assert e.region_scores[b, 0] == best
+
+
+def test_saturation_starts_close_to_log():
+    torch.manual_seed(0)
+    sat = Saturation(8, "embedding")
+    x = torch.tensor([0.5, 1.0, 5.0, 20.0]).view(1, 1, 1, 4)
+    out = sat(x, torch.randn(1, 1, 8), torch.tensor([[17.0]]))
+    torch.testing.assert_close(out, torch.log(x), atol=0.1, rtol=0.0)
+
+
+@pytest.mark.parametrize("saturation", ["embedding", "linear", "log"])
+def test_gradients_reach_every_trainable_parameter(saturation):
+    torch.manual_seed(0)
+    model = TKL(tiny(saturation=saturation))
+    q, d = random_batch()
+    model(q, d).sum().backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and torch.count_nonzero(p.grad) > 0, name
+
+
+def long_scifact_batch(n: int, doc_len: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """Queries; their relevant abstract followed by unrelated abstracts; unrelated abstracts only."""
+    if not DATA.is_dir():
+        pytest.skip("../shared/data is not present")
+    sf = DATA / "scifact"
+    queries = {d["_id"]: d["text"] for d in map(json.loads, (sf / "queries.jsonl").read_text().splitlines())}
+    qrels = [line.split("\t")[:2] for line in (sf / "qrels" / "train.tsv").read_text().splitlines()[1: 4 * n]]
+    pairs = list(dict(qrels).items())[:n]
+    corpus = [d for d, _ in zip(map(json.loads, (sf / "corpus.jsonl").read_text().splitlines()), range(400))]
+    rel = {d: None for _, d in pairs}
+    for doc in map(json.loads, (sf / "corpus.jsonl").read_text().splitlines()):
+        if doc["_id"] in rel:
+            rel[doc["_id"]] = f"{doc['title']} {doc['text']}"
+    an = Analyzer()
+    filler = [t for doc in corpus[:60] for t in an(doc["text"])]
+    qs = [an(queries[q]) for q, _ in pairs]
+    pos = [(an(rel[d]) + filler)[:doc_len] for _, d in pairs]
+    neg = [filler[i * 50:][:doc_len] for i in range(n)]
+    vocab = Vocabulary.build(qs + pos + neg)
+
+    def ids(texts: list[list[str]]) -> torch.Tensor:
+        out = torch.zeros(len(texts), max(map(len, texts)), dtype=torch.long)
+        for i, t in enumerate(texts):
+            out[i, : len(t)] = torch.tensor(vocab.ids(t))
+        return out
+
+    return ids(qs), ids(pos), ids(neg), len(vocab)
+
+
+def test_adam_lowers_margin_loss_on_long_scifact_documents():
+    q, dp, dn, v = long_scifact_batch(6, 300)
+    torch.manual_seed(0)
+    model = TKL(TKLConfig(vocab_size=v, embedding_dim=32, num_layers=1, num_heads=4, ff_dim=32))
+    opt = torch.optim.Adam(model.parameter_groups(lr_encoder=1e-3, lr_rest=1e-2))
+
+    def loss() -> torch.Tensor:
+        return torch.relu(1 - model(q, dp) + model(q, dn)).mean()
+
+    first = loss().item()
+    for _ in range(6):
+        opt.zero_grad()
+        loss().backward()
+        opt.step()
+    assert loss().item() < 0.5 * first

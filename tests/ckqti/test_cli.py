@@ -1,0 +1,91 @@
+"""The CLI is a thin layer: its output equals the API's, and bad input gives one-line errors."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from ckqti import api
+from ckqti.cli import cli
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def test_search_json_equals_api(scifact_index):
+    q = "white matter diffusion imaging"
+    res = invoke("search", q, "--index", scifact_index, "-k", 5, "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    want = api.search(q, scifact_index, k=5)
+    assert [h["docid"] for h in out["hits"]] == [h.docid for h in want.hits]
+    assert [h["score"] for h in out["hits"]] == pytest.approx([h.score for h in want.hits])
+    assert [h["rank"] for h in out["hits"]] == [1, 2, 3, 4, 5]
+
+
+def test_search_prints_rank_docid_score_and_title(scifact_index):
+    res = invoke("search", "white matter", "--index", scifact_index, "-k", 3)
+    assert res.exit_code == 0
+    first = api.search("white matter", scifact_index, k=3).hits[0]
+    line = res.stdout.splitlines()[0].split()
+    assert line[0] == "1" and line[1] == first.docid and float(line[2]) == pytest.approx(first.score, abs=1e-4)
+
+
+def test_search_notices_oov_and_empty_queries(scifact_index):
+    res = invoke("search", "qqzzxx white", "--index", scifact_index)
+    assert res.exit_code == 0 and "skipped: qqzzxx" in res.stderr
+    res = invoke("search", "the of and", "--index", scifact_index)
+    assert res.exit_code != 0 and "no searchable terms" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
+def test_run_and_eval_on_real_queries(tmp_path, scifact_index, data_dir):
+    run = tmp_path / "run.trec"
+    res = invoke("run", "--index", scifact_index, "--queries", data_dir / "scifact" / "queries.jsonl",
+                 "--out", run, "-k", 100, "--threads", 2)
+    assert res.exit_code == 0, res.output
+    lines = run.read_text().splitlines()
+    assert len(lines[0].split()) == 6
+    res = invoke("eval", run, data_dir / "scifact" / "qrels" / "test.tsv")
+    assert res.exit_code == 0, res.output
+    assert "nDCG@10" in res.stdout
+
+
+BAD_INPUTS = {
+    "malformed.tsv": (b"d1\tfine text\nd2\n", "malformed.tsv:2"),
+    "bad.jsonl": (b'{"_id": "a", "text": "x"}\n{not json\n', "bad.jsonl:2"),
+    "corpus.xyz": (b"whatever\n", "corpus.xyz"),
+    "empty.tsv": (b"", "empty.tsv"),
+    "dups.tsv": (b"d1\tone\nd2\ttwo\nd1\tthree\n", "dups.tsv:3"),
+    "utf8.tsv": (b"d1\tok\nd2\tbad \xff\xfe bytes\n", "utf8.tsv:2"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_INPUTS))
+def test_bad_corpus_gives_one_line_error_and_no_index(tmp_path, name):
+    content, where = BAD_INPUTS[name]
+    corpus = tmp_path / name
+    corpus.write_bytes(content)
+    out = tmp_path / "idx"
+    res = invoke("index", corpus, "--out", out, "--model", "ndrm2")
+    assert res.exit_code != 0
+    msg = res.output.strip().splitlines()
+    assert len(msg) == 1 and where in msg[0] and "Traceback" not in res.output
+    assert not out.exists() and not (tmp_path / "idx.partial").exists()
+
+
+def test_gzip_corpus_indexes_like_plain(tmp_path, scifact_small):
+    gz = tmp_path / "corpus.jsonl.gz"
+    gz.write_bytes(gzip.compress(scifact_small.read_bytes()))
+    res = invoke("index", gz, "--out", tmp_path / "idx", "--model", "ndrm2", "--shard-size", 400)
+    assert res.exit_code == 0, res.output
+    assert "600 documents" in res.stdout and "2 shard(s)" in res.stdout
+
+
+def test_missing_index_is_a_clear_error(tmp_path):
+    res = invoke("search", "x", "--index", tmp_path / "nope")
+    assert res.exit_code != 0 and "no such index directory" in res.output

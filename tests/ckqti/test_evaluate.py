@@ -1,0 +1,263 @@
+"""Measures on hand-computed examples, agreement with trec_eval, query handling, significance, tables."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import pytrec_eval
+from scipy import stats
+
+from ckqti.errors import InputError
+from ckqti.evaluate import (
+    DEFAULT_MEASURES,
+    EvalResult,
+    evaluate,
+    evaluate_files,
+    format_table,
+    ncg_at_k,
+    paired_ttest,
+    parse_measure,
+    wilcoxon,
+)
+from indexer.readers import read_corpus, read_qrels
+from retriever.runs import trec_order, write_run
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / ".." / "shared" / "data"
+
+# One query, three documents, graded: d1 grade 2, d2 judged non-relevant, d3 grade 1.
+QRELS = {"q1": {"d1": 2, "d2": 0, "d3": 1}}
+RUN = {"q1": {"d3": 3.0, "d1": 2.0, "d2": 1.0}}
+
+
+def test_hand_computed_three_document_example():
+    result = evaluate(RUN, QRELS, ["nDCG@10", "nDCG@1", "RR@10", "AP@100", "P@10", "R@100", "NCG@100", "NCG@1"])
+    dcg = 1 / math.log2(2) + 2 / math.log2(3)  # d3 (gain 1) at rank 1, d1 (gain 2) at rank 2
+    ideal = 2 / math.log2(2) + 1 / math.log2(3)
+    expected = {
+        "nDCG@10": dcg / ideal,  # 0.8597
+        "nDCG@1": 1 / 2,
+        "RR@10": 1.0,
+        "AP@100": (1 / 1 + 2 / 2) / 2,
+        "P@10": 2 / 10,
+        "R@100": 1.0,
+        "NCG@100": (1 + 2) / (2 + 1),
+        "NCG@1": 1 / 2,
+    }
+    assert result.mean == pytest.approx(expected)
+    assert result.by_query == {"q1": pytest.approx(expected)}
+    assert round(result.mean["nDCG@10"], 4) == 0.8597
+
+
+def test_rel_level_changes_binary_measures_only():
+    result = evaluate(RUN, QRELS, ["nDCG@10", "RR@10", "AP@100", "P@10", "R@100", "NCG@100"], rel_level=2)
+    assert result.mean == pytest.approx(
+        {
+            "nDCG@10": evaluate(RUN, QRELS, ["nDCG@10"]).mean["nDCG@10"],
+            "RR@10": 1 / 2,  # only d1 counts, at rank 2
+            "AP@100": (1 / 2) / 1,
+            "P@10": 1 / 10,
+            "R@100": 1.0,
+            "NCG@100": 1.0,
+        }
+    )
+
+
+def test_rel_level_reaches_recall():
+    only_d3 = {"q1": {"d3": 1.0}}  # grade 1 retrieved, grade 2 missed
+    assert evaluate(only_d3, QRELS, ["R@100"]).mean["R@100"] == pytest.approx(1 / 2)
+    assert evaluate(only_d3, QRELS, ["R@100"], rel_level=2).mean["R@100"] == 0.0
+
+
+def test_ncg_at_k():
+    gains = {"a": 3, "b": 1, "c": 2, "n": 0, "neg": -1}
+    assert ncg_at_k(["b", "x", "a"], gains, 2) == pytest.approx(1 / (3 + 2))
+    assert ncg_at_k(["b", "x", "a"], gains, 3) == pytest.approx((1 + 3) / (3 + 2 + 1))
+    assert ncg_at_k(["c", "a", "b"], gains, 3) == 1.0  # order inside the cutoff does not matter
+    assert ncg_at_k(["neg", "n"], gains, 10) == 0.0
+    assert ncg_at_k(["a"], gains, None) == pytest.approx(3 / 6)
+    assert ncg_at_k(["a"], {"a": 0}, 10) == 0.0  # no positive gain: 0, not a division by zero
+
+
+def test_missing_unjudged_and_empty_queries():
+    qrels = {**QRELS, "q2": {"x": 1}, "q4": {}}
+    run = {**RUN, "q3": {"y": 1.0}, "q2": {}}
+    result = evaluate(run, qrels)
+    assert list(result.by_query) == ["q1", "q2"]  # q4 has no judgements: excluded
+    assert result.num_queries == 2
+    assert result.by_query["q2"] == dict.fromkeys(DEFAULT_MEASURES, 0.0)  # judged, no results: 0 (trec_eval -c)
+    assert result.missing == ("q2",) and result.unjudged == ("q3",)
+    single = evaluate(RUN, QRELS)
+    assert result.mean == pytest.approx({m: v / 2 for m, v in single.mean.items()})
+
+
+def test_query_without_relevant_document_counts_as_zero():
+    result = evaluate({"q": {"a": 1.0}}, {"q": {"a": 0}}, ["nDCG@10", "RR@10", "NCG@100"])
+    assert result.mean == {"nDCG@10": 0.0, "RR@10": 0.0, "NCG@100": 0.0} and result.num_queries == 1
+
+
+def test_ties_are_broken_alike_by_every_measure():
+    """ir_measures' default provider mix would give RR 1.0 here but nDCG as if 'a' were second."""
+    result = evaluate({"q": {"a": 1.0, "b": 1.0}}, {"q": {"a": 1}}, ["RR@10", "nDCG@10", "NCG@1"])
+    assert result.mean == pytest.approx({"RR@10": 0.5, "nDCG@10": 1 / math.log2(3), "NCG@1": 0.0})
+
+
+def test_rr_cutoff_counts_only_the_top_k():
+    run = {"q": {f"d{i:02d}": 100.0 - i for i in range(1, 31)}}  # d01 ranked first ... d30 last
+    at_11 = evaluate(run, {"q": {"d11": 1}}, ["RR@10", "RR@11", "RR"]).mean
+    assert at_11 == pytest.approx({"RR@10": 0.0, "RR@11": 1 / 11, "RR": 1 / 11})
+
+
+def test_run_as_ranked_lists():
+    as_lists = {q: sorted(docs.items()) for q, docs in RUN.items()}
+    assert evaluate(as_lists, QRELS).mean == evaluate(RUN, QRELS).mean
+
+
+def test_measure_names_and_bad_arguments():
+    assert parse_measure("MRR@10").family == "RR" and parse_measure("MAP@100").family == "AP"
+    assert parse_measure("nDCG").cutoff is None
+    assert evaluate(RUN, QRELS, ["MRR@10"]).mean == {"MRR@10": 1.0}
+    for bad in ("BLEU@4", "nDCG@0", "nDCG@x"):
+        with pytest.raises(InputError):
+            parse_measure(bad)
+    with pytest.raises(InputError):
+        evaluate(RUN, QRELS, rel_level=0)
+    with pytest.raises(InputError):
+        evaluate(RUN, {"q": {}})
+    for twice in (["P@10", "P@10"], ["AP@100", "MAP@100"]):
+        with pytest.raises(InputError):
+            evaluate(RUN, QRELS, twice)
+
+
+def scifact_run(seed: int) -> tuple[dict, dict]:
+    """A random run over SciFact's test queries: the relevant docs plus 150 random ones, scores on a coarse grid (ties)."""
+    qrels = read_qrels(DATA / "scifact" / "qrels" / "test.tsv")
+    docids = [d.docid for d in read_corpus(DATA / "scifact" / "corpus.jsonl")]
+    rng = random.Random(seed)
+    run = {}
+    for qid, judged in qrels.items():
+        candidates = set(judged) | set(rng.sample(docids, 150))
+        run[qid] = {d: rng.randint(0, 20) / 10 for d in sorted(candidates)}
+    return run, qrels
+
+
+def test_agrees_with_trec_eval_on_real_qrels():
+    run, qrels = scifact_run(seed=7)
+    result = evaluate(run, qrels, ["nDCG@10", "P@10", "AP@100", "R@100", "RR@10", "NCG@100"])
+    direct = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "P.10", "map_cut.100", "recall.100"}).evaluate(run)
+    names = {"nDCG@10": "ndcg_cut_10", "P@10": "P_10", "AP@100": "map_cut_100", "R@100": "recall_100"}
+    for qid, scores in result.by_query.items():
+        for ours, theirs in names.items():
+            assert scores[ours] == pytest.approx(direct[qid][theirs], abs=1e-12)
+        ranked = [d for d, _ in trec_order(run[qid])][:10]
+        first = next((i for i, d in enumerate(ranked, 1) if qrels[qid].get(d, 0) >= 1), None)
+        assert scores["RR@10"] == pytest.approx(1 / first if first else 0.0)
+        # Binary judgements, at most 100 relevant per query: NCG@100 is recall@100.
+        assert scores["NCG@100"] == pytest.approx(scores["R@100"])
+    assert 0.0 < result.mean["nDCG@10"] < 1.0
+
+
+def test_paired_ttest_on_known_vectors():
+    a, b = [1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 5.0, 9.0]  # differences 1, 2, 2, 5: mean 2.5, sd sqrt(3)
+    result = paired_ttest(a, b)
+    t = 2.5 / (math.sqrt(3) / math.sqrt(4))
+    assert result.statistic == pytest.approx(t)
+    assert result.p_value == pytest.approx(2 * stats.t.sf(t, df=3))
+    assert (result.mean_delta, result.n, result.test) == (2.5, 4, "t-test")
+    assert paired_ttest(b, a).statistic == pytest.approx(-t)
+    reference = stats.ttest_rel(b, a)
+    assert (result.statistic, result.p_value) == pytest.approx((reference.statistic, reference.pvalue))
+
+
+def test_wilcoxon_on_known_vectors():
+    a, b = [0.0] * 5, [1.0, 2.0, 3.0, 4.0, 5.0]  # all differences positive: W = 0, exact p = 2 / 2**5
+    result = wilcoxon(a, b)
+    assert (result.statistic, result.p_value, result.mean_delta, result.n) == (0.0, pytest.approx(0.0625), 3.0, 5)
+    rng = random.Random(3)
+    x = [rng.random() for _ in range(30)]
+    y = [v + rng.gauss(0.05, 0.1) for v in x]
+    reference = stats.wilcoxon(y, x)
+    assert (wilcoxon(x, y).statistic, wilcoxon(x, y).p_value) == pytest.approx((reference.statistic, reference.pvalue))
+
+
+def test_significance_on_mappings_and_degenerate_input():
+    a, b = {"q1": 0.1, "q2": 0.5, "q3": 0.2}, {"q3": 0.3, "q1": 0.4, "q2": 0.5}  # aligned by qid, not by order
+    assert paired_ttest(a, b).mean_delta == pytest.approx((0.3 + 0.0 + 0.1) / 3)
+    same = paired_ttest(a, dict(a))
+    assert (same.statistic, same.p_value, same.mean_delta) == (0.0, 1.0, 0.0)
+    assert wilcoxon(a, dict(a)).p_value == 1.0
+    with pytest.raises(ValueError):
+        paired_ttest(a, {"q1": 0.1, "q2": 0.5})
+    with pytest.raises(ValueError):
+        wilcoxon([1.0, 2.0], [1.0])
+    one = paired_ttest([1.0], [2.0])
+    assert math.isnan(one.statistic) and math.isnan(one.p_value) and (one.mean_delta, one.n) == (1.0, 1)
+    constant = paired_ttest([0.0, 0.1, 0.2], [0.5, 0.6, 0.7])  # zero variance of the differences
+    assert constant.mean_delta == pytest.approx(0.5) and constant.p_value < 0.05
+
+
+def test_format_table_plain_and_markdown():
+    rows = [["bm25", "0.5000"], ["a-longer-name", "1.0000"]]
+    assert format_table(["run", "nDCG@10"], rows) == (
+        "run            nDCG@10\nbm25            0.5000\na-longer-name   1.0000"
+    )
+    assert format_table(["run", "nDCG@10"], rows, markdown=True).splitlines() == [
+        "| run           | nDCG@10 |",
+        "|---------------|--------:|",
+        "| bm25          |  0.5000 |",
+        "| a-longer-name |  1.0000 |",
+    ]
+
+
+def test_evaluate_files_with_comparison(tmp_path):
+    qrels_path = DATA / "vaswani" / "qrels"
+    qrels = read_qrels(qrels_path)
+    rng = random.Random(5)
+    good = {q: [(d, 1.0 + rng.random()) for d in docs] + [("1", 0.5)] for q, docs in list(qrels.items())[:60]}
+    poor = {q: [("1", 2.0)] + [(d, rng.random()) for d in docs][:2] for q, docs in qrels.items()}
+    write_run(tmp_path / "good.run", good, "good")
+    write_run(tmp_path / "poor.run", poor, "poor")
+    report = evaluate_files(tmp_path / "good.run", qrels_path, per_query=True, compare=tmp_path / "poor.run")
+    assert report.names == ("good.run", "poor.run")
+    first, second = report.results
+    assert first.num_queries == second.num_queries == 93 and len(first.missing) == 33
+    assert first.mean["R@100"] == pytest.approx(60 / 93)  # every relevant doc of 60 queries retrieved
+    nd = next(c for c in report.comparisons if c.measure == "nDCG@10")
+    assert nd.ttest.mean_delta == pytest.approx(second.mean["nDCG@10"] - first.mean["nDCG@10"])
+    assert nd.ttest.p_value == pytest.approx(
+        stats.ttest_rel(list(second.values("nDCG@10").values()), list(first.values("nDCG@10").values())).pvalue
+    )
+    text = report.table()
+    assert "delta (poor.run - good.run)" in text and "paired t-test p" in text and "Wilcoxon p" in text
+    assert sum(line.startswith("good.run ") for line in text.splitlines()) == 93 + 1  # per query, then the mean
+    assert f"{first.mean['nDCG@10']:.4f}" in text
+    assert sum(line.startswith("|---") for line in report.table(markdown=True).splitlines()) == 2
+    assert json.loads(json.dumps(report.to_dict()))["runs"]["good.run"]["queries"] == 93
+
+
+def test_evaluate_files_names_bad_input(tmp_path):
+    run = tmp_path / "r.run"
+    run.write_text("1 Q0 d 1 1.0 t\n1 Q0 e x 0.5 t\n")
+    with pytest.raises(InputError, match=r"r\.run:2: "):
+        evaluate_files(run, DATA / "vaswani" / "qrels")
+
+
+def test_result_table_for_one_run():
+    text = EvalResult(("P@10",), {"P@10": 0.25}, {"q": {"P@10": 0.25}}).table(name="mine")
+    assert text.splitlines()[:2] == ["run   queries    P@10", "mine        1  0.2500"]
+
+
+def test_import_starts_no_java_and_no_torch():
+    code = (
+        "import sys; import ckqti.evaluate as e; "
+        "e.evaluate({'q': {'a': 1.0}}, {'q': {'a': 1}}); "
+        "print([m for m in ('torch', 'jnius', 'jpype', 'pyserini') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

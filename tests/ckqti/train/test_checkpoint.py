@@ -1,0 +1,164 @@
+import numpy as np
+import pytest
+import torch
+
+from ckqti.errors import CkqtiError
+from ckqti.models.ndrm import NDRMConfig, build_ndrm
+from ckqti.train.checkpoint import (
+    adapt_to_vocabulary,
+    load_checkpoint,
+    load_for_indexing,
+    round_embeddings,
+    save_checkpoint,
+)
+from ckqti.train.data import load_collection, pad_rows
+from ckqti.train.losses import ranknet_loss
+from ckqti.vocab import Vocabulary
+
+from .conftest import TINY_MODEL
+
+
+@pytest.fixture(scope="module")
+def collection(tiny_scifact):
+    return load_collection(tiny_scifact["corpus"])
+
+
+def trained(collection, variant: str) -> torch.nn.Module:
+    """A tiny model after 3 optimiser steps (BatchScale means and BatchNorm statistics are no longer at init)."""
+    torch.manual_seed(0)
+    model = build_ndrm(NDRMConfig(vocab_size=len(collection.vocab), variant=variant, **TINY_MODEL), collection.vocab)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    query = pad_rows([collection.doc(i)[:6] for i in range(8)]).repeat_interleave(2, 0)  # [16, 6]
+    docs = pad_rows([collection.doc(j) for i in range(8) for j in (i, i + 8)], 120)  # [16, L]
+    labels = torch.tensor([[1, 0]] * 8)
+    for _ in range(3):
+        loss = ranknet_loss(model(query, docs).view(8, 2), labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return model.eval()
+
+
+def batch(collection, rows=range(20, 26)):
+    query = pad_rows([collection.doc(i)[3:9] for i in rows])
+    docs = pad_rows([collection.doc(i) for i in rows], 120)
+    return query, docs
+
+
+@pytest.mark.parametrize("variant", ["ndrm1", "ndrm2", "ndrm3"])
+def test_round_trip_scores_identically(tmp_path, collection, variant):
+    model = trained(collection, variant)
+    ckpt = save_checkpoint(tmp_path / "m.pt", model, variant, model.config.to_dict(), collection.vocab,
+                           collection.analyzer, {"note": "test"})
+    loaded = load_checkpoint(tmp_path / "m.pt")
+    assert loaded.id == ckpt.id and loaded.id.startswith(variant + "-") and len(loaded.id) == len(variant) + 13
+    assert loaded.vocab.terms == collection.vocab.terms and loaded.meta == {"note": "test"}
+    q, d = batch(collection)
+    with torch.no_grad():
+        assert torch.equal(loaded.build()(q, d), model(q, d))
+
+
+def test_id_depends_on_weights_not_metadata(tmp_path, collection):
+    model = trained(collection, "ndrm3")
+    args = (model, "ndrm3", model.config.to_dict(), collection.vocab, collection.analyzer)
+    a = save_checkpoint(tmp_path / "a.pt", *args, {"epoch": 1})
+    b = save_checkpoint(tmp_path / "b.pt", *args, {"epoch": 2})
+    with torch.no_grad():
+        model.combine.linear.bias.add_(1.0)
+    c = save_checkpoint(tmp_path / "c.pt", *args)
+    assert a.id == b.id != c.id
+
+
+def test_float16_embeddings_halve_the_file_and_score_as_saved(tmp_path, collection):
+    model = trained(collection, "ndrm3")
+    args = (model, "ndrm3", model.config.to_dict(), collection.vocab, collection.analyzer)
+    full = save_checkpoint(tmp_path / "full.pt", *args)
+    round_embeddings(model, "float16")
+    half = save_checkpoint(tmp_path / "half.pt", *args, embedding_dtype="float16")
+    assert half.id != full.id
+    assert half.state_dict["latent.embedding.weight"].dtype == torch.float16
+    emb_bytes = model.latent.embedding.weight.numel() * 2
+    assert (tmp_path / "full.pt").stat().st_size - (tmp_path / "half.pt").stat().st_size >= 0.9 * emb_bytes
+    q, d = batch(collection)
+    with torch.no_grad():
+        assert torch.equal(load_checkpoint(tmp_path / "half.pt").build()(q, d), model(q, d))
+
+
+def test_damaged_or_foreign_files_are_refused(tmp_path, collection):
+    model = trained(collection, "ndrm2")
+    save_checkpoint(tmp_path / "m.pt", model, "ndrm2", model.config.to_dict(), collection.vocab, collection.analyzer)
+    raw = (tmp_path / "m.pt").read_bytes()
+    (tmp_path / "cut.pt").write_bytes(raw[: len(raw) // 2])
+    torch.save({"weights": torch.zeros(3)}, tmp_path / "foreign.pt")
+    (tmp_path / "text.pt").write_text("hello")
+    for name in ("cut.pt", "foreign.pt", "text.pt", "missing.pt"):
+        with pytest.raises(CkqtiError, match=name):
+            load_checkpoint(tmp_path / name)
+
+
+def test_altered_weights_fail_the_hash(tmp_path, collection):
+    model = trained(collection, "ndrm2")
+    save_checkpoint(tmp_path / "m.pt", model, "ndrm2", model.config.to_dict(), collection.vocab, collection.analyzer)
+    payload = torch.load(tmp_path / "m.pt", weights_only=True)
+    payload["state_dict"]["length_weight"] += 1.0
+    torch.save(payload, tmp_path / "m.pt")
+    with pytest.raises(CkqtiError, match="hash"):
+        load_checkpoint(tmp_path / "m.pt")
+
+
+def permuted(vocab: Vocabulary, seed: int) -> tuple[Vocabulary, np.ndarray]:
+    """The same terms and statistics under other ids; returns it and ``old id -> new id``."""
+    order = np.concatenate([[0, 1], 2 + np.random.default_rng(seed).permutation(len(vocab) - 2)])
+    new = Vocabulary([vocab.terms[i] for i in order], vocab.df[order], vocab.cf[order], vocab.num_docs,
+                     vocab.total_terms)
+    old_to_new = np.empty(len(vocab), dtype=np.int64)
+    old_to_new[order] = np.arange(len(vocab))
+    return new, old_to_new
+
+
+def test_corpus_vocabulary_remap_keeps_known_vectors_and_scores(tmp_path, collection):
+    model = trained(collection, "ndrm3")
+    save_checkpoint(tmp_path / "m.pt", model, "ndrm3", model.config.to_dict(), collection.vocab, collection.analyzer)
+    factory, info = load_for_indexing(tmp_path / "m.pt", "cpu")
+    assert info["id"].startswith("ndrm3-") and info["variant"] == "ndrm3" and info["name"] == "m"
+    assert info["analyzer"] == collection.analyzer.to_dict()
+    corpus_vocab, old_to_new = permuted(collection.vocab, 0)
+    adapted = factory(corpus_vocab)
+    assert not adapted.training and adapted.config.vocab_size == len(corpus_vocab)
+    old = model.latent.embedding.weight
+    new = adapted.latent.embedding.weight
+    assert torch.equal(new[torch.from_numpy(old_to_new[2:])], old[2:])
+    q, d = batch(collection)
+    remap = torch.from_numpy(old_to_new)
+    with torch.no_grad():
+        torch.testing.assert_close(adapted(remap[q], remap[d]), model(q, d))
+    assert adapted.explicit.tf_scale.count == model.explicit.tf_scale.count > 0  # BatchScale frozen from training
+
+
+def test_unseen_words_get_embeddings_and_corpus_idf(tmp_path, collection):
+    model = trained(collection, "ndrm3")
+    save_checkpoint(tmp_path / "m.pt", model, "ndrm3", model.config.to_dict(), collection.vocab, collection.analyzer)
+    a, b = collection.vocab.terms[10], collection.vocab.terms[11]  # words the training vocabulary knows
+    assert "zzyzxword" not in collection.vocab and "quantumfoamology" not in collection.vocab
+    docs = [[a, "zzyzxword", b], ["quantumfoamology", b], [a]]
+    corpus_vocab = Vocabulary.build(docs)
+    adapted = adapt_to_vocabulary(load_checkpoint(tmp_path / "m.pt"), corpus_vocab)
+    emb = adapted.latent.embedding.weight
+    assert torch.isfinite(emb).all() and emb[corpus_vocab.id("zzyzxword")].norm() > 0
+    assert torch.equal(emb[corpus_vocab.id(b)], model.latent.embedding.weight[collection.vocab.id(b)])
+    assert torch.allclose(adapted.explicit.idf, torch.as_tensor(corpus_vocab.idf(), dtype=torch.float32))
+    query = torch.tensor([[corpus_vocab.id("zzyzxword"), corpus_vocab.id(b)]] * 3)
+    doc = pad_rows([np.asarray(corpus_vocab.ids(t)) for t in docs])
+    with torch.no_grad():
+        assert torch.isfinite(adapted(query, doc)).all()
+
+
+def test_the_project_loader_uses_checkpoints(tmp_path, collection):
+    from ckqti.models.loading import load_qti_model
+
+    model = trained(collection, "ndrm2")
+    ckpt = save_checkpoint(tmp_path / "m.pt", model, "ndrm2", model.config.to_dict(), collection.vocab,
+                           collection.analyzer)
+    factory, info = load_qti_model(str(tmp_path / "m.pt"), "cpu")
+    assert info["id"] == ckpt.id
+    assert factory(collection.vocab).length_weight.item() == model.length_weight.item()

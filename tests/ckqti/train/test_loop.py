@@ -1,0 +1,105 @@
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from ckqti.errors import CkqtiError
+from ckqti.train import TrainConfig, train
+from ckqti.train.checkpoint import load_checkpoint, load_for_indexing
+from ckqti.train.data import load_collection
+from ckqti.train.loop import build_model, epoch_examples, prepare_data, train_step
+from ckqti.train.losses import ranknet_loss
+from ckqti.train.sampling import DOCS_PER_EXAMPLE
+
+from .conftest import TINY_MODEL
+
+CONFIG = TrainConfig(model="ndrm3", epochs=2, batch_size=8, lr=3e-3, embeddings="random", dev_fraction=0.25,
+                     dev_depth=30, model_options=TINY_MODEL, progress=False, device="cpu")
+
+
+def run(tiny, out, **changes):
+    config = dataclasses.replace(CONFIG, **changes.pop("config", {}))
+    return train(tiny["corpus"], tiny["queries"], tiny["qrels"], out, config, candidates=tiny["candidates"], **changes)
+
+
+def fixed_loss(model, data, examples, doc_terms: int) -> float:
+    from ckqti.train.data import pad_rows
+
+    model.eval()
+    with torch.no_grad():
+        q = pad_rows([data.query_ids[e.qid] for e in examples]).repeat_interleave(DOCS_PER_EXAMPLE, 0)
+        d = pad_rows([data.collection.doc(i) for e in examples for i in e.docs], doc_terms)
+        scores = model(q, d).view(len(examples), DOCS_PER_EXAMPLE)
+        return ranknet_loss(scores, torch.tensor([e.labels for e in examples])).item()
+
+
+def test_a_few_epochs_lower_the_training_loss(tiny_scifact):
+    config = dataclasses.replace(CONFIG, lr=1e-2)
+    coll = load_collection(tiny_scifact["corpus"])
+    data = prepare_data(coll, tiny_scifact["queries"], tiny_scifact["qrels"], config, None, tiny_scifact["candidates"])
+    torch.manual_seed(0)
+    model = build_model(data, config, torch.device("cpu"), init=True)
+    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
+    probe = epoch_examples(data, config, 0)
+    before = fixed_loss(model, data, probe, 120)
+    for epoch in range(3):
+        model.train()
+        examples = epoch_examples(data, config, epoch)
+        for start in range(0, len(examples), config.batch_size):
+            train_step(model, opt, examples[start : start + config.batch_size], data, 120, torch.device("cpu"))
+    after = fixed_loss(model, data, probe, 120)
+    assert after < 0.8 * before
+
+
+def test_training_writes_the_best_epoch_and_a_checkpoint_each_epoch(tmp_path, tiny_scifact):
+    result = run(tiny_scifact, tmp_path / "m.pt")
+    assert result.epochs_run == 2 and len(result.history) == 2 and not result.stopped_early
+    best = max(h["dev_ndcg10"] for h in result.history)
+    assert result.best_dev_ndcg10 == best and result.history[result.best_epoch - 1]["dev_ndcg10"] == best
+    assert all(h["examples"] == 30 and np.isfinite(h["loss"]) for h in result.history)  # 30 train, 10 dev queries
+    ckpt = load_checkpoint(result.out)
+    assert ckpt.id == result.model_id and ckpt.meta["epoch"] == result.best_epoch
+    assert ckpt.meta["dev_ndcg10"] == best and ckpt.meta["dev_queries"] == 10
+    last = load_checkpoint(result.work_dir / "last.pt")
+    assert last.meta["epoch"] == 2 and (result.work_dir / "state.pt").is_file()
+    factory, info = load_for_indexing(result.out)
+    assert info["id"] == result.model_id and not factory(ckpt.vocab).training
+
+
+def test_resume_reaches_the_same_weights_as_an_uninterrupted_run(tmp_path, tiny_scifact):
+    straight = run(tiny_scifact, tmp_path / "a.pt")
+    first = run(tiny_scifact, tmp_path / "b.pt", config={"epochs": 1})
+    assert first.epochs_run == 1
+    resumed = run(tiny_scifact, tmp_path / "b.pt", config={"epochs": 2}, resume=True)
+    assert resumed.epochs_run == 2
+    assert [h["loss"] for h in resumed.history] == [h["loss"] for h in straight.history]
+    assert [h["dev_ndcg10"] for h in resumed.history] == [h["dev_ndcg10"] for h in straight.history]
+    a = load_checkpoint(straight.work_dir / "last.pt")
+    b = load_checkpoint(resumed.work_dir / "last.pt")
+    assert a.id == b.id  # same weights, buffers (BatchScale means) and vocabulary
+
+
+def test_resume_refuses_other_settings(tmp_path, tiny_scifact):
+    run(tiny_scifact, tmp_path / "m.pt", config={"epochs": 1})
+    with pytest.raises(CkqtiError, match="other settings"):
+        run(tiny_scifact, tmp_path / "m.pt", config={"epochs": 2, "lr": 1e-3}, resume=True)
+
+
+def test_early_stopping_when_dev_stops_improving(tmp_path, tiny_scifact):
+    result = run(tiny_scifact, tmp_path / "m.pt", config={"epochs": 6, "patience": 1, "lr": 1e-9, "model": "ndrm2"})
+    assert result.stopped_early and result.epochs_run == 2 and result.best_epoch == 1
+
+
+def test_title_pseudo_queries_join_the_epochs(tmp_path, tiny_scifact):
+    result = run(tiny_scifact, tmp_path / "m.pt",
+                 config={"epochs": 1, "weak_supervision": "titles", "pseudo_per_epoch": 20, "model": "ndrm2"})
+    assert result.history[0]["examples"] == 30 + 20
+    assert load_checkpoint(result.out).meta["pseudo_queries"] > 200
+
+
+def test_config_is_validated():
+    for bad in ({"model": "bm25"}, {"epochs": 0}, {"embeddings": "glove"}, {"weak_supervision": "anchors"},
+                {"model_options": {"vocab_size": 3}}, {"dev_fraction": 1.0}):
+        with pytest.raises(ValueError):
+            TrainConfig(**bad)

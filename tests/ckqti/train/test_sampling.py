@@ -1,0 +1,85 @@
+import numpy as np
+import pytest
+
+from ckqti.train.data import candidate_indices, load_collection, relevant_docs
+from ckqti.train.sampling import (
+    LABELS_WITH_RELEVANT,
+    LABELS_WITHOUT_RELEVANT,
+    random_documents,
+    ranknet_pairs,
+    sample_epoch,
+    sample_example,
+)
+
+
+def test_pairs_of_the_published_labels():
+    assert ranknet_pairs(LABELS_WITH_RELEVANT) == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3)]
+    assert ranknet_pairs(LABELS_WITHOUT_RELEVANT) == [(0, 1), (0, 2), (0, 3)]
+    assert ranknet_pairs((0, 0, 0)) == []
+
+
+def test_relevant_in_top_100_gives_one_relevant_one_candidate_two_random():
+    rng = np.random.default_rng(0)
+    relevant = frozenset({7, 42})
+    candidates = [3, 42, 9, 11]
+    for _ in range(200):
+        ex = sample_example("q", relevant, candidates, 50, rng)
+        assert ex.labels == (2, 1, 0, 0)
+        assert ex.docs[0] == 42  # the only relevant document among the candidates
+        assert ex.docs[1] in (3, 9, 11)
+        assert len(set(ex.docs)) == 4
+        assert not set(ex.docs[2:]) & relevant
+        assert all(0 <= d < 50 for d in ex.docs)
+
+
+def test_no_relevant_in_top_100_gives_one_candidate_three_random():
+    rng = np.random.default_rng(1)
+    relevant = frozenset({5})
+    for _ in range(200):
+        ex = sample_example("q", relevant, [1, 2, 3], 12, rng)
+        assert ex.labels == (1, 0, 0, 0)
+        assert ex.docs[0] in (1, 2, 3)
+        assert len(set(ex.docs)) == 4 and 5 not in ex.docs
+
+
+def test_queries_without_usable_candidates_are_skipped():
+    rng = np.random.default_rng(0)
+    assert sample_example("q", frozenset({1}), [], 10, rng) is None
+    assert sample_example("q", frozenset({1, 2}), [1, 2], 10, rng) is None  # nothing non-relevant to contrast
+
+
+def test_random_documents_are_distinct_and_refuse_impossible_draws():
+    rng = np.random.default_rng(0)
+    picked = random_documents(5, 6, [2], rng)
+    assert sorted(picked) == [0, 1, 3, 4, 5]
+    with pytest.raises(ValueError):
+        random_documents(3, 4, [0, 1], rng)
+
+
+def test_epoch_is_a_function_of_its_seed():
+    relevant = {f"q{i}": frozenset({i}) for i in range(20)}
+    candidates = {f"q{i}": list(range(i, i + 10)) for i in range(20)}
+    qids = sorted(relevant)
+    a = sample_epoch(qids, relevant, candidates, 100, np.random.default_rng([0, 1]))
+    b = sample_epoch(qids, relevant, candidates, 100, np.random.default_rng([0, 1]))
+    c = sample_epoch(qids, relevant, candidates, 100, np.random.default_rng([0, 2]))
+    assert a == b and a != c
+    assert sorted(e.qid for e in a) == qids
+
+
+def test_sampling_on_scifact_candidates(tiny_scifact):
+    coll = load_collection(tiny_scifact["corpus"])
+    index = coll.index()
+    rel = relevant_docs(tiny_scifact["qrels"], index)
+    cands = candidate_indices({q: tiny_scifact["candidates"][q] for q in tiny_scifact["queries"]}, index, 100)
+    examples = sample_epoch(sorted(rel), rel, cands, len(coll), np.random.default_rng(0))
+    assert len(examples) == len(rel)
+    for ex in examples:
+        if ex.labels == LABELS_WITH_RELEVANT:
+            assert ex.docs[0] in rel[ex.qid] and ex.docs[0] in cands[ex.qid]
+            assert ex.docs[1] in cands[ex.qid] and ex.docs[1] not in rel[ex.qid]
+        else:
+            assert ex.labels == LABELS_WITHOUT_RELEVANT
+            assert not set(cands[ex.qid]) & rel[ex.qid]
+        assert not set(ex.docs[1:]) & rel[ex.qid]
+    assert sum(ex.labels == LABELS_WITH_RELEVANT for ex in examples) > len(examples) // 2

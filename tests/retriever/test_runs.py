@@ -1,0 +1,91 @@
+"""TREC run files: order, exact round trip, gzip, and errors naming file and line."""
+
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+
+from ckqti.errors import InputError
+from ckqti.evaluate import evaluate
+from retriever.runs import read_run, trec_order, write_run
+
+
+def test_trec_order_breaks_ties_by_docid_descending():
+    assert trec_order({"a": 1.0, "c": 1.0, "b": 2.0, "d": 0.5}) == [("b", 2.0), ("c", 1.0), ("a", 1.0), ("d", 0.5)]
+    assert trec_order([("9", 1.0), ("10", 1.0)]) == [("9", 1.0), ("10", 1.0)]  # string order, as trec_eval's strcmp
+
+
+def test_write_run_lines(tmp_path):
+    path = tmp_path / "sub" / "r.run"
+    write_run(path, {"q2": [("d1", 0.5), ("d3", 2.0), ("d2", 0.5)], "q1": {"x": 1}}, tag="mytag")
+    assert path.read_text().splitlines() == [
+        "q2 Q0 d3 1 2.0 mytag",
+        "q2 Q0 d2 2 0.5 mytag",
+        "q2 Q0 d1 3 0.5 mytag",
+        "q1 Q0 x 1 1.0 mytag",
+    ]
+    assert [p.name for p in path.parent.iterdir()] == ["r.run"]  # no temporary file left
+
+
+def test_round_trip_is_exact(tmp_path):
+    scores = {"q1": [("a", 0.1 + 0.2), ("b", float(np.float32(1 / 3))), ("c", -1e-300)], "q2": [("a", 123456789.125)]}
+    for name in ("r.run", "r.run.gz"):
+        write_run(tmp_path / name, scores, tag="t")
+        assert read_run(tmp_path / name) == {q: dict(docs) for q, docs in scores.items()}
+    with gzip.open(tmp_path / "r.run.gz", "rt") as stream:
+        assert stream.readline().split()[2] == "b"  # 1/3 > 0.1 + 0.2
+
+
+def test_written_ranks_are_the_ones_evaluated(tmp_path):
+    """With ties, trec_eval reorders by docid descending; the file's rank column must agree."""
+    path = tmp_path / "t.run"
+    write_run(path, {"q": [("rel", 1.0), ("zzz", 1.0), ("mmm", 1.0)]}, tag="t")
+    rank = next(int(line.split()[3]) for line in path.read_text().splitlines() if line.split()[2] == "rel")
+    assert rank == 2  # zzz, rel, mmm
+    assert evaluate(read_run(path), {"q": {"rel": 1}}, ["RR@10"]).mean["RR@10"] == pytest.approx(1 / rank)
+
+
+@pytest.mark.parametrize(
+    "results, tag",
+    [
+        ({"q": [("d 1", 1.0)]}, "t"),
+        ({"q 1": [("d", 1.0)]}, "t"),
+        ({"q": [("d", 1.0)]}, "my tag"),
+        ({"q": [("d", float("nan"))]}, "t"),
+        ({"q": [("d", 1.0), ("d", 2.0)]}, "t"),
+    ],
+)
+def test_write_run_rejects_bad_results(tmp_path, results, tag):
+    with pytest.raises(ValueError):
+        write_run(tmp_path / "r.run", results, tag)
+    assert not list(tmp_path.iterdir())
+
+
+def read_error(tmp_path, text: str) -> InputError:
+    path = tmp_path / "bad.run"
+    path.write_text(text)
+    with pytest.raises(InputError) as info:
+        read_run(path)
+    return info.value
+
+
+@pytest.mark.parametrize(
+    "text, line, words",
+    [
+        ("q Q0 d 1 1.0 t\nq Q0 e 2 0.5\n", 2, "expected 6 run columns"),
+        ("q Q0 d 1 1.0 t\n\nq Q0 e 2 high t\n", 3, "bad rank"),
+        ("q Q0 d one 1.0 t\n", 1, "bad rank"),
+        ("q Q0 d 1 nan t\n", 1, "not finite"),
+        ("q Q0 d 1 1.0 t\nr Q0 d 1 1.0 t\nq Q0 d 2 0.5 t\n", 3, "twice (first at line 1)"),
+    ],
+)
+def test_read_run_errors_name_file_and_line(tmp_path, text, line, words):
+    err = read_error(tmp_path, text)
+    assert str(err).startswith(f"{tmp_path / 'bad.run'}:{line}: ")
+    assert words in str(err)
+
+
+def test_read_run_empty(tmp_path):
+    assert "no results" in str(read_error(tmp_path, "\n"))
