@@ -132,3 +132,34 @@ def main() -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+@cli.command("train")
+@click.option("--model", "variant", type=click.Choice(["ndrm1", "ndrm2", "ndrm3"]), default="ndrm3", show_default=True)
+@click.option("--corpus", required=True, type=click.Path(exists=True), help="Corpus file (TSV, JSONL, TREC, SMART).")
+@click.option("--queries", required=True, type=click.Path(exists=True), help="Queries file.")
+@click.option("--qrels", required=True, type=click.Path(exists=True), help="Training judgements.")
+@click.option("--out", required=True, type=click.Path(), help="Checkpoint to write (best dev epoch).")
+@click.option("--dev-qrels", type=click.Path(exists=True), default=None, help="Dev judgements (else carved from --qrels).")
+@click.option("--dev-fraction", default=0.1, show_default=True, help="Share of training queries held out as dev.")
+@click.option("--epochs", default=10, show_default=True)
+@click.option("--patience", default=3, show_default=True, help="Epochs without a better dev nDCG@10 before stopping.")
+@click.option("--batch-size", default=32, show_default=True, help="Queries per step (4 documents each).")
+@click.option("--lr", default=1e-4, show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--device", default=None, help="torch device (default: cuda if available).")
+@click.option("--weak-supervision", type=click.Choice(["titles"]), default=None, help="Titles as pseudo-queries.")
+@click.option("--embeddings", type=click.Choice(["skipgram", "minilm", "random"]), default="skipgram", show_default=True)
+@click.option("--init", "init", type=click.Choice(["paper", "match"]), default="paper", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
+@click.option("--resume", is_flag=True, help="Continue an interrupted run from <out>.work/state.pt.")
+def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epochs, patience, batch_size, lr, seed,
+              device, weak_supervision, embeddings, init, fmt, resume):
+    """Train an NDRM model with RankNet on BM25 candidates; writes the best dev epoch to --out."""
+    from ckqti.train import TrainConfig, train
+
+    config = TrainConfig(model=variant, epochs=epochs, patience=patience, batch_size=batch_size, lr=lr, seed=seed,
+                         dev_fraction=dev_fraction, weak_supervision=weak_supervision, embeddings=embeddings,
+                         init=init, device=device)
+    r = train(corpus, queries, qrels, out, config, dev_qrels=dev_qrels, fmt=fmt, resume=resume)
+    click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} at epoch {r.best_epoch} of {r.epochs_run} -> {out}")

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from tqdm.auto import tqdm
 
 from ckqti.errors import CkqtiError
 from ckqti.text import Analyzer
+from ckqti.vocab import Vocabulary
 from indexer.analyze import AnalyzedCorpus, analyze_corpus
 from indexer.format import VOCAB_FILE, Manifest, file_checksum, shard_name
 from indexer.impacts import ImpactConfig, ImpactScorer
@@ -115,37 +117,72 @@ def score_shards(corpus: AnalyzedCorpus, scorer: ImpactScorer, config: BuildConf
     return top
 
 
-def write_final(
-    corpus: AnalyzedCorpus,
+def write_index(
+    directory: Path,
+    shards: Iterable[tuple[ImpactPostings, dict[str, list]]],
+    vocab: Vocabulary,
     offsets: np.ndarray,
     quantizer: Quantizer,
-    config: BuildConfig,
-    raw: Path,
-    final: Path,
-) -> tuple[list, str, int]:
-    """Quantize each shard's impacts and write the shard files and the vocabulary."""
-    if final.exists():
-        shutil.rmtree(final)
-    final.mkdir(parents=True)
-    vocab = corpus.vocab
-    infos, total = [], 0
-    for i, start in enumerate(range(0, len(corpus), config.shard_size)):
-        stop = min(len(corpus), start + config.shard_size)
-        with np.load(raw / f"{shard_name(i)}.npz") as z:
-            postings = ImpactPostings(z["terms"], z["docs"], quantizer.quantize(z["scores"]))
-        info = write_shard(final, shard_name(i), postings, len(vocab), corpus.doc_columns(start, stop))
-        infos.append(info)
-        total += info.num_postings
+    model_info: dict,
+    analyzer: dict,
+    corpus: dict | None = None,
+    build: dict | None = None,
+) -> Manifest:
+    """Write shards (quantized postings + document store columns), the vocabulary and the manifest."""
+    if directory.exists():
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True)
+    infos = [write_shard(directory, shard_name(i), p, len(vocab), docs) for i, (p, docs) in enumerate(shards)]
     write_table(
-        final / VOCAB_FILE,
+        directory / VOCAB_FILE,
         {
             "term": pa.array(vocab.terms, pa.string()),
             "df": vocab.df[: len(vocab)],
             "cf": vocab.cf[: len(vocab)],
-            "offset": offsets.astype(np.float32),
+            "offset": np.asarray(offsets, dtype=np.float32),
         },
     )
-    return infos, file_checksum(final / VOCAB_FILE), total
+    manifest = Manifest(
+        model=model_info,
+        analyzer=analyzer,
+        quantization=quantizer.to_dict(),
+        num_docs=sum(i.num_docs for i in infos),
+        num_postings=sum(i.num_postings for i in infos),
+        vocab_size=len(vocab),
+        shards=infos,
+        vocab_checksum=file_checksum(directory / VOCAB_FILE),
+        corpus=corpus or {},
+        build=build or {},
+    )
+    manifest.write(directory)
+    return manifest
+
+
+def quantized_shards(corpus: AnalyzedCorpus, quantizer: Quantizer, config: BuildConfig, raw: Path):
+    """Each shard's quantized postings and document columns, read back from ``raw/``."""
+    for i, start in enumerate(range(0, len(corpus), config.shard_size)):
+        stop = min(len(corpus), start + config.shard_size)
+        with np.load(raw / f"{shard_name(i)}.npz") as z:
+            postings = ImpactPostings(z["terms"], z["docs"], quantizer.quantize(z["scores"]))
+        yield postings, corpus.doc_columns(start, stop)
+
+
+def write_prebuilt_index(out: Path, shards: list[ImpactPostings], vocab_size: int, num_docs: int, step: float = 1.0) -> Manifest:
+    """An index from already-quantized postings (benchmarks, tests): term ``i`` is named ``str(i)``,
+    document ``j`` of a shard is named by its global number; no text is stored."""
+    counts = np.zeros(vocab_size, np.int64)
+    for p in shards:
+        counts += np.bincount(p.terms, minlength=vocab_size)
+    vocab = Vocabulary([str(i) for i in range(vocab_size)], counts, counts.copy(), num_docs, int(counts.sum()))
+    columns, base = [], 0
+    for p in shards:
+        n = int(p.docs.max()) + 1 if p.docs.size else 0
+        ids = [str(base + j) for j in range(n)]
+        columns.append({"docid": ids, "title": [""] * n, "text": [""] * n, "length": [0] * n})
+        base += n
+    model = {"id": "prebuilt", "name": "prebuilt"}
+    analyzer = {"stemmer": "none", "stopwords": "none", "lowercase": True}
+    return write_index(Path(out), zip(shards, columns), vocab, np.zeros(vocab_size), Quantizer(step), model, analyzer)
 
 
 def install(final: Path, out: Path, force: bool) -> None:
@@ -206,25 +243,23 @@ def _build(corpus_path, out, work, model, model_info, config, fmt, orcas, force,
     offsets = scorer.fit_offsets(corpus.token_lists(0, len(corpus)), len(corpus.vocab))
     top = score_shards(corpus, scorer, config, work / "raw", progress)
     quantizer = Quantizer.fit(top)
-    infos, vocab_sum, total = write_final(corpus, offsets, quantizer, config, work / "raw", work / "final")
-    manifest = Manifest(
-        model=model_info,
-        analyzer=config.analyzer.to_dict(),
-        quantization=quantizer.to_dict(),
-        num_docs=len(corpus),
-        num_postings=total,
-        vocab_size=len(corpus.vocab),
-        shards=infos,
-        vocab_checksum=vocab_sum,
+    manifest = write_index(
+        work / "final",
+        quantized_shards(corpus, quantizer, config, work / "raw"),
+        corpus.vocab,
+        offsets,
+        quantizer,
+        model_info,
+        config.analyzer.to_dict(),
         corpus={"path": str(corpus_path), "format": fmt, "orcas": str(orcas) if orcas else None},
         build={
             "shard_size": config.shard_size,
             "impacts": repr(config.impacts),
             "seconds": round(time.time() - t0, 3),
-            "mean_doc_length": corpus.vocab.mean_doc_length,
+            "num_docs": corpus.vocab.num_docs,
+            "total_terms": corpus.vocab.total_terms,
         },
     )
-    manifest.write(work / "final")
     install(work / "final", out, force)
     shutil.rmtree(work, ignore_errors=True)
     return manifest

@@ -9,7 +9,6 @@ does not store, and (latent models) by clipping scores under the per-term offset
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 import torch

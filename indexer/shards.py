@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+from numba import njit
 
 from indexer.format import SHARD_FILES, ShardInfo, file_checksum
 
@@ -33,8 +34,49 @@ class ImpactPostings:
     impacts: np.ndarray
 
 
+@njit(cache=True)
+def _order_postings(terms, docs, imps, vocab_size):
+    """Stable counting sort by term, then by impact descending inside each term.
+
+    Input in ascending document order stays in ascending document order inside each
+    (term, impact) segment. O(N + V) plus a 256-bin count per term with postings.
+    """
+    n = terms.shape[0]
+    start = np.zeros(vocab_size + 1, np.int64)
+    for i in range(n):
+        start[terms[i] + 1] += 1
+    for t in range(vocab_size):
+        start[t + 1] += start[t]
+    fill = start[:-1].copy()
+    by_term = np.empty(n, np.int64)
+    for i in range(n):
+        t = terms[i]
+        by_term[fill[t]] = i
+        fill[t] += 1
+    order = np.empty(n, np.int64)
+    counts = np.zeros(257, np.int64)
+    for t in range(vocab_size):
+        a, b = start[t], start[t + 1]
+        if b - a == 0:
+            continue
+        counts[:] = 0
+        for j in range(a, b):
+            counts[256 - imps[by_term[j]]] += 1  # impact 255 -> bin 1 ... impact 1 -> bin 255
+        pos = a
+        for v in range(257):
+            c = counts[v]
+            counts[v] = pos
+            pos += c
+        for j in range(a, b):
+            i = by_term[j]
+            v = 256 - imps[i]
+            order[counts[v]] = i
+            counts[v] += 1
+    return order
+
+
 def segment_postings(p: ImpactPostings, vocab_size: int) -> dict[str, np.ndarray]:
-    """Sort postings by (term, impact desc, doc) and cut them into segments.
+    """Order postings by (term, impact desc, doc) and cut them into segments.
 
     Returns flat arrays: ``postings`` (uint32 docs), ``seg_start`` (int64, S+1),
     ``seg_impact`` (uint8, S+1, last entry 0), ``seg_ptr`` (int64, V+1).
@@ -42,11 +84,14 @@ def segment_postings(p: ImpactPostings, vocab_size: int) -> dict[str, np.ndarray
     keep = p.impacts > 0
     terms = p.terms[keep].astype(np.int64)
     docs = p.docs[keep].astype(np.uint32)
-    imps = p.impacts[keep].astype(np.uint8)
+    imps = p.impacts[keep].astype(np.int64)
     if terms.size and (terms.min() < 0 or terms.max() >= vocab_size):
         raise ValueError("term id outside the vocabulary")
-    order = np.lexsort((docs, 255 - imps.astype(np.int64), terms))
-    terms, docs, imps = terms[order], docs[order], imps[order]
+    if docs.size > 1 and (np.diff(docs.astype(np.int64)) < 0).any():
+        by_doc = np.argsort(docs, kind="stable")
+        terms, docs, imps = terms[by_doc], docs[by_doc], imps[by_doc]
+    order = _order_postings(terms, docs, imps, vocab_size)
+    terms, docs, imps = terms[order], docs[order], imps[order].astype(np.uint8)
     n = terms.size
     if n:
         new_seg = np.empty(n, dtype=bool)

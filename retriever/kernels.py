@@ -24,34 +24,25 @@ from numba import njit
 
 
 @njit(nogil=True, cache=True)
-def gather_segments(seg_ptr, seg_impact, terms, weights):
-    """The query's segments in processing order.
+def next_term(cur, end, seg_impact, weights):
+    """Index of the query term whose next segment contributes most (-1 when all are done)."""
+    best, best_c = -1, -1
+    for i in range(cur.shape[0]):
+        if cur[i] < end[i]:
+            c = weights[i] * np.int64(seg_impact[cur[i]])
+            if c > best_c:
+                best, best_c = i, c
+    return best
 
-    Returns ``(segs, contrib, owner, first_contrib)``: segment ids sorted by
-    ``weight * impact`` descending (stable, so each term's segments stay in order),
-    their contributions, the query-term index owning each, and each term's first
-    (largest) contribution.
-    """
-    m = terms.shape[0]
-    n = 0
-    for i in range(m):
-        n += seg_ptr[terms[i] + 1] - seg_ptr[terms[i]]
-    segs = np.empty(n, np.int64)
-    contrib = np.empty(n, np.int64)
-    owner = np.empty(n, np.int64)
-    first = np.zeros(m, np.int64)
-    j = 0
-    for i in range(m):
-        a, b = seg_ptr[terms[i]], seg_ptr[terms[i] + 1]
-        if b > a:
-            first[i] = weights[i] * np.int64(seg_impact[a])
-        for s in range(a, b):
-            segs[j] = s
-            contrib[j] = weights[i] * np.int64(seg_impact[s])
-            owner[j] = i
-            j += 1
-    order = np.argsort(-contrib, kind="mergesort")
-    return segs[order], contrib[order], owner[order], first
+
+@njit(nogil=True, cache=True)
+def remaining_bound(cur, end, seg_impact, weights):
+    """Sum over query terms of their next segment's contribution: what any document can still gain."""
+    r = 0
+    for i in range(cur.shape[0]):
+        if cur[i] < end[i]:
+            r += weights[i] * np.int64(seg_impact[cur[i]])
+    return r
 
 
 @njit(nogil=True, cache=True)
@@ -115,43 +106,102 @@ def collect_topk(acc, touched, ntouched, hist, k, theta, cnt):
 
 
 @njit(nogil=True, cache=True)
+def prune(acc, touched, ntouched, hist, theta, bound):
+    """Drop documents that can no longer reach ``theta`` (their accumulator is reset to 0,
+    so AND mode skips them); returns the new count of touched documents."""
+    j = 0
+    for i in range(ntouched):
+        d = touched[i]
+        if acc[d] + bound < theta:
+            hist[acc[d]] -= 1
+            acc[d] = 0
+        else:
+            touched[j] = d
+            j += 1
+    return j
+
+
+@njit(nogil=True, cache=True)
+def contains(postings, a0, a1, d):
+    """Binary search for document ``d`` in the ascending ``postings[a0:a1]``."""
+    lo, hi = a0, a1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if postings[mid] < d:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < a1 and postings[lo] == d
+
+
+@njit(nogil=True, cache=True)
+def complete_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, touched, ntouched, hist):
+    """Finish the scores of the remaining candidates by binary search in every unprocessed
+    segment (documents ascend inside a segment) instead of scanning its postings."""
+    for i in range(cur.shape[0]):
+        for s in range(cur[i], end[i]):
+            c = weights[i] * np.int64(seg_impact[s])
+            a0, a1 = seg_start[s], seg_start[s + 1]
+            for j in range(ntouched):
+                d = touched[j]
+                if contains(postings, a0, a1, d):
+                    hist[acc[d]] -= 1
+                    acc[d] += c
+                    hist[acc[d]] += 1
+        cur[i] = end[i]
+
+
+@njit(nogil=True, cache=True)
 def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budget, acc, touched, hist):
     """Top-k documents by the sum of ``weight * impact`` over the query terms.
 
     Args:
         terms: int64[m] distinct term ids; weights: int64[m] positive integer weights.
         k: results wanted; budget: postings to process at most (< 0: exact).
-        acc: uint32/int64[num_docs], touched: int64[num_docs], hist: int64[>= sum(weights)*255+1],
+        acc: uint32/int64[num_docs], touched: int64[num_docs], hist: int64[>= sum(weights)*255+2],
             all zero on entry and on exit.
 
     Returns:
         ``(docs, scores, processed)``: int64[<=k] shard-local documents, int64 integer
-        scores, postings processed.
+        scores, postings scanned.
     """
-    segs, contrib, owner, nxt = gather_segments(seg_ptr, seg_impact, terms, weights)
-    bound = 0
-    for i in range(nxt.shape[0]):
-        bound += nxt[i]
+    m = terms.shape[0]
+    cur = np.empty(m, np.int64)
+    end = np.empty(m, np.int64)
+    left = 0  # postings not yet processed
+    for i in range(m):
+        cur[i], end[i] = seg_ptr[terms[i]], seg_ptr[terms[i] + 1]
+        left += seg_start[end[i]] - seg_start[cur[i]]
+    bound = remaining_bound(cur, end, seg_impact, weights)
     theta, cnt, ntouched, processed = 1, 0, 0, 0
     and_mode = False
-    for j in range(segs.shape[0]):
-        if budget >= 0 and processed >= budget:
+    pruned_at = 0
+    while True:
+        i = next_term(cur, end, seg_impact, weights)
+        if i < 0 or (budget >= 0 and processed >= budget):
             break
-        s, c, i = segs[j], contrib[j], owner[j]
+        s = cur[i]
+        c = weights[i] * np.int64(seg_impact[s])
         a0, a1 = seg_start[s], seg_start[s + 1]
         ntouched, theta, cnt = accumulate(
             postings, a0, a1, c, acc, touched, ntouched, hist, theta, cnt, k, and_mode, bound
         )
         processed += a1 - a0
-        # the term's next segment (if it has one) now bounds what it can still add
-        bound -= c
-        if s + 1 < seg_ptr[terms[i] + 1]:
-            nxt[i] = weights[i] * np.int64(seg_impact[s + 1])
-            bound += nxt[i]
-        else:
-            nxt[i] = 0
+        left -= a1 - a0
+        cur[i] += 1
+        bound = remaining_bound(cur, end, seg_impact, weights)
         if not and_mode and cnt >= k and theta > bound:
             and_mode = True
+            pruned_at = bound + 1
+        if and_mode and 2 * bound < pruned_at:
+            ntouched = prune(acc, touched, ntouched, hist, theta, bound)
+            pruned_at = bound
+            segs_left = 0
+            for j in range(m):
+                segs_left += end[j] - cur[j]
+            if budget < 0 and ntouched * segs_left * 24 < left:
+                complete_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, touched, ntouched, hist)
+                break
     docs, vals = collect_topk(acc, touched, ntouched, hist, k, theta, cnt)
     return docs, vals, processed
 

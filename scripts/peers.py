@@ -19,7 +19,8 @@ Peers:
   sums below 2**24). bm25s zero-fills and scans a dense ``num_docs`` array per query.
 * :class:`LucenePeer`: Pyserini's ``LuceneImpactSearcher`` over a ``JsonVectorCollection`` index
   built with ``-impact -pretokenized`` (term strings are the decimal term ids). Anserini stores
-  an impact as a term frequency, so indexing cost grows with the *sum* of impacts.
+  an impact as a term frequency, so indexing cost grows with the *sum* of impacts. Anserini
+  lowers tied scores by ~1e-6 steps to order ties by docid; scores are rounded back to integers.
 * :class:`PisaPeer`: PISA (C++) through ``pyterrier-pisa``'s dict-of-weights indexer, scorer
   ``quantized``, one query algorithm a peer (``block_max_wand`` or ``maxscore``). No Java: the
   package imports PyTerrier but never starts its JVM on this path.
@@ -249,9 +250,11 @@ class LucenePeer:
 
 
 def _hits(hits) -> Result:
+    """Anserini lowers tied scores by multiples of about 1e-6 so that ties sort by docid; the exact
+    scores are integers (integer impacts and weights), so rounding restores them."""
     docs = np.fromiter((int(h.docid) for h in hits), dtype=np.int64, count=len(hits))
     scores = np.fromiter((h.score for h in hits), dtype=np.float64, count=len(hits))
-    return docs, scores
+    return docs, np.rint(scores)
 
 
 # ---------------------------------------------------------------------------------------- PISA

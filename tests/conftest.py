@@ -43,3 +43,19 @@ def scifact_index(tmp_path_factory, scifact_small) -> Path:
 def first_docs(path: Path, n: int) -> list[dict]:
     with open(path) as f:
         return [json.loads(line) for line in itertools.islice(f, n)]
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tests run on 2 shared cores: one intra-op thread avoids oversubscription (restored after)."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

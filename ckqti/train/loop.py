@@ -191,11 +191,25 @@ def pick_device(device: str | None) -> torch.device:
 def bm25_candidates(
     corpus: str | Path, queries: Mapping[str, str], work: Path, depth: int, fmt: str | None = None, threads: int = 2
 ) -> dict[str, list[str]]:
-    """Pyserini BM25 top-``depth`` docids per query; the Lucene index is built once in ``work/bm25``."""
+    """Pyserini BM25 top-``depth`` docids per query; the Lucene index is built once in ``work/bm25``.
+
+    Runs in a child process: the JVM never starts in the training process (a JVM running
+    next to gensim's skip-gram threads crashed the process here).
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_bm25_search, str(corpus), dict(queries), str(work), depth, fmt, threads).result()
+
+
+def _bm25_search(
+    corpus: str, queries: dict[str, str], work: str, depth: int, fmt: str | None, threads: int
+) -> dict[str, list[str]]:
     from ckqti.bm25 import BM25Searcher, build_bm25_index
     from indexer.readers import read_corpus
 
-    index_dir = work / "bm25"
+    index_dir = Path(work) / "bm25"
     if not any(index_dir.glob("segments_*")):
         docs = ((d.docid, d.full_text()) for d in read_corpus(corpus, fmt=fmt))
         build_bm25_index(docs, index_dir, threads=threads, overwrite=index_dir.exists())

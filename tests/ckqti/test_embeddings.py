@@ -92,6 +92,9 @@ def test_composition_is_the_mean_of_pieces_and_projection_is_orthonormal(compose
     assert np.allclose(raw, composer.weight[pieces].mean(axis=0))
     mean, axes = composer.principal_axes()
     assert np.allclose(axes.T @ axes, np.eye(384), atol=1e-4)
+    variance = ((composer.weight - mean) @ axes).var(axis=0)  # per axis
+    assert np.all(np.diff(variance) <= 1e-6)  # principal axes by decreasing variance
+    assert variance[:256].sum() > 0.8 * variance.sum()
     v256 = composer.vectors(["immunohistochemistry"], 256)[0]
     assert np.allclose(v256, (raw - mean) @ axes[:, :256], atol=1e-5)
     v400 = composer.vectors(["immunohistochemistry"], 400)[0]

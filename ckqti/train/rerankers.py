@@ -1,0 +1,791 @@
+"""Training TK, TKL and IDCM re-rankers, and loading any ranking checkpoint to score text.
+
+**Checkpoints.** The re-rankers use the one checkpoint format of :mod:`ckqti.train.checkpoint`
+with kinds ``"tk"``, ``"tkl"`` and ``"idcm"``: ``config`` is the model's frozen config as a dict
+(``dataclasses.asdict``), ``state_dict`` its tensors. TK and TKL read text like the NDRM
+models (the project :class:`~ckqti.text.Analyzer`, ``vocab`` = the training vocabulary; unseen
+words map to the unknown id 1). IDCM reads WordPiece: its ``vocab`` holds the 30,522 WordPiece
+tokens (so the checkpoint carries its own tokenizer) and ``analyzer`` is
+``{"tokenizer": "wordpiece", "lowercase": True}``. :func:`load_reranker` loads any kind,
+NDRM included, as a :class:`Reranker` that scores query and document *text*.
+
+**Training** (:func:`train_reranker`): pairwise, on (query, relevant, non-relevant) triples;
+the relevant document from the judgements, the non-relevant one drawn from the query's BM25
+top ``depth`` (Pyserini) minus its judged documents; one triple per query per epoch. Loss:
+margin ranking (margin 1) or RankNet; Adam with the SPEC's two learning rates (1e-4 for
+embeddings / Transformer, 1e-3 for the rest). After every epoch the model reranks the dev
+queries' BM25 candidates; the best dev nDCG@10 is kept (early stopping with ``patience``).
+
+IDCM trains in the three stages of the SPEC: (1) the cross-encoder on passages: each
+document's first window (``[CLS] q [SEP] head [SEP]``, 64 tokens, the passage-sized input);
+(2) the cross-encoder on all windows of documents (:meth:`IDCM.forward_all_windows`, best 3
+windows combined); (3) the kernel selector distilled from the frozen cross-encoder's window
+scores (:meth:`IDCM.distillation_loss`, LambdaLoss), only the selector's parameters trained.
+Validation uses each stage's own scoring (stage 1: passage score of the first window; stage 2:
+all windows; stage 3: the cascade of :meth:`IDCM.forward`). A stage's best model is saved
+to ``<work>/stage<N>.pt`` so an interrupted run resumes after its last finished stage.
+
+``init="match"`` (the default) starts TK and TKL from a model that already ranks by exact
+matches, as the NDRM trainer's option does (the papers train for days on MS MARCO; a few
+hundred CPU steps on SciFact barely move a random ``K -> 1`` layer, whose sign may rank
+against matching): the hybrid mix takes the raw embedding only (``alpha = 1``: a term's cosine
+with itself is 1), and the ``K -> 1`` layer weights the exact-match kernel (``mu = 1``) by 1 and
+the others by 0. Every weight stays trainable.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ckqti.errors import CkqtiError, InputError
+from ckqti.text import Analyzer
+from ckqti.train.checkpoint import QTI_KINDS, Checkpoint, load_checkpoint, save_checkpoint
+from ckqti.vocab import Vocabulary
+
+RERANKER_KINDS = ("tk", "tkl", "idcm")
+ALL_KINDS = RERANKER_KINDS + QTI_KINDS
+LOSSES = ("margin", "ranknet")
+INITS = ("paper", "match")
+EMBEDDING_INITS = ("skipgram", "minilm", "random")
+WORDPIECE_ANALYZER = {"tokenizer": "wordpiece", "lowercase": True}
+_ALNUM = re.compile(r"[0-9a-z]+")  # what ckqti.text.Analyzer keeps after lower-casing
+
+
+# -- text -> ids ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TokenSpan:
+    """One model token of a text: its string and the characters ``text[start:end]`` it came from."""
+
+    token: str
+    start: int
+    end: int
+
+
+def analyzed_spans(analyzer: Analyzer, text: str) -> list[TokenSpan]:
+    """The analyzer's terms of ``text`` with their character spans in ``text``.
+
+    Lower-cases character by character (keeping a map back to ``text``), so the terms are
+    exactly ``analyzer(text)`` while the spans point into the original string.
+    """
+    lowered, origin = [], []
+    for i, ch in enumerate(text):
+        low = ch.lower() if analyzer.lowercase else ch
+        lowered.append(low)
+        origin.extend([i] * len(low))
+    flat = "".join(lowered)
+    out = []
+    for m in _ALNUM.finditer(flat):
+        word = m.group()
+        if word in analyzer._stop:
+            continue
+        out.append(TokenSpan(analyzer.stem(word), origin[m.start()], origin[m.end() - 1] + 1))
+    return out
+
+
+@dataclass(frozen=True)
+class TermText:
+    """Text as the project analyzer's term ids in a vocabulary (TK, TKL, NDRM)."""
+
+    analyzer: Analyzer
+    vocab: Vocabulary
+
+    def ids(self, text: str, limit: int | None = None) -> np.ndarray:
+        """int64 term ids (unknown words -> 1), the first ``limit``."""
+        return np.asarray(self.vocab.ids(self.analyzer(text)[:limit]), dtype=np.int64)
+
+    def length(self, text: str) -> int:
+        return len(self.analyzer(text))
+
+    def spans(self, text: str) -> list[TokenSpan]:
+        return analyzed_spans(self.analyzer, text)
+
+
+@dataclass(frozen=True)
+class WordPieceText:
+    """Text as WordPiece ids without special tokens (IDCM)."""
+
+    tokenizer: Any  # ckqti.models.minilm.WordPieceTokenizer
+
+    def ids(self, text: str, limit: int | None = None) -> np.ndarray:
+        return np.asarray(self.tokenizer.encode(text, limit), dtype=np.int64)
+
+    def length(self, text: str) -> int:
+        return len(self.tokenizer.encode(text))
+
+    def spans(self, text: str) -> list[TokenSpan]:
+        ids, offsets = self.tokenizer.encode_with_offsets(text)
+        return [TokenSpan(tok, s, e) for tok, (s, e) in zip(self.tokenizer.tokens(ids), offsets)]
+
+
+def wordpiece_vocabulary(tokenizer) -> Vocabulary:
+    """The WordPiece tokens as a :class:`Vocabulary` (no statistics), to store in a checkpoint."""
+    n = tokenizer.vocab_size
+    terms = tokenizer.tokens(range(n))
+    return Vocabulary(terms, np.zeros(n, np.int64), np.zeros(n, np.int64), 0, 0)
+
+
+def tokenizer_from_vocabulary(vocab: Vocabulary):
+    """A WordPiece tokenizer whose vocabulary is ``vocab.terms`` (the one saved with an IDCM checkpoint)."""
+    from ckqti.models.minilm import WordPieceTokenizer
+
+    with tempfile.TemporaryDirectory(prefix="ckqti-wordpiece-") as tmp:
+        path = Path(tmp) / "vocab.txt"
+        path.write_text("\n".join(vocab.terms) + "\n", encoding="utf-8")
+        return WordPieceTokenizer(path)
+
+
+# -- loaded models ---------------------------------------------------------------------------
+
+
+@dataclass
+class Reranker:
+    """A ranking model of any kind with the text processing it was trained with.
+
+    Attributes:
+        kind: ``"tk"``, ``"tkl"``, ``"idcm"``, ``"ndrm1"``, ``"ndrm2"`` or ``"ndrm3"``.
+        model: the model in eval mode on ``device``.
+        text: :class:`TermText` or :class:`WordPieceText`.
+        model_id: the checkpoint's id (``<kind>-<hash prefix>``).
+        max_query_length, max_doc_length: tokens the model reads.
+    """
+
+    kind: str
+    model: nn.Module
+    text: TermText | WordPieceText
+    model_id: str
+    max_query_length: int
+    max_doc_length: int
+    device: torch.device
+
+    def query_ids(self, query: str) -> np.ndarray:
+        return self.text.ids(query, self.max_query_length)
+
+    def doc_ids(self, doc: str) -> np.ndarray:
+        return self.text.ids(doc, self.max_doc_length)
+
+    def score_ids(self, query: np.ndarray, docs: Sequence[np.ndarray], lengths: Sequence[int] | None = None) -> np.ndarray:
+        """Scores of one query's id row against document id rows (``lengths``: true lengths, NDRM only)."""
+        if not len(docs):
+            return np.zeros(0, dtype=np.float64)
+        d = pad_rows(docs).to(self.device)  # [B, L]
+        q = pad_rows([query]).to(self.device).expand(d.shape[0], -1)  # [B, Q]
+        with torch.no_grad():
+            if self.kind in QTI_KINDS:
+                true = torch.tensor(lengths if lengths is not None else [len(x) for x in docs], dtype=torch.float32)
+                out = self.model(q, d, true.to(self.device))
+            else:
+                out = self.model(q, d)
+        return out.double().cpu().numpy()
+
+    def score(self, query: str, docs: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        """Scores of ``query`` against every text of ``docs``, in batches of similar length."""
+        q = self.query_ids(query)
+        rows = [self.doc_ids(t) for t in docs]
+        lengths = [self.text.length(t) for t in docs] if self.kind in QTI_KINDS else None
+        out = np.zeros(len(rows))
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+        for start in range(0, len(order), batch_size):
+            part = order[start: start + batch_size]
+            lens = [lengths[i] for i in part] if lengths is not None else None
+            out[part] = self.score_ids(q, [rows[i] for i in part], lens)
+        return out
+
+
+def pad_rows(rows: Sequence[np.ndarray], min_width: int = 1) -> Tensor:
+    """Right-pad id rows with 0 into one long tensor.
+
+    Shape:
+        ``len(rows)`` rows -> ``[len(rows), max(min_width, longest row)]``.
+    """
+    width = max([min_width] + [len(r) for r in rows])
+    out = np.zeros((len(rows), width), dtype=np.int64)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = r
+    return torch.from_numpy(out)
+
+
+def build_model(kind: str, config: Mapping[str, Any]) -> nn.Module:
+    """A fresh TK, TKL or IDCM from its config dict (as saved in a checkpoint)."""
+    if kind == "tk":
+        from ckqti.models.tk import TK, TKConfig
+
+        return TK(TKConfig(**dict(config)))
+    if kind == "tkl":
+        from ckqti.models.tkl import TKL, TKLConfig
+
+        return TKL(TKLConfig(**dict(config)))
+    if kind == "idcm":
+        from ckqti.models.idcm import IDCM, IDCMConfig
+
+        return IDCM(IDCMConfig(**dict(config)))
+    raise ValueError(f"kind must be one of {RERANKER_KINDS}, got {kind!r}")
+
+
+def model_lengths(kind: str, config: Any) -> tuple[int, int]:
+    """``(max query tokens, max document tokens)`` a model of ``kind`` reads."""
+    if kind in QTI_KINDS:
+        return config.max_query_terms, config.max_doc_terms
+    return config.max_query_length, config.max_doc_length
+
+
+def reranker_from_checkpoint(ckpt: Checkpoint, device: torch.device | str | None = None,
+                             max_doc_length: int | None = None) -> Reranker:
+    """A :class:`Reranker` of a loaded checkpoint of any kind (see :func:`load_reranker`)."""
+    dev = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if ckpt.kind in QTI_KINDS:
+        model = ckpt.build(dev)
+        text: TermText | WordPieceText = TermText(Analyzer.from_dict(ckpt.analyzer), ckpt.vocab)
+    elif ckpt.kind in RERANKER_KINDS:
+        model = build_model(ckpt.kind, ckpt.config)
+        model.load_state_dict({k: v.float() if v.dtype == torch.float16 else v for k, v in ckpt.state_dict.items()})
+        model = model.to(dev).eval()
+        if ckpt.kind == "idcm":
+            text = WordPieceText(tokenizer_from_vocabulary(ckpt.vocab))
+        else:
+            text = TermText(Analyzer.from_dict(ckpt.analyzer), ckpt.vocab)
+    else:
+        raise CkqtiError(f"checkpoint holds a {ckpt.kind!r} model, which cannot rerank", ckpt.path)
+    if max_doc_length is not None:
+        set_max_doc_length(model, ckpt.kind, max_doc_length)
+    q, d = model_lengths(ckpt.kind, model.config)
+    return Reranker(ckpt.kind, model, text, ckpt.id, q, d, dev)
+
+
+def set_max_doc_length(model: nn.Module, kind: str, length: int) -> None:
+    """Let a model read ``length`` document tokens (TKL, NDRM and IDCM; TK's 200 cap is its definition)."""
+    if kind == "tk":
+        raise ValueError("TK's document cap is part of the model (its positions); it cannot be changed")
+    name = "max_doc_terms" if kind in QTI_KINDS else "max_doc_length"
+    model.config = replace(model.config, **{name: int(length)})
+
+
+def load_reranker(path: str | Path, device: torch.device | str | None = None,
+                  max_doc_length: int | None = None) -> Reranker:
+    """Load a checkpoint of any kind (TK, TKL, IDCM, NDRM1-3) as a :class:`Reranker`.
+
+    Args:
+        path: a checkpoint written by :func:`train_reranker` or ``ckqti train``.
+        device: torch device (default CUDA when available).
+        max_doc_length: read this many document tokens instead of the trained cap (TKL,
+            NDRM and IDCM; for example TKL trained at 2,000 tokens applied at 4,000).
+
+    Raises:
+        CkqtiError: unreadable or corrupted checkpoint, or a kind that cannot rerank.
+    """
+    return reranker_from_checkpoint(load_checkpoint(path), device, max_doc_length)
+
+
+def save_reranker(path: str | Path, model: nn.Module, kind: str, text: TermText | WordPieceText,
+                  meta: Mapping[str, Any] | None = None) -> Checkpoint:
+    """Write a TK, TKL or IDCM model as a checkpoint (format of :mod:`ckqti.train.checkpoint`)."""
+    if kind not in RERANKER_KINDS:
+        raise ValueError(f"kind must be one of {RERANKER_KINDS}, got {kind!r}")
+    config = json.loads(json.dumps(asdict(model.config)))
+    if isinstance(text, WordPieceText):
+        return save_checkpoint(path, model, kind, config, wordpiece_vocabulary(text.tokenizer), WORDPIECE_ANALYZER, meta)
+    return save_checkpoint(path, model, kind, config, text.vocab, text.analyzer, meta)
+
+
+# -- initialisation ---------------------------------------------------------------------------
+
+
+def match_init(model: nn.Module) -> None:
+    """Start TK or TKL from exact matching: ``alpha = 1`` and only the ``mu = 1`` kernel weighted.
+
+    See the module docstring. TK's two branches are combined as ``1 * log + 0 * length``.
+    """
+    with torch.no_grad():
+        model.mixer.fill_(1.0)
+        mus = model.kernels.mu
+        exact = (mus - 1.0).abs().argmin()
+        dense = model.dense_log if hasattr(model, "dense_log") else model.dense
+        dense.weight.zero_()
+        dense.weight[0, exact] = 1.0
+        if hasattr(model, "dense_combine"):
+            model.dense_length.weight.zero_()
+            model.dense_combine.weight.copy_(torch.tensor([[1.0, 0.0]]))
+
+
+# -- training configuration ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RerankerTrainConfig:
+    """Settings of one re-ranker training run.
+
+    Args:
+        kind: ``"tk"``, ``"tkl"`` or ``"idcm"``.
+        epochs: most epochs (IDCM: per cross-encoder stage 1 and 2).
+        distill_epochs: IDCM stage 3 epochs.
+        stages: IDCM stages to run, in order (a subset of 1, 2, 3).
+        batch_size: triples per optimizer step.
+        lr_encoder, lr_rest: Adam learning rates of the embeddings / Transformer (IDCM: the
+            cross-encoder) and of everything else.
+        loss: ``"margin"`` (margin ranking, ``margin``) or ``"ranknet"``.
+        seed: sampling, initialisation, dropout and the dev split.
+        patience: epochs without a better dev nDCG@10 before stopping.
+        dev_fraction: share of the judged training queries carved out as dev.
+        depth: BM25 candidates per training query the negatives are drawn from.
+        dev_depth: candidates reranked per dev query for validation.
+        max_dev_queries: validate on at most this many dev queries (None: all).
+        max_steps: optimizer steps per epoch at most (None: one triple per query).
+        embeddings: TK/TKL initial embeddings: ``"skipgram"``, ``"minilm"`` or ``"random"``.
+        init: ``"match"`` (see the module docstring) or ``"paper"``.
+        min_df: TK/TKL vocabulary bound (rarer terms -> unknown).
+        eval_batch_size: documents scored at once when validating.
+        model_options: fields of the model's config (TKConfig, TKLConfig or IDCMConfig) other
+            than ``vocab_size``. For IDCM a ``bert`` entry (BertConfig fields) builds a randomly
+            initialised cross-encoder of that shape instead of loading all-MiniLM-L6-v2.
+        device: torch device (default CUDA when available).
+        progress: progress bars and a line per epoch.
+    """
+
+    kind: str = "tkl"
+    epochs: int = 5
+    distill_epochs: int = 1
+    stages: tuple[int, ...] = (1, 2, 3)
+    batch_size: int = 16
+    lr_encoder: float = 1e-4
+    lr_rest: float = 1e-3
+    loss: str = "margin"
+    margin: float = 1.0
+    seed: int = 0
+    patience: int = 2
+    dev_fraction: float = 0.1
+    depth: int = 100
+    dev_depth: int = 100
+    max_dev_queries: int | None = None
+    max_steps: int | None = None
+    embeddings: str = "skipgram"
+    init: str = "match"
+    min_df: int = 1
+    eval_batch_size: int = 32
+    model_options: Mapping[str, Any] = field(default_factory=dict)
+    device: str | None = None
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stages", tuple(int(s) for s in self.stages))
+        object.__setattr__(self, "model_options", dict(self.model_options))
+        checks = {"kind": RERANKER_KINDS, "loss": LOSSES, "init": INITS, "embeddings": EMBEDDING_INITS}
+        for name, allowed in checks.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        for name in ("epochs", "distill_epochs", "batch_size", "patience", "depth", "dev_depth", "min_df",
+                     "eval_batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("max_steps", "max_dev_queries"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be None or >= 1")
+        if self.lr_encoder <= 0 or self.lr_rest <= 0 or self.margin <= 0 or not 0.0 < self.dev_fraction < 1.0:
+            raise ValueError("learning rates and margin must be positive, dev_fraction in (0, 1)")
+        if not self.stages or any(s not in (1, 2, 3) for s in self.stages) or list(self.stages) != sorted(set(self.stages)):
+            raise ValueError(f"stages must be increasing values among 1, 2, 3, got {self.stages}")
+        if "vocab_size" in self.model_options:
+            raise ValueError("model_options must not set vocab_size (it is the training vocabulary's)")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["model_options"] = dict(self.model_options)
+        d["stages"] = list(self.stages)
+        return d
+
+
+@dataclass(frozen=True)
+class RerankerTrainResult:
+    """What :func:`train_reranker` produced.
+
+    Attributes:
+        out: the checkpoint written; model_id: its id.
+        best_dev_ndcg10: dev nDCG@10 of the saved model (its last stage for IDCM).
+        history: per epoch: ``stage``, ``epoch``, ``loss``, ``steps``, ``dev_ndcg10``, ``seconds``.
+        work_dir: BM25 index and IDCM stage checkpoints.
+    """
+
+    out: Path
+    model_id: str
+    best_dev_ndcg10: float
+    history: tuple[dict, ...]
+    work_dir: Path
+
+
+# -- training data ---------------------------------------------------------------------------
+
+
+@dataclass
+class PairData:
+    """Token ids of documents and queries, judgements and candidates, in collection indices."""
+
+    docids: list[str]
+    docs: list[np.ndarray]
+    queries: dict[str, np.ndarray]
+    relevant: dict[str, frozenset[int]]
+    candidates: dict[str, list[int]]
+    train_qids: list[str]
+    dev_qids: list[str]
+    dev_qrels: dict[str, dict[str, int]]
+
+
+def read_training_inputs(queries, qrels) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+    from indexer.readers import read_qrels, read_queries
+
+    q = read_queries(queries) if isinstance(queries, (str, Path)) else dict(queries)
+    r = read_qrels(qrels) if isinstance(qrels, (str, Path)) else {k: dict(v) for k, v in qrels.items()}
+    return q, r
+
+
+def build_text(kind: str, corpus: str | Path, config: RerankerTrainConfig, fmt: str | None):
+    """``(text, docids, document texts or None, collection or None)`` for the model kind."""
+    from indexer.readers import read_corpus
+
+    if kind == "idcm":
+        from ckqti.models.minilm import WordPieceTokenizer
+
+        docs = list(read_corpus(corpus, fmt=fmt))
+        return WordPieceText(WordPieceTokenizer.minilm()), [d.docid for d in docs], [d.full_text() for d in docs], None
+    from ckqti.train.data import load_collection
+
+    coll = load_collection(corpus, fmt=fmt, min_df=config.min_df)
+    return TermText(coll.analyzer, coll.vocab), coll.docids, None, coll
+
+
+def prepare_pairs(text, docids: list[str], doc_rows: list[np.ndarray], queries: Mapping[str, str],
+                  qrels: Mapping[str, Mapping[str, int]], candidates: Mapping[str, Sequence[str]],
+                  config: RerankerTrainConfig, max_query: int) -> PairData:
+    """Split dev, map judgements and candidates to collection indices, tokenize the queries."""
+    from ckqti.train.data import candidate_indices, relevant_docs, split_dev
+
+    train_qrels, dev = split_dev(qrels, config.dev_fraction, config.seed)
+    if config.max_dev_queries is not None:
+        dev = dict(list(dev.items())[: config.max_dev_queries])
+    missing = [q for q in list(train_qrels) + list(dev) if q not in queries]
+    if missing:
+        raise InputError(f"{len(missing)} judged queries have no text (first: {missing[0]!r})")
+    index = {d: i for i, d in enumerate(docids)}
+    qids = list(train_qrels) + list(dev)
+    q_rows = {q: text.ids(queries[q], max_query) for q in qids}
+    relevant = relevant_docs({**train_qrels, **dev}, index)
+    cands = candidate_indices({q: candidates.get(q, []) for q in qids}, index, max(config.depth, config.dev_depth))
+    usable = sorted(q for q in train_qrels if relevant.get(q) and (q_rows[q] > 1).any())
+    return PairData(docids, doc_rows, q_rows, relevant, cands, usable, sorted(dev), dev)
+
+
+def epoch_triples(data: PairData, depth: int, seed: int, epoch: int) -> list[tuple[str, int, int]]:
+    """One ``(qid, relevant, non-relevant)`` triple per training query, shuffled; a function of ``(seed, epoch)``.
+
+    The non-relevant document is drawn from the query's top ``depth`` candidates that are not
+    judged relevant (queries without one are skipped).
+    """
+    rng = np.random.default_rng([seed, epoch])
+    out = []
+    for qid in data.train_qids:
+        rel = sorted(data.relevant[qid])
+        negs = [d for d in data.candidates.get(qid, [])[:depth] if d not in data.relevant[qid]]
+        if rel and negs:
+            out.append((qid, rel[int(rng.integers(len(rel)))], negs[int(rng.integers(len(negs)))]))
+    return [out[i] for i in rng.permutation(len(out))]
+
+
+# -- the generic pairwise loop ---------------------------------------------------------------
+
+ScoreFn = Callable[[Tensor, Tensor], Tensor]  # query ids [B, Q], doc ids [B, L] -> scores [B]
+LossFn = Callable[[Tensor, Tensor], Tensor]  # query ids [B, Q], doc ids [B, L] -> scalar (stage 3)
+
+
+def pair_loss(pos: Tensor, neg: Tensor, config: RerankerTrainConfig) -> Tensor:
+    """Margin ranking or RankNet loss of positive over negative scores (each ``[B]``) -> scalar."""
+    if config.loss == "ranknet":
+        return nn.functional.softplus(neg - pos).mean()
+    return nn.functional.margin_ranking_loss(pos, neg, torch.ones_like(pos), margin=config.margin)
+
+
+def triple_batch(data: PairData, batch: Sequence[tuple[str, int, int]], device: torch.device) -> tuple[Tensor, Tensor]:
+    """Queries ``[2B, Q]`` and documents ``[2B, L]``: the B positives, then the B negatives."""
+    q = pad_rows([data.queries[qid] for qid, _, _ in batch])
+    d = pad_rows([data.docs[p] for _, p, _ in batch] + [data.docs[n] for _, _, n in batch])
+    return q.repeat(2, 1).to(device), d.to(device)
+
+
+def train_epoch(score: ScoreFn | None, loss_fn: LossFn | None, model: nn.Module, optimizer, data: PairData,
+                config: RerankerTrainConfig, epoch: int, device: torch.device) -> dict[str, float]:
+    """One epoch of pairwise steps (``score``) or of a per-batch loss (``loss_fn``, IDCM stage 3)."""
+    from tqdm.auto import tqdm
+
+    triples = epoch_triples(data, config.depth, config.seed, epoch)
+    starts = list(range(0, len(triples), config.batch_size))[: config.max_steps]
+    model.train()
+    losses = []
+    for start in tqdm(starts, desc=f"epoch {epoch + 1}", unit="step", disable=not config.progress, leave=False):
+        q, d = triple_batch(data, triples[start: start + config.batch_size], device)
+        if loss_fn is not None:
+            loss = loss_fn(q, d)
+        else:
+            s = score(q, d)  # [2B]
+            half = s.shape[0] // 2
+            loss = pair_loss(s[:half], s[half:], config)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    return {"loss": float(np.mean(losses)) if losses else 0.0, "steps": len(losses)}
+
+
+def rerank_scores(score: ScoreFn, data: PairData, qids: Sequence[str], depth: int, batch_size: int,
+                  device: torch.device) -> dict[str, dict[str, float]]:
+    """A run ``qid -> {docid: score}`` of the top ``depth`` candidates of ``qids`` (no gradients)."""
+    run: dict[str, dict[str, float]] = {}
+    with torch.no_grad():
+        for qid in qids:
+            cands = data.candidates.get(qid, [])[:depth]
+            order = sorted(cands, key=lambda i: len(data.docs[i]))
+            scores: dict[str, float] = {}
+            for start in range(0, len(order), batch_size):
+                part = order[start: start + batch_size]
+                d = pad_rows([data.docs[i] for i in part]).to(device)
+                q = pad_rows([data.queries[qid]]).to(device).expand(len(part), -1)
+                scores.update(zip((data.docids[i] for i in part), score(q, d).tolist()))
+            run[qid] = scores
+    return run
+
+
+def validate(score: ScoreFn, model: nn.Module, data: PairData, config: RerankerTrainConfig,
+             device: torch.device) -> float:
+    """Mean nDCG@10 of the dev queries reranking their top ``dev_depth`` candidates."""
+    from ckqti.evaluate import evaluate
+
+    was = model.training
+    model.eval()
+    try:
+        run = rerank_scores(score, data, data.dev_qids, config.dev_depth, config.eval_batch_size, device)
+    finally:
+        model.train(was)
+    return float(evaluate(run, data.dev_qrels, ["nDCG@10"]).mean["nDCG@10"])
+
+
+@dataclass
+class StageResult:
+    best: float
+    history: list[dict]
+
+
+def fit_stage(stage: int, score: ScoreFn, loss_fn: LossFn | None, model: nn.Module, optimizer, data: PairData,
+              config: RerankerTrainConfig, epochs: int, device: torch.device,
+              on_best: Callable[[float, list[dict]], None] | None = None) -> StageResult:
+    """Epochs with validation and early stopping; the model ends with its best epoch's weights."""
+    best, best_state, since, history = -1.0, None, 0, []
+    for epoch in range(epochs):
+        started = time.perf_counter()
+        stats = train_epoch(None if loss_fn else score, loss_fn, model, optimizer, data, config, epoch, device)
+        dev = validate(score, model, data, config, device)
+        history.append({"stage": stage, "epoch": epoch + 1, **stats, "dev_ndcg10": dev,
+                        "seconds": time.perf_counter() - started})
+        if config.progress:
+            print(f"stage {stage} epoch {epoch + 1}: loss {stats['loss']:.4f}, dev nDCG@10 {dev:.4f}", flush=True)
+        if dev > best:
+            best, best_state, since = dev, copy.deepcopy(model.state_dict()), 0
+            if on_best is not None:
+                on_best(dev, history)
+        else:
+            since += 1
+            if since >= config.patience:
+                break
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    return StageResult(best, history)
+
+
+# -- TK and TKL -------------------------------------------------------------------------------
+
+
+def term_model_options(config: RerankerTrainConfig) -> dict[str, Any]:
+    """TK/TKL config fields: 256-d embeddings (the skip-gram IN+OUT width) with 8 heads unless overridden."""
+    return {"embedding_dim": 256, "num_heads": 8, **config.model_options}
+
+
+def new_term_model(kind: str, text: TermText, collection, config: RerankerTrainConfig) -> nn.Module:
+    """A TK or TKL for the training vocabulary, embeddings initialised as ``config.embeddings`` asks."""
+    from ckqti.train.loop import initial_embeddings
+
+    model = build_model(kind, {**term_model_options(config), "vocab_size": len(text.vocab)})
+    matrix = initial_embeddings(collection, config.embeddings, model.config.embedding_dim, config.seed)
+    if matrix is not None:
+        with torch.no_grad():
+            model.embedding.weight.copy_(torch.as_tensor(matrix, dtype=torch.float32))
+            model.embedding.weight[0].zero_()
+    if config.init == "match":
+        match_init(model)
+    return model
+
+
+def train_term_model(data: PairData, text: TermText, collection, config: RerankerTrainConfig, out: Path,
+                     meta: dict, device: torch.device) -> tuple[Checkpoint | None, StageResult]:
+    """Train TK or TKL; each better epoch is written to ``out``."""
+    model = new_term_model(config.kind, text, collection, config).to(device)
+    optimizer = torch.optim.Adam(model.parameter_groups(config.lr_encoder, config.lr_rest))
+    saved: list[Checkpoint] = []
+
+    def on_best(dev: float, history: list[dict]) -> None:
+        saved.append(save_reranker(out, model, config.kind, text, {**meta, "dev_ndcg10": dev, "history": history}))
+
+    result = fit_stage(0, model, None, model, optimizer, data, config, config.epochs, device, on_best)
+    return (saved[-1] if saved else None), result
+
+
+# -- IDCM -------------------------------------------------------------------------------------
+
+
+def idcm_stage_setup(model: nn.Module, stage: int, config: RerankerTrainConfig) -> tuple[ScoreFn, LossFn | None, Any]:
+    """Scoring function, optional loss and optimizer of one IDCM stage."""
+    if stage == 3:
+        params = [*model.conv.parameters(), model.kernel_scale, *model.bin_weights.parameters()]
+        return model, (lambda q, d: model.distillation_loss(q, d)), torch.optim.Adam(params, lr=config.lr_rest)
+    groups = [{"params": list(model.bert.parameters()), "lr": config.lr_encoder},
+              {"params": [*model.classifier.parameters(), model.top_k_weights], "lr": config.lr_rest}]
+    if stage == 1:
+        head = model.config.window_length
+        return (lambda q, d: model.cross_encoder(q, d[:, :head])), None, torch.optim.Adam(groups)
+    return model.forward_all_windows, None, torch.optim.Adam(groups)
+
+
+def train_idcm(data: PairData, text: WordPieceText, config: RerankerTrainConfig, out: Path, work: Path, meta: dict,
+               device: torch.device) -> tuple[Checkpoint | None, list[dict], float]:
+    """Run the IDCM stages in order, resuming after the last stage checkpoint found in ``work``."""
+    from ckqti.models.idcm import IDCM, IDCMConfig
+
+    options = dict(config.model_options)
+    if "bert" in options:  # a randomly initialised BERT of this shape (tests, ablations)
+        model = IDCM(IDCMConfig(**options)).to(device)
+    else:
+        model = IDCM.from_minilm(IDCMConfig(**options), device=device)
+    history: list[dict] = []
+    best, ckpt = -1.0, None
+    for stage in config.stages:
+        path = work / f"stage{stage}.pt"
+        if path.is_file():
+            ckpt = load_checkpoint(path)
+            model.load_state_dict(ckpt.state_dict)
+            history, best = list(ckpt.meta.get("history", [])), float(ckpt.meta.get("dev_ndcg10", -1.0))
+            continue
+        score, loss_fn, optimizer = idcm_stage_setup(model, stage, config)
+        epochs = config.distill_epochs if stage == 3 else config.epochs
+        result = fit_stage(stage, score, loss_fn, model, optimizer, data, config, epochs, device)
+        history += result.history
+        best = result.best
+        ckpt = save_reranker(path, model, "idcm", text, {**meta, "stage": stage, "dev_ndcg10": best, "history": history})
+    if ckpt is not None:
+        ckpt = save_reranker(out, model, "idcm", text, {**dict(ckpt.meta), **meta, "dev_ndcg10": best, "history": history})
+    return ckpt, history, best
+
+
+# -- the API ----------------------------------------------------------------------------------
+
+
+def train_reranker(
+    kind: str,
+    corpus: str | Path,
+    queries: str | Path | Mapping[str, str],
+    qrels: str | Path | Mapping[str, Mapping[str, int]],
+    out: str | Path,
+    config: RerankerTrainConfig | None = None,
+    *,
+    candidates: Mapping[str, Sequence[str]] | None = None,
+    fmt: str | None = None,
+    work_dir: str | Path | None = None,
+) -> RerankerTrainResult:
+    """Train a TK, TKL or IDCM re-ranker and write it as a checkpoint at ``out``.
+
+    Args:
+        kind: ``"tk"``, ``"tkl"`` or ``"idcm"`` (overrides ``config.kind``).
+        corpus: corpus file (any format ``ckqti index`` reads).
+        queries, qrels: files (or loaded mappings) of the training queries and judgements;
+            ``config.dev_fraction`` of the judged queries is carved out as dev.
+        out: checkpoint to write.
+        config: see :class:`RerankerTrainConfig`.
+        candidates: ``qid -> ranked docids`` for every judged query; None runs Pyserini BM25
+            (Java, in a child process) over the corpus, its index kept in the work folder.
+        fmt: corpus format (None: from the file name or content).
+        work_dir: work folder (default ``<out>.work``): BM25 index, IDCM stage checkpoints.
+
+    Raises:
+        InputError: unreadable inputs, judged queries without text, no usable training query.
+    """
+    config = replace(config or RerankerTrainConfig(), kind=kind)
+    out = Path(out)
+    work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
+    work.mkdir(parents=True, exist_ok=True)
+    device = torch.device(config.device) if config.device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    q_texts, qrels_map = read_training_inputs(queries, qrels)
+    text, docids, doc_texts, collection = build_text(kind, corpus, config, fmt)
+    model_defaults = _config_defaults(kind, config)
+    max_q, max_d = model_defaults
+    doc_rows = ([text.ids(t, max_d) for t in doc_texts] if doc_texts is not None
+                else [np.asarray(collection.doc(i)[:max_d], dtype=np.int64) for i in range(len(collection))])
+    if candidates is None:
+        from ckqti.train.loop import bm25_candidates
+
+        judged = {q: q_texts[q] for q in qrels_map if q in q_texts}
+        candidates = bm25_candidates(corpus, judged, work, max(config.depth, config.dev_depth), fmt)
+    data = prepare_pairs(text, docids, doc_rows, q_texts, qrels_map, candidates, config, max_q)
+    if not data.train_qids:
+        raise InputError("no training query has a relevant document and a known term")
+    meta = {"trained_by": "ckqti.train.rerankers", "config": config.to_dict(), "corpus": Path(corpus).name,
+            "documents": len(docids), "train_queries": len(data.train_qids), "dev_queries": len(data.dev_qids)}
+    cuda = [device.index or 0] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda):
+        torch.manual_seed(config.seed)
+        if kind == "idcm":
+            ckpt, history, best = train_idcm(data, text, config, out, work, meta, device)
+        else:
+            ckpt, result = train_term_model(data, text, collection, config, out, meta, device)
+            history, best = result.history, result.best
+    if ckpt is None:
+        raise CkqtiError("training produced no model (no epoch ran)", out)
+    return RerankerTrainResult(out, ckpt.id, best, tuple(history), work)
+
+
+def _config_defaults(kind: str, config: RerankerTrainConfig) -> tuple[int, int]:
+    """The query and document caps of the model ``config.model_options`` will build."""
+    if kind == "idcm":
+        from ckqti.models.idcm import IDCMConfig
+
+        c = IDCMConfig(**config.model_options)
+        return c.max_query_length, c.max_doc_length
+    from ckqti.models.tk import TKConfig
+    from ckqti.models.tkl import TKLConfig
+
+    cls = TKConfig if kind == "tk" else TKLConfig
+    c = cls(vocab_size=2, **term_model_options(config))
+    return c.max_query_length, c.max_doc_length
+
+
+__all__ = [
+    "ALL_KINDS",
+    "RERANKER_KINDS",
+    "Reranker",
+    "RerankerTrainConfig",
+    "RerankerTrainResult",
+    "TermText",
+    "TokenSpan",
+    "WordPieceText",
+    "analyzed_spans",
+    "load_reranker",
+    "match_init",
+    "reranker_from_checkpoint",
+    "save_reranker",
+    "train_reranker",
+]

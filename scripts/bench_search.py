@@ -1,0 +1,247 @@
+"""Search speed, side by side over the same stored impacts: ckqti vs bm25s, Pyserini, PISA.
+
+    python scripts/bench_search.py                      # SciFact + synthetic 1M documents
+    python scripts/bench_search.py --docs 200000 --peers bm25s,pisa --out out/bench_search_200k.json
+
+Collections: (a) the SciFact learned index (NDRM2 impacts; queries: SciFact test);
+(b) a synthetic index: ``--docs`` documents of about ``--per-doc`` postings, terms drawn
+from a Zipf law over ``--vocab`` terms, impacts either shaped like NDRM2/BM25 impacts
+(``--impacts idf``, the default: ``idf(t) * tf / (tf + 1.2)`` with a geometric tf, so
+frequent terms carry small impacts, as in a real learned index), drawn independently of
+the term from the SciFact index's own impact distribution (``--impacts empirical``), or
+uniform over 1..255 (``--impacts uniform``, where impact-ordered pruning cannot help); two query sets of 3-8 distinct terms: head-heavy (terms drawn by
+collection frequency) and tail (drawn uniformly from the vocabulary). Every engine gets
+the same integer impacts and the same term ids, one query per call for latency and QPS
+at 1 thread, the engine's own batch call for 2 threads. Prints a markdown table and
+writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from indexer.build import write_prebuilt_index  # noqa: E402
+from indexer.shards import ImpactPostings  # noqa: E402
+from retriever.index import Index  # noqa: E402
+from retriever.search import Searcher  # noqa: E402
+from scripts import peers as peer_mod  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data"
+
+
+class CkqtiEngine:
+    """ckqti's traversal over a written, memory-mapped index, as a peer."""
+
+    def __init__(self, path: Path, mode: str = "exact", budget: int = 0, name: str = ""):
+        self.path, self.mode, self.budget = path, mode, budget
+        self.name = name or (f"ckqti-{mode}" + (f"-{budget // 1000}k" if mode == "anytime" else ""))
+        self.searcher = None
+
+    def load(self) -> "CkqtiEngine":
+        self.searcher = Searcher(Index(self.path), mode=self.mode, budget=self.budget)
+        return self
+
+    def warmup(self) -> None:
+        self.search([int(np.argmax(np.diff(self.searcher.index.shards[0].seg_ptr)))], 10)
+
+    def search(self, term_ids, k):
+        terms, counts = np.unique(np.asarray(term_ids, np.int64), return_counts=True)
+        top, _ = self.searcher.search_ids(terms, counts.astype(np.int64), k)
+        return np.array([d for _, _, d in top], np.int64), np.array([v for v, _, _ in top], np.float64)
+
+    def search_batch(self, queries, k, threads=1):
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            return list(pool.map(lambda q: self.search(q, k), queries))
+
+    def index_bytes(self) -> int:
+        return sum(f.stat().st_size for f in self.path.rglob("*.arrow") if "docs.arrow" not in f.name)
+
+
+def zipf_triples(num_docs, per_doc, vocab, exponent, rng, chunk=100_000):
+    """Doc-ordered (terms, docs) with distinct terms per document, terms ~ Zipf."""
+    cdf = np.cumsum(1.0 / np.arange(1, vocab + 1) ** exponent)
+    cdf /= cdf[-1]
+    terms, docs = [], []
+    for start in range(0, num_docs, chunk):
+        n = min(chunk, num_docs - start)
+        t = np.sort(np.searchsorted(cdf, rng.random((n, per_doc))).astype(np.int32), axis=1)
+        keep = np.ones_like(t, dtype=bool)
+        keep[:, 1:] = t[:, 1:] != t[:, :-1]
+        terms.append(t[keep])
+        docs.append(np.repeat(np.arange(start, start + n, dtype=np.uint32), keep.sum(1)))
+    return np.concatenate(terms), np.concatenate(docs)
+
+
+def synthetic(args, impact_pool, rng):
+    terms, docs = zipf_triples(args.docs, args.per_doc, args.vocab, args.zipf, rng)
+    if args.impacts == "uniform":
+        imps = rng.integers(1, 256, terms.size).astype(np.uint8)
+    elif args.impacts == "empirical":
+        imps = rng.choice(impact_pool, size=terms.size).astype(np.uint8)
+    else:  # "idf": BM25/NDRM2-like, idf(t) * tf / (tf + 1.2), so frequent terms carry small impacts
+        df = np.bincount(terms, minlength=args.vocab).astype(np.float64)
+        idf = np.maximum(np.log((args.docs - df + 0.5) / (df + 0.5)), 0.05)
+        tf = 1 + rng.geometric(0.6, terms.size)
+        score = idf[terms] * tf / (tf + 1.2)
+        imps = np.clip(np.rint(score / score.max() * 255), 1, 255).astype(np.uint8)
+    return ImpactPostings(terms, docs, imps)
+
+
+def scifact(workdir: Path):
+    from ckqti import api
+    from indexer.readers import read_qrels, read_queries
+
+    idx = workdir / "scifact"
+    if not idx.exists():
+        api.index(DATA / "scifact" / "corpus.jsonl", idx, model="ndrm2", progress=False)
+    searcher = Searcher(idx)
+    sh = searcher.index.shards[0]
+    imps = np.repeat(sh.seg_impact[:-1], np.diff(sh.seg_start))
+    terms = np.repeat(np.repeat(np.arange(sh.seg_ptr.size - 1), np.diff(sh.seg_ptr)), np.diff(sh.seg_start))
+    postings = ImpactPostings(terms.astype(np.int32), np.asarray(sh.postings), imps.astype(np.uint8))
+    test = read_qrels(DATA / "scifact" / "qrels" / "test.tsv")
+    queries = [searcher.parse(t).terms.tolist() for q, t in read_queries(DATA / "scifact" / "queries.jsonl").items() if q in test]
+    return postings, sh.num_docs, len(searcher.index.terms), queries
+
+
+def draw_queries(csr, n, rng, head: bool):
+    cf = np.asarray((csr > 0).sum(0)).ravel().astype(np.float64)
+    pool = np.flatnonzero(cf > 0)
+    p = cf[pool] / cf[pool].sum() if head else None
+    return [np.unique(rng.choice(pool, size=rng.integers(3, 9), p=p)).tolist() for _ in range(n)]
+
+
+def time_queries(engine, queries, k=10):
+    lat = []
+    results = []
+    for q in queries:
+        t = time.perf_counter()
+        results.append(engine.search(q, k))
+        lat.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    engine.search_batch(queries, k, threads=2)
+    two = time.perf_counter() - t
+    lat = np.array(lat)
+    return results, {
+        "qps_1t": len(queries) / lat.sum(),
+        "qps_2t": len(queries) / two,
+        "p50_ms": float(np.percentile(lat, 50) * 1e3),
+        "p99_ms": float(np.percentile(lat, 99) * 1e3),
+    }
+
+
+def agreement(results, reference):
+    vals = []
+    for (d, _), (r, _) in zip(results, reference):
+        if len(r):
+            vals.append(len(set(d[:10].tolist()) & set(r[:10].tolist())) / min(10, len(r)))
+    return float(np.mean(vals)) if vals else 1.0
+
+
+def make_engines(args, workdir: Path, postings, num_docs, vocab):
+    """Build every engine over the same impacts; returns [(engine, build_s, load_s)]."""
+    csr = sp.csr_matrix((postings.impacts.astype(np.int32), (postings.docs.astype(np.int64), postings.terms.astype(np.int64))), shape=(num_docs, vocab))
+    out = []
+    t = time.perf_counter()
+    path = workdir / "ckqti"
+    write_prebuilt_index(path, [postings], vocab, num_docs)
+    build = time.perf_counter() - t
+    for mode, budget in [("exact", 0)] + [("anytime", b) for b in args.budgets]:
+        t = time.perf_counter()
+        eng = CkqtiEngine(path, mode, budget).load()
+        out.append((eng, build, time.perf_counter() - t))
+    wanted = set(args.peers.split(",")) if args.peers else set()
+    if "bm25s" in wanted:
+        t = time.perf_counter()
+        eng = peer_mod.Bm25sPeer().build(csr)
+        out.append((eng, time.perf_counter() - t, 0.0))
+    if "pisa" in wanted:
+        t = time.perf_counter()
+        eng = peer_mod.PisaPeer(workdir / "pisa-work", "block_max_wand").build(csr)
+        b = time.perf_counter() - t
+        out += [(eng, b, 0.0), (eng.with_algorithm("maxscore"), b, 0.0)]
+    if "lucene" in wanted:
+        t = time.perf_counter()
+        eng = peer_mod.LucenePeer(workdir / "lucene-work").build(csr)
+        out.append((eng, time.perf_counter() - t, 0.0))
+    return csr, out
+
+
+def bench_collection(name, args, workdir, postings, num_docs, vocab, query_sets):
+    csr, engines = make_engines(args, workdir, postings, num_docs, vocab)
+    rows = []
+    for qname, queries in query_sets(csr).items():
+        exact_eng = engines[0][0]
+        exact_eng.warmup()
+        reference, _ = time_queries(exact_eng, queries[:50])
+        for q, (_d, s) in list(zip(queries, reference))[:50]:
+            bd, bs = peer_mod.brute_force_topk(csr, q, 10)
+            assert np.array_equal(s, bs), f"ckqti exact differs from brute force on {q}"
+        reference = [exact_eng.search(q, 10) for q in queries]
+        for eng, build_s, load_s in engines:
+            eng.warmup()
+            res, timing = time_queries(eng, queries)
+            rows.append({
+                "collection": name, "queries": qname, "n": len(queries), "engine": eng.name,
+                **timing, "top10_agreement": agreement(res, reference),
+                "index_mb": eng.index_bytes() / 2**20, "build_s": build_s, "load_s": load_s,
+            })
+            print_row(rows[-1])
+    return rows
+
+
+HEADER = "| collection | queries | engine | QPS 1t | QPS 2t | p50 ms | p99 ms | top-10 agr. | index MB | build s | load s |"
+
+
+def print_row(r):
+    print(f"| {r['collection']} | {r['queries']} | {r['engine']} | {r['qps_1t']:.0f} | {r['qps_2t']:.0f} | {r['p50_ms']:.3f} | "
+          f"{r['p99_ms']:.3f} | {r['top10_agreement']:.3f} | {r['index_mb']:.1f} | {r['build_s']:.1f} | {r['load_s']:.2f} |", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--docs", type=int, default=1_000_000)
+    ap.add_argument("--per-doc", type=int, default=150)
+    ap.add_argument("--vocab", type=int, default=100_000)
+    ap.add_argument("--zipf", type=float, default=1.0)
+    ap.add_argument("--impacts", choices=["idf", "empirical", "uniform"], default="idf")
+    ap.add_argument("--queries", type=int, default=500)
+    ap.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",")], default=[20_000, 50_000])
+    ap.add_argument("--peers", default="bm25s,pisa,lucene")
+    ap.add_argument("--skip-scifact", action="store_true")
+    ap.add_argument("--workdir", default=None)
+    ap.add_argument("--out", default="out/bench_search.json")
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    rows = []
+    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+        work = Path(tmp)
+        print(HEADER)
+        print("|" + "---|" * 11)
+        sf_postings, sf_docs, sf_vocab, sf_queries = scifact(work)
+        if not args.skip_scifact:
+            rows += bench_collection("scifact", args, work / "sf", sf_postings, sf_docs, sf_vocab, lambda csr: {"scifact-test": sf_queries})
+        syn = synthetic(args, sf_postings.impacts, rng)
+        name = f"synthetic-{args.docs // 1000}k-{args.impacts}"
+        rows += bench_collection(name, args, work / "syn", syn, args.docs, args.vocab, lambda csr: {
+            "head-heavy": draw_queries(csr, args.queries, rng, True),
+            "tail": draw_queries(csr, args.queries, rng, False),
+        })
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+"""Training TK/TKL/IDCM re-rankers: configs, text spans, pairwise learning, checkpoints of every kind.
+
+Data: the 40-claim SciFact slice of ``conftest.py`` (lexical candidates, no Java). Models are tiny.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from ckqti.errors import CkqtiError
+from ckqti.text import Analyzer
+from ckqti.train.rerankers import (
+    PairData,
+    RerankerTrainConfig,
+    TermText,
+    analyzed_spans,
+    build_model,
+    epoch_triples,
+    load_reranker,
+    match_init,
+    save_reranker,
+    train_epoch,
+    train_reranker,
+)
+from ckqti.vocab import Vocabulary
+
+TINY_TK = dict(embedding_dim=16, num_heads=2, ff_dim=16, num_layers=1)
+TINY_BERT = dict(vocab_size=30522, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
+                 max_position_embeddings=128, dropout=0.0)
+
+
+def quick(kind: str, **kw) -> RerankerTrainConfig:
+    base = dict(kind=kind, epochs=2, batch_size=8, max_steps=3, embeddings="random", dev_depth=10,
+                max_dev_queries=4, progress=False, model_options=TINY_TK)
+    base.update(kw)
+    return RerankerTrainConfig(**base)
+
+
+def test_config_is_validated():
+    with pytest.raises(ValueError):
+        RerankerTrainConfig(kind="bert")
+    with pytest.raises(ValueError):
+        RerankerTrainConfig(loss="hinge")
+    with pytest.raises(ValueError):
+        RerankerTrainConfig(stages=(2, 1))
+    with pytest.raises(ValueError):
+        RerankerTrainConfig(model_options={"vocab_size": 3})
+    assert RerankerTrainConfig(stages=[1, 3]).stages == (1, 3)
+
+
+@pytest.mark.parametrize("text", [
+    "The BRCA1 gene's role in DNA-repair: 12 cases (İstanbul, ﬁbrosis)!",
+    "Vitamin D deficiency is associated with an increased risk of tuberculosis.",
+    "",
+])
+def test_analyzed_spans_match_the_analyzer(text):
+    analyzer = Analyzer()
+    spans = analyzed_spans(analyzer, text)
+    assert [s.token for s in spans] == analyzer(text)
+    for s in spans:  # every span is the word the term was stemmed from
+        assert analyzer(text[s.start:s.end]) == [s.token]
+
+
+def test_match_init_ranks_by_exact_matches():
+    """A match-initialised TK and TKL prefer the document holding the query's terms."""
+    torch.manual_seed(0)
+    q = torch.tensor([[5, 6, 7]])
+    with_terms = torch.tensor([[20, 21, 5, 22, 6, 23, 7, 24] * 5])
+    without = torch.tensor([[20, 21, 25, 22, 26, 23, 27, 24] * 5])
+    for kind in ("tk", "tkl"):
+        model = build_model(kind, dict(vocab_size=40, **TINY_TK)).eval()
+        match_init(model)
+        s = model(q.repeat(2, 1), torch.cat([with_terms, without]))
+        assert s[0] > s[1], kind
+
+
+def small_pairs(tiny_scifact) -> tuple[PairData, TermText]:
+    """The slice as PairData for a TK vocabulary (documents capped at 200 terms)."""
+    from ckqti.train.data import load_collection
+    from ckqti.train.rerankers import prepare_pairs
+
+    coll = load_collection(tiny_scifact["corpus"])
+    text = TermText(coll.analyzer, coll.vocab)
+    rows = [np.asarray(coll.doc(i)[:200], dtype=np.int64) for i in range(len(coll))]
+    config = quick("tk")
+    data = prepare_pairs(text, coll.docids, rows, tiny_scifact["queries"], tiny_scifact["qrels"],
+                         tiny_scifact["candidates"], config, 30)
+    return data, text
+
+
+def test_triples_are_relevant_then_judged_non_relevant(tiny_scifact):
+    data, _ = small_pairs(tiny_scifact)
+    triples = epoch_triples(data, 100, seed=0, epoch=0)
+    assert len(triples) == len({q for q, _, _ in triples}) > 20  # one per usable training query
+    for qid, pos, neg in triples:
+        assert pos in data.relevant[qid] and neg not in data.relevant[qid]
+        assert neg in data.candidates[qid]
+    assert triples == epoch_triples(data, 100, seed=0, epoch=0)
+    assert triples != epoch_triples(data, 100, seed=0, epoch=1)
+
+
+@pytest.mark.parametrize("kind", ["tk", "tkl"])
+def test_pairwise_loss_goes_down(tiny_scifact, kind):
+    """Repeating one epoch's triples, the margin loss falls (paper init, so nothing is given away)."""
+    data, text = small_pairs(tiny_scifact)
+    torch.manual_seed(0)
+    model = build_model(kind, dict(vocab_size=len(text.vocab), **TINY_TK))
+    opt = torch.optim.Adam(model.parameter_groups(1e-3, 1e-2))
+    config = quick(kind, max_steps=3)
+    losses = [train_epoch(model, None, model, opt, data, config, 0, torch.device("cpu"))["loss"] for _ in range(6)]
+    assert losses[-1] < losses[0]
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
+def test_train_tk_writes_a_checkpoint_that_reranks(tiny_scifact, tmp_path):
+    out = tmp_path / "tk.pt"
+    res = train_reranker("tk", tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], out,
+                         quick("tk"), candidates=tiny_scifact["candidates"])
+    assert out.is_file() and res.model_id.startswith("tk-")
+    assert [h["epoch"] for h in res.history][:1] == [1] and all(h["steps"] == 3 for h in res.history)
+    assert 0.0 <= res.best_dev_ndcg10 <= 1.0
+    rr = load_reranker(out, device="cpu")
+    assert rr.kind == "tk" and rr.model_id == res.model_id and rr.max_doc_length == 200
+    docs = list(tiny_scifact["docs"].values())[:5]
+    query = next(iter(tiny_scifact["queries"].values()))
+    scores = rr.score(query, docs, batch_size=2)
+    with torch.no_grad():  # the same as the model on the padded batch of all five
+        q = torch.as_tensor(rr.query_ids(query))[None].expand(5, -1)
+        d = torch.nn.utils.rnn.pad_sequence([torch.as_tensor(rr.doc_ids(t)) for t in docs], batch_first=True)
+        direct = rr.model(q, d).double().numpy()
+    np.testing.assert_allclose(scores, direct, rtol=1e-5, atol=1e-6)
+
+
+def test_reranker_checkpoint_round_trip_and_errors(tmp_path):
+    vocab = Vocabulary.build([["gene", "cell"], ["cell", "tumor"]])
+    text = TermText(Analyzer(), vocab)
+    torch.manual_seed(1)
+    model = build_model("tkl", dict(vocab_size=len(vocab), max_doc_length=300, **TINY_TK))
+    ckpt = save_reranker(tmp_path / "tkl.pt", model, "tkl", text, {"note": "test"})
+    rr = load_reranker(tmp_path / "tkl.pt", device="cpu", max_doc_length=4000)
+    assert rr.model_id == ckpt.id and rr.max_doc_length == 4000 and rr.model.config.max_doc_length == 4000
+    for a, b in zip(model.state_dict().values(), rr.model.state_dict().values()):
+        assert torch.equal(a, b)
+    raw = (tmp_path / "tkl.pt").read_bytes()
+    (tmp_path / "bad.pt").write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(CkqtiError):
+        load_reranker(tmp_path / "bad.pt")
+
+
+def test_ndrm_checkpoints_load_as_rerankers(tmp_path):
+    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+    from ckqti.train.checkpoint import save_checkpoint
+
+    analyzer = Analyzer()
+    docs = ["gene expression in tumor cells", "the weather is nice today", "rain tomorrow", "sunny days"]
+    vocab = Vocabulary.build([analyzer(d) for d in docs])
+    model = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm2"), vocab)
+    save_checkpoint(tmp_path / "n2.pt", model, "ndrm2", model.config.to_dict(), vocab, analyzer)
+    rr = load_reranker(tmp_path / "n2.pt", device="cpu")
+    s = rr.score("tumor gene", docs)
+    assert s[0] > 0 and s[1] == s[2] == s[3] == 0
+
+
+@pytest.mark.slow
+def test_idcm_three_stages_and_wordpiece_checkpoint(tiny_scifact, tmp_path):
+    """All three IDCM stages run on a tiny random BERT; the checkpoint carries its WordPiece vocabulary."""
+    from ckqti.models.minilm import WordPieceTokenizer
+
+    opts = dict(bert=TINY_BERT, max_doc_length=200, sample_n=3, top_k=2)
+    config = quick("idcm", batch_size=2, max_steps=2, epochs=1, dev_depth=3, max_dev_queries=2, model_options=opts)
+    out = tmp_path / "idcm.pt"
+    res = train_reranker("idcm", tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], out,
+                         config, candidates=tiny_scifact["candidates"])
+    assert [h["stage"] for h in res.history] == [1, 2, 3]
+    assert all((res.work_dir / f"stage{s}.pt").is_file() for s in (1, 2, 3))
+    rr = load_reranker(out, device="cpu")
+    text = "Vitamin D deficiency and tuberculosis risk in adults"
+    assert list(rr.query_ids(text)) == WordPieceTokenizer.minilm().encode(text, 30)
+    # a rerun finds every stage done and only rewrites the final checkpoint with the same weights
+    res2 = train_reranker("idcm", tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], out,
+                          replace(config, epochs=5), candidates=tiny_scifact["candidates"])
+    assert res2.model_id == res.model_id
