@@ -14,7 +14,7 @@ setup: .setup-done
 
 demo: setup
 	ckqti index ckqti/data/sample/corpus.jsonl --out $(INDEX) --force
-	ckqti search "who is aziz hashim" --index $(INDEX) -k 10
+	ckqti search "what is the daily life of thai people" --index $(INDEX) -k 10
 
 test: setup
 	ruff check ckqti indexer retriever scripts tests

@@ -191,18 +191,26 @@ class Reranker:
                 out = self.model(q, d)
         return out.double().cpu().numpy()
 
-    def score(self, query: str, docs: Sequence[str], batch_size: int = 32) -> np.ndarray:
-        """Scores of ``query`` against every text of ``docs``, in batches of similar length."""
-        q = self.query_ids(query)
-        rows = [self.doc_ids(t) for t in docs]
-        lengths = [self.text.length(t) for t in docs] if self.kind in QTI_KINDS else None
+    def doc_length(self, doc: str) -> int:
+        """Tokens of the whole document (NDRM's length normalisation reads the untruncated length)."""
+        return self.text.length(doc)
+
+    def score_rows(self, query: np.ndarray, rows: Sequence[np.ndarray], lengths: Sequence[int] | None = None,
+                   batch_size: int = 32) -> np.ndarray:
+        """Scores of one query's ids against document id rows, in batches of similar length."""
         out = np.zeros(len(rows))
         order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
         for start in range(0, len(order), batch_size):
             part = order[start: start + batch_size]
             lens = [lengths[i] for i in part] if lengths is not None else None
-            out[part] = self.score_ids(q, [rows[i] for i in part], lens)
+            out[part] = self.score_ids(query, [rows[i] for i in part], lens)
         return out
+
+    def score(self, query: str, docs: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        """Scores of ``query`` against every text of ``docs``."""
+        rows = [self.doc_ids(t) for t in docs]
+        lengths = [self.doc_length(t) for t in docs] if self.kind in QTI_KINDS else None
+        return self.score_rows(self.query_ids(query), rows, lengths, batch_size)
 
 
 def pad_rows(rows: Sequence[np.ndarray], min_width: int = 1) -> Tensor:

@@ -1,0 +1,223 @@
+"""Reranking first-stage candidates with any ranking model: TK, TKL, IDCM and NDRM1-3 alike.
+
+Candidates come from one of three places:
+
+* ``"bm25"``: Pyserini BM25 over the corpus file (Java runs in a child process; its Lucene
+  index is built once in the work folder);
+* a ckqti index directory: the learned index's own top ``depth`` (:class:`retriever.search.Searcher`);
+* a TREC run file: its top ``depth`` per query (trec_eval order).
+
+Candidate text comes from the corpus file when one is given (``Document.full_text()``: title
+and text, as in training), else from the index's document store (title and text joined the
+same way). Each document is tokenized once however many queries rank it. A query's
+candidates are scored by the model and written in the model's order (a TREC run whose
+documents per query are exactly the candidates, sorted by model score, ties by docid as
+trec_eval breaks them).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ckqti.errors import InputError, QueryError
+from ckqti.train.checkpoint import QTI_KINDS
+from ckqti.train.rerankers import Reranker, load_reranker
+
+Candidates = dict[str, list[str]]
+
+
+@dataclass(frozen=True)
+class RerankStats:
+    """What :func:`rerank` did.
+
+    Attributes:
+        queries: queries read; reranked: queries with at least one candidate.
+        skipped: ids of queries without candidates (no searchable term, or none retrieved).
+        pairs: (query, document) pairs scored.
+        seconds: scoring time (candidate retrieval and reading text excluded).
+        model_id, kind: the model's checkpoint id and kind.
+        candidates: where the candidates came from.
+        out: the run file written.
+    """
+
+    queries: int
+    reranked: int
+    skipped: tuple[str, ...]
+    pairs: int
+    seconds: float
+    model_id: str
+    kind: str
+    candidates: str
+    out: Path
+
+    @property
+    def ms_per_query(self) -> float:
+        return 1000.0 * self.seconds / self.reranked if self.reranked else 0.0
+
+    @property
+    def docs_per_second(self) -> float:
+        return self.pairs / self.seconds if self.seconds > 0 else float("inf")
+
+
+@dataclass
+class DocumentRows:
+    """Each document's model ids (capped) and true length, computed once."""
+
+    reranker: Reranker
+    texts: Mapping[str, str]
+    rows: dict[str, np.ndarray] = field(default_factory=dict)
+    lengths: dict[str, int] = field(default_factory=dict)
+
+    def get(self, docid: str) -> tuple[np.ndarray, int]:
+        if docid not in self.rows:
+            text = self.texts[docid]
+            self.rows[docid] = self.reranker.doc_ids(text)
+            self.lengths[docid] = self.reranker.doc_length(text) if self.reranker.kind in QTI_KINDS else 0
+        return self.rows[docid], self.lengths[docid]
+
+
+def rerank_candidates(
+    reranker: Reranker, queries: Mapping[str, str], candidates: Mapping[str, Sequence[str]],
+    texts: Mapping[str, str], batch_size: int = 32, progress: bool = False,
+) -> dict[str, list[tuple[str, float]]]:
+    """``qid -> [(docid, score), ...]`` in model order for every query with candidates.
+
+    Raises:
+        InputError: a candidate without text.
+    """
+    from tqdm.auto import tqdm
+
+    missing = next((d for docs in candidates.values() for d in docs if d not in texts), None)
+    if missing is not None:
+        raise InputError(f"candidate document {missing!r} is not in the corpus")
+    cache = DocumentRows(reranker, texts)
+    out = {}
+    for qid in tqdm([q for q in queries if candidates.get(q)], desc="rerank", unit="q", disable=not progress):
+        docs = list(dict.fromkeys(candidates[qid]))
+        got = [cache.get(d) for d in docs]
+        lengths = [n for _, n in got] if reranker.kind in QTI_KINDS else None
+        scores = reranker.score_rows(reranker.query_ids(queries[qid]), [r for r, _ in got], lengths, batch_size)
+        out[qid] = sorted(zip(docs, scores.tolist()), key=lambda p: (p[1], p[0]), reverse=True)
+    return out
+
+
+def corpus_texts(corpus: str | Path, fmt: str | None = None, keep: set[str] | None = None) -> dict[str, str]:
+    """``docid -> title and text`` (``Document.full_text()``) of a corpus file, only ``keep`` when given."""
+    from indexer.readers import read_corpus
+
+    return {d.docid: d.full_text() for d in read_corpus(corpus, fmt=fmt) if keep is None or d.docid in keep}
+
+
+def index_candidates(index_path: str | Path, queries: Mapping[str, str], depth: int,
+                     with_text: bool) -> tuple[Candidates, dict[str, str]]:
+    """Top ``depth`` of the learned index per query, and the candidates' stored text when asked."""
+    from retriever.search import Searcher
+
+    searcher = Searcher(str(index_path))
+    cands: Candidates = {}
+    texts: dict[str, str] = {}
+    for qid, text in queries.items():
+        try:
+            hits = searcher.search(text, depth).hits
+        except QueryError:
+            continue
+        cands[qid] = [h.docid for h in hits]
+        if with_text:
+            for h in hits:
+                if h.docid not in texts:
+                    doc = searcher.document(h)
+                    texts[h.docid] = "\n".join(f for f in (doc["title"], doc["text"]) if f)
+    return cands, texts
+
+
+def run_candidates(path: str | Path, queries: Mapping[str, str], depth: int) -> Candidates:
+    """Top ``depth`` per query of a TREC run file (trec_eval order)."""
+    from retriever.runs import read_run, trec_order
+
+    run = read_run(path)
+    return {q: [d for d, _ in trec_order(run[q])[:depth]] for q in queries if q in run}
+
+
+def gather_candidates(candidates: str | Path, queries: Mapping[str, str], depth: int, corpus: str | Path | None,
+                      fmt: str | None, work: Path) -> tuple[Candidates, dict[str, str] | None, str]:
+    """``(candidates, texts or None, description)`` from ``"bm25"``, an index directory or a run file."""
+    if str(candidates) == "bm25":
+        if corpus is None:
+            raise InputError("BM25 candidates need the corpus (--corpus)")
+        from ckqti.train.loop import bm25_candidates
+
+        work.mkdir(parents=True, exist_ok=True)
+        return bm25_candidates(corpus, dict(queries), work, depth, fmt), None, "bm25"
+    path = Path(candidates)
+    if path.is_dir():
+        cands, texts = index_candidates(path, queries, depth, with_text=corpus is None)
+        return cands, (texts if corpus is None else None), f"index:{path}"
+    if path.is_file():
+        if corpus is None:
+            raise InputError("candidates from a run file need the corpus for their text (--corpus)", path)
+        return run_candidates(path, queries, depth), None, f"run:{path}"
+    raise InputError("candidates must be 'bm25', an index directory or a TREC run file", path)
+
+
+def rerank(
+    queries_path: str | Path,
+    candidates: str | Path,
+    model_path: str | Path,
+    out: str | Path,
+    depth: int = 100,
+    corpus: str | Path | None = None,
+    *,
+    fmt: str | None = None,
+    batch_size: int = 32,
+    device: str | None = None,
+    tag: str | None = None,
+    work_dir: str | Path | None = None,
+    max_doc_length: int | None = None,
+    progress: bool = False,
+) -> RerankStats:
+    """Rerank every query's top ``depth`` candidates with a model and write a TREC run.
+
+    Args:
+        queries_path: queries file (TSV, JSONL, TREC or SMART).
+        candidates: ``"bm25"`` (needs ``corpus``), an index directory, or a TREC run file
+            (needs ``corpus``).
+        model_path: a checkpoint of any kind (TK, TKL, IDCM, NDRM1-3).
+        out: run file to write.
+        depth: candidates reranked per query.
+        corpus: corpus file for BM25 and for document text (else the index's stored text).
+        fmt: corpus format (None: from the file).
+        batch_size: documents scored at once.
+        device: torch device (default CUDA when available).
+        tag: run tag (default ``ckqti-<kind>``).
+        work_dir: where the BM25 index is kept (default ``<out>.work``).
+        max_doc_length: read this many document tokens instead of the model's trained cap.
+        progress: show a progress bar.
+
+    Raises:
+        InputError: unreadable inputs, missing corpus, candidates without text.
+        CkqtiError: an unreadable checkpoint.
+    """
+    from indexer.readers import read_queries
+    from retriever.runs import write_run
+
+    if depth < 1:
+        raise InputError(f"depth must be at least 1, got {depth}")
+    out = Path(out)
+    reranker = load_reranker(model_path, device, max_doc_length)
+    queries = read_queries(queries_path)
+    work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
+    cands, texts, where = gather_candidates(candidates, queries, depth, corpus, fmt, work)
+    if texts is None:
+        texts = corpus_texts(corpus, fmt, {d for docs in cands.values() for d in docs})
+    started = time.perf_counter()
+    results = rerank_candidates(reranker, queries, cands, texts, batch_size, progress)
+    seconds = time.perf_counter() - started
+    write_run(out, results, tag or f"ckqti-{reranker.kind}")
+    skipped = tuple(q for q in queries if q not in results)
+    pairs = sum(len(r) for r in results.values())
+    return RerankStats(len(queries), len(results), skipped, pairs, seconds, reranker.model_id, reranker.kind, where, out)
