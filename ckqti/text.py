@@ -9,7 +9,7 @@ every index manifest, and an index is only searched with an equal analyzer.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 # A classic English stopword list (the SMART/Lucene core plus common function words).
 ENGLISH_STOPWORDS: frozenset[str] = frozenset(
