@@ -73,12 +73,13 @@ def run(
     budget: int = 200_000,
     fmt: str | None = None,
     tag: str = "ckqti",
+    model: str | None = None,
 ) -> RunStats:
     """Search every query of a queries file and write a TREC run."""
     from indexer.readers import read_queries
     from retriever.runs import write_run
 
-    searcher = open_searcher(index_path, mode, budget)
+    searcher = open_searcher(index_path, mode, budget, model)
     qs = read_queries(queries, fmt=fmt)
     stats = RunStats(queries=len(qs), searched=0)
 

@@ -26,6 +26,7 @@ def index_option(f):
 
 
 def mode_options(f):
+    f = click.option("--model", default=None, help="Refuse an index not built with this model ('ndrm2' or a checkpoint).")(f)
     f = click.option("--budget", default=200_000, show_default=True, help="Anytime mode: postings per shard.")(f)
     return click.option(
         "--mode", type=click.Choice(["exact", "anytime"]), default="exact", show_default=True, help="Traversal."
@@ -61,9 +62,9 @@ def index_cmd(corpus, out, model, fmt, orcas, shard_size, batch_size, device, fo
 @click.option("-k", default=10, show_default=True, help="Results.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output for programs.")
 @mode_options
-def search_cmd(query, index_path, k, as_json, mode, budget):
+def search_cmd(query, index_path, k, as_json, mode, budget, model):
     """Search an index with QUERY."""
-    searcher = api.open_searcher(index_path, mode, budget)
+    searcher = api.open_searcher(index_path, mode, budget, model)
     res = searcher.search(query, k)
     if res.oov:
         click.echo(f"note: not in the index vocabulary, skipped: {' '.join(res.oov)}", err=True)
@@ -107,9 +108,9 @@ def search_lines(searcher, res) -> list[str]:
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
 @click.option("--tag", default="ckqti", show_default=True)
 @mode_options
-def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget):
+def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, model):
     """Batch fullrank: search every query and write a TREC run."""
-    s = api.run(index_path, queries, out, k, threads, mode, budget, fmt, tag)
+    s = api.run(index_path, queries, out, k, threads, mode, budget, fmt, tag, model)
     if s.skipped:
         click.echo(f"note: {len(s.skipped)} queries had no searchable terms: {' '.join(s.skipped[:10])}", err=True)
     click.echo(f"{s.searched} queries in {s.seconds:.2f}s ({s.qps:.0f} q/s) -> {out}")

@@ -89,3 +89,32 @@ def test_gzip_corpus_indexes_like_plain(tmp_path, scifact_small):
 def test_missing_index_is_a_clear_error(tmp_path):
     res = invoke("search", "x", "--index", tmp_path / "nope")
     assert res.exit_code != 0 and "no such index directory" in res.output
+
+
+def test_index_built_with_another_model_is_refused(scifact_index, tmp_path):
+    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+    from ckqti.text import Analyzer
+    from ckqti.train.checkpoint import save_checkpoint
+    from ckqti.vocab import Vocabulary
+
+    vocab = Vocabulary.build([["white", "matter"], ["cell"]])
+    config = NDRMConfig(vocab_size=len(vocab), variant="ndrm2")
+    other = save_checkpoint(tmp_path / "m.pt", build_ndrm(config, vocab), "ndrm2", config.to_dict(), vocab, Analyzer())
+    assert invoke("search", "white matter", "--index", scifact_index, "--model", "ndrm2").exit_code == 0
+    res = invoke("search", "white matter", "--index", scifact_index, "--model", tmp_path / "m.pt")
+    assert res.exit_code != 0 and len(res.output.strip().splitlines()) == 1
+    assert f"built with model 'ndrm2-untrained', not '{other.id}'" in res.output
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"not a checkpoint")
+    res = invoke("search", "white matter", "--index", scifact_index, "--model", garbage)
+    assert res.exit_code != 0 and "garbage.pt" in res.output and len(res.output.strip().splitlines()) == 1
+
+
+def test_corrupted_shard_is_a_one_line_error(tmp_path, scifact_small):
+    out = tmp_path / "idx"
+    assert invoke("index", scifact_small, "--out", out, "--model", "ndrm2").exit_code == 0
+    f = out / "shard-00000" / "segments.arrow"
+    f.write_bytes(f.read_bytes()[:-8] + b"corrupt!")
+    res = invoke("search", "white matter", "--index", out)
+    assert res.exit_code != 0
+    assert res.output.strip().splitlines() == [f"Error: {f}: index file corrupted (checksum mismatch); rebuild the index"]

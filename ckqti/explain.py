@@ -1,0 +1,376 @@
+"""Why a model scored a document as it did: regions, kernels or query-term contributions.
+
+:func:`explain` loads a checkpoint of any kind, finds the document (in a corpus file or an
+index's document store) and returns an :class:`Explanation`:
+
+* **TKL and IDCM**: the top regions with their token spans (in the model's tokens: analyzed
+  terms for TKL, WordPiece for IDCM), character spans in the document text, and scores. TKL's
+  regions are the three picked saturation windows (30 terms; the score combines each pick with
+  its +-1, +-2 neighbours by learned weights); IDCM's are the ``sample_n`` windows its selector
+  sent to the cross-encoder (50-token centres; the cross-encoder also read 7 tokens on each
+  side), with the cross-encoder score, the selector score, and whether the score is among the
+  ``top_k`` combined into the document score.
+* **TK**: per query term and kernel, that cell's share of the score (log and length branches
+  through their dense layers; the cells sum to the score), and for every document word the
+  model read, its closest kernel to its best-matching query term (seed paper 004, Fig. 2).
+* **NDRM1-3**: each query term's contribution ``s(t, d)`` (the score is their sum), and the
+  document words that match a query term exactly.
+
+:meth:`Explanation.render_terminal` highlights in ANSI colours (by default when standard
+output is a terminal and ``NO_COLOR`` is unset); :meth:`Explanation.to_html` writes a
+self-contained HTML page (:mod:`ckqti.explain_html`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ckqti.errors import InputError
+from ckqti.train.checkpoint import QTI_KINDS
+from ckqti.train.rerankers import Reranker, TokenSpan, load_reranker
+
+
+@dataclass(frozen=True)
+class Region:
+    """One region of a document the model singled out.
+
+    Attributes:
+        rank: 1 for the best region.
+        token_start, token_end: the region's model tokens ``[start, end)`` in the document.
+        char_start, char_end: the characters ``text[char_start:char_end]`` those tokens cover.
+        score: TKL: the window's topography score; IDCM: the cross-encoder's window score.
+        selector_score: IDCM: the selector's window score (None for TKL).
+        used: whether the region's score went into the document score (IDCM: among ``top_k``).
+    """
+
+    rank: int
+    token_start: int
+    token_end: int
+    char_start: int
+    char_end: int
+    score: float
+    selector_score: float | None = None
+    used: bool = True
+
+
+@dataclass(frozen=True)
+class KernelView:
+    """TK's per-kernel, per-query-term scores and the closest kernel of each document word read.
+
+    Attributes:
+        mus: kernel centres.
+        cells: ``[Q][K]`` each cell's share of the score (they sum to the score).
+        soft_tf: ``[Q][K]`` kernel activations summed over the document (soft term frequencies).
+        doc_kernels: closest kernel index of each document token read (its best-matching query term).
+    """
+
+    mus: tuple[float, ...]
+    cells: tuple[tuple[float, ...], ...]
+    soft_tf: tuple[tuple[float, ...], ...]
+    doc_kernels: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """A model's account of one (query, document) score.
+
+    Attributes:
+        kind, model_id: the model.
+        query, docid, text: the inputs (``text``: title and text as the model read them).
+        score: the model's score.
+        query_tokens: the query's model tokens (as read, after the query cap).
+        tokens: the document's model tokens with character spans (all of them).
+        tokens_read: how many of them the model read (its document cap).
+        regions: TKL / IDCM regions, best first.
+        kernels: TK's kernel view.
+        term_scores: NDRM: each query token's contribution (aligned with ``query_tokens``).
+    """
+
+    kind: str
+    model_id: str
+    query: str
+    docid: str
+    text: str
+    score: float
+    query_tokens: tuple[str, ...]
+    tokens: tuple[TokenSpan, ...]
+    tokens_read: int
+    regions: tuple[Region, ...] = ()
+    kernels: KernelView | None = None
+    term_scores: tuple[float, ...] = field(default_factory=tuple)
+
+    def region_text(self, region: Region) -> str:
+        return self.text[region.char_start: region.char_end]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["tokens"] = [[t.token, t.start, t.end] for t in self.tokens]
+        return d
+
+    def to_html(self) -> str:
+        from ckqti.explain_html import explanation_html
+
+        return explanation_html(self)
+
+    def render_terminal(self, color: bool | None = None) -> str:
+        """A plain-text report; ANSI colours when ``color`` (default: stdout is a tty, ``NO_COLOR`` unset)."""
+        if color is None:
+            color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        return "\n".join(terminal_lines(self, color))
+
+
+# -- computing explanations -------------------------------------------------------------------
+
+
+def char_span(tokens: tuple[TokenSpan, ...], start: int, end: int) -> tuple[int, int]:
+    """Characters covered by tokens ``[start, end)`` (``end`` clipped to the tokens that exist)."""
+    end = min(end, len(tokens))
+    if start >= end:
+        return 0, 0
+    return tokens[start].start, tokens[end - 1].end
+
+
+def _tensors(reranker: Reranker, query: str, text: str) -> tuple[torch.Tensor, torch.Tensor]:
+    q = torch.as_tensor(reranker.query_ids(query), dtype=torch.long)[None].to(reranker.device)
+    d = torch.as_tensor(reranker.doc_ids(text), dtype=torch.long)[None].to(reranker.device)
+    if d.shape[1] == 0:
+        d = torch.zeros(1, 1, dtype=torch.long, device=reranker.device)
+    return q, d
+
+
+def tkl_regions(reranker: Reranker, q: torch.Tensor, d: torch.Tensor, tokens: tuple[TokenSpan, ...]) -> tuple[float, list[Region]]:
+    e = reranker.model.explain(q, d)
+    n = int(e.doc_lengths[0])
+    regions = []
+    for r in range(e.region_starts.shape[1]):
+        if not bool(e.region_valid[0, r]):
+            continue
+        s = int(e.region_starts[0, r])
+        end = min(s + e.region_length, n)
+        regions.append(Region(len(regions) + 1, s, end, *char_span(tokens, s, end), float(e.region_scores[0, r])))
+    return float(e.score[0]), regions
+
+
+def idcm_regions(reranker: Reranker, q: torch.Tensor, d: torch.Tensor, tokens: tuple[TokenSpan, ...]) -> tuple[float, list[Region]]:
+    e = reranker.model.explain(q, d)
+    rows = []
+    for j in range(e.selected.shape[1]):
+        w = int(e.selected[0, j])
+        if w < 0:
+            continue
+        s, end = (int(x) for x in e.spans[0, j])
+        rows.append((float(e.cross_scores[0, j]), s, end, float(e.selector_scores[0, w]), bool(e.used[0, j])))
+    rows.sort(key=lambda r: (-r[0], r[1]))
+    regions = [Region(i + 1, s, end, *char_span(tokens, s, end), c, sel, used)
+               for i, (c, s, end, sel, used) in enumerate(rows)]
+    return float(e.score[0]), regions
+
+
+def tk_kernels(reranker: Reranker, q: torch.Tensor, d: torch.Tensor) -> tuple[float, KernelView]:
+    e = reranker.model.explain(q, d)
+    n = int(e.doc_mask[0].sum())
+    qn = int(e.query_mask[0].sum())
+
+    def rows(t: torch.Tensor) -> tuple[tuple[float, ...], ...]:
+        return tuple(tuple(float(x) for x in row) for row in t[0, :qn])
+
+    view = KernelView(tuple(float(m) for m in e.kernel_mus), rows(e.term_kernel_scores), rows(e.kernel_sums),
+                      tuple(int(k) for k in e.doc_term_kernel[0, :n]))
+    return float(e.score[0]), view
+
+
+def ndrm_terms(reranker: Reranker, q: torch.Tensor, d: torch.Tensor, length: int) -> tuple[float, tuple[float, ...]]:
+    lengths = torch.tensor([float(length)], device=reranker.device)
+    terms = reranker.model.term_scores(q, d, lengths)[0]  # [Q]
+    return float(terms.sum()), tuple(float(x) for x in terms)
+
+
+def explain_text(reranker: Reranker, query: str, docid: str, text: str) -> Explanation:
+    """Explain ``reranker``'s score of a document ``text`` for ``query``."""
+    tokens = tuple(reranker.text.spans(text))
+    q, d = _tensors(reranker, query, text)
+    query_tokens = tuple(t.token for t in reranker.text.spans(query))[: reranker.max_query_length]
+    read = min(len(tokens), reranker.max_doc_length)
+    base = dict(kind=reranker.kind, model_id=reranker.model_id, query=query, docid=docid, text=text,
+                query_tokens=query_tokens, tokens=tokens, tokens_read=read)
+    with torch.no_grad():
+        if reranker.kind == "tkl":
+            score, regions = tkl_regions(reranker, q, d, tokens)
+            return Explanation(score=score, regions=tuple(regions), **base)
+        if reranker.kind == "idcm":
+            score, regions = idcm_regions(reranker, q, d, tokens)
+            return Explanation(score=score, regions=tuple(regions), **base)
+        if reranker.kind == "tk":
+            score, view = tk_kernels(reranker, q, d)
+            return Explanation(score=score, kernels=view, **base)
+        if reranker.kind in QTI_KINDS:
+            score, terms = ndrm_terms(reranker, q, d, len(tokens))
+            return Explanation(score=score, term_scores=terms, **base)
+    raise InputError(f"cannot explain a {reranker.kind!r} model")
+
+
+def find_document(docid: str, corpus: str | Path | None = None, index: str | Path | None = None,
+                  fmt: str | None = None) -> str:
+    """The text (title and text) of ``docid`` from a corpus file or an index's document store."""
+    if (corpus is None) == (index is None):
+        raise InputError("give exactly one of a corpus file or an index to read the document from")
+    if corpus is not None:
+        from indexer.readers import read_corpus
+
+        for doc in read_corpus(corpus, fmt=fmt):
+            if doc.docid == docid:
+                return doc.full_text()
+        raise InputError(f"document {docid!r} is not in the corpus", corpus)
+    from retriever.index import Index
+
+    idx = Index(index, verify=False)
+    for shard in idx.shards:
+        ids = shard.docs.column("docid").to_pylist()
+        if docid in ids:
+            doc = shard.document(ids.index(docid))
+            return "\n".join(f for f in (doc["title"], doc["text"]) if f)
+    raise InputError(f"document {docid!r} is not in the index", index)
+
+
+def explain(
+    query: str,
+    docid: str,
+    model_path: str | Path,
+    corpus: str | Path | None = None,
+    index: str | Path | None = None,
+    html_out: str | Path | None = None,
+    *,
+    fmt: str | None = None,
+    device: str | None = None,
+    max_doc_length: int | None = None,
+) -> Explanation:
+    """Explain a model's score of document ``docid`` for ``query``.
+
+    Args:
+        query: query text.
+        docid: the document, read from ``corpus`` (a corpus file) or ``index`` (a ckqti index
+            directory's document store); exactly one of them.
+        model_path: a checkpoint of any kind (TK, TKL, IDCM, NDRM1-3).
+        html_out: also write the self-contained HTML page here.
+        fmt: corpus format (None: from the file).
+        device: torch device (default CUDA when available).
+        max_doc_length: read this many document tokens instead of the model's trained cap.
+
+    Raises:
+        InputError: no such document, or neither / both of corpus and index given.
+        CkqtiError: an unreadable checkpoint.
+    """
+    text = find_document(docid, corpus, index, fmt)
+    reranker = load_reranker(model_path, device, max_doc_length)
+    result = explain_text(reranker, query, docid, text)
+    if html_out is not None:
+        Path(html_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(html_out).write_text(result.to_html(), encoding="utf-8")
+    return result
+
+
+# -- terminal rendering ----------------------------------------------------------------------
+
+RESET = "\x1b[0m"
+REGION_COLOURS = ("\x1b[1;30;103m", "\x1b[1;30;106m", "\x1b[1;30;102m", "\x1b[1;30;105m")  # bold on yellow, cyan, ...
+MATCH_COLOUR = "\x1b[1;4m"
+UNREAD_COLOUR = "\x1b[2m"
+#: 256-colour foregrounds of TK's kernels, from exact match (red) to opposite meaning (blue).
+KERNEL_COLOURS = (196, 202, 214, 226, 148, 250, 117, 75, 33, 27, 21)
+
+
+def kernel_colour(k: int, n: int) -> str:
+    i = round(k * (len(KERNEL_COLOURS) - 1) / max(n - 1, 1))
+    return f"\x1b[38;5;{KERNEL_COLOURS[i]}m"
+
+
+def paint(text: str, code: str, color: bool) -> str:
+    return f"{code}{text}{RESET}" if color and text else text
+
+
+def marked_text(e: Explanation, marks: list[tuple[int, int, str, str]], color: bool, elide: int = 400) -> str:
+    """The document with ``(start, end, ansi code, plain bracket)`` marks; long unmarked stretches elided."""
+    out, pos = [], 0
+    read_end = e.tokens[e.tokens_read - 1].end if e.tokens_read else 0
+    for start, end, code, bracket in sorted(marks):
+        out.append(_plain(e.text[pos:start], elide))
+        inner = e.text[start:end]
+        out.append(paint(inner, code, color) if color else f"{bracket[0]}{inner}{bracket[1:]}")
+        pos = end
+    rest = e.text[pos:]
+    cut = max(0, min(len(rest), read_end - pos))
+    out.append(_plain(rest[:cut], elide))
+    if cut < len(rest):
+        tail = _plain(rest[cut:], elide)
+        out.append(paint(tail, UNREAD_COLOUR, color) if color else f"<<not read: {tail}>>")
+    return "".join(out)
+
+
+def _plain(text: str, elide: int) -> str:
+    if len(text) <= elide:
+        return text
+    half = elide // 2
+    return f"{text[:half]} [... {len(text) - elide} characters ...] {text[-half:]}"
+
+
+def terminal_lines(e: Explanation, color: bool) -> list[str]:
+    lines = [
+        f"query:    {e.query}",
+        f"document: {e.docid}   model: {e.model_id}   score: {e.score:.4f}",
+        f"read {e.tokens_read} of {len(e.tokens)} document tokens; query tokens: {' '.join(e.query_tokens)}",
+        "",
+    ]
+    if e.kind in ("tkl", "idcm"):
+        lines += region_lines(e, color)
+    elif e.kind == "tk" and e.kernels is not None:
+        lines += kernel_lines(e, color)
+    else:
+        lines += term_lines(e, color)
+    return lines
+
+
+def region_lines(e: Explanation, color: bool) -> list[str]:
+    what = ("TKL: top saturation windows (30 terms), topography score" if e.kind == "tkl"
+            else "IDCM: windows sent to the cross-encoder, cross-encoder score (selector score)")
+    lines = [what]
+    marks = []
+    for r in e.regions:
+        code = REGION_COLOURS[(r.rank - 1) % len(REGION_COLOURS)]
+        extra = f" (selector {r.selector_score:.3f}{'' if r.used else ', not combined'})" if r.selector_score is not None else ""
+        lines.append(f"  #{r.rank} tokens {r.token_start}-{r.token_end}  score {r.score:.4f}{extra}: "
+                     f"{paint(e.region_text(r), code, color)}")
+        marks.append((r.char_start, r.char_end, code, f"[{r.rank}: ]"))
+    return lines + ["", marked_text(e, marks, color)]
+
+
+def kernel_lines(e: Explanation, color: bool) -> list[str]:
+    k = e.kernels
+    head = "term".ljust(16) + "".join(paint(f"{m:>8.1f}", kernel_colour(i, len(k.mus)), color) for i, m in enumerate(k.mus))
+    lines = ["TK: score share of each (query term, kernel mu); document words by closest kernel", head]
+    for term, row in zip(e.query_tokens, k.cells):
+        lines.append(term[:15].ljust(16) + "".join(f"{x:>8.3f}" for x in row))
+    lines.append("total".ljust(16) + "".join(f"{x:>8.3f}" for x in np.sum(k.cells, axis=0)) if k.cells else "")
+    marks = []
+    for i, kern in enumerate(k.doc_kernels):
+        if kern >= 0:
+            t = e.tokens[i]
+            marks.append((t.start, t.end, kernel_colour(kern, len(k.mus)), f"[|{k.mus[kern]:.1f}]"))
+    if not color:  # brackets for every word would drown the text: mark the close matches only
+        marks = [m for m, kern in zip(marks, [x for x in k.doc_kernels if x >= 0]) if k.mus[kern] >= 0.7]
+    return lines + ["", marked_text(e, marks, color)]
+
+
+def term_lines(e: Explanation, color: bool) -> list[str]:
+    lines = ["query term contributions s(t, d) (the score is their sum)"]
+    top = max((abs(s) for s in e.term_scores), default=0.0) or 1.0
+    for term, s in zip(e.query_tokens, e.term_scores):
+        lines.append(f"  {term[:20]:<20} {s:>9.4f}  {'#' * round(20 * abs(s) / top)}")
+    wanted = set(e.query_tokens)
+    marks = [(t.start, t.end, MATCH_COLOUR, "[]") for t in e.tokens[: e.tokens_read] if t.token in wanted]
+    return lines + ["", marked_text(e, marks, color)]
