@@ -46,23 +46,16 @@ def remaining_bound(cur, end, seg_impact, weights):
 
 
 @njit(nogil=True, cache=True)
-def accumulate(postings, a0, a1, c, acc, touched, ntouched, hist, theta, cnt, k, and_mode, bound):
-    """Add contribution ``c`` to the documents of postings[a0:a1].
-
-    In AND mode only documents already seen whose accumulator plus ``bound`` reaches
-    ``theta`` are updated. Returns the new ``(ntouched, theta, cnt)``.
-    """
+def accumulate(postings, a0, a1, c, acc, touched, ntouched, hist, theta, cnt, k):
+    """OR mode: add contribution ``c`` to every document of postings[a0:a1], listing the
+    documents seen for the first time. Returns the new ``(ntouched, theta, cnt)``."""
     for p in range(a0, a1):
         d = postings[p]
         old = acc[d]
         if old == 0:
-            if and_mode:
-                continue
             touched[ntouched] = d
             ntouched += 1
         else:
-            if and_mode and old + bound < theta:
-                continue
             hist[old] -= 1
         new = old + c
         acc[d] = new
@@ -73,6 +66,40 @@ def accumulate(postings, a0, a1, c, acc, touched, ntouched, hist, theta, cnt, k,
                 cnt -= hist[theta]
                 theta += 1
     return ntouched, theta, cnt
+
+
+@njit(nogil=True, cache=True)
+def accumulate_live(postings, a0, a1, c, acc, bits, hist, theta, cnt, k, bound):
+    """AND mode: add ``c`` only to live documents (their bit set in ``bits``) that can still
+    reach ``theta``. The bitset (one bit a document) stays in cache where ``acc`` would not.
+    Returns the new ``(theta, cnt)``."""
+    for p in range(a0, a1):
+        d = postings[p]
+        if not (bits[d >> 6] >> (d & 63)) & 1:
+            continue
+        old = acc[d]
+        if old + bound < theta:
+            continue
+        hist[old] -= 1
+        new = old + c
+        acc[d] = new
+        hist[new] += 1
+        if old < theta and new >= theta:
+            cnt += 1
+            while cnt - hist[theta] >= k:
+                cnt -= hist[theta]
+                theta += 1
+    return theta, cnt
+
+
+@njit(nogil=True, cache=True)
+def set_bits(bits, touched, ntouched, value):
+    for i in range(ntouched):
+        d = touched[i]
+        if value:
+            bits[d >> 6] |= np.uint64(1) << np.uint64(d & 63)
+        else:
+            bits[d >> 6] &= ~(np.uint64(1) << np.uint64(d & 63))
 
 
 @njit(nogil=True, cache=True)
@@ -106,15 +133,16 @@ def collect_topk(acc, touched, ntouched, hist, k, theta, cnt):
 
 
 @njit(nogil=True, cache=True)
-def prune(acc, touched, ntouched, hist, theta, bound):
-    """Drop documents that can no longer reach ``theta`` (their accumulator is reset to 0,
-    so AND mode skips them); returns the new count of touched documents."""
+def prune(acc, touched, ntouched, hist, theta, bound, bits):
+    """Drop documents that can no longer reach ``theta`` (accumulator reset to 0, bit
+    cleared, so AND mode skips them); returns the new count of touched documents."""
     j = 0
     for i in range(ntouched):
         d = touched[i]
         if acc[d] + bound < theta:
             hist[acc[d]] -= 1
             acc[d] = 0
+            bits[d >> 6] &= ~(np.uint64(1) << np.uint64(d & 63))
         else:
             touched[j] = d
             j += 1
@@ -152,14 +180,14 @@ def complete_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, 
 
 
 @njit(nogil=True, cache=True)
-def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budget, acc, touched, hist):
+def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budget, acc, touched, hist, bits):
     """Top-k documents by the sum of ``weight * impact`` over the query terms.
 
     Args:
         terms: int64[m] distinct term ids; weights: int64[m] positive integer weights.
         k: results wanted; budget: postings to process at most (< 0: exact).
         acc: uint32/int64[num_docs], touched: int64[num_docs], hist: int64[>= sum(weights)*255+2],
-            all zero on entry and on exit.
+            bits: uint64[num_docs // 64 + 1], all zero on entry and on exit.
 
     Returns:
         ``(docs, scores, processed)``: int64[<=k] shard-local documents, int64 integer
@@ -183,9 +211,10 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
         s = cur[i]
         c = weights[i] * np.int64(seg_impact[s])
         a0, a1 = seg_start[s], seg_start[s + 1]
-        ntouched, theta, cnt = accumulate(
-            postings, a0, a1, c, acc, touched, ntouched, hist, theta, cnt, k, and_mode, bound
-        )
+        if and_mode:
+            theta, cnt = accumulate_live(postings, a0, a1, c, acc, bits, hist, theta, cnt, k, bound)
+        else:
+            ntouched, theta, cnt = accumulate(postings, a0, a1, c, acc, touched, ntouched, hist, theta, cnt, k)
         processed += a1 - a0
         left -= a1 - a0
         cur[i] += 1
@@ -193,8 +222,9 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
         if not and_mode and cnt >= k and theta > bound:
             and_mode = True
             pruned_at = bound + 1
+            set_bits(bits, touched, ntouched, True)
         if and_mode and 2 * bound < pruned_at:
-            ntouched = prune(acc, touched, ntouched, hist, theta, bound)
+            ntouched = prune(acc, touched, ntouched, hist, theta, bound, bits)
             pruned_at = bound
             segs_left = 0
             for j in range(m):
@@ -202,6 +232,8 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
             if budget < 0 and ntouched * segs_left * 24 < left:
                 complete_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, touched, ntouched, hist)
                 break
+    if and_mode:
+        set_bits(bits, touched, ntouched, False)
     docs, vals = collect_topk(acc, touched, ntouched, hist, k, theta, cnt)
     return docs, vals, processed
 

@@ -50,6 +50,7 @@ class Workspace:
         self.acc = np.zeros(max(max_docs, 1), dtype=np.uint32)
         self.touched = np.zeros(max(max_docs, 1), dtype=np.int64)
         self.hist = np.zeros(max_score + 2, dtype=np.int64)
+        self.bits = np.zeros(max(max_docs, 1) // 64 + 1, dtype=np.uint64)
 
     def fit(self, max_score: int) -> None:
         if self.hist.shape[0] < max_score + 2:
@@ -106,7 +107,7 @@ class Searcher:
         for si, sh in enumerate(self.index.shards):
             docs, vals, n = saat_topk(
                 sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k, budget,
-                ws.acc, ws.touched, ws.hist,
+                ws.acc, ws.touched, ws.hist, ws.bits,
             )
             processed += int(n)
             merged.extend((int(v), si, int(d)) for d, v in zip(docs, vals))

@@ -23,11 +23,12 @@ def search(a, num_docs, terms, weights, k, budget=-1):
     acc = np.zeros(num_docs, np.uint32)
     touched = np.zeros(num_docs, np.int64)
     hist = np.zeros(int(np.sum(weights)) * 255 + 2, np.int64)
+    bits = np.zeros(num_docs // 64 + 1, np.uint64)
     docs, vals, n = saat_topk(
         a["postings"], a["seg_start"], a["seg_impact"], a["seg_ptr"],
-        np.asarray(terms, np.int64), np.asarray(weights, np.int64), k, budget, acc, touched, hist,
+        np.asarray(terms, np.int64), np.asarray(weights, np.int64), k, budget, acc, touched, hist, bits,
     )
-    assert not acc.any() and not hist.any(), "scratch buffers must be left zeroed"
+    assert not acc.any() and not hist.any() and not bits.any(), "scratch buffers must be left zeroed"
     return docs.tolist(), vals.tolist(), n
 
 
