@@ -97,22 +97,32 @@ class Searcher:
         ws.fit(max_score)
         return ws
 
-    def search_ids(self, terms: np.ndarray, weights: np.ndarray, k: int) -> tuple[list[tuple[int, int, int]], int]:
-        """Top-k ``(integer score, shard, doc)`` over all shards, and postings processed."""
+    def topk_arrays(self, terms: np.ndarray, weights: np.ndarray, k: int):
+        """Top-k over all shards as arrays ``(scores, shards, docs, processed)``: integer scores
+        descending, ties by shard then document (the brute-force order)."""
+        empty = np.zeros(0, np.int64)
         if terms.size == 0 or k < 1:
-            return [], 0
+            return empty, empty, empty, 0
         ws = self._workspace(int(weights.sum()) * 255)
         budget = self.budget if self.mode == "anytime" else -1
-        merged, processed = [], 0
+        parts, processed = [], 0
         for si, sh in enumerate(self.index.shards):
             docs, vals, n = saat_topk(
                 sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k, budget,
                 ws.acc, ws.touched, ws.hist, ws.bits,
             )
             processed += int(n)
-            merged.extend((int(v), si, int(d)) for d, v in zip(docs, vals))
-        merged.sort(key=lambda x: (-x[0], x[1], x[2]))
-        return merged[:k], processed
+            parts.append((vals, np.full(docs.size, si, np.int64), docs))
+        if len(parts) == 1:
+            return (*parts[0], processed)
+        vals, shards, docs = (np.concatenate(x) for x in zip(*parts))
+        order = np.lexsort((docs, shards, -vals))[:k]
+        return vals[order], shards[order], docs[order], processed
+
+    def search_ids(self, terms: np.ndarray, weights: np.ndarray, k: int) -> tuple[list[tuple[int, int, int]], int]:
+        """Top-k ``(integer score, shard, doc)`` over all shards, and postings processed."""
+        vals, shards, docs, processed = self.topk_arrays(terms, weights, k)
+        return list(zip(vals.tolist(), shards.tolist(), docs.tolist())), processed
 
     def search(self, query: str, k: int = 10) -> SearchResult:
         """Top-k documents for a query string."""

@@ -58,8 +58,8 @@ class CkqtiEngine:
 
     def search(self, term_ids, k):
         terms, counts = np.unique(np.asarray(term_ids, np.int64), return_counts=True)
-        top, _ = self.searcher.search_ids(terms, counts.astype(np.int64), k)
-        return np.array([d for _, _, d in top], np.int64), np.array([v for v, _, _ in top], np.float64)
+        vals, _, docs, _ = self.searcher.topk_arrays(terms, counts, k)
+        return docs, vals.astype(np.float64)
 
     def search_batch(self, queries, k, threads=1):
         with ThreadPoolExecutor(max_workers=threads) as pool:
