@@ -127,16 +127,8 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format):
     click.echo(api.evaluate(run, qrels, per_query, compare, qrels_format).table())
 
 
-def main() -> None:
-    cli(prog_name="ckqti")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
-
-
 @cli.command("train")
-@click.option("--model", "variant", type=click.Choice(["ndrm1", "ndrm2", "ndrm3"]), default="ndrm3", show_default=True)
+@click.option("--model", "variant", type=click.Choice(["ndrm1", "ndrm2", "ndrm3", "tk", "tkl", "idcm"]), default="ndrm3", show_default=True)
 @click.option("--corpus", required=True, type=click.Path(exists=True), help="Corpus file (TSV, JSONL, TREC, SMART).")
 @click.option("--queries", required=True, type=click.Path(exists=True), help="Queries file.")
 @click.option("--qrels", required=True, type=click.Path(exists=True), help="Training judgements.")
@@ -156,7 +148,15 @@ if __name__ == "__main__":  # pragma: no cover
 @click.option("--resume", is_flag=True, help="Continue an interrupted run from <out>.work/state.pt.")
 def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epochs, patience, batch_size, lr, seed,
               device, weak_supervision, embeddings, init, fmt, resume):
-    """Train an NDRM model with RankNet on BM25 candidates; writes the best dev epoch to --out."""
+    """Train a model on BM25 candidates (NDRM: RankNet; TK/TKL/IDCM: pairwise); writes the best dev epoch to --out."""
+    if variant in ("tk", "tkl", "idcm"):
+        from ckqti.train.rerankers import RerankerTrainConfig, train_reranker
+
+        config = RerankerTrainConfig(kind=variant, epochs=epochs, patience=patience, batch_size=batch_size, seed=seed,
+                                     dev_fraction=dev_fraction, device=device)
+        r = train_reranker(variant, corpus, queries, qrels, out, config, fmt=fmt)
+        click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} -> {out}")
+        return
     from ckqti.train import TrainConfig, train
 
     config = TrainConfig(model=variant, epochs=epochs, patience=patience, batch_size=batch_size, lr=lr, seed=seed,
@@ -164,3 +164,61 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
                          init=init, device=device)
     r = train(corpus, queries, qrels, out, config, dev_qrels=dev_qrels, fmt=fmt, resume=resume)
     click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} at epoch {r.best_epoch} of {r.epochs_run} -> {out}")
+
+
+@cli.command("rerank")
+@click.option("--queries", required=True, type=click.Path(exists=True), help="Queries file (TSV, JSONL, TREC, SMART).")
+@click.option("--candidates", required=True, help="'bm25' (needs --corpus), an index directory, or a TREC run file.")
+@click.option("--model", "model_path", required=True, type=click.Path(exists=True), help="Checkpoint: TK, TKL, IDCM or NDRM.")
+@click.option("--out", required=True, type=click.Path(), help="TREC run file to write.")
+@click.option("--depth", default=100, show_default=True, help="Candidates reranked per query.")
+@click.option("--corpus", type=click.Path(exists=True), default=None, help="Corpus for BM25 and document text.")
+@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
+@click.option("--batch-size", default=32, show_default=True, help="Documents scored at once.")
+@click.option("--device", default=None, help="torch device (default: cuda if available).")
+@click.option("--tag", default=None, help="Run tag (default: ckqti-<kind>).")
+@click.option("--max-doc-length", type=int, default=None, help="Document tokens read (default: the model's cap).")
+@click.option("--adapt-vocabulary", is_flag=True, help="Read text with the corpus's vocabulary (zero-shot).")
+def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_size, device, tag, max_doc_length,
+               adapt_vocabulary):
+    """Rerank each query's top --depth candidates with a model; writes a TREC run."""
+    from retriever.rerank import rerank
+
+    s = rerank(queries, candidates, model_path, out, depth, corpus, fmt=fmt, batch_size=batch_size, device=device,
+               tag=tag, max_doc_length=max_doc_length, adapt_vocabulary=adapt_vocabulary)
+    if s.skipped:
+        click.echo(f"note: {len(s.skipped)} queries had no candidates: {' '.join(s.skipped[:10])}", err=True)
+    click.echo(f"{s.reranked} queries, {s.pairs} documents reranked by {s.model_id} in {s.seconds:.2f}s "
+               f"({s.ms_per_query:.0f} ms/query) -> {out}")
+
+
+@cli.command("explain")
+@click.argument("query")
+@click.argument("docid")
+@click.option("--model", "model_path", required=True, type=click.Path(exists=True), help="Checkpoint of any kind.")
+@click.option("--corpus", type=click.Path(exists=True), default=None, help="Corpus file holding DOCID.")
+@click.option("--index", "index_path", type=click.Path(exists=True), default=None, help="Or an index holding DOCID.")
+@click.option("--html", "html_out", type=click.Path(), default=None, help="Also write a self-contained HTML page.")
+@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
+@click.option("--color/--no-color", default=None, help="ANSI colours (default: when stdout is a terminal).")
+@click.option("--json", "as_json", is_flag=True, help="JSON output for programs.")
+@click.option("--device", default=None)
+def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, color, as_json, device):
+    """Why the model scores DOCID as it does for QUERY: regions, kernels or term contributions."""
+    from ckqti.explain import explain
+
+    e = explain(query, docid, model_path, corpus, index_path, html_out, fmt=fmt, device=device)
+    if as_json:
+        click.echo(json.dumps(e.to_dict()))
+        return
+    click.echo(e.render_terminal(color), color=color)
+    if html_out:
+        click.echo(f"wrote {html_out}", err=True)
+
+
+def main() -> None:
+    cli(prog_name="ckqti")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -105,6 +105,11 @@ class Explanation:
     kernels: KernelView | None = None
     term_scores: tuple[float, ...] = field(default_factory=tuple)
 
+    @property
+    def unread_from(self) -> int:
+        """Character where the text the model did not read begins (the first token past its cap)."""
+        return self.tokens[self.tokens_read].start if self.tokens_read < len(self.tokens) else len(self.text)
+
     def region_text(self, region: Region) -> str:
         return self.text[region.char_start: region.char_end]
 
@@ -294,20 +299,21 @@ def paint(text: str, code: str, color: bool) -> str:
     return f"{code}{text}{RESET}" if color and text else text
 
 
-def marked_text(e: Explanation, marks: list[tuple[int, int, str, str]], color: bool, elide: int = 400) -> str:
-    """The document with ``(start, end, ansi code, plain bracket)`` marks; long unmarked stretches elided."""
+Mark = tuple[int, int, str, str, str]  # char start, end, ANSI code, plain-text opening and closing
+
+
+def marked_text(e: Explanation, marks: list[Mark], color: bool, elide: int = 400) -> str:
+    """The document with marks (coloured, or bracketed without colour); long unmarked stretches elided."""
     out, pos = [], 0
-    read_end = e.tokens[e.tokens_read - 1].end if e.tokens_read else 0
-    for start, end, code, bracket in sorted(marks):
+    for start, end, code, opening, closing in sorted(marks):
         out.append(_plain(e.text[pos:start], elide))
         inner = e.text[start:end]
-        out.append(paint(inner, code, color) if color else f"{bracket[0]}{inner}{bracket[1:]}")
+        out.append(paint(inner, code, color) if color else f"{opening}{inner}{closing}")
         pos = end
-    rest = e.text[pos:]
-    cut = max(0, min(len(rest), read_end - pos))
-    out.append(_plain(rest[:cut], elide))
-    if cut < len(rest):
-        tail = _plain(rest[cut:], elide)
+    cut = max(pos, e.unread_from)
+    out.append(_plain(e.text[pos:cut], elide))
+    if cut < len(e.text):
+        tail = _plain(e.text[cut:], elide)
         out.append(paint(tail, UNREAD_COLOUR, color) if color else f"<<not read: {tail}>>")
     return "".join(out)
 
@@ -344,8 +350,8 @@ def region_lines(e: Explanation, color: bool) -> list[str]:
         code = REGION_COLOURS[(r.rank - 1) % len(REGION_COLOURS)]
         extra = f" (selector {r.selector_score:.3f}{'' if r.used else ', not combined'})" if r.selector_score is not None else ""
         lines.append(f"  #{r.rank} tokens {r.token_start}-{r.token_end}  score {r.score:.4f}{extra}: "
-                     f"{paint(e.region_text(r), code, color)}")
-        marks.append((r.char_start, r.char_end, code, f"[{r.rank}: ]"))
+                     f"{paint(' '.join(e.region_text(r).split()), code, color)}")
+        marks.append((r.char_start, r.char_end, code, f"[#{r.rank} ", "]"))
     return lines + ["", marked_text(e, marks, color)]
 
 
@@ -360,7 +366,7 @@ def kernel_lines(e: Explanation, color: bool) -> list[str]:
     for i, kern in enumerate(k.doc_kernels):
         if kern >= 0:
             t = e.tokens[i]
-            marks.append((t.start, t.end, kernel_colour(kern, len(k.mus)), f"[|{k.mus[kern]:.1f}]"))
+            marks.append((t.start, t.end, kernel_colour(kern, len(k.mus)), "", f"{{{k.mus[kern]:.1f}}}"))
     if not color:  # brackets for every word would drown the text: mark the close matches only
         marks = [m for m, kern in zip(marks, [x for x in k.doc_kernels if x >= 0]) if k.mus[kern] >= 0.7]
     return lines + ["", marked_text(e, marks, color)]
@@ -372,5 +378,5 @@ def term_lines(e: Explanation, color: bool) -> list[str]:
     for term, s in zip(e.query_tokens, e.term_scores):
         lines.append(f"  {term[:20]:<20} {s:>9.4f}  {'#' * round(20 * abs(s) / top)}")
     wanted = set(e.query_tokens)
-    marks = [(t.start, t.end, MATCH_COLOUR, "[]") for t in e.tokens[: e.tokens_read] if t.token in wanted]
+    marks = [(t.start, t.end, MATCH_COLOUR, "[", "]") for t in e.tokens[: e.tokens_read] if t.token in wanted]
     return lines + ["", marked_text(e, marks, color)]

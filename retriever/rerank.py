@@ -164,6 +164,22 @@ def gather_candidates(candidates: str | Path, queries: Mapping[str, str], depth:
     raise InputError("candidates must be 'bm25', an index directory or a TREC run file", path)
 
 
+def open_reranker(model_path: str | Path, device: str | None = None, max_doc_length: int | None = None,
+                  adapt_to: str | Path | None = None, fmt: str | None = None) -> Reranker:
+    """Load a checkpoint; with ``adapt_to`` (a corpus file) it reads that corpus's vocabulary."""
+    if adapt_to is None:
+        return load_reranker(model_path, device, max_doc_length)
+    from ckqti.text import Analyzer
+    from ckqti.train.checkpoint import load_checkpoint
+    from ckqti.train.rerankers import collection_vocabulary
+
+    analyzer = load_checkpoint(model_path).analyzer
+    if "tokenizer" in analyzer:  # WordPiece (IDCM): nothing to adapt
+        return load_reranker(model_path, device, max_doc_length)
+    vocab = collection_vocabulary(corpus_texts(adapt_to, fmt).values(), Analyzer.from_dict(analyzer))
+    return load_reranker(model_path, device, max_doc_length, vocab)
+
+
 def rerank(
     queries_path: str | Path,
     candidates: str | Path,
@@ -178,6 +194,7 @@ def rerank(
     tag: str | None = None,
     work_dir: str | Path | None = None,
     max_doc_length: int | None = None,
+    adapt_vocabulary: bool = False,
     progress: bool = False,
 ) -> RerankStats:
     """Rerank every query's top ``depth`` candidates with a model and write a TREC run.
@@ -196,6 +213,9 @@ def rerank(
         tag: run tag (default ``ckqti-<kind>``).
         work_dir: where the BM25 index is kept (default ``<out>.work``).
         max_doc_length: read this many document tokens instead of the model's trained cap.
+        adapt_vocabulary: read text with the corpus's own vocabulary (TK, TKL, NDRM: zero-shot
+            use on another collection; see :func:`ckqti.train.rerankers.adapt_reranker`); needs
+            ``corpus``.
         progress: show a progress bar.
 
     Raises:
@@ -207,8 +227,10 @@ def rerank(
 
     if depth < 1:
         raise InputError(f"depth must be at least 1, got {depth}")
+    if adapt_vocabulary and corpus is None:
+        raise InputError("adapting the model to the corpus vocabulary needs the corpus (--corpus)")
     out = Path(out)
-    reranker = load_reranker(model_path, device, max_doc_length)
+    reranker = open_reranker(model_path, device, max_doc_length, corpus if adapt_vocabulary else None, fmt)
     queries = read_queries(queries_path)
     work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
     cands, texts, where = gather_candidates(candidates, queries, depth, corpus, fmt, work)

@@ -90,7 +90,7 @@ def analyzed_spans(analyzer: Analyzer, text: str) -> list[TokenSpan]:
     out = []
     for m in _ALNUM.finditer(flat):
         word = m.group()
-        if word in analyzer._stop:
+        if not analyzer.tokens(word):  # a stopword
             continue
         out.append(TokenSpan(analyzer.stem(word), origin[m.start()], origin[m.end() - 1] + 1))
     return out
@@ -282,7 +282,7 @@ def set_max_doc_length(model: nn.Module, kind: str, length: int) -> None:
 
 
 def load_reranker(path: str | Path, device: torch.device | str | None = None,
-                  max_doc_length: int | None = None) -> Reranker:
+                  max_doc_length: int | None = None, vocabulary: Vocabulary | None = None) -> Reranker:
     """Load a checkpoint of any kind (TK, TKL, IDCM, NDRM1-3) as a :class:`Reranker`.
 
     Args:
@@ -290,11 +290,51 @@ def load_reranker(path: str | Path, device: torch.device | str | None = None,
         device: torch device (default CUDA when available).
         max_doc_length: read this many document tokens instead of the trained cap (TKL,
             NDRM and IDCM; for example TKL trained at 2,000 tokens applied at 4,000).
+        vocabulary: a collection's vocabulary (analyzed with the checkpoint's analyzer) to
+            read text with instead of the training vocabulary (TK, TKL, NDRM; ignored by
+            IDCM): see :func:`adapt_reranker`.
 
     Raises:
         CkqtiError: unreadable or corrupted checkpoint, or a kind that cannot rerank.
     """
-    return reranker_from_checkpoint(load_checkpoint(path), device, max_doc_length)
+    ckpt = load_checkpoint(path)
+    if vocabulary is not None and ckpt.kind != "idcm":
+        return adapt_reranker(ckpt, vocabulary, device, max_doc_length)
+    return reranker_from_checkpoint(ckpt, device, max_doc_length)
+
+
+def adapt_reranker(ckpt: Checkpoint, vocab: Vocabulary, device: torch.device | str | None = None,
+                   max_doc_length: int | None = None) -> Reranker:
+    """A TK, TKL or NDRM checkpoint reading another collection's vocabulary (zero-shot use).
+
+    Without this, every word the training collection never saw is the one unknown id, so in
+    TK and TKL any unknown query word matches any unknown document word exactly. Embedding
+    rows are remapped as :func:`ckqti.train.checkpoint.remap_rows` does for indexing (known
+    words keep their rows; new words get rows predicted from their WordPiece composition,
+    ``ckpt.fallback``); NDRM also takes the collection's idf (:func:`adapt_to_vocabulary`).
+    """
+    from ckqti.train.checkpoint import adapt_to_vocabulary, remap_rows
+
+    dev = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if ckpt.kind in QTI_KINDS:
+        model = adapt_to_vocabulary(ckpt, vocab, dev)
+    elif ckpt.kind in ("tk", "tkl"):
+        model = build_model(ckpt.kind, {**ckpt.config, "vocab_size": len(vocab)})
+        state = {k: v.float() if v.dtype == torch.float16 else v for k, v in ckpt.state_dict.items()}
+        state["embedding.weight"] = remap_rows(state["embedding.weight"], ckpt.vocab, vocab, ckpt.fallback)
+        model.load_state_dict(state)
+        model = model.to(dev).eval()
+    else:
+        raise CkqtiError(f"a {ckpt.kind!r} model has no term vocabulary to adapt", ckpt.path)
+    if max_doc_length is not None:
+        set_max_doc_length(model, ckpt.kind, max_doc_length)
+    q, d = model_lengths(ckpt.kind, model.config)
+    return Reranker(ckpt.kind, model, TermText(Analyzer.from_dict(ckpt.analyzer), vocab), ckpt.id, q, d, dev)
+
+
+def collection_vocabulary(texts, analyzer: Analyzer) -> Vocabulary:
+    """The vocabulary (with df, cf) of an iterable of document texts."""
+    return Vocabulary.build(analyzer(t) for t in texts)
 
 
 def save_reranker(path: str | Path, model: nn.Module, kind: str, text: TermText | WordPieceText,
@@ -594,8 +634,18 @@ class StageResult:
 def fit_stage(stage: int, score: ScoreFn, loss_fn: LossFn | None, model: nn.Module, optimizer, data: PairData,
               config: RerankerTrainConfig, epochs: int, device: torch.device,
               on_best: Callable[[float, list[dict]], None] | None = None) -> StageResult:
-    """Epochs with validation and early stopping; the model ends with its best epoch's weights."""
-    best, best_state, since, history = -1.0, None, 0, []
+    """Epochs with validation and early stopping; the model ends with its best epoch's weights.
+
+    The model is validated before the first epoch too (history epoch 0), so a stage whose
+    training does not beat its starting point on dev keeps its starting weights.
+    """
+    best = validate(score, model, data, config, device)
+    best_state, since = copy.deepcopy(model.state_dict()), 0
+    history = [{"stage": stage, "epoch": 0, "loss": None, "steps": 0, "dev_ndcg10": best, "seconds": 0.0}]
+    if config.progress:
+        print(f"stage {stage} before training: dev nDCG@10 {best:.4f}", flush=True)
+    if on_best is not None:
+        on_best(best, history)
     for epoch in range(epochs):
         started = time.perf_counter()
         stats = train_epoch(None if loss_fn else score, loss_fn, model, optimizer, data, config, epoch, device)
@@ -612,8 +662,7 @@ def fit_stage(stage: int, score: ScoreFn, loss_fn: LossFn | None, model: nn.Modu
             since += 1
             if since >= config.patience:
                 break
-    if best_state is not None:
-        model.load_state_dict(best_state)
+    model.load_state_dict(best_state)
     return StageResult(best, history)
 
 
@@ -789,6 +838,8 @@ __all__ = [
     "RerankerTrainResult",
     "TermText",
     "TokenSpan",
+    "adapt_reranker",
+    "collection_vocabulary",
     "WordPieceText",
     "analyzed_spans",
     "load_reranker",

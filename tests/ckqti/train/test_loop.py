@@ -103,3 +103,38 @@ def test_config_is_validated():
                 {"model_options": {"vocab_size": 3}}, {"dev_fraction": 1.0}):
         with pytest.raises(ValueError):
             TrainConfig(**bad)
+
+
+def test_match_init_ranks_like_ndrm2_and_matches_embeddings(tiny_scifact):
+    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+    from ckqti.train.data import pad_rows
+    from ckqti.train.loop import match_init
+
+    coll = load_collection(tiny_scifact["corpus"])
+    torch.manual_seed(0)
+    model = build_ndrm(NDRMConfig(vocab_size=len(coll.vocab), variant="ndrm3", **TINY_MODEL), coll.vocab)
+    match_init(model)
+    model.eval()
+    query = pad_rows([coll.doc(0)[:5]]).expand(12, -1)
+    docs = pad_rows([coll.doc(i) for i in range(12)], 120)
+    with torch.no_grad():
+        ndrm3 = model(query, docs)
+        ndrm2 = model.explicit(query, docs)
+        assert torch.equal(ndrm3.argsort(), ndrm2.argsort())
+        vectors = model.latent.encode_documents(docs).vectors  # [12, L, D]
+        term = model.latent.term_vectors(docs[0, :1])  # [1, D]
+        assert torch.allclose(vectors[0, 0] @ term[0], torch.tensor(1.0), atol=1e-5)  # same term: cosine 1
+
+
+def test_head_parameters_get_their_own_learning_rate():
+    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+    from ckqti.train.loop import parameter_groups
+
+    model = build_ndrm(NDRMConfig(vocab_size=10, variant="ndrm3", **TINY_MODEL))
+    body, head = parameter_groups(model, 1e-4, 1e-2)
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert body["lr"] == 1e-4 and head["lr"] == 1e-2
+    assert {names[id(p)] for p in head["params"]} >= {"combine.linear.weight", "explicit.length_weight",
+                                                       "latent.pooling.mlp.0.weight"}
+    assert "latent.embedding.weight" in {names[id(p)] for p in body["params"]}
+    assert len(body["params"]) + len(head["params"]) == len(list(model.parameters()))

@@ -1,0 +1,204 @@
+"""Reranking throughput: documents per second of TK, TKL, NDRM3 and IDCM at 200, 2,000 and 4,000 terms.
+
+    python scripts/bench_rerank.py [--tk TK.pt --tkl TKL.pt --ndrm3 NDRM3.pt --idcm IDCM.pt] [--out out/bench_rerank.json]
+
+Documents are real SciFact abstracts joined and cut to exactly 200, 2,000 and 4,000 analyzed
+terms; each is scored against a SciFact claim in batches (``--batch``) from text (tokenization
+included), after one warm-up batch; a cell is the best of 3 rounds of ``--seconds / 3`` each
+(on a shared machine some rounds are slowed by other work). Models come from checkpoints when given, else are built at
+the training sizes with random weights (speed does not depend on the weights): TK and TKL
+256-d, 8 heads, 2 layers (TKL reading up to 4,000 terms); NDRM3 the paper's (256-d Conformer,
+4,000 terms); IDCM from all-MiniLM-L6-v2 (2,000 WordPiece tokens, 4 windows to the
+cross-encoder). Each model reads at most its own cap: TK's 200 terms and IDCM's 2,000 pieces,
+so their longer rows measure the cost of tokenizing and capping, not of reading more.
+
+Per-query latency: for ``--latency-queries`` SciFact test claims, rerank BM25's top 100
+(Pyserini, run once beforehand) from text: tokenization plus scoring, the work of ``ckqti
+rerank`` per query. Runs on CPU and, when torch sees one, on CUDA. Prints a table, writes JSON.
+The papers report TK 4 docs/ms and TKL 1.1 docs/ms (GTX 1080), IDCM ~600 docs/s at 2,000 tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ckqti.text import Analyzer
+from ckqti.train.rerankers import Reranker, TermText, WordPieceText, build_model, collection_vocabulary, load_reranker
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
+LENGTHS = (200, 2000, 4000)
+
+
+def random_models(vocab_texts: list[str], device: torch.device, names: set[str]) -> dict[str, Reranker]:
+    """The models named (of TK, TKL, NDRM3, IDCM) at their training sizes with random weights."""
+    from ckqti.models.idcm import IDCM
+    from ckqti.models.minilm import WordPieceTokenizer
+    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+
+    analyzer = Analyzer()
+    vocab = collection_vocabulary(vocab_texts, analyzer)
+    text = TermText(analyzer, vocab)
+    size = dict(vocab_size=len(vocab), embedding_dim=256, num_heads=8)
+    out = {}
+    if "TK" in names:
+        out["TK"] = Reranker("tk", build_model("tk", size).to(device).eval(), text, "tk-random", 30, 200, device)
+    if "TKL" in names:
+        tkl = build_model("tkl", {**size, "max_doc_length": 4000})
+        out["TKL"] = Reranker("tkl", tkl.to(device).eval(), text, "tkl-random", 30, 4000, device)
+    if "NDRM3" in names:
+        ndrm3 = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm3"), vocab)
+        out["NDRM3"] = Reranker("ndrm3", ndrm3.to(device).eval(), text, "ndrm3-random", 20, 4000, device)
+    if "IDCM" in names:
+        idcm = IDCM.from_minilm(device=device).eval()
+        out["IDCM"] = Reranker("idcm", idcm, WordPieceText(WordPieceTokenizer.minilm()), "idcm-minilm", 30, 2000, device)
+    return out
+
+
+def checkpoint_models(paths: Mapping[str, str | None], device: torch.device) -> dict[str, Reranker]:
+    return {name: load_reranker(p, device, 4000 if name == "TKL" else None) for name, p in paths.items() if p}
+
+
+def long_texts(docs: list[str], analyzer: Analyzer, lengths=LENGTHS, count: int = 32) -> dict[int, list[str]]:
+    """``count`` documents of exactly each length in analyzed terms, from consecutive abstracts."""
+    try:
+        from scripts.long_documents import TermCutter
+    except ImportError:  # run as ``python scripts/bench_rerank.py``: the scripts folder is on the path
+        from long_documents import TermCutter
+
+    corpus = {str(i): t for i, t in enumerate(docs)}
+    cutter = TermCutter(analyzer, corpus)
+    pool = list(corpus)
+    out, pos = {}, 0
+    for n in lengths:
+        out[n] = []
+        for _ in range(count):
+            text, pos = cutter.fill(pool, pos, n)
+            out[n].append(text)
+    return out
+
+
+def docs_per_second(rr: Reranker, query: str, texts: list[str], batch: int, seconds: float, rounds: int = 3) -> float:
+    """Scoring throughput from text (tokenization included) after one warm-up batch: the best of
+    ``rounds`` rounds of at least ``seconds / rounds`` each (a shared machine slows some rounds down)."""
+    docs = texts[:batch]
+    rr.score(query, docs, batch_size=batch)
+    best = 0.0
+    for _ in range(rounds):
+        done, started = 0, time.perf_counter()
+        while True:
+            rr.score(query, docs, batch_size=batch)
+            done += len(docs)
+            if rr.device.type == "cuda":
+                torch.cuda.synchronize(rr.device)
+            elapsed = time.perf_counter() - started
+            if elapsed >= seconds / rounds:
+                break
+        best = max(best, done / elapsed)
+    return best
+
+
+def query_latencies(rr: Reranker, queries: Mapping[str, str], candidates: Mapping[str, list[str]],
+                    texts: Mapping[str, str]) -> list[float]:
+    """Milliseconds to rerank each query's candidates from text (fresh tokenization per query)."""
+    out = []
+    for qid, query in queries.items():
+        docs = [texts[d] for d in candidates[qid]]
+        started = time.perf_counter()
+        rr.score(query, docs, batch_size=32)
+        if rr.device.type == "cuda":
+            torch.cuda.synchronize(rr.device)
+        out.append(1000.0 * (time.perf_counter() - started))
+    return out
+
+
+def bm25_top100(queries: Mapping[str, str], work: Path) -> dict[str, list[str]]:
+    from ckqti.train.loop import bm25_candidates
+
+    return bm25_candidates(DATA / "corpus.jsonl", dict(queries), work, 100)
+
+
+def bench_device(models: Mapping[str, Reranker], texts: dict[int, list[str]], query: str, args,
+                 latency_inputs) -> list[dict]:
+    rows = []
+    for name, rr in models.items():
+        row = {"model": name, "model_id": rr.model_id, "device": str(rr.device), "reads": rr.max_doc_length}
+        for n, docs in texts.items():
+            with torch.no_grad():
+                row[f"docs_per_s@{n}"] = docs_per_second(rr, query, docs, args.batch, args.seconds)
+            print(f"  {name} {rr.device} {n} terms: {row[f'docs_per_s@{n}']:.1f} docs/s", flush=True)
+        if latency_inputs is not None:
+            lat = query_latencies(rr, *latency_inputs)
+            row.update({"query_ms_median": statistics.median(lat), "query_ms_mean": float(np.mean(lat)),
+                        "latency_queries": len(lat)})
+        rows.append(row)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    head = "| model | device | " + " | ".join(f"docs/s @{n}" for n in LENGTHS) + " | ms/query (BM25 top-100) |"
+    lines = [head, "|---|---|" + "---|" * len(LENGTHS) + "---|"]
+    for r in rows:
+        lat = f"{r['query_ms_median']:.0f}" if "query_ms_median" in r else "-"
+        lines.append(f"| {r['model']} | {r['device']} | " + " | ".join(f"{r[f'docs_per_s@{n}']:.1f}" for n in LENGTHS)
+                     + f" | {lat} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    from indexer.readers import read_corpus, read_qrels, read_queries
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for name in ("tk", "tkl", "ndrm3", "idcm"):
+        ap.add_argument(f"--{name}", default=None, help=f"{name.upper()} checkpoint (default: random weights)")
+    ap.add_argument("--batch", type=int, default=16, help="documents per batch")
+    ap.add_argument("--seconds", type=float, default=6.0, help="minimum timing per cell (best of 3 rounds)")
+    ap.add_argument("--latency-queries", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    ap.add_argument("--models", default="TK,TKL,NDRM3,IDCM")
+    ap.add_argument("--work", default="out/bench_rerank.work", help="BM25 index folder")
+    ap.add_argument("--out", default="out/bench_rerank.json")
+    args = ap.parse_args()
+    docs = {d.docid: d.full_text() for d in read_corpus(DATA / "corpus.jsonl")}
+    queries = read_queries(DATA / "queries.jsonl")
+    test = [q for q in read_qrels(DATA / "qrels" / "test.tsv") if q in queries][: args.latency_queries]
+    lq = {q: queries[q] for q in test}
+    cands = bm25_top100(lq, Path(args.work)) if lq else {}
+    latency_inputs = (lq, cands, docs) if lq else None
+    texts = long_texts(list(docs.values()), Analyzer(), count=args.batch)
+    devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
+    paths = {"TK": args.tk, "TKL": args.tkl, "NDRM3": args.ndrm3, "IDCM": args.idcm}
+    wanted = args.models.split(",")
+    old_threads = torch.get_num_threads()
+    rows = []
+    try:
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        for device in devices:
+            given = {k: p for k, p in paths.items() if p and k in wanted}
+            models = random_models(list(docs.values()), device, set(wanted) - set(given))
+            models.update(checkpoint_models(given, device))
+            models = {k: models[k] for k in wanted if k in models}
+            rows += bench_device(models, texts, queries[test[0]] if test else "protein folding", args, latency_inputs)
+    finally:
+        torch.set_num_threads(old_threads)
+    print(table(rows))
+    meta = {"cpu": platform.processor() or platform.machine(), "torch_threads": args.threads or old_threads,
+            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+            "load_average": list(os.getloadavg())}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    print("wrote", args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+"""Explanations: regions, kernels and term contributions, read back from the HTML page (no screenshot).
+
+Real text: SciFact abstracts. One long document plants an abstract's text (its title is the
+query) after about 120 terms of other abstracts; a match-initialised TKL (exact matching of the
+query's terms, see ``ckqti.train.rerankers.match_init``) must put its best region on the
+planted text, and the HTML must name exactly the regions the model returned.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import torch
+
+from ckqti.errors import InputError
+from ckqti.explain import explain
+from ckqti.models.minilm import WordPieceTokenizer
+from ckqti.text import Analyzer
+from ckqti.train.rerankers import (
+    TermText,
+    WordPieceText,
+    analyzed_spans,
+    build_model,
+    load_reranker,
+    match_init,
+    save_reranker,
+)
+from ckqti.vocab import Vocabulary
+
+DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
+TINY = dict(embedding_dim=16, num_heads=2, ff_dim=16, num_layers=1)
+TINY_BERT = dict(vocab_size=30522, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
+                 max_position_embeddings=128, dropout=0.0)
+
+
+class Marks(HTMLParser):
+    """Collects region marks, kernel-coloured words, match marks and unread text from a page."""
+
+    def __init__(self):
+        super().__init__()
+        self.regions, self.words, self.matches, self.unread = [], [], [], ""
+        self._open: list[tuple[str, dict, list[str]]] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        cls = (a.get("class") or "").split()
+        if (tag == "mark" and ("region" in cls or "match" in cls)) or (tag == "span" and ("w" in cls or "unread" in cls)):
+            self._open.append((tag, a, []))
+
+    def handle_data(self, data):
+        for _, _, buf in self._open:
+            buf.append(data)
+
+    def handle_endtag(self, tag):
+        if self._open and self._open[-1][0] == tag:
+            _, a, buf = self._open.pop()
+            cls, text = a["class"].split(), "".join(buf)
+            if "region" in cls:
+                self.regions.append({**a, "text": text})
+            elif "match" in cls:
+                self.matches.append({**a, "text": text})
+            elif "w" in cls:
+                self.words.append({**a, "text": text})
+            else:
+                self.unread += text
+
+
+def parse(html: str) -> Marks:
+    p = Marks()
+    p.feed(html)
+    return p
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory) -> dict:
+    if not DATA.is_dir():
+        pytest.skip("../shared/data is not present")
+    with open(DATA / "scifact" / "corpus.jsonl") as f:
+        docs = [json.loads(line) for line in itertools.islice(f, 60)]
+    planted, filler = docs[0], docs[20:30]
+    head = "\n".join(d["text"] for d in filler[:1])  # about 120 terms before the planted abstract
+    tail = "\n".join(d["text"] for d in filler[1:])
+    long_text = head + "\n" + planted["text"] + "\n" + tail
+    long_doc = {"_id": "long-1", "title": "", "text": long_text}
+    tmp = tmp_path_factory.mktemp("explain")
+    corpus = tmp / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in [*docs, long_doc]))
+    analyzer = Analyzer()
+    vocab = Vocabulary.build([analyzer(d["title"] + "\n" + d["text"]) for d in [*docs, long_doc]])
+    text = TermText(analyzer, vocab)
+    torch.manual_seed(0)
+    paths = {}
+    for kind in ("tk", "tkl"):
+        model = build_model(kind, dict(vocab_size=len(vocab), **TINY))
+        match_init(model)
+        paths[kind] = save_reranker(tmp / f"{kind}.pt", model, kind, text).path
+    idcm = build_model("idcm", dict(bert=TINY_BERT, max_doc_length=600))
+    paths["idcm"] = save_reranker(tmp / "idcm.pt", idcm, "idcm", WordPieceText(WordPieceTokenizer.minilm())).path
+    start = len(head) + 1
+    return {"corpus": corpus, "paths": paths, "query": planted["title"], "long": long_text, "tmp": tmp,
+            "planted_chars": (start, start + len(planted["text"]))}
+
+
+def test_tkl_html_names_the_model_regions_and_the_best_is_the_planted_text(setup):
+    html_path = setup["tmp"] / "tkl.html"
+    e = explain(setup["query"], "long-1", setup["paths"]["tkl"], corpus=setup["corpus"], html_out=html_path, device="cpu")
+    # the regions are the model's own picks
+    rr = load_reranker(setup["paths"]["tkl"], device="cpu")
+    with torch.no_grad():
+        q = torch.as_tensor(rr.query_ids(setup["query"]))[None]
+        d = torch.as_tensor(rr.doc_ids(setup["long"]))[None]
+        m = rr.model.explain(q, d)
+    assert [r.token_start for r in e.regions] == [int(s) for s in m.region_starts[0] if s >= 0]
+    assert e.score == pytest.approx(float(m.score[0]))
+    assert len(e.regions) == 3
+    # and the HTML names exactly those spans, around exactly that text
+    marks = sorted(parse(html_path.read_text()).regions, key=lambda x: int(x["data-rank"]))  # page: text order
+    assert [(int(x["data-rank"]), int(x["data-token-start"]), int(x["data-token-end"])) for x in marks] == \
+        [(r.rank, r.token_start, r.token_end) for r in e.regions]
+    for x, r in zip(marks, e.regions):
+        assert x["text"] == e.text[r.char_start: r.char_end] == setup["long"][r.char_start: r.char_end]
+        assert float(x["data-score"]) == r.score
+    tokens = analyzed_spans(Analyzer(), setup["long"])
+    best = e.regions[0]
+    assert [t.token for t in tokens[best.token_start: best.token_end]] == Analyzer()(e.region_text(best))
+    lo, hi = setup["planted_chars"]
+    assert lo <= best.char_start and best.char_end <= hi  # best region inside the planted abstract
+    assert all(r.token_end - r.token_start <= 30 for r in e.regions)
+    spans = sorted((r.token_start, r.token_end) for r in e.regions)
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))  # no overlap
+
+
+def test_idcm_html_names_the_selected_windows(setup):
+    e = explain(setup["query"], "long-1", setup["paths"]["idcm"], corpus=setup["corpus"], device="cpu")
+    rr = load_reranker(setup["paths"]["idcm"], device="cpu")
+    with torch.no_grad():
+        m = rr.model.explain(torch.as_tensor(rr.query_ids(setup["query"]))[None],
+                             torch.as_tensor(rr.doc_ids(setup["long"]))[None])
+    expected = sorted((float(c), int(s), int(t)) for c, (s, t) in zip(m.cross_scores[0], m.spans[0]) if s >= 0)[::-1]
+    assert [(r.score, r.token_start, r.token_end) for r in e.regions] == pytest.approx(expected)
+    assert len(e.regions) == rr.model.config.sample_n
+    assert sum(r.used for r in e.regions) == rr.model.config.top_k
+    marks = sorted(parse(e.to_html()).regions, key=lambda x: int(x["data-rank"]))
+    assert [(int(x["data-token-start"]), int(x["data-token-end"])) for x in marks] == \
+        [(r.token_start, r.token_end) for r in e.regions]
+    for x, r in zip(marks, e.regions):
+        assert x["text"] == e.text[r.char_start: r.char_end]
+        assert r.token_end - r.token_start == 50 and r.token_end <= e.tokens_read
+
+
+def test_tk_colours_each_word_read_by_its_closest_kernel(setup):
+    e = explain(setup["query"], "long-1", setup["paths"]["tk"], corpus=setup["corpus"], device="cpu")
+    k = e.kernels
+    assert e.tokens_read == 200 < len(e.tokens)
+    assert len(k.cells) == len(e.query_tokens) and all(len(row) == 11 for row in k.cells)
+    assert sum(map(sum, k.cells)) == pytest.approx(e.score, abs=1e-5)
+    page = parse(e.to_html())
+    assert [int(w["data-kernel"]) for w in page.words] == list(k.doc_kernels)
+    assert [w["text"] for w in page.words] == [e.text[t.start: t.end] for t in e.tokens[:200]]
+    wanted = set(e.query_tokens)
+    for w, t in zip(page.words, e.tokens):
+        if t.token in wanted:  # an exact match under match init: cosine 1, the mu = 1 kernel
+            assert w["data-mu"] == "1.0"
+    assert e.text[e.tokens[200].start: e.tokens[200].end] in page.unread  # beyond the 200-token cap
+
+
+def test_ndrm_terms_sum_to_the_score_and_matches_are_marked(setup, tmp_path):
+    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+    from ckqti.train.checkpoint import save_checkpoint
+
+    analyzer = Analyzer()
+    texts = [json.loads(line) for line in setup["corpus"].read_text().splitlines()]
+    vocab = Vocabulary.build([analyzer(d["title"] + "\n" + d["text"]) for d in texts])
+    model = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm2"), vocab)
+    path = tmp_path / "ndrm2.pt"
+    save_checkpoint(path, model, "ndrm2", model.config.to_dict(), vocab, analyzer)
+    e = explain(setup["query"], "long-1", path, corpus=setup["corpus"], device="cpu")
+    assert sum(e.term_scores) == pytest.approx(e.score, rel=1e-5)
+    assert e.score == pytest.approx(float(load_reranker(path, device="cpu").score(setup["query"], [setup["long"]])[0]), rel=1e-5)
+    page = parse(e.to_html())
+    assert e.tokens_read == len(e.tokens) and page.unread == ""  # read to the end: nothing greyed out
+    matched = {x["data-term"] for x in page.matches}
+    assert matched == {t for t, s in zip(e.query_tokens, e.term_scores) if s > 0}
+
+
+def test_terminal_colours_only_when_asked(setup):
+    e = explain(setup["query"], "long-1", setup["paths"]["tkl"], corpus=setup["corpus"], device="cpu")
+    coloured, plain = e.render_terminal(color=True), e.render_terminal(color=False)
+    assert "\x1b[" in coloured and "\x1b[" not in plain
+    for r in e.regions:
+        assert f"#{r.rank} tokens {r.token_start}-{r.token_end}" in plain
+        assert " ".join(e.region_text(r).split()) in plain
+
+
+def test_unknown_document_and_source_errors(setup):
+    with pytest.raises(InputError):
+        explain("q", "no-such-doc", setup["paths"]["tk"], corpus=setup["corpus"])
+    with pytest.raises(InputError):
+        explain("q", "long-1", setup["paths"]["tk"])  # neither corpus nor index
+
+
+def test_explain_reads_the_document_from_an_index(scifact_index, scifact_small, setup):
+    first = json.loads(scifact_small.read_text().splitlines()[0])
+    e = explain(first["title"], first["_id"], setup["paths"]["tkl"], index=scifact_index, device="cpu")
+    assert e.text == first["title"] + "\n" + first["text"]
+    assert e.regions and e.regions[0].token_start == 0  # the title is the query: the first window matches it all
+
+
+def test_cli_explain_prints_the_api_report(setup, tmp_path):
+    from click.testing import CliRunner
+
+    from ckqti.cli import cli
+
+    e = explain(setup["query"], "long-1", setup["paths"]["tkl"], corpus=setup["corpus"], device="cpu")
+    args = ["explain", setup["query"], "long-1", "--model", str(setup["paths"]["tkl"]), "--corpus", str(setup["corpus"])]
+    res = CliRunner().invoke(cli, [*args, "--no-color", "--html", str(tmp_path / "e.html")])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.rstrip("\n") == e.render_terminal(color=False)
+    assert (tmp_path / "e.html").read_text() == e.to_html()
+    as_json = CliRunner().invoke(cli, [*args, "--json"])
+    assert json.loads(as_json.stdout) == json.loads(json.dumps(e.to_dict()))
+    missing = CliRunner().invoke(cli, ["explain", "q", "nope", "--model", str(setup["paths"]["tk"]),
+                                       "--corpus", str(setup["corpus"])])
+    assert missing.exit_code != 0 and "nope" in missing.output and "Traceback" not in missing.output

@@ -1,0 +1,43 @@
+"""``ckqti train`` end to end, with Pyserini BM25 candidates (starts Java in a child process: slow)."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from ckqti.cli import cli
+from ckqti.train.checkpoint import load_checkpoint, load_for_indexing
+
+
+@pytest.mark.slow
+def test_cli_trains_on_bm25_candidates_and_resumes(tmp_path, tiny_scifact):
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in tiny_scifact["queries"].items()))
+    qrels = tmp_path / "qrels.tsv"
+    rows = [f"{q}\t{d}\t{g}" for q, judged in tiny_scifact["qrels"].items() for d, g in judged.items()]
+    qrels.write_text("query-id\tcorpus-id\tscore\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "m.pt"
+    args = ["train", "--model", "ndrm2", "--corpus", tiny_scifact["corpus"], "--queries", queries, "--qrels", qrels,
+            "--out", out, "--epochs", "1", "--batch-size", "8", "--dev-fraction", "0.25", "--embeddings", "random"]
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    assert res.exit_code == 0, res.output
+    ckpt = load_checkpoint(out)
+    assert ckpt.id in res.output and ckpt.meta["dev_queries"] == 10 and ckpt.meta["train_queries"] == 30
+    assert any((tmp_path / "m.pt.work" / "bm25").glob("segments_*"))
+    again = CliRunner().invoke(cli, [str(a) for a in args + ["--epochs", "2", "--resume"]])  # last value wins
+    assert again.exit_code == 0, again.output
+    assert load_checkpoint(out.with_name("m.pt.work") / "last.pt").meta["epoch"] == 2
+    factory, info = load_for_indexing(out)
+    assert info["id"] in again.output
+
+
+def test_cli_reports_bad_input_in_one_line(tmp_path, tiny_scifact):
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("q1\t0\td1\t1\n")
+    queries = tmp_path / "queries.tsv"
+    queries.write_text("q2\tsomething else\n")
+    args = ["train", "--model", "ndrm2", "--corpus", tiny_scifact["corpus"], "--queries", queries, "--qrels", qrels,
+            "--out", tmp_path / "m.pt"]
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    assert res.exit_code != 0 and "Error" in res.output and "Traceback" not in res.output
+    assert len(res.output.strip().splitlines()) == 1

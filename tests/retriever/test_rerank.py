@@ -1,0 +1,125 @@
+"""Reranking: the run holds exactly each query's candidates, in the model's score order, for every source.
+
+Data: the first 600 SciFact abstracts (``scifact_small``), their NDRM2 index (``scifact_index``) and
+SciFact test claims. The model is a tiny match-initialised TK (exact matching of query terms
+within its 200-term cap), so its order differs from the index's NDRM2 order.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from ckqti.errors import InputError
+from ckqti.text import Analyzer
+from ckqti.train.rerankers import TermText, build_model, load_reranker, match_init, save_reranker
+from ckqti.vocab import Vocabulary
+from retriever.rerank import corpus_texts, rerank
+from retriever.runs import read_run, trec_order, write_run
+from retriever.search import Searcher
+
+QUERIES = ["Vitamin D deficiency is associated with tuberculosis.",
+           "Microstructural development of human newborn cerebral white matter",
+           "ALDH1 expression is associated with poorer prognosis for breast cancer",
+           "the and of"]  # only stopwords: no candidates from the index
+
+
+@pytest.fixture(scope="module")
+def tk_model(scifact_small, tmp_path_factory) -> Path:
+    analyzer = Analyzer()
+    docs = [json.loads(line) for line in scifact_small.read_text().splitlines()]
+    vocab = Vocabulary.build([analyzer(d["title"] + "\n" + d["text"]) for d in docs])
+    torch.manual_seed(0)
+    model = build_model("tk", dict(vocab_size=len(vocab), embedding_dim=16, num_heads=2, ff_dim=16, num_layers=1))
+    match_init(model)
+    return save_reranker(tmp_path_factory.mktemp("tk") / "tk.pt", model, "tk", TermText(analyzer, vocab)).path
+
+
+@pytest.fixture
+def queries(tmp_path) -> Path:
+    path = tmp_path / "queries.tsv"
+    path.write_text("".join(f"q{i}\t{t}\n" for i, t in enumerate(QUERIES)))
+    return path
+
+
+def check_reranked(run: dict, candidates: dict, model: Path, texts: dict) -> None:
+    """Each query's run is a permutation of its candidates, sorted by the model's own scores."""
+    rr = load_reranker(model, device="cpu")
+    qtext = dict(f"q{i}\t{t}".split("\t") for i, t in enumerate(QUERIES))
+    assert set(run) == {q for q, c in candidates.items() if c}
+    for qid, docs in run.items():
+        assert sorted(docs) == sorted(candidates[qid])
+        expected = dict(zip(candidates[qid], rr.score(qtext[qid], [texts[d] for d in candidates[qid]]).tolist()))
+        for d, s in docs.items():
+            assert s == pytest.approx(expected[d], rel=1e-5, abs=1e-6)
+        in_run_order = [expected[d] for d, _ in trec_order(docs)]
+        assert all(a >= b - 1e-6 for a, b in zip(in_run_order, in_run_order[1:]))
+
+
+def test_rerank_index_candidates_with_stored_text(scifact_index, scifact_small, tk_model, queries, tmp_path):
+    out = tmp_path / "run.trec"
+    stats = rerank(queries, scifact_index, tk_model, out, depth=20)
+    searcher = Searcher(str(scifact_index))
+    candidates = {f"q{i}": [h.docid for h in searcher.search(t, 20).hits] for i, t in enumerate(QUERIES[:3])}
+    run = read_run(out)
+    check_reranked(run, candidates, tk_model, corpus_texts(scifact_small))
+    assert stats.skipped == ("q3",) and stats.reranked == 3 and stats.pairs == 60 and stats.kind == "tk"
+    assert any(list(dict(trec_order(run[q]))) != candidates[q] for q in run)  # the model reordered something
+    lines = out.read_text().splitlines()
+    assert lines[0].split()[-1] == "ckqti-tk" and lines[0].split()[3] == "1"
+
+
+def test_rerank_run_file_candidates_with_corpus_text(scifact_small, tk_model, queries, tmp_path):
+    docids = [json.loads(line)["_id"] for line in scifact_small.read_text().splitlines()]
+    first = {"q0": {d: float(-i) for i, d in enumerate(docids[:30])}, "q1": {d: 1.0 for d in docids[100:112]}}
+    write_run(tmp_path / "first.trec", first, "first")
+    out = tmp_path / "run.trec"
+    stats = rerank(queries, tmp_path / "first.trec", tk_model, out, depth=25, corpus=scifact_small)
+    candidates = {"q0": docids[:25], "q1": [d for d, _ in trec_order(first["q1"])]}  # depth cuts in trec order
+    check_reranked(read_run(out), candidates, tk_model, corpus_texts(scifact_small))
+    assert stats.reranked == 2 and stats.candidates.startswith("run:")
+
+
+def test_rerank_input_errors(scifact_small, tk_model, queries, tmp_path):
+    with pytest.raises(InputError):
+        rerank(queries, "bm25", tk_model, tmp_path / "r.trec")  # BM25 needs the corpus
+    write_run(tmp_path / "first.trec", {"q0": {"not-in-corpus": 1.0}}, "x")
+    with pytest.raises(InputError):
+        rerank(queries, tmp_path / "first.trec", tk_model, tmp_path / "r.trec")  # run file needs the corpus
+    with pytest.raises(InputError):
+        rerank(queries, tmp_path / "first.trec", tk_model, tmp_path / "r.trec", corpus=scifact_small)  # unknown docid
+    with pytest.raises(InputError):
+        rerank(queries, tmp_path / "missing", tk_model, tmp_path / "r.trec", corpus=scifact_small)
+    with pytest.raises(InputError):
+        rerank(queries, "bm25", tk_model, tmp_path / "r.trec", depth=0, corpus=scifact_small)
+
+
+@pytest.mark.slow
+def test_rerank_bm25_candidates(scifact_small, tk_model, queries, tmp_path):
+    """Pyserini BM25 (Java, in a child process) gives the candidates; the run reorders exactly them."""
+    from ckqti.train.loop import bm25_candidates
+    from indexer.readers import read_queries
+
+    out = tmp_path / "run.trec"
+    rerank(queries, "bm25", tk_model, out, depth=15, corpus=scifact_small, work_dir=tmp_path / "work")
+    candidates = bm25_candidates(scifact_small, read_queries(queries), tmp_path / "work", 15)
+    check_reranked(read_run(out), candidates, tk_model, corpus_texts(scifact_small))
+
+
+def test_cli_rerank_writes_what_the_api_writes(scifact_index, tk_model, queries, tmp_path):
+    from click.testing import CliRunner
+
+    from ckqti.cli import cli
+
+    rerank(queries, scifact_index, tk_model, tmp_path / "api.trec", depth=10)
+    res = CliRunner().invoke(cli, ["rerank", "--queries", str(queries), "--candidates", str(scifact_index),
+                                   "--model", str(tk_model), "--out", str(tmp_path / "cli.trec"), "--depth", "10"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "cli.trec").read_text() == (tmp_path / "api.trec").read_text()
+    assert "3 queries, 30 documents reranked by tk-" in res.output
+    bad = CliRunner().invoke(cli, ["rerank", "--queries", str(queries), "--candidates", "bm25", "--model",
+                                   str(tk_model), "--out", str(tmp_path / "x.trec")])
+    assert bad.exit_code != 0 and "corpus" in bad.output and "Traceback" not in bad.output

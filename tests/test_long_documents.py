@@ -1,0 +1,133 @@
+"""Long documents: TKL and NDRM3 find a relevant abstract buried beyond term 2,000; TK (200-term cap) cannot.
+
+What this measures: *reach*, not ranking quality. The three models get the same kind of
+evidence, exact matches of the query's terms: TK and TKL are match-initialised with one shared
+embedding matrix (``alpha = 1``, only the ``mu = 1`` kernel weighted; see
+``ckqti.train.rerankers.match_init``) and NDRM3 uses its explicit (BM25-like) channel only
+(combination weights latent 0, explicit 1). Queries are SciFact test claims whose relevant
+abstract, *on its own*, every one of the three models scores above a hard non-relevant
+abstract (the 10th best BM25 non-relevant one), picked in a fixed order. The relevant
+abstract is then buried at depth 2,000 and 3,000 (analyzed terms) of a 4,500-term document of
+other abstracts, and competes with a 4,500-term document that begins with the hard negative
+and with two of filler. A model that reads the whole document keeps its preference (rank 1);
+TK reads the first 200 terms only, so its score of the buried document is exactly its score
+with the relevant abstract replaced by more filler, and the document with the hard negative up
+front beats it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from ckqti.models.ndrm import NDRMConfig, build_ndrm
+from ckqti.text import Analyzer
+from ckqti.train.rerankers import Reranker, TermText, build_model, collection_vocabulary, match_init
+from scripts.long_documents import (
+    BM25,
+    LongDocConfig,
+    TermCutter,
+    hard_negatives,
+    load_source,
+    plant,
+    rank_of_first,
+    run_source,
+)
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+TOTAL = 4500
+
+
+@pytest.fixture(scope="module")
+def world():
+    if not (DATA / "scifact").is_dir():
+        pytest.skip("../shared/data/scifact is not present")
+    source = load_source("scifact", DATA)
+    analyzer = Analyzer()
+    vocab = collection_vocabulary(source.docs.values(), analyzer)
+    text = TermText(analyzer, vocab)
+    torch.manual_seed(0)
+    tiny = dict(vocab_size=len(vocab), embedding_dim=32, num_heads=2, ff_dim=16, num_layers=1)
+    tk, tkl = build_model("tk", tiny), build_model("tkl", {**tiny, "max_doc_length": 4000})
+    tkl.embedding.load_state_dict(tk.embedding.state_dict())
+    for m in (tk, tkl):
+        match_init(m)
+    ndrm3 = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm3", dim=16, num_heads=4, conv_window=5,
+                                  ff_dim=16, mlp_hidden=16, num_layers=1, max_doc_terms=4000), vocab)
+    with torch.no_grad():
+        ndrm3.combine.linear.weight.copy_(torch.tensor([[0.0, 1.0]]))
+        ndrm3.combine.linear.bias.zero_()
+    cpu = torch.device("cpu")
+    models = {"TK": Reranker("tk", tk.eval(), text, "tk", 30, 200, cpu),
+              "TKL": Reranker("tkl", tkl.eval(), text, "tkl", 30, 4000, cpu),
+              "NDRM3": Reranker("ndrm3", ndrm3.eval(), text, "ndrm3", 20, 4000, cpu)}
+    return source, analyzer, models
+
+
+def picked_queries(source, bm25, models, count=3):
+    """Queries whose relevant abstract every model, reading it alone, scores above the hard negative."""
+    out = []
+    for qid in sorted(source.queries):
+        rel = source.relevant[qid][0]
+        hard = hard_negatives(source, bm25, qid, 10)[-1]
+        pair = [source.docs[rel], source.docs[hard]]
+        if all(m.score(source.queries[qid], pair)[0] > m.score(source.queries[qid], pair)[1] for m in models.values()):
+            out.append((qid, rel, hard))
+        if len(out) == count:
+            break
+    return out
+
+
+def test_tkl_and_ndrm3_find_a_passage_beyond_term_2000_that_tk_misses(world):
+    source, analyzer, models = world
+    bm25 = BM25(source.docs, analyzer)
+    queries = picked_queries(source, bm25, models)
+    assert len(queries) == 3
+    cutter = TermCutter(analyzer, source.docs)
+    ids = sorted(source.docs)
+    for qid, rel, hard in queries:
+        rng = np.random.default_rng(len(qid))
+        banned = source.judged[qid] | {hard}
+        filler = [ids[i] for i in rng.permutation(len(ids)) if ids[i] not in banned][:300]
+        front, pos = plant(cutter, hard, 0, TOTAL, filler, 0)
+        plain, pos = cutter.fill(filler, pos, TOTAL)
+        plain2, pos = cutter.fill(filler, pos, TOTAL)
+        query = source.queries[qid]
+        for depth in (2000, 3000):
+            buried, _ = plant(cutter, rel, depth, TOTAL, filler, pos)
+            without, _ = cutter.fill(filler, pos, TOTAL)  # the same filler, no relevant abstract
+            assert analyzer(buried)[:200] == analyzer(without)[:200]
+            docs = [buried, front, plain, plain2]
+            for name in ("TKL", "NDRM3"):
+                assert rank_of_first(models[name].score(query, docs)) == 1, (qid, depth, name)
+            tk = models["TK"]
+            assert rank_of_first(tk.score(query, docs)) > 1, (qid, depth)
+            assert tk.score(query, [buried])[0] == tk.score(query, [without])[0]  # TK cannot see it
+
+
+def test_tk_finds_the_same_abstract_inside_its_cap(world):
+    """The miss above is the cap: planted at depth 0, TK ranks it first as well."""
+    source, analyzer, models = world
+    bm25 = BM25(source.docs, analyzer)
+    cutter = TermCutter(analyzer, source.docs)
+    ids = sorted(source.docs)
+    for qid, rel, hard in picked_queries(source, bm25, models):
+        filler = [d for d in ids if d not in source.judged[qid] | {hard}][:300]
+        front, pos = plant(cutter, hard, 50, TOTAL, filler, 0)
+        planted, _ = plant(cutter, rel, 0, TOTAL, filler, pos)
+        assert rank_of_first(models["TK"].score(source.queries[qid], [planted, front])) == 1, qid
+
+
+def test_script_experiments_report_every_model_depth_and_length(world):
+    source, analyzer, models = world
+    config = LongDocConfig(depths=(0, 2500), total_terms=3000, distractors=2, lengths=(250, 2500), top_k=1, queries=2)
+    res = run_source(source, {k: m.score for k, m in models.items()}, config, analyzer)
+    assert set(res["mean_rank"]) == {"BM25", "TK", "TKL", "NDRM3"}
+    for model, ranks in res["ranks"].items():
+        assert np.asarray(ranks).shape == (2, 2) and np.isin(ranks, [1, 2, 3]).all()
+        p = res["p_retrieved"][model]
+        # top 1 of the 4 documents: exactly one hit per query over both lengths and both kinds
+        assert np.sum(p["relevant"]) + np.sum(p["non_relevant"]) == pytest.approx(1.0)
