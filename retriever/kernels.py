@@ -45,6 +45,18 @@ def remaining_bound(cur, end, seg_impact, weights):
     return r
 
 
+@njit(nogil=True, cache=True, inline="always")
+def raise_theta(old, new, hist, theta, cnt, k):
+    """Keep ``theta`` (the k-th largest accumulator) and ``cnt`` (documents at or above it)
+    up to date after one accumulator moved from ``old`` to ``new`` (``hist`` already updated)."""
+    if old < theta and new >= theta:
+        cnt += 1
+        while cnt - hist[theta] >= k:
+            cnt -= hist[theta]
+            theta += 1
+    return theta, cnt
+
+
 @njit(nogil=True, cache=True)
 def accumulate(postings, a0, a1, c, acc, touched, ntouched, hist, theta, cnt, k):
     """OR mode: add contribution ``c`` to every document of postings[a0:a1], listing the
@@ -60,11 +72,7 @@ def accumulate(postings, a0, a1, c, acc, touched, ntouched, hist, theta, cnt, k)
         new = old + c
         acc[d] = new
         hist[new] += 1
-        if old < theta and new >= theta:
-            cnt += 1
-            while cnt - hist[theta] >= k:
-                cnt -= hist[theta]
-                theta += 1
+        theta, cnt = raise_theta(old, new, hist, theta, cnt, k)
     return ntouched, theta, cnt
 
 
@@ -84,11 +92,7 @@ def accumulate_live(postings, a0, a1, c, acc, bits, hist, theta, cnt, k, bound):
         new = old + c
         acc[d] = new
         hist[new] += 1
-        if old < theta and new >= theta:
-            cnt += 1
-            while cnt - hist[theta] >= k:
-                cnt -= hist[theta]
-                theta += 1
+        theta, cnt = raise_theta(old, new, hist, theta, cnt, k)
     return theta, cnt
 
 

@@ -14,17 +14,6 @@ from ckqti.models.conformer import (
 TINY = ConformerConfig(dim=16, num_layers=2, num_heads=4, conv_window=5, ff_dim=16, dropout=0.0)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One torch thread: on a shared 2-core machine, waiting OpenMP threads slow tiny ops a hundredfold."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 class LargestTensor(TorchDispatchMode):
     """Records the largest number of elements of any tensor an op produces (forward and backward)."""
 

@@ -19,17 +19,6 @@ SCIFACT = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "scif
 VARIANTS = ("ndrm1", "ndrm2", "ndrm3")
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One torch thread: on a shared 2-core machine, waiting OpenMP threads slow tiny ops a hundredfold."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def tiny(vocab_size: int, variant: str, **kw) -> NDRMConfig:
     base = dict(dim=16, num_heads=4, conv_window=5, ff_dim=16, mlp_hidden=16, pool_window=20, pool_stride=10)
     return NDRMConfig(vocab_size=vocab_size, variant=variant, **{**base, **kw})
