@@ -4,7 +4,7 @@ A checkpoint is one ``torch.save`` file holding a dict (loaded with ``weights_on
 tensors, strings, numbers, lists and dicts only)::
 
     format          "ckqti-checkpoint"     format_version  1
-    kind            "ndrm1" | "ndrm2" | "ndrm3" (later "tk", "tkl", "idcm")
+    kind            "ndrm1" | "ndrm2" | "ndrm3" (QTI: can fill an index), "tk" | "tkl" | "idcm"
     config          the model's config as a dict (e.g. NDRMConfig.to_dict())
     state_dict      parameter and buffer tensors (embedding matrices possibly float16)
     vocab           {"terms": [...], "df": int64 tensor, "cf": int64 tensor,
@@ -32,10 +32,11 @@ statistics and every other weight stay as trained.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,8 @@ from ckqti.vocab import Vocabulary
 
 FORMAT = "ckqti-checkpoint"
 FORMAT_VERSION = 1
-QTI_KINDS = ("ndrm1", "ndrm2", "ndrm3")
+QTI_KINDS = ("ndrm1", "ndrm2", "ndrm3")  # query-term independent: can fill an index
+KINDS = (*QTI_KINDS, "tk", "tkl", "idcm")
 EMBEDDING_SUFFIX = "embedding.weight"  # one row per term: remapped, fallback rows for unseen terms
 STATISTIC_SUFFIX = "idf"  # one value per term: recomputed from the corpus by set_collection
 REQUIRED_KEYS = frozenset({"kind", "config", "state_dict", "vocab", "analyzer", "fallback", "meta", "content_hash"})
@@ -98,7 +100,40 @@ def _build_ndrm(config: Mapping[str, Any]) -> nn.Module:
     return build_ndrm(NDRMConfig.from_dict(dict(config)))
 
 
-_BUILDERS: dict[str, Callable[[Mapping[str, Any]], nn.Module]] = {kind: _build_ndrm for kind in QTI_KINDS}
+def config_from_dict(cls: type, d: Mapping[str, Any]) -> Any:
+    """A frozen dataclass config from its ``asdict`` form: lists back to tuples, nested configs rebuilt."""
+    known = {f.name: f for f in fields(cls)}
+    unknown = set(d) - set(known)
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
+    kwargs = {}
+    for name, value in d.items():
+        default = known[name].default
+        if known[name].default_factory is not MISSING:
+            default = known[name].default_factory()
+        if is_dataclass(default) and isinstance(value, Mapping):
+            value = config_from_dict(type(default), value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def _dataclass_builder(module: str, config_name: str, model_name: str) -> Callable[[Mapping[str, Any]], nn.Module]:
+    def build(config: Mapping[str, Any]) -> nn.Module:
+        mod = importlib.import_module(module)
+        return getattr(mod, model_name)(config_from_dict(getattr(mod, config_name), config))
+
+    return build
+
+
+#: kind -> builder of an untrained model from its config dict (weights come from the state dict).
+_BUILDERS: dict[str, Callable[[Mapping[str, Any]], nn.Module]] = {
+    **{kind: _build_ndrm for kind in QTI_KINDS},
+    "tk": _dataclass_builder("ckqti.models.tk", "TKConfig", "TK"),
+    "tkl": _dataclass_builder("ckqti.models.tkl", "TKLConfig", "TKL"),
+    "idcm": _dataclass_builder("ckqti.models.idcm", "IDCMConfig", "IDCM"),
+}
 
 
 def _builder(kind: str, path: Path | None) -> Callable[[Mapping[str, Any]], nn.Module]:

@@ -162,3 +162,22 @@ def test_the_project_loader_uses_checkpoints(tmp_path, collection):
     factory, info = load_qti_model(str(tmp_path / "m.pt"), "cpu")
     assert info["id"] == ckpt.id
     assert factory(collection.vocab).length_weight.item() == model.length_weight.item()
+
+
+def test_other_kinds_round_trip_but_cannot_fill_an_index(tmp_path):
+    from dataclasses import asdict
+
+    from ckqti.models.tk import TK, TKConfig
+    from ckqti.text import Analyzer
+
+    torch.manual_seed(0)
+    config = TKConfig(vocab_size=40, embedding_dim=16, num_heads=2, ff_dim=8)
+    model = TK(config).eval()
+    vocab = Vocabulary.build([[f"w{i}" for i in range(38)]])
+    save_checkpoint(tmp_path / "tk.pt", model, "tk", asdict(config), vocab, Analyzer())
+    loaded = load_checkpoint(tmp_path / "tk.pt")
+    q, d = torch.randint(2, 40, (3, 4)), torch.randint(2, 40, (3, 12))
+    with torch.no_grad():
+        assert torch.equal(loaded.build()(q, d), model(q, d))
+    with pytest.raises(CkqtiError, match="query-term independent"):
+        load_for_indexing(tmp_path / "tk.pt")
