@@ -153,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     work = args.work
     config = TrainConfig(**CONFIG, device=args.device)
+    metrics_path = args.out.with_suffix(".json")
     metrics: dict = {"command": "nice -n 10 python3 scripts/train_default.py", "config": config.to_dict()}
+    if args.eval_only and metrics_path.is_file():  # keep the training record of the run that wrote the checkpoint
+        metrics = {k: v for k, v in json.loads(metrics_path.read_text()).items() if k in ("command", "config", "training")}
     if not args.eval_only:
         result = train(DATA / "corpus.jsonl", DATA / "queries.jsonl", DATA / "qrels" / "train.tsv", args.out, config,
                        resume=args.resume, work_dir=work)
@@ -165,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics["test"] = report(runs)
     metrics["seconds"] = time.perf_counter() - started
     metrics["checkpoint_bytes"] = args.out.stat().st_size
-    args.out.with_suffix(".json").write_text(json.dumps(metrics, indent=2) + "\n")
+    metrics_path.write_text(json.dumps(metrics, indent=2) + "\n")
     print_table(metrics["test"])
     if "training" in metrics:
         print(f"dev nDCG@10 {metrics['training']['dev_ndcg10']:.4f} (epoch {metrics['training']['best_epoch']})")
