@@ -156,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     metrics_path = args.out.with_suffix(".json")
     metrics: dict = {"command": "nice -n 10 python3 scripts/train_default.py", "config": config.to_dict()}
     if args.eval_only and metrics_path.is_file():  # keep the training record of the run that wrote the checkpoint
-        metrics = {k: v for k, v in json.loads(metrics_path.read_text()).items() if k in ("command", "config", "training")}
+        kept = ("command", "config", "training", "seconds")
+        metrics = {k: v for k, v in json.loads(metrics_path.read_text()).items() if k in kept}
     if not args.eval_only:
         result = train(DATA / "corpus.jsonl", DATA / "queries.jsonl", DATA / "qrels" / "train.tsv", args.out, config,
                        resume=args.resume, work_dir=work)
@@ -166,13 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.fullrank:
         runs[f"{load_checkpoint(args.out).id} fullrank (learned index)"] = fullrank_run(args.out, work)
     metrics["test"] = report(runs)
-    metrics["seconds"] = time.perf_counter() - started
+    metrics["eval_only_seconds" if args.eval_only else "seconds"] = time.perf_counter() - started
     metrics["checkpoint_bytes"] = args.out.stat().st_size
     metrics_path.write_text(json.dumps(metrics, indent=2) + "\n")
     print_table(metrics["test"])
     if "training" in metrics:
         print(f"dev nDCG@10 {metrics['training']['dev_ndcg10']:.4f} (epoch {metrics['training']['best_epoch']})")
-    print(f"{metrics['checkpoint_bytes'] / 1e6:.1f} MB, {metrics['seconds'] / 60:.1f} min -> {args.out}")
+    minutes = (time.perf_counter() - started) / 60
+    print(f"{metrics['checkpoint_bytes'] / 1e6:.1f} MB, {minutes:.1f} min -> {args.out}")
     return 0
 
 
