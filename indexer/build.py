@@ -27,7 +27,7 @@ from ckqti.errors import CkqtiError
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 from indexer.analyze import AnalyzedCorpus, analyze_corpus
-from indexer.format import VOCAB_FILE, Manifest, file_checksum, shard_name
+from indexer.format import VOCAB_FILE, Manifest, ShardInfo, file_checksum, shard_name
 from indexer.impacts import ImpactConfig, ImpactScorer
 from indexer.quantize import Quantizer
 from indexer.shards import ImpactPostings, write_shard, write_table
@@ -83,36 +83,40 @@ def save_npz_atomic(path: Path, **arrays: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
+def shard_ranges(num_docs: int, shard_size: int) -> list[tuple[int, int]]:
+    """``[start, stop)`` document ranges of the shards, in order."""
+    return [(s, min(num_docs, s + shard_size)) for s in range(0, num_docs, shard_size)]
+
+
+def score_shard(corpus: AnalyzedCorpus, scorer: ImpactScorer, start: int, stop: int, path: Path, progress=None) -> float:
+    """Float impacts of documents ``[start, stop)`` saved to ``path`` (npz: terms, docs, scores);
+    returns the largest impact. An existing ``path`` is a finished shard and is only read."""
+    if path.is_file():
+        with np.load(path) as z:
+            return float(z["scores"].max(initial=0.0))
+    terms, docs, scores = [], [], []
+    for j, imp in enumerate(scorer.score_all(corpus.token_lists(start, stop), progress=progress)):
+        terms.append(imp.terms)
+        scores.append(imp.scores)
+        docs.append(np.full(imp.terms.size, j, dtype=np.uint32))
+    arrays = {
+        "terms": np.concatenate(terms) if terms else np.zeros(0, np.int32),
+        "docs": np.concatenate(docs) if docs else np.zeros(0, np.uint32),
+        "scores": np.concatenate(scores) if scores else np.zeros(0, np.float32),
+    }
+    save_npz_atomic(path, **arrays)
+    return float(arrays["scores"].max(initial=0.0))
+
+
 def score_shards(corpus: AnalyzedCorpus, scorer: ImpactScorer, config: BuildConfig, raw: Path, progress: bool) -> float:
     """Float impacts of every shard into ``raw/``; returns the largest impact."""
     raw.mkdir(exist_ok=True)
-    n = len(corpus)
-    done = sum(
-        min(config.shard_size, n - s)
-        for i, s in enumerate(range(0, n, config.shard_size))
-        if (raw / f"{shard_name(i)}.npz").is_file()
-    )
-    bar = tqdm(total=n, initial=done, desc="impacts", unit="doc", disable=not progress)
+    ranges = shard_ranges(len(corpus), config.shard_size)
+    done = sum(stop - start for i, (start, stop) in enumerate(ranges) if (raw / f"{shard_name(i)}.npz").is_file())
+    bar = tqdm(total=len(corpus), initial=done, desc="impacts", unit="doc", disable=not progress)
     top = 0.0
-    for i, start in enumerate(range(0, n, config.shard_size)):
-        path = raw / f"{shard_name(i)}.npz"
-        if path.is_file():
-            with np.load(path) as z:
-                top = max(top, float(z["scores"].max(initial=0.0)))
-            continue
-        stop = min(n, start + config.shard_size)
-        terms, docs, scores = [], [], []
-        for j, imp in enumerate(scorer.score_all(corpus.token_lists(start, stop), progress=bar)):
-            terms.append(imp.terms)
-            scores.append(imp.scores)
-            docs.append(np.full(imp.terms.size, j, dtype=np.uint32))
-        arrays = {
-            "terms": np.concatenate(terms) if terms else np.zeros(0, np.int32),
-            "docs": np.concatenate(docs) if docs else np.zeros(0, np.uint32),
-            "scores": np.concatenate(scores) if scores else np.zeros(0, np.float32),
-        }
-        save_npz_atomic(path, **arrays)
-        top = max(top, float(arrays["scores"].max(initial=0.0)))
+    for i, (start, stop) in enumerate(ranges):
+        top = max(top, score_shard(corpus, scorer, start, stop, raw / f"{shard_name(i)}.npz", progress=bar))
     bar.close()
     return top
 
@@ -133,6 +137,21 @@ def write_index(
         shutil.rmtree(directory)
     directory.mkdir(parents=True)
     infos = [write_shard(directory, shard_name(i), p, len(vocab), docs) for i, (p, docs) in enumerate(shards)]
+    return finish_index(directory, infos, vocab, offsets, quantizer, model_info, analyzer, corpus, build)
+
+
+def finish_index(
+    directory: Path,
+    infos: list[ShardInfo],
+    vocab: Vocabulary,
+    offsets: np.ndarray,
+    quantizer: Quantizer,
+    model_info: dict,
+    analyzer: dict,
+    corpus: dict | None = None,
+    build: dict | None = None,
+) -> Manifest:
+    """Write the vocabulary and, last, the manifest of shards already written to ``directory``."""
     write_table(
         directory / VOCAB_FILE,
         {
@@ -158,13 +177,16 @@ def write_index(
     return manifest
 
 
+def quantized_shard(raw_path: Path, quantizer: Quantizer) -> ImpactPostings:
+    """One shard's quantized postings, read back from its float impacts."""
+    with np.load(raw_path) as z:
+        return ImpactPostings(z["terms"], z["docs"], quantizer.quantize(z["scores"]))
+
+
 def quantized_shards(corpus: AnalyzedCorpus, quantizer: Quantizer, config: BuildConfig, raw: Path):
     """Each shard's quantized postings and document columns, read back from ``raw/``."""
-    for i, start in enumerate(range(0, len(corpus), config.shard_size)):
-        stop = min(len(corpus), start + config.shard_size)
-        with np.load(raw / f"{shard_name(i)}.npz") as z:
-            postings = ImpactPostings(z["terms"], z["docs"], quantizer.quantize(z["scores"]))
-        yield postings, corpus.doc_columns(start, stop)
+    for i, (start, stop) in enumerate(shard_ranges(len(corpus), config.shard_size)):
+        yield quantized_shard(raw / f"{shard_name(i)}.npz", quantizer), corpus.doc_columns(start, stop)
 
 
 def write_prebuilt_index(out: Path, shards: list[ImpactPostings], vocab_size: int, num_docs: int, step: float = 1.0) -> Manifest:
