@@ -22,15 +22,56 @@ def index(
     resume: bool = True,
     device: str | None = None,
     progress: bool = True,
+    ray_address: str | None = None,
+    workers: int | None = None,
 ):
-    """Build a learned impact index of ``corpus`` at ``out``; returns its manifest."""
+    """Build a learned impact index of ``corpus`` at ``out``; returns its manifest.
+
+    ``ray_address`` builds on Ray (:mod:`indexer.distributed`): ``"local"`` starts a local
+    Ray, ``"auto"`` or ``"HOST:PORT"`` joins a cluster; ``workers`` caps its actors."""
     from ckqti.models.loading import load_qti_model
     from indexer.build import BuildConfig, build_index
     from indexer.impacts import ImpactConfig
 
     factory, info = load_qti_model(model, device)
     config = BuildConfig(shard_size=shard_size, impacts=ImpactConfig(batch_size=batch_size))
+    if ray_address is not None:
+        from indexer.distributed import build_index_ray
+
+        return build_index_ray(corpus, out, model, info, config, fmt=fmt, orcas=orcas, force=force, resume=resume,
+                               address=ray_address, num_workers=workers, device=device, progress=progress)
     return build_index(corpus, out, factory, info, config, fmt=fmt, orcas=orcas, force=force, resume=resume, progress=progress)
+
+
+def append(
+    corpus: str | Path,
+    index_path: str | Path,
+    model: str | None = None,
+    fmt: str | None = None,
+    orcas: str | Path | None = None,
+    shard_size: int = 100_000,
+    batch_size: int | None = None,
+    device: str | None = None,
+    progress: bool = True,
+):
+    """Add the documents of ``corpus`` to an index as new shards (old shards are not rescored);
+    ``model`` defaults to the one the index was built with. Returns the new manifest."""
+    from ckqti.models.loading import load_qti_model
+    from indexer.append import append_index, index_model_spec
+    from indexer.format import Manifest
+
+    if model is None:
+        model = index_model_spec(Path(index_path), Manifest.read(index_path))
+    factory, info = load_qti_model(model, device)
+    return append_index(index_path, corpus, factory, info, shard_size, fmt=fmt, orcas=orcas, batch_size=batch_size,
+                        progress=progress)
+
+
+def compact(index_path: str | Path, shard_size: int = 100_000):
+    """Merge an index's consecutive shards into shards of up to ``shard_size`` documents; returns the new manifest."""
+    from indexer.compact import compact_index
+
+    return compact_index(index_path, shard_size)
 
 
 def open_searcher(index_path: str | Path, mode: str = "exact", budget: int = 200_000, model: str | None = None, verify: bool = True):
@@ -111,3 +152,34 @@ def evaluate(run_path: str | Path, qrels: str | Path, per_query: bool = False, c
     from ckqti.evaluate import evaluate_files
 
     return evaluate_files(run_path, qrels, per_query=per_query, compare=compare, qrels_format=qrels_format)
+
+
+def serve(
+    index_path: str | Path,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    api_key: str | None = None,
+    mode: str = "exact",
+    budget: int = 200_000,
+    model: str | None = None,
+    workers: int | None = None,
+    max_k: int = 1000,
+    access_log: bool = False,
+    on_ready=None,
+) -> None:
+    """Serve the HTTP search API (:mod:`retriever.service`) over one index until interrupted.
+
+    Binds ``host:port`` first (port 0: a free one), then calls ``on_ready(url)``; see docs/SERVE.md.
+    """
+    from ckqti.errors import CkqtiError
+    from retriever.service import create_app, listen_socket, run_server
+
+    app = create_app(open_searcher(index_path, mode, budget, model), api_key=api_key, max_k=max_k, workers=workers)
+    try:
+        sock = listen_socket(host, port)
+    except OSError as e:
+        raise CkqtiError(f"cannot listen on {host}:{port} ({e.strerror or e})") from None
+    bound = sock.getsockname()
+    if on_ready is not None:
+        on_ready(f"http://{host if ':' not in host else f'[{host}]'}:{bound[1]}")
+    run_server(app, sock, access_log=access_log)

@@ -41,8 +41,10 @@ def cli() -> None:
 
 @cli.command("index")
 @click.argument("corpus", type=click.Path())
-@click.option("--out", required=True, type=click.Path(), help="Index directory to create.")
-@click.option("--model", default=None, help="'ndrm2' or a checkpoint; default: the bundled model.")
+@click.option("--out", default=None, type=click.Path(), help="Index directory to create (required unless --append).")
+@click.option("--append", "append_to", is_flag=True, help="Add CORPUS to the index --index as new shards.")
+@click.option("--index", "index_path", default=None, type=click.Path(), help="With --append: the index to grow.")
+@click.option("--model", default=None, help="'ndrm2' or a checkpoint; default: the bundled model (--append: the index's).")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
 @click.option("--orcas", type=click.Path(), default=None, help="docid<TAB>query clicked queries, a leading field.")
 @click.option("--shard-size", default=100_000, show_default=True, help="Documents per shard.")
@@ -50,10 +52,37 @@ def cli() -> None:
 @click.option("--device", default=None, help="torch device (default: cuda if available).")
 @click.option("--force", is_flag=True, help="Replace an existing index.")
 @click.option("--no-resume", is_flag=True, help="Discard a previous interrupted build.")
-def index_cmd(corpus, out, model, fmt, orcas, shard_size, batch_size, device, force, no_resume):
-    """Build an index of CORPUS (TSV, JSONL, TREC or SMART; plain or gzip)."""
-    m = api.index(corpus, out, model, fmt, orcas, shard_size, batch_size, force, not no_resume, device)
+@click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None, metavar="[ADDRESS]",
+              help="Build on Ray: alone, a local Ray; 'auto' or HOST:PORT, the cluster of this node (OUT on a shared filesystem).")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="With --ray: model replicas (default: one per GPU, else per CPU).")
+def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size, batch_size, device, force, no_resume,
+              ray_address, workers):
+    """Build an index of CORPUS (TSV, JSONL, TREC or SMART; plain or gzip), or with --append add it to one."""
+    if workers is not None and ray_address is None:
+        raise click.UsageError("--workers needs --ray")
+    if ray_address is not None and append_to:
+        raise click.UsageError("--ray builds a new index; it does not combine with --append")
+    if append_to:
+        if index_path is None or out is not None:
+            raise click.UsageError("--append takes the index to grow as --index INDEX (not --out)")
+        m = api.append(corpus, index_path, model, fmt, orcas, shard_size, batch_size, device)
+        click.echo(f"appended {m.appends[-1]['num_docs']} documents: {m.num_docs} documents, {m.num_postings} postings, "
+                   f"{len(m.shards)} shard(s) in {index_path}")
+        return
+    if out is None:
+        raise click.UsageError("missing option '--out' (or use --append --index INDEX)")
+    m = api.index(corpus, out, model, fmt, orcas, shard_size, batch_size, force, not no_resume, device,
+                  ray_address=ray_address, workers=workers)
     click.echo(f"indexed {m.num_docs} documents, {m.num_postings} postings, {len(m.shards)} shard(s) -> {out}")
+
+
+@cli.command("compact")
+@index_option
+@click.option("--shard-size", default=100_000, show_default=True, help="Documents per merged shard at most.")
+def compact_cmd(index_path, shard_size):
+    """Merge an index's consecutive shards into fewer (no rescoring; results are unchanged)."""
+    m = api.compact(index_path, shard_size)
+    click.echo(f"{len(m.shards)} shard(s), {m.num_docs} documents in {index_path}")
 
 
 @cli.command("search")
@@ -214,6 +243,33 @@ def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, col
     click.echo(e.render_terminal(color), color=color)
     if html_out:
         click.echo(f"wrote {html_out}", err=True)
+
+
+@cli.command("serve")
+@index_option
+@click.option("--port", default=8000, show_default=True, help="TCP port (0: a free one, printed at start).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind; loopback unless told otherwise.")
+@click.option("--api-key-env", default=None, help="Name of an environment variable holding the API key (X-API-Key).")
+@click.option("--workers", type=int, default=None, help="Search threads (default: CPU count, at most 8).")
+@click.option("--max-k", default=1000, show_default=True, help="Largest k a request may ask for.")
+@click.option("--access-log", is_flag=True, help="Log every request.")
+@mode_options
+def serve_cmd(index_path, port, host, api_key_env, workers, max_k, access_log, mode, budget, model):
+    """Serve an HTTP JSON search API over one index (docs/SERVE.md)."""
+    import os
+
+    from retriever.service import is_loopback
+
+    api_key = None
+    if api_key_env is not None:
+        api_key = os.environ.get(api_key_env)
+        if not api_key:
+            raise click.ClickException(f"--api-key-env: environment variable {api_key_env} is not set or empty")
+    if not is_loopback(host):
+        guard = "API key required" if api_key else "NO API key: anyone who can reach it can use it"
+        click.echo(f"warning: binding {host}, not loopback: the index is reachable from the network ({guard})", err=True)
+    api.serve(index_path, host, port, api_key, mode, budget, model, workers, max_k, access_log,
+              on_ready=lambda url: click.echo(f"serving {index_path} at {url} (Ctrl-C to stop)"))
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +27,7 @@ from ckqti.errors import CkqtiError
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 from indexer.analyze import AnalyzedCorpus, analyze_corpus
-from indexer.format import VOCAB_FILE, Manifest, ShardInfo, file_checksum, shard_name
+from indexer.format import FORMAT_VERSION, VOCAB_FILE, Manifest, ShardInfo, file_checksum, shard_name
 from indexer.impacts import ImpactConfig, ImpactScorer
 from indexer.quantize import Quantizer
 from indexer.shards import ImpactPostings, write_shard, write_table
@@ -39,15 +39,23 @@ class BuildConfig:
     shard_size: documents per shard.
     impacts: how impacts are computed.
     analyzer: text analysis (recorded in the manifest).
+    channel_steps: force these quantization steps, one per model channel, instead of fitting
+        them to the largest scores (to compare an index with another one's steps).
     """
 
     shard_size: int = 100_000
     impacts: ImpactConfig = field(default_factory=ImpactConfig)
     analyzer: Analyzer = field(default_factory=Analyzer)
+    channel_steps: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.shard_size < 1:
             raise ValueError("shard_size must be >= 1")
+        if self.channel_steps is not None:
+            steps = tuple(float(x) for x in self.channel_steps)
+            if not steps or not all(x > 0 and np.isfinite(x) for x in steps):
+                raise ValueError(f"channel_steps must be positive and finite, got {self.channel_steps}")
+            object.__setattr__(self, "channel_steps", steps)
 
 
 def fingerprint(corpus: Path, fmt: str | None, orcas: Path | None, model_info: dict, config: BuildConfig) -> str:
@@ -59,6 +67,8 @@ def fingerprint(corpus: Path, fmt: str | None, orcas: Path | None, model_info: d
         "shard_size": config.shard_size,
         "impacts": repr(config.impacts),
         "analyzer": config.analyzer.to_dict(),
+        "channel_steps": config.channel_steps,
+        "format_version": FORMAT_VERSION,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
@@ -88,37 +98,52 @@ def shard_ranges(num_docs: int, shard_size: int) -> list[tuple[int, int]]:
     return [(s, min(num_docs, s + shard_size)) for s in range(0, num_docs, shard_size)]
 
 
-def score_shard(corpus: AnalyzedCorpus, scorer: ImpactScorer, start: int, stop: int, path: Path, progress=None) -> float:
-    """Float impacts of documents ``[start, stop)`` saved to ``path`` (npz: terms, docs, scores);
-    returns the largest impact. An existing ``path`` is a finished shard and is only read."""
+def score_shard(corpus: AnalyzedCorpus, scorer: ImpactScorer, start: int, stop: int, path: Path, progress=None) -> np.ndarray:
+    """Float impacts of documents ``[start, stop)`` saved to ``path`` (npz: ``lists``, ``docs``,
+    ``scores``, ``maxima``, ``weights``); returns the largest impact of each channel (float64[C]).
+    An existing ``path`` is a finished shard and is only read."""
     if path.is_file():
         with np.load(path) as z:
-            return float(z["scores"].max(initial=0.0))
-    terms, docs, scores = [], [], []
+            return z["maxima"].astype(np.float64)
+    lists, docs, scores = [], [], []
     for j, imp in enumerate(scorer.score_all(corpus.token_lists(start, stop), progress=progress)):
-        terms.append(imp.terms)
+        lists.append(imp.lists)
         scores.append(imp.scores)
-        docs.append(np.full(imp.terms.size, j, dtype=np.uint32))
+        docs.append(np.full(imp.lists.size, j, dtype=np.uint32))
     arrays = {
-        "terms": np.concatenate(terms) if terms else np.zeros(0, np.int32),
+        "lists": np.concatenate(lists) if lists else np.zeros(0, np.int32),
         "docs": np.concatenate(docs) if docs else np.zeros(0, np.uint32),
         "scores": np.concatenate(scores) if scores else np.zeros(0, np.float32),
+        "weights": np.array(scorer.channels),
     }
+    c = len(scorer.channels)
+    arrays["maxima"] = np.zeros(c, np.float64)
+    np.maximum.at(arrays["maxima"], arrays["lists"] % c, arrays["scores"].astype(np.float64))
     save_npz_atomic(path, **arrays)
-    return float(arrays["scores"].max(initial=0.0))
+    return arrays["maxima"]
 
 
-def score_shards(corpus: AnalyzedCorpus, scorer: ImpactScorer, config: BuildConfig, raw: Path, progress: bool) -> float:
-    """Float impacts of every shard into ``raw/``; returns the largest impact."""
+def score_shards(corpus: AnalyzedCorpus, scorer: ImpactScorer, config: BuildConfig, raw: Path, progress: bool) -> np.ndarray:
+    """Float impacts of every shard into ``raw/``; returns the largest impact of each channel."""
     raw.mkdir(exist_ok=True)
     ranges = shard_ranges(len(corpus), config.shard_size)
     done = sum(stop - start for i, (start, stop) in enumerate(ranges) if (raw / f"{shard_name(i)}.npz").is_file())
     bar = tqdm(total=len(corpus), initial=done, desc="impacts", unit="doc", disable=not progress)
-    top = 0.0
+    top = np.zeros(len(scorer.channels), np.float64)
     for i, (start, stop) in enumerate(ranges):
-        top = max(top, score_shard(corpus, scorer, start, stop, raw / f"{shard_name(i)}.npz", progress=bar))
+        top = np.maximum(top, score_shard(corpus, scorer, start, stop, raw / f"{shard_name(i)}.npz", progress=bar))
     bar.close()
     return top
+
+
+def fit_quantizer(maxima: np.ndarray, channels: tuple[str, ...], steps: tuple[float, ...] | None = None) -> Quantizer:
+    """The index's quantizer: one step per channel fitted to ``maxima`` (largest score of each
+    channel, see :func:`score_shard`), or the given ``steps``."""
+    if steps is not None:
+        if len(steps) != len(channels):
+            raise ValueError(f"{len(steps)} channel steps given for a model with channels {channels}")
+        return Quantizer(tuple(steps), weights=tuple(channels))
+    return Quantizer.fit(maxima, weights=tuple(channels))
 
 
 def write_index(
@@ -131,13 +156,15 @@ def write_index(
     analyzer: dict,
     corpus: dict | None = None,
     build: dict | None = None,
+    constants: dict | None = None,
+    clipped: int = 0,
 ) -> Manifest:
     """Write shards (quantized postings + document store columns), the vocabulary and the manifest."""
     if directory.exists():
         shutil.rmtree(directory)
     directory.mkdir(parents=True)
     infos = [write_shard(directory, shard_name(i), p, len(vocab), docs) for i, (p, docs) in enumerate(shards)]
-    return finish_index(directory, infos, vocab, offsets, quantizer, model_info, analyzer, corpus, build)
+    return finish_index(directory, infos, vocab, offsets, quantizer, model_info, analyzer, corpus, build, constants, clipped)
 
 
 def finish_index(
@@ -150,17 +177,14 @@ def finish_index(
     analyzer: dict,
     corpus: dict | None = None,
     build: dict | None = None,
+    constants: dict | None = None,
+    clipped: int = 0,
 ) -> Manifest:
-    """Write the vocabulary and, last, the manifest of shards already written to ``directory``."""
-    write_table(
-        directory / VOCAB_FILE,
-        {
-            "term": pa.array(vocab.terms, pa.string()),
-            "df": vocab.df[: len(vocab)],
-            "cf": vocab.cf[: len(vocab)],
-            "offset": np.asarray(offsets, dtype=np.float32),
-        },
-    )
+    """Write the vocabulary and, last, the manifest of shards already written to ``directory``.
+
+    ``constants`` is the model's ``index_constants()`` (appends reuse them); ``clipped`` the
+    count of impacts clipped at the top level (only forced steps clip)."""
+    write_vocab(directory / VOCAB_FILE, vocab, offsets)
     manifest = Manifest(
         model=model_info,
         analyzer=analyzer,
@@ -172,21 +196,56 @@ def finish_index(
         vocab_checksum=file_checksum(directory / VOCAB_FILE),
         corpus=corpus or {},
         build=build or {},
+        channels=quantizer.channel_dicts(),
+        collection={"num_docs": int(vocab.num_docs), "total_terms": int(vocab.total_terms)},
+        model_constants=dict(constants or {}),
+        clipped_impacts=int(clipped),
     )
     manifest.write(directory)
     return manifest
 
 
+def write_vocab(path: Path, vocab: Vocabulary, offsets: np.ndarray) -> None:
+    """``vocab.arrow``: term, df, cf and the latent offset of every term id."""
+    write_table(
+        path,
+        {
+            "term": pa.array(vocab.terms, pa.string()),
+            "df": vocab.df[: len(vocab)],
+            "cf": vocab.cf[: len(vocab)],
+            "offset": np.asarray(offsets, dtype=np.float32),
+        },
+    )
+
+
 def quantized_shard(raw_path: Path, quantizer: Quantizer) -> ImpactPostings:
     """One shard's quantized postings, read back from its float impacts."""
+    return quantize_raw(raw_path, quantizer)[0]
+
+
+def quantize_raw(raw_path: Path, quantizer: Quantizer) -> tuple[ImpactPostings, int]:
+    """One shard's quantized postings and the count of impacts clipped at the top level."""
     with np.load(raw_path) as z:
-        return ImpactPostings(z["terms"], z["docs"], quantizer.quantize(z["scores"]))
+        weights = tuple(str(w) for w in z["weights"])
+        if weights != quantizer.weights:
+            raise ValueError(f"{raw_path} holds channels {weights}, the quantizer {quantizer.weights}")
+        lists, scores = z["lists"], z["scores"]
+        channel = lists % quantizer.channels
+        postings = ImpactPostings(lists, z["docs"], quantizer.quantize(scores, channel), quantizer.channels)
+        return postings, quantizer.clipped(scores, channel)
 
 
 def quantized_shards(corpus: AnalyzedCorpus, quantizer: Quantizer, config: BuildConfig, raw: Path):
     """Each shard's quantized postings and document columns, read back from ``raw/``."""
     for i, (start, stop) in enumerate(shard_ranges(len(corpus), config.shard_size)):
         yield quantized_shard(raw / f"{shard_name(i)}.npz", quantizer), corpus.doc_columns(start, stop)
+
+
+def count_clipped(corpus: AnalyzedCorpus, quantizer: Quantizer, config: BuildConfig, raw: Path) -> int:
+    """Impacts above the top level over all shards in ``raw/`` (none unless the steps were forced)."""
+    if config.channel_steps is None:
+        return 0
+    return sum(quantize_raw(raw / f"{shard_name(i)}.npz", quantizer)[1] for i in range(len(shard_ranges(len(corpus), config.shard_size))))
 
 
 def write_prebuilt_index(out: Path, shards: list[ImpactPostings], vocab_size: int, num_docs: int, step: float = 1.0) -> Manifest:
@@ -252,6 +311,19 @@ def build_index(
         raise
 
 
+def build_record(config: BuildConfig, t0: float, vocab: Vocabulary, **extra) -> dict:
+    """The manifest's ``build`` entry: settings, seconds since ``t0``, collection size."""
+    return {
+        "shard_size": config.shard_size,
+        "impacts": repr(config.impacts),
+        "impact_config": asdict(config.impacts),
+        "seconds": round(time.time() - t0, 3),
+        "num_docs": vocab.num_docs,
+        "total_terms": vocab.total_terms,
+        **extra,
+    }
+
+
 def _build(corpus_path, out, work, model, model_info, config, fmt, orcas, force, progress) -> Manifest:
     t0 = time.time()
     corpus = AnalyzedCorpus.load(work / "analyzed")
@@ -264,7 +336,7 @@ def _build(corpus_path, out, work, model, model_info, config, fmt, orcas, force,
     scorer = ImpactScorer(qti, corpus.vocab.df, config.impacts)
     offsets = scorer.fit_offsets(corpus.token_lists(0, len(corpus)), len(corpus.vocab))
     top = score_shards(corpus, scorer, config, work / "raw", progress)
-    quantizer = Quantizer.fit(top)
+    quantizer = fit_quantizer(top, scorer.channels, config.channel_steps)
     manifest = write_index(
         work / "final",
         quantized_shards(corpus, quantizer, config, work / "raw"),
@@ -274,13 +346,9 @@ def _build(corpus_path, out, work, model, model_info, config, fmt, orcas, force,
         model_info,
         config.analyzer.to_dict(),
         corpus={"path": str(corpus_path), "format": fmt, "orcas": str(orcas) if orcas else None},
-        build={
-            "shard_size": config.shard_size,
-            "impacts": repr(config.impacts),
-            "seconds": round(time.time() - t0, 3),
-            "num_docs": corpus.vocab.num_docs,
-            "total_terms": corpus.vocab.total_terms,
-        },
+        build=build_record(config, t0, corpus.vocab),
+        constants=qti.index_constants(),
+        clipped=count_clipped(corpus, quantizer, config, work / "raw"),
     )
     install(work / "final", out, force)
     shutil.rmtree(work, ignore_errors=True)

@@ -25,6 +25,7 @@ class FidelityReport:
     k: int
     ndcg10_index: float
     ndcg10_exhaustive: float
+    resolution: int = 0  # the searcher's query weight resolution
 
     @property
     def delta_ndcg10(self) -> float:
@@ -46,17 +47,27 @@ def exhaustive_term_scores(model, documents: list[np.ndarray], terms: np.ndarray
     return out
 
 
-def measure_fidelity(index_path, corpus_path, model_spec, queries_path, qrels_path, k: int = 100, fmt=None, progress=False) -> FidelityReport:
-    """Overlap@k and nDCG@10 of the index's run against exhaustive scoring by the same model."""
+@dataclass
+class ExhaustiveReference:
+    """The queries, judgements and the exhaustive float run (top ``k``) that index runs are compared with."""
+
+    queries: dict[str, str]
+    qrels: dict
+    run: dict[str, dict[str, float]]
+    ndcg10: float
+    k: int
+
+
+def exhaustive_reference(searcher, corpus_path, model_spec, queries_path, qrels_path, k: int = 100, fmt=None,
+                         progress=False) -> ExhaustiveReference:
+    """Score every document for every judged query with the model in float precision."""
     from ckqti.evaluate import evaluate
     from ckqti.models.loading import load_qti_model
     from indexer.readers import read_qrels, read_queries
-    from retriever.search import Searcher
 
-    searcher = Searcher(index_path)
     corpus = analyze_corpus(corpus_path, searcher.index.analyzer, fmt=fmt)
     if corpus.vocab.terms != searcher.index.terms:
-        raise ValueError(f"{corpus_path} is not the corpus {index_path} was built from")
+        raise ValueError(f"{corpus_path} is not the corpus {searcher.index.path} was built from")
     factory, _ = load_qti_model(model_spec)
     model = factory(corpus.vocab)
     qrels = read_qrels(qrels_path)
@@ -66,14 +77,40 @@ def measure_fidelity(index_path, corpus_path, model_spec, queries_path, qrels_pa
     col = {t: i for i, t in enumerate(vocab_terms)}
     matrix = exhaustive_term_scores(model, corpus.token_lists(0, len(corpus)), vocab_terms, progress=progress)
     docids = corpus.docs["docid"]
-    run_index, run_full, overlaps = {}, {}, []
+    run = {}
     for q, p in parsed.items():
-        hits = searcher.search(queries[q], k).hits
         scores = matrix[:, [col[t] for t in p.terms]] @ p.weights.astype(np.float32)
         top = np.argsort(-scores, kind="stable")[:k]
-        run_index[q] = {h.docid: h.score for h in hits}
-        run_full[q] = {docids[i]: float(scores[i]) for i in top}
-        overlaps.append(len(set(run_index[q]) & set(run_full[q])) / k)
-    nd_i = evaluate(run_index, qrels).mean["nDCG@10"]
-    nd_f = evaluate(run_full, qrels).mean["nDCG@10"]
-    return FidelityReport(len(parsed), float(np.mean(overlaps)), k, float(nd_i), float(nd_f))
+        run[q] = {docids[i]: float(scores[i]) for i in top}
+    return ExhaustiveReference(queries, qrels, run, float(evaluate(run, qrels).mean["nDCG@10"]), k)
+
+
+def index_report(searcher, ref: ExhaustiveReference) -> FidelityReport:
+    """Overlap@k and nDCG@10 of ``searcher``'s run against the exhaustive one."""
+    from ckqti.evaluate import evaluate
+
+    run, overlaps = {}, []
+    for q, text in ref.queries.items():
+        run[q] = {h.docid: h.score for h in searcher.search(text, ref.k).hits}
+        overlaps.append(len(set(run[q]) & set(ref.run[q])) / ref.k)
+    nd = evaluate(run, ref.qrels).mean["nDCG@10"]
+    return FidelityReport(len(ref.queries), float(np.mean(overlaps)), ref.k, float(nd), ref.ndcg10, searcher.resolution)
+
+
+def measure_fidelity(index_path, corpus_path, model_spec, queries_path, qrels_path, k: int = 100, fmt=None, progress=False,
+                     resolution: int | None = None) -> FidelityReport:
+    """Overlap@k and nDCG@10 of the index's run against exhaustive scoring by the same model
+    (``resolution``: the searcher's query weight resolution, default :data:`retriever.search.RESOLUTION`)."""
+    return resolution_sweep(index_path, corpus_path, model_spec, queries_path, qrels_path, [resolution], k, fmt, progress)[0]
+
+
+def resolution_sweep(index_path, corpus_path, model_spec, queries_path, qrels_path, resolutions, k: int = 100, fmt=None,
+                     progress=False) -> list[FidelityReport]:
+    """:func:`measure_fidelity` for several query weight resolutions, scoring exhaustively once."""
+    from retriever.index import Index
+    from retriever.search import RESOLUTION, Searcher
+
+    index = Index(index_path)
+    searchers = [Searcher(index, resolution=r or RESOLUTION) for r in resolutions]
+    ref = exhaustive_reference(searchers[0], corpus_path, model_spec, queries_path, qrels_path, k, fmt, progress)
+    return [index_report(s, ref) for s in searchers]

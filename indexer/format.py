@@ -3,21 +3,35 @@
 An index is a directory::
 
     INDEX/
-      manifest.json            format version, model, analyzer, quantization, shards, checksums
+      manifest.json            format version, model, analyzer, channels (weighting and quantization
+                               step of each), collection statistics, shards, checksums
       vocab.arrow              term (string), df, cf (int64), offset (float32), one row per term id
+                               (after appends: vocab-NNNNN.arrow, the file the manifest names)
       shard-00000/
         postings.arrow         doc (uint32): shard-local document numbers, impact-ordered
         segments.arrow         start (int64, S+1 rows: postings offset of each segment, plus the end),
                                impact (uint8 padded to S+1 rows): the impact shared by a segment's postings
-        terms.arrow            seg_ptr (int64, V+1 rows): term id -> its first segment
+        terms.arrow            seg_ptr (int64, V*C+1 rows): posting list id -> its first segment
         docs.arrow             docid, title, text (string), length (int32): document store for snippets
       shard-00001/ ...
 
-Postings of a term are split into *segments*, one per distinct quantized impact, in
+A model stores ``C`` channels per term (:mod:`ckqti.models.qti`); channel ``c`` of term ``t``
+is the posting list with id ``t * C + c``. Ids interleave so that terms added by an append
+(new ids at the end of the vocabulary) never move an existing list. A shard's ``seg_ptr``
+covers the vocabulary as it was when the shard was written: list ids beyond it are empty
+in that shard. The manifest's ``channels`` gives each channel's weighting (``"one"``, or
+``"idf"``: multiplied at query time by the idf of the index's current df and document count)
+and its quantization step.
+
+Postings of a list are split into *segments*, one per distinct quantized impact, in
 descending impact order; inside a segment documents ascend. A posting stores only its
 document number: its impact is the segment's. Every file is a single-batch Arrow IPC
 file, so each column memory-maps to one contiguous numpy array that Numba reads
 without a copy.
+
+Version 2 added channels, interleaved list ids, per-shard vocabulary extents, the
+collection statistics and the model constants appends need; a version 1 index must be
+rebuilt.
 """
 
 from __future__ import annotations
@@ -30,10 +44,16 @@ from pathlib import Path
 from ckqti.errors import IndexFormatError
 
 FORMAT_NAME = "ckqti-index"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 VOCAB_FILE = "vocab.arrow"
 SHARD_FILES = ("postings.arrow", "segments.arrow", "terms.arrow", "docs.arrow")
+CHANNEL_WEIGHTS = ("one", "idf")  # the same as ckqti.models.qti.CHANNEL_WEIGHTS (not imported: no torch here)
+
+
+def vocab_file_name(generation: int) -> str:
+    """The vocabulary file of an index generation (0: the build's ``vocab.arrow``)."""
+    return VOCAB_FILE if generation == 0 else f"vocab-{generation:05d}.arrow"
 
 
 def shard_name(i: int) -> str:
@@ -77,6 +97,13 @@ class Manifest:
     build: dict = field(default_factory=dict)
     format: str = FORMAT_NAME
     format_version: int = FORMAT_VERSION
+    channels: list[dict] = field(default_factory=lambda: [{"weight": "one", "step": 1.0}])
+    collection: dict = field(default_factory=dict)  # num_docs, total_terms: the statistics idf is computed from
+    model_constants: dict = field(default_factory=dict)  # model.index_constants() of the build, reused by appends
+    clipped_impacts: int = 0  # appended impacts above 255 * step, stored as 255
+    appends: list[dict] = field(default_factory=list)
+    generation: int = 0  # appends and compactions so far
+    vocab_file: str = VOCAB_FILE
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
@@ -104,6 +131,20 @@ class Manifest:
             )
         try:
             d["shards"] = [ShardInfo(**s) for s in d["shards"]]
-            return cls(**d)
+            manifest = cls(**d)
         except (TypeError, KeyError) as e:
             raise IndexFormatError(f"manifest is malformed ({e})", path) from None
+        manifest.check_channels(path)
+        return manifest
+
+    @property
+    def num_channels(self) -> int:
+        return len(self.channels)
+
+    def check_channels(self, path: Path) -> None:
+        ok = bool(self.channels) and all(
+            isinstance(c, dict) and c.get("weight") in CHANNEL_WEIGHTS and isinstance(c.get("step"), (int, float)) and c["step"] > 0
+            for c in self.channels
+        )
+        if not ok:
+            raise IndexFormatError(f"manifest channels are malformed ({self.channels})", path)

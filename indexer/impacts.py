@@ -1,14 +1,17 @@
 """Impact computation: a QTI model's s(t, d) for the (t, d) pairs the index stores.
 
-Which pairs are stored (see docs/INDEX.md):
+Which pairs are stored (see docs/INDEX.md). Every score is stored per channel
+(:mod:`ckqti.models.qti`): the model's idf-free ``channel_scores``, so that idf is applied
+at query time from the index's current statistics; below, "s(t, d)" is one channel's score.
 
 * Explicit models (NDRM2, ``is_latent`` False): s(t, d) is 0 unless t occurs in d, so
   each document's own terms are its candidates and the index is exact up to
   quantization.
 * Latent models (NDRM1, NDRM3): every term scores against every document. Each term t
-  gets an offset c_t, the median of s(t, d) over a sample of documents; the index stores
-  ``s(t, d) - c_t`` for the document's candidate terms whose difference is positive,
-  and an unstored pair scores c_t. Since a per-term constant changes no ranking, only
+  gets an offset c_t on its ``"one"`` channel, the median of that channel over a sample of
+  documents; the index stores ``s(t, d) - c_t`` for the document's candidate terms whose
+  difference is positive, and an unstored pair scores c_t. Since a per-term constant
+  changes no ranking, only
   the clipping of below-median scores and the choice of candidates lose information.
   Candidates are the document's own terms plus the ``neighbours`` vocabulary terms
   whose query vector is closest to any of the document's contextual vectors
@@ -58,9 +61,10 @@ class ImpactConfig:
 
 @dataclass(frozen=True)
 class DocImpacts:
-    """Float impacts of one document: ``terms`` int32[n] ids and ``scores`` float32[n] (> 0)."""
+    """Float impacts of one document: ``lists`` int32[n] posting list ids (``term * C + channel``)
+    and ``scores`` float32[n] (> 0)."""
 
-    terms: np.ndarray
+    lists: np.ndarray
     scores: np.ndarray
 
 
@@ -94,7 +98,7 @@ class ImpactScorer:
 
     Args:
         model: a QTI model (``ckqti.models.qti.QTIModel``), already set up for the
-            corpus vocabulary.
+            corpus vocabulary, in eval mode.
         df: document frequency per term id (for latent candidate restriction).
         config: :class:`ImpactConfig`.
     """
@@ -103,6 +107,9 @@ class ImpactScorer:
         self.model = model
         self.config = config
         self.device = model_device(model)
+        self.channels: tuple[str, ...] = tuple(model.impact_channels)
+        # latent models: the per-term offset applies to the "one" channel
+        self.offset_channel = self.channels.index("one") if model.is_latent and "one" in self.channels else None
         self.offsets = np.zeros(len(df), dtype=np.float32)
         self._cand_terms = None
         self._cand_vectors = None
@@ -115,8 +122,8 @@ class ImpactScorer:
 
     @torch.no_grad()
     def fit_offsets(self, documents: Sequence[np.ndarray], vocab_size: int) -> np.ndarray:
-        """Latent models: per-term offset c_t = median s(t, d) over a document sample."""
-        if not self.model.is_latent:
+        """Latent models: per-term offset c_t = median of the ``"one"`` channel over a document sample."""
+        if self.offset_channel is None:
             return self.offsets
         rng = np.random.default_rng(self.config.seed)
         n = min(self.config.offset_sample, len(documents))
@@ -126,7 +133,8 @@ class ImpactScorer:
         for i in range(0, n, self.config.batch_size):
             batch = [documents[j] for j in pick[i : i + self.config.batch_size]]
             ids, lengths = pad_batch(batch, self.config.max_doc_terms, self.device)
-            rows.append(self.model.score_encoded(all_terms, self.model.encode_documents(ids, lengths)).float().cpu())
+            scores = self.model.channel_scores(all_terms, self.model.encode_documents(ids, lengths))  # [B, V-2, C]
+            rows.append(scores[..., self.offset_channel].float().cpu())
         med = torch.cat(rows).median(dim=0).values.numpy()
         self.offsets = np.zeros(vocab_size, dtype=np.float32)
         self.offsets[2:] = med
@@ -150,19 +158,22 @@ class ImpactScorer:
         """Impacts of a batch of documents (token id arrays)."""
         ids, lengths = pad_batch(documents, self.config.max_doc_terms, self.device)
         enc = self.model.encode_documents(ids, lengths)
-        out = []
-        for b in range(len(documents)):
-            terms = self.candidates(enc, b)
-            terms = terms[terms >= 2]
-            if terms.numel() == 0:
-                out.append(DocImpacts(np.zeros(0, np.int32), np.zeros(0, np.float32)))
-                continue
-            s = self.model.score_encoded(terms, slice_encoding(enc, b))[0].float().cpu().numpy()
-            t = terms.cpu().numpy()
-            s = s - self.offsets[t]
-            keep = s > 0
-            out.append(DocImpacts(t[keep].astype(np.int32), s[keep].astype(np.float32)))
-        return out
+        return [self.document_impacts(enc, b) for b in range(len(documents))]
+
+    def document_impacts(self, enc: DocumentEncoding, b: int) -> DocImpacts:
+        """Positive channel scores of document ``b``'s candidate terms, offsets taken off."""
+        terms = self.candidates(enc, b)
+        terms = terms[terms >= 2]
+        if terms.numel() == 0:
+            return DocImpacts(np.zeros(0, np.int32), np.zeros(0, np.float32))
+        s = self.model.channel_scores(terms, slice_encoding(enc, b))[0].float().cpu().numpy()  # [T, C]
+        t = terms.cpu().numpy()
+        if self.offset_channel is not None:
+            s[:, self.offset_channel] -= self.offsets[t]
+        keep = s > 0  # [T, C]
+        ti, ci = np.nonzero(keep)
+        lists = t[ti].astype(np.int64) * len(self.channels) + ci
+        return DocImpacts(lists.astype(np.int32), s[ti, ci].astype(np.float32))
 
     def score_all(self, documents: Sequence[np.ndarray], progress=None) -> Iterator[DocImpacts]:
         bs = self.config.batch_size

@@ -24,14 +24,17 @@ class ImpactPostings:
     """Postings of one shard in triple form, in any order.
 
     Attributes:
-        terms: int32[N] global term ids.
+        terms: int32[N] posting list ids: ``term * channels + channel`` (with one channel,
+            the global term ids).
         docs: uint32[N] shard-local document numbers.
         impacts: uint8[N] quantized impacts (> 0).
+        channels: posting lists per term (see :mod:`indexer.format`).
     """
 
     terms: np.ndarray
     docs: np.ndarray
     impacts: np.ndarray
+    channels: int = 1
 
 
 @njit(cache=True)
@@ -116,11 +119,13 @@ def write_shard(
 ) -> ShardInfo:
     """Write a complete shard directory and return its manifest entry.
 
-    ``docs`` holds the document store columns: ``docid``, ``title``, ``text``, ``length``.
+    ``vocab_size`` is the number of terms the shard covers (its lists: ``vocab_size *
+    postings.channels``). ``docs`` holds the document store columns: ``docid``, ``title``,
+    ``text``, ``length``.
     """
     d = Path(directory, name)
     d.mkdir(parents=True, exist_ok=True)
-    seg = segment_postings(postings, vocab_size)
+    seg = segment_postings(postings, vocab_size * postings.channels)
     write_table(d / "postings.arrow", {"doc": seg["postings"]})
     write_table(d / "segments.arrow", {"start": seg["seg_start"], "impact": seg["seg_impact"]})
     write_table(d / "terms.arrow", {"seg_ptr": seg["seg_ptr"]})
@@ -136,3 +141,13 @@ def write_shard(
     files = {f: file_checksum(d / f) for f in SHARD_FILES}
     size = sum((d / f).stat().st_size for f in SHARD_FILES)
     return ShardInfo(name, len(docs["docid"]), int(seg["postings"].size), files, size)
+
+
+def decode_segments(postings: np.ndarray, seg_start: np.ndarray, seg_impact: np.ndarray, seg_ptr: np.ndarray):
+    """A written shard's postings back in triple form: ``(lists int32, docs uint32, impacts uint8)``
+    in the stored order (by list, impact descending, document ascending)."""
+    seg_len = np.diff(seg_start)  # [S]
+    seg_list = np.repeat(np.arange(seg_ptr.size - 1, dtype=np.int64), np.diff(seg_ptr))  # [S]
+    lists = np.repeat(seg_list, seg_len).astype(np.int32)
+    impacts = np.repeat(seg_impact[:-1], seg_len).astype(np.uint8)
+    return lists, np.asarray(postings, dtype=np.uint32), impacts

@@ -1,4 +1,5 @@
-"""Opening an index: manifest, checksums, memory-mapped shards as flat numpy arrays."""
+"""Opening an index: manifest, checksums, memory-mapped shards as flat numpy arrays, and the
+collection statistics (df, document count) from which search computes idf."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import pyarrow as pa
 
 from ckqti.errors import IndexFormatError
 from ckqti.text import Analyzer
-from indexer.format import MANIFEST, SHARD_FILES, VOCAB_FILE, Manifest, file_checksum
+from indexer.format import MANIFEST, SHARD_FILES, Manifest, file_checksum
 from indexer.quantize import Quantizer
+from retriever.kernels import build_skips
 
 
 def read_mapped(path: Path) -> pa.Table:
@@ -39,8 +41,11 @@ class Shard:
         postings: uint32[N] documents, impact-ordered per term.
         seg_start: int64[S+1] postings offset of each segment.
         seg_impact: uint8[S+1] impact of each segment.
-        seg_ptr: int64[V+1] first segment of each term id.
+        seg_ptr: int64[L+1] first segment of each posting list id (``L``: the lists that existed
+            when the shard was written; later ids are empty here).
         docs: the document store (docid, title, text, length).
+        skips, skip_ptr: every 64th document of each segment (:func:`retriever.kernels.build_skips`),
+            derived in memory when the shard is opened (about 3% of the postings' bytes).
     """
 
     name: str
@@ -49,10 +54,16 @@ class Shard:
     seg_impact: np.ndarray
     seg_ptr: np.ndarray
     docs: pa.Table
+    skips: np.ndarray
+    skip_ptr: np.ndarray
 
     @property
     def num_docs(self) -> int:
         return self.docs.num_rows
+
+    @property
+    def num_lists(self) -> int:
+        return self.seg_ptr.shape[0] - 1
 
     def docid(self, i: int) -> str:
         return self.docs.column("docid")[i].as_py()
@@ -64,19 +75,24 @@ class Shard:
 def open_shard(directory: Path, name: str) -> Shard:
     d = directory / name
     seg = read_mapped(d / "segments.arrow")
+    postings = column(read_mapped(d / "postings.arrow"), "doc")
+    seg_start = column(seg, "start")
+    skips, skip_ptr = build_skips(postings, seg_start)
     return Shard(
         name=name,
-        postings=column(read_mapped(d / "postings.arrow"), "doc"),
-        seg_start=column(seg, "start"),
+        postings=postings,
+        seg_start=seg_start,
         seg_impact=column(seg, "impact"),
         seg_ptr=column(read_mapped(d / "terms.arrow"), "seg_ptr"),
         docs=read_mapped(d / "docs.arrow"),
+        skips=skips,
+        skip_ptr=skip_ptr,
     )
 
 
 def verify_files(directory: Path, manifest: Manifest) -> None:
     """Check that every file the manifest names exists with its recorded checksum."""
-    expected = [(directory / VOCAB_FILE, manifest.vocab_checksum)]
+    expected = [(directory / manifest.vocab_file, manifest.vocab_checksum)]
     for s in manifest.shards:
         expected += [(directory / s.name / f, s.files[f]) for f in SHARD_FILES]
     for path, digest in expected:
@@ -84,6 +100,15 @@ def verify_files(directory: Path, manifest: Manifest) -> None:
             raise IndexFormatError("index file missing", path)
         if file_checksum(path) != digest:
             raise IndexFormatError("index file corrupted (checksum mismatch); rebuild the index", path)
+
+
+def collection_idf(df: np.ndarray, num_docs: int) -> np.ndarray:
+    """Idf per term id by :meth:`ckqti.vocab.Vocabulary.idf`'s formula (0 for the reserved ids 0, 1):
+    ``max(log((N - df + 0.5) / (df + 0.5)), 0)`` over the index's current statistics."""
+    df = np.asarray(df, dtype=np.float64)
+    out = np.maximum(np.log((float(num_docs) - df + 0.5) / (df + 0.5)), 0.0)
+    out[:2] = 0.0
+    return out
 
 
 class Index:
@@ -99,13 +124,14 @@ class Index:
         self.manifest = Manifest.read(self.path)
         if verify:
             verify_files(self.path, self.manifest)
-        vocab = read_mapped(self.path / VOCAB_FILE)
+        vocab = read_mapped(self.path / self.manifest.vocab_file)
         self.terms: list[str] = vocab.column("term").to_pylist()
         self.term_ids = {t: i for i, t in enumerate(self.terms)}
         self.df = column(vocab, "df")
         self.offsets = column(vocab, "offset")
         self.analyzer = Analyzer.from_dict(self.manifest.analyzer)
-        self.quantizer = Quantizer.from_dict(self.manifest.quantization)
+        self.quantizer = Quantizer.from_manifest(self.manifest.quantization, self.manifest.channels)
+        self.idf = collection_idf(self.df, self.manifest.collection.get("num_docs", self.manifest.num_docs))
         self.shards = [open_shard(self.path, s.name) for s in self.manifest.shards]
         bad = [s.name for s, info in zip(self.shards, self.manifest.shards) if s.num_docs != info.num_docs]
         if bad:

@@ -5,15 +5,28 @@ also runs with ``NUMBA_DISABLE_JIT=1``. The caller owns scratch buffers (``acc``
 ``touched``, ``hist``): they are zero on entry and restored to zero on exit, so a
 query never pays for zero-filling an array of the collection's size.
 
-Score-at-a-time traversal (Anh & Moffat's impact-ordered evaluation): the segments
-of all query terms are processed in decreasing order of ``weight * impact``.
-Accumulators are integers. A histogram of accumulator values keeps ``theta``, the
-k-th largest accumulator, up to date in amortised O(1) per posting. ``R``, the sum
-over query terms of their next unprocessed contribution, bounds what any document
-can still gain. Once ``theta > R`` no unseen document can enter the top k, and the
-traversal switches from OR mode (every posting) to AND mode (only documents already
-seen whose accumulator plus ``R`` can still reach ``theta``). Exact mode processes
-all segments, so final scores are exact; anytime mode stops once a postings budget
+Score-at-a-time traversal (Anh & Moffat's impact-ordered evaluation): the segments of
+all query terms are processed in decreasing order of ``weight * impact``. Accumulators
+are integers.
+
+1. Warm-up: whole segments are added with no bookkeeping beyond the list of touched
+   documents while their postings total at most ``warmup``; a short query (most tail
+   queries) ends here and its top k is selected with a k-heap.
+2. OR mode: a histogram of accumulator values, built once from the touched documents,
+   keeps ``theta``, the k-th largest accumulator, up to date in amortised O(1) per
+   posting. ``R``, the sum over query terms of their next unprocessed contribution,
+   bounds what any document can still gain.
+3. AND mode, once ``theta > R``: no unseen document can enter the top k; only documents
+   already seen whose accumulator plus ``R`` can still reach ``theta`` are updated (a
+   bitset marks them). Each time ``R`` halves, candidates that cannot reach ``theta``
+   are dropped.
+4. Finish, in exact mode, once looking the few candidates up costs less than scanning
+   what is left: each remaining segment is merged against the candidates (a forward
+   pass over the segment's skip entries, every ``SKIP_BLOCK``-th document, then one
+   block of postings), terms in decreasing order of contribution, dropping candidates
+   that can no longer reach the k-th best after each term.
+
+Exact mode gives scores equal to brute force; anytime mode stops once a postings budget
 is spent, at a segment boundary.
 """
 
@@ -21,6 +34,10 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+SKIP_BLOCK = 64  # postings per block of the two-level lookup
+NO_SKIPS = np.zeros(0, np.uint32)  # no skip entries: lookups binary-search whole segments
+NO_SKIP_PTR = np.zeros(1, np.int64)
 
 
 @njit(nogil=True, cache=True)
@@ -74,6 +91,86 @@ def accumulate(postings, a0, a1, c, acc, touched, ntouched, hist, theta, cnt, k)
         hist[new] += 1
         theta, cnt = raise_theta(old, new, hist, theta, cnt, k)
     return ntouched, theta, cnt
+
+
+@njit(nogil=True, cache=True)
+def accumulate_plain(postings, a0, a1, c, acc, touched, ntouched):
+    """Warm-up OR mode: add ``c`` to every document of postings[a0:a1], listing new ones."""
+    for p in range(a0, a1):
+        d = postings[p]
+        old = acc[d]
+        if old == 0:
+            touched[ntouched] = d
+            ntouched += 1
+        acc[d] = old + c
+    return ntouched
+
+
+@njit(nogil=True, cache=True)
+def fill_histogram(acc, touched, ntouched, hist, k):
+    """Histogram of the touched accumulators, and the ``(theta, cnt)`` that
+    :func:`raise_theta` would have kept: ``theta`` the k-th largest value (1 while fewer
+    than k documents are touched), ``cnt`` the documents at or above it."""
+    top = 0
+    for i in range(ntouched):
+        v = acc[touched[i]]
+        hist[v] += 1
+        if v > top:
+            top = v
+    if ntouched < k:
+        return 1, ntouched
+    cnt = 0
+    theta = top
+    while True:
+        cnt += hist[theta]
+        if cnt >= k:
+            return theta, cnt
+        theta -= 1
+
+
+@njit(nogil=True, cache=True)
+def heap_sift_down(hv, hd, i, n):
+    """Min-heap on (value, -doc): the root is the worst kept hit."""
+    while True:
+        left = 2 * i + 1
+        if left >= n:
+            return
+        j = left
+        r = left + 1
+        if r < n and (hv[r] < hv[left] or (hv[r] == hv[left] and hd[r] > hd[left])):
+            j = r
+        if hv[j] < hv[i] or (hv[j] == hv[i] and hd[j] > hd[i]):
+            hv[i], hv[j] = hv[j], hv[i]
+            hd[i], hd[j] = hd[j], hd[i]
+            i = j
+        else:
+            return
+
+
+@njit(nogil=True, cache=True)
+def select_topk(acc, touched, ntouched, k):
+    """Top-k (document, accumulator) of the touched documents by a k-heap, ties by
+    ascending document; resets the accumulators (no histogram was used)."""
+    n = min(k, ntouched)
+    hv = np.empty(n, np.int64)
+    hd = np.empty(n, np.int64)
+    for i in range(n):
+        d = touched[i]
+        hv[i], hd[i] = acc[d], d
+        acc[d] = 0
+    for i in range(n // 2 - 1, -1, -1):
+        heap_sift_down(hv, hd, i, n)
+    for i in range(n, ntouched):
+        d = touched[i]
+        v = np.int64(acc[d])
+        acc[d] = 0
+        if v > hv[0] or (v == hv[0] and d < hd[0]):
+            hv[0], hd[0] = v, d
+            heap_sift_down(hv, hd, 0, n)
+    o1 = np.argsort(hd, kind="mergesort")
+    hd, hv = hd[o1], hv[o1]
+    o2 = np.argsort(-hv, kind="mergesort")
+    return hd[o2], hv[o2]
 
 
 @njit(nogil=True, cache=True)
@@ -167,31 +264,148 @@ def contains(postings, a0, a1, d):
 
 
 @njit(nogil=True, cache=True)
-def complete_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, touched, ntouched, hist):
-    """Finish the scores of the remaining candidates by binary search in every unprocessed
-    segment (documents ascend inside a segment) instead of scanning its postings."""
-    for i in range(cur.shape[0]):
-        for s in range(cur[i], end[i]):
-            c = weights[i] * np.int64(seg_impact[s])
-            a0, a1 = seg_start[s], seg_start[s + 1]
-            for j in range(ntouched):
-                d = touched[j]
-                if contains(postings, a0, a1, d):
-                    hist[acc[d]] -= 1
-                    acc[d] += c
-                    hist[acc[d]] += 1
-        cur[i] = end[i]
+def heap_offer(hv, hd, n, k, v, d):
+    """Offer hit ``(v, d)`` to a k-heap holding ``n`` hits; returns the new ``n``."""
+    if n < k:
+        hv[n], hd[n] = v, d
+        n += 1
+        if n == k:
+            for i in range(n // 2 - 1, -1, -1):
+                heap_sift_down(hv, hd, i, n)
+    elif v > hv[0] or (v == hv[0] and d < hd[0]):
+        hv[0], hd[0] = v, d
+        heap_sift_down(hv, hd, 0, n)
+    return n
 
 
 @njit(nogil=True, cache=True)
-def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budget, acc, touched, hist, bits):
+def sorted_hits(hv, hd, n):
+    """The heap's hits by value descending, ties by ascending document."""
+    o1 = np.argsort(hd[:n], kind="mergesort")
+    d, v = hd[:n][o1], hv[:n][o1]
+    o2 = np.argsort(-v, kind="mergesort")
+    return d[o2], v[o2]
+
+
+@njit(nogil=True, cache=True)
+def kth_largest(vals, n, k):
+    """The k-th largest of ``vals[:n]`` (the smallest when ``n < k``)."""
+    if n == 0:
+        return 0
+    part = np.sort(vals[:n])
+    return part[max(0, n - k)]
+
+
+@njit(nogil=True, cache=True)
+def merge_segment(postings, seg_start, skips, skip_ptr, s, docs, found, n, c, vals):
+    """Add ``c`` to ``vals[j]`` for every ascending candidate ``docs[j]`` (j < n, not yet
+    ``found`` for this term) that segment ``s`` holds. One forward pass over the segment's
+    skip entries (or binary search without them), then a search inside one block."""
+    lo, hi = (skip_ptr[s], skip_ptr[s + 1]) if skip_ptr.shape[0] > s + 1 else (0, 0)
+    a_end = seg_start[s + 1]
+    p = lo
+    for j in range(n):
+        if found[j]:
+            continue
+        d = docs[j]
+        if hi > lo:
+            if skips[lo] > d:
+                continue
+            while p + 1 < hi and skips[p + 1] <= d:
+                p += 1
+            if skips[p] == d:
+                hit = True
+            else:
+                a0 = seg_start[s] + (p - lo) * SKIP_BLOCK
+                hit = contains(postings, a0, min(a0 + SKIP_BLOCK, a_end), d)
+        else:
+            hit = contains(postings, seg_start[s], a_end, d)
+        if hit:
+            found[j] = True
+            vals[j] += c
+
+
+@njit(nogil=True, cache=True)
+def finish_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, touched, ntouched, hist, k, skips, skip_ptr):
+    """Exact top-k of the remaining candidates, finishing their scores from the unprocessed
+    segments by lookup instead of scanning them (documents ascend inside a segment).
+
+    Candidates are sorted by document; terms go in decreasing order of their largest
+    remaining contribution, and each of a term's segments is merged against the candidates
+    not yet found in that term (a forward pass over its skip entries, then one block).
+    After each term, candidates that cannot reach the k-th best lower bound even with every
+    term left at its largest contribution are dropped. Resets ``acc`` and ``hist``.
+    """
+    m = cur.shape[0]
+    pot = np.zeros(m, np.int64)  # a term's largest remaining contribution
+    for i in range(m):
+        if cur[i] < end[i]:
+            pot[i] = weights[i] * np.int64(seg_impact[cur[i]])
+    rest = pot.sum()
+    docs = np.sort(touched[:ntouched])
+    vals = np.empty(ntouched, np.int64)
+    for j in range(ntouched):
+        d = docs[j]
+        vals[j] = acc[d]
+        hist[acc[d]] = 0
+        acc[d] = 0
+    n = ntouched
+    found = np.zeros(n, np.bool_)
+    for ti in np.argsort(-pot):
+        if pot[ti] == 0:
+            break
+        found[:n] = False
+        for s in range(cur[ti], end[ti]):
+            merge_segment(postings, seg_start, skips, skip_ptr, s, docs, found, n, weights[ti] * np.int64(seg_impact[s]), vals)
+        rest -= pot[ti]
+        floor = kth_largest(vals, n, k)
+        j = 0
+        for i in range(n):  # keep, in document order, the candidates that can still make it
+            if vals[i] + rest >= floor:
+                docs[j], vals[j] = docs[i], vals[i]
+                j += 1
+        n = j
+    hv = np.zeros(k, np.int64)
+    hd = np.zeros(k, np.int64)
+    h = 0
+    for j in range(n):
+        h = heap_offer(hv, hd, h, k, vals[j], docs[j])
+    return sorted_hits(hv, hd, h)
+
+
+@njit(nogil=True, cache=True)
+def warm_up(postings, seg_start, seg_impact, cur, end, weights, budget, acc, touched, warmup):
+    """Add whole segments in traversal order, without histogram or pruning, while their
+    postings total at most ``warmup`` (and the budget lasts). Returns ``(ntouched, processed)``."""
+    ntouched, processed = 0, 0
+    while budget < 0 or processed < budget:
+        i = next_term(cur, end, seg_impact, weights)
+        if i < 0:
+            break
+        s = cur[i]
+        a0, a1 = seg_start[s], seg_start[s + 1]
+        if processed + a1 - a0 > warmup:
+            break
+        ntouched = accumulate_plain(postings, a0, a1, weights[i] * np.int64(seg_impact[s]), acc, touched, ntouched)
+        processed += a1 - a0
+        cur[i] += 1
+    return ntouched, processed
+
+
+@njit(nogil=True, cache=True)
+def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budget, acc, touched, hist, bits, skips, skip_ptr, warmup):
     """Top-k documents by the sum of ``weight * impact`` over the query terms.
 
     Args:
-        terms: int64[m] distinct term ids; weights: int64[m] positive integer weights.
+        terms: int64[m] distinct term (posting list) ids, those outside ``seg_ptr`` empty;
+            weights: int64[m] positive integer weights.
         k: results wanted; budget: postings to process at most (< 0: exact).
-        acc: uint32/int64[num_docs], touched: int64[num_docs], hist: int64[>= sum(weights)*255+2],
+        acc: uint16/uint32/int64[num_docs] (wide enough for sum(weights)*255),
+            touched: int64[num_docs], hist: int64[>= sum(weights)*255+2],
             bits: uint64[num_docs // 64 + 1], all zero on entry and on exit.
+        skips, skip_ptr: :func:`build_skips` of the shard (``NO_SKIPS, NO_SKIP_PTR``: plain binary search).
+        warmup: segments are added without pruning while their postings total at most this
+            (0: the histogram and pruning work from the first segment).
 
     Returns:
         ``(docs, scores, processed)``: int64[<=k] shard-local documents, int64 integer
@@ -202,13 +416,37 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
     end = np.empty(m, np.int64)
     left = 0  # postings not yet processed
     for i in range(m):
-        cur[i], end[i] = seg_ptr[terms[i]], seg_ptr[terms[i] + 1]
+        if 0 <= terms[i] < seg_ptr.shape[0] - 1:
+            cur[i], end[i] = seg_ptr[terms[i]], seg_ptr[terms[i] + 1]
+        else:  # a list this shard does not have (written before the term existed): empty
+            cur[i], end[i] = 0, 0
         left += seg_start[end[i]] - seg_start[cur[i]]
+    ntouched, processed = warm_up(postings, seg_start, seg_impact, cur, end, weights, budget, acc, touched, warmup)
+    left -= processed
+    if left == 0 or (budget >= 0 and processed >= budget):
+        docs, vals = select_topk(acc, touched, ntouched, k)
+        return docs, vals, processed
+    theta, cnt = fill_histogram(acc, touched, ntouched, hist, k)
     bound = remaining_bound(cur, end, seg_impact, weights)
-    theta, cnt, ntouched, processed = 1, 0, 0, 0
     and_mode = False
     pruned_at = 0
     while True:
+        if not and_mode and cnt >= k and theta > bound:
+            and_mode = True
+            pruned_at = bound + 1
+            set_bits(bits, touched, ntouched, True)
+        if and_mode and 2 * bound < pruned_at:
+            ntouched = prune(acc, touched, ntouched, hist, theta, bound, bits)
+            pruned_at = bound
+            segs_left = 0
+            for j in range(m):
+                segs_left += end[j] - cur[j]
+            if budget < 0 and ntouched * segs_left * 24 < left:
+                docs, vals = finish_by_lookup(
+                    postings, seg_start, seg_impact, cur, end, weights, acc, touched, ntouched, hist, k, skips, skip_ptr
+                )
+                set_bits(bits, touched, ntouched, False)
+                return docs, vals, processed
         i = next_term(cur, end, seg_impact, weights)
         if i < 0 or (budget >= 0 and processed >= budget):
             break
@@ -223,19 +461,6 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
         left -= a1 - a0
         cur[i] += 1
         bound = remaining_bound(cur, end, seg_impact, weights)
-        if not and_mode and cnt >= k and theta > bound:
-            and_mode = True
-            pruned_at = bound + 1
-            set_bits(bits, touched, ntouched, True)
-        if and_mode and 2 * bound < pruned_at:
-            ntouched = prune(acc, touched, ntouched, hist, theta, bound, bits)
-            pruned_at = bound
-            segs_left = 0
-            for j in range(m):
-                segs_left += end[j] - cur[j]
-            if budget < 0 and ntouched * segs_left * 24 < left:
-                complete_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, touched, ntouched, hist)
-                break
     if and_mode:
         set_bits(bits, touched, ntouched, False)
     docs, vals = collect_topk(acc, touched, ntouched, hist, k, theta, cnt)
@@ -250,3 +475,23 @@ def brute_force_scores(postings, seg_start, seg_impact, seg_ptr, terms, weights,
             a0, a1 = seg_start[s], seg_start[s + 1]
             np.add.at(scores, postings[a0:a1].astype(np.int64), int(w) * int(seg_impact[s]))
     return scores
+
+
+
+@njit(nogil=True, cache=True)
+def build_skips(postings, seg_start, block=SKIP_BLOCK):
+    """Every ``block``-th document of every segment, for two-level lookups.
+
+    Returns ``(skips, skip_ptr)``: segment ``s``'s entries are ``skips[skip_ptr[s]:skip_ptr[s + 1]]``,
+    entry ``j`` being ``postings[seg_start[s] + j * block]``.
+    """
+    nseg = seg_start.shape[0] - 1
+    skip_ptr = np.zeros(nseg + 1, np.int64)
+    for s in range(nseg):
+        skip_ptr[s + 1] = skip_ptr[s] + (seg_start[s + 1] - seg_start[s] + block - 1) // block
+    skips = np.empty(skip_ptr[nseg], postings.dtype)
+    for s in range(nseg):
+        a0 = seg_start[s]
+        for j in range(skip_ptr[s + 1] - skip_ptr[s]):
+            skips[skip_ptr[s] + j] = postings[a0 + j * block]
+    return skips, skip_ptr

@@ -1,4 +1,15 @@
-"""Query-time search over an opened index: analysis, term lookup, per-shard top-k, merge."""
+"""Query-time search over an opened index: analysis, term lookup, query weights, per-shard top-k, merge.
+
+A query term ``t`` that occurs ``n`` times weighs channel ``c`` of ``t`` (posting list
+``t * C + c``) by the real factor ``f = n * step_c * idf_t`` (``"idf"`` channels, idf from the
+index's current df and document count) or ``n * step_c`` (``"one"`` channels). The kernels
+add integers, so factors become integer weights ``w = round(f / unit)`` with
+``unit = max f / resolution``; a factor that rounds to 0 keeps weight 1 unless its whole list
+adds less than one unit (``255 f < unit``), then it is dropped. A hit's score is
+``integer score * unit + sum of the query terms' offsets``. An index with a single ``"one"``
+channel (NDRM1, and ``write_prebuilt_index``'s) is searched with ``w = n`` and
+``unit = step``, exactly.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +24,8 @@ from retriever.index import Index
 from retriever.kernels import saat_topk
 
 MAX_QUERY_TERMS = 1024
+WARMUP = 8192  # postings added before pruning starts (retriever.kernels.saat_topk)
+RESOLUTION = 128  # the largest query weight; see docs/INDEX.md for the measured trade-off
 
 
 @dataclass(frozen=True)
@@ -43,6 +56,17 @@ class ParsedQuery:
     oov: list[str]
 
 
+@dataclass(frozen=True)
+class QueryPlan:
+    """What the kernels run for one query: posting list ids, their integer weights, the real
+    value of one integer score unit, and the constant added to every score (offsets)."""
+
+    lists: np.ndarray  # int64 distinct list ids
+    weights: np.ndarray  # int64 > 0
+    unit: float
+    base: float = 0.0
+
+
 class Workspace:
     """Per-thread scratch buffers for the kernels, sized for the largest shard."""
 
@@ -65,14 +89,19 @@ class Searcher:
         mode: ``"exact"`` (scores equal brute force over the stored impacts) or
             ``"anytime"`` (stops after ``budget`` postings per shard).
         budget: postings per shard in anytime mode.
+        resolution: the largest integer query weight of a multi-channel or idf-weighted index
+            (finer weights cost a larger accumulator histogram).
     """
 
-    def __init__(self, index: Index | str, mode: str = "exact", budget: int = 200_000):
+    def __init__(self, index: Index | str, mode: str = "exact", budget: int = 200_000, resolution: int = RESOLUTION):
         if mode not in ("exact", "anytime"):
             raise ValueError(f"mode must be 'exact' or 'anytime', got {mode!r}")
+        if resolution < 1:
+            raise ValueError(f"resolution must be >= 1, got {resolution}")
         self.index = index if isinstance(index, Index) else Index(index)
         self.mode = mode
         self.budget = int(budget)
+        self.resolution = int(resolution)
         self._local = threading.local()
         self._max_docs = max((s.num_docs for s in self.index.shards), default=1)
 
@@ -90,6 +119,26 @@ class Searcher:
             raise QueryError(f"query has {ids.size} distinct terms; at most {MAX_QUERY_TERMS} are searched")
         return ParsedQuery(ids, weights, known, oov)
 
+    def plan(self, q: ParsedQuery) -> QueryPlan:
+        """Integer weights of the query's posting lists (see the module docstring)."""
+        quant = self.index.quantizer
+        base = float(self.index.offsets[q.terms].astype(np.float64) @ q.weights) if q.terms.size else 0.0
+        if quant.weights == ("one",):
+            return QueryPlan(q.terms, q.weights, quant.steps[0], base)
+        c = quant.channels
+        idf_weighted = np.array([w == "idf" for w in quant.weights])  # [C]
+        per_term = np.where(idf_weighted[None, :], self.index.idf[q.terms][:, None], 1.0)  # [T, C]
+        f = q.weights[:, None] * np.asarray(quant.steps)[None, :] * per_term  # [T, C]
+        lists = q.terms[:, None] * c + np.arange(c)[None, :]  # [T, C]
+        top = float(f.max(initial=0.0))
+        if top <= 0:
+            return QueryPlan(np.zeros(0, np.int64), np.zeros(0, np.int64), 1.0, base)
+        unit = top / self.resolution
+        w = np.rint(f / unit)
+        w[(w == 0) & (255 * f >= unit)] = 1
+        keep = w > 0
+        return QueryPlan(lists[keep].astype(np.int64), w[keep].astype(np.int64), unit, base)
+
     def _workspace(self, max_score: int) -> Workspace:
         ws = getattr(self._local, "ws", None)
         if ws is None:
@@ -99,20 +148,31 @@ class Searcher:
 
     def topk_arrays(self, terms: np.ndarray, weights: np.ndarray, k: int):
         """Top-k over all shards as arrays ``(scores, shards, docs, processed)``: integer scores
-        descending, ties by shard then document (the brute-force order)."""
+        descending, ties by shard then document (the brute-force order). ``terms`` are posting
+        list ids (the term ids of a single-channel index), ``weights`` their integer weights;
+        a shard written before a list existed holds it as empty."""
         empty = np.zeros(0, np.int64)
         if terms.size == 0 or k < 1:
             return empty, empty, empty, 0
         ws = self._workspace(int(weights.sum()) * 255)
         budget = self.budget if self.mode == "anytime" else -1
         parts, processed = [], 0
+        top_list = int(terms.max())
         for si, sh in enumerate(self.index.shards):
+            lists, w = terms, weights
+            if top_list >= sh.num_lists:
+                known = terms < sh.num_lists
+                lists, w = terms[known], weights[known]
+                if lists.size == 0:
+                    continue
             docs, vals, n = saat_topk(
-                sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k, budget,
-                ws.acc, ws.touched, ws.hist, ws.bits,
+                sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, lists, w, k, budget,
+                ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP,
             )
             processed += int(n)
             parts.append((vals, np.full(docs.size, si, np.int64), docs))
+        if not parts:
+            return empty, empty, empty, processed
         if len(parts) == 1:
             return (*parts[0], processed)
         vals, shards, docs = (np.concatenate(x) for x in zip(*parts))
@@ -120,18 +180,18 @@ class Searcher:
         return vals[order], shards[order], docs[order], processed
 
     def search_ids(self, terms: np.ndarray, weights: np.ndarray, k: int) -> tuple[list[tuple[int, int, int]], int]:
-        """Top-k ``(integer score, shard, doc)`` over all shards, and postings processed."""
+        """Top-k ``(integer score, shard, doc)`` over all shards for posting lists ``terms`` with
+        integer ``weights``, and postings processed."""
         vals, shards, docs, processed = self.topk_arrays(terms, weights, k)
         return list(zip(vals.tolist(), shards.tolist(), docs.tolist())), processed
 
     def search(self, query: str, k: int = 10) -> SearchResult:
         """Top-k documents for a query string."""
         q = self.parse(query)
-        top, processed = self.search_ids(q.terms, q.weights, k)
-        base = float(self.index.offsets[q.terms].astype(np.float64) @ q.weights) if q.terms.size else 0.0
-        step = self.index.quantizer.step
+        plan = self.plan(q)
+        top, processed = self.search_ids(plan.lists, plan.weights, k)
         hits = [
-            Hit(r + 1, self.index.shards[s].docid(d), v * step + base, s, d) for r, (v, s, d) in enumerate(top)
+            Hit(r + 1, self.index.shards[s].docid(d), v * plan.unit + plan.base, s, d) for r, (v, s, d) in enumerate(top)
         ]
         return SearchResult(query, q.known, hits, q.oov, processed)
 

@@ -157,7 +157,8 @@ class QTIScorer(nn.Module):
 
     Shape:
         ``term_scores``: query ``[B, Q]``, doc ``[B, L]`` -> ``[B, Q]``;
-        ``forward``: -> ``[B]``; ``score_encoded``: terms ``[T]`` -> ``[B, T]``.
+        ``forward``: -> ``[B]``; ``score_encoded``: terms ``[T]`` -> ``[B, T]``;
+        ``channel_scores``: terms ``[T]`` -> ``[B, T, C]``, ``C = len(impact_channels)``.
     """
 
     is_latent: bool = True
@@ -205,6 +206,32 @@ class QTIScorer(nn.Module):
         if not parts:
             return docs.lengths.new_zeros(b, 0)
         return torch.cat(parts, dim=1)  # [B, T]
+
+    impact_channels: tuple[str, ...] = ("one",)
+
+    def encoded_channel_scores(self, query: Tensor, docs: DocumentEncoding) -> Tensor:
+        """Idf-free channel scores of each query term alone -> ``[B, Q, C]`` (see :mod:`ckqti.models.qti`)."""
+        return self.encoded_term_scores(query, docs).unsqueeze(-1)
+
+    def channel_scores(self, terms: Tensor, docs: DocumentEncoding) -> Tensor:
+        """Channel scores of every term of ``terms [T]`` against every document -> ``[B, T, C]``, in chunks;
+        ``score_encoded == sum_c weight_c * channel_scores`` (eval mode only: frozen statistics)."""
+        if self.training:
+            raise RuntimeError(f"{type(self).__name__}.channel_scores needs eval mode (call model.eval())")
+        b, length = docs.ids.shape
+        chunk = max(1, self.config.score_chunk_elements // max(1, b * length * self._work_per_position()))
+        parts = [self.encoded_channel_scores(part.unsqueeze(0), docs) for part in terms.split(chunk)]  # [B, chunk, C]
+        if not parts:
+            return docs.lengths.new_zeros(b, 0, len(self.impact_channels))
+        return torch.cat(parts, dim=1)  # [B, T, C]
+
+    def index_constants(self) -> dict[str, float]:
+        """Collection statistics other than idf that stored impacts depend on (none by default)."""
+        return {}
+
+    def set_index_constants(self, constants: dict[str, float]) -> None:
+        if constants:
+            raise ValueError(f"{type(self).__name__} has no index constants, got {sorted(constants)}")
 
 
 class BatchScale(nn.Module):
@@ -269,14 +296,35 @@ class NDRM2(QTIScorer):
         return DocumentEncoding(ids, ids != 0, document_lengths(ids, lengths), None)
 
     def encoded_term_scores(self, query: Tensor, docs: DocumentEncoding) -> Tensor:
+        return self.idf[query] * self.idf_free_scores(query, docs)  # [B, Q]
+
+    impact_channels = ("idf",)
+
+    def idf_free_scores(self, query: Tensor, docs: DocumentEncoding) -> Tensor:
+        """``tf' / (tf' + ReLU(w dl' + b) + eps)``: the score without its idf factor -> ``[B, Q]``
+        (0 for padding and unknown query terms)."""
         hits = (docs.ids.unsqueeze(1) == query.unsqueeze(2)) & docs.mask.unsqueeze(1)  # [B, Q, L]
         counts = hits.sum(-1).to(torch.float32)  # [B, Q]
         real = query_term_mask(query).expand_as(counts)  # [B, Q]
         tf = self.tf_scale(counts, real)  # [B, Q]
         dl = self.length_scale(docs.lengths)  # [B]
         saturation = F.relu(self.length_weight * dl + self.length_bias).unsqueeze(1)  # [B, 1]
-        scores = self.idf[query] * tf / (tf + saturation + self.config.eps)  # [B, Q]
-        return scores * real
+        return tf / (tf + saturation + self.config.eps) * real  # [B, Q]
+
+    def encoded_channel_scores(self, query: Tensor, docs: DocumentEncoding) -> Tensor:
+        return self.idf_free_scores(query, docs).unsqueeze(-1)  # [B, Q, 1]
+
+    def index_constants(self) -> dict[str, float]:
+        """The prior mean document length: the length mean of an untrained model (a trained one's
+        mean comes from its training samples and is part of the checkpoint)."""
+        return {"length_prior": float(self.length_scale.prior)}
+
+    def set_index_constants(self, constants: dict[str, float]) -> None:
+        unknown = set(constants) - {"length_prior"}
+        if unknown:
+            raise ValueError(f"NDRM2 index constants are length_prior only, got {sorted(unknown)}")
+        if "length_prior" in constants:
+            self.length_scale.prior.fill_(float(constants["length_prior"]))
 
 
 class EmbeddingMix(nn.Module):
@@ -431,6 +479,42 @@ class NDRM3(QTIScorer):
         explicit = self.explicit.encoded_term_scores(query, docs)  # [B, Q]
         mask = query_term_mask(query).expand_as(latent)  # [B, Q]
         return self.combine(torch.stack([latent, explicit], dim=-1), mask)  # [B, Q]
+
+    impact_channels = ("one", "idf")
+
+    def combination(self) -> tuple[float, float, float]:
+        """``(a, b, c)`` with ``combine(latent, explicit) == a * latent + b * explicit + c`` in eval mode
+        (BatchNorm with its running statistics, then the linear layer, is affine)."""
+        norm, linear = self.combine.norm, self.combine.linear
+        if not norm.track_running_stats or norm.running_mean is None:
+            raise ValueError("NDRM3's BatchNorm keeps no running statistics: its combination is not affine")
+        var = norm.running_var.double()
+        gain = torch.ones(2, dtype=torch.float64) if norm.weight is None else norm.weight.detach().double()
+        shift = torch.zeros(2, dtype=torch.float64) if norm.bias is None else norm.bias.detach().double()
+        scale = gain.to(var.device) / torch.sqrt(var + norm.eps)  # [2]
+        offset = shift.to(var.device) - norm.running_mean.double() * scale  # [2]
+        w = linear.weight.detach().double()[0]  # [2]
+        a, b = (w * scale).tolist()
+        c = float(linear.bias.detach().double()[0] + (w * offset).sum())
+        return a, b, c
+
+    def encoded_channel_scores(self, query: Tensor, docs: DocumentEncoding) -> Tensor:
+        """Channel "one" = ``a * latent + c``, channel "idf" = ``b * g`` with ``g`` NDRM2's idf-free factor."""
+        a, b, c = self.combination()
+        if b < 0:
+            raise ValueError(
+                f"NDRM3 weighs exact-match evidence negatively (b = {b:.4g}): its idf channel cannot be stored as impacts"
+            )
+        latent = self.latent.encoded_term_scores(query, docs)  # [B, Q]
+        explicit = self.explicit.idf_free_scores(query, docs)  # [B, Q]
+        mask = query_term_mask(query).expand_as(latent)  # [B, Q]
+        return torch.stack([(a * latent + c) * mask, b * explicit], dim=-1)  # [B, Q, 2]
+
+    def index_constants(self) -> dict[str, float]:
+        return self.explicit.index_constants()
+
+    def set_index_constants(self, constants: dict[str, float]) -> None:
+        self.explicit.set_index_constants(constants)
 
 
 MODELS: dict[str, type[QTIScorer]] = {"ndrm1": NDRM1, "ndrm2": NDRM2, "ndrm3": NDRM3}

@@ -12,6 +12,20 @@ picks candidate terms per document with ``max_j cos(term_vectors(t), vectors[b, 
 For the explicit model (NDRM2) ``s(t, d) = 0`` exactly when ``t`` does not occur in
 ``d`` (``is_latent`` is False, ``vectors`` and ``term_vectors`` are None), so the
 document's own terms are the only candidates.
+
+Impact channels keep collection statistics out of the stored numbers. A model declares
+``impact_channels``, one weighting per channel: ``"one"`` (the channel is used as stored)
+or ``"idf"`` (the channel is multiplied by the term's idf at query time), and
+``channel_scores(terms, docs) -> [B, T, C]`` such that
+
+    score_encoded(terms, docs) == sum_c weight_c(t) * channel_scores(terms, docs)[..., c]
+
+with ``weight_c(t) = idf(t)`` for ``"idf"`` channels and 1 for ``"one"``. The index stores
+every channel, and search takes idf from the index's current document frequencies, so
+documents appended later change idf without rescoring stored impacts.
+``index_constants()`` returns the other collection statistics baked into stored impacts
+(NDRM2's prior mean document length); an append sets them back with
+``set_index_constants`` so that new documents are scored as the old ones were.
 """
 
 from __future__ import annotations
@@ -21,6 +35,8 @@ from typing import Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
+
+CHANNEL_WEIGHTS = ("one", "idf")
 
 
 @dataclass
@@ -65,6 +81,23 @@ class QTIModel(Protocol):
 
     def term_vectors(self, terms: Tensor) -> Tensor | None:
         """Unit-norm query-side vectors ``[T, D]`` of ``terms [T]``; None for explicit models."""
+        ...
+
+    @property
+    def impact_channels(self) -> tuple[str, ...]:
+        """The weighting of each stored channel: ``"one"`` or ``"idf"``."""
+        ...
+
+    def channel_scores(self, terms: Tensor, docs: DocumentEncoding) -> Tensor:
+        """Idf-free channel scores of every term of ``terms [T]`` against every document: ``[B, T, C]``."""
+        ...
+
+    def index_constants(self) -> dict[str, float]:
+        """Collection statistics other than idf that stored impacts depend on (JSON-able)."""
+        ...
+
+    def set_index_constants(self, constants: dict[str, float]) -> None:
+        """Set what :meth:`index_constants` returned (appending to an index scores as its build did)."""
         ...
 
 

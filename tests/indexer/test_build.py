@@ -22,7 +22,10 @@ def test_manifest_records_what_the_index_is(scifact_index):
     assert [s.num_docs for s in m.shards] == [250, 250, 100]
     assert m.model["id"] == "ndrm2-untrained"
     assert m.analyzer == {"stemmer": "krovetz", "stopwords": "english", "lowercase": True}
-    assert m.quantization["bits"] == 8 and m.quantization["step"] > 0
+    assert m.quantization["bits"] == 8
+    assert len(m.channels) == 1 and m.channels[0]["weight"] == "idf" and m.channels[0]["step"] > 0
+    assert m.collection == {"num_docs": 600, "total_terms": m.build["total_terms"]}
+    assert m.model_constants["length_prior"] == pytest.approx(m.build["total_terms"] / 600)
     assert m.num_postings == sum(s.num_postings for s in m.shards) > 600
     assert all(len(s.files) == 4 and all(len(h) == 64 for h in s.files.values()) for s in m.shards)
     assert not scifact_index.with_name(scifact_index.name + ".partial").exists()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from indexer.shards import ImpactPostings, segment_postings
-from retriever.kernels import brute_force_scores, saat_topk
+from retriever.kernels import NO_SKIP_PTR, NO_SKIPS, brute_force_scores, build_skips, saat_topk
 
 
 def build(triples, vocab_size):
@@ -19,14 +19,15 @@ def build(triples, vocab_size):
     return segment_postings(ImpactPostings(t.astype(np.int32), d.astype(np.uint32), i.astype(np.uint8)), vocab_size)
 
 
-def search(a, num_docs, terms, weights, k, budget=-1):
-    acc = np.zeros(num_docs, np.uint32)
+def search(a, num_docs, terms, weights, k, budget=-1, warmup=8192, acc_dtype=np.uint32, skips=True):
+    acc = np.zeros(num_docs, acc_dtype)
     touched = np.zeros(num_docs, np.int64)
     hist = np.zeros(int(np.sum(weights)) * 255 + 2, np.int64)
     bits = np.zeros(num_docs // 64 + 1, np.uint64)
     docs, vals, n = saat_topk(
         a["postings"], a["seg_start"], a["seg_impact"], a["seg_ptr"],
         np.asarray(terms, np.int64), np.asarray(weights, np.int64), k, budget, acc, touched, hist, bits,
+        *(build_skips(a["postings"], a["seg_start"]) if skips else (NO_SKIPS, NO_SKIP_PTR)), warmup,
     )
     assert not acc.any() and not hist.any() and not bits.any(), "scratch buffers must be left zeroed"
     return docs.tolist(), vals.tolist(), n
@@ -45,26 +46,32 @@ def test_segments_are_impact_ordered():
     assert a["seg_ptr"][0] == a["seg_ptr"][2] == 0  # reserved ids have no postings
 
 
-def test_hand_built_exact_results():
+@pytest.mark.parametrize("warmup", [0, 1, 8192])
+def test_hand_built_exact_results(warmup):
     a = build(HAND, 5)
-    assert search(a, 4, [2, 3], [1, 1], 10)[:2] == ([2, 1, 0, 3], [9, 7, 5, 3])
-    assert search(a, 4, [2, 3], [1, 1], 2)[:2] == ([2, 1], [9, 7])
+    assert search(a, 4, [2, 3], [1, 1], 10, warmup=warmup)[:2] == ([2, 1, 0, 3], [9, 7, 5, 3])
+    assert search(a, 4, [2, 3], [1, 1], 2, warmup=warmup)[:2] == ([2, 1], [9, 7])
     # a weight of 2 (the term twice in the query) doubles its contribution
-    assert search(a, 4, [2, 4], [2, 1], 2)[:2] == ([0, 3], [10, 7])
-    assert search(a, 4, [4], [1], 5)[:2] == ([3], [1])
-    assert search(a, 4, [1], [1], 5)[:2] == ([], [])  # a term without postings
+    assert search(a, 4, [2, 4], [2, 1], 2, warmup=warmup)[:2] == ([0, 3], [10, 7])
+    assert search(a, 4, [4], [1], 5, warmup=warmup)[:2] == ([3], [1])
+    assert search(a, 4, [1], [1], 5, warmup=warmup)[:2] == ([], [])  # a term without postings
+    # a list id beyond the shard's lists (a term added after the shard was written) is empty
+    assert search(a, 4, [2, 3, 99], [1, 1, 1], 10, warmup=warmup)[:2] == ([2, 1, 0, 3], [9, 7, 5, 3])
 
 
-def test_ties_break_by_document_number():
-    a = build([(2, 3, 7), (2, 1, 7), (2, 2, 7)], 3)
-    assert search(a, 4, [2], [1], 2)[:2] == ([1, 2], [7, 7])
+@pytest.mark.parametrize("warmup", [0, 8192])
+def test_ties_break_by_document_number(warmup):
+    a = build([(2, 3, 7), (2, 1, 7), (2, 2, 7), (3, 0, 7)], 4)
+    assert search(a, 4, [2], [1], 2, warmup=warmup)[:2] == ([1, 2], [7, 7])
+    assert search(a, 4, [2, 3], [1, 1], 3, warmup=warmup)[:2] == ([0, 1, 2], [7, 7, 7])
 
 
-def test_anytime_budget_stops_at_segment_boundary():
+@pytest.mark.parametrize("warmup", [0, 8192])
+def test_anytime_budget_stops_at_segment_boundary(warmup):
     a = build(HAND, 5)
-    docs, vals, n = search(a, 4, [2, 3], [1, 1], 10, budget=1)
+    docs, vals, n = search(a, 4, [2, 3], [1, 1], 10, budget=1, warmup=warmup)
     assert n == 1 and docs == [2] and vals == [9]  # only the highest segment (term 3, impact 9)
-    docs, vals, n = search(a, 4, [2, 3], [1, 1], 10, budget=10**9)
+    docs, vals, n = search(a, 4, [2, 3], [1, 1], 10, budget=10**9, warmup=warmup)
     assert n == 5 and docs == [2, 1, 0, 3]
 
 
@@ -77,15 +84,21 @@ def random_index(rng, num_docs=3000, vocab=400, n=60_000, skew=True):
 
 
 @pytest.mark.parametrize("skew", [True, False])
-def test_exact_equals_brute_force_on_random_indexes(skew):
+@pytest.mark.parametrize(
+    ("warmup", "acc_dtype", "skips"), [(0, np.uint32, True), (300, np.uint16, True), (0, np.uint32, False), (10**9, np.uint32, True)]
+)
+def test_exact_equals_brute_force_on_random_indexes(skew, warmup, acc_dtype, skips):
+    """Every path: histogram from the first posting, a warm-up then pruning, warm-up only;
+    lookups through skip entries and without."""
     rng = np.random.default_rng(7 + skew)
     num_docs, vocab = 3000, 400
     a = random_index(rng, num_docs, vocab, skew=skew)
     for q in range(120):
-        terms = np.unique(rng.integers(2, 12 if q % 2 else vocab, rng.integers(1, 7)))
+        size = rng.integers(9, 15) if q % 5 == 0 else rng.integers(1, 7)  # beyond the 8 terms tracked per document
+        terms = np.unique(rng.integers(2, 12 if q % 2 else vocab, size))
         weights = rng.integers(1, 3, terms.size)
         k = int(rng.choice([1, 10, 100]))
-        docs, vals, _ = search(a, num_docs, terms, weights, k)
+        docs, vals, _ = search(a, num_docs, terms, weights, k, warmup=warmup, acc_dtype=acc_dtype, skips=skips)
         bf = brute_force_scores(a["postings"], a["seg_start"], a["seg_impact"], a["seg_ptr"], terms, weights, num_docs)
         order = np.lexsort((np.arange(num_docs), -bf))
         want = order[bf[order] > 0][:k]
@@ -112,7 +125,7 @@ def test_anytime_overlap_grows_with_budget():
 def test_kernels_run_without_jit():
     code = (
         "import numpy as np, tests.retriever.test_kernels as t;"
-        "t.test_hand_built_exact_results(); t.test_anytime_budget_stops_at_segment_boundary();"
+        "t.test_hand_built_exact_results(0); t.test_hand_built_exact_results(8192); t.test_anytime_budget_stops_at_segment_boundary(8192);"
         "import retriever.kernels as k; assert not hasattr(k.saat_topk, 'py_func')"
     )
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")

@@ -38,10 +38,17 @@ def test_scores_are_dequantized_sums_plus_offsets(scifact_index):
     searcher = Searcher(scifact_index)
     res = searcher.search("diffusion tensor imaging of white matter", 5)
     q = searcher.parse("diffusion tensor imaging of white matter")
-    top, _ = searcher.search_ids(q.terms, q.weights, 5)
-    step = searcher.index.quantizer.step
-    assert [h.score for h in res.hits] == pytest.approx([v * step for v, _, _ in top])
+    plan = searcher.plan(q)
+    top, _ = searcher.search_ids(plan.lists, plan.weights, 5)
+    assert [h.score for h in res.hits] == pytest.approx([v * plan.unit + plan.base for v, _, _ in top])
     assert res.hits[0].score >= res.hits[-1].score
+    # NDRM2: one "idf" channel; each term's weight is n * step * idf(t) in units, rounded
+    idx = searcher.index
+    assert idx.quantizer.weights == ("idf",) and plan.base == 0.0
+    assert plan.lists.tolist() == q.terms.tolist()
+    f = q.weights * idx.quantizer.step * idx.idf[q.terms]
+    assert plan.weights.max() == searcher.resolution
+    assert np.all(np.abs(plan.weights * plan.unit - f) <= 0.5 * plan.unit + 1e-12)
 
 
 def test_anytime_mode_with_a_large_budget_is_exact(scifact_index):

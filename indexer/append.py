@@ -1,0 +1,333 @@
+"""Appending documents to an index as new shards, without rescoring the old ones.
+
+The new documents are analyzed with the index's analyzer; new terms get the next term ids
+(old ids never change, and posting list ids interleave channels, so no old list moves);
+df, cf and the document count grow. The model must be the one the index was built with,
+with the build's index constants (NDRM2's prior mean document length), and scores new
+documents into new shards quantized with the index's steps: scores above ``255 * step``
+are clipped to 255 and counted in the manifest. Latent offsets: old terms keep theirs, new
+terms get offsets fitted on the new documents. Idf is not stored (``"idf"`` channels take it
+at query time from the current df and document count), so every old impact stays correct.
+
+Writing is safe: new shard directories and the new vocabulary file (``vocab-NNNNN.arrow``)
+are prepared in ``INDEX/.append-PID/``, moved into the index under names the current
+manifest does not use, and the manifest is replaced last by an atomic rename. An append
+interrupted before that rename leaves the old index valid (the stray files are removed by
+the next append or compaction). One writer at a time: ``INDEX/.writer.lock``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from tqdm.auto import tqdm
+
+from ckqti.errors import CkqtiError, IndexFormatError, InputError
+from ckqti.text import Analyzer
+from ckqti.vocab import Vocabulary
+from indexer.analyze import AnalyzedCorpus, analyze_corpus
+from indexer.build import quantize_raw, score_shard, shard_ranges, write_vocab
+from indexer.format import MANIFEST, Manifest, ShardInfo, file_checksum, shard_name, vocab_file_name
+from indexer.impacts import ImpactConfig, ImpactScorer
+from indexer.quantize import Quantizer
+from indexer.shards import write_shard
+
+LOCK = ".writer.lock"
+_SHARD_RE = re.compile(r"shard-(\d+)$")
+
+
+# --- writing next to a live index -------------------------------------------------------
+
+
+@contextlib.contextmanager
+def writer_lock(index: Path):
+    """Hold ``INDEX/.writer.lock`` (created exclusively) while an append or compaction writes;
+    a lock left by a process that no longer runs is taken over."""
+    path = index / LOCK
+    for attempt in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            break
+        except FileExistsError:
+            pid = _lock_owner(path)
+            if attempt or (pid is not None and _alive(pid)):
+                raise CkqtiError(f"another append or compaction is writing this index (process {pid})", index) from None
+            path.unlink(missing_ok=True)
+    try:
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def _lock_owner(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip() or "0") or None
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_strays(index: Path, manifest: Manifest) -> None:
+    """Delete what an interrupted append or compaction left: shard directories and vocabulary
+    files the manifest does not name, and work directories."""
+    keep = {s.name for s in manifest.shards} | {manifest.vocab_file}
+    for p in index.iterdir():
+        stray_shard = p.is_dir() and _SHARD_RE.match(p.name) and p.name not in keep
+        stray_vocab = p.is_file() and p.name.startswith("vocab") and p.suffix == ".arrow" and p.name not in keep
+        work = p.is_dir() and p.name.startswith((".append-", ".compact-"))
+        if stray_shard or work:
+            shutil.rmtree(p, ignore_errors=True)
+        elif stray_vocab:
+            p.unlink(missing_ok=True)
+
+
+def next_shard_number(index: Path, manifest: Manifest) -> int:
+    """A shard number above every shard the manifest names or the directory holds."""
+    names = [s.name for s in manifest.shards] + [p.name for p in index.iterdir()]
+    numbers = [int(m.group(1)) for m in map(_SHARD_RE.match, names) if m]
+    return max(numbers, default=-1) + 1
+
+
+def commit_manifest(work: Path, index: Path) -> None:
+    """The commit point: the new manifest replaces the old one in one atomic rename."""
+    os.replace(work / MANIFEST, index / MANIFEST)
+
+
+def publish(index: Path, work: Path, new_files: list[str], old: Manifest, new: Manifest) -> None:
+    """Move ``new_files`` (shard directories, vocabulary) from ``work`` into ``index``, commit
+    ``new`` (already written to ``work``), then delete what only ``old`` named."""
+    for name in new_files:
+        os.replace(work / name, index / name)
+    commit_manifest(work, index)
+    named = {s.name for s in new.shards} | {new.vocab_file}
+    for s in old.shards:
+        if s.name not in named:
+            shutil.rmtree(index / s.name, ignore_errors=True)
+    if old.vocab_file not in named:
+        (index / old.vocab_file).unlink(missing_ok=True)
+
+
+# --- the index as it is -----------------------------------------------------------------
+
+
+def read_vocabulary(index: Path, manifest: Manifest) -> tuple[Vocabulary, np.ndarray]:
+    """The index's vocabulary with its collection statistics, and the per-term offsets."""
+    path = index / manifest.vocab_file
+    if not path.is_file():
+        raise IndexFormatError("index file missing", path)
+    if file_checksum(path) != manifest.vocab_checksum:
+        raise IndexFormatError("index file corrupted (checksum mismatch); rebuild the index", path)
+    table = pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()
+    stats = manifest.collection
+    vocab = Vocabulary(
+        table.column("term").to_pylist(),
+        table.column("df").to_numpy().astype(np.int64),
+        table.column("cf").to_numpy().astype(np.int64),
+        int(stats.get("num_docs", manifest.num_docs)),
+        int(stats.get("total_terms", 0)),
+    )
+    return vocab, table.column("offset").to_numpy().astype(np.float32)
+
+
+def index_model_spec(index: Path, manifest: Manifest) -> str:
+    """The model spec (for :func:`ckqti.models.loading.load_qti_model`) the index was built with."""
+    model = manifest.model
+    if model.get("path"):
+        return str(model["path"])
+    if model.get("id") == "ndrm2-untrained":
+        return "ndrm2"
+    raise CkqtiError(f"index was built with model {model.get('id')!r}, which cannot score new documents", index / MANIFEST)
+
+
+def merge_vocabulary(base: Vocabulary, new: Vocabulary) -> tuple[Vocabulary, np.ndarray]:
+    """``base`` grown by ``new``'s terms (new ones get the next ids, in ``new``'s order) and
+    statistics; returns it and ``new``'s id -> merged id map."""
+    terms = list(base.terms)
+    remap = np.arange(len(new), dtype=np.int64)  # ids 0, 1 are shared
+    for i in range(2, len(new)):
+        t = new.terms[i]
+        if t in base:
+            remap[i] = base.id(t)
+        else:
+            remap[i] = len(terms)
+            terms.append(t)
+    df = np.zeros(len(terms), np.int64)
+    cf = np.zeros(len(terms), np.int64)
+    df[: len(base)], cf[: len(base)] = base.df[: len(base)], base.cf[: len(base)]
+    df[remap[2:]] += new.df[2 : len(new)]
+    cf[remap[2:]] += new.cf[2 : len(new)]
+    merged = Vocabulary(terms, df, cf, base.num_docs + new.num_docs, base.total_terms + new.total_terms)
+    return merged, remap
+
+
+def check_docids(index: Path, manifest: Manifest, corpus: AnalyzedCorpus, corpus_path: Path, fmt: str | None) -> None:
+    """Refuse new documents whose docid the index already holds (naming the corpus line)."""
+    new = set(corpus.docs["docid"])
+    for s in manifest.shards:
+        docs = pa.ipc.open_file(pa.memory_map(str(index / s.name / "docs.arrow"), "r")).read_all()
+        clash = next((d for d in docs.column("docid").to_pylist() if d in new), None)
+        if clash is not None:
+            raise InputError(f"docid {clash!r} is already in the index {index}", corpus_path, _line_of(corpus_path, fmt, clash))
+
+
+def _line_of(path: Path, fmt: str | None, docid: str) -> int | None:
+    from indexer.readers.corpus import CORPUS_FORMATS, _first_line_of
+    from indexer.readers.formats import resolve_format
+
+    try:
+        return _first_line_of(path, resolve_format(path, fmt, CORPUS_FORMATS, "corpus"), docid)
+    except (StopIteration, InputError):
+        return None
+
+
+# --- append -----------------------------------------------------------------------------
+
+
+def append_index(
+    index_path: str | Path,
+    corpus_path: str | Path,
+    model_factory,
+    model_info: dict,
+    shard_size: int = 100_000,
+    fmt: str | None = None,
+    orcas: str | Path | None = None,
+    batch_size: int | None = None,
+    progress: bool = True,
+) -> Manifest:
+    """Add the documents of ``corpus_path`` to the index at ``index_path`` as new shards of up
+    to ``shard_size`` documents; returns the new manifest.
+
+    ``model_factory(vocab)`` gives the index's model (``model_info["id"]`` must be the
+    manifest's), set up for the grown vocabulary; ``batch_size`` overrides the build's.
+
+    Raises:
+        CkqtiError: a missing corpus, another model, a docid the index already holds (naming
+            the corpus line), or a malformed corpus; the index is then unchanged.
+    """
+    index, corpus_path = Path(index_path), Path(corpus_path)
+    if shard_size < 1:
+        raise ValueError("shard_size must be >= 1")
+    if not corpus_path.is_file():
+        raise CkqtiError("corpus file not found", corpus_path)
+    manifest = Manifest.read(index)
+    with writer_lock(index):
+        manifest = Manifest.read(index)
+        remove_strays(index, manifest)
+        work = index / f".append-{os.getpid()}"
+        work.mkdir()
+        try:
+            return _append(index, work, manifest, corpus_path, model_factory, model_info, shard_size, fmt, orcas,
+                           batch_size, progress)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _append(index, work, manifest, corpus_path, model_factory, model_info, shard_size, fmt, orcas, batch_size,
+            progress) -> Manifest:
+    t0 = time.time()
+    if model_info.get("id") != manifest.model.get("id"):
+        raise IndexFormatError(
+            f"index was built with model {manifest.model.get('id')!r}, not {model_info.get('id')!r}; append with its model",
+            index / MANIFEST,
+        )
+    base, old_offsets = read_vocabulary(index, manifest)
+    bar = tqdm(desc="analyze", unit="doc", disable=not progress)
+    new = analyze_corpus(corpus_path, Analyzer.from_dict(manifest.analyzer), fmt=fmt, orcas=orcas, progress=bar)
+    bar.close()
+    check_docids(index, manifest, new, corpus_path, fmt)
+    vocab, remap = merge_vocabulary(base, new.vocab)
+    corpus = AnalyzedCorpus(new.offsets, remap[new.tokens].astype(np.int32), new.docs, vocab)
+    quantizer = Quantizer.from_manifest(manifest.quantization, manifest.channels)
+    scorer = _scorer(index, manifest, model_factory, vocab, quantizer, batch_size)
+    offsets = appended_offsets(scorer, corpus, old_offsets, len(vocab))
+    infos, clipped = score_new_shards(work, corpus, scorer, quantizer, shard_size, next_shard_number(index, manifest), progress)
+    gen = manifest.generation + 1
+    write_vocab(work / vocab_file_name(gen), vocab, offsets)
+    entry = {
+        "corpus": {"path": str(corpus_path), "format": fmt, "orcas": str(orcas) if orcas else None},
+        "num_docs": len(corpus),
+        "new_terms": len(vocab) - len(base),
+        "shards": [i.name for i in infos],
+        "clipped_impacts": clipped,
+        "seconds": round(time.time() - t0, 3),
+    }
+    updated = replace(
+        manifest,
+        shards=manifest.shards + infos,
+        num_docs=manifest.num_docs + len(corpus),
+        num_postings=manifest.num_postings + sum(i.num_postings for i in infos),
+        vocab_size=len(vocab),
+        vocab_checksum=file_checksum(work / vocab_file_name(gen)),
+        collection={"num_docs": int(vocab.num_docs), "total_terms": int(vocab.total_terms)},
+        clipped_impacts=manifest.clipped_impacts + clipped,
+        appends=manifest.appends + [entry],
+        generation=gen,
+        vocab_file=vocab_file_name(gen),
+    )
+    updated.write(work)
+    publish(index, work, [i.name for i in infos] + [updated.vocab_file], manifest, updated)
+    return updated
+
+
+def _scorer(index: Path, manifest: Manifest, model_factory, vocab: Vocabulary, quantizer: Quantizer,
+            batch_size: int | None) -> ImpactScorer:
+    """The index's model, set up for the grown vocabulary with the build's constants."""
+    model = model_factory(vocab) if callable(model_factory) and not hasattr(model_factory, "encode_documents") else model_factory
+    where = index / MANIFEST
+    missing = set(model.index_constants()) - set(manifest.model_constants)
+    if missing:
+        raise IndexFormatError(f"index does not record the model constants {sorted(missing)}; rebuild it", where)
+    model.set_index_constants(manifest.model_constants)
+    if tuple(model.impact_channels) != quantizer.weights:
+        raise IndexFormatError(f"index stores channels {quantizer.weights}, the model {tuple(model.impact_channels)}", where)
+    config = ImpactConfig(**manifest.build.get("impact_config", asdict(ImpactConfig())))
+    if batch_size is not None:
+        config = replace(config, batch_size=batch_size)
+    return ImpactScorer(model, vocab.df, config)
+
+
+def appended_offsets(scorer: ImpactScorer, corpus: AnalyzedCorpus, old: np.ndarray, vocab_size: int) -> np.ndarray:
+    """Old terms keep their offsets; new terms get offsets fitted on the new documents (latent models)."""
+    offsets = np.zeros(vocab_size, np.float32)
+    if scorer.offset_channel is not None and vocab_size > old.size:
+        offsets = scorer.fit_offsets(corpus.token_lists(0, len(corpus)), vocab_size).astype(np.float32)
+    offsets[: old.size] = old
+    scorer.offsets = offsets
+    return offsets
+
+
+def score_new_shards(work: Path, corpus: AnalyzedCorpus, scorer: ImpactScorer, quantizer: Quantizer, shard_size: int,
+                     first: int, progress: bool) -> tuple[list[ShardInfo], int]:
+    """Score, quantize with the index's steps and write the new shards into ``work``;
+    returns their manifest entries and the count of clipped impacts."""
+    (work / "raw").mkdir()
+    bar = tqdm(total=len(corpus), desc="impacts", unit="doc", disable=not progress)
+    infos, clipped = [], 0
+    for i, (start, stop) in enumerate(shard_ranges(len(corpus), shard_size)):
+        raw = work / "raw" / f"{shard_name(first + i)}.npz"
+        score_shard(corpus, scorer, start, stop, raw, progress=bar)
+        postings, n = quantize_raw(raw, quantizer)
+        infos.append(write_shard(work, shard_name(first + i), postings, len(corpus.vocab), corpus.doc_columns(start, stop)))
+        clipped += n
+        raw.unlink()
+    bar.close()
+    return infos, clipped

@@ -1,0 +1,463 @@
+"""Building an index on a Ray cluster: the build of :mod:`indexer.build`, scored by model replicas.
+
+The driver does what is global: it analyzes the corpus (saved under ``OUT.partial/analyzed``
+as in a single-process build, and resumed the same way), fits the per-term offsets, fits
+the quantizer from the largest impact of all shards, verifies every shard and writes the
+vocabulary and, last, the manifest. The per-shard work runs as two Ray Data passes over a
+dataset of one row per shard (``shard``, ``start``, ``stop``):
+
+1. :class:`ShardScorer` actors (one model replica each: one per GPU when the cluster has
+   GPUs, else one per CPU) load the model once and score shards into
+   ``raw/shard-NNNNN.npz`` with :func:`indexer.build.score_shard`; a shard already there
+   (a resumed build) is only read.
+2. :class:`ShardWriter` actors quantize each shard with the global quantizer and write its
+   Arrow files into ``final/`` (into a temporary directory renamed into place), returning
+   the shard's :class:`~indexer.format.ShardInfo` with checksums.
+
+The shard is the unit of work: with fewer shards than workers some workers idle, so
+choose ``--shard-size`` to give several shards per worker. Each actor reads the analyzed
+corpus (tokens and document store) once.
+
+Workers read and write the work directory by path, so on a cluster of several machines
+``OUT`` must be on a filesystem every node mounts at the same path (NFS, a mounted
+bucket). The driver's ckqti code ships with the job; its dependencies (torch, numba,
+pyarrow...) must be installed on every node. Run the driver on a cluster node
+(``--ray auto``), e.g. through ``ray job submit``: Ray Client (``ray://``) cannot run Ray
+Data and is refused. A worker that dies (killed, OOM,
+lost node) is restarted and its shard redone, up to ``max_retries`` times; a shard's
+files appear only complete (atomic renames), so a redone shard never meets half files.
+When retries run out the build raises :class:`~ckqti.errors.CkqtiError`: no manifest is
+written, ``OUT`` is untouched, and ``OUT.partial`` keeps every finished shard, so
+rerunning the same command (with or without Ray) resumes.
+
+Ray is imported only here, lazily: the rest of ckqti never needs it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ckqti.errors import CkqtiError
+from indexer.analyze import AnalyzedCorpus, analyze_corpus
+from indexer.build import (
+    BuildConfig,
+    build_record,
+    fingerprint,
+    finish_index,
+    fit_quantizer,
+    install,
+    prepare_workdir,
+    quantized_shard,
+    save_npz_atomic,
+    score_shard,
+    shard_ranges,
+)
+from indexer.format import SHARD_FILES, Manifest, ShardInfo, file_checksum, shard_name
+from indexer.impacts import ImpactConfig, ImpactScorer
+from indexer.quantize import Quantizer
+from indexer.shards import write_shard
+
+FAULT_ENV = "CKQTI_RAY_FAULT"  # tests only, see _ShardProgress
+OFFSETS_FILE = "offsets.npz"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("ckqti", "indexer", "retriever")
+
+
+@dataclass(frozen=True)
+class RayPlan:
+    """Where and how the per-shard work runs.
+
+    Args:
+        work: absolute path of the build's work directory (``OUT.partial``).
+        workers: actors per pass.
+        device: torch device of the scoring actors (``"cuda"`` or ``"cpu"``).
+        max_retries: restarts of a dead actor and retries of its shard before failing.
+    """
+
+    work: Path
+    workers: int
+    device: str
+    max_retries: int = 3
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError("workers must be >= 1")
+        if self.max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+
+    def actor_args(self, gpu: bool) -> dict:
+        """Resources, fault tolerance and environment of one actor (``map_batches`` keyword arguments)."""
+        resources = {"num_gpus": 1} if gpu else {"num_cpus": 1}
+        retries = partial(dict, max_restarts=self.max_retries, max_task_retries=self.max_retries)
+        env = worker_env()
+        return {**resources, "ray_remote_args_fn": retries, **({"runtime_env": {"env_vars": env}} if env else {})}
+
+
+def worker_env() -> dict[str, str]:
+    """Environment variables the actors need beyond Ray's defaults: this checkout on
+    ``PYTHONPATH`` when the driver runs it from elsewhere without installing it (Ray puts
+    the driver's working directory on the workers' path; code for a remote cluster ships
+    with the job, see :func:`connect`). Empty in the usual case, so that actors start in
+    Ray's already running worker processes."""
+    if Path.cwd().resolve() == ROOT or "site-packages" in ROOT.parts:
+        return {}
+    return {"PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+
+
+def load_analyzed(work: Path) -> AnalyzedCorpus:
+    """The analyzed corpus of a build, read by path (how it reaches the workers)."""
+    corpus = AnalyzedCorpus.load(work / "analyzed")
+    if corpus is None:
+        raise CkqtiError("analyzed corpus not found; on a cluster OUT must be on a filesystem shared by all nodes", work)
+    return corpus
+
+
+class _ShardProgress:
+    """``score_shard``'s progress sink in a worker; also where a test injects a worker death.
+
+    When the worker's environment variable ``CKQTI_RAY_FAULT`` names an existing JSON file
+    ``{"shard": i, "once": true|false}`` (the tests set it before starting Ray; ckqti never
+    does), the worker scoring shard ``i`` exits abruptly after its first batch: once in the
+    whole build, or on every attempt.
+    """
+
+    def __init__(self, shard: int):
+        self.shard = shard
+
+    def update(self, n: int) -> None:
+        spec = os.environ.get(FAULT_ENV)
+        if not spec or not Path(spec).is_file():
+            return
+        fault = json.loads(Path(spec).read_text())
+        if fault["shard"] != self.shard:
+            return
+        if fault.get("once", True):
+            try:
+                os.close(os.open(spec + ".fired", os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                return
+        os._exit(1)
+
+
+class ShardScorer:
+    """Ray Data actor: one model replica that scores whole shards into ``raw/``.
+
+    Args:
+        work: the build's work directory.
+        model_spec: as for :func:`ckqti.models.loading.load_qti_model` (loaded here, once).
+        impacts: the build's impact settings.
+        device: torch device.
+    """
+
+    def __init__(self, work: str, model_spec: str | None, impacts: ImpactConfig, device: str):
+        from ckqti.models.loading import load_qti_model
+
+        self.work = Path(work)
+        self.corpus = load_analyzed(self.work)
+        factory, _ = load_qti_model(model_spec, device)
+        self.scorer = ImpactScorer(factory(self.corpus.vocab), self.corpus.vocab.df, impacts)
+        with np.load(self.work / OFFSETS_FILE) as z:
+            self.scorer.offsets = z["offsets"]
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        tops = []
+        for i, start, stop in zip(batch["shard"], batch["start"], batch["stop"]):
+            path = self.work / "raw" / f"{shard_name(int(i))}.npz"
+            tops.append(score_shard(self.corpus, self.scorer, int(start), int(stop), path, _ShardProgress(int(i))))
+        return {"shard": batch["shard"], "maxima": np.stack([np.atleast_1d(t).astype(np.float64) for t in tops])}
+
+
+class ShardWriter:
+    """Ray Data actor: quantizes shards' float impacts and writes their Arrow files into ``final/``.
+
+    Args:
+        work: the build's work directory.
+        quantizer: the index's global quantizer.
+    """
+
+    def __init__(self, work: str, quantizer: Quantizer):
+        self.work = Path(work)
+        self.corpus = load_analyzed(self.work)
+        self.quantizer = quantizer
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        infos = []
+        for i, start, stop in zip(batch["shard"], batch["start"], batch["stop"]):
+            info = self.write(int(i), int(start), int(stop))
+            infos.append(json.dumps(asdict(info)))
+        return {"shard": batch["shard"], "info": np.asarray(infos, dtype=object)}
+
+    def write(self, i: int, start: int, stop: int) -> ShardInfo:
+        """Write shard ``i`` into a fresh directory under ``work/writing`` (where a killed
+        attempt's leftovers stay out of the index), then rename it into ``final/``."""
+        name, final = shard_name(i), self.work / "final"
+        tmp = self.work / "writing" / f"{name}-{os.getpid()}-{time.time_ns()}"
+        postings = quantized_shard(self.work / "raw" / f"{name}.npz", self.quantizer)
+        info = write_shard(tmp, name, postings, len(self.corpus.vocab), self.corpus.doc_columns(start, stop))
+        if (final / name).exists():
+            shutil.rmtree(final / name)
+        os.replace(tmp / name, final / name)
+        shutil.rmtree(tmp)
+        return info
+
+
+def verify_shards(final: Path, infos: dict[int, ShardInfo], ranges: list[tuple[int, int]]) -> list[ShardInfo]:
+    """Check every shard a worker reported: present, named, sized and checksummed as written."""
+    out = []
+    for i, (start, stop) in enumerate(ranges):
+        info = infos.get(i)
+        where = final / shard_name(i)
+        if info is None or info.name != shard_name(i) or info.num_docs != stop - start:
+            raise CkqtiError("a worker did not report this shard as written", where)
+        if sorted(info.files) != sorted(SHARD_FILES):
+            raise CkqtiError("shard written with unexpected files", where)
+        for f, digest in info.files.items():
+            if not (where / f).is_file() or file_checksum(where / f) != digest:
+                raise CkqtiError("shard file missing or not as its worker wrote it", where / f)
+        out.append(info)
+    return out
+
+
+def _import_ray():
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise CkqtiError("--ray needs Ray: pip install 'ckqti[ray]'") from None
+    return ray
+
+
+def check_address(address: str | None) -> None:
+    if address is not None and address.startswith("ray://"):
+        raise CkqtiError(
+            f"Ray Client addresses ({address}) cannot run Ray Data; run on a cluster node with --ray auto, "
+            "e.g. ray job submit --address http://HEAD:8265 -- ckqti index CORPUS --out /shared/INDEX --ray auto"
+        )
+
+
+def connect(address: str | None) -> bool:
+    """Join Ray: an already initialized session as is, else a new local one (``None`` or
+    ``"local"``) or the cluster at ``address`` (``"auto"``: the cluster of this machine,
+    or its GCS ``"HOST:PORT"``), to which the driver's ckqti code is shipped
+    (``py_modules``; its dependencies must be installed on the nodes). Ray Client
+    (``ray://``) is refused: Ray Data does not run through it; submit the command to the
+    cluster as a Ray Job instead. Returns whether this call started the session (and so
+    must shut it down)."""
+    check_address(address)
+    ray = _import_ray()
+    if ray.is_initialized():
+        return False
+    try:
+        if address in (None, "local"):
+            ray.init(address="local", include_dashboard=False, logging_level="WARNING")  # never a stale cluster
+        else:
+            code = {"py_modules": [str(ROOT / p) for p in PACKAGES]}
+            ray.init(address=address, logging_level="WARNING", runtime_env=code)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        why = f"{e}: {str(e.__cause__).split('. ')[0]}" if e.__cause__ else str(e)
+        raise CkqtiError(f"cannot start or reach Ray at {address or 'local'} ({why})") from None
+    return True
+
+
+def cluster_slots(device: str | None) -> tuple[int, bool]:
+    """How many scoring actors the cluster can hold, and whether they use GPUs."""
+    ray = _import_ray()
+    res = ray.cluster_resources()
+    gpus, cpus = int(res.get("GPU", 0)), max(1, int(res.get("CPU", 1)))
+    if device is not None and device.startswith("cuda") and gpus == 0:
+        raise CkqtiError(f"device {device} asked for, but the Ray cluster has no GPU")
+    gpu = gpus > 0 and (device is None or device.startswith("cuda"))
+    return (gpus if gpu else cpus), gpu
+
+
+def _failure(e: Exception, work: Path) -> CkqtiError:
+    """A Ray failure as a one-line error; a CkqtiError raised inside a worker keeps its message."""
+    seen = e
+    while seen is not None:
+        if isinstance(seen, CkqtiError):
+            return seen
+        seen = getattr(seen, "cause", None) or seen.__cause__
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return CkqtiError(
+        f"distributed build failed after retries ({type(e).__name__}: {first}); no index was written, "
+        "finished shards are kept: rerun to resume",
+        work,
+    )
+
+
+def run_pass(udf, kwargs: dict, ranges: list[tuple[int, int]], plan: RayPlan, gpu: bool, progress: bool) -> list[dict]:
+    """Map ``udf`` actors over the shards (one row each); returns the output rows."""
+    ray = _import_ray()
+    from ray.data import ActorPoolStrategy, DataContext
+
+    ctx, log = DataContext.get_current(), logging.getLogger("ray.data")
+    bars, level = ctx.enable_progress_bars, log.level
+    ctx.enable_progress_bars = progress
+    log.setLevel(logging.INFO if progress else logging.WARNING)
+    try:
+        rows = [{"shard": i, "start": a, "stop": b} for i, (a, b) in enumerate(ranges)]
+        ds = ray.data.from_items(rows, override_num_blocks=len(rows))
+        ds = ds.map_batches(
+            udf,
+            batch_size=1,
+            compute=ActorPoolStrategy(size=min(plan.workers, len(rows))),
+            fn_constructor_kwargs=kwargs,
+            **plan.actor_args(gpu),
+        )
+        return ds.take_all()
+    except CkqtiError:
+        raise
+    except Exception as e:  # Ray's errors: a worker died past its retries, an actor failed to start
+        raise _failure(e, plan.work) from None
+    finally:
+        ctx.enable_progress_bars = bars
+        log.setLevel(level)
+
+
+def analyzed_corpus(work: Path, inputs: BuildInputs, progress: bool) -> AnalyzedCorpus:
+    """Pass one, on the driver, saved under ``work/analyzed`` (or read back from an earlier run)."""
+    corpus = AnalyzedCorpus.load(work / "analyzed")
+    if corpus is None:
+        bar = tqdm(desc="analyze", unit="doc", disable=not progress)
+        corpus = analyze_corpus(
+            inputs.corpus_path, inputs.config.analyzer, fmt=inputs.fmt, orcas=inputs.orcas, progress=bar
+        )
+        bar.close()
+        corpus.save(work / "analyzed")
+    return corpus
+
+
+def driver_scorer(work: Path, corpus: AnalyzedCorpus, inputs: BuildInputs, device: str | None) -> ImpactScorer:
+    """The driver's model replica: it fits the per-term offsets (saved for the workers) and
+    tells the channels and constants the manifest records; it scores no shard."""
+    import torch
+
+    from ckqti.models.loading import load_qti_model
+
+    if device is not None and device.startswith("cuda") and not torch.cuda.is_available():
+        device = "cpu"  # a driver without a GPU steering GPU workers
+    factory, _ = load_qti_model(inputs.model_spec, device)
+    scorer = ImpactScorer(factory(corpus.vocab), corpus.vocab.df, inputs.config.impacts)
+    offsets = scorer.fit_offsets(corpus.token_lists(0, len(corpus)), len(corpus.vocab))
+    save_npz_atomic(work / OFFSETS_FILE, offsets=np.asarray(offsets, dtype=np.float32))
+    return scorer
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """What is indexed and how (everything but where the work runs)."""
+
+    corpus_path: Path
+    fmt: str | None
+    orcas: Path | None
+    model_spec: str | None
+    model_info: dict
+    config: BuildConfig
+
+    def corpus_entry(self) -> dict:
+        return {"path": str(self.corpus_path), "format": self.fmt, "orcas": str(self.orcas) if self.orcas else None}
+
+
+def build_index_ray(
+    corpus_path: str | Path,
+    out: str | Path,
+    model_spec: str | None,
+    model_info: dict,
+    config: BuildConfig = BuildConfig(),
+    fmt: str | None = None,
+    orcas: str | Path | None = None,
+    force: bool = False,
+    resume: bool = True,
+    address: str | None = None,
+    num_workers: int | None = None,
+    device: str | None = None,
+    max_retries: int = 3,
+    progress: bool = True,
+) -> Manifest:
+    """Build the index :func:`indexer.build.build_index` builds, with the shards scored and
+    written by Ray actors.
+
+    Args:
+        model_spec: ``"ndrm2"``, a checkpoint path (visible from every node) or None for
+            the default model; each actor loads it.
+        model_info: the model's manifest entry (from ``load_qti_model``).
+        address: None or ``"local"`` (start a local Ray, or use the session already
+            initialized in this process), ``"auto"`` (the cluster this machine belongs
+            to) or a cluster's GCS ``"HOST:PORT"``; see :func:`connect`.
+        num_workers: actors per pass (default: one per GPU, else one per CPU, of the
+            cluster; never more than the cluster holds or than there are shards: the
+            shard is the unit of work).
+        device: None (GPUs when the cluster has them), ``"cpu"`` or ``"cuda"``.
+        max_retries: how often a dead worker is restarted and its shard redone.
+    """
+    t0 = time.time()
+    out = Path(out).resolve()
+    if model_spec not in (None, "ndrm2") and Path(model_spec).is_file():
+        model_spec = str(Path(model_spec).resolve())  # workers may run elsewhere than this directory
+    inputs = BuildInputs(Path(corpus_path), fmt, Path(orcas) if orcas else None, model_spec, model_info, config)
+    if not inputs.corpus_path.is_file():
+        raise CkqtiError("corpus file not found", inputs.corpus_path)
+    if out.exists() and not force:
+        raise CkqtiError("output exists; pass --force to replace it", out)
+    if num_workers is not None and num_workers < 1:
+        raise CkqtiError("--workers must be >= 1")
+    check_address(address)
+    work = out.with_name(out.name + ".partial")
+    prepare_workdir(work, fingerprint(inputs.corpus_path, fmt, inputs.orcas, model_info, config), resume)
+    try:
+        corpus = analyzed_corpus(work, inputs, progress)
+    except CkqtiError:
+        shutil.rmtree(work, ignore_errors=True)  # bad input: nothing worth resuming
+        raise
+    scorer = driver_scorer(work, corpus, inputs, device)
+    started = connect(address)
+    try:
+        slots, gpu = cluster_slots(device)
+        ranges = shard_ranges(len(corpus), config.shard_size)
+        plan = RayPlan(work, min(num_workers or slots, slots, len(ranges)), "cuda" if gpu else "cpu", max_retries)
+        manifest = _build(corpus, scorer, inputs, plan, gpu, progress, t0, address)
+    finally:
+        if started:
+            _import_ray().shutdown()
+    install(work / "final", out, force)
+    shutil.rmtree(work, ignore_errors=True)
+    return manifest
+
+
+def _build(corpus, scorer, inputs: BuildInputs, plan: RayPlan, gpu: bool, progress: bool, t0: float, address) -> Manifest:
+    """The two Ray passes, verification, then the vocabulary and manifest in ``work/final``."""
+    work, config = plan.work, inputs.config
+    ranges = shard_ranges(len(corpus), config.shard_size)
+    (work / "raw").mkdir(exist_ok=True)
+    scorer_args = {"work": str(work), "model_spec": inputs.model_spec, "impacts": config.impacts, "device": plan.device}
+    scored = run_pass(ShardScorer, scorer_args, ranges, plan, gpu, progress)
+    maxima = np.max(np.stack([np.asarray(r["maxima"], np.float64) for r in scored]), axis=0)
+    quantizer = fit_quantizer(maxima, scorer.channels, config.channel_steps)
+    shutil.rmtree(work / "final", ignore_errors=True)
+    (work / "final").mkdir()
+    written = run_pass(ShardWriter, {"work": str(work), "quantizer": quantizer}, ranges, plan, False, progress)
+    infos = verify_shards(work / "final", {int(r["shard"]): ShardInfo(**json.loads(r["info"])) for r in written}, ranges)
+    return finish_index(
+        work / "final",
+        infos,
+        corpus.vocab,
+        scorer.offsets,
+        quantizer,
+        inputs.model_info,
+        config.analyzer.to_dict(),
+        corpus=inputs.corpus_entry(),
+        build=build_record(
+            config, t0, corpus.vocab, ray={"address": address or "local", "workers": plan.workers, "device": plan.device}
+        ),
+        constants=scorer.model.index_constants(),
+    )

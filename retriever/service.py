@@ -1,0 +1,336 @@
+"""The search service: an HTTP JSON API (FastAPI) over one opened :class:`Searcher`.
+
+Endpoints (every error is a 4xx with ``{"detail": "<one-line message>"}``):
+
+- ``GET /health``: the index's model id, document and shard counts, and the request limits.
+- ``POST /search`` ``{"query": str, "k": int}``: exactly the JSON of ``ckqti search --json``.
+- ``POST /search/batch`` ``{"queries": [str, ...], "k": int}``: ``{"results": [...]}``, one
+  answer per query in order; a query with no searchable terms gets ``{"query", "error"}``.
+- ``GET /documents/{docid}``: ``{"docid", "title", "text"}`` from the index's document store.
+
+The service answers from the index it was started with: no request names a file; a docid is
+a key of an in-memory map, never a path. Searching is CPU-bound (Numba kernels compiled with
+``nogil=True``, so they run in parallel), and runs on a thread pool of ``workers`` threads
+owned by the app: each thread keeps one scratch workspace sized for the largest shard, so
+the pool size bounds that memory as well as the CPU used.
+
+This module must not use ``from __future__ import annotations``: the request models are
+built per app (their limits are the app's), and FastAPI resolves the endpoints'
+annotations as live objects.
+"""
+
+import asyncio
+import hmac
+import ipaddress
+import os
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Annotated
+
+import numpy as np
+from fastapi import FastAPI, HTTPException
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ConfigDict, Field, StringConstraints, create_model
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ckqti.cli import search_json
+from ckqti.errors import QueryError
+from retriever.search import Searcher
+
+API_KEY_HEADER = "x-api-key"
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """Limits and access control of one service.
+
+    Args:
+        api_key: when set, every request must carry it in the ``X-API-Key`` header.
+        max_k: largest ``k`` a request may ask for.
+        max_batch: most queries in one ``/search/batch`` request.
+        max_body_bytes: largest request body; larger ones get 413 before any parsing.
+        max_query_chars: longest query string.
+        workers: search threads (default: the CPU count, at most 8).
+    """
+
+    api_key: str | None = field(default=None, repr=False)
+    max_k: int = 1000
+    max_batch: int = 100
+    max_body_bytes: int = 1 << 20
+    max_query_chars: int = 10_000
+    workers: int = field(default_factory=lambda: min(8, os.cpu_count() or 1))
+
+    def __post_init__(self) -> None:
+        if self.api_key is not None and not self.api_key:
+            raise ValueError("api_key must be a non-empty string or None")
+        for name in ("max_k", "max_batch", "max_body_bytes", "max_query_chars", "workers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def request_models(config: ServiceConfig):
+    """The pydantic models of ``/search`` and ``/search/batch`` bodies, with ``config``'s limits.
+
+    Strict: ``k`` must be a JSON integer and queries JSON strings; unknown fields are refused.
+    """
+    strict = ConfigDict(extra="forbid", strict=True)
+    query = Annotated[str, StringConstraints(min_length=1, max_length=config.max_query_chars)]
+    k = Annotated[int, Field(ge=1, le=config.max_k)]
+    queries = Annotated[list[query], Field(min_length=1, max_length=config.max_batch)]
+    search = create_model("SearchRequest", __config__=strict, query=(query, ...), k=(k, 10))
+    batch = create_model("BatchSearchRequest", __config__=strict, queries=(queries, ...), k=(k, 10))
+    return search, batch
+
+
+class DocidMap:
+    """``docid -> (shard, row)`` over an index's document stores, built on first use."""
+
+    def __init__(self, searcher: Searcher):
+        self.searcher = searcher
+        self._rows: dict[str, tuple[int, int]] | None = None
+        self._lock = threading.Lock()
+
+    def rows(self) -> dict[str, tuple[int, int]]:
+        if self._rows is not None:
+            return self._rows
+        with self._lock:
+            if self._rows is None:
+                rows = {}
+                for si, shard in enumerate(self.searcher.index.shards):
+                    for row, docid in enumerate(shard.docs.column("docid").to_pylist()):
+                        rows[docid] = (si, row)
+                self._rows = rows
+            return self._rows
+
+    def document(self, docid: str) -> dict | None:
+        where = self.rows().get(docid)
+        if where is None:
+            return None
+        return self.searcher.index.shards[where[0]].document(where[1])
+
+
+class ApiKeyMiddleware:
+    """Refuses (401) any HTTP request without the right ``X-API-Key``, before its body is read.
+
+    The comparison is constant-time (:func:`hmac.compare_digest`).
+    """
+
+    def __init__(self, app, api_key: str):
+        self.app = app
+        self.key = api_key.encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        given = dict(scope["headers"]).get(API_KEY_HEADER.encode(), b"")
+        if hmac.compare_digest(given, self.key):
+            return await self.app(scope, receive, send)
+        detail = "missing X-API-Key header" if not given else "wrong API key"
+        response = JSONResponse({"detail": detail}, status_code=401, headers={"WWW-Authenticate": "X-API-Key"})
+        await response(scope, receive, send)
+
+
+class BodyTooLarge(StarletteHTTPException):
+    def __init__(self, limit: int):
+        super().__init__(413, f"request body too large: at most {limit} bytes")
+
+
+class BodyLimitMiddleware:
+    """Refuses (413) a request body over ``max_bytes`` before anything parses it.
+
+    A declared ``Content-Length`` over the limit is answered at once, without reading the
+    body; a body streamed without one (chunked) is counted as it arrives and refused as soon
+    as it passes the limit (the error is raised from ``receive``, inside the body read, and
+    answered by the app's error handler).
+    """
+
+    def __init__(self, app, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            err = BodyTooLarge(self.max_bytes)
+            return await JSONResponse({"detail": err.detail}, status_code=413)(scope, receive, send)
+        seen = 0
+
+        async def limited_receive():
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise BodyTooLarge(self.max_bytes)
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+
+def validation_message(errors) -> str:
+    """One line from pydantic's error list: ``field: message; field: message``."""
+    parts = []
+    for e in errors:
+        loc = [str(x) for x in e.get("loc", ()) if x != "body"]
+        parts.append(f"{'.'.join(loc)}: {e['msg']}" if loc else e["msg"])
+    return "; ".join(parts)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Every error becomes ``{"detail": "<one line>"}``: 400 for bad JSON, 422 for invalid fields."""
+
+    async def on_validation(request, exc: RequestValidationError):
+        ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if ctype != "application/json" and not (ctype.startswith("application/") and ctype.endswith("+json")):
+            return JSONResponse({"detail": "send the request body as JSON with Content-Type: application/json"},
+                                status_code=415)
+        errors = exc.errors()
+        bad_json = [e for e in errors if e.get("type") == "json_invalid"]
+        if bad_json:
+            reason = (bad_json[0].get("ctx") or {}).get("error", "")
+            return JSONResponse({"detail": f"request body is not valid JSON ({reason})"}, status_code=400)
+        return JSONResponse({"detail": validation_message(errors)}, status_code=422)
+
+    async def on_http_error(request, exc: StarletteHTTPException):
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
+
+
+def create_app(
+    searcher: Searcher,
+    api_key: str | None = None,
+    max_k: int = 1000,
+    max_batch: int = 100,
+    max_body_bytes: int = 1 << 20,
+    max_query_chars: int = 10_000,
+    workers: int | None = None,
+) -> FastAPI:
+    """The search service over ``searcher`` (see the module docstring for the endpoints)."""
+    extra = {} if workers is None else {"workers": workers}
+    config = ServiceConfig(api_key, max_k, max_batch, max_body_bytes, max_query_chars, **extra)
+    pool = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="ckqti-search")
+
+    @asynccontextmanager
+    async def lifespan(app):
+        await asyncio.get_running_loop().run_in_executor(pool, warm_up, searcher)
+        try:
+            yield
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    app = FastAPI(title="ckqti", lifespan=lifespan, docs_url=None, redoc_url=None)
+    install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes)
+    if config.api_key is not None:  # added last, so it runs first: no body is read before the key is checked
+        app.add_middleware(ApiKeyMiddleware, api_key=config.api_key)
+    add_routes(app, searcher, config, pool)
+    return app
+
+
+def add_routes(app: FastAPI, searcher: Searcher, config: ServiceConfig, pool: ThreadPoolExecutor) -> None:
+    SearchRequest, BatchSearchRequest = request_models(config)
+    docids = DocidMap(searcher)
+
+    async def in_pool(fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+
+    def one(query: str, k: int) -> dict:
+        return search_json(searcher, searcher.search(query, k))
+
+    def batch(queries: list[str], k: int) -> list[dict]:
+        results = []
+        for q in queries:
+            try:
+                results.append(one(q, k))
+            except QueryError as e:
+                results.append({"query": q, "error": str(e)})
+        return results
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        index = searcher.index
+        return JSONResponse({
+            "status": "ok", "model": index.model_id, "num_docs": index.num_docs, "shards": len(index.shards),
+            "mode": searcher.mode, "max_k": config.max_k, "max_batch": config.max_batch,
+            "max_body_bytes": config.max_body_bytes,
+        })
+
+    @app.post("/search")
+    async def search(req: SearchRequest) -> JSONResponse:
+        try:
+            return JSONResponse(await in_pool(one, req.query, req.k))
+        except QueryError as e:
+            raise HTTPException(422, str(e)) from None
+
+    @app.post("/search/batch")
+    async def search_batch(req: BatchSearchRequest) -> JSONResponse:
+        return JSONResponse({"results": await in_pool(batch, req.queries, req.k)})
+
+    # ``:path`` lets a docid hold "/"; it is only ever a key of the in-memory docid map.
+    @app.get("/documents/{docid:path}")
+    async def document(docid: str) -> JSONResponse:
+        doc = await in_pool(docids.document, docid)
+        if doc is None:
+            raise HTTPException(404, f"document {docid!r} is not in the index")
+        return JSONResponse(doc)
+
+
+def warm_up(searcher: Searcher) -> None:
+    """Load the compiled kernels (Numba's cache) with one search, so the first request does not pay for it."""
+    index = searcher.index
+    if not index.terms:
+        return
+    try:
+        searcher.search(index.terms[int(np.argmax(np.asarray(index.df)))], 10)
+    except QueryError:
+        pass
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def listen_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0: a free port, see ``getsockname()``).
+
+    Made with the protocol number ``IPPROTO_TCP`` (not 0, as :func:`socket.create_server` does):
+    asyncio sets ``TCP_NODELAY`` only on such sockets' connections, and without it every answer
+    on a keep-alive connection waits ~40 ms for a delayed ACK (Nagle's algorithm).
+    """
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, socket.IPPROTO_TCP,
+                                                         socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(backlog)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def run_server(app: FastAPI, sock: socket.socket, access_log: bool = False, max_connections: int = 256) -> None:
+    """Serve ``app`` with uvicorn on an already listening socket until interrupted (Ctrl-C, SIGTERM)."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        app, log_level="info" if access_log else "warning", access_log=access_log, server_header=False,
+        limit_concurrency=max_connections,
+    )
+    uvicorn.Server(config).run(sockets=[sock])

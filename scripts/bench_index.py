@@ -1,0 +1,234 @@
+"""Indexing throughput: the single-process build against the Ray build with 1 and 2 CPU workers.
+
+Each run builds an index of a corpus (default: all 5,183 SciFact documents) in a fresh
+subprocess and reports wall-clock seconds of the whole build (model loading, analysis,
+offsets, Ray start-up and actor start-up included: what ``ckqti index`` costs), documents
+per second, and peak resident memory. Memory is sampled every 0.2 s over the build's whole
+process tree, read from ``/proc``: the driver alone, the largest other process (a Ray
+worker), and the sum over the tree (driver, Ray's GCS and raylet, workers; shared library
+pages are counted once per process, so the sum overstates the physical memory in use).
+
+Runs (``--modes``):
+
+- ``single``: :func:`indexer.build.build_index`, torch with ``--threads`` intra-op threads
+  (default: every core);
+- ``ray1``, ``ray2``: :func:`indexer.distributed.build_index_ray` on a local Ray started by
+  the build, with 1 or 2 CPU actors (each 1 torch thread, Ray's default for a 1-CPU actor).
+
+Shards are the Ray build's unit of work, so every run uses ``--shard-size`` (default 500:
+11 shards). Each Ray index is compared with the single-process index of the same model
+(manifest without its ``build`` entry: every file's checksum), recorded as ``same_as_single``.
+
+    nice -n 10 python3 scripts/bench_index.py                      # ndrm2 and the bundled NDRM3
+    python3 scripts/bench_index.py --models ndrm2 --docs 1000      # a quick look
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import click
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+MODES = {"single": 0, "ray1": 1, "ray2": 2}
+
+
+def tree_rss_kib(root: int) -> dict[int, int]:
+    """Resident set (KiB) of ``root`` and every process below it."""
+    parents, rss = {}, {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            status = (d / "status").read_text().splitlines()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status if ":" in line)
+        parents[int(d.name)] = int(fields.get("PPid", "0").strip() or 0)
+        rss[int(d.name)] = int(fields.get("VmRSS", "0 kB").split()[0]) if "VmRSS" in fields else 0
+    keep, frontier = {root}, [root]
+    while frontier:
+        kids = [p for p, pp in parents.items() if pp in frontier and p not in keep]
+        keep.update(kids)
+        frontier = kids
+    return {p: rss.get(p, 0) for p in keep}
+
+
+class PeakMemory:
+    """Samples the process tree's memory in a thread until stopped."""
+
+    def __init__(self, every: float = 0.2):
+        self.every, self.pid = every, os.getpid()
+        self.driver = self.other = self.total = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            rss = tree_rss_kib(self.pid)
+            self.driver = max(self.driver, rss.get(self.pid, 0))
+            self.other = max([self.other] + [v for p, v in rss.items() if p != self.pid])
+            self.total = max(self.total, sum(rss.values()))
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> "PeakMemory":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def mib(self) -> dict[str, float]:
+        return {k: round(getattr(self, k) / 1024, 1) for k in ("driver", "other", "total")}
+
+
+def run_one(corpus: Path, out: Path, model: str, mode: str, shard_size: int, threads: int) -> dict:
+    """One build in this process (the child); returns its measurements."""
+    import torch
+
+    from ckqti import api
+
+    workers = MODES[mode]
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        t0 = time.perf_counter()
+        with PeakMemory() as mem:
+            m = api.index(corpus, out, model=None if model == "default" else model, shard_size=shard_size,
+                          device="cpu", progress=False, ray_address="local" if workers else None,
+                          workers=workers or None)
+        seconds = time.perf_counter() - t0
+    finally:
+        torch.set_num_threads(before)
+    return {
+        "model": model, "model_id": m.model.get("id"), "mode": mode, "workers": workers,
+        "torch_threads": 1 if workers else threads, "docs": m.num_docs, "shards": len(m.shards),
+        "postings": m.num_postings, "seconds": round(seconds, 2), "docs_per_s": round(m.num_docs / seconds, 1),
+        "peak_rss_mib": mem.mib(), "index": str(out),
+    }
+
+
+def same_index(a: Path, b: Path) -> bool:
+    from indexer.format import Manifest
+
+    da, db = (json.loads(Manifest.read(p).to_json()) for p in (a, b))
+    da.pop("build"), db.pop("build")
+    da.pop("corpus"), db.pop("corpus")
+    return da == db
+
+
+def ray_leftovers() -> int:
+    """Ray worker processes still alive (after ``ray.shutdown`` they take a while to exit)."""
+    n = 0
+    for d in Path("/proc").iterdir():
+        try:
+            n += d.name.isdigit() and (d / "cmdline").read_bytes().startswith(b"ray::")
+        except OSError:
+            continue
+    return n
+
+
+def bench(corpus: Path, models: list[str], modes: list[str], shard_size: int, threads: int, work: Path) -> list[dict]:
+    rows = []
+    for model, mode in itertools.product(models, modes):
+        deadline = time.time() + 120
+        while ray_leftovers() and time.time() < deadline:  # the previous run's workers still exiting
+            time.sleep(1)
+        out = work / f"{model}-{mode}"
+        cmd = [sys.executable, __file__, "--child", model, mode, str(out), "--corpus", str(corpus),
+               "--shard-size", str(shard_size), "--threads", str(threads)]
+        load = os.getloadavg()[0]
+        res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        if res.returncode != 0:
+            raise click.ClickException(f"{model} {mode} failed:\n{res.stderr[-3000:]}")
+        row = json.loads(res.stdout.strip().splitlines()[-1])
+        row["load_before"], row["load_after"] = round(load, 2), round(os.getloadavg()[0], 2)
+        single = work / f"{model}-single"
+        row["same_as_single"] = same_index(single, out) if mode != "single" and single.is_dir() else None
+        rows.append(row)
+        print(table([row], header=len(rows) == 1), flush=True)
+    return rows
+
+
+def table(rows: list[dict], header: bool = True) -> str:
+    head = f"{'model':<20} {'mode':<7} {'thr':>3} {'docs':>6} {'shards':>6} {'s':>8} {'docs/s':>8} {'driver MiB':>10} {'worker MiB':>10} {'tree MiB':>9} {'load':>5} same"
+    lines = [head] if header else []
+    for r in rows:
+        mem = r["peak_rss_mib"]
+        lines.append(
+            f"{r['model_id']:<20} {r['mode']:<7} {r['torch_threads']:>3} {r['docs']:>6} {r['shards']:>6} {r['seconds']:>8.1f} {r['docs_per_s']:>8.1f} "
+            f"{mem['driver']:>10.0f} {mem['other']:>10.0f} {mem['total']:>9.0f} {r.get('load_before', 0):>5.1f} {r.get('same_as_single')}"
+        )
+    return "\n".join(lines)
+
+
+def merged(old: list[dict], new: list[dict]) -> list[dict]:
+    """``old`` rows with ``new`` ones added, a new row replacing an old one of the same run."""
+    key = lambda r: (r["model"], r["mode"], r["torch_threads"], r["docs"], r["shards"])  # noqa: E731
+    fresh = {key(r) for r in new}
+    return [r for r in old if key(r) not in fresh] + new
+
+
+def corpus_slice(n: int | None, work: Path) -> Path:
+    src = DATA / "scifact" / "corpus.jsonl"
+    if n is None:
+        return src
+    out = work / f"scifact-{n}.jsonl"
+    with open(src) as f, open(out, "w") as g:
+        g.writelines(itertools.islice(f, n))
+    return out
+
+
+@click.command()
+@click.option("--models", default="ndrm2,default", show_default=True, help="'ndrm2', 'default' (bundled NDRM3) or checkpoints")
+@click.option("--modes", default="single,ray1,ray2", show_default=True, help="comma-separated: single, ray1, ray2")
+@click.option("--docs", type=int, default=None, help="only the first N SciFact documents (default: all)")
+@click.option("--corpus", type=click.Path(path_type=Path), default=None, help="another corpus (default: SciFact)")
+@click.option("--shard-size", default=500, show_default=True)
+@click.option("--threads", default=os.cpu_count() or 1, show_default=True, help="torch threads of the single-process build")
+@click.option("--out", "out", default="docs/results/bench_index.json", show_default=True, type=click.Path(path_type=Path))
+@click.option("--merge", is_flag=True, help="keep --out's other rows (a row of the same run and corpus size: replaced)")
+@click.option("--child", nargs=3, default=None, hidden=True)
+def main(models, modes, docs, corpus, shard_size, threads, out, merge, child):
+    """Documents per second, seconds and peak memory of single-process and Ray index builds."""
+    if child:
+        print(json.dumps(run_one(corpus, Path(child[2]), child[0], child[1], shard_size, threads)))
+        return
+    bad = [m for m in modes.split(",") if m not in MODES]
+    if bad:
+        raise click.BadParameter(f"unknown modes {bad}; use {list(MODES)}", param_hint="--modes")
+    with tempfile.TemporaryDirectory(prefix="bench_index-") as tmp:
+        corpus = corpus or corpus_slice(docs, Path(tmp))
+        start = [round(x, 2) for x in os.getloadavg()]
+        rows = bench(corpus, models.split(","), modes.split(","), shard_size, threads, Path(tmp))
+    for r in rows:
+        r.pop("index")
+    runs = [{"models": models, "modes": modes, "single_threads": threads, "loadavg_at_start": start,
+             "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]}]
+    if merge and out.is_file():
+        old = json.loads(out.read_text())
+        rows, runs = merged(old["rows"], rows), old.get("invocations", []) + runs
+    report = {
+        "platform": platform.platform(), "cpus": os.cpu_count(), "corpus": str(corpus), "shard_size": shard_size,
+        "invocations": runs, "rows": rows,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,376 @@
+"""Appending documents as new shards, compaction, and collection statistics after both.
+
+The reference is a fresh build of the whole collection with the same quantization steps and
+model constants (the first build's); search results (docids and integer scores) must be
+identical before and after compaction, and idf must be the fresh build's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from ckqti import api
+from ckqti.cli import cli
+from ckqti.errors import CkqtiError, IndexFormatError, InputError
+from ckqti.models.loading import untrained_ndrm2
+from ckqti.models.ndrm import NDRMConfig, build_ndrm
+from ckqti.vocab import Vocabulary
+from indexer import append as append_mod
+from indexer.append import append_index
+from indexer.build import BuildConfig, build_index
+from indexer.compact import compact_index, shard_groups
+from indexer.format import MANIFEST, Manifest
+from indexer.readers import read_queries
+from retriever.index import Index
+from retriever.kernels import brute_force_scores
+from retriever.search import Searcher
+
+
+def write_lines(path, lines):
+    path.write_text("".join(lines))
+    return path
+
+
+@pytest.fixture(scope="module")
+def parts(tmp_path_factory, scifact_small):
+    """SciFact's first 240 documents (A), the next 120 (B), and all 360 (A+B)."""
+    d = tmp_path_factory.mktemp("parts")
+    lines = scifact_small.read_text().splitlines(keepends=True)[:360]
+    return (write_lines(d / "a.jsonl", lines[:240]), write_lines(d / "b.jsonl", lines[240:]),
+            write_lines(d / "ab.jsonl", lines))
+
+
+@pytest.fixture(scope="module")
+def index_a(tmp_path_factory, parts):
+    """An NDRM2 index of A in shards of 100 documents (tests copy it)."""
+    out = tmp_path_factory.mktemp("a") / "idx"
+    api.index(parts[0], out, model="ndrm2", shard_size=100, progress=False)
+    return out
+
+
+def copy_of(index, tmp_path):
+    return Path(shutil.copytree(index, tmp_path / "idx"))
+
+
+@pytest.fixture(scope="module")
+def queries(data_dir):
+    qs = read_queries(data_dir / "scifact" / "queries.jsonl")
+    return [q for q in itertools.islice(qs.values(), 0, 600, 3)]  # 200 claims
+
+
+def prior_factory(constants):
+    """The untrained NDRM2 with the given index constants (the first build's length prior)."""
+    factory, info = untrained_ndrm2(torch.device("cpu"))
+
+    def build(vocab):
+        model = factory(vocab)
+        model.set_index_constants(constants)
+        return model
+
+    return build, info
+
+
+def fresh_build(corpus, out, like: Manifest, shard_size: int):
+    """A build of ``corpus`` with ``like``'s quantization steps and model constants."""
+    factory, info = prior_factory(like.model_constants)
+    config = BuildConfig(shard_size=shard_size, channel_steps=tuple(c["step"] for c in like.channels))
+    return build_index(corpus, out, factory, info, config, progress=False)
+
+
+def integer_run(index_path, queries, k=20):
+    """Per query: the plan's unit and ``[(docid, integer score), ...]``."""
+    s = Searcher(index_path)
+    out = []
+    for text in queries:
+        plan = s.plan(s.parse(text))
+        vals, shards, docs, _ = s.topk_arrays(plan.lists, plan.weights, k)
+        hits = [(s.index.shards[si].docid(d), int(v)) for v, si, d in zip(vals, shards, docs)]
+        out.append((plan.unit, hits))
+    return out
+
+
+def assert_same_results(a, b, queries):
+    ra, rb = integer_run(a, queries), integer_run(b, queries)
+    assert sum(len(h) for _, h in ra) > 10 * len(queries)
+    for (ua, ha), (ub, hb) in zip(ra, rb):
+        assert ua == ub and ha == hb
+
+
+def test_append_then_compact_equals_a_fresh_build(tmp_path, parts, index_a, queries):
+    a, b, ab = parts
+    idx = copy_of(index_a, tmp_path)
+    built = Manifest.read(idx)
+    old_files = {s.name: s.files for s in built.shards}
+    m = api.append(b, idx, shard_size=100, progress=False)
+    assert [s.num_docs for s in m.shards] == [100, 100, 40, 100, 20] and m.num_docs == 360
+    assert {s.name: s.files for s in m.shards[:3]} == old_files  # old shards untouched
+    assert m.channels == built.channels and m.model_constants == built.model_constants
+    assert m.appends[0]["num_docs"] == 120 and m.appends[0]["new_terms"] > 0
+    fresh = tmp_path / "fresh"
+    fm = fresh_build(ab, fresh, built, shard_size=100)
+    assert m.clipped_impacts == fm.clipped_impacts  # the same scores clip in both
+
+    got, want = Index(idx), Index(fresh)
+    assert got.terms == want.terms and np.array_equal(got.df, want.df)
+    assert m.collection == fm.collection
+    assert np.array_equal(got.idf, want.idf)
+    assert np.array_equal(got.idf, Vocabulary(want.terms, np.asarray(want.df), np.zeros(len(want.terms), np.int64),
+                                              360).idf())
+    assert_same_results(idx, fresh, queries)
+
+    compact_index(idx, shard_size=150)  # [100] [100, 40] [100, 20]: two merged shards, one kept
+    assert [s.num_docs for s in Manifest.read(idx).shards] == [100, 140, 120]
+    assert_same_results(idx, fresh, queries)
+    compact_index(idx, shard_size=1000)
+    one = tmp_path / "one"
+    fresh_build(ab, one, built, shard_size=1000)
+    assert_same_results(idx, one, queries)
+    x, y = Index(idx).shards, Index(one).shards
+    assert len(x) == len(y) == 1
+    for name in ("postings", "seg_start", "seg_impact", "seg_ptr"):
+        assert np.array_equal(getattr(x[0], name), getattr(y[0], name)), name
+    assert x[0].docs.equals(y[0].docs)
+    assert sorted(p.name for p in idx.iterdir()) == sorted(["manifest.json", Manifest.read(idx).vocab_file,
+                                                            Manifest.read(idx).shards[0].name])
+
+
+def exhaustive_scores(vocab: Vocabulary, corpus_docs: list[np.ndarray], text_ids, prior: float) -> np.ndarray:
+    """NDRM2's float score of every document for a query (term ids with counts)."""
+    model = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm2"), vocab).eval()
+    model.set_index_constants({"length_prior": prior})
+    from indexer.fidelity import exhaustive_term_scores
+
+    terms, counts = text_ids
+    return exhaustive_term_scores(model, corpus_docs, terms) @ counts.astype(np.float32)
+
+
+def test_scores_after_append_are_the_models_scores_with_current_idf(tmp_path, parts, index_a, queries):
+    from indexer.analyze import analyze_corpus
+
+    a, b, ab = parts
+    idx = copy_of(index_a, tmp_path)
+    built = Manifest.read(idx)
+    api.append(b, idx, progress=False)
+    s = Searcher(idx)
+    full = analyze_corpus(ab, s.index.analyzer)
+    assert full.vocab.terms == s.index.terms
+    docs = full.token_lists(0, len(full))
+    position = {d: i for i, d in enumerate(full.docs["docid"])}
+    step = s.index.quantizer.step
+    for text in queries[:25]:
+        q = s.parse(text)
+        plan = s.plan(q)
+        exact = exhaustive_scores(full.vocab, docs, (q.terms, q.weights), built.model_constants["length_prior"])
+        f = q.weights * step * s.index.idf[q.terms]
+        bound = float(np.sum(0.5 * f + 0.5 * 255 * plan.unit)) + 1e-6  # impact rounding + weight rounding
+        for h in s.search(text, 10).hits:
+            assert abs(h.score - exact[position[h.docid]]) <= bound
+
+
+def test_docid_collision_names_the_file_and_line(tmp_path, parts, index_a):
+    a, b, _ = parts
+    idx = copy_of(index_a, tmp_path)
+    before = Manifest.read(idx).to_json()
+    lines = b.read_text().splitlines(keepends=True)
+    clash = json.loads(a.read_text().splitlines()[7])["_id"]
+    bad = write_lines(tmp_path / "bad.jsonl", lines[:3] + [json.dumps({"_id": clash, "title": "", "text": "x y"}) + "\n"])
+    with pytest.raises(InputError) as err:
+        api.append(bad, idx, progress=False)
+    assert str(err.value) == f"{bad}:4: docid {clash!r} is already in the index {idx}"
+    assert Manifest.read(idx).to_json() == before
+    assert sorted(p.name for p in idx.iterdir()) == ["manifest.json", "shard-00000", "shard-00001", "shard-00002",
+                                                     "vocab.arrow"]
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_interrupted_append_leaves_the_old_index_searchable_and_unchanged(tmp_path, parts, index_a, queries,
+                                                                         monkeypatch):
+    a, b, _ = parts
+    idx = copy_of(index_a, tmp_path)
+    before = Manifest.read(idx).to_json()
+    reference = integer_run(idx, queries[:50])
+
+    def fail(work, index):
+        raise Interrupt()
+
+    monkeypatch.setattr(append_mod, "commit_manifest", fail)
+    with pytest.raises(Interrupt):
+        api.append(b, idx, progress=False)
+    assert Manifest.read(idx).to_json() == before
+    assert (idx / "shard-00003").is_dir() and (idx / "vocab-00001.arrow").is_file()  # moved in, not named
+    assert integer_run(idx, queries[:50]) == reference  # Index() verifies every named file
+    assert not (idx / append_mod.LOCK).exists()
+    monkeypatch.undo()
+    m = api.append(b, idx, progress=False)
+    assert m.num_docs == 360 and [s.name for s in m.shards] == [f"shard-0000{i}" for i in range(4)]
+    assert not (idx / "vocab.arrow").exists() and (idx / "vocab-00001.arrow").is_file()
+
+
+def test_a_second_writer_is_refused(tmp_path, parts, index_a):
+    a, b, _ = parts
+    idx = copy_of(index_a, tmp_path)
+    with append_mod.writer_lock(idx):
+        with pytest.raises(CkqtiError, match="another append or compaction is writing"):
+            api.append(b, idx, progress=False)
+    (idx / append_mod.LOCK).write_text("999999999")  # left by a process that is gone
+    assert api.append(b, idx, progress=False).num_docs == 360
+
+
+def test_version_1_index_is_refused_with_the_rebuild_message(tmp_path, parts, index_a):
+    a, b, _ = parts
+    idx = copy_of(index_a, tmp_path)
+    d = json.loads((idx / MANIFEST).read_text())
+    d["format_version"] = 1
+    del d["channels"]
+    (idx / MANIFEST).write_text(json.dumps(d))
+    for call in (lambda: Index(idx), lambda: api.append(b, idx, progress=False), lambda: api.compact(idx)):
+        with pytest.raises(IndexFormatError, match="version 1 is not supported .*rebuild the index"):
+            call()
+
+
+def test_append_refuses_another_model_and_precomputed_indexes(tmp_path, parts, index_a):
+    a, b, _ = parts
+    idx = copy_of(index_a, tmp_path)
+    factory, info = untrained_ndrm2(torch.device("cpu"))
+    with pytest.raises(IndexFormatError, match="built with model 'ndrm2-untrained', not 'other'"):
+        append_index(idx, b, factory, {**info, "id": "other"}, progress=False)
+    m = Manifest.read(idx)
+    m.model_constants = {}  # as if the build had not recorded them
+    m.write(idx)
+    with pytest.raises(IndexFormatError, match="does not record the model constants"):
+        append_index(idx, b, factory, info, progress=False)
+    from indexer.build import write_prebuilt_index
+    from indexer.shards import ImpactPostings
+
+    pre = tmp_path / "pre"
+    write_prebuilt_index(pre, [ImpactPostings(np.array([2, 3], np.int32), np.array([0, 1], np.uint32),
+                                              np.array([5, 9], np.uint8))], 4, 2)
+    with pytest.raises(CkqtiError, match="cannot score new documents"):
+        api.append(b, pre, progress=False)
+
+
+def test_clipped_impacts_are_counted(tmp_path, parts, index_a):
+    """With steps half the fitted ones, every impact above 127.5 steps clips; appends count theirs."""
+    a, b, _ = parts
+    half = tuple(c["step"] / 2 for c in Manifest.read(index_a).channels)
+    idx = tmp_path / "idx"
+    factory, info = untrained_ndrm2(torch.device("cpu"))
+    built = build_index(a, idx, factory, info, BuildConfig(channel_steps=half), progress=False)
+    assert built.clipped_impacts > 0
+    m = append_index(idx, b, factory, info, progress=False)
+    assert m.appends[0]["clipped_impacts"] > 0
+    assert m.clipped_impacts == built.clipped_impacts + m.appends[0]["clipped_impacts"]
+    top = Index(idx).shards[-1].seg_impact
+    assert top[:-1].max() == 255
+
+
+def test_shard_groups_are_consecutive_and_bounded():
+    assert shard_groups([150, 150, 100, 150, 50], 300) == [[0, 1], [2, 3, 4]]
+    assert shard_groups([100, 100, 40, 100, 20], 150) == [[0], [1, 2], [3, 4]]
+    assert shard_groups([500, 10, 10], 100) == [[0], [1, 2]]
+    assert shard_groups([10, 10, 10], 1000) == [[0, 1, 2]]
+    assert shard_groups([], 10) == []
+
+
+def test_compact_with_nothing_to_merge_changes_nothing(tmp_path, index_a):
+    idx = copy_of(index_a, tmp_path)
+    m = Manifest.read(idx)
+    assert api.compact(idx, shard_size=120).to_json() == m.to_json()
+
+
+def test_cli_append_and_compact_equal_the_api(tmp_path, parts, index_a, queries):
+    a, b, _ = parts
+    cli_idx, api_idx = (Path(shutil.copytree(index_a, tmp_path / n)) for n in ("cli", "api"))
+    run = CliRunner().invoke
+    res = run(cli, ["index", str(b), "--append", "--index", str(cli_idx), "--shard-size", "100"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.strip() == f"appended 120 documents: 360 documents, {Manifest.read(cli_idx).num_postings} postings, " \
+                                 f"5 shard(s) in {cli_idx}"
+    api.append(b, api_idx, shard_size=100, progress=False)
+    res = run(cli, ["compact", "--index", str(cli_idx), "--shard-size", "250"])
+    assert res.exit_code == 0 and res.stdout.strip() == f"2 shard(s), 360 documents in {cli_idx}"
+    api.compact(api_idx, shard_size=250)
+    assert_same_results(cli_idx, api_idx, queries[:40])
+    for args in (["index", str(b), "--append"], ["index", str(b)], ["index", str(b), "--append", "--index", str(cli_idx),
+                                                                    "--out", str(tmp_path / "x")]):
+        res = run(cli, args)
+        assert res.exit_code == 2 and "Traceback" not in res.output
+        assert "--index" in res.output or "--out" in res.output
+
+
+# --- a latent, two-channel model (tiny random NDRM3) --------------------------------------
+
+
+def tiny_ndrm3(vocab: Vocabulary):
+    torch.manual_seed(0)
+    config = NDRMConfig(vocab_size=len(vocab), variant="ndrm3", dim=16, num_heads=4, conv_window=5, ff_dim=16,
+                        mlp_hidden=16, pool_window=20, pool_stride=10)
+    m = build_ndrm(config, vocab)
+    with torch.no_grad():
+        m.combine.norm.running_mean.copy_(torch.tensor([0.2, 1.0]))
+        m.combine.norm.running_var.copy_(torch.tensor([0.5, 0.8]))
+        m.combine.linear.weight.copy_(torch.tensor([[1.0, 0.7]]))
+    m.set_index_constants({"length_prior": 30.0})
+    return m.eval()
+
+
+@pytest.fixture(scope="module")
+def short_parts(tmp_path_factory, parts):
+    """60 + 30 SciFact documents cut to 30 words (a latent model scores every term)."""
+    d = tmp_path_factory.mktemp("short")
+    rows = [json.loads(x) for x in parts[2].read_text().splitlines()[:90]]
+    lines = [json.dumps({**r, "text": " ".join(r["text"].split()[:30])}) + "\n" for r in rows]
+    return write_lines(d / "a.jsonl", lines[:60]), write_lines(d / "b.jsonl", lines[60:])
+
+
+def brute_force_topk(idx: Index, lists, weights, k):
+    rows = []
+    for si, sh in enumerate(idx.shards):
+        known = lists < sh.num_lists  # lists created after the shard was written are empty in it
+        s = brute_force_scores(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, lists[known], weights[known],
+                               sh.num_docs)
+        rows += [(int(v), si, d) for d, v in enumerate(s) if v > 0]
+    rows.sort(key=lambda x: (-x[0], x[1], x[2]))
+    return rows[:k]
+
+
+def test_latent_two_channel_index_appends_and_searches_exactly(tmp_path, short_parts):
+    a, b = short_parts
+    info = {"id": "tiny-ndrm3", "name": "tiny-ndrm3"}
+    config = BuildConfig(shard_size=25)
+    idx = tmp_path / "idx"
+    built = build_index(a, idx, tiny_ndrm3, info, config, progress=False)
+    assert [c["weight"] for c in built.channels] == ["one", "idf"]
+    old = Index(idx)
+    old_offsets, old_terms = np.array(old.offsets), list(old.terms)
+    assert np.any(old_offsets[2:] != 0)
+    m = append_index(idx, b, tiny_ndrm3, info, shard_size=25, progress=False)
+    new = Index(idx)
+    assert new.terms[: len(old_terms)] == old_terms and len(new.terms) > len(old_terms)
+    assert np.array_equal(new.offsets[: len(old_terms)], old_offsets)  # old terms keep their offsets
+    assert np.any(new.offsets[len(old_terms):] != 0)  # new terms got fitted ones
+    assert [sh.num_lists for sh in new.shards] == [2 * built.vocab_size] * 3 + [2 * m.vocab_size] * 2
+    s = Searcher(new)
+    rng = np.random.default_rng(0)
+    for i in range(40):
+        pool = np.arange(len(old_terms), len(new.terms)) if i % 2 else np.arange(2, len(new.terms))
+        terms = np.unique(rng.choice(pool, size=rng.integers(1, 5)))
+        from retriever.search import ParsedQuery
+
+        plan = s.plan(ParsedQuery(terms, rng.integers(1, 3, terms.size), [], []))
+        got, _ = s.search_ids(plan.lists, plan.weights, 10)
+        assert got == brute_force_topk(new, plan.lists, plan.weights, 10)
+        if i % 2:  # new terms only: just the appended shards can hold them
+            assert all(sh >= 3 for _, sh, _ in got)
+    shutil.rmtree(idx)

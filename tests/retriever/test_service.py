@@ -1,0 +1,283 @@
+"""The HTTP search service on a real uvicorn server (loopback, a free port): answers equal the
+CLI's, validation errors are 4xx with a message, the API key is enforced, concurrent clients
+all get the right answers. Index: the bundled sample (1,500 MS MARCO passages), NDRM2, 3 shards."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import uvicorn
+from click.testing import CliRunner
+
+from ckqti import api
+from ckqti.cli import cli, search_json
+from retriever.service import ServiceConfig, create_app, is_loopback, listen_socket
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "ckqti" / "data" / "sample"
+KEY = "test-key-4f1c9a"
+LIMITS = dict(max_k=50, max_batch=8, max_body_bytes=4096, max_query_chars=300, workers=4)
+
+
+def sample_queries() -> list[str]:
+    return [line.split("\t", 1)[1].strip() for line in (SAMPLE / "queries.tsv").read_text().splitlines() if line]
+
+
+@pytest.fixture(scope="module")
+def sample_index(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("serve") / "sample"
+    api.index(SAMPLE / "corpus.jsonl", out, model="ndrm2", shard_size=600, progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def searcher(sample_index):
+    return api.open_searcher(sample_index)
+
+
+@contextmanager
+def running(app):
+    """``app`` served by uvicorn in a background thread on a free loopback port; yields the port."""
+    sock = listen_socket("127.0.0.1", 0)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.started, "uvicorn did not start"
+    try:
+        yield sock.getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+
+
+@pytest.fixture(scope="module")
+def port(searcher):
+    with running(create_app(searcher, **LIMITS)) as p:
+        yield p
+
+
+@pytest.fixture(scope="module")
+def keyed_port(searcher):
+    with running(create_app(searcher, api_key=KEY, **LIMITS)) as p:
+        yield p
+
+
+def call(port, method, path, body=None, headers=None, conn=None):
+    """One request; ``body``: a dict (sent as JSON), bytes, or an iterable of chunks. Returns (status, JSON)."""
+    own = conn is None
+    conn = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = dict(headers or {})
+    if isinstance(body, dict):
+        body = json.dumps(body).encode()
+        headers.setdefault("Content-Type", "application/json")
+    try:
+        conn.request(method, path, body=body, headers=headers, encode_chunked=not isinstance(body, (bytes, type(None))))
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read())
+    finally:
+        if own:
+            conn.close()
+
+
+def reference(searcher, query, k):
+    return search_json(searcher, searcher.search(query, k))
+
+
+def test_search_answers_equal_the_cli_json(port, searcher, sample_index):
+    for q in sample_queries():
+        status, got = call(port, "POST", "/search", {"query": q, "k": 10})
+        assert status == 200
+        assert got == reference(searcher, q, 10)
+        assert len(got["hits"]) == 10
+    q = sample_queries()[0]
+    res = CliRunner().invoke(cli, ["search", q, "--index", str(sample_index), "-k", "7", "--json"])
+    assert res.exit_code == 0, res.output
+    assert call(port, "POST", "/search", {"query": q, "k": 7})[1] == json.loads(res.stdout)
+
+
+def test_k_defaults_to_ten(port, searcher):
+    status, got = call(port, "POST", "/search", {"query": "daily life of thai people"})
+    assert status == 200 and got == reference(searcher, "daily life of thai people", 10)
+
+
+def test_batch_equals_singles_and_reports_unsearchable_queries(port, searcher):
+    queries = sample_queries()[:5] + ["the of and"] + sample_queries()[5:7]
+    status, got = call(port, "POST", "/search/batch", {"queries": queries, "k": 5})
+    assert status == 200 and len(got["results"]) == len(queries)
+    for q, r in zip(queries, got["results"]):
+        if q == "the of and":
+            assert r["query"] == q and "no searchable terms" in r["error"]
+        else:
+            assert r == reference(searcher, q, 5) == call(port, "POST", "/search", {"query": q, "k": 5})[1]
+
+
+def test_documents_are_found_in_every_shard(port, searcher):
+    shards = searcher.index.shards
+    assert len(shards) == 3
+    for sh in shards:
+        for row in (0, sh.num_docs - 1):
+            status, got = call(port, "GET", f"/documents/{sh.docid(row)}")
+            assert status == 200 and got == sh.document(row)
+    hit = searcher.search(sample_queries()[1], 1).hits[0]
+    assert call(port, "GET", f"/documents/{hit.docid}")[1] == searcher.document(hit)
+
+
+@pytest.mark.parametrize("docid", ["no-such-doc", "../../../../etc/passwd", "..%2F..%2Fmanifest.json", "%00"])
+def test_unknown_documents_are_404_and_never_read_from_disk(port, docid):
+    status, got = call(port, "GET", f"/documents/{docid}")
+    assert status == 404 and "is not in the index" in got["detail"]
+
+
+BAD_REQUESTS = [
+    ("bad JSON", "/search", b'{"query": "thai', {"Content-Type": "application/json"}, 400, "not valid JSON"),
+    ("not JSON", "/search", b"query=thai", {"Content-Type": "application/x-www-form-urlencoded"}, 415, "application/json"),
+    ("k too large", "/search", {"query": "thai", "k": 51}, None, 422, "k: Input should be less than or equal to 50"),
+    ("k zero", "/search", {"query": "thai", "k": 0}, None, 422, "k: Input should be greater than or equal to 1"),
+    ("k a string", "/search", {"query": "thai", "k": "10"}, None, 422, "k: Input should be a valid integer"),
+    ("k a float", "/search", {"query": "thai", "k": 2.5}, None, 422, "k: Input should be a valid integer"),
+    ("empty query", "/search", {"query": ""}, None, 422, "query: String should have at least 1 character"),
+    ("stopwords", "/search", {"query": "who is the"}, None, 422, "no searchable terms"),
+    ("blank query", "/search", {"query": "   "}, None, 422, "no searchable terms"),
+    ("query too long", "/search", {"query": "thai " * 61}, None, 422, "query: String should have at most 300"),
+    ("no query", "/search", {"k": 3}, None, 422, "query: Field required"),
+    ("query not a string", "/search", {"query": ["thai"]}, None, 422, "query: Input should be a valid string"),
+    ("a path field", "/search", {"query": "thai", "index": "/etc"}, None, 422, "index: Extra inputs are not permitted"),
+    ("JSON not an object", "/search", b"[1, 2]", {"Content-Type": "application/json"}, 422, "valid dictionary"),
+    ("too many queries", "/search/batch", {"queries": ["thai"] * 9}, None, 422, "queries: List should have at most 8"),
+    ("no queries", "/search/batch", {"queries": []}, None, 422, "queries: List should have at least 1"),
+    ("empty batch query", "/search/batch", {"queries": ["thai", ""]}, None, 422, "queries.1: String should have at least"),
+    ("batch k too large", "/search/batch", {"queries": ["thai"], "k": 1000}, None, 422, "k: Input should be less than"),
+    ("declared too large", "/search", b"x" * 5000, {"Content-Type": "application/json"}, 413, "at most 4096 bytes"),
+    ("streamed too large", "/search", [b"x" * 1000] * 5, {"Content-Type": "application/json"}, 413, "at most 4096 bytes"),
+]
+
+
+@pytest.mark.parametrize("name,path,body,headers,status,message", BAD_REQUESTS, ids=[r[0] for r in BAD_REQUESTS])
+def test_bad_requests_get_a_4xx_with_a_message(port, name, path, body, headers, status, message):
+    got_status, got = call(port, "POST", path, body, headers)
+    assert got_status == status
+    assert isinstance(got["detail"], str) and message in got["detail"]
+
+
+def test_the_service_still_answers_after_bad_requests(port, searcher):
+    for _, path, body, headers, _, _ in BAD_REQUESTS:
+        call(port, "POST", path, body, headers)
+    assert call(port, "POST", "/search", {"query": "thai", "k": 3})[1] == reference(searcher, "thai", 3)
+
+
+def test_api_key_is_required_on_every_endpoint(keyed_port, searcher):
+    body = {"query": "thai", "k": 3}
+    for method, path, b in [("GET", "/health", None), ("POST", "/search", body), ("POST", "/search/batch", {"queries": ["x"]}),
+                            ("GET", "/documents/x", None)]:
+        status, got = call(keyed_port, method, path, b)
+        assert status == 401 and got["detail"] == "missing X-API-Key header"
+        status, got = call(keyed_port, method, path, b, {"X-API-Key": KEY[:-1] + "0"})
+        assert status == 401 and got["detail"] == "wrong API key"
+    status, got = call(keyed_port, "POST", "/search", body, {"X-API-Key": KEY})
+    assert status == 200 and got == reference(searcher, "thai", 3)
+
+
+def test_the_key_is_checked_before_the_body_is_read(keyed_port):
+    status, got = call(keyed_port, "POST", "/search", b"x" * 5000, {"Content-Type": "application/json"})
+    assert status == 401
+
+
+def test_health_reports_the_index_and_limits(port, searcher):
+    status, got = call(port, "GET", "/health")
+    assert status == 200
+    assert got["num_docs"] == 1500 and got["shards"] == 3 and got["model"] == searcher.index.model_id
+    assert got["max_k"] == 50 and got["max_batch"] == 8
+
+
+def test_sixteen_concurrent_clients_get_identical_answers(port, searcher):
+    queries = sample_queries()
+    want = {q: reference(searcher, q, 20) for q in queries}
+
+    def client(c):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        try:
+            return [(q, *call(port, "POST", "/search", {"query": q, "k": 20}, conn=conn))
+                    for q in queries[c % len(queries):] + queries[:c % len(queries)]]
+        finally:
+            conn.close()
+
+    with ThreadPoolExecutor(16) as pool:
+        answers = [a for client_answers in pool.map(client, range(16)) for a in client_answers]
+    assert len(answers) == 16 * len(queries)
+    for q, status, got in answers:
+        assert status == 200 and got == want[q]
+
+
+def test_config_is_validated():
+    for bad in (dict(max_k=0), dict(max_batch=-1), dict(workers=True), dict(max_body_bytes=1.5), dict(api_key="")):
+        with pytest.raises(ValueError):
+            ServiceConfig(**bad)
+    assert KEY not in repr(ServiceConfig(api_key=KEY))
+
+
+def test_listening_socket_gives_tcp_connections_asyncio_sets_nodelay_on():
+    """asyncio sets TCP_NODELAY only on sockets whose protocol is IPPROTO_TCP; with
+    ``socket.create_server`` (protocol 0) every keep-alive answer waited for a delayed ACK."""
+    server = listen_socket("127.0.0.1", 0)
+    client = None
+    try:
+        client = socket.create_connection(server.getsockname())
+        conn, _ = server.accept()
+        with conn:
+            assert conn.proto == socket.IPPROTO_TCP
+    finally:
+        server.close()
+        if client is not None:
+            client.close()
+
+
+def test_loopback_hosts():
+    assert all(is_loopback(h) for h in ("127.0.0.1", "127.0.0.2", "::1", "localhost"))
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "192.168.1.5", "example.org"))
+
+
+def test_cli_serve_reads_the_key_from_the_environment_and_warns_off_loopback(monkeypatch, sample_index):
+    calls = []
+    monkeypatch.setattr(api, "serve", lambda *a, **kw: calls.append(a))
+    monkeypatch.setenv("CKQTI_TEST_KEY", KEY)
+    res = CliRunner().invoke(cli, ["serve", "--index", str(sample_index), "--port", "0", "--api-key-env", "CKQTI_TEST_KEY"])
+    assert res.exit_code == 0, res.output
+    assert calls[-1][:4] == (str(sample_index), "127.0.0.1", 0, KEY) and "warning" not in res.output
+    res = CliRunner().invoke(cli, ["serve", "--index", str(sample_index), "--host", "0.0.0.0"])
+    assert res.exit_code == 0 and "not loopback" in res.stderr and "NO API key" in res.stderr
+    assert calls[-1][1:4] == ("0.0.0.0", 8000, None)
+    res = CliRunner().invoke(cli, ["serve", "--index", str(sample_index), "--api-key-env", "CKQTI_UNSET_VARIABLE"])
+    assert res.exit_code != 0 and "CKQTI_UNSET_VARIABLE is not set" in res.output
+
+
+def test_ckqti_serve_runs_and_stops(sample_index):
+    env = dict(os.environ, CKQTI_TEST_KEY=KEY)
+    cmd = [sys.executable, "-m", "ckqti.cli", "serve", "--index", str(sample_index), "--port", "0",
+           "--api-key-env", "CKQTI_TEST_KEY", "--workers", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("serving "), proc.stderr.read() if proc.poll() is not None else line
+        port = int(line.split()[3].rsplit(":", 1)[1])
+        status, got = call(port, "GET", "/health", headers={"X-API-Key": KEY})
+        assert status == 200 and got["num_docs"] == 1500
+        assert call(port, "GET", "/health")[0] == 401
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert KEY not in " ".join(cmd)

@@ -1,0 +1,110 @@
+"""The pure helpers of scripts/effectiveness.py: row selection, the ORCAS-style file, runs, t-test rows, targets."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _load():
+    """scripts/ is not an installed package: load the script by path, whatever the import mode."""
+    name = "ckqti_effectiveness_script"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / "effectiveness.py")
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+
+
+eff = _load()
+
+
+def test_only_selects_rows_by_key_or_pattern_and_collections_by_name():
+    everything = eff.select(eff.ROWS, None)
+    assert len(everything) == sum(len(r.collections) for r in eff.ROWS)
+    picked = eff.select(eff.ROWS, "tk-rerank,cranfield")
+    assert [(r.key, c) for r, c in picked] == [("tk-rerank", "cranfield")]
+    ndrm3 = {(r.key, c) for r, c in eff.select(eff.ROWS, "ndrm3*,scifact")}
+    assert ndrm3 == {("ndrm3-full", "scifact"), ("ndrm3-orcas-full", "scifact"), ("ndrm3-rerank", "scifact")}
+    only_vaswani = eff.select(eff.ROWS, "vaswani")
+    assert {c for _, c in only_vaswani} == {"vaswani"} and "ndrm3-orcas-full" not in {r.key for r, _ in only_vaswani}
+    with pytest.raises(SystemExit, match="no row or collection"):
+        eff.select(eff.ROWS, "tkk-rerank")
+
+
+def test_orcas_pairs_use_training_claims_only(data_dir):
+    from indexer.readers import read_qrels, read_queries
+
+    sf = data_dir / "scifact"
+    train, test = read_qrels(sf / "qrels" / "train.tsv"), read_qrels(sf / "qrels" / "test.tsv")
+    queries = read_queries(sf / "queries.jsonl")
+    pairs = eff.orcas_pairs(train, queries, test)
+    assert len(pairs) == sum(1 for j in train.values() for g in j.values() if g > 0)
+    claims = {queries[q] for q in train}
+    test_only = {queries[q] for q in test} - claims  # a test claim whose text no training claim shares
+    texts = {t for _, t in pairs}
+    assert texts <= claims and not texts & test_only and test_only
+    cited = {(d, queries[q]) for q, j in train.items() for d in j}
+    assert set(pairs) <= cited
+    with pytest.raises(ValueError, match="test claims"):
+        eff.orcas_pairs(train, queries, [next(iter(train))])
+
+
+def test_orcas_pairs_skip_unjudged_grades_and_flatten_whitespace():
+    pairs = eff.orcas_pairs({"q1": {"d1": 1, "d2": 0}, "q2": {"d3": 2}}, {"q1": "a\tclaim\n here", "q2": ""}, ["q9"])
+    assert pairs == [("d1", "a claim here")]
+
+
+def test_rank_scored_and_tail_keep_their_order_through_trec_order():
+    from retriever.runs import trec_order
+
+    ranked = {"q": ["b", "a", "c", "e", "d"]}
+    run = eff.rank_scored(ranked, 4)
+    assert [d for d, _ in trec_order(run["q"])] == ["b", "a", "c", "e"]
+    reranked = {"q": [("c", 0.5), ("a", 0.5)]}  # the model's order of the reranked head, tied scores
+    merged = eff.with_tail(reranked, ranked, 4)
+    assert [d for d, _ in trec_order(merged["q"])] == ["c", "a", "b", "e"]
+    assert eff.with_tail({}, {"q2": ["x", "y"]}, 4)["q2"] == [("x", 4.0), ("y", 3.0)]
+
+
+def test_compare_to_base_gives_paired_deltas_and_p_values():
+    from ckqti.evaluate import evaluate
+
+    qrels = {"1": {"a": 1}, "2": {"b": 1}, "3": {"c": 1}}
+    base = {"1": {"a": 2.0, "x": 1.0}, "2": {"y": 2.0, "b": 1.0}, "3": {"z": 2.0, "c": 1.0}}
+    better = {"1": {"a": 2.0, "x": 1.0}, "2": {"b": 2.0, "y": 1.0}, "3": {"c": 2.0, "z": 1.0}}
+    results = {name: evaluate(run, qrels, eff.MEASURES) for name, run in {"bm25": base, "m": better}.items()}
+    rows = eff.compare_to_base(results, "bm25")
+    assert "ttest_vs_bm25" not in rows["bm25"] and rows["m"]["queries"] == 3
+    rr = rows["m"]["ttest_vs_bm25"]["RR@10"]
+    assert rr["delta"] == pytest.approx((0.5 + 0.5) / 3)
+    assert rows["m"]["ttest_vs_bm25"]["NCG@100"] == {"delta": 0.0, "p": 1.0}
+    table = eff.collection_table({k: {**v, "label": k} for k, v in rows.items()})
+    assert "| m " in table and "+0." in table
+
+
+def test_targets_are_met_not_met_or_not_run():
+    def row(delta, p):
+        return {"ttest_vs_bm25": {"nDCG@10": {"delta": delta, "p": p}}}
+
+    report = {"scifact": {"bm25": {}, "ndrm3-full": row(0.031, 0.01), "tkl-rerank": row(0.029, 0.001)},
+              "vaswani": {"bm25": {}, "ndrm3-full": row(-0.02, 0.3), "ndrm3-rerank": row(-0.009, 0.5)}}
+    checks = {c["target"]: c["met"] for c in eff.target_checks(report)}
+    assert checks["NDRM3 fullrank >= BM25 + 0.03 nDCG@10 on SciFact test, significant (p < 0.05)"] is True
+    assert checks["TKL rerank >= BM25 + 0.03 nDCG@10 on SciFact test"] is False
+    assert checks["IDCM rerank >= BM25 + 0.03 nDCG@10 on SciFact test"] is None
+    assert checks["ndrm3-full zero-shot on vaswani: nDCG@10 >= BM25 - 0.01"] is False
+    assert checks["ndrm3-rerank zero-shot on vaswani: nDCG@10 >= BM25 - 0.01"] is True
+    report["scifact"]["ndrm3-full"] = row(0.05, 0.2)  # large but not significant
+    assert eff.target_checks(report)[0]["met"] is False
+
+
+def test_cited_by_training_counts_test_queries_sharing_a_relevant_document():
+    train = {"t1": {"a": 1, "b": 0}, "t2": {"c": 2}}
+    test = {"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"d": 1, "c": 1}, "q4": {"c": 0}}
+    assert eff.cited_by_training(train, test) == (2, 4)  # b is judged 0 by t1; q4's c is not relevant
