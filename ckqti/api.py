@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,16 +123,9 @@ def run(
     qs = read_queries(queries, fmt=fmt)
     stats = RunStats(queries=len(qs), searched=0)
 
-    def one(item):
-        qid, text = item
-        try:
-            return qid, searcher.search(text, k)
-        except QueryError:
-            return qid, None
-
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        results = list(pool.map(one, qs.items()))
+    found = searcher.search_many(list(qs.values()), k, threads=max(1, threads))
+    results = [(qid, None if isinstance(res, QueryError) else res) for qid, res in zip(qs, found)]
     stats.seconds = time.perf_counter() - t0
     run_results = {}
     for qid, res in results:

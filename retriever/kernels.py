@@ -467,6 +467,32 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
     return docs, vals, processed
 
 
+@njit(nogil=True, cache=True)
+def saat_batch(postings, seg_start, seg_impact, seg_ptr, q_terms, q_weights, q_ptr, k, budget, acc, touched, hist, bits,
+               skips, skip_ptr, warmup, out_docs, out_vals, out_n, out_processed):
+    """:func:`saat_topk` for many queries in one call (no Python between queries).
+
+    Args:
+        q_terms, q_weights: int64, query ``q``'s lists and weights at ``q_ptr[q]:q_ptr[q + 1]``.
+        hist: sized for the largest ``sum(weights) * 255 + 2`` of the batch.
+        out_docs, out_vals: int64[nq, k] (filled up to ``out_n[q]``); out_n, out_processed: int64[nq].
+    Other arguments as :func:`saat_topk`.
+    """
+    for q in range(q_ptr.shape[0] - 1):
+        a, b = q_ptr[q], q_ptr[q + 1]
+        if b == a:
+            out_n[q] = 0
+            out_processed[q] = 0
+            continue
+        docs, vals, n = saat_topk(postings, seg_start, seg_impact, seg_ptr, q_terms[a:b], q_weights[a:b], k, budget,
+                                  acc, touched, hist, bits, skips, skip_ptr, warmup)
+        out_n[q] = docs.shape[0]
+        out_processed[q] = n
+        for j in range(docs.shape[0]):
+            out_docs[q, j] = docs[j]
+            out_vals[q, j] = vals[j]
+
+
 def brute_force_scores(postings, seg_start, seg_impact, seg_ptr, terms, weights, num_docs):
     """Reference: dense integer scores of every document (numpy, no pruning)."""
     scores = np.zeros(num_docs, np.int64)

@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ckqti.errors import QueryError
 from retriever.index import Index
-from retriever.kernels import saat_topk
+from retriever.kernels import saat_batch, saat_topk
 
 MAX_QUERY_TERMS = 1024
+BATCH_CHUNK = 64  # queries a thread takes at a time in batch search
 WARMUP = 8192  # postings added before pruning starts (retriever.kernels.saat_topk)
 RESOLUTION = 128  # the largest query weight; see docs/INDEX.md for the measured trade-off
 
@@ -143,7 +145,8 @@ class Searcher:
         ws = getattr(self._local, "ws", None)
         if ws is None:
             ws = self._local.ws = Workspace(self._max_docs, max_score)
-        ws.fit(max_score)
+        elif ws.hist.shape[0] < max_score + 2:
+            ws.fit(max_score)
         return ws
 
     def topk_arrays(self, terms: np.ndarray, weights: np.ndarray, k: int):
@@ -156,28 +159,116 @@ class Searcher:
             return empty, empty, empty, 0
         ws = self._workspace(int(weights.sum()) * 255)
         budget = self.budget if self.mode == "anytime" else -1
+        shards = self.index.shards
+        if len(shards) == 1:  # the common case, kept lean: one query a call is latency-bound
+            sh = shards[0]
+            docs, vals, n = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k, budget,
+                                      ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP)
+            return vals, np.zeros(docs.size, np.int64), docs, int(n)
         parts, processed = [], 0
-        top_list = int(terms.max())
-        for si, sh in enumerate(self.index.shards):
-            lists, w = terms, weights
-            if top_list >= sh.num_lists:
-                known = terms < sh.num_lists
-                lists, w = terms[known], weights[known]
-                if lists.size == 0:
-                    continue
-            docs, vals, n = saat_topk(
-                sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, lists, w, k, budget,
-                ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP,
-            )
+        for si, sh in enumerate(shards):  # lists a shard lacks (ids past its own) are empty in the kernel
+            docs, vals, n = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k, budget,
+                                      ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP)
             processed += int(n)
             parts.append((vals, np.full(docs.size, si, np.int64), docs))
         if not parts:
             return empty, empty, empty, processed
-        if len(parts) == 1:
-            return (*parts[0], processed)
         vals, shards, docs = (np.concatenate(x) for x in zip(*parts))
         order = np.lexsort((docs, shards, -vals))[:k]
         return vals[order], shards[order], docs[order], processed
+
+    def topk_batch(self, lists: list[np.ndarray], weights: list[np.ndarray], k: int, threads: int = 1):
+        """:meth:`topk_arrays` for many queries: one kernel call per shard and chunk of
+        :data:`BATCH_CHUNK` queries (no Python between queries), chunks spread over ``threads``
+        threads (the kernels release the GIL).
+
+        Returns:
+            ``(scores, shards, docs, counts, processed)``: int64 ``[nq, k]`` arrays whose row
+            ``q`` holds query ``q``'s hits in :meth:`topk_arrays`'s order up to ``counts[q]``
+            (the rest is -1), and int64 ``[nq]`` postings processed.
+        """
+        nq = len(lists)
+        if len(weights) != nq:
+            raise ValueError(f"{nq} queries but {len(weights)} weight arrays")
+        k = max(int(k), 0)
+        out = np.full((3, nq, k), -1, np.int64)
+        counts = np.zeros(nq, np.int64)
+        processed = np.zeros(nq, np.int64)
+        if nq == 0 or k == 0:
+            return out[0], out[1], out[2], counts, processed
+        sizes = np.array([x.size for x in lists], np.int64)
+        q_ptr = np.zeros(nq + 1, np.int64)
+        np.cumsum(sizes, out=q_ptr[1:])
+        q_terms = np.concatenate([np.asarray(x, np.int64) for x in lists]) if q_ptr[-1] else np.zeros(0, np.int64)
+        q_weights = np.concatenate([np.asarray(x, np.int64) for x in weights]) if q_ptr[-1] else np.zeros(0, np.int64)
+        budget = self.budget if self.mode == "anytime" else -1
+        max_score = max((int(np.sum(w)) for w in weights), default=0) * 255
+        shards = self.index.shards
+
+        def chunk(lo: int) -> None:
+            hi = min(lo + BATCH_CHUNK, nq)
+            ws = self._workspace(max_score)
+            ptr = q_ptr[lo:hi + 1] - q_ptr[lo]
+            terms, w = q_terms[q_ptr[lo]:q_ptr[hi]], q_weights[q_ptr[lo]:q_ptr[hi]]
+            docs = np.empty((len(shards), hi - lo, k), np.int64)
+            vals = np.full((len(shards), hi - lo, k), -1, np.int64)
+            n = np.zeros((len(shards), hi - lo), np.int64)
+            done = np.zeros((len(shards), hi - lo), np.int64)
+            for si, sh in enumerate(shards):
+                saat_batch(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, w, ptr, k, budget,
+                           ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP,
+                           docs[si], vals[si], n[si], done[si])
+            processed[lo:hi] = done.sum(0)
+            if len(shards) == 1:
+                m = n[0]
+                valid = np.arange(k)[None, :] < m[:, None]
+                out[0, lo:hi] = np.where(valid, vals[0], -1)
+                out[1, lo:hi] = np.where(valid, 0, -1)
+                out[2, lo:hi] = np.where(valid, docs[0], -1)
+                counts[lo:hi] = m
+                return
+            for j in range(hi - lo):  # merge the shards' hits: score desc, then shard, then doc
+                parts_v = [vals[si, j, :n[si, j]] for si in range(len(shards))]
+                v = np.concatenate(parts_v)
+                s_ = np.concatenate([np.full(n[si, j], si, np.int64) for si in range(len(shards))])
+                d = np.concatenate([docs[si, j, :n[si, j]] for si in range(len(shards))])
+                order = np.lexsort((d, s_, -v))[:k]
+                c = order.size
+                out[0, lo + j, :c], out[1, lo + j, :c], out[2, lo + j, :c] = v[order], s_[order], d[order]
+                counts[lo + j] = c
+
+        starts = range(0, nq, BATCH_CHUNK)
+        if threads <= 1 or nq <= BATCH_CHUNK:
+            for lo in starts:
+                chunk(lo)
+        else:
+            with ThreadPoolExecutor(max_workers=threads) as pool:
+                list(pool.map(chunk, starts))
+        return out[0], out[1], out[2], counts, processed
+
+    def search_many(self, queries: list[str], k: int = 10, threads: int = 1) -> list[SearchResult | QueryError]:
+        """:meth:`search` for many query strings through :meth:`topk_batch`; a query that
+        cannot be searched (empty, only stopwords, too long) gives its :class:`QueryError`."""
+        parsed: list[ParsedQuery | QueryError] = []
+        for text in queries:
+            try:
+                parsed.append(self.parse(text))
+            except QueryError as err:
+                parsed.append(err)
+        plans = [self.plan(q) if isinstance(q, ParsedQuery) else None for q in parsed]
+        empty = np.zeros(0, np.int64)
+        vals, shards, docs, counts, processed = self.topk_batch(
+            [p.lists if p else empty for p in plans], [p.weights if p else empty for p in plans], k, threads)
+        results: list[SearchResult | QueryError] = []
+        for i, (text, q, plan) in enumerate(zip(queries, parsed, plans)):
+            if plan is None:
+                results.append(q)
+                continue
+            hits = [Hit(r + 1, self.index.shards[s].docid(d), v * plan.unit + plan.base, s, d)
+                    for r, (v, s, d) in enumerate(zip(vals[i, :counts[i]].tolist(), shards[i, :counts[i]].tolist(),
+                                                      docs[i, :counts[i]].tolist()))]
+            results.append(SearchResult(text, q.known, hits, q.oov, int(processed[i])))
+        return results
 
     def search_ids(self, terms: np.ndarray, weights: np.ndarray, k: int) -> tuple[list[tuple[int, int, int]], int]:
         """Top-k ``(integer score, shard, doc)`` over all shards for posting lists ``terms`` with

@@ -247,13 +247,8 @@ def add_routes(app: FastAPI, searcher: Searcher, config: ServiceConfig, pool: Th
         return search_json(searcher, searcher.search(query, k))
 
     def batch(queries: list[str], k: int) -> list[dict]:
-        results = []
-        for q in queries:
-            try:
-                results.append(one(q, k))
-            except QueryError as e:
-                results.append({"query": q, "error": str(e)})
-        return results
+        return [{"query": q, "error": str(r)} if isinstance(r, QueryError) else search_json(searcher, r)
+                for q, r in zip(queries, searcher.search_many(queries, k))]
 
     @app.get("/health")
     async def health() -> JSONResponse:

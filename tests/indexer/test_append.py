@@ -88,12 +88,17 @@ def fresh_build(corpus, out, like: Manifest, shard_size: int):
 def integer_run(index_path, queries, k=20):
     """Per query: the plan's unit and ``[(docid, integer score), ...]``."""
     s = Searcher(index_path)
-    out = []
+    out, plans = [], []
     for text in queries:
         plan = s.plan(s.parse(text))
+        plans.append(plan)
         vals, shards, docs, _ = s.topk_arrays(plan.lists, plan.weights, k)
         hits = [(s.index.shards[si].docid(d), int(v)) for v, si, d in zip(vals, shards, docs)]
         out.append((plan.unit, hits))
+    # the batch path (older shards lack the lists of terms appended later) gives the same hits
+    bv, bs, bd, bn, _ = s.topk_batch([p.lists for p in plans], [p.weights for p in plans], k)
+    for i, (_, hits) in enumerate(out):
+        assert [(s.index.shards[si].docid(d), int(v)) for v, si, d in zip(bv[i, :bn[i]], bs[i, :bn[i]], bd[i, :bn[i]])] == hits
     return out
 
 

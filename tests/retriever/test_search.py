@@ -34,6 +34,43 @@ def test_exact_mode_equals_brute_force_on_random_queries(scifact_index):
         assert got == brute_force(idx, terms, weights, 10)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_batch_search_equals_one_query_at_a_time_across_shards(scifact_index, threads):
+    searcher = Searcher(scifact_index)
+    assert len(searcher.index.shards) > 1
+    rng = np.random.default_rng(1)
+    df = np.asarray(searcher.index.df)
+    pool = np.flatnonzero(df > 0)
+    lists, weights = [], []
+    for q in range(150):  # more than one chunk of BATCH_CHUNK, so threads share the work
+        n = 0 if q % 37 == 5 else int(rng.integers(1, 8))  # some empty queries
+        t = np.unique(rng.choice(pool, size=n)) if n else np.zeros(0, np.int64)
+        lists.append(t.astype(np.int64))
+        weights.append(rng.integers(1, 3, t.size).astype(np.int64))
+    vals, shards, docs, counts, processed = searcher.topk_batch(lists, weights, 10, threads=threads)
+    assert vals.shape == (150, 10) and counts.shape == (150,)
+    for i, (t, w) in enumerate(zip(lists, weights)):
+        v, s, d, n = searcher.topk_arrays(t, w, 10)
+        c = counts[i]
+        assert (vals[i, :c].tolist(), shards[i, :c].tolist(), docs[i, :c].tolist()) == (v.tolist(), s.tolist(), d.tolist())
+        assert np.all(vals[i, c:] == -1) and processed[i] == n
+        if t.size:
+            assert list(zip(vals[i, :c].tolist(), shards[i, :c].tolist(), docs[i, :c].tolist())) == brute_force(
+                searcher.index, t, w, 10)
+
+
+def test_search_many_equals_search_and_returns_errors_in_place(scifact_index):
+    searcher = Searcher(scifact_index)
+    queries = ["cell growth cancer treatment", "the of and", "diffusion tensor imaging", "zzqx unknownword"]
+    got = searcher.search_many(queries, 5, threads=2)
+    assert isinstance(got[1], QueryError)
+    for q, r in zip(queries, got):
+        if not isinstance(r, QueryError):
+            one = searcher.search(q, 5)
+            assert [(h.docid, h.score) for h in r.hits] == [(h.docid, h.score) for h in one.hits]
+            assert r.oov == one.oov and r.postings == one.postings
+
+
 def test_scores_are_dequantized_sums_plus_offsets(scifact_index):
     searcher = Searcher(scifact_index)
     res = searcher.search("diffusion tensor imaging of white matter", 5)
