@@ -13,9 +13,9 @@ channel (NDRM1, and ``write_prebuilt_index``'s) is searched with ``w = n`` and
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -104,7 +104,7 @@ class Searcher:
         self.mode = mode
         self.budget = int(budget)
         self.resolution = int(resolution)
-        self._local = threading.local()
+        self._free: list[Workspace] = []  # idle scratch buffers, reused by whichever thread asks next
         self._max_docs = max((s.num_docs for s in self.index.shards), default=1)
 
     def parse(self, query: str) -> ParsedQuery:
@@ -141,13 +141,21 @@ class Searcher:
         keep = w > 0
         return QueryPlan(lists[keep].astype(np.int64), w[keep].astype(np.int64), unit, base)
 
-    def _workspace(self, max_score: int) -> Workspace:
-        ws = getattr(self._local, "ws", None)
-        if ws is None:
-            ws = self._local.ws = Workspace(self._max_docs, max_score)
-        elif ws.hist.shape[0] < max_score + 2:
-            ws.fit(max_score)
-        return ws
+    @contextmanager
+    def _workspace(self, max_score: int):
+        """Scratch buffers for one thread's kernel calls, taken from a pool and given back: a
+        new thread (a batch's worker) reuses warm buffers instead of faulting in fresh pages
+        (``list.pop``/``append`` are atomic, so no lock)."""
+        try:
+            ws = self._free.pop()
+        except IndexError:
+            ws = Workspace(self._max_docs, max_score)
+        try:
+            if ws.hist.shape[0] < max_score + 2:
+                ws.fit(max_score)
+            yield ws
+        finally:
+            self._free.append(ws)
 
     def topk_arrays(self, terms: np.ndarray, weights: np.ndarray, k: int):
         """Top-k over all shards as arrays ``(scores, shards, docs, processed)``: integer scores
@@ -157,20 +165,20 @@ class Searcher:
         empty = np.zeros(0, np.int64)
         if terms.size == 0 or k < 1:
             return empty, empty, empty, 0
-        ws = self._workspace(int(weights.sum()) * 255)
         budget = self.budget if self.mode == "anytime" else -1
         shards = self.index.shards
-        if len(shards) == 1:  # the common case, kept lean: one query a call is latency-bound
-            sh = shards[0]
-            docs, vals, n = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k, budget,
-                                      ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP)
-            return vals, np.zeros(docs.size, np.int64), docs, int(n)
-        parts, processed = [], 0
-        for si, sh in enumerate(shards):  # lists a shard lacks (ids past its own) are empty in the kernel
-            docs, vals, n = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k, budget,
-                                      ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP)
-            processed += int(n)
-            parts.append((vals, np.full(docs.size, si, np.int64), docs))
+        with self._workspace(int(weights.sum()) * 255) as ws:
+            if len(shards) == 1:  # the common case, kept lean: one query a call is latency-bound
+                sh = shards[0]
+                docs, vals, n = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k,
+                                          budget, ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP)
+                return vals, np.zeros(docs.size, np.int64), docs, int(n)
+            parts, processed = [], 0
+            for si, sh in enumerate(shards):  # lists a shard lacks (ids past its own) are empty in the kernel
+                docs, vals, n = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k,
+                                          budget, ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP)
+                processed += int(n)
+                parts.append((vals, np.full(docs.size, si, np.int64), docs))
         if not parts:
             return empty, empty, empty, processed
         vals, shards, docs = (np.concatenate(x) for x in zip(*parts))
@@ -207,17 +215,17 @@ class Searcher:
 
         def chunk(lo: int) -> None:
             hi = min(lo + BATCH_CHUNK, nq)
-            ws = self._workspace(max_score)
             ptr = q_ptr[lo:hi + 1] - q_ptr[lo]
             terms, w = q_terms[q_ptr[lo]:q_ptr[hi]], q_weights[q_ptr[lo]:q_ptr[hi]]
             docs = np.empty((len(shards), hi - lo, k), np.int64)
             vals = np.full((len(shards), hi - lo, k), -1, np.int64)
             n = np.zeros((len(shards), hi - lo), np.int64)
             done = np.zeros((len(shards), hi - lo), np.int64)
-            for si, sh in enumerate(shards):
-                saat_batch(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, w, ptr, k, budget,
-                           ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP,
-                           docs[si], vals[si], n[si], done[si])
+            with self._workspace(max_score) as ws:
+                for si, sh in enumerate(shards):
+                    saat_batch(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, w, ptr, k, budget,
+                               ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP,
+                               docs[si], vals[si], n[si], done[si])
             processed[lo:hi] = done.sum(0)
             if len(shards) == 1:
                 m = n[0]
