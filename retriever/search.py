@@ -13,6 +13,7 @@ channel (NDRM1, and ``write_prebuilt_index``'s) is searched with ``w = n`` and
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -25,7 +26,7 @@ from retriever.index import Index
 from retriever.kernels import saat_batch, saat_topk
 
 MAX_QUERY_TERMS = 1024
-BATCH_CHUNK = 64  # queries a thread takes at a time in batch search
+BATCH_CHUNK = 64  # queries a thread takes at a time in batch search, at most (fewer so each thread gets ~8 chunks)
 WARMUP = 8192  # postings added before pruning starts (retriever.kernels.saat_topk)
 RESOLUTION = 128  # the largest query weight; see docs/INDEX.md for the measured trade-off
 
@@ -187,8 +188,8 @@ class Searcher:
 
     def topk_batch(self, lists: list[np.ndarray], weights: list[np.ndarray], k: int, threads: int = 1):
         """:meth:`topk_arrays` for many queries: one kernel call per shard and chunk of
-        :data:`BATCH_CHUNK` queries (no Python between queries), chunks spread over ``threads``
-        threads (the kernels release the GIL).
+        :data:`BATCH_CHUNK` queries or fewer (no Python between queries), chunks spread over
+        ``threads`` threads (the kernels release the GIL; small chunks balance uneven queries).
 
         Returns:
             ``(scores, shards, docs, counts, processed)``: int64 ``[nq, k]`` arrays whose row
@@ -213,45 +214,35 @@ class Searcher:
         max_score = max((int(np.sum(w)) for w in weights), default=0) * 255
         shards = self.index.shards
 
+        size = BATCH_CHUNK if threads <= 1 else max(1, min(BATCH_CHUNK, nq // (8 * threads)))
+        starts = list(range(0, nq, size))
+        single = len(shards) == 1
+
         def chunk(lo: int) -> None:
-            hi = min(lo + BATCH_CHUNK, nq)
+            hi = min(lo + size, nq)
             ptr = q_ptr[lo:hi + 1] - q_ptr[lo]
             terms, w = q_terms[q_ptr[lo]:q_ptr[hi]], q_weights[q_ptr[lo]:q_ptr[hi]]
-            docs = np.empty((len(shards), hi - lo, k), np.int64)
-            vals = np.full((len(shards), hi - lo, k), -1, np.int64)
-            n = np.zeros((len(shards), hi - lo), np.int64)
-            done = np.zeros((len(shards), hi - lo), np.int64)
             with self._workspace(max_score) as ws:
+                if single:  # the kernel writes the hits straight into the output rows
+                    sh = shards[0]
+                    saat_batch(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, w, ptr, k, budget,
+                               ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP,
+                               out[2, lo:hi], out[0, lo:hi], counts[lo:hi], processed[lo:hi])
+                    return
+                docs = np.empty((len(shards), hi - lo, k), np.int64)
+                vals = np.full((len(shards), hi - lo, k), -1, np.int64)
+                n = np.zeros((len(shards), hi - lo), np.int64)
+                done = np.zeros((len(shards), hi - lo), np.int64)
                 for si, sh in enumerate(shards):
                     saat_batch(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, w, ptr, k, budget,
                                ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP,
                                docs[si], vals[si], n[si], done[si])
             processed[lo:hi] = done.sum(0)
-            if len(shards) == 1:
-                m = n[0]
-                valid = np.arange(k)[None, :] < m[:, None]
-                out[0, lo:hi] = np.where(valid, vals[0], -1)
-                out[1, lo:hi] = np.where(valid, 0, -1)
-                out[2, lo:hi] = np.where(valid, docs[0], -1)
-                counts[lo:hi] = m
-                return
-            for j in range(hi - lo):  # merge the shards' hits: score desc, then shard, then doc
-                parts_v = [vals[si, j, :n[si, j]] for si in range(len(shards))]
-                v = np.concatenate(parts_v)
-                s_ = np.concatenate([np.full(n[si, j], si, np.int64) for si in range(len(shards))])
-                d = np.concatenate([docs[si, j, :n[si, j]] for si in range(len(shards))])
-                order = np.lexsort((d, s_, -v))[:k]
-                c = order.size
-                out[0, lo + j, :c], out[1, lo + j, :c], out[2, lo + j, :c] = v[order], s_[order], d[order]
-                counts[lo + j] = c
+            merge_shard_hits(vals, docs, n, out[:, lo:hi], counts[lo:hi])
 
-        starts = range(0, nq, BATCH_CHUNK)
-        if threads <= 1 or nq <= BATCH_CHUNK:
-            for lo in starts:
-                chunk(lo)
-        else:
-            with ThreadPoolExecutor(max_workers=threads) as pool:
-                list(pool.map(chunk, starts))
+        run_chunks(chunk, starts, threads)
+        if single:
+            out[1] = np.where(np.arange(k)[None, :] < counts[:, None], 0, -1)
         return out[0], out[1], out[2], counts, processed
 
     def search_many(self, queries: list[str], k: int = 10, threads: int = 1) -> list[SearchResult | QueryError]:
@@ -296,3 +287,40 @@ class Searcher:
 
     def document(self, hit: Hit) -> dict:
         return self.index.shards[hit.shard].document(hit.doc)
+
+
+def run_chunks(fn, starts: list[int], threads: int) -> None:
+    """``fn(start)`` for every start: in this thread, or on ``threads`` workers that take the
+    next start from a shared counter (``next()`` on it is atomic under the GIL), so a batch
+    pays one thread hand-off per worker, not per chunk."""
+    if threads <= 1 or len(starts) <= 1:
+        for lo in starts:
+            fn(lo)
+        return
+    taken = itertools.count()
+
+    def worker() -> None:
+        while (i := next(taken)) < len(starts):
+            fn(starts[i])
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        for f in [pool.submit(worker) for _ in range(threads)]:
+            f.result()
+
+
+def merge_shard_hits(vals: np.ndarray, docs: np.ndarray, n: np.ndarray, out: np.ndarray, counts: np.ndarray) -> None:
+    """Per query, the top ``k`` of the shards' hits (score desc, then shard, then doc).
+
+    Shape:
+        vals, docs: [S, Q, k] per-shard hits, the first ``n[s, q]`` valid; n: [S, Q];
+        out: [3, Q, k] (scores, shards, docs) written up to ``counts[q]``; counts: [Q].
+    """
+    num_shards, nq, k = vals.shape
+    for j in range(nq):
+        v = np.concatenate([vals[si, j, :n[si, j]] for si in range(num_shards)])
+        s = np.concatenate([np.full(n[si, j], si, np.int64) for si in range(num_shards)])
+        d = np.concatenate([docs[si, j, :n[si, j]] for si in range(num_shards)])
+        order = np.lexsort((d, s, -v))[:k]
+        c = order.size
+        out[0, j, :c], out[1, j, :c], out[2, j, :c] = v[order], s[order], d[order]
+        counts[j] = c

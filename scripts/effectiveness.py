@@ -826,6 +826,18 @@ def write_report(work: Path, budgets: Mapping[str, dict]) -> dict:
     return payload
 
 
+def render_from_results(work: Path) -> dict:
+    """Rewrite :data:`DOC` from :data:`RESULTS` without recomputing anything; a finished
+    experiment's record in ``work`` replaces the JSON's."""
+    payload = json.loads(RESULTS.read_text())
+    side = checkpoint_path("ndrm3-experiment", work).with_suffix(".json")
+    if side.is_file():
+        payload["experiment"] = json.loads(side.read_text())
+        RESULTS.write_text(json.dumps(payload, indent=1, default=str) + "\n")
+    DOC.write_text(markdown(payload["collections"], payload["checkpoints"], payload["targets"], payload.get("experiment")))
+    return payload
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=None, help="comma-separated row keys/patterns and collection names")
@@ -833,10 +845,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retrain", action="store_true", help="also retrain the selected rows' checkpoints")
     parser.add_argument("--work", type=Path, default=WORK, help="cache folder")
     parser.add_argument("--experiment", action="store_true", help="also train NDRM3 with EXPERIMENT (see the docstring)")
+    parser.add_argument("--render", action="store_true",
+                        help="only rewrite the markdown from the committed JSON (plus a finished experiment's record in "
+                             "the cache folder); computes nothing, so it works without the cache")
     args = parser.parse_args(argv)
     started = time.perf_counter()
+    if args.render:
+        render_from_results(args.work)
+        print(f"wrote {DOC.relative_to(ROOT)} from {RESULTS.relative_to(ROOT)}")
+        return 0
     if args.experiment:
         run_experiment(args.work)
+        if not args.only:  # the experiment alone: keep the committed table, add the experiment's section
+            render_from_results(args.work)
+            print(f"\n{(time.perf_counter() - started) / 60:.1f} min; wrote {DOC.relative_to(ROOT)}, "
+                  f"{RESULTS.relative_to(ROOT)}")
+            return 0
     picked = select(ROWS, args.only) if args.only or not args.experiment else []
     if args.retrain:
         for key in dict.fromkeys(row.model for row, _ in picked if row.model in CHECKPOINTS and row.model != "ndrm3"):
