@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -94,14 +95,19 @@ class Searcher:
         budget: postings per shard in anytime mode.
         resolution: the largest integer query weight of a multi-channel or idf-weighted index
             (finer weights cost a larger accumulator histogram).
+        channel_weights: a multiplier per channel, by its weighting name (``{"one": 2.0}``
+            scales NDRM3's latent channel against its explicit ``"idf"`` one); unnamed channels
+            keep 1. Scores are then a re-weighted fusion, not the model's own.
     """
 
-    def __init__(self, index: Index | str, mode: str = "exact", budget: int = 200_000, resolution: int = RESOLUTION):
+    def __init__(self, index: Index | str, mode: str = "exact", budget: int = 200_000, resolution: int = RESOLUTION,
+                 channel_weights: Mapping[str, float] | None = None):
         if mode not in ("exact", "anytime"):
             raise ValueError(f"mode must be 'exact' or 'anytime', got {mode!r}")
         if resolution < 1:
             raise ValueError(f"resolution must be >= 1, got {resolution}")
         self.index = index if isinstance(index, Index) else Index(index)
+        self.channel_mult = channel_multipliers(self.index.quantizer.weights, channel_weights)
         self.mode = mode
         self.budget = int(budget)
         self.resolution = int(resolution)
@@ -127,11 +133,11 @@ class Searcher:
         quant = self.index.quantizer
         base = float(self.index.offsets[q.terms].astype(np.float64) @ q.weights) if q.terms.size else 0.0
         if quant.weights == ("one",):
-            return QueryPlan(q.terms, q.weights, quant.steps[0], base)
+            return QueryPlan(q.terms, q.weights, quant.steps[0] * self.channel_mult[0], base)
         c = quant.channels
         idf_weighted = np.array([w == "idf" for w in quant.weights])  # [C]
         per_term = np.where(idf_weighted[None, :], self.index.idf[q.terms][:, None], 1.0)  # [T, C]
-        f = q.weights[:, None] * np.asarray(quant.steps)[None, :] * per_term  # [T, C]
+        f = q.weights[:, None] * (np.asarray(quant.steps) * self.channel_mult)[None, :] * per_term  # [T, C]
         lists = q.terms[:, None] * c + np.arange(c)[None, :]  # [T, C]
         top = float(f.max(initial=0.0))
         if top <= 0:
@@ -324,3 +330,16 @@ def merge_shard_hits(vals: np.ndarray, docs: np.ndarray, n: np.ndarray, out: np.
         c = order.size
         out[0, j, :c], out[1, j, :c], out[2, j, :c] = v[order], s[order], d[order]
         counts[j] = c
+
+
+def channel_multipliers(names: tuple[str, ...], weights: Mapping[str, float] | None) -> np.ndarray:
+    """float64 [C] multipliers of an index's channels (named by their weighting) from ``weights``."""
+    mult = np.ones(len(names))
+    for name, w in (weights or {}).items():
+        hits = [i for i, n in enumerate(names) if n == name]
+        if len(hits) != 1:
+            raise ValueError(f"channel weight {name!r}: the index's channels are {list(names)}")
+        if not (np.isfinite(w) and w > 0):
+            raise ValueError(f"channel weight {name!r} must be a positive number, got {w}")
+        mult[hits[0]] = float(w)
+    return mult

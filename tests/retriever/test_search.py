@@ -132,3 +132,21 @@ def test_index_built_with_another_model_or_analyzer_is_refused(scifact_index):
     with pytest.raises(IndexFormatError, match="built with analyzer"):
         idx.check_compatible(analyzer={"stemmer": "none", "stopwords": "english", "lowercase": True})
     idx.check_compatible(analyzer=idx.manifest.analyzer, model_id="ndrm2-untrained")
+
+
+def test_channel_weights_scale_a_channel_and_reject_unknown_channels(scifact_index):
+    from retriever.search import channel_multipliers
+
+    plain = Searcher(scifact_index)
+    doubled = Searcher(scifact_index, channel_weights={"idf": 2.0})  # NDRM2: one "idf" channel
+    q = "cell growth cancer treatment"
+    a, b = plain.search(q, 10), doubled.search(q, 10)
+    assert [h.docid for h in a.hits] == [h.docid for h in b.hits]
+    assert [h.score for h in b.hits] == pytest.approx([2 * h.score for h in a.hits])
+    with pytest.raises(ValueError, match="channels are"):
+        Searcher(scifact_index, channel_weights={"one": 2.0})
+    with pytest.raises(ValueError, match="positive"):
+        Searcher(scifact_index, channel_weights={"idf": 0.0})
+    # two channels: only the named one moves
+    assert channel_multipliers(("one", "idf"), {"one": 4.0}).tolist() == [4.0, 1.0]
+    assert channel_multipliers(("one", "idf"), None).tolist() == [1.0, 1.0]
