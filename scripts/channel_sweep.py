@@ -34,7 +34,7 @@ from retriever.search import Searcher  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "scifact"
 MEASURES = ("nDCG@10", "RR@10", "AP@100", "NCG@100")
-GRID = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+GRID = (0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 
 
 def fullrank(searcher: Searcher, queries: dict[str, str], k: int = 100) -> dict[str, list[tuple[str, float]]]:
