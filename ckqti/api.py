@@ -73,7 +73,10 @@ def compact(index_path: str | Path, shard_size: int = 100_000):
     return compact_index(index_path, shard_size)
 
 
-def open_searcher(index_path: str | Path, mode: str = "exact", budget: int = 200_000, model: str | None = None, verify: bool = True):
+def open_searcher(index_path: str | Path, mode: str = "exact", budget: int = 200_000, model: str | None = None,
+                  verify: bool = True, channel_weights: dict[str, float] | None = None):
+    """Open an index for search; ``channel_weights`` re-weights its channels (see
+    :class:`retriever.search.Searcher`); an unknown channel is a :class:`QueryError`."""
     from retriever.index import Index
     from retriever.search import Searcher
 
@@ -82,12 +85,16 @@ def open_searcher(index_path: str | Path, mode: str = "exact", budget: int = 200
         from ckqti.models.loading import load_qti_model
 
         idx.check_compatible(model_id=load_qti_model(model)[1]["id"])
-    return Searcher(idx, mode=mode, budget=budget)
+    try:
+        return Searcher(idx, mode=mode, budget=budget, channel_weights=channel_weights)
+    except ValueError as e:
+        raise QueryError(str(e)) from None
 
 
-def search(query: str, index_path: str | Path, k: int = 10, mode: str = "exact", budget: int = 200_000, model: str | None = None):
+def search(query: str, index_path: str | Path, k: int = 10, mode: str = "exact", budget: int = 200_000,
+           model: str | None = None, channel_weights: dict[str, float] | None = None):
     """Search an index for one query; returns a :class:`retriever.search.SearchResult`."""
-    return open_searcher(index_path, mode, budget, model).search(query, k)
+    return open_searcher(index_path, mode, budget, model, channel_weights=channel_weights).search(query, k)
 
 
 @dataclass
@@ -114,12 +121,13 @@ def run(
     fmt: str | None = None,
     tag: str = "ckqti",
     model: str | None = None,
+    channel_weights: dict[str, float] | None = None,
 ) -> RunStats:
     """Search every query of a queries file and write a TREC run."""
     from indexer.readers import read_queries
     from retriever.runs import write_run
 
-    searcher = open_searcher(index_path, mode, budget, model)
+    searcher = open_searcher(index_path, mode, budget, model, channel_weights=channel_weights)
     qs = read_queries(queries, fmt=fmt)
     stats = RunStats(queries=len(qs), searched=0)
 

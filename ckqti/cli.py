@@ -33,6 +33,25 @@ def mode_options(f):
     )(f)
 
 
+def parse_channel_weights(ctx, param, values) -> dict[str, float] | None:
+    weights = {}
+    for v in values:
+        name, sep, w = v.partition("=")
+        try:
+            weights[name] = float(w)
+        except ValueError:
+            raise click.BadParameter(f"{v!r}: expected NAME=WEIGHT, e.g. one=0.5") from None
+        if not sep or not name:
+            raise click.BadParameter(f"{v!r}: expected NAME=WEIGHT, e.g. one=0.5")
+    return weights or None
+
+
+def channel_option(f):
+    return click.option("--channel-weight", "channel_weights", multiple=True, callback=parse_channel_weights,
+                        metavar="NAME=W", help="Multiply an index channel ('one', 'idf') at query time; repeatable "
+                        "(e.g. one=0.5: NDRM3's latent channel at half weight, see scripts/channel_sweep.py).")(f)
+
+
 @click.group(cls=Group)
 @click.version_option(package_name="ckqti")
 def cli() -> None:
@@ -91,9 +110,10 @@ def compact_cmd(index_path, shard_size):
 @click.option("-k", default=10, show_default=True, help="Results.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output for programs.")
 @mode_options
-def search_cmd(query, index_path, k, as_json, mode, budget, model):
+@channel_option
+def search_cmd(query, index_path, k, as_json, mode, budget, model, channel_weights):
     """Search an index with QUERY."""
-    searcher = api.open_searcher(index_path, mode, budget, model)
+    searcher = api.open_searcher(index_path, mode, budget, model, channel_weights=channel_weights)
     res = searcher.search(query, k)
     if res.oov:
         click.echo(f"note: not in the index vocabulary, skipped: {' '.join(res.oov)}", err=True)
@@ -137,9 +157,10 @@ def search_lines(searcher, res) -> list[str]:
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
 @click.option("--tag", default="ckqti", show_default=True)
 @mode_options
-def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, model):
+@channel_option
+def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, model, channel_weights):
     """Batch fullrank: search every query and write a TREC run."""
-    s = api.run(index_path, queries, out, k, threads, mode, budget, fmt, tag, model)
+    s = api.run(index_path, queries, out, k, threads, mode, budget, fmt, tag, model, channel_weights)
     if s.skipped:
         click.echo(f"note: {len(s.skipped)} queries had no searchable terms: {' '.join(s.skipped[:10])}", err=True)
     click.echo(f"{s.searched} queries in {s.seconds:.2f}s ({s.qps:.0f} q/s) -> {out}")

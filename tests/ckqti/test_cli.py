@@ -27,6 +27,18 @@ def test_search_json_equals_api(scifact_index):
     assert [h["rank"] for h in out["hits"]] == [1, 2, 3, 4, 5]
 
 
+def test_channel_weight_option_reaches_the_searcher_and_bad_values_fail_cleanly(scifact_index):
+    q = "white matter diffusion imaging"
+    res = invoke("search", q, "--index", scifact_index, "-k", 5, "--json", "--channel-weight", "idf=2")
+    assert res.exit_code == 0, res.output
+    plain = api.search(q, scifact_index, k=5)
+    assert [h["score"] for h in json.loads(res.stdout)["hits"]] == pytest.approx([2 * h.score for h in plain.hits])
+    bad = invoke("search", q, "--index", scifact_index, "--channel-weight", "one=2")  # NDRM2 has no "one" channel
+    assert bad.exit_code != 0 and "channels are" in bad.output and "Traceback" not in bad.output
+    malformed = invoke("search", q, "--index", scifact_index, "--channel-weight", "idf")
+    assert malformed.exit_code != 0 and "NAME=WEIGHT" in malformed.output
+
+
 def test_search_prints_rank_docid_score_and_title(scifact_index):
     res = invoke("search", "white matter", "--index", scifact_index, "-k", 3)
     assert res.exit_code == 0
