@@ -811,8 +811,24 @@ def markdown(report: Mapping, budgets: Mapping, checks: Sequence[dict], experime
     return "\n".join(parts)
 
 
+def merge_rows(previous: Mapping[str, Mapping[str, dict]], fresh: Mapping[str, Mapping[str, dict]]) -> dict:
+    """``collection -> row key -> row``: the freshly evaluated rows over the committed ones, in
+    :data:`ROWS` order, so a machine whose cache holds only some runs updates those and keeps
+    the rest as committed (each row names its run and carries its own meta)."""
+    order = [r.key for r in ROWS]
+    out = {}
+    for name in collections():
+        rows = {**previous.get(name, {}), **fresh.get(name, {})}
+        if rows:
+            out[name] = {k: rows[k] for k in sorted(rows, key=lambda k: order.index(k) if k in order else len(order))}
+    return out
+
+
 def write_report(work: Path, budgets: Mapping[str, dict]) -> dict:
-    report = {name: rows for name, spec in collections().items() if (rows := evaluate_collection(spec, work))}
+    fresh = {name: rows for name, spec in collections().items() if (rows := evaluate_collection(spec, work))}
+    previous = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    report = merge_rows(previous.get("collections", {}), fresh)
+    budgets = {**previous.get("checkpoints", {}), **budgets}
     checks = target_checks(report)
     side = checkpoint_path("ndrm3-experiment", work).with_suffix(".json")
     experiment = json.loads(side.read_text()) if side.is_file() else None

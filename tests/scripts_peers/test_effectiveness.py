@@ -108,3 +108,14 @@ def test_cited_by_training_counts_test_queries_sharing_a_relevant_document():
     train = {"t1": {"a": 1, "b": 0}, "t2": {"c": 2}}
     test = {"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"d": 1, "c": 1}, "q4": {"c": 0}}
     assert eff.cited_by_training(train, test) == (2, 4)  # b is judged 0 by t1; q4's c is not relevant
+
+
+def test_fresh_rows_replace_committed_ones_and_the_rest_are_kept_in_row_order():
+    previous = {"scifact": {"bm25": {"v": 0}, "ndrm3-full": {"v": 1}, "idcm-rerank": {"v": 2}}, "cranfield": {"bm25": {"v": 3}}}
+    fresh = {"scifact": {"idcm-rerank": {"v": 9}, "bm25": {"v": 0}}}
+    merged = eff.merge_rows(previous, fresh)
+    assert merged["scifact"]["idcm-rerank"] == {"v": 9} and merged["scifact"]["ndrm3-full"] == {"v": 1}
+    assert merged["cranfield"] == {"bm25": {"v": 3}}
+    order = [r.key for r in eff.ROWS]
+    keys = list(merged["scifact"])
+    assert keys == sorted(keys, key=order.index)
