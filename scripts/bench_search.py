@@ -14,7 +14,9 @@ collection frequency) and tail (drawn uniformly from the vocabulary). Every engi
 the same integer impacts and the same term ids, one query per call for latency and QPS
 at 1 thread (QPS 1t, p50, p99), and the engine's own batch call at 1 and 2 threads
 (QPS batch 1t / 2t: ckqti's :meth:`Searcher.topk_batch`, PISA's and Pyserini's batch searchers;
-the median of 5 passes). Prints a markdown table and
+the median of 5 passes). Before timing a query set, each engine answers it once untimed (maps
+a memory-mapped index's pages, warms caches). Engines are timed in ``--rounds`` interleaved
+rounds and every timing column is the median over the rounds. Prints a markdown table and
 writes JSON.
 """
 
@@ -60,24 +62,23 @@ class CkqtiEngine:
         self.search([longest], 10)
         self.search_batch([[longest], [longest]], 10, threads=2)
 
-    def search(self, term_ids, k):
+    @staticmethod
+    def lists_and_weights(term_ids):
+        """Posting list ids and integer weights of a query: repeated ids add up."""
         if len(set(term_ids)) == len(term_ids):  # distinct ids (every benchmark query): weight 1 each
             terms = np.asarray(term_ids, np.int64)
-            counts = np.ones(terms.size, np.int64)
-        else:
-            terms, counts = np.unique(np.asarray(term_ids, np.int64), return_counts=True)
-        vals, _, docs, _ = self.searcher.topk_arrays(terms, counts, k)
+            return terms, np.ones(terms.size, np.int64)
+        return np.unique(np.asarray(term_ids, np.int64), return_counts=True)
+
+    def search(self, term_ids, k):
+        vals, _, docs, _ = self.searcher.topk_arrays(*self.lists_and_weights(term_ids), k)
         return docs, vals
 
     def search_batch(self, queries, k, threads=1):
         """:meth:`Searcher.topk_batch`: chunks of queries, one kernel call each, over ``threads``
         threads (the kernels release the GIL)."""
-        lists, weights = [], []
-        for q in queries:
-            terms, counts = np.unique(np.asarray(q, np.int64), return_counts=True)
-            lists.append(terms)
-            weights.append(counts)
-        vals, _, docs, counts, _ = self.searcher.topk_batch(lists, weights, k, threads=threads)
+        lists, weights = zip(*map(self.lists_and_weights, queries)) if queries else ((), ())
+        vals, _, docs, counts, _ = self.searcher.topk_batch(list(lists), list(weights), k, threads=threads)
         return [(docs[i, :counts[i]], vals[i, :counts[i]]) for i in range(len(queries))]
 
     def index_bytes(self) -> int:
@@ -139,6 +140,10 @@ def draw_queries(csr, n, rng, head: bool):
 
 
 def time_queries(engine, queries, k=10):
+    """Latency and QPS of one engine on one query set, after one untimed pass over the set (every
+    engine gets it: it maps the pages of a memory-mapped index and warms caches and JITs)."""
+    for q in queries:
+        engine.search(q, k)
     lat = []
     results = []
     for q in queries:
@@ -198,27 +203,38 @@ def engine_factories(args, workdir: Path, postings, num_docs, vocab, csr):
 
 
 def bench_collection(name, args, workdir, postings, num_docs, vocab, query_sets):
+    """Every engine on every query set, timed in ``args.rounds`` interleaved rounds (engine after
+    engine, then again): each timing column is the median over the rounds, so a slow spell of a
+    shared machine spreads over all engines instead of falling on whichever ran then."""
     csr = sp.csr_matrix(
         (postings.impacts.astype(np.int32), (postings.docs.astype(np.int64), postings.terms.astype(np.int64))),
         shape=(num_docs, vocab),
     )
     sets = query_sets(csr)
-    rows, reference = [], {}
+    engines, rows, reference = [], {}, {}
     for eng, build_s, load_s in engine_factories(args, workdir, postings, num_docs, vocab, csr):
         eng.warmup()
-        for qname, queries in sets.items():
-            res, timing = time_queries(eng, queries)
-            if qname not in reference:  # the first engine is ckqti exact: check it, then it is the reference
-                for q, (_, s) in list(zip(queries, res))[:50]:
-                    assert np.array_equal(s, peer_mod.brute_force_topk(csr, q, 10)[1]), f"ckqti exact differs on {q}"
-                reference[qname] = res
-            rows.append({
-                "collection": name, "queries": qname, "n": len(queries), "engine": eng.name,
-                **timing, "top10_agreement": agreement(res, reference[qname]),
-                "index_mb": eng.index_bytes() / 2**20, "build_s": build_s, "load_s": load_s,
-            })
-            print_row(rows[-1])
-    return rows
+        engines.append((eng, build_s, load_s))
+    for _ in range(args.rounds):
+        for eng, build_s, load_s in engines:
+            for qname, queries in sets.items():
+                res, timing = time_queries(eng, queries)
+                if qname not in reference:  # the first engine is ckqti exact: check it, then it is the reference
+                    for q, (_, s) in list(zip(queries, res))[:50]:
+                        assert np.array_equal(s, peer_mod.brute_force_topk(csr, q, 10)[1]), f"ckqti exact differs on {q}"
+                    reference[qname] = res
+                row = rows.setdefault((eng.name, qname), {
+                    "collection": name, "queries": qname, "n": len(queries), "engine": eng.name, "rounds": [],
+                    "top10_agreement": agreement(res, reference[qname]),
+                    "index_mb": eng.index_bytes() / 2**20, "build_s": build_s, "load_s": load_s,
+                })
+                row["rounds"].append(timing)
+    out = []
+    for row in rows.values():
+        row.update({key: float(np.median([r[key] for r in row["rounds"]])) for key in row["rounds"][0]})
+        print_row(row)
+        out.append(row)
+    return out
 
 
 HEADER = "| collection | queries | engine | QPS 1t | QPS batch 1t | QPS batch 2t | p50 ms | p99 ms | top-10 agr. | index MB | build s | load s |"
@@ -239,6 +255,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=500)
     ap.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",")], default=[20_000, 50_000])
     ap.add_argument("--peers", default="bm25s,pisa,lucene")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds; columns are their medians")
     ap.add_argument("--skip-scifact", action="store_true")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--peer-cache", default=None, help="Keep PISA's index here and reuse it when it holds the same "
