@@ -23,17 +23,23 @@ def index(
     progress: bool = True,
     ray_address: str | None = None,
     workers: int | None = None,
+    neighbours: int | None = None,
 ):
     """Build a learned impact index of ``corpus`` at ``out``; returns its manifest.
 
     ``ray_address`` builds on Ray (:mod:`indexer.distributed`): ``"local"`` starts a local
-    Ray, ``"auto"`` or ``"HOST:PORT"`` joins a cluster; ``workers`` caps its actors."""
+    Ray, ``"auto"`` or ``"HOST:PORT"`` joins a cluster; ``workers`` caps its actors.
+    ``neighbours``: a latent model's candidate terms per document beyond its own (default
+    :class:`indexer.impacts.ImpactConfig`'s; more = closer to exhaustive scoring, larger index,
+    see docs/INDEX.md)."""
     from ckqti.models.loading import load_qti_model
     from indexer.build import BuildConfig, build_index
     from indexer.impacts import ImpactConfig
 
     factory, info = load_qti_model(model, device)
-    config = BuildConfig(shard_size=shard_size, impacts=ImpactConfig(batch_size=batch_size))
+    impacts = ImpactConfig(batch_size=batch_size) if neighbours is None else ImpactConfig(batch_size=batch_size,
+                                                                                          neighbours=neighbours)
+    config = BuildConfig(shard_size=shard_size, impacts=impacts)
     if ray_address is not None:
         from indexer.distributed import build_index_ray
 

@@ -74,13 +74,17 @@ def cli() -> None:
 @click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None, metavar="[ADDRESS]",
               help="Build on Ray: alone, a local Ray; 'auto' or HOST:PORT, the cluster of this node (OUT on a shared filesystem).")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="With --ray: model replicas (default: one per GPU, else per CPU).")
+@click.option("--neighbours", type=click.IntRange(min=0), default=None,
+              help="Latent models: candidate terms per document beyond its own (default 64; see docs/INDEX.md).")
 def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size, batch_size, device, force, no_resume,
-              ray_address, workers):
+              ray_address, workers, neighbours):
     """Build an index of CORPUS (TSV, JSONL, TREC or SMART; plain or gzip), or with --append add it to one."""
     if workers is not None and ray_address is None:
         raise click.UsageError("--workers needs --ray")
     if ray_address is not None and append_to:
         raise click.UsageError("--ray builds a new index; it does not combine with --append")
+    if neighbours is not None and append_to:
+        raise click.UsageError("--neighbours is fixed when an index is built; --append uses the index's")
     if append_to:
         if index_path is None or out is not None:
             raise click.UsageError("--append takes the index to grow as --index INDEX (not --out)")
@@ -91,7 +95,7 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
     if out is None:
         raise click.UsageError("missing option '--out' (or use --append --index INDEX)")
     m = api.index(corpus, out, model, fmt, orcas, shard_size, batch_size, force, not no_resume, device,
-                  ray_address=ray_address, workers=workers)
+                  ray_address=ray_address, workers=workers, neighbours=neighbours)
     click.echo(f"indexed {m.num_docs} documents, {m.num_postings} postings, {len(m.shards)} shard(s) -> {out}")
 
 

@@ -13,9 +13,9 @@ at query time from the index's current statistics; below, "s(t, d)" is one chann
   difference is positive, and an unstored pair scores c_t. Since a per-term constant
   changes no ranking, only
   the clipping of below-median scores and the choice of candidates lose information.
-  Candidates are the document's own terms plus the ``neighbours`` vocabulary terms
-  whose query vector is closest to any of the document's contextual vectors
-  (``max_j cos(t, d_j)``), restricted to terms with ``df >= min_df``.
+  Candidates are the document's own terms plus the ``neighbours`` other vocabulary terms
+  (not in the document) whose query vector is closest to any of the document's contextual
+  vectors (``max_j cos(t, d_j)``), restricted to terms with ``df >= min_df``.
 
 Scores are produced in batches on the model's device (CUDA when present).
 """
@@ -38,7 +38,7 @@ class ImpactConfig:
     Args:
         batch_size: documents encoded at once.
         max_doc_terms: document truncation (SPEC: 4,000 terms).
-        neighbours: latent models: extra candidate terms per document.
+        neighbours: latent models: candidate terms per document beyond its own.
         min_df: latent models: only terms in at least this many documents are extra candidates.
         offset_sample: latent models: documents sampled to estimate per-term offsets.
         seed: sampling seed.
@@ -149,8 +149,13 @@ class ImpactScorer:
         best = torch.full((self._cand_terms.numel(),), -2.0, device=self.device)
         for i in range(0, vecs.shape[0], 512):
             best = torch.maximum(best, (vecs[i : i + 512] @ self._cand_vectors.T).max(0).values)
+        # neighbours are terms the document does not hold: its own terms are nearest to it and
+        # would otherwise fill the slots (a SciFact abstract has ~100 distinct terms)
+        pos = torch.searchsorted(self._cand_terms, own).clamp(max=best.numel() - 1)
+        best[pos[self._cand_terms[pos] == own]] = float("-inf")
         k = min(self.config.neighbours, best.numel())
-        near = self._cand_terms[best.topk(k).indices]
+        top = best.topk(k)
+        near = self._cand_terms[top.indices[top.values > float("-inf")]]
         return torch.unique(torch.cat([own, near]))
 
     @torch.no_grad()

@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 from pathlib import Path
 
-from ckqti import api
-from indexer.fidelity import measure_fidelity
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # runs from a checkout without the editable install too
+    sys.path.insert(0, str(ROOT))
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+from ckqti import api  # noqa: E402
+from indexer.fidelity import measure_fidelity  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data"
 
 
 def main() -> None:

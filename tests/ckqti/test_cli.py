@@ -10,6 +10,8 @@ from click.testing import CliRunner
 
 from ckqti import api
 from ckqti.cli import cli
+from ckqti.models.loading import DEFAULT_CHECKPOINT
+from indexer.format import Manifest
 
 
 def invoke(*args):
@@ -130,3 +132,19 @@ def test_corrupted_shard_is_a_one_line_error(tmp_path, scifact_small):
     res = invoke("search", "white matter", "--index", out)
     assert res.exit_code != 0
     assert res.output.strip().splitlines() == [f"Error: {f}: index file corrupted (checksum mismatch); rebuild the index"]
+
+
+@pytest.mark.skipif(not DEFAULT_CHECKPOINT.is_file(), reason="no bundled NDRM3 checkpoint")
+def test_neighbours_option_sets_a_latent_index_candidates(tmp_path, scifact_small):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(scifact_small.read_text().splitlines(keepends=True)[:40]))
+    postings = {}
+    for n in (0, 16):
+        res = invoke("index", corpus, "--out", tmp_path / f"idx{n}", "--neighbours", n)
+        assert res.exit_code == 0, res.output
+        m = Manifest.read(tmp_path / f"idx{n}")
+        assert m.build["impact_config"]["neighbours"] == n
+        postings[n] = m.num_postings
+    assert postings[16] > postings[0]  # neighbour terms add latent postings
+    res = invoke("index", corpus, "--append", "--index", tmp_path / "idx0", "--neighbours", 8)
+    assert res.exit_code == 2 and "--neighbours" in res.output

@@ -1,10 +1,11 @@
 """The index's cost in effectiveness on SciFact test, against exhaustive float scoring.
 
 Thresholds (docs/INDEX.md): the explicit model meets the targets, mean overlap@100 >= 0.95
-and |delta nDCG@10| <= 0.005. The latent (bundled NDRM3) index does not yet: measured
-overlap@100 0.809 and delta -0.005 (format 1) / -0.0085 (format 2, idf channel; -0.006 to -0.0085
-across query weight resolutions); its test guards that level (>= 0.78, <= 0.01) until the
-candidate-term selection improves.
+and |delta nDCG@10| <= 0.005. The latent (bundled NDRM3) index meets the nDCG target
+(measured delta -0.0045 with 64 neighbour terms beyond a document's own) but not the overlap
+one (measured 0.820: NDRM3's latent channel is dense, and overlap@100 >= 0.95 would need about
+every term above its offset stored, ``scripts/latent_storage.py``); its test guards overlap@100
+>= 0.80.
 """
 
 from __future__ import annotations
@@ -34,5 +35,5 @@ def test_explicit_model_index_matches_exhaustive_scoring(tmp_path, data_dir):
 @pytest.mark.skipif(not DEFAULT_CHECKPOINT.is_file(), reason="no bundled NDRM3 checkpoint")
 def test_latent_model_index_matches_exhaustive_scoring(tmp_path, data_dir):
     rep = run(tmp_path, data_dir, str(DEFAULT_CHECKPOINT))
-    assert rep.overlap_at_k >= 0.78
-    assert abs(rep.delta_ndcg10) <= 0.01
+    assert rep.overlap_at_k >= 0.80
+    assert abs(rep.delta_ndcg10) <= 0.005
