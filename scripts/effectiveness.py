@@ -8,9 +8,10 @@ Command (every stage cached under ``out/effectiveness/``; a rerun skips finished
 ``'ndrm*'``) and collection names (``scifact``, ``trecdl``, ``cranfield``, ``vaswani``),
 comma-separated; the report is always rewritten from every run that exists. ``--force`` redoes
 the selected runs and learned indexes, ``--retrain`` also their checkpoints (never the bundled one).
-``--experiment`` (alone, it runs no table row) trains NDRM3 once with :data:`EXPERIMENT` changed
-from the bundled model's settings, reports its dev nDCG@10 per epoch next to the bundled model's,
-and only if dev improves reranks SciFact test with it; the bundled checkpoint is never replaced.
+``--experiment NAME`` (alone, it runs no table row) trains NDRM3 once with the settings of
+:data:`EXPERIMENTS` ``[NAME]`` changed from the bundled model's, reports its dev nDCG@10 per epoch
+next to the bundled model's, and only if dev improves reranks SciFact test with it; the bundled
+checkpoint is never replaced.
 
 Stages:
 
@@ -613,62 +614,99 @@ def produce(row: Row, coll: str, work: Path, force: bool) -> None:
     print(f"[{row.mode}] {row.key} on {coll}: {meta['total_seconds']:.0f} s", flush=True)
 
 
-# -- one experiment towards the NDRM3 target ----------------------------------------------------
-
-EXPERIMENT = {"weak_supervision": "titles", "pseudo_per_epoch": 728, "epochs": 6, "patience": 2}  # changed from the bundled NDRM3's settings
-EXPERIMENT_ROW = Row("ndrm3x-rerank", "NDRM3 experiment rerank BM25 top-100", "ndrm3-experiment", "rerank", ("scifact",))
+# -- experiments towards the NDRM3 target -------------------------------------------------------
 
 
-def run_experiment(work: Path) -> dict:
-    """NDRM3 trained with :data:`EXPERIMENT` (dev selects the epoch); only if its dev nDCG@10 beats the
-    bundled model's does it rerank SciFact test. The bundled checkpoint is never touched."""
+@dataclass(frozen=True)
+class Experiment:
+    """NDRM3 trained with ``settings`` changed from the bundled model's; ``key`` names its checkpoint."""
+
+    key: str
+    settings: dict
+    what: str  # one sentence for the report
+
+    @property
+    def row(self) -> Row:
+        return Row(f"{self.key}-rerank", f"NDRM3 {self.key} rerank BM25 top-100", self.key, "rerank", ("scifact",))
+
+
+EXPERIMENTS = {
+    "titles": Experiment("ndrm3-experiment", {"weak_supervision": "titles", "pseudo_per_epoch": 728, "epochs": 6,
+                                              "patience": 2},
+                         "weak supervision: 728 SciFact titles a epoch as pseudo-queries of their own abstracts, next to "
+                         "the 728 training claims; the bundled model stopped at 3 epochs without them"),
+    "minilm": Experiment("ndrm3-minilm", {"embeddings": "minilm"},
+                         "initial term embeddings from all-MiniLM-L6-v2's WordPiece matrix (each word the composition of "
+                         "its WordPiece vectors, reduced to 256 dimensions) instead of skip-gram vectors trained on "
+                         "SciFact's 5,183 abstracts"),
+}
+
+
+def run_experiment(name: str, work: Path) -> dict:
+    """NDRM3 trained with an experiment's settings (dev selects the epoch); only if its dev nDCG@10 beats
+    the bundled model's does it rerank SciFact test. The bundled checkpoint is never touched."""
     from ckqti.train import train
 
-    side = checkpoint_path("ndrm3-experiment", work).with_suffix(".json")
+    exp = EXPERIMENTS[name]
+    side = checkpoint_path(exp.key, work).with_suffix(".json")
     if side.is_file():
         return json.loads(side.read_text())
     sf = collections()["scifact"]
     queries, qrels, _ = scifact_train_inputs(work)
-    config = ndrm_config("ndrm3")
-    config = replace(config, **EXPERIMENT)
+    config = replace(ndrm_config("ndrm3"), **exp.settings)
     started = time.perf_counter()
-    res = train(sf.corpus, queries, qrels, checkpoint_path("ndrm3-experiment", work), config,
-                work_dir=work / "train" / "ndrm3-experiment")  # BM25 candidates for claims and title pseudo-queries
+    res = train(sf.corpus, queries, qrels, checkpoint_path(exp.key, work), config,
+                work_dir=work / "train" / exp.key)  # BM25 candidates for claims (and title pseudo-queries)
     bundled = ensure_checkpoint("ndrm3", work)
-    record = {"settings": EXPERIMENT, "config": config.to_dict(), "seconds": time.perf_counter() - started,
+    record = {"settings": exp.settings, "config": config.to_dict(), "seconds": time.perf_counter() - started,
               "model_id": res.model_id, "dev_ndcg10": res.best_dev_ndcg10, "best_epoch": res.best_epoch,
               "history": list(res.history), "bundled_dev_ndcg10": bundled["dev_ndcg10"],
               "bundled_history": bundled["history"]}
     side.write_text(json.dumps(record, indent=1, default=str) + "\n")  # also the checkpoint record produce() reads
     if res.best_dev_ndcg10 > bundled["dev_ndcg10"]:
         spec = collections()["scifact"]
-        produce(EXPERIMENT_ROW, "scifact", work, force=True)
-        results = evaluate_runs(spec, {k: run_path(k, "scifact", work) for k in ("bm25", EXPERIMENT_ROW.key)})
-        record["test"] = compare_to_base(results, "bm25")[EXPERIMENT_ROW.key]
+        produce(exp.row, "scifact", work, force=True)
+        results = evaluate_runs(spec, {k: run_path(k, "scifact", work) for k in ("bm25", exp.row.key)})
+        record["test"] = compare_to_base(results, "bm25")[exp.row.key]
     side.write_text(json.dumps(record, indent=1, default=str) + "\n")
     return record
 
 
-def experiment_section(record: Mapping | None) -> list[str]:
-    if not record:
+def experiment_records(work: Path, committed: Mapping | None = None) -> dict:
+    """``name -> record`` of the experiments finished in ``work``, else as committed in the JSON."""
+    out = dict((committed or {}).get("experiments") or {})
+    if (committed or {}).get("experiment") and "titles" not in out:  # the JSON's format before named experiments
+        out["titles"] = committed["experiment"]
+    for name, exp in EXPERIMENTS.items():
+        side = checkpoint_path(exp.key, work).with_suffix(".json")
+        if side.is_file():
+            out[name] = json.loads(side.read_text())
+    return {name: out[name] for name in EXPERIMENTS if name in out}
+
+
+def experiment_section(records: Mapping[str, Mapping]) -> list[str]:
+    if not records:
         return []
-    dev = ", ".join(f"{h['dev_ndcg10']:.4f}" for h in record["history"])
-    base = ", ".join(f"{h['dev_ndcg10']:.4f}" for h in record["bundled_history"])
-    lines = ["## One experiment towards the NDRM3 target", "",
-             f"Settings changed from the bundled NDRM3's: `{json.dumps(record['settings'])}` (weak supervision: "
-             "728 SciFact titles a epoch as pseudo-queries of their own abstracts, next to the 728 training claims; "
-             "the bundled model stopped at 3 epochs without them). Dev nDCG@10 "
-             f"(81 claims carved from SciFact train, BM25 top-30 reranked) per epoch: {dev} (best {record['dev_ndcg10']:.4f}"
-             f" at epoch {record['best_epoch']}, {record['seconds'] / 60:.0f} min) against the bundled model's {base} "
-             f"(best {record['bundled_dev_ndcg10']:.4f}).", ""]
-    test = record.get("test")
-    if test is None:
-        lines += ["Dev did not improve, so the model was not evaluated on test; the bundled checkpoint is unchanged.", ""]
-    else:
-        t = test["ttest_vs_bm25"]["nDCG@10"]
-        lines += [f"Dev improved, so it reranked SciFact test's BM25 top-100: nDCG@10 {test['mean']['nDCG@10']:.4f} "
-                  f"(Δ {t['delta']:+.4f} against BM25, p {fmt_p(t['p'])}). The bundled checkpoint is unchanged "
-                  f"(`{checkpoint_path('ndrm3-experiment', WORK).relative_to(ROOT)}`; the lead decides).", ""]
+    lines = ["## Experiments towards the NDRM3 target", "",
+             "Each trains NDRM3 once with a few settings changed from the bundled model's, on the same data; dev "
+             "nDCG@10 is over the 81 claims carved from SciFact train (BM25 top-30 reranked). Only a model whose dev "
+             "beats the bundled one's reranks SciFact test; the bundled checkpoint is never replaced here.", ""]
+    for name, record in records.items():
+        exp = EXPERIMENTS[name]
+        dev = ", ".join(f"{h['dev_ndcg10']:.4f}" for h in record["history"])
+        base = ", ".join(f"{h['dev_ndcg10']:.4f}" for h in record["bundled_history"])
+        lines += [f"### `{name}`: `{json.dumps(record['settings'])}`", "",
+                  f"{exp.what[0].upper()}{exp.what[1:]}. Dev nDCG@10 per epoch: {dev} (best {record['dev_ndcg10']:.4f} "
+                  f"at epoch {record['best_epoch']}, {record['seconds'] / 60:.0f} min) against the bundled model's {base} "
+                  f"(best {record['bundled_dev_ndcg10']:.4f}).", ""]
+        test = record.get("test")
+        if test is None:
+            lines += ["Dev did not improve, so the model was not evaluated on test.", ""]
+        else:
+            t = test["ttest_vs_bm25"]["nDCG@10"]
+            lines += [f"Dev improved, so it reranked SciFact test's BM25 top-100: nDCG@10 {test['mean']['nDCG@10']:.4f} "
+                      f"(Δ {t['delta']:+.4f} against BM25, p {fmt_p(t['p'])}; `{checkpoint_path(exp.key, WORK).relative_to(ROOT)}`).",
+                      ""]
     return lines
 
 
@@ -799,7 +837,7 @@ def notes(report: Mapping) -> list[str]:
         "sample, `qti_check_max_rel_diff`).", ""]
 
 
-def markdown(report: Mapping, budgets: Mapping, checks: Sequence[dict], experiment: Mapping | None = None) -> str:
+def markdown(report: Mapping, budgets: Mapping, checks: Sequence[dict], experiments: Mapping | None = None) -> str:
     specs = collections()
     parts = ["# Effectiveness", "", f"Command: `{COMMAND}` (stages cached under `out/effectiveness/`).", "",
              "Written by `scripts/effectiveness.py`, whose docstring describes every stage and choice; "
@@ -811,7 +849,7 @@ def markdown(report: Mapping, budgets: Mapping, checks: Sequence[dict], experime
         parts += [f"## {specs[name].label}", "", f"{n} judged queries; binary measures count grade >= "
                   f"{specs[name].rel_level} relevant.", "", collection_table(rows), ""]
     parts += ["## Targets", "", targets_table(checks), "", "## Checkpoints and training budgets", "",
-              budgets_table(budgets), "", *experiment_section(experiment), *notes(report)]
+              budgets_table(budgets), "", *experiment_section(experiments or {}), *notes(report)]
     return "\n".join(parts)
 
 
@@ -834,27 +872,25 @@ def write_report(work: Path, budgets: Mapping[str, dict]) -> dict:
     report = merge_rows(previous.get("collections", {}), fresh)
     budgets = {**previous.get("checkpoints", {}), **budgets}
     checks = target_checks(report)
-    side = checkpoint_path("ndrm3-experiment", work).with_suffix(".json")
-    experiment = json.loads(side.read_text()) if side.is_file() else None
+    experiments = experiment_records(work, previous)
     payload = {"command": COMMAND, "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
                "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
                "measures": list(MEASURES), "checkpoints": budgets, "collections": report, "targets": checks,
-               "experiment": experiment}
+               "experiments": experiments}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(payload, indent=1, default=str) + "\n")
-    DOC.write_text(markdown(report, budgets, checks, experiment))
+    DOC.write_text(markdown(report, budgets, checks, experiments))
     return payload
 
 
 def render_from_results(work: Path) -> dict:
-    """Rewrite :data:`DOC` from :data:`RESULTS` without recomputing anything; a finished
-    experiment's record in ``work`` replaces the JSON's."""
+    """Rewrite :data:`DOC` from :data:`RESULTS` without recomputing anything; finished
+    experiments' records in ``work`` replace the JSON's."""
     payload = json.loads(RESULTS.read_text())
-    side = checkpoint_path("ndrm3-experiment", work).with_suffix(".json")
-    if side.is_file():
-        payload["experiment"] = json.loads(side.read_text())
-        RESULTS.write_text(json.dumps(payload, indent=1, default=str) + "\n")
-    DOC.write_text(markdown(payload["collections"], payload["checkpoints"], payload["targets"], payload.get("experiment")))
+    payload["experiments"] = experiment_records(work, payload)
+    payload.pop("experiment", None)
+    RESULTS.write_text(json.dumps(payload, indent=1, default=str) + "\n")
+    DOC.write_text(markdown(payload["collections"], payload["checkpoints"], payload["targets"], payload["experiments"]))
     return payload
 
 
@@ -864,7 +900,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="redo the selected runs and learned indexes")
     parser.add_argument("--retrain", action="store_true", help="also retrain the selected rows' checkpoints")
     parser.add_argument("--work", type=Path, default=WORK, help="cache folder")
-    parser.add_argument("--experiment", action="store_true", help="also train NDRM3 with EXPERIMENT (see the docstring)")
+    parser.add_argument("--experiment", choices=sorted(EXPERIMENTS), default=None,
+                        help="also train NDRM3 with that experiment's settings (EXPERIMENTS; see the docstring)")
     parser.add_argument("--render", action="store_true",
                         help="only rewrite the markdown from the committed JSON (plus a finished experiment's record in "
                              "the cache folder); computes nothing, so it works without the cache")
@@ -875,7 +912,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {DOC.relative_to(ROOT)} from {RESULTS.relative_to(ROOT)}")
         return 0
     if args.experiment:
-        run_experiment(args.work)
+        run_experiment(args.experiment, args.work)
         if not args.only:  # the experiment alone: keep the committed table, add the experiment's section
             render_from_results(args.work)
             print(f"\n{(time.perf_counter() - started) / 60:.1f} min; wrote {DOC.relative_to(ROOT)}, "
