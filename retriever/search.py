@@ -14,6 +14,7 @@ channel (NDRM1, and ``write_prebuilt_index``'s) is searched with ``w = n`` and
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import Counter
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -112,6 +113,8 @@ class Searcher:
         self.budget = int(budget)
         self.resolution = int(resolution)
         self._free: list[Workspace] = []  # idle scratch buffers, reused by whichever thread asks next
+        self._pool: ThreadPoolExecutor | None = None  # batch search's helper threads, started on first use
+        self._pool_lock = threading.Lock()
         self._max_docs = max((s.num_docs for s in self.index.shards), default=1)
 
     def parse(self, query: str) -> ParsedQuery:
@@ -246,10 +249,27 @@ class Searcher:
             processed[lo:hi] = done.sum(0)
             merge_shard_hits(vals, docs, n, out[:, lo:hi], counts[lo:hi])
 
-        run_chunks(chunk, starts, threads)
+        run_chunks(chunk, starts, threads, self._helpers(threads - 1) if threads > 1 and len(starts) > 1 else None)
         if single:
             out[1] = np.where(np.arange(k)[None, :] < counts[:, None], 0, -1)
         return out[0], out[1], out[2], counts, processed
+
+    def _helpers(self, n: int) -> ThreadPoolExecutor:
+        """A pool of at least ``n`` helper threads, kept for later batches: starting threads costs
+        ~0.2 ms a batch, as much as a batch of short queries takes on one thread."""
+        with self._pool_lock:
+            if self._pool is None or self._pool._max_workers < n:
+                if self._pool is not None:
+                    self._pool.shutdown(wait=False)
+                self._pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="ckqti-search")
+            return self._pool
+
+    def close(self) -> None:
+        """Stop batch search's helper threads (a later batch starts new ones)."""
+        with self._pool_lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
 
     def search_many(self, queries: list[str], k: int = 10, threads: int = 1) -> list[SearchResult | QueryError]:
         """:meth:`search` for many query strings through :meth:`topk_batch`; a query that
@@ -295,11 +315,11 @@ class Searcher:
         return self.index.shards[hit.shard].document(hit.doc)
 
 
-def run_chunks(fn, starts: list[int], threads: int) -> None:
-    """``fn(start)`` for every start: in this thread, or on ``threads`` workers that take the
-    next start from a shared counter (``next()`` on it is atomic under the GIL), so a batch
-    pays one thread hand-off per worker, not per chunk."""
-    if threads <= 1 or len(starts) <= 1:
+def run_chunks(fn, starts: list[int], threads: int, pool: ThreadPoolExecutor | None = None) -> None:
+    """``fn(start)`` for every start: in this thread, or on this thread and ``threads - 1`` of
+    ``pool``'s, which take the next start from a shared counter (``next()`` on it is atomic under
+    the GIL), so a batch pays one hand-off per helper, not per chunk."""
+    if threads <= 1 or len(starts) <= 1 or pool is None:
         for lo in starts:
             fn(lo)
         return
@@ -309,8 +329,11 @@ def run_chunks(fn, starts: list[int], threads: int) -> None:
         while (i := next(taken)) < len(starts):
             fn(starts[i])
 
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        for f in [pool.submit(worker) for _ in range(threads)]:
+    helpers = [pool.submit(worker) for _ in range(threads - 1)]
+    try:
+        worker()
+    finally:  # the helpers write into the caller's arrays: never return before they are done
+        for f in helpers:
             f.result()
 
 

@@ -59,6 +59,27 @@ def test_batch_search_equals_one_query_at_a_time_across_shards(scifact_index, th
                 searcher.index, t, w, 10)
 
 
+def test_batch_helper_threads_are_kept_grown_and_closed(scifact_index):
+    searcher = Searcher(scifact_index)
+    rng = np.random.default_rng(2)
+    pool = np.flatnonzero(np.asarray(searcher.index.df) > 0)
+    lists = [np.unique(rng.choice(pool, size=4)).astype(np.int64) for _ in range(80)]
+    weights = [np.ones(t.size, np.int64) for t in lists]
+    ref = searcher.topk_batch(lists, weights, 10, threads=1)
+    results, pools = [], []
+    for threads in (2, 2, 4, 2):
+        results.append(searcher.topk_batch(lists, weights, 10, threads=threads))
+        pools.append(searcher._pool)
+    assert pools[0] is pools[1] and pools[0]._max_workers == 1  # kept from one batch to the next
+    assert pools[2] is pools[3] and pools[2] is not pools[0] and pools[2]._max_workers == 3  # grown for 4 threads
+    searcher.close()
+    assert searcher._pool is None
+    results.append(searcher.topk_batch(lists, weights, 10, threads=2))  # a batch after close starts new helpers
+    for got in results:
+        assert all(np.array_equal(a, b) for a, b in zip(got, ref))
+    searcher.close()
+
+
 def test_search_many_equals_search_and_returns_errors_in_place(scifact_index):
     searcher = Searcher(scifact_index)
     queries = ["cell growth cancer treatment", "the of and", "diffusion tensor imaging", "zzqx unknownword"]
