@@ -222,7 +222,7 @@ def main(models, modes, docs, corpus, shard_size, threads, out, merge, child):
         old = json.loads(out.read_text())
         rows, runs = merged(old["rows"], rows), old.get("invocations", []) + runs
     report = {
-        "platform": platform.platform(), "cpus": os.cpu_count(), "corpus": str(corpus), "shard_size": shard_size,
+        "platform": platform.platform(), "cpus": os.cpu_count(), "corpus": os.path.relpath(corpus, ROOT), "shard_size": shard_size,
         "invocations": runs, "rows": rows,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
