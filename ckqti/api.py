@@ -37,8 +37,7 @@ def index(
     from indexer.impacts import ImpactConfig
 
     factory, info = load_qti_model(model, device)
-    impacts = ImpactConfig(batch_size=batch_size) if neighbours is None else ImpactConfig(batch_size=batch_size,
-                                                                                          neighbours=neighbours)
+    impacts = ImpactConfig(batch_size=batch_size, **({} if neighbours is None else {"neighbours": neighbours}))
     config = BuildConfig(shard_size=shard_size, impacts=impacts)
     if ray_address is not None:
         from indexer.distributed import build_index_ray

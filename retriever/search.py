@@ -114,6 +114,7 @@ class Searcher:
         self.resolution = int(resolution)
         self._free: list[Workspace] = []  # idle scratch buffers, reused by whichever thread asks next
         self._pool: ThreadPoolExecutor | None = None  # batch search's helper threads, started on first use
+        self._pool_size = 0
         self._pool_lock = threading.Lock()
         self._max_docs = max((s.num_docs for s in self.index.shards), default=1)
 
@@ -258,10 +259,11 @@ class Searcher:
         """A pool of at least ``n`` helper threads, kept for later batches: starting threads costs
         ~0.2 ms a batch, as much as a batch of short queries takes on one thread."""
         with self._pool_lock:
-            if self._pool is None or self._pool._max_workers < n:
-                if self._pool is not None:
-                    self._pool.shutdown(wait=False)
+            if self._pool is None or self._pool_size < n:
+                # a smaller pool is not shut down: a concurrent batch may still submit to it; its idle
+                # threads exit once it is garbage-collected
                 self._pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="ckqti-search")
+                self._pool_size = n
             return self._pool
 
     def close(self) -> None:
@@ -269,7 +271,7 @@ class Searcher:
         with self._pool_lock:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
-                self._pool = None
+                self._pool, self._pool_size = None, 0
 
     def search_many(self, queries: list[str], k: int = 10, threads: int = 1) -> list[SearchResult | QueryError]:
         """:meth:`search` for many query strings through :meth:`topk_batch`; a query that

@@ -69,9 +69,9 @@ def test_batch_helper_threads_are_kept_grown_and_closed(scifact_index):
     results, pools = [], []
     for threads in (2, 2, 4, 2):
         results.append(searcher.topk_batch(lists, weights, 10, threads=threads))
-        pools.append(searcher._pool)
-    assert pools[0] is pools[1] and pools[0]._max_workers == 1  # kept from one batch to the next
-    assert pools[2] is pools[3] and pools[2] is not pools[0] and pools[2]._max_workers == 3  # grown for 4 threads
+        pools.append((searcher._pool, searcher._pool_size))
+    assert pools[0] == pools[1] and pools[0][1] == 1  # kept from one batch to the next
+    assert pools[2] == pools[3] and pools[2][0] is not pools[0][0] and pools[2][1] == 3  # grown for 4 threads
     searcher.close()
     assert searcher._pool is None
     results.append(searcher.topk_batch(lists, weights, 10, threads=2))  # a batch after close starts new helpers
