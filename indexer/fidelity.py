@@ -8,6 +8,7 @@ does not store, and (latent models) by clipping scores under the per-term offset
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -76,13 +77,23 @@ def exhaustive_reference(searcher, corpus_path, model_spec, queries_path, qrels_
     vocab_terms = np.unique(np.concatenate([p.terms for p in parsed.values()] + [np.zeros(0, np.int64)]))
     col = {t: i for i, t in enumerate(vocab_terms)}
     matrix = exhaustive_term_scores(model, corpus.token_lists(0, len(corpus)), vocab_terms, progress=progress)
-    docids = corpus.docs["docid"]
+    run = top_k_run(matrix, col, {q: (p.terms, p.weights) for q, p in parsed.items()}, corpus.docs["docid"], k)
+    return ExhaustiveReference(queries, qrels, run, float(evaluate(run, qrels).mean["nDCG@10"]), k)
+
+
+def top_k_run(matrix: np.ndarray, col: Mapping[int, int], queries: Mapping[str, tuple], docids, k: int):
+    """Top-``k`` run ``{qid: {docid: score}}`` from per-term document scores.
+
+    Shape:
+        matrix: [N, T] float s(t, d); ``col`` maps a term id to its column; ``queries`` maps a
+        query id to ``(term ids, weights)``; ``docids``: [N].
+    """
     run = {}
-    for q, p in parsed.items():
-        scores = matrix[:, [col[t] for t in p.terms]] @ p.weights.astype(np.float32)
+    for q, (terms, weights) in queries.items():
+        scores = matrix[:, [col[int(t)] for t in terms]] @ np.asarray(weights, dtype=np.float32)
         top = np.argsort(-scores, kind="stable")[:k]
         run[q] = {docids[i]: float(scores[i]) for i in top}
-    return ExhaustiveReference(queries, qrels, run, float(evaluate(run, qrels).mean["nDCG@10"]), k)
+    return run
 
 
 def index_report(searcher, ref: ExhaustiveReference) -> FidelityReport:

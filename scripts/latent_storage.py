@@ -45,6 +45,7 @@ from ckqti.evaluate import evaluate  # noqa: E402
 from ckqti.models.loading import load_qti_model  # noqa: E402
 from ckqti.text import Analyzer  # noqa: E402
 from indexer.analyze import analyze_corpus  # noqa: E402
+from indexer.fidelity import top_k_run  # noqa: E402
 from indexer.impacts import ImpactConfig, ImpactScorer, pad_batch  # noqa: E402
 from indexer.readers import read_qrels, read_queries  # noqa: E402
 
@@ -111,15 +112,8 @@ def policies(sc: Scored) -> dict[str, np.ndarray]:
 
 def run_of(scores: np.ndarray, parsed, col, docids, k: int = 100) -> dict[str, dict[str, float]]:
     """Top-``k`` run from per-term document scores ``[N, T]`` and each query's term counts."""
-    run = {}
-    for q, counts in parsed.items():
-        if not counts:
-            run[q] = {}
-            continue
-        s = scores[:, [col[t] for t in counts]] @ np.array(list(counts.values()), np.float32)
-        top = np.argsort(-s, kind="stable")[:k]
-        run[q] = {docids[i]: float(s[i]) for i in top}
-    return run
+    run = top_k_run(scores, col, {q: (list(c), list(c.values())) for q, c in parsed.items() if c}, docids, k)
+    return {q: run.get(q, {}) for q in parsed}  # a query with no known term retrieves nothing
 
 
 def parse_queries(texts: dict, analyzer, terms: list[str]) -> dict[str, dict[int, int]]:
