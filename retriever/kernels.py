@@ -18,8 +18,8 @@ are integers.
    bounds what any document can still gain.
 3. AND mode, once ``theta > R``: no unseen document can enter the top k; only documents
    already seen whose accumulator plus ``R`` can still reach ``theta`` are updated (a
-   bitset marks them). Each time ``R`` halves, candidates that cannot reach ``theta``
-   are dropped.
+   bitset marks them). Each time ``R`` falls below 4/5 of its value at the last pruning,
+   candidates that cannot reach ``theta`` are dropped.
 4. Finish, in exact mode, once looking the few candidates up costs less than scanning
    what is left: each remaining segment is merged against the candidates (a forward
    pass over the segment's skip entries, every ``SKIP_BLOCK``-th document, then one
@@ -36,6 +36,16 @@ import numpy as np
 from numba import njit
 
 SKIP_BLOCK = 64  # postings per block of the two-level lookup
+# Finish by lookup once candidates x segments left x LOOKUP_COST < postings left (the
+# kernels' ``lookup_cost`` argument; tests pass smaller values to exercise the finish): a lookup
+# (skip walk, then a block of postings out of cache) costs hundreds of times what scanning
+# one posting in AND mode does. Tuned on the 1M synthetic index (head-heavy QPS flat from
+# 256 to 1,024; 24, the value before session 5, was 25% slower).
+LOOKUP_COST = 512
+# AND mode drops hopeless candidates each time the remaining bound falls below DEN / NUM
+# (4/5) of its value at the last pruning (waiting for it to halve, before session 5, left
+# more candidates to scan and look up; pruning at every segment cost more than it saved).
+PRUNE_STEP_NUM, PRUNE_STEP_DEN = 5, 4
 NO_SKIPS = np.zeros(0, np.uint32)  # no skip entries: lookups binary-search whole segments
 NO_SKIP_PTR = np.zeros(1, np.int64)
 
@@ -393,7 +403,8 @@ def warm_up(postings, seg_start, seg_impact, cur, end, weights, budget, acc, tou
 
 
 @njit(nogil=True, cache=True)
-def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budget, acc, touched, hist, bits, skips, skip_ptr, warmup):
+def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budget, acc, touched, hist, bits, skips, skip_ptr, warmup,
+              lookup_cost):
     """Top-k documents by the sum of ``weight * impact`` over the query terms.
 
     Args:
@@ -406,6 +417,8 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
         skips, skip_ptr: :func:`build_skips` of the shard (``NO_SKIPS, NO_SKIP_PTR``: plain binary search).
         warmup: segments are added without pruning while their postings total at most this
             (0: the histogram and pruning work from the first segment).
+        lookup_cost: the finish by lookup starts once candidates x segments left x this is
+            below the postings left (:data:`LOOKUP_COST`; smaller values finish earlier).
 
     Returns:
         ``(docs, scores, processed)``: int64[<=k] shard-local documents, int64 integer
@@ -435,13 +448,13 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
             and_mode = True
             pruned_at = bound + 1
             set_bits(bits, touched, ntouched, True)
-        if and_mode and 2 * bound < pruned_at:
+        if and_mode and PRUNE_STEP_NUM * bound < PRUNE_STEP_DEN * pruned_at:
             ntouched = prune(acc, touched, ntouched, hist, theta, bound, bits)
             pruned_at = bound
             segs_left = 0
             for j in range(m):
                 segs_left += end[j] - cur[j]
-            if budget < 0 and ntouched * segs_left * 24 < left:
+            if budget < 0 and ntouched * segs_left * lookup_cost < left:
                 docs, vals = finish_by_lookup(
                     postings, seg_start, seg_impact, cur, end, weights, acc, touched, ntouched, hist, k, skips, skip_ptr
                 )
@@ -469,7 +482,7 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
 
 @njit(nogil=True, cache=True)
 def saat_batch(postings, seg_start, seg_impact, seg_ptr, q_terms, q_weights, q_ptr, k, budget, acc, touched, hist, bits,
-               skips, skip_ptr, warmup, out_docs, out_vals, out_n, out_processed):
+               skips, skip_ptr, warmup, lookup_cost, out_docs, out_vals, out_n, out_processed):
     """:func:`saat_topk` for many queries in one call (no Python between queries).
 
     Args:
@@ -485,7 +498,7 @@ def saat_batch(postings, seg_start, seg_impact, seg_ptr, q_terms, q_weights, q_p
             out_processed[q] = 0
             continue
         docs, vals, n = saat_topk(postings, seg_start, seg_impact, seg_ptr, q_terms[a:b], q_weights[a:b], k, budget,
-                                  acc, touched, hist, bits, skips, skip_ptr, warmup)
+                                  acc, touched, hist, bits, skips, skip_ptr, warmup, lookup_cost)
         out_n[q] = docs.shape[0]
         out_processed[q] = n
         for j in range(docs.shape[0]):

@@ -25,7 +25,7 @@ import numpy as np
 
 from ckqti.errors import QueryError
 from retriever.index import Index
-from retriever.kernels import saat_batch, saat_topk
+from retriever.kernels import LOOKUP_COST, saat_batch, saat_topk
 
 MAX_QUERY_TERMS = 1024
 BATCH_CHUNK = 64  # queries a thread takes at a time in batch search, at most (fewer so each thread gets ~8 chunks)
@@ -182,12 +182,12 @@ class Searcher:
             if len(shards) == 1:  # the common case, kept lean: one query a call is latency-bound
                 sh = shards[0]
                 docs, vals, n = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k,
-                                          budget, ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP)
+                                          budget, ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP, LOOKUP_COST)
                 return vals, np.zeros(docs.size, np.int64), docs, int(n)
             parts, processed = [], 0
             for si, sh in enumerate(shards):  # lists a shard lacks (ids past its own) are empty in the kernel
                 docs, vals, n = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k,
-                                          budget, ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP)
+                                          budget, ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP, LOOKUP_COST)
                 processed += int(n)
                 parts.append((vals, np.full(docs.size, si, np.int64), docs))
         if not parts:
@@ -236,7 +236,7 @@ class Searcher:
                 if single:  # the kernel writes the hits straight into the output rows
                     sh = shards[0]
                     saat_batch(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, w, ptr, k, budget,
-                               ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP,
+                               ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP, LOOKUP_COST,
                                out[2, lo:hi], out[0, lo:hi], counts[lo:hi], processed[lo:hi])
                     return
                 docs = np.empty((len(shards), hi - lo, k), np.int64)
@@ -245,7 +245,7 @@ class Searcher:
                 done = np.zeros((len(shards), hi - lo), np.int64)
                 for si, sh in enumerate(shards):
                     saat_batch(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, w, ptr, k, budget,
-                               ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP,
+                               ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP, LOOKUP_COST,
                                docs[si], vals[si], n[si], done[si])
             processed[lo:hi] = done.sum(0)
             merge_shard_hits(vals, docs, n, out[:, lo:hi], counts[lo:hi])

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from indexer.shards import ImpactPostings, segment_postings
-from retriever.kernels import NO_SKIP_PTR, NO_SKIPS, brute_force_scores, build_skips, saat_topk
+from retriever.kernels import LOOKUP_COST, NO_SKIP_PTR, NO_SKIPS, brute_force_scores, build_skips, saat_topk
 
 
 def build(triples, vocab_size):
@@ -19,7 +19,7 @@ def build(triples, vocab_size):
     return segment_postings(ImpactPostings(t.astype(np.int32), d.astype(np.uint32), i.astype(np.uint8)), vocab_size)
 
 
-def search(a, num_docs, terms, weights, k, budget=-1, warmup=8192, acc_dtype=np.uint32, skips=True):
+def search(a, num_docs, terms, weights, k, budget=-1, warmup=8192, acc_dtype=np.uint32, skips=True, lookup_cost=LOOKUP_COST):
     acc = np.zeros(num_docs, acc_dtype)
     touched = np.zeros(num_docs, np.int64)
     hist = np.zeros(int(np.sum(weights)) * 255 + 2, np.int64)
@@ -27,7 +27,7 @@ def search(a, num_docs, terms, weights, k, budget=-1, warmup=8192, acc_dtype=np.
     docs, vals, n = saat_topk(
         a["postings"], a["seg_start"], a["seg_impact"], a["seg_ptr"],
         np.asarray(terms, np.int64), np.asarray(weights, np.int64), k, budget, acc, touched, hist, bits,
-        *(build_skips(a["postings"], a["seg_start"]) if skips else (NO_SKIPS, NO_SKIP_PTR)), warmup,
+        *(build_skips(a["postings"], a["seg_start"]) if skips else (NO_SKIPS, NO_SKIP_PTR)), warmup, lookup_cost,
     )
     assert not acc.any() and not hist.any() and not bits.any(), "scratch buffers must be left zeroed"
     return docs.tolist(), vals.tolist(), n
@@ -85,11 +85,14 @@ def random_index(rng, num_docs=3000, vocab=400, n=60_000, skew=True):
 
 @pytest.mark.parametrize("skew", [True, False])
 @pytest.mark.parametrize(
-    ("warmup", "acc_dtype", "skips"), [(0, np.uint32, True), (300, np.uint16, True), (0, np.uint32, False), (10**9, np.uint32, True)]
+    ("warmup", "acc_dtype", "skips", "lookup_cost"),
+    [(0, np.uint32, True, LOOKUP_COST), (300, np.uint16, True, LOOKUP_COST), (0, np.uint32, True, 24),
+     (0, np.uint32, False, 24), (10**9, np.uint32, True, LOOKUP_COST)],
 )
-def test_exact_equals_brute_force_on_random_indexes(skew, warmup, acc_dtype, skips):
+def test_exact_equals_brute_force_on_random_indexes(skew, warmup, acc_dtype, skips, lookup_cost):
     """Every path: histogram from the first posting, a warm-up then pruning, warm-up only;
-    lookups through skip entries and without."""
+    the finish by lookup through skip entries and without (these small indexes reach it
+    with ``lookup_cost`` 24, 26 of the 120 skewed queries, and not with the default)."""
     rng = np.random.default_rng(7 + skew)
     num_docs, vocab = 3000, 400
     a = random_index(rng, num_docs, vocab, skew=skew)
@@ -98,7 +101,8 @@ def test_exact_equals_brute_force_on_random_indexes(skew, warmup, acc_dtype, ski
         terms = np.unique(rng.integers(2, 12 if q % 2 else vocab, size))
         weights = rng.integers(1, 3, terms.size)
         k = int(rng.choice([1, 10, 100]))
-        docs, vals, _ = search(a, num_docs, terms, weights, k, warmup=warmup, acc_dtype=acc_dtype, skips=skips)
+        docs, vals, _ = search(a, num_docs, terms, weights, k, warmup=warmup, acc_dtype=acc_dtype, skips=skips,
+                               lookup_cost=lookup_cost)
         bf = brute_force_scores(a["postings"], a["seg_start"], a["seg_impact"], a["seg_ptr"], terms, weights, num_docs)
         order = np.lexsort((np.arange(num_docs), -bf))
         want = order[bf[order] > 0][:k]
