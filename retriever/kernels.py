@@ -22,9 +22,9 @@ are integers.
    candidates that cannot reach ``theta`` are dropped.
 4. Finish, in exact mode, once looking the few candidates up costs less than scanning
    what is left: each remaining segment is merged against the candidates (a forward
-   pass over the segment's skip entries, every ``SKIP_BLOCK``-th document, then one
-   block of postings), terms in decreasing order of contribution, dropping candidates
-   that can no longer reach the k-th best after each term.
+   pass over the segment's skip entries, every ``SKIP_BLOCK``-th document, then a search
+   in one block of postings), terms in decreasing order of contribution, dropping
+   candidates that can no longer reach the k-th best after each term.
 
 Exact mode gives scores equal to brute force; anytime mode stops once a postings budget
 is spent, at a segment boundary.
@@ -36,6 +36,7 @@ import numpy as np
 from numba import njit
 
 SKIP_BLOCK = 64  # postings per block of the two-level lookup
+SKIP_STRIDE = 8  # skip entries stepped over at a time before one by one (finish by lookup)
 # Finish by lookup once candidates x segments left x LOOKUP_COST < postings left (the
 # kernels' ``lookup_cost`` argument; tests pass smaller values to exercise the finish): a lookup
 # (skip walk, then a block of postings out of cache) costs hundreds of times what scanning
@@ -307,30 +308,44 @@ def kth_largest(vals, n, k):
 
 
 @njit(nogil=True, cache=True)
-def merge_segment(postings, seg_start, skips, skip_ptr, s, docs, found, n, c, vals):
+def merge_segment(postings, seg_start, skips, skip_ptr, s, docs, found, n, c, vals, blk):
     """Add ``c`` to ``vals[j]`` for every ascending candidate ``docs[j]`` (j < n, not yet
-    ``found`` for this term) that segment ``s`` holds. One forward pass over the segment's
-    skip entries (or binary search without them), then a search inside one block."""
+    ``found`` for this term) that segment ``s`` holds.
+
+    Two passes: a forward walk over the segment's skip entries (SKIP_STRIDE entries at a
+    time, then one by one) notes each candidate's block in ``blk`` (scratch, >= n); then a
+    binary search inside each noted block. Separating the walk from the searches lets the
+    blocks' cache misses overlap instead of queueing behind the walk. Without skip entries,
+    each candidate binary-searches the whole segment.
+    """
     lo, hi = (skip_ptr[s], skip_ptr[s + 1]) if skip_ptr.shape[0] > s + 1 else (0, 0)
-    a_end = seg_start[s + 1]
+    a_beg, a_end = seg_start[s], seg_start[s + 1]
+    if hi == lo:
+        for j in range(n):
+            if not found[j] and contains(postings, a_beg, a_end, docs[j]):
+                found[j] = True
+                vals[j] += c
+        return
     p = lo
     for j in range(n):
+        blk[j] = -1
         if found[j]:
             continue
         d = docs[j]
-        if hi > lo:
-            if skips[lo] > d:
-                continue
-            while p + 1 < hi and skips[p + 1] <= d:
-                p += 1
-            if skips[p] == d:
-                hit = True
-            else:
-                a0 = seg_start[s] + (p - lo) * SKIP_BLOCK
-                hit = contains(postings, a0, min(a0 + SKIP_BLOCK, a_end), d)
+        if skips[lo] > d:
+            continue
+        while p + SKIP_STRIDE < hi and skips[p + SKIP_STRIDE] <= d:
+            p += SKIP_STRIDE
+        while p + 1 < hi and skips[p + 1] <= d:
+            p += 1
+        if skips[p] == d:
+            found[j] = True
+            vals[j] += c
         else:
-            hit = contains(postings, seg_start[s], a_end, d)
-        if hit:
+            blk[j] = a_beg + (p - lo) * SKIP_BLOCK
+    for j in range(n):
+        a0 = blk[j]
+        if a0 >= 0 and contains(postings, a0, min(a0 + SKIP_BLOCK, a_end), docs[j]):
             found[j] = True
             vals[j] += c
 
@@ -361,12 +376,14 @@ def finish_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, to
         acc[d] = 0
     n = ntouched
     found = np.zeros(n, np.bool_)
+    blk = np.empty(n, np.int64)
     for ti in np.argsort(-pot):
         if pot[ti] == 0:
             break
         found[:n] = False
         for s in range(cur[ti], end[ti]):
-            merge_segment(postings, seg_start, skips, skip_ptr, s, docs, found, n, weights[ti] * np.int64(seg_impact[s]), vals)
+            merge_segment(postings, seg_start, skips, skip_ptr, s, docs, found, n, weights[ti] * np.int64(seg_impact[s]), vals,
+                          blk)
         rest -= pot[ti]
         floor = kth_largest(vals, n, k)
         j = 0
