@@ -401,10 +401,19 @@ def finish_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, to
 
 
 @njit(nogil=True, cache=True)
-def warm_up(postings, seg_start, seg_impact, cur, end, weights, budget, acc, touched, warmup):
+def warm_up(postings, seg_start, seg_impact, cur, end, weights, budget, acc, touched, warmup, left):
     """Add whole segments in traversal order, without histogram or pruning, while their
-    postings total at most ``warmup`` (and the budget lasts). Returns ``(ntouched, processed)``."""
+    postings total at most ``warmup`` (and the budget lasts). When all ``left`` postings fit,
+    they are added term by term (no search for the next segment: a learned index's term
+    has a segment for each of its distinct impacts). Returns ``(ntouched, processed)``."""
     ntouched, processed = 0, 0
+    if left <= warmup and (budget < 0 or left <= budget):  # everything goes in: the order does not matter
+        for i in range(cur.shape[0]):
+            for s in range(cur[i], end[i]):
+                ntouched = accumulate_plain(postings, seg_start[s], seg_start[s + 1], weights[i] * np.int64(seg_impact[s]),
+                                            acc, touched, ntouched)
+            cur[i] = end[i]
+        return ntouched, left
     while budget < 0 or processed < budget:
         i = next_term(cur, end, seg_impact, weights)
         if i < 0:
@@ -451,7 +460,7 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
         else:  # a list this shard does not have (written before the term existed): empty
             cur[i], end[i] = 0, 0
         left += seg_start[end[i]] - seg_start[cur[i]]
-    ntouched, processed = warm_up(postings, seg_start, seg_impact, cur, end, weights, budget, acc, touched, warmup)
+    ntouched, processed = warm_up(postings, seg_start, seg_impact, cur, end, weights, budget, acc, touched, warmup, left)
     left -= processed
     if left == 0 or (budget >= 0 and processed >= budget):
         docs, vals = select_topk(acc, touched, ntouched, k)
