@@ -36,6 +36,7 @@ import numpy as np
 from numba import njit
 
 SKIP_BLOCK = 64  # postings per block of the two-level lookup
+BRANCH_FREE_DOCS = 1 << 17  # accumulators (uint32) of up to this many documents fit a 512 KB L2
 SKIP_STRIDE = 8  # skip entries stepped over at a time before one by one (finish by lookup)
 # Finish by lookup once candidates x segments left x LOOKUP_COST < postings left (the
 # kernels' ``lookup_cost`` argument; tests pass smaller values to exercise the finish): a lookup
@@ -106,7 +107,22 @@ def accumulate(postings, a0, a1, c, acc, touched, ntouched, hist, theta, cnt, k)
 
 @njit(nogil=True, cache=True)
 def accumulate_plain(postings, a0, a1, c, acc, touched, ntouched):
-    """Warm-up OR mode: add ``c`` to every document of postings[a0:a1], listing new ones."""
+    """Warm-up OR mode: add ``c`` to every document of postings[a0:a1], listing new ones.
+
+    While ``acc`` stays in a core's cache (up to :data:`BRANCH_FREE_DOCS` documents), branch-
+    free: every document is written to the list's next slot, which only a new one keeps
+    (``touched`` has one slot more than there are documents); whether a document is new is
+    a coin toss when a query's terms share documents, and a branch on it cost 3x on SciFact.
+    Beyond that, a branch: it is predictable there (most documents are new), and the
+    branch-free form makes each posting wait for the previous one's cache miss."""
+    if acc.shape[0] <= BRANCH_FREE_DOCS:
+        for p in range(a0, a1):
+            d = postings[p]
+            old = acc[d]
+            touched[ntouched] = d
+            ntouched += old == 0
+            acc[d] = old + c
+        return ntouched
     for p in range(a0, a1):
         d = postings[p]
         old = acc[d]
@@ -438,7 +454,7 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
             weights: int64[m] positive integer weights.
         k: results wanted; budget: postings to process at most (< 0: exact).
         acc: uint16/uint32/int64[num_docs] (wide enough for sum(weights)*255),
-            touched: int64[num_docs], hist: int64[>= sum(weights)*255+2],
+            touched: uint32/int64[num_docs + 1], hist: int64[>= sum(weights)*255+2],
             bits: uint64[num_docs // 64 + 1], all zero on entry and on exit.
         skips, skip_ptr: :func:`build_skips` of the shard (``NO_SKIPS, NO_SKIP_PTR``: plain binary search).
         warmup: segments are added without pruning while their postings total at most this

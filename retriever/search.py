@@ -77,7 +77,7 @@ class Workspace:
 
     def __init__(self, max_docs: int, max_score: int):
         self.acc = np.zeros(max(max_docs, 1), dtype=np.uint32)
-        self.touched = np.zeros(max(max_docs, 1), dtype=np.uint32)
+        self.touched = np.zeros(max(max_docs, 1) + 1, dtype=np.uint32)  # + 1: see kernels.accumulate_plain
         self.hist = np.zeros(max_score + 2, dtype=np.int64)
         self.bits = np.zeros(max(max_docs, 1) // 64 + 1, dtype=np.uint64)
 

@@ -11,7 +11,15 @@ import numpy as np
 import pytest
 
 from indexer.shards import ImpactPostings, segment_postings
-from retriever.kernels import LOOKUP_COST, NO_SKIP_PTR, NO_SKIPS, brute_force_scores, build_skips, saat_topk
+from retriever.kernels import (
+    BRANCH_FREE_DOCS,
+    LOOKUP_COST,
+    NO_SKIP_PTR,
+    NO_SKIPS,
+    brute_force_scores,
+    build_skips,
+    saat_topk,
+)
 
 
 def build(triples, vocab_size):
@@ -19,9 +27,12 @@ def build(triples, vocab_size):
     return segment_postings(ImpactPostings(t.astype(np.int32), d.astype(np.uint32), i.astype(np.uint8)), vocab_size)
 
 
-def search(a, num_docs, terms, weights, k, budget=-1, warmup=8192, acc_dtype=np.uint32, skips=True, lookup_cost=LOOKUP_COST):
-    acc = np.zeros(num_docs, acc_dtype)
-    touched = np.zeros(num_docs, np.int64)
+def search(a, num_docs, terms, weights, k, budget=-1, warmup=8192, acc_dtype=np.uint32, skips=True, lookup_cost=LOOKUP_COST,
+           acc_docs=None):
+    """``acc_docs``: scratch sized for a larger shard than this one (the kernels' branchy
+    accumulation runs beyond BRANCH_FREE_DOCS)."""
+    acc = np.zeros(acc_docs or num_docs, acc_dtype)
+    touched = np.zeros((acc_docs or num_docs) + 1, np.int64)
     hist = np.zeros(int(np.sum(weights)) * 255 + 2, np.int64)
     bits = np.zeros(num_docs // 64 + 1, np.uint64)
     docs, vals, n = saat_topk(
@@ -85,14 +96,16 @@ def random_index(rng, num_docs=3000, vocab=400, n=60_000, skew=True):
 
 @pytest.mark.parametrize("skew", [True, False])
 @pytest.mark.parametrize(
-    ("warmup", "acc_dtype", "skips", "lookup_cost"),
-    [(0, np.uint32, True, LOOKUP_COST), (300, np.uint16, True, LOOKUP_COST), (0, np.uint32, True, 24),
-     (0, np.uint32, False, 24), (10**9, np.uint32, True, LOOKUP_COST)],
+    ("warmup", "acc_dtype", "skips", "lookup_cost", "acc_docs"),
+    [(0, np.uint32, True, LOOKUP_COST, None), (300, np.uint16, True, LOOKUP_COST, None), (0, np.uint32, True, 24, None),
+     (0, np.uint32, False, 24, None), (10**9, np.uint32, True, LOOKUP_COST, None),
+     (300, np.uint32, True, LOOKUP_COST, BRANCH_FREE_DOCS + 1), (10**9, np.uint32, True, LOOKUP_COST, BRANCH_FREE_DOCS + 1)],
 )
-def test_exact_equals_brute_force_on_random_indexes(skew, warmup, acc_dtype, skips, lookup_cost):
+def test_exact_equals_brute_force_on_random_indexes(skew, warmup, acc_dtype, skips, lookup_cost, acc_docs):
     """Every path: histogram from the first posting, a warm-up then pruning, warm-up only;
     the finish by lookup through skip entries and without (these small indexes reach it
-    with ``lookup_cost`` 24, 26 of the 120 skewed queries, and not with the default)."""
+    with ``lookup_cost`` 24, 26 of the 120 skewed queries, and not with the default); the
+    warm-up's branch-free and branchy accumulation (scratch sized past BRANCH_FREE_DOCS)."""
     rng = np.random.default_rng(7 + skew)
     num_docs, vocab = 3000, 400
     a = random_index(rng, num_docs, vocab, skew=skew)
@@ -102,7 +115,7 @@ def test_exact_equals_brute_force_on_random_indexes(skew, warmup, acc_dtype, ski
         weights = rng.integers(1, 3, terms.size)
         k = int(rng.choice([1, 10, 100]))
         docs, vals, _ = search(a, num_docs, terms, weights, k, warmup=warmup, acc_dtype=acc_dtype, skips=skips,
-                               lookup_cost=lookup_cost)
+                               lookup_cost=lookup_cost, acc_docs=acc_docs)
         bf = brute_force_scores(a["postings"], a["seg_start"], a["seg_impact"], a["seg_ptr"], terms, weights, num_docs)
         order = np.lexsort((np.arange(num_docs), -bf))
         want = order[bf[order] > 0][:k]
