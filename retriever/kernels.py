@@ -36,7 +36,7 @@ import numpy as np
 from numba import njit
 
 SKIP_BLOCK = 64  # postings per block of the two-level lookup
-BRANCH_FREE_DOCS = 1 << 17  # accumulators (uint32) of up to this many documents fit a 512 KB L2
+BRANCH_FREE_DOCS = 1 << 16  # accumulators (uint32) of up to this many documents sit well inside a 512 KB L2
 SKIP_STRIDE = 8  # skip entries stepped over at a time before one by one (finish by lookup)
 # Finish by lookup once candidates x segments left x LOOKUP_COST < postings left (the
 # kernels' ``lookup_cost`` argument; tests pass smaller values to exercise the finish): a lookup
