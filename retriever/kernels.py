@@ -105,7 +105,7 @@ def accumulate(postings, a0, a1, c, acc, touched, ntouched, hist, theta, cnt, k)
     return ntouched, theta, cnt
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def accumulate_plain(postings, a0, a1, c, acc, touched, ntouched):
     """Warm-up OR mode: add ``c`` to every document of postings[a0:a1], listing new ones.
 
