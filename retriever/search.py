@@ -173,17 +173,27 @@ class Searcher:
         descending, ties by shard then document (the brute-force order). ``terms`` are posting
         list ids (the term ids of a single-channel index), ``weights`` their integer weights;
         a shard written before a list existed holds it as empty."""
-        empty = np.zeros(0, np.int64)
         if terms.size == 0 or k < 1:
+            empty = np.zeros(0, np.int64)
             return empty, empty, empty, 0
         budget = self.budget if self.mode == "anytime" else -1
         shards = self.index.shards
-        with self._workspace(int(weights.sum()) * 255) as ws:
-            if len(shards) == 1:  # the common case, kept lean: one query a call is latency-bound
-                sh = shards[0]
+        if len(shards) == 1:  # the common case, kept lean (no context manager): one query a call is latency-bound
+            sh = shards[0]
+            try:
+                ws = self._free.pop()  # as _workspace: another thread may empty the pool first
+            except IndexError:
+                ws = Workspace(self._max_docs, 0)
+            try:
+                max_score = int(weights.sum()) * 255
+                if ws.hist.shape[0] < max_score + 2:
+                    ws.fit(max_score)
                 docs, vals, n = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k,
                                           budget, ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP, LOOKUP_COST)
-                return vals, np.zeros(docs.size, np.int64), docs, int(n)
+            finally:
+                self._free.append(ws)
+            return vals, np.zeros(docs.size, np.int64), docs, int(n)
+        with self._workspace(int(weights.sum()) * 255) as ws:
             parts, processed = [], 0
             for si, sh in enumerate(shards):  # lists a shard lacks (ids past its own) are empty in the kernel
                 docs, vals, n = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k,
@@ -191,6 +201,7 @@ class Searcher:
                 processed += int(n)
                 parts.append((vals, np.full(docs.size, si, np.int64), docs))
         if not parts:
+            empty = np.zeros(0, np.int64)
             return empty, empty, empty, processed
         vals, shards, docs = (np.concatenate(x) for x in zip(*parts))
         order = np.lexsort((docs, shards, -vals))[:k]
