@@ -29,7 +29,7 @@ from retriever.kernels import LOOKUP_COST, saat_batch, saat_topk
 
 MAX_QUERY_TERMS = 1024
 BATCH_CHUNK = 64  # queries a thread takes at a time in batch search, at most (fewer so each thread gets ~8 chunks)
-WARMUP = 8192  # postings added before pruning starts (retriever.kernels.saat_topk)
+WARMUP = 16384  # a query with at most this many postings is added whole before any pruning (retriever.kernels.saat_topk)
 RESOLUTION = 128  # the largest query weight; see docs/INDEX.md for the measured trade-off
 
 
