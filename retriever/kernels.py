@@ -473,8 +473,9 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
             touched: uint32/int64[num_docs + 1], hist: int64[>= sum(weights)*255+2],
             bits: uint64[num_docs // 64 + 1], all zero on entry and on exit.
         skips, skip_ptr: :func:`build_skips` of the shard (``NO_SKIPS, NO_SKIP_PTR``: plain binary search).
-        warmup: segments are added without pruning while their postings total at most this
-            (0: the histogram and pruning work from the first segment).
+        warmup: a query of at most this many postings is added whole without pruning; a
+            longer one warms up on ``warmup >> WARMUP_SHIFT`` (0: the histogram and pruning
+            work from the first segment).
         lookup_cost: the finish by lookup starts once candidates x segments left x this is
             below the postings left (:data:`LOOKUP_COST`; smaller values finish earlier).
 
