@@ -13,7 +13,7 @@ from ckqti.errors import IndexFormatError
 from ckqti.text import Analyzer
 from indexer.format import MANIFEST, SHARD_FILES, Manifest, file_checksum
 from indexer.quantize import Quantizer
-from retriever.kernels import build_skips
+from retriever.kernels import build_skips, posting_impacts
 
 
 def read_mapped(path: Path) -> pa.Table:
@@ -46,6 +46,8 @@ class Shard:
         docs: the document store (docid, title, text, length).
         skips, skip_ptr: every 64th document of each segment (:func:`retriever.kernels.build_skips`),
             derived in memory when the shard is opened (about 3% of the postings' bytes).
+        post_impact: each posting's impact when segments are short (a learned index;
+            :func:`retriever.kernels.posting_impacts`, a quarter of the postings' bytes), else empty.
     """
 
     name: str
@@ -56,6 +58,7 @@ class Shard:
     docs: pa.Table
     skips: np.ndarray
     skip_ptr: np.ndarray
+    post_impact: np.ndarray
 
     @property
     def num_docs(self) -> int:
@@ -78,15 +81,17 @@ def open_shard(directory: Path, name: str) -> Shard:
     postings = column(read_mapped(d / "postings.arrow"), "doc")
     seg_start = column(seg, "start")
     skips, skip_ptr = build_skips(postings, seg_start)
+    seg_impact = column(seg, "impact")
     return Shard(
         name=name,
         postings=postings,
         seg_start=seg_start,
-        seg_impact=column(seg, "impact"),
+        seg_impact=seg_impact,
         seg_ptr=column(read_mapped(d / "terms.arrow"), "seg_ptr"),
         docs=read_mapped(d / "docs.arrow"),
         skips=skips,
         skip_ptr=skip_ptr,
+        post_impact=posting_impacts(postings, seg_start, seg_impact),
     )
 
 

@@ -56,6 +56,12 @@ LOOKUP_COST = 512
 PRUNE_STEP_NUM, PRUNE_STEP_DEN = 5, 4
 NO_SKIPS = np.zeros(0, np.uint32)  # no skip entries: lookups binary-search whole segments
 NO_SKIP_PTR = np.zeros(1, np.int64)
+NO_POST_IMPACT = np.zeros(0, np.uint8)  # no per-posting impacts: the warm-up goes segment by segment
+# Per-posting impacts are derived at load when segments hold fewer postings than this on
+# average: a learned index has a segment for each distinct impact of a term (SciFact's NDRM
+# indexes: 2 postings a segment), and starting a loop a segment then costs more than the
+# postings (the 1M synthetic index: 168 a segment, no copy).
+POST_IMPACT_BELOW = 8
 
 
 @njit(nogil=True, cache=True)
@@ -145,6 +151,28 @@ def accumulate_plain(postings, a0, a1, c, acc, touched, ntouched):
             touched[ntouched] = d
             ntouched += 1
         acc[d] = old + c
+    return ntouched
+
+
+@njit(nogil=True, cache=True, inline="always")
+def accumulate_flat(postings, post_impact, a0, a1, w, acc, touched, ntouched):
+    """:func:`accumulate_plain` over a whole posting list, each posting adding ``w`` times its
+    own impact (``post_impact``): one loop however many segments the list has."""
+    if acc.shape[0] <= BRANCH_FREE_DOCS:
+        for p in range(a0, a1):
+            d = postings[p]
+            old = acc[d]
+            touched[ntouched] = d
+            ntouched += old == 0
+            acc[d] = old + w * np.int64(post_impact[p])
+        return ntouched
+    for p in range(a0, a1):
+        d = postings[p]
+        old = acc[d]
+        if old == 0:
+            touched[ntouched] = d
+            ntouched += 1
+        acc[d] = old + w * np.int64(post_impact[p])
     return ntouched
 
 
@@ -432,14 +460,22 @@ def finish_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, to
 
 
 @njit(nogil=True, cache=True)
-def warm_up(postings, seg_start, seg_impact, cur, end, weights, budget, acc, touched, warmup, left):
+def warm_up(postings, seg_start, seg_impact, cur, end, weights, budget, acc, touched, warmup, left, post_impact):
     """Add whole segments without histogram or pruning: all ``left`` postings of the query
     when they total at most ``warmup`` (term by term: no search for the next segment, which
     matters as a learned index's term has a segment for each of its distinct impacts), else
     segments in traversal order while they total at most ``warmup >> WARMUP_SHIFT`` (and the
-    budget lasts). Returns ``(ntouched, processed)``."""
+    budget lasts). With ``post_impact`` (each posting's impact, see :func:`posting_impacts`)
+    the whole query goes in one flat loop a term, with no loop a segment to start and leave.
+    Returns ``(ntouched, processed)``."""
     ntouched, processed = 0, 0
     if left <= warmup and (budget < 0 or left <= budget):  # everything goes in: the order does not matter
+        if post_impact.shape[0] > 0:
+            for i in range(cur.shape[0]):
+                ntouched = accumulate_flat(postings, post_impact, seg_start[cur[i]], seg_start[end[i]], weights[i], acc, touched,
+                                           ntouched)
+                cur[i] = end[i]
+            return ntouched, left
         for i in range(cur.shape[0]):
             for s in range(cur[i], end[i]):
                 ntouched = accumulate_plain(postings, seg_start[s], seg_start[s + 1], weights[i] * np.int64(seg_impact[s]),
@@ -461,8 +497,8 @@ def warm_up(postings, seg_start, seg_impact, cur, end, weights, budget, acc, tou
 
 
 @njit(nogil=True, cache=True)
-def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budget, acc, touched, hist, bits, skips, skip_ptr, warmup,
-              lookup_cost):
+def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budget, acc, touched, hist, bits, skips, skip_ptr,
+              post_impact, warmup, lookup_cost):
     """Top-k documents by the sum of ``weight * impact`` over the query terms.
 
     Args:
@@ -473,6 +509,7 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
             touched: uint32/int64[num_docs + 1], hist: int64[>= sum(weights)*255+2],
             bits: uint64[num_docs // 64 + 1], all zero on entry and on exit.
         skips, skip_ptr: :func:`build_skips` of the shard (``NO_SKIPS, NO_SKIP_PTR``: plain binary search).
+        post_impact: :func:`posting_impacts` of the shard, or ``NO_POST_IMPACT``.
         warmup: a query of at most this many postings is added whole without pruning; a
             longer one warms up on ``warmup >> WARMUP_SHIFT`` (0: the histogram and pruning
             work from the first segment).
@@ -493,7 +530,8 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
         else:  # a list this shard does not have (written before the term existed): empty
             cur[i], end[i] = 0, 0
         left += seg_start[end[i]] - seg_start[cur[i]]
-    ntouched, processed = warm_up(postings, seg_start, seg_impact, cur, end, weights, budget, acc, touched, warmup, left)
+    ntouched, processed = warm_up(postings, seg_start, seg_impact, cur, end, weights, budget, acc, touched, warmup, left,
+                                  post_impact)
     left -= processed
     if left == 0 or (budget >= 0 and processed >= budget):
         docs, vals = select_topk(acc, touched, ntouched, k)
@@ -541,7 +579,7 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
 
 @njit(nogil=True, cache=True)
 def saat_batch(postings, seg_start, seg_impact, seg_ptr, q_terms, q_weights, q_ptr, k, budget, acc, touched, hist, bits,
-               skips, skip_ptr, warmup, lookup_cost, out_docs, out_vals, out_n, out_processed):
+               skips, skip_ptr, post_impact, warmup, lookup_cost, out_docs, out_vals, out_n, out_processed):
     """:func:`saat_topk` for many queries in one call (no Python between queries).
 
     Args:
@@ -557,7 +595,7 @@ def saat_batch(postings, seg_start, seg_impact, seg_ptr, q_terms, q_weights, q_p
             out_processed[q] = 0
             continue
         docs, vals, n = saat_topk(postings, seg_start, seg_impact, seg_ptr, q_terms[a:b], q_weights[a:b], k, budget,
-                                  acc, touched, hist, bits, skips, skip_ptr, warmup, lookup_cost)
+                                  acc, touched, hist, bits, skips, skip_ptr, post_impact, warmup, lookup_cost)
         out_n[q] = docs.shape[0]
         out_processed[q] = n
         for j in range(docs.shape[0]):
@@ -593,3 +631,12 @@ def build_skips(postings, seg_start, block=SKIP_BLOCK):
         for j in range(skip_ptr[s + 1] - skip_ptr[s]):
             skips[skip_ptr[s] + j] = postings[a0 + j * block]
     return skips, skip_ptr
+
+
+def posting_impacts(postings, seg_start, seg_impact):
+    """Each posting's impact (uint8, one byte a posting), when a shard's segments average fewer
+    than :data:`POST_IMPACT_BELOW` postings; else :data:`NO_POST_IMPACT`."""
+    nseg = seg_start.shape[0] - 1
+    if nseg == 0 or postings.shape[0] >= POST_IMPACT_BELOW * nseg:
+        return NO_POST_IMPACT
+    return np.repeat(np.asarray(seg_impact[:nseg]), np.diff(np.asarray(seg_start))).astype(np.uint8)

@@ -189,7 +189,7 @@ class Searcher:
                 if ws.hist.shape[0] < max_score + 2:
                     ws.fit(max_score)
                 docs, vals, n = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k,
-                                          budget, ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP, LOOKUP_COST)
+                                          budget, ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact, WARMUP, LOOKUP_COST)
             finally:
                 self._free.append(ws)
             return vals, np.zeros(docs.size, np.int64), docs, int(n)
@@ -197,7 +197,7 @@ class Searcher:
             parts, processed = [], 0
             for si, sh in enumerate(shards):  # lists a shard lacks (ids past its own) are empty in the kernel
                 docs, vals, n = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k,
-                                          budget, ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP, LOOKUP_COST)
+                                          budget, ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact, WARMUP, LOOKUP_COST)
                 processed += int(n)
                 parts.append((vals, np.full(docs.size, si, np.int64), docs))
         if not parts:
@@ -247,7 +247,7 @@ class Searcher:
                 if single:  # the kernel writes the hits straight into the output rows
                     sh = shards[0]
                     saat_batch(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, w, ptr, k, budget,
-                               ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP, LOOKUP_COST,
+                               ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact, WARMUP, LOOKUP_COST,
                                out[2, lo:hi], out[0, lo:hi], counts[lo:hi], processed[lo:hi])
                     return
                 docs = np.empty((len(shards), hi - lo, k), np.int64)
@@ -256,7 +256,7 @@ class Searcher:
                 done = np.zeros((len(shards), hi - lo), np.int64)
                 for si, sh in enumerate(shards):
                     saat_batch(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, w, ptr, k, budget,
-                               ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, WARMUP, LOOKUP_COST,
+                               ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact, WARMUP, LOOKUP_COST,
                                docs[si], vals[si], n[si], done[si])
             processed[lo:hi] = done.sum(0)
             merge_shard_hits(vals, docs, n, out[:, lo:hi], counts[lo:hi])

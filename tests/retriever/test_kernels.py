@@ -14,10 +14,12 @@ from indexer.shards import ImpactPostings, segment_postings
 from retriever.kernels import (
     BRANCH_FREE_DOCS,
     LOOKUP_COST,
+    NO_POST_IMPACT,
     NO_SKIP_PTR,
     NO_SKIPS,
     brute_force_scores,
     build_skips,
+    posting_impacts,
     saat_topk,
 )
 
@@ -28,9 +30,11 @@ def build(triples, vocab_size):
 
 
 def search(a, num_docs, terms, weights, k, budget=-1, warmup=8192, acc_dtype=np.uint32, skips=True, lookup_cost=LOOKUP_COST,
-           acc_docs=None):
+           acc_docs=None, flat=False):
     """``acc_docs``: scratch sized for a larger shard than this one (the kernels' branchy
-    accumulation runs beyond BRANCH_FREE_DOCS)."""
+    accumulation runs beyond BRANCH_FREE_DOCS); ``flat``: per-posting impacts given (the
+    warm-up's one loop a posting list), whatever the segments' lengths."""
+    post_impact = np.repeat(a["seg_impact"][:-1], np.diff(a["seg_start"])).astype(np.uint8) if flat else NO_POST_IMPACT
     acc = np.zeros(acc_docs or num_docs, acc_dtype)
     touched = np.zeros((acc_docs or num_docs) + 1, np.int64)
     hist = np.zeros(int(np.sum(weights)) * 255 + 2, np.int64)
@@ -38,7 +42,7 @@ def search(a, num_docs, terms, weights, k, budget=-1, warmup=8192, acc_dtype=np.
     docs, vals, n = saat_topk(
         a["postings"], a["seg_start"], a["seg_impact"], a["seg_ptr"],
         np.asarray(terms, np.int64), np.asarray(weights, np.int64), k, budget, acc, touched, hist, bits,
-        *(build_skips(a["postings"], a["seg_start"]) if skips else (NO_SKIPS, NO_SKIP_PTR)), warmup, lookup_cost,
+        *(build_skips(a["postings"], a["seg_start"]) if skips else (NO_SKIPS, NO_SKIP_PTR)), post_impact, warmup, lookup_cost,
     )
     assert not acc.any() and not hist.any() and not bits.any(), "scratch buffers must be left zeroed"
     return docs.tolist(), vals.tolist(), n
@@ -96,16 +100,19 @@ def random_index(rng, num_docs=3000, vocab=400, n=60_000, skew=True):
 
 @pytest.mark.parametrize("skew", [True, False])
 @pytest.mark.parametrize(
-    ("warmup", "acc_dtype", "skips", "lookup_cost", "acc_docs"),
-    [(0, np.uint32, True, LOOKUP_COST, None), (300, np.uint16, True, LOOKUP_COST, None), (0, np.uint32, True, 24, None),
-     (0, np.uint32, False, 24, None), (10**9, np.uint32, True, LOOKUP_COST, None),
-     (300, np.uint32, True, LOOKUP_COST, BRANCH_FREE_DOCS + 1), (10**9, np.uint32, True, LOOKUP_COST, BRANCH_FREE_DOCS + 1)],
+    ("warmup", "acc_dtype", "skips", "lookup_cost", "acc_docs", "flat"),
+    [(0, np.uint32, True, LOOKUP_COST, None, False), (300, np.uint16, True, LOOKUP_COST, None, False),
+     (0, np.uint32, True, 24, None, False), (0, np.uint32, False, 24, None, False), (10**9, np.uint32, True, LOOKUP_COST, None, False),
+     (300, np.uint32, True, LOOKUP_COST, BRANCH_FREE_DOCS + 1, False), (10**9, np.uint32, True, LOOKUP_COST, BRANCH_FREE_DOCS + 1, False),
+     (10**9, np.uint32, True, LOOKUP_COST, None, True), (10**9, np.uint32, True, LOOKUP_COST, BRANCH_FREE_DOCS + 1, True),
+     (300, np.uint32, True, LOOKUP_COST, None, True)],
 )
-def test_exact_equals_brute_force_on_random_indexes(skew, warmup, acc_dtype, skips, lookup_cost, acc_docs):
+def test_exact_equals_brute_force_on_random_indexes(skew, warmup, acc_dtype, skips, lookup_cost, acc_docs, flat):
     """Every path: histogram from the first posting, a warm-up then pruning, warm-up only;
     the finish by lookup through skip entries and without (these small indexes reach it
     with ``lookup_cost`` 24, 26 of the 120 skewed queries, and not with the default); the
-    warm-up's branch-free and branchy accumulation (scratch sized past BRANCH_FREE_DOCS)."""
+    warm-up's branch-free and branchy accumulation (scratch sized past BRANCH_FREE_DOCS), by
+    segment and by posting list (per-posting impacts)."""
     rng = np.random.default_rng(7 + skew)
     num_docs, vocab = 3000, 400
     a = random_index(rng, num_docs, vocab, skew=skew)
@@ -115,7 +122,7 @@ def test_exact_equals_brute_force_on_random_indexes(skew, warmup, acc_dtype, ski
         weights = rng.integers(1, 3, terms.size)
         k = int(rng.choice([1, 10, 100]))
         docs, vals, _ = search(a, num_docs, terms, weights, k, warmup=warmup, acc_dtype=acc_dtype, skips=skips,
-                               lookup_cost=lookup_cost, acc_docs=acc_docs)
+                               lookup_cost=lookup_cost, acc_docs=acc_docs, flat=flat)
         bf = brute_force_scores(a["postings"], a["seg_start"], a["seg_impact"], a["seg_ptr"], terms, weights, num_docs)
         order = np.lexsort((np.arange(num_docs), -bf))
         want = order[bf[order] > 0][:k]
@@ -148,3 +155,12 @@ def test_kernels_run_without_jit():
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
     root = Path(__file__).resolve().parents[2]
     subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=root)
+
+
+def test_posting_impacts_only_for_short_segments():
+    short = build(HAND, 5)  # 6 postings in 5 segments
+    imps = posting_impacts(short["postings"], short["seg_start"], short["seg_impact"])
+    assert imps.dtype == np.uint8
+    assert imps.tolist() == [5, 3, 3, 9, 4, 1]  # term 2: 5 | 3 3; term 3: 9 | 4; term 4: 1 (segments by impact)
+    long = build([(2, d, 7) for d in range(40)], 3)  # one segment of 40 postings
+    assert posting_impacts(long["postings"], long["seg_start"], long["seg_impact"]).shape == (0,)
