@@ -152,18 +152,23 @@ class Searcher:
         keep = w > 0
         return QueryPlan(lists[keep].astype(np.int64), w[keep].astype(np.int64), unit, base)
 
-    @contextmanager
-    def _workspace(self, max_score: int):
-        """Scratch buffers for one thread's kernel calls, taken from a pool and given back: a
-        new thread (a batch's worker) reuses warm buffers instead of faulting in fresh pages
-        (``list.pop``/``append`` are atomic, so no lock)."""
+    def _take(self, max_score: int) -> Workspace:
+        """Scratch buffers for one thread's kernel calls, from the pool of idle ones (a new
+        thread, a batch's worker, reuses warm buffers instead of faulting in fresh pages;
+        ``list.pop``/``append`` are atomic, so no lock); give them back to ``self._free``."""
         try:
             ws = self._free.pop()
         except IndexError:
             ws = Workspace(self._max_docs, max_score)
+        if ws.hist.shape[0] < max_score + 2:
+            ws.fit(max_score)
+        return ws
+
+    @contextmanager
+    def _workspace(self, max_score: int):
+        """:meth:`_take` for a ``with`` block, given back at its end."""
+        ws = self._take(max_score)
         try:
-            if ws.hist.shape[0] < max_score + 2:
-                ws.fit(max_score)
             yield ws
         finally:
             self._free.append(ws)
@@ -180,14 +185,8 @@ class Searcher:
         shards = self.index.shards
         if len(shards) == 1:  # the common case, kept lean (no context manager): one query a call is latency-bound
             sh = shards[0]
+            ws = self._take(int(weights.sum()) * 255)
             try:
-                ws = self._free.pop()  # as _workspace: another thread may empty the pool first
-            except IndexError:
-                ws = Workspace(self._max_docs, 0)
-            try:
-                max_score = int(weights.sum()) * 255
-                if ws.hist.shape[0] < max_score + 2:
-                    ws.fit(max_score)
                 docs, vals, n = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k,
                                           budget, ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact, WARMUP, LOOKUP_COST)
             finally:
