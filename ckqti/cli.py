@@ -200,17 +200,25 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format):
 @click.option("--init", "init", type=click.Choice(["paper", "match"]), default="paper", show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
 @click.option("--resume", is_flag=True, help="Continue an interrupted run from <out>.work/state.pt.")
+@click.option("--loss", type=click.Choice(["margin", "ranknet", "lce"]), default="margin", show_default=True,
+              help="TK/TKL/IDCM: pairwise margin or RankNet, or listwise over --negatives BM25 negatives (lce).")
+@click.option("--negatives", type=click.IntRange(1), default=1, show_default=True,
+              help="TK/TKL/IDCM with --loss lce: BM25 negatives per query and step.")
 def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epochs, patience, batch_size, lr, seed,
-              device, weak_supervision, embeddings, init, fmt, resume):
-    """Train a model on BM25 candidates (NDRM: RankNet; TK/TKL/IDCM: pairwise); writes the best dev epoch to --out."""
+              device, weak_supervision, embeddings, init, fmt, resume, loss, negatives):
+    """Train a model on BM25 candidates (NDRM: RankNet; TK/TKL/IDCM: pairwise or listwise); writes the best dev epoch to --out."""
     if variant in ("tk", "tkl", "idcm"):
         from ckqti.train.rerankers import RerankerTrainConfig, train_reranker
 
+        if negatives > 1 and loss != "lce":
+            raise click.UsageError("--negatives > 1 needs --loss lce")
         config = RerankerTrainConfig(kind=variant, epochs=epochs, patience=patience, batch_size=batch_size, seed=seed,
-                                     dev_fraction=dev_fraction, device=device)
+                                     dev_fraction=dev_fraction, device=device, loss=loss, negatives=negatives)
         r = train_reranker(variant, corpus, queries, qrels, out, config, fmt=fmt)
         click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} -> {out}")
         return
+    if loss != "margin" or negatives != 1:
+        raise click.UsageError("--loss and --negatives are for TK, TKL and IDCM (NDRM trains with RankNet)")
     from ckqti.train import TrainConfig, train
 
     config = TrainConfig(model=variant, epochs=epochs, patience=patience, batch_size=batch_size, lr=lr, seed=seed,

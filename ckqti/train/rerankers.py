@@ -13,7 +13,10 @@ NDRM included, as a :class:`Reranker` that scores query and document *text*.
 the relevant document from the judgements, the non-relevant one drawn from the query's BM25
 top ``depth`` (Pyserini) minus its judged documents; one triple per query per epoch. Loss:
 margin ranking (margin 1) or RankNet; Adam with the SPEC's two learning rates (1e-4 for
-embeddings / Transformer, 1e-3 for the rest). After every epoch the model reranks the dev
+embeddings / Transformer, 1e-3 for the rest). ``loss="lce"`` trains listwise instead: each
+query's relevant document against ``negatives`` of its BM25 non-relevant ones at once, softmax
+cross-entropy over the group (localized contrastive estimation, Gao et al., ECIR 2021: more of
+BM25's hard negatives per query and step, the usual way to fine-tune BERT re-rankers). After every epoch the model reranks the dev
 queries' BM25 candidates; the best dev nDCG@10 is kept (early stopping with ``patience``).
 
 IDCM trains in the three stages of the SPEC: (1) the cross-encoder on passages: each
@@ -56,7 +59,7 @@ from ckqti.vocab import Vocabulary
 
 RERANKER_KINDS = ("tk", "tkl", "idcm")
 ALL_KINDS = RERANKER_KINDS + QTI_KINDS
-LOSSES = ("margin", "ranknet")
+LOSSES = ("margin", "ranknet", "lce")
 INITS = ("paper", "match")
 EMBEDDING_INITS = ("skipgram", "minilm", "random")
 WORDPIECE_ANALYZER = {"tokenizer": "wordpiece", "lowercase": True}
@@ -383,7 +386,10 @@ class RerankerTrainConfig:
         batch_size: triples per optimizer step.
         lr_encoder, lr_rest: Adam learning rates of the embeddings / Transformer (IDCM: the
             cross-encoder) and of everything else.
-        loss: ``"margin"`` (margin ranking, ``margin``) or ``"ranknet"``.
+        loss: ``"margin"`` (margin ranking, ``margin``), ``"ranknet"`` or ``"lce"`` (listwise: softmax
+            cross-entropy of the relevant document among ``negatives`` BM25 negatives; IDCM's
+            stage 3 keeps its distillation loss).
+        negatives: BM25 negatives per query in a group (``"lce"`` only; 1 otherwise).
         seed: sampling, initialisation, dropout and the dev split.
         patience: epochs without a better dev nDCG@10 before stopping.
         dev_fraction: share of the judged training queries carved out as dev.
@@ -411,6 +417,7 @@ class RerankerTrainConfig:
     lr_rest: float = 1e-3
     loss: str = "margin"
     margin: float = 1.0
+    negatives: int = 1
     seed: int = 0
     patience: int = 2
     dev_fraction: float = 0.1
@@ -434,7 +441,7 @@ class RerankerTrainConfig:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         for name in ("epochs", "distill_epochs", "batch_size", "patience", "depth", "dev_depth", "min_df",
-                     "eval_batch_size"):
+                     "eval_batch_size", "negatives"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("max_steps", "max_dev_queries"):
@@ -444,6 +451,8 @@ class RerankerTrainConfig:
             raise ValueError("learning rates and margin must be positive, dev_fraction in (0, 1)")
         if not self.stages or any(s not in (1, 2, 3) for s in self.stages) or list(self.stages) != sorted(set(self.stages)):
             raise ValueError(f"stages must be increasing values among 1, 2, 3, got {self.stages}")
+        if self.negatives > 1 and self.loss != "lce":
+            raise ValueError("negatives > 1 needs loss='lce' (margin and RankNet are pairwise)")
         if "vocab_size" in self.model_options:
             raise ValueError("model_options must not set vocab_size (it is the training vocabulary's)")
 
@@ -549,6 +558,23 @@ def epoch_triples(data: PairData, depth: int, seed: int, epoch: int) -> list[tup
     return [out[i] for i in rng.permutation(len(out))]
 
 
+def epoch_groups(data: PairData, depth: int, seed: int, epoch: int, negatives: int) -> list[tuple[str, int, tuple[int, ...]]]:
+    """One ``(qid, relevant, (non-relevant, ...))`` group per training query, shuffled; a function of ``(seed, epoch)``.
+
+    ``negatives`` distinct documents of the query's top ``depth`` candidates that are not judged
+    relevant (drawn with replacement only when the query has fewer), so every group has the same size.
+    """
+    rng = np.random.default_rng([seed, epoch, negatives])
+    out = []
+    for qid in data.train_qids:
+        rel = sorted(data.relevant[qid])
+        negs = [d for d in data.candidates.get(qid, [])[:depth] if d not in data.relevant[qid]]
+        if rel and negs:
+            picked = rng.choice(len(negs), size=negatives, replace=len(negs) < negatives)
+            out.append((qid, rel[int(rng.integers(len(rel)))], tuple(negs[int(i)] for i in picked)))
+    return [out[i] for i in rng.permutation(len(out))]
+
+
 # -- the generic pairwise loop ---------------------------------------------------------------
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]  # query ids [B, Q], doc ids [B, L] -> scores [B]
@@ -569,20 +595,43 @@ def triple_batch(data: PairData, batch: Sequence[tuple[str, int, int]], device: 
     return q.repeat(2, 1).to(device), d.to(device)
 
 
+def group_batch(data: PairData, batch: Sequence[tuple[str, int, tuple[int, ...]]],
+                device: torch.device) -> tuple[Tensor, Tensor]:
+    """Queries ``[B * G, Q]`` and documents ``[B * G, L]``, group by group: each relevant document
+    followed by its ``G - 1`` negatives (``G`` = 1 + negatives)."""
+    size = 1 + len(batch[0][2])
+    q = pad_rows([data.queries[qid] for qid, _, _ in batch]).repeat_interleave(size, dim=0)
+    d = pad_rows([data.docs[i] for _, pos, negs in batch for i in (pos, *negs)])
+    return q.to(device), d.to(device)
+
+
+def group_loss(scores: Tensor, size: int) -> Tensor:
+    """Softmax cross-entropy of each group's first (relevant) document; ``[B * size] -> scalar``."""
+    logits = scores.view(-1, size)  # [B, size]
+    return nn.functional.cross_entropy(logits, torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device))
+
+
 def train_epoch(score: ScoreFn | None, loss_fn: LossFn | None, model: nn.Module, optimizer, data: PairData,
                 config: RerankerTrainConfig, epoch: int, device: torch.device) -> dict[str, float]:
     """One epoch of pairwise steps (``score``) or of a per-batch loss (``loss_fn``, IDCM stage 3)."""
     from tqdm.auto import tqdm
 
-    triples = epoch_triples(data, config.depth, config.seed, epoch)
+    listwise = config.loss == "lce" and loss_fn is None
+    triples = (epoch_groups(data, config.depth, config.seed, epoch, config.negatives) if listwise
+               else epoch_triples(data, config.depth, config.seed, epoch))
     starts = list(range(0, len(triples), config.batch_size))[: config.max_steps]
     model.train()
     losses = []
     for start in tqdm(starts, desc=f"epoch {epoch + 1}", unit="step", disable=not config.progress, leave=False):
-        q, d = triple_batch(data, triples[start: start + config.batch_size], device)
-        if loss_fn is not None:
+        part = triples[start: start + config.batch_size]
+        if listwise:
+            q, d = group_batch(data, part, device)
+            loss = group_loss(score(q, d), 1 + config.negatives)
+        elif loss_fn is not None:
+            q, d = triple_batch(data, part, device)
             loss = loss_fn(q, d)
         else:
+            q, d = triple_batch(data, part, device)
             s = score(q, d)  # [2B]
             half = s.shape[0] // 2
             loss = pair_loss(s[:half], s[half:], config)

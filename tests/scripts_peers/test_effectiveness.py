@@ -119,3 +119,27 @@ def test_fresh_rows_replace_committed_ones_and_the_rest_are_kept_in_row_order():
     order = [r.key for r in eff.ROWS]
     keys = list(merged["scifact"])
     assert keys == sorted(keys, key=order.index)
+
+
+def test_gpu_budget_checkpoints_keep_the_cpu_settings_and_raise_the_budget():
+    cpu, gpu, lce = eff.reranker_config("tkl"), eff.reranker_config("tkl-gpu"), eff.reranker_config("tkl-gpu-lce")
+    assert (gpu.kind, gpu.embeddings, gpu.lr_encoder, gpu.batch_size) == (cpu.kind, cpu.embeddings, cpu.lr_encoder,
+                                                                         cpu.batch_size)
+    assert gpu.epochs == eff.GPU_EPOCHS > cpu.epochs and gpu.dev_depth == eff.RERANK_DEPTH
+    assert (lce.loss, lce.negatives) == ("lce", eff.LCE_NEGATIVES) and lce.epochs == gpu.epochs
+    idcm = eff.reranker_config("idcm-gpu-lce")
+    assert (idcm.kind, idcm.loss, idcm.batch_size, idcm.max_dev_queries) == ("idcm", "lce", 8, None)
+    assert eff.reranker_config("idcm").loss == eff.reranker_config("idcm-gpu").loss == "margin"
+    for row in eff.ROWS:  # every row names a checkpoint the script knows how to make
+        assert row.mode == "bm25" or row.model in eff.CHECKPOINTS
+
+
+def test_gpu_rows_have_their_own_targets():
+    def row(delta, p):
+        return {"ttest_vs_bm25": {"nDCG@10": {"delta": delta, "p": p}}}
+
+    report = {"scifact": {"bm25": {}, "idcm-rerank": row(-0.05, 0.01), "idcm-gpu-lce-rerank": row(0.06, 0.005)}}
+    checks = {c["target"]: c["met"] for c in eff.target_checks(report)}
+    assert checks["IDCM rerank >= BM25 + 0.03 nDCG@10 on SciFact test"] is False
+    assert checks["IDCM (GPU budget, listwise) rerank >= BM25 + 0.03 nDCG@10 on SciFact test"] is True
+    assert checks["TKL (GPU budget) rerank >= BM25 + 0.03 nDCG@10 on SciFact test"] is None

@@ -115,3 +115,25 @@ def test_matches_sentence_transformers(minilm):
     texts = scifact_texts(3) + ["A man is eating food."]
     reference = st.SentenceTransformer(str(minilm_model_dir()), device="cpu").encode(texts, convert_to_tensor=True)
     torch.testing.assert_close(sentence_embeddings(model, tok, texts), reference.cpu(), atol=1e-5, rtol=1e-4)
+
+
+def test_another_folder_of_the_files_can_stand_in_for_the_package(tmp_path, monkeypatch):
+    """``$CKQTI_MINILM_DIR`` (a lent GPU without the package): the same files, weights in float16, load as float32."""
+    from safetensors.torch import load_file, save_file
+
+    src = minilm_model_dir()
+    for name in ("config.json", "vocab.txt"):
+        (tmp_path / name).write_bytes((src / name).read_bytes())
+    save_file({k: v.half() if v.is_floating_point() else v for k, v in load_file(str(src / "model.safetensors")).items()},
+              str(tmp_path / "model.safetensors"))
+    monkeypatch.setenv("CKQTI_MINILM_DIR", str(tmp_path))
+    assert minilm_model_dir() == tmp_path
+    half, full = load_minilm(), load_minilm(src)
+    assert WordPieceTokenizer.minilm().vocab_size == 30522
+    for (name, a), (_, b) in zip(half.state_dict().items(), full.state_dict().items()):
+        assert a.dtype == b.dtype, name
+        if a.is_floating_point():
+            torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)  # float16 rounding only
+    monkeypatch.setenv("CKQTI_MINILM_DIR", str(tmp_path / "missing"))
+    with pytest.raises(InputError, match="CKQTI_MINILM_DIR"):
+        minilm_model_dir()

@@ -19,7 +19,10 @@ from ckqti.train.rerankers import (
     TermText,
     analyzed_spans,
     build_model,
+    epoch_groups,
     epoch_triples,
+    group_batch,
+    group_loss,
     load_reranker,
     match_init,
     save_reranker,
@@ -49,6 +52,10 @@ def test_config_is_validated():
         RerankerTrainConfig(stages=(2, 1))
     with pytest.raises(ValueError):
         RerankerTrainConfig(model_options={"vocab_size": 3})
+    with pytest.raises(ValueError):  # several negatives are a listwise group: margin/RankNet are pairwise
+        RerankerTrainConfig(loss="margin", negatives=4)
+    with pytest.raises(ValueError):
+        RerankerTrainConfig(loss="lce", negatives=0)
     assert RerankerTrainConfig(stages=[1, 3]).stages == (1, 3)
 
 
@@ -101,6 +108,47 @@ def test_triples_are_relevant_then_judged_non_relevant(tiny_scifact):
         assert neg in data.candidates[qid]
     assert triples == epoch_triples(data, 100, seed=0, epoch=0)
     assert triples != epoch_triples(data, 100, seed=0, epoch=1)
+
+
+def test_groups_hold_a_relevant_document_and_distinct_judged_non_relevant_ones(tiny_scifact):
+    data, _ = small_pairs(tiny_scifact)
+    groups = epoch_groups(data, 100, seed=0, epoch=0, negatives=5)
+    assert len(groups) == len({q for q, _, _ in groups}) > 20
+    for qid, pos, negs in groups:
+        assert pos in data.relevant[qid] and len(negs) == 5
+        assert all(n not in data.relevant[qid] and n in data.candidates[qid] for n in negs)
+        available = [d for d in data.candidates[qid] if d not in data.relevant[qid]]
+        if len(available) >= 5:
+            assert len(set(negs)) == 5  # drawn without replacement when there are enough
+    assert groups == epoch_groups(data, 100, seed=0, epoch=0, negatives=5)
+    assert groups != epoch_groups(data, 100, seed=0, epoch=1, negatives=5)
+    q, d = group_batch(data, groups[:3], torch.device("cpu"))
+    assert q.shape[0] == d.shape[0] == 18  # 3 groups of 1 + 5, each query repeated for its group
+    assert torch.equal(q[0], q[5]) and not torch.equal(q[5], q[6])
+    first = torch.as_tensor(data.docs[groups[0][1]])
+    assert torch.equal(d[0, : len(first)], first)  # every group starts with its relevant document
+
+
+def test_group_loss_is_ranknet_for_a_pair_and_prefers_the_relevant_first():
+    pos, neg = torch.tensor([2.0, -1.0]), torch.tensor([0.5, 3.0])
+    pairs = torch.stack([pos, neg], dim=1).reshape(-1)  # [p0, n0, p1, n1]
+    ranknet = torch.nn.functional.softplus(neg - pos).mean()
+    assert torch.allclose(group_loss(pairs, 2), ranknet)
+    good, bad = torch.tensor([5.0, 0.0, 0.0]), torch.tensor([0.0, 5.0, 0.0])
+    assert group_loss(good, 3) < group_loss(bad, 3)
+
+
+@pytest.mark.parametrize("kind", ["tk", "tkl"])
+def test_listwise_loss_goes_down(tiny_scifact, kind):
+    """Repeating one epoch's groups (1 relevant + 3 negatives), the softmax cross-entropy falls."""
+    data, text = small_pairs(tiny_scifact)
+    torch.manual_seed(0)
+    model = build_model(kind, dict(vocab_size=len(text.vocab), **TINY_TK))
+    opt = torch.optim.Adam(model.parameter_groups(1e-3, 1e-2))
+    config = quick(kind, max_steps=3, loss="lce", negatives=3)
+    losses = [train_epoch(model, None, model, opt, data, config, 0, torch.device("cpu"))["loss"] for _ in range(6)]
+    assert losses[-1] < losses[0]
+    assert losses[0] < 2 * np.log(4)  # a softmax cross-entropy over groups of 4, not a margin loss
 
 
 @pytest.mark.parametrize("kind", ["tk", "tkl"])
