@@ -709,6 +709,12 @@ EXPERIMENTS = {
                          "initial term embeddings from all-MiniLM-L6-v2's WordPiece matrix (each word the composition of "
                          "its WordPiece vectors, reduced to 256 dimensions) instead of skip-gram vectors trained on "
                          "SciFact's 5,183 abstracts"),
+    "distill": Experiment("ndrm3-distill", {"teacher": "docs/results/teacher_idcm_scifact_train.json.gz",
+                                            "distill_docs": 8, "distill_weight": 1.0},
+                          "RankNet on the labels plus listwise distillation from IDCM (the GPU-trained listwise "
+                          "cross-encoder, `idcm-gpu-lce` settings): each step, 8 of every training claim's BM25 top "
+                          "100 drawn at random, the cross-entropy between IDCM's softmax over them and NDRM3's "
+                          "(`ckqti.train.loop.TrainConfig.teacher`; dev claims' teacher scores are never used)"),
     "minilm-6": Experiment("ndrm3-minilm-6", {"embeddings": "minilm", "epochs": 6, "patience": 2},
                            "the `minilm` experiment's initial embeddings with up to 6 epochs instead of 3 (its dev "
                            "nDCG@10 still rose at epoch 3)"),
@@ -727,6 +733,8 @@ def run_experiment(name: str, work: Path) -> dict:
     sf = collections()["scifact"]
     queries, qrels, _ = scifact_train_inputs(work)
     config = replace(ndrm_config("ndrm3"), **exp.settings)
+    if config.teacher:  # settings name it relative to the checkout
+        config = replace(config, teacher=str(ROOT / config.teacher))
     started = time.perf_counter()
     res = train(sf.corpus, queries, qrels, checkpoint_path(exp.key, work), config,
                 work_dir=work / "train" / exp.key)  # BM25 candidates for claims (and title pseudo-queries)

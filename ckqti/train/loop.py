@@ -21,6 +21,7 @@ and seeded with ``seed``; skip-gram training uses one gensim worker and the same
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import time
@@ -31,7 +32,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from ckqti.errors import CkqtiError, InputError
 from ckqti.train import pseudo
@@ -45,7 +46,7 @@ from ckqti.train.data import (
     relevant_docs,
     split_dev,
 )
-from ckqti.train.losses import ranknet_loss
+from ckqti.train.losses import distill_loss, ranknet_loss
 from ckqti.train.sampling import DOCS_PER_EXAMPLE, Example, sample_epoch
 from ckqti.train.scoring import as_run, score_pairs
 
@@ -81,6 +82,13 @@ class TrainConfig:
         eval_batch_size: documents encoded at once when validating.
         embedding_dtype: ``"float32"`` or ``"float16"`` for embedding matrices in saved checkpoints.
         fallback: how unseen words get embedding rows when the checkpoint meets a new corpus.
+        teacher: a JSON file (or ``.json.gz``) of a teacher's scores, ``{"teacher": id, "scores": {qid: {docid: score}}}``
+            (e.g. IDCM's over each training query's BM25 top 100); None trains on labels alone.
+            Each step then adds ``distill_weight`` times a listwise distillation loss: for every
+            training query of the batch the teacher scored (dev queries never), ``distill_docs``
+            of its teacher-scored documents drawn at random, the cross-entropy between the
+            teacher's softmax over them and the student's (:func:`distill_loss`).
+        distill_docs, distill_weight: see ``teacher``.
         model_options: NDRMConfig fields other than ``vocab_size`` and ``variant`` (e.g. ``dim``).
         device: torch device; None: CUDA when available, else CPU.
         progress: show progress bars.
@@ -105,6 +113,9 @@ class TrainConfig:
     eval_batch_size: int = 64
     embedding_dtype: str = "float32"
     fallback: str = "minilm"
+    teacher: str | None = None
+    distill_docs: int = 8
+    distill_weight: float = 1.0
     model_options: Mapping[str, Any] = field(default_factory=dict)
     device: str | None = None
     progress: bool = True
@@ -114,7 +125,8 @@ class TrainConfig:
 
         if self.model not in VARIANTS:
             raise ValueError(f"model must be one of {VARIANTS}, got {self.model!r}")
-        for name in ("epochs", "batch_size", "patience", "depth", "dev_depth", "min_df", "eval_batch_size"):
+        for name in ("epochs", "batch_size", "patience", "depth", "dev_depth", "min_df", "eval_batch_size",
+                     "distill_docs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.lr <= 0 or (self.head_lr is not None and self.head_lr <= 0) or not 0.0 < self.dev_fraction < 1.0:
@@ -128,6 +140,8 @@ class TrainConfig:
         for name in ("pseudo_per_epoch", "train_doc_terms"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be None or >= 1")
+        if self.distill_weight < 0:
+            raise ValueError("distill_weight must be >= 0")
         if {"vocab_size", "variant"} & set(self.model_options):
             raise ValueError("model_options must not set vocab_size or variant")
 
@@ -174,6 +188,7 @@ class TrainingData:
     pseudo_qids: list[str]
     dev_qids: list[str]
     dev_qrels: dict[str, dict[str, int]]
+    teacher: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # qid -> (doc indices, scores)
 
 
 @dataclass
@@ -260,6 +275,7 @@ def prepare_data(
     query_ids = analyze_queries(texts, collection.analyzer, collection.vocab, max_q)
     index = collection.index()
     usable = {q for q, ids in query_ids.items() if (ids > 1).any()}
+    teacher = read_teacher(config.teacher, index, train_qrels) if config.teacher else {}
     return TrainingData(
         collection=collection,
         query_ids=query_ids,
@@ -269,7 +285,30 @@ def prepare_data(
         pseudo_qids=sorted(q for q in pseudo_qids if q in usable),
         dev_qids=sorted(dev),
         dev_qrels=dev,
+        teacher=teacher,
     )
+
+
+def read_teacher(path: str | Path, index: Mapping[str, int], train_qrels: Mapping[str, Any]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Teacher scores of training queries only (a dev query's never reach training): ``qid -> (indices, scores)``.
+
+    Raises:
+        InputError: an unreadable file, or no training query with two scored documents.
+    """
+
+    try:
+        with (gzip.open if str(path).endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
+            scores = json.load(f)["scores"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise InputError(f"not a teacher scores file ({err})", path) from err
+    out = {}
+    for qid, docs in scores.items():
+        known = [(index[d], float(s)) for d, s in docs.items() if d in index]
+        if qid in train_qrels and len(known) >= 2:
+            out[qid] = (np.array([i for i, _ in known], dtype=np.int64), np.array([s for _, s in known], np.float32))
+    if not out:
+        raise InputError("the teacher scored no training query of this corpus", path)
+    return out
 
 
 def initial_embeddings(collection: Collection, method: str, dim: int, seed: int) -> np.ndarray | None:
@@ -358,20 +397,47 @@ def epoch_examples(data: TrainingData, config: TrainConfig, epoch: int) -> list[
     return sample_epoch(qids, data.relevant, cands, len(data.collection), rng)
 
 
+def _score_groups(model: nn.Module, data: TrainingData, qids: Sequence[str], docs: Sequence[int], per_query: int,
+                  doc_terms: int, device: torch.device) -> Tensor:
+    """Scores of ``per_query`` documents for each query, documents listed query by query -> ``[len(qids), per_query]``."""
+    coll = data.collection
+    query = pad_rows([data.query_ids[q] for q in qids]).to(device).repeat_interleave(per_query, dim=0)  # [B * k, Q]
+    ids = pad_rows([coll.doc(d) for d in docs], doc_terms).to(device)  # [B * k, L]
+    lengths = torch.tensor([len(coll.doc(d)) for d in docs], dtype=torch.float32, device=device)  # [B * k]
+    return model(query, ids, lengths).view(len(qids), per_query)
+
+
+def teacher_group(data: TrainingData, batch: Sequence[Example], k: int,
+                  rng: np.random.Generator) -> tuple[list[str], list[int], np.ndarray]:
+    """For each example whose query the teacher scored: ``k`` of its scored documents (without replacement
+    when it has ``k``); returns ``(qids, documents query by query, teacher scores [B', k])``."""
+    qids, docs, scores = [], [], []
+    for ex in batch:
+        if ex.qid not in data.teacher:
+            continue
+        idx, sc = data.teacher[ex.qid]
+        pick = rng.choice(len(idx), size=k, replace=len(idx) < k)
+        qids.append(ex.qid)
+        docs += [int(i) for i in idx[pick]]
+        scores.append(sc[pick])
+    return qids, docs, np.asarray(scores, dtype=np.float32).reshape(len(qids), k)
+
+
 def train_step(
     model: nn.Module, optimizer: torch.optim.Optimizer, batch: Sequence[Example], data: TrainingData,
-    doc_terms: int, device: torch.device,
+    doc_terms: int, device: torch.device, config: TrainConfig | None = None, rng: np.random.Generator | None = None,
 ) -> float:
-    """One Adam step on the RankNet loss of a batch of examples; returns the loss."""
-    coll = data.collection
+    """One Adam step on the RankNet loss of a batch of examples (plus the teacher's distillation loss
+    when ``data.teacher`` and ``config.distill_weight`` are set); returns the loss."""
     docs = [d for ex in batch for d in ex.docs]
-    query = pad_rows([data.query_ids[ex.qid] for ex in batch]).to(device)  # [B, Q]
-    query = query.repeat_interleave(DOCS_PER_EXAMPLE, dim=0)  # [B * 4, Q]
-    ids = pad_rows([coll.doc(d) for d in docs], doc_terms).to(device)  # [B * 4, L]
-    lengths = torch.tensor([len(coll.doc(d)) for d in docs], dtype=torch.float32, device=device)  # [B * 4]
+    scores = _score_groups(model, data, [ex.qid for ex in batch], docs, DOCS_PER_EXAMPLE, doc_terms, device)  # [B, 4]
     labels = torch.tensor([ex.labels for ex in batch], device=device)  # [B, 4]
-    scores = model(query, ids, lengths).view(len(batch), DOCS_PER_EXAMPLE)  # [B, 4]
     loss = ranknet_loss(scores, labels)
+    if data.teacher and config is not None and config.distill_weight > 0:
+        qids, t_docs, t_scores = teacher_group(data, batch, config.distill_docs, rng or np.random.default_rng(0))
+        if qids:
+            student = _score_groups(model, data, qids, t_docs, config.distill_docs, doc_terms, device)  # [B', k]
+            loss = loss + config.distill_weight * distill_loss(student, torch.from_numpy(t_scores).to(device))
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()
@@ -386,13 +452,15 @@ def run_epoch(
     from tqdm.auto import tqdm
 
     examples = epoch_examples(data, config, epoch)
+    rng = np.random.default_rng([config.seed, epoch, 1])  # the teacher's documents (only drawn with a teacher)
     doc_terms = config.train_doc_terms or model.config.max_doc_terms
     model.train()
     losses = []
     steps = range(0, len(examples), config.batch_size)
     bar = tqdm(steps, desc=f"epoch {epoch + 1}/{config.epochs}", unit="step", disable=not config.progress)
     for start in bar:
-        losses.append(train_step(model, optimizer, examples[start : start + config.batch_size], data, doc_terms, device))
+        losses.append(train_step(model, optimizer, examples[start : start + config.batch_size], data, doc_terms, device,
+                                 config, rng))
         bar.set_postfix(loss=f"{np.mean(losses[-20:]):.4f}")
     return {"loss": float(np.mean(losses)) if losses else 0.0, "examples": len(examples)}
 

@@ -1,4 +1,5 @@
-"""RankNet over every ordered pair of documents with a higher label (NDRM training, SPEC)."""
+"""Training losses: RankNet over every ordered pair of documents with a higher label (NDRM training, SPEC),
+and listwise distillation from a teacher's scores."""
 
 from __future__ import annotations
 
@@ -30,3 +31,12 @@ def ranknet_loss(scores: Tensor, labels: Tensor, valid: Tensor | None = None) ->
     if losses.numel() == 0:
         return scores.sum() * 0.0
     return losses.mean()
+
+
+def distill_loss(student: Tensor, teacher: Tensor) -> Tensor:
+    """Cross-entropy of the student's softmax against the teacher's, each ``[B, k]`` -> scalar.
+
+    Listwise and free of the two models' score scales; equals KL(teacher || student) plus the
+    teacher's entropy, so its gradient is the KL's.
+    """
+    return -(torch.softmax(teacher, dim=-1) * torch.log_softmax(student, dim=-1)).sum(-1).mean()

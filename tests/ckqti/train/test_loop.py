@@ -138,3 +138,86 @@ def test_head_parameters_get_their_own_learning_rate():
                                                        "latent.pooling.mlp.0.weight"}
     assert "latent.embedding.weight" in {names[id(p)] for p in body["params"]}
     assert len(body["params"]) + len(head["params"]) == len(list(model.parameters()))
+
+
+def write_teacher(path, tiny, qids, score=lambda q, d, rank: -float(rank)):
+    import gzip
+    import json
+
+    scores = {q: {d: score(q, d, r) for r, d in enumerate(tiny["candidates"][q][:20])} for q in qids}
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        json.dump({"teacher": "test", "scores": scores}, f)
+    return path
+
+
+def test_teacher_scores_reach_training_queries_only(tmp_path, tiny_scifact):
+    from ckqti.errors import InputError
+    from ckqti.train.loop import read_teacher
+
+    coll = load_collection(tiny_scifact["corpus"])
+    qids = list(tiny_scifact["qrels"])
+    path = write_teacher(tmp_path / "t.json.gz", tiny_scifact, qids)
+    config = dataclasses.replace(CONFIG, teacher=str(path))
+    data = prepare_data(coll, tiny_scifact["queries"], tiny_scifact["qrels"], config, None, tiny_scifact["candidates"])
+    assert data.teacher and set(data.teacher) <= set(data.train_qids)  # dev claims' scores are dropped
+    assert not set(data.teacher) & set(data.dev_qids)
+    idx, sc = data.teacher[next(iter(data.teacher))]
+    assert len(idx) == len(sc) >= 2 and sc[0] == 0.0 and sc[1] == -1.0  # the file's scores, in its order
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(InputError, match="teacher"):
+        read_teacher(tmp_path / "bad.json", coll.index(), tiny_scifact["qrels"])
+    only_dev = write_teacher(tmp_path / "dev.json.gz", tiny_scifact, data.dev_qids)
+    with pytest.raises(InputError, match="no training query"):
+        read_teacher(only_dev, coll.index(), {q: tiny_scifact["qrels"][q] for q in data.train_qids})
+
+
+def test_distillation_loss_is_least_where_the_student_agrees_with_the_teacher():
+    from ckqti.train.losses import distill_loss
+
+    teacher = torch.tensor([[3.0, 1.0, 0.0, -2.0]])
+    agree = teacher.clone().requires_grad_(True)
+    loss = distill_loss(agree, teacher)
+    loss.backward()
+    assert torch.allclose(agree.grad, torch.zeros_like(agree.grad), atol=1e-7)  # the KL's minimum
+    assert distill_loss(teacher + 5.0, teacher) == pytest.approx(loss.item())  # a constant shift changes nothing
+    assert distill_loss(teacher.flip(-1), teacher) > loss + 1.0
+
+
+def test_distillation_moves_the_student_towards_the_teacher(tiny_scifact, tmp_path):
+    """A teacher that prefers BM25's lower ranks: training with it lowers the student's distillation loss on a
+    fixed probe of teacher-scored documents; training on the labels alone (weight 0) does not."""
+    from ckqti.train.loop import teacher_group
+    from ckqti.train.losses import distill_loss
+
+    coll = load_collection(tiny_scifact["corpus"])
+    path = write_teacher(tmp_path / "t.json.gz", tiny_scifact, list(tiny_scifact["qrels"]),
+                         score=lambda q, d, rank: 0.5 * rank)
+    config = dataclasses.replace(CONFIG, teacher=str(path), distill_docs=6, lr=1e-2)
+    data = prepare_data(coll, tiny_scifact["queries"], tiny_scifact["qrels"], config, None, tiny_scifact["candidates"])
+    torch.manual_seed(0)
+    model = build_model(data, config, torch.device("cpu"), init=True)
+    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
+    examples = epoch_examples(data, config, 0)
+    probe = teacher_group(data, examples[:16], 6, np.random.default_rng(5))
+
+    def probe_loss():
+        from ckqti.train.loop import _score_groups
+
+        model.eval()
+        with torch.no_grad():
+            s = _score_groups(model, data, probe[0], probe[1], 6, 120, torch.device("cpu"))
+            return distill_loss(s, torch.from_numpy(probe[2])).item()
+
+    before = probe_loss()
+    start_state = {k: v.clone() for k, v in model.state_dict().items()}
+    after = {}
+    for weight in (0.0, 1.0):
+        model.load_state_dict(start_state)
+        opt = torch.optim.Adam(model.parameters(), lr=config.lr)
+        cfg, rng = dataclasses.replace(config, distill_weight=weight), np.random.default_rng(0)
+        for _ in range(3):
+            model.train()
+            for start in range(0, len(examples), cfg.batch_size):
+                train_step(model, opt, examples[start: start + cfg.batch_size], data, 120, torch.device("cpu"), cfg, rng)
+        after[weight] = probe_loss()
+    assert after[1.0] < before and after[1.0] < after[0.0]
