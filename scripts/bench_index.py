@@ -95,7 +95,7 @@ class PeakMemory:
         return {k: round(getattr(self, k) / 1024, 1) for k in ("driver", "other", "total")}
 
 
-def run_one(corpus: Path, out: Path, model: str, mode: str, shard_size: int, threads: int) -> dict:
+def run_one(corpus: Path, out: Path, model: str, mode: str, shard_size: int, threads: int, device: str = "cpu") -> dict:
     """One build in this process (the child); returns its measurements."""
     import torch
 
@@ -108,13 +108,14 @@ def run_one(corpus: Path, out: Path, model: str, mode: str, shard_size: int, thr
         t0 = time.perf_counter()
         with PeakMemory() as mem:
             m = api.index(corpus, out, model=None if model == "default" else model, shard_size=shard_size,
-                          device="cpu", progress=False, ray_address="local" if workers else None,
+                          device=device, progress=False, ray_address="local" if workers else None,
                           workers=workers or None)
         seconds = time.perf_counter() - t0
     finally:
         torch.set_num_threads(before)
     return {
         "model": model, "model_id": m.model.get("id"), "mode": mode, "workers": workers,
+        "device": torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu",
         "torch_threads": 1 if workers else threads, "docs": m.num_docs, "shards": len(m.shards),
         "postings": m.num_postings, "seconds": round(seconds, 2), "docs_per_s": round(m.num_docs / seconds, 1),
         "peak_rss_mib": mem.mib(), "index": str(out),
@@ -141,7 +142,8 @@ def ray_leftovers() -> int:
     return n
 
 
-def bench(corpus: Path, models: list[str], modes: list[str], shard_size: int, threads: int, work: Path) -> list[dict]:
+def bench(corpus: Path, models: list[str], modes: list[str], shard_size: int, threads: int, work: Path,
+          device: str = "cpu") -> list[dict]:
     rows = []
     for model, mode in itertools.product(models, modes):
         deadline = time.time() + 120
@@ -149,7 +151,7 @@ def bench(corpus: Path, models: list[str], modes: list[str], shard_size: int, th
             time.sleep(1)
         out = work / f"{model}-{mode}"
         cmd = [sys.executable, __file__, "--child", model, mode, str(out), "--corpus", str(corpus),
-               "--shard-size", str(shard_size), "--threads", str(threads)]
+               "--shard-size", str(shard_size), "--threads", str(threads), "--device", device]
         load = os.getloadavg()[0]
         res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         if res.returncode != 0:
@@ -169,7 +171,7 @@ def table(rows: list[dict], header: bool = True) -> str:
     for r in rows:
         mem = r["peak_rss_mib"]
         lines.append(
-            f"{r['model_id']:<20} {r['mode']:<7} {r['torch_threads']:>3} {r['docs']:>6} {r['shards']:>6} {r['seconds']:>8.1f} {r['docs_per_s']:>8.1f} "
+            f"{r['model_id']:<20} {r['mode'] + ('/gpu' if r.get('device', 'cpu') != 'cpu' else ''):<7} {r['torch_threads']:>3} {r['docs']:>6} {r['shards']:>6} {r['seconds']:>8.1f} {r['docs_per_s']:>8.1f} "
             f"{mem['driver']:>10.0f} {mem['other']:>10.0f} {mem['total']:>9.0f} {r.get('load_before', 0):>5.1f} {r.get('same_as_single')}"
         )
     return "\n".join(lines)
@@ -177,7 +179,7 @@ def table(rows: list[dict], header: bool = True) -> str:
 
 def merged(old: list[dict], new: list[dict]) -> list[dict]:
     """``old`` rows with ``new`` ones added, a new row replacing an old one of the same run."""
-    key = lambda r: (r["model"], r["mode"], r["torch_threads"], r["docs"], r["shards"])  # noqa: E731
+    key = lambda r: (r["model"], r["mode"], r["torch_threads"], r["docs"], r["shards"], r.get("device", "cpu"))  # noqa: E731
     fresh = {key(r) for r in new}
     return [r for r in old if key(r) not in fresh] + new
 
@@ -201,11 +203,12 @@ def corpus_slice(n: int | None, work: Path) -> Path:
 @click.option("--threads", default=os.cpu_count() or 1, show_default=True, help="torch threads of the single-process build")
 @click.option("--out", "out", default="docs/results/bench_index.json", show_default=True, type=click.Path(path_type=Path))
 @click.option("--merge", is_flag=True, help="keep --out's other rows (a row of the same run and corpus size: replaced)")
+@click.option("--device", default="cpu", show_default=True, help="torch device of the builds (cuda: single mode only)")
 @click.option("--child", nargs=3, default=None, hidden=True)
-def main(models, modes, docs, corpus, shard_size, threads, out, merge, child):
+def main(models, modes, docs, corpus, shard_size, threads, out, merge, device, child):
     """Documents per second, seconds and peak memory of single-process and Ray index builds."""
     if child:
-        print(json.dumps(run_one(corpus, Path(child[2]), child[0], child[1], shard_size, threads)))
+        print(json.dumps(run_one(corpus, Path(child[2]), child[0], child[1], shard_size, threads, device)))
         return
     bad = [m for m in modes.split(",") if m not in MODES]
     if bad:
@@ -213,10 +216,10 @@ def main(models, modes, docs, corpus, shard_size, threads, out, merge, child):
     with tempfile.TemporaryDirectory(prefix="bench_index-") as tmp:
         corpus = corpus or corpus_slice(docs, Path(tmp))
         start = [round(x, 2) for x in os.getloadavg()]
-        rows = bench(corpus, models.split(","), modes.split(","), shard_size, threads, Path(tmp))
+        rows = bench(corpus, models.split(","), modes.split(","), shard_size, threads, Path(tmp), device)
     for r in rows:
         r.pop("index")
-    runs = [{"models": models, "modes": modes, "single_threads": threads, "loadavg_at_start": start,
+    runs = [{"models": models, "modes": modes, "single_threads": threads, "device": device, "loadavg_at_start": start,
              "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]}]
     if merge and out.is_file():
         old = json.loads(out.read_text())
