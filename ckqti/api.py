@@ -79,7 +79,7 @@ def compact(index_path: str | Path, shard_size: int = 100_000):
 
 
 def open_searcher(index_path: str | Path, mode: str = "exact", budget: int = 200_000, model: str | None = None,
-                  verify: bool = True, channel_weights: dict[str, float] | None = None):
+                  verify: bool = True, channel_weights: dict[str, float] | None = None, slack: float = 1.0):
     """Open an index for search; ``channel_weights`` re-weights its channels (see
     :class:`retriever.search.Searcher`); an unknown channel is a :class:`QueryError`."""
     from retriever.index import Index
@@ -91,15 +91,15 @@ def open_searcher(index_path: str | Path, mode: str = "exact", budget: int = 200
 
         idx.check_compatible(model_id=load_qti_model(model)[1]["id"])
     try:
-        return Searcher(idx, mode=mode, budget=budget, channel_weights=channel_weights)
+        return Searcher(idx, mode=mode, budget=budget, channel_weights=channel_weights, slack=slack)
     except ValueError as e:
         raise QueryError(str(e)) from None
 
 
 def search(query: str, index_path: str | Path, k: int = 10, mode: str = "exact", budget: int = 200_000,
-           model: str | None = None, channel_weights: dict[str, float] | None = None):
+           model: str | None = None, channel_weights: dict[str, float] | None = None, slack: float = 1.0):
     """Search an index for one query; returns a :class:`retriever.search.SearchResult`."""
-    return open_searcher(index_path, mode, budget, model, channel_weights=channel_weights).search(query, k)
+    return open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack).search(query, k)
 
 
 @dataclass
@@ -127,12 +127,13 @@ def run(
     tag: str = "ckqti",
     model: str | None = None,
     channel_weights: dict[str, float] | None = None,
+    slack: float = 1.0,
 ) -> RunStats:
     """Search every query of a queries file and write a TREC run."""
     from indexer.readers import read_queries
     from retriever.runs import write_run
 
-    searcher = open_searcher(index_path, mode, budget, model, channel_weights=channel_weights)
+    searcher = open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack)
     qs = read_queries(queries, fmt=fmt)
     stats = RunStats(queries=len(qs), searched=0)
 
@@ -171,6 +172,7 @@ def serve(
     max_k: int = 1000,
     access_log: bool = False,
     on_ready=None,
+    slack: float = 1.0,
 ) -> None:
     """Serve the HTTP search API (:mod:`retriever.service`) over one index until interrupted.
 
@@ -179,7 +181,7 @@ def serve(
     from ckqti.errors import CkqtiError
     from retriever.service import create_app, listen_socket, run_server
 
-    app = create_app(open_searcher(index_path, mode, budget, model), api_key=api_key, max_k=max_k, workers=workers)
+    app = create_app(open_searcher(index_path, mode, budget, model, slack=slack), api_key=api_key, max_k=max_k, workers=workers)
     try:
         sock = listen_socket(host, port)
     except OSError as e:

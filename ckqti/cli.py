@@ -27,6 +27,8 @@ def index_option(f):
 
 def mode_options(f):
     f = click.option("--model", default=None, help="Refuse an index not built with this model ('ndrm2' or a checkpoint).")(f)
+    f = click.option("--slack", default=1.0, show_default=True, type=float,
+                     help="Anytime mode: factor (0, 1] on the pruning bound; below 1 prunes sooner, approximately.")(f)
     f = click.option("--budget", default=200_000, show_default=True, help="Anytime mode: postings per shard.")(f)
     return click.option(
         "--mode", type=click.Choice(["exact", "anytime"]), default="exact", show_default=True, help="Traversal."
@@ -115,9 +117,9 @@ def compact_cmd(index_path, shard_size):
 @click.option("--json", "as_json", is_flag=True, help="JSON output for programs.")
 @mode_options
 @channel_option
-def search_cmd(query, index_path, k, as_json, mode, budget, model, channel_weights):
+def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channel_weights):
     """Search an index with QUERY."""
-    searcher = api.open_searcher(index_path, mode, budget, model, channel_weights=channel_weights)
+    searcher = api.open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack)
     res = searcher.search(query, k)
     if res.oov:
         click.echo(f"note: not in the index vocabulary, skipped: {' '.join(res.oov)}", err=True)
@@ -162,9 +164,9 @@ def search_lines(searcher, res) -> list[str]:
 @click.option("--tag", default="ckqti", show_default=True)
 @mode_options
 @channel_option
-def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, model, channel_weights):
+def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack, model, channel_weights):
     """Batch fullrank: search every query and write a TREC run."""
-    s = api.run(index_path, queries, out, k, threads, mode, budget, fmt, tag, model, channel_weights)
+    s = api.run(index_path, queries, out, k, threads, mode, budget, fmt, tag, model, channel_weights, slack)
     if s.skipped:
         click.echo(f"note: {len(s.skipped)} queries had no searchable terms: {' '.join(s.skipped[:10])}", err=True)
     click.echo(f"{s.searched} queries in {s.seconds:.2f}s ({s.qps:.0f} q/s) -> {out}")
@@ -287,7 +289,7 @@ def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, col
 @click.option("--max-k", default=1000, show_default=True, help="Largest k a request may ask for.")
 @click.option("--access-log", is_flag=True, help="Log every request.")
 @mode_options
-def serve_cmd(index_path, port, host, api_key_env, workers, max_k, access_log, mode, budget, model):
+def serve_cmd(index_path, port, host, api_key_env, workers, max_k, access_log, mode, budget, slack, model):
     """Serve an HTTP JSON search API over one index (docs/SERVE.md)."""
     import os
 
@@ -302,7 +304,7 @@ def serve_cmd(index_path, port, host, api_key_env, workers, max_k, access_log, m
         guard = "API key required" if api_key else "NO API key: anyone who can reach it can use it"
         click.echo(f"warning: binding {host}, not loopback: the index is reachable from the network ({guard})", err=True)
     api.serve(index_path, host, port, api_key, mode, budget, model, workers, max_k, access_log,
-              on_ready=lambda url: click.echo(f"serving {index_path} at {url} (Ctrl-C to stop)"))
+              on_ready=lambda url: click.echo(f"serving {index_path} at {url} (Ctrl-C to stop)"), slack=slack)
 
 
 def main() -> None:

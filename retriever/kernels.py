@@ -21,14 +21,18 @@ are integers.
    already seen whose accumulator plus ``R`` can still reach ``theta`` are updated (a
    bitset marks them). Each time ``R`` falls below 4/5 of its value at the last pruning,
    candidates that cannot reach ``theta`` are dropped.
-4. Finish, in exact mode, once looking the few candidates up costs less than scanning
+4. Finish, once looking the few candidates up costs less than scanning
    what is left: each remaining segment is merged against the candidates (a forward
    pass over the segment's skip entries, every ``SKIP_BLOCK``-th document, then a search
    in one block of postings), terms in decreasing order of contribution, dropping
    candidates that can no longer reach the k-th best after each term.
 
-Exact mode gives scores equal to brute force; anytime mode stops once a postings budget
-is spent, at a segment boundary.
+Exact mode gives scores equal to brute force. Anytime mode stops once a postings budget
+is spent, at a segment boundary (the finish by lookup reads no postings, so it is not
+charged to the budget), and may prune with the bound ``R`` scaled by ``slack`` /
+:data:`EXACT_SLACK` < 1 (a document is dropped once its accumulator plus the scaled bound
+falls below ``theta``): a top-k document is then missed only when its score is within
+(1 - slack) * R of the k-th best.
 """
 
 from __future__ import annotations
@@ -62,6 +66,8 @@ NO_POST_IMPACT = np.zeros(0, np.uint8)  # no per-posting impacts: the warm-up go
 # indexes: 2 postings a segment), and starting a loop a segment then costs more than the
 # postings (the 1M synthetic index: 168 a segment, no copy).
 POST_IMPACT_BELOW = 8
+SLACK_SHIFT = 10  # ``slack`` is in units of 1/1024
+EXACT_SLACK = 1 << SLACK_SHIFT  # slack 1: prune with the true bound (exact)
 
 
 @njit(nogil=True, cache=True)
@@ -414,7 +420,8 @@ def merge_segment(postings, seg_start, skips, skip_ptr, s, docs, found, n, c, va
 
 
 @njit(nogil=True, cache=True)
-def finish_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, touched, ntouched, hist, k, skips, skip_ptr):
+def finish_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, touched, ntouched, hist, k, skips, skip_ptr,
+                     slack):
     """Exact top-k of the remaining candidates, finishing their scores from the unprocessed
     segments by lookup instead of scanning them (documents ascend inside a segment).
 
@@ -451,7 +458,7 @@ def finish_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, to
         floor = kth_largest(vals, n, k)
         j = 0
         for i in range(n):  # keep, in document order, the candidates that can still make it
-            if vals[i] + rest >= floor:
+            if vals[i] + ((rest * slack) >> SLACK_SHIFT) >= floor:
                 docs[j], vals[j] = docs[i], vals[i]
                 j += 1
         n = j
@@ -502,7 +509,7 @@ def warm_up(postings, seg_start, seg_impact, cur, end, weights, budget, acc, tou
 
 @njit(nogil=True, cache=True)
 def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budget, acc, touched, hist, bits, skips, skip_ptr,
-              post_impact, warmup, lookup_cost):
+              post_impact, warmup, lookup_cost, slack):
     """Top-k documents by the sum of ``weight * impact`` over the query terms.
 
     Args:
@@ -519,6 +526,8 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
             work from the first segment).
         lookup_cost: the finish by lookup starts once candidates x segments left x this is
             below the postings left (:data:`LOOKUP_COST`; smaller values finish earlier).
+        slack: the bound ``R`` is scaled by ``slack / EXACT_SLACK`` wherever it prunes
+            (:data:`EXACT_SLACK`: exact; smaller: approximate, sooner).
 
     Returns:
         ``(docs, scores, processed)``: int64[<=k] shard-local documents, int64 integer
@@ -542,22 +551,23 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
         return docs, vals, processed
     theta, cnt = fill_histogram(acc, touched, ntouched, hist, k)
     bound = remaining_bound(cur, end, seg_impact, weights)
+    eff = (bound * slack) >> SLACK_SHIFT
     and_mode = False
     pruned_at = 0
     while True:
-        if not and_mode and cnt >= k and theta > bound:
+        if not and_mode and cnt >= k and theta > eff:
             and_mode = True
-            pruned_at = bound + 1
+            pruned_at = eff + 1
             set_bits(bits, touched, ntouched, True)
-        if and_mode and PRUNE_STEP_NUM * bound < PRUNE_STEP_DEN * pruned_at:
-            ntouched = prune(acc, touched, ntouched, hist, theta, bound, bits)
-            pruned_at = bound
+        if and_mode and PRUNE_STEP_NUM * eff < PRUNE_STEP_DEN * pruned_at:
+            ntouched = prune(acc, touched, ntouched, hist, theta, eff, bits)
+            pruned_at = eff
             segs_left = 0
             for j in range(m):
                 segs_left += end[j] - cur[j]
-            if budget < 0 and ntouched * segs_left * lookup_cost < left:
+            if ntouched * segs_left * lookup_cost < left:
                 docs, vals = finish_by_lookup(
-                    postings, seg_start, seg_impact, cur, end, weights, acc, touched, ntouched, hist, k, skips, skip_ptr
+                    postings, seg_start, seg_impact, cur, end, weights, acc, touched, ntouched, hist, k, skips, skip_ptr, slack
                 )
                 set_bits(bits, touched, ntouched, False)
                 return docs, vals, processed
@@ -568,13 +578,14 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
         c = weights[i] * np.int64(seg_impact[s])
         a0, a1 = seg_start[s], seg_start[s + 1]
         if and_mode:
-            theta, cnt = accumulate_live(postings, a0, a1, c, acc, bits, hist, theta, cnt, k, bound)
+            theta, cnt = accumulate_live(postings, a0, a1, c, acc, bits, hist, theta, cnt, k, eff)
         else:
             ntouched, theta, cnt = accumulate(postings, a0, a1, c, acc, touched, ntouched, hist, theta, cnt, k)
         processed += a1 - a0
         left -= a1 - a0
         cur[i] += 1
         bound = advanced_bound(bound, c, i, cur, end, seg_impact, weights)
+        eff = (bound * slack) >> SLACK_SHIFT
     if and_mode:
         set_bits(bits, touched, ntouched, False)
     docs, vals = collect_topk(acc, touched, ntouched, hist, k, theta, cnt)
@@ -583,7 +594,7 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
 
 @njit(nogil=True, cache=True)
 def saat_batch(postings, seg_start, seg_impact, seg_ptr, q_terms, q_weights, q_ptr, k, budget, acc, touched, hist, bits,
-               skips, skip_ptr, post_impact, warmup, lookup_cost, out_docs, out_vals, out_n, out_processed):
+               skips, skip_ptr, post_impact, warmup, lookup_cost, slack, out_docs, out_vals, out_n, out_processed):
     """:func:`saat_topk` for many queries in one call (no Python between queries).
 
     Args:
@@ -599,7 +610,7 @@ def saat_batch(postings, seg_start, seg_impact, seg_ptr, q_terms, q_weights, q_p
             out_processed[q] = 0
             continue
         docs, vals, n = saat_topk(postings, seg_start, seg_impact, seg_ptr, q_terms[a:b], q_weights[a:b], k, budget,
-                                  acc, touched, hist, bits, skips, skip_ptr, post_impact, warmup, lookup_cost)
+                                  acc, touched, hist, bits, skips, skip_ptr, post_impact, warmup, lookup_cost, slack)
         out_n[q] = docs.shape[0]
         out_processed[q] = n
         for j in range(docs.shape[0]):

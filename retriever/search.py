@@ -25,9 +25,10 @@ import numpy as np
 
 from ckqti.errors import QueryError
 from retriever.index import Index
-from retriever.kernels import LOOKUP_COST, saat_batch, saat_topk
+from retriever.kernels import EXACT_SLACK, LOOKUP_COST, saat_batch, saat_topk
 
 MAX_QUERY_TERMS = 1024
+ACC16_MAX = np.iinfo(np.uint16).max  # the largest score uint16 accumulators hold
 BATCH_CHUNK = 64  # queries a thread takes at a time in batch search, at most (fewer so each thread gets ~8 chunks)
 WARMUP = 16384  # a query with at most this many postings is added whole before any pruning (retriever.kernels.saat_topk)
 RESOLUTION = 128  # the largest query weight; see docs/INDEX.md for the measured trade-off
@@ -73,13 +74,30 @@ class QueryPlan:
 
 
 class Workspace:
-    """Per-thread scratch buffers for the kernels, sized for the largest shard."""
+    """Per-thread scratch buffers for the kernels, sized for the largest shard.
+
+    Accumulators are uint16 while a query's largest possible score fits (:meth:`acc`), else
+    uint32: at half the bytes a million documents' accumulators (2 MB) stay in a core's L2
+    instead of spilling to L3 (1M synthetic index: head-heavy +15-30%, tail +7-16% QPS).
+    """
 
     def __init__(self, max_docs: int, max_score: int):
-        self.acc = np.zeros(max(max_docs, 1), dtype=np.uint32)
+        self.num_docs = max(max_docs, 1)
+        self._acc16: np.ndarray | None = None
+        self._acc32: np.ndarray | None = None
         self.touched = np.zeros(max(max_docs, 1) + 1, dtype=np.uint32)  # + 1: see kernels.accumulate_plain
         self.hist = np.zeros(max_score + 2, dtype=np.int64)
         self.bits = np.zeros(max(max_docs, 1) // 64 + 1, dtype=np.uint64)
+
+    def acc(self, max_score: int) -> np.ndarray:
+        """Zeroed accumulators wide enough for scores up to ``max_score`` (made on first use)."""
+        if max_score <= ACC16_MAX:
+            if self._acc16 is None:
+                self._acc16 = np.zeros(self.num_docs, dtype=np.uint16)
+            return self._acc16
+        if self._acc32 is None:
+            self._acc32 = np.zeros(self.num_docs, dtype=np.uint32)
+        return self._acc32
 
     def fit(self, max_score: int) -> None:
         if self.hist.shape[0] < max_score + 2:
@@ -92,8 +110,13 @@ class Searcher:
     Args:
         index: an opened index, or a path to one.
         mode: ``"exact"`` (scores equal brute force over the stored impacts) or
-            ``"anytime"`` (stops after ``budget`` postings per shard).
+            ``"anytime"`` (stops after ``budget`` postings per shard, and prunes with the
+            remaining-score bound scaled by ``slack``).
         budget: postings per shard in anytime mode.
+        slack: anytime mode's factor (0 < slack <= 1) on the bound of what a document can
+            still gain: below 1, exact's pruning drops documents sooner, so a document whose
+            score would reach the top k by a narrow margin may be missed (1M synthetic
+            head-heavy: 0.8 kept 0.96 of the exact top 10 at 1.3-1.4x its speed; docs/INDEX.md).
         resolution: the largest integer query weight of a multi-channel or idf-weighted index
             (finer weights cost a larger accumulator histogram).
         channel_weights: a multiplier per channel, by its weighting name (``{"one": 2.0}``
@@ -102,15 +125,21 @@ class Searcher:
     """
 
     def __init__(self, index: Index | str, mode: str = "exact", budget: int = 200_000, resolution: int = RESOLUTION,
-                 channel_weights: Mapping[str, float] | None = None):
+                 channel_weights: Mapping[str, float] | None = None, slack: float = 1.0):
         if mode not in ("exact", "anytime"):
             raise ValueError(f"mode must be 'exact' or 'anytime', got {mode!r}")
+        if not 0 < slack <= 1:
+            raise ValueError(f"slack must be in (0, 1], got {slack}")
+        if slack < 1 and mode != "anytime":
+            raise ValueError("slack below 1 needs anytime mode (exact mode never drops a document it could rank)")
         if resolution < 1:
             raise ValueError(f"resolution must be >= 1, got {resolution}")
         self.index = index if isinstance(index, Index) else Index(index)
         self.channel_mult = channel_multipliers(self.index.quantizer.weights, channel_weights)
         self.mode = mode
         self.budget = int(budget)
+        self.slack = float(slack)
+        self._slack = max(1, round(slack * EXACT_SLACK))  # the kernels' integer form, in 1/EXACT_SLACK
         self.resolution = int(resolution)
         self._free: list[Workspace] = []  # idle scratch buffers, reused by whichever thread asks next
         self._pool: ThreadPoolExecutor | None = None  # batch search's helper threads, started on first use
@@ -152,6 +181,12 @@ class Searcher:
         keep = w > 0
         return QueryPlan(lists[keep].astype(np.int64), w[keep].astype(np.int64), unit, base)
 
+    def _traversal(self) -> tuple[int, int]:
+        """The kernels' ``budget`` (-1: none) and ``slack`` for this searcher's mode."""
+        if self.mode == "anytime":
+            return self.budget, self._slack
+        return -1, EXACT_SLACK
+
     def _take(self, max_score: int) -> Workspace:
         """Scratch buffers for one thread's kernel calls, from the pool of idle ones (a new
         thread, a batch's worker, reuses warm buffers instead of faulting in fresh pages;
@@ -181,22 +216,24 @@ class Searcher:
         if terms.size == 0 or k < 1:
             empty = np.zeros(0, np.int64)
             return empty, empty, empty, 0
-        budget = self.budget if self.mode == "anytime" else -1
+        budget, slack = self._traversal()
         shards = self.index.shards
         if len(shards) == 1:  # the common case, kept lean (no context manager): one query a call is latency-bound
             sh = shards[0]
-            ws = self._take(int(weights.sum()) * 255)
+            max_score = int(weights.sum()) * 255
+            ws = self._take(max_score)
             try:
                 docs, vals, n = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k,
-                                          budget, ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact, WARMUP, LOOKUP_COST)
+                                          budget, ws.acc(max_score), ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact, WARMUP, LOOKUP_COST, slack)
             finally:
                 self._free.append(ws)
             return vals, np.zeros(docs.size, np.int64), docs, int(n)
-        with self._workspace(int(weights.sum()) * 255) as ws:
+        max_score = int(weights.sum()) * 255
+        with self._workspace(max_score) as ws:
             parts, processed = [], 0
             for si, sh in enumerate(shards):  # lists a shard lacks (ids past its own) are empty in the kernel
                 docs, vals, n = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k,
-                                          budget, ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact, WARMUP, LOOKUP_COST)
+                                          budget, ws.acc(max_score), ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact, WARMUP, LOOKUP_COST, slack)
                 processed += int(n)
                 parts.append((vals, np.full(docs.size, si, np.int64), docs))
         if not parts:
@@ -230,7 +267,7 @@ class Searcher:
         np.cumsum(sizes, out=q_ptr[1:])
         q_terms = np.concatenate([np.asarray(x, np.int64) for x in lists]) if q_ptr[-1] else np.zeros(0, np.int64)
         q_weights = np.concatenate([np.asarray(x, np.int64) for x in weights]) if q_ptr[-1] else np.zeros(0, np.int64)
-        budget = self.budget if self.mode == "anytime" else -1
+        budget, slack = self._traversal()
         max_score = max((int(np.sum(w)) for w in weights), default=0) * 255
         shards = self.index.shards
 
@@ -246,7 +283,7 @@ class Searcher:
                 if single:  # the kernel writes the hits straight into the output rows
                     sh = shards[0]
                     saat_batch(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, w, ptr, k, budget,
-                               ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact, WARMUP, LOOKUP_COST,
+                               ws.acc(max_score), ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact, WARMUP, LOOKUP_COST, slack,
                                out[2, lo:hi], out[0, lo:hi], counts[lo:hi], processed[lo:hi])
                     return
                 docs = np.empty((len(shards), hi - lo, k), np.int64)
@@ -255,7 +292,7 @@ class Searcher:
                 done = np.zeros((len(shards), hi - lo), np.int64)
                 for si, sh in enumerate(shards):
                     saat_batch(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, w, ptr, k, budget,
-                               ws.acc, ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact, WARMUP, LOOKUP_COST,
+                               ws.acc(max_score), ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact, WARMUP, LOOKUP_COST, slack,
                                docs[si], vals[si], n[si], done[si])
             processed[lo:hi] = done.sum(0)
             merge_shard_hits(vals, docs, n, out[:, lo:hi], counts[lo:hi])

@@ -14,7 +14,8 @@ collection frequency) and tail (drawn uniformly from the vocabulary). Every engi
 the same integer impacts and the same term ids, one query per call for latency and QPS
 at 1 thread (QPS 1t, p50, p99), and the engine's own batch call at 1 and 2 threads
 (QPS batch 1t / 2t: ckqti's :meth:`Searcher.topk_batch`, PISA's and Pyserini's batch searchers;
-the median of 5 passes). Before timing a query set, each engine answers it once untimed (maps
+the median of 5 passes). ckqti runs exact, anytime with each of ``--budgets`` postings, and
+anytime with each of ``--slacks`` and no budget. Before timing a query set, each engine answers it once untimed (maps
 a memory-mapped index's pages, warms caches). Engines are timed in ``--rounds`` interleaved
 rounds and every timing column is the median over the rounds. Prints a markdown table and
 writes JSON.
@@ -47,13 +48,15 @@ DATA = ROOT.parent / "shared" / "data"
 class CkqtiEngine:
     """ckqti's traversal over a written, memory-mapped index, as a peer."""
 
-    def __init__(self, path: Path, mode: str = "exact", budget: int = 0, name: str = ""):
-        self.path, self.mode, self.budget = path, mode, budget
-        self.name = name or (f"ckqti-{mode}" + (f"-{budget // 1000}k" if mode == "anytime" else ""))
+    def __init__(self, path: Path, mode: str = "exact", budget: int = 0, name: str = "", slack: float = 1.0):
+        self.path, self.mode, self.budget, self.slack = path, mode, budget, slack
+        if not name and mode == "anytime":
+            name = f"ckqti-anytime-{budget // 1000}k" if slack == 1 else f"ckqti-anytime-slack{slack:g}"
+        self.name = name or f"ckqti-{mode}"
         self.searcher = None
 
     def load(self) -> "CkqtiEngine":
-        self.searcher = Searcher(Index(self.path), mode=self.mode, budget=self.budget)
+        self.searcher = Searcher(Index(self.path), mode=self.mode, budget=self.budget, slack=self.slack)
         return self
 
     def warmup(self) -> None:
@@ -182,9 +185,11 @@ def engine_factories(args, workdir: Path, postings, num_docs, vocab, csr):
     path = workdir / "ckqti"
     write_prebuilt_index(path, [postings], vocab, num_docs)
     build = time.perf_counter() - t
-    for mode, budget in [("exact", 0)] + [("anytime", b) for b in args.budgets]:
+    modes = [("exact", 0, 1.0)] + [("anytime", b, 1.0) for b in args.budgets]
+    modes += [("anytime", 2**62, s) for s in args.slacks]  # slack alone: no postings budget
+    for mode, budget, slack in modes:
         t = time.perf_counter()
-        eng = CkqtiEngine(path, mode, budget).load()
+        eng = CkqtiEngine(path, mode, budget, slack=slack).load()
         yield eng, build, time.perf_counter() - t
     wanted = set(args.peers.split(",")) if args.peers else set()
     if "bm25s" in wanted:
@@ -253,7 +258,9 @@ def main() -> None:
     ap.add_argument("--zipf", type=float, default=1.0)
     ap.add_argument("--impacts", choices=["idf", "empirical", "uniform"], default="idf")
     ap.add_argument("--queries", type=int, default=500)
-    ap.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",")], default=[20_000, 50_000])
+    ap.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",") if x], default=[20_000, 50_000])
+    ap.add_argument("--slacks", type=lambda s: [float(x) for x in s.split(",") if x], default=[0.8],
+                    help="anytime rows pruning with the remaining-score bound scaled by each (no postings budget)")
     ap.add_argument("--peers", default="bm25s,pisa,lucene")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds; columns are their medians")
     ap.add_argument("--skip-scifact", action="store_true")

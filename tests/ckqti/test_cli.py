@@ -41,6 +41,16 @@ def test_channel_weight_option_reaches_the_searcher_and_bad_values_fail_cleanly(
     assert malformed.exit_code != 0 and "NAME=WEIGHT" in malformed.output
 
 
+def test_slack_option_reaches_the_searcher_and_misuse_fails_cleanly(scifact_index):
+    q = "white matter diffusion imaging"
+    res = invoke("search", q, "--index", scifact_index, "-k", 5, "--json", "--mode", "anytime", "--slack", "1")
+    assert res.exit_code == 0, res.output
+    assert [h["docid"] for h in json.loads(res.stdout)["hits"]] == [h.docid for h in api.search(q, scifact_index, k=5).hits]
+    for args in (["--slack", "0.5"], ["--mode", "anytime", "--slack", "2"]):
+        bad = invoke("search", q, "--index", scifact_index, *args)
+        assert bad.exit_code != 0 and "slack" in bad.output and "Traceback" not in bad.output
+
+
 def test_search_prints_rank_docid_score_and_title(scifact_index):
     res = invoke("search", "white matter", "--index", scifact_index, "-k", 3)
     assert res.exit_code == 0

@@ -13,6 +13,7 @@ import pytest
 from indexer.shards import ImpactPostings, segment_postings
 from retriever.kernels import (
     BRANCH_FREE_DOCS,
+    EXACT_SLACK,
     LOOKUP_COST,
     NO_POST_IMPACT,
     NO_SKIP_PTR,
@@ -30,7 +31,7 @@ def build(triples, vocab_size):
 
 
 def search(a, num_docs, terms, weights, k, budget=-1, warmup=8192, acc_dtype=np.uint32, skips=True, lookup_cost=LOOKUP_COST,
-           acc_docs=None, flat=False):
+           acc_docs=None, flat=False, slack=EXACT_SLACK):
     """``acc_docs``: scratch sized for a larger shard than this one (the kernels' branchy
     accumulation runs beyond BRANCH_FREE_DOCS); ``flat``: per-posting impacts given (the
     warm-up's one loop a posting list), whatever the segments' lengths."""
@@ -42,7 +43,7 @@ def search(a, num_docs, terms, weights, k, budget=-1, warmup=8192, acc_dtype=np.
     docs, vals, n = saat_topk(
         a["postings"], a["seg_start"], a["seg_impact"], a["seg_ptr"],
         np.asarray(terms, np.int64), np.asarray(weights, np.int64), k, budget, acc, touched, hist, bits,
-        *(build_skips(a["postings"], a["seg_start"]) if skips else (NO_SKIPS, NO_SKIP_PTR)), post_impact, warmup, lookup_cost,
+        *(build_skips(a["postings"], a["seg_start"]) if skips else (NO_SKIPS, NO_SKIP_PTR)), post_impact, warmup, lookup_cost, slack,
     )
     assert not acc.any() and not hist.any() and not bits.any(), "scratch buffers must be left zeroed"
     return docs.tolist(), vals.tolist(), n
@@ -144,6 +145,35 @@ def test_anytime_overlap_grows_with_budget():
             overlaps[b].append(len(exact & set(search(a, num_docs, terms, w, 10, budget=b)[0])) / max(len(exact), 1))
     assert np.mean(overlaps[10**9]) == 1.0
     assert np.mean(overlaps[500]) <= np.mean(overlaps[5000]) <= 1.0
+
+
+@pytest.mark.parametrize("warmup", [0, 300])  # a query under the warm-up is added whole: nothing to prune
+def test_slack_misses_only_narrowly(warmup):
+    """Below 1, ``slack`` drops a document once its accumulator plus ``slack`` times the
+    remaining bound R falls below the k-th best, so a true top-k document it misses scores
+    less than the k-th hit returned plus (1 - slack) times the query's largest possible
+    score; returned scores never exceed the true ones; full slack is exact."""
+    rng = np.random.default_rng(5)
+    num_docs, k = 3000, 10
+    a = random_index(rng, num_docs, skew=True)
+    overlaps = {s: [] for s in (EXACT_SLACK, EXACT_SLACK * 3 // 4, EXACT_SLACK // 4)}
+    for _ in range(60):
+        terms = np.unique(rng.integers(2, 15, rng.integers(2, 7)))
+        w = rng.integers(1, 3, terms.size)
+        bf = brute_force_scores(a["postings"], a["seg_start"], a["seg_impact"], a["seg_ptr"], terms, w, num_docs)
+        order = np.lexsort((np.arange(num_docs), -bf))
+        want = order[bf[order] > 0][:k]
+        top = sum(int(wi) * int(a["seg_impact"][a["seg_ptr"][t]]) for t, wi in zip(terms, w) if a["seg_ptr"][t] < a["seg_ptr"][t + 1])
+        for slack in overlaps:
+            docs, vals, _ = search(a, num_docs, terms, w, k, warmup=warmup, lookup_cost=24, slack=slack)
+            assert all(v <= bf[d] for d, v in zip(docs, vals))
+            if len(docs) == k:
+                for d in set(want.tolist()) - set(docs):
+                    assert bf[d] < vals[-1] + (1 - slack / EXACT_SLACK) * top
+            overlaps[slack].append(len(set(docs) & set(want.tolist())) / max(len(want), 1))
+    means = [np.mean(overlaps[s]) for s in overlaps]
+    assert means[0] == 1.0 and means[2] < 1.0  # the quarter slack does miss documents here
+    assert means[0] >= means[1] >= means[2]
 
 
 def test_kernels_run_without_jit():

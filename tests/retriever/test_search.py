@@ -20,7 +20,9 @@ def brute_force(idx: Index, terms, weights, k):
     return rows[:k]
 
 
-def test_exact_mode_equals_brute_force_on_random_queries(scifact_index):
+@pytest.mark.parametrize("heavy", [False, True])
+def test_exact_mode_equals_brute_force_on_random_queries(scifact_index, heavy):
+    """Light weights fit uint16 accumulators; heavy ones (scores past 65,535) take uint32."""
     idx = Index(scifact_index)
     searcher = Searcher(idx)
     rng = np.random.default_rng(0)
@@ -29,7 +31,7 @@ def test_exact_mode_equals_brute_force_on_random_queries(scifact_index):
     for q in range(60):
         pool = common if q % 2 else np.flatnonzero(df > 0)
         terms = np.unique(rng.choice(pool, size=rng.integers(1, 8)))
-        weights = rng.integers(1, 3, terms.size)
+        weights = rng.integers(200, 400, terms.size) if heavy else rng.integers(1, 3, terms.size)
         got, _ = searcher.search_ids(terms, weights, 10)
         assert got == brute_force(idx, terms, weights, 10)
 
@@ -116,6 +118,29 @@ def test_anytime_mode_with_a_large_budget_is_exact(scifact_index):
     q = "cell growth cancer treatment"
     assert [h.docid for h in exact.search(q, 10).hits] == [h.docid for h in anytime.search(q, 10).hits]
     assert small.search(q, 10).postings < exact.search(q, 10).postings
+
+
+def test_workspace_accumulators_widen_only_when_scores_need_it():
+    from retriever.search import ACC16_MAX, Workspace
+
+    ws = Workspace(100, 10)
+    assert ws.acc(ACC16_MAX).dtype == np.uint16 and ws.acc(ACC16_MAX + 1).dtype == np.uint32
+    assert ws.acc(10) is ws.acc(255) and ws.acc(10).shape == (100,)
+
+
+def test_anytime_slack_prunes_sooner_and_is_checked(scifact_index):
+    exact = Searcher(scifact_index)
+    loose = Searcher(scifact_index, mode="anytime", budget=10**9, slack=0.3)
+    full = Searcher(scifact_index, mode="anytime", budget=10**9, slack=1.0)
+    q = "cell growth cancer treatment tumour protein expression"
+    want = exact.search(q, 10)
+    assert [h.docid for h in full.search(q, 10).hits] == [h.docid for h in want.hits]
+    assert loose.search(q, 10).postings <= want.postings
+    for bad in (0.0, 1.5, -1.0):
+        with pytest.raises(ValueError, match="slack"):
+            Searcher(scifact_index, mode="anytime", slack=bad)
+    with pytest.raises(ValueError, match="anytime"):
+        Searcher(scifact_index, slack=0.5)
 
 
 def test_out_of_vocabulary_terms_are_skipped_and_reported(scifact_index):
