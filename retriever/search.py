@@ -268,7 +268,7 @@ class Searcher:
         q_terms = np.concatenate([np.asarray(x, np.int64) for x in lists]) if q_ptr[-1] else np.zeros(0, np.int64)
         q_weights = np.concatenate([np.asarray(x, np.int64) for x in weights]) if q_ptr[-1] else np.zeros(0, np.int64)
         budget, slack = self._traversal()
-        max_score = max((int(np.sum(w)) for w in weights), default=0) * 255
+        top_scores = np.array([int(np.sum(w)) * 255 for w in weights], np.int64)  # each query's largest score
         shards = self.index.shards
 
         size = BATCH_CHUNK if threads <= 1 else max(1, min(BATCH_CHUNK, nq // (8 * threads)))
@@ -279,6 +279,7 @@ class Searcher:
             hi = min(lo + size, nq)
             ptr = q_ptr[lo:hi + 1] - q_ptr[lo]
             terms, w = q_terms[q_ptr[lo]:q_ptr[hi]], q_weights[q_ptr[lo]:q_ptr[hi]]
+            max_score = int(top_scores[lo:hi].max())  # per chunk: one heavy query widens only its chunk's accumulators
             with self._workspace(max_score) as ws:
                 if single:  # the kernel writes the hits straight into the output rows
                     sh = shards[0]

@@ -48,7 +48,8 @@ def test_batch_search_equals_one_query_at_a_time_across_shards(scifact_index, th
         n = 0 if q % 37 == 5 else int(rng.integers(1, 8))  # some empty queries
         t = np.unique(rng.choice(pool, size=n)) if n else np.zeros(0, np.int64)
         lists.append(t.astype(np.int64))
-        weights.append(rng.integers(1, 3, t.size).astype(np.int64))
+        heavy = q % 37 == 3  # a chunk holding one takes uint32 accumulators, the others uint16
+        weights.append(rng.integers(200, 400, t.size) if heavy else rng.integers(1, 3, t.size).astype(np.int64))
     vals, shards, docs, counts, processed = searcher.topk_batch(lists, weights, 10, threads=threads)
     assert vals.shape == (150, 10) and counts.shape == (150,)
     for i, (t, w) in enumerate(zip(lists, weights)):
