@@ -132,7 +132,8 @@ def test_exact_equals_brute_force_on_random_indexes(skew, warmup, acc_dtype, ski
         assert docs == want.tolist()  # ties broken by document number, as brute force
 
 
-def test_anytime_overlap_grows_with_budget():
+@pytest.mark.parametrize(("lookup_cost", "k", "warmup"), [(LOOKUP_COST, 10, 8192), (24, 1, 0)])  # the second finishes by lookup
+def test_anytime_overlap_grows_with_budget(lookup_cost, k, warmup):
     rng = np.random.default_rng(3)
     num_docs = 3000
     a = random_index(rng, num_docs)
@@ -140,9 +141,12 @@ def test_anytime_overlap_grows_with_budget():
     for _ in range(40):
         terms = np.unique(rng.integers(2, 15, 4))
         w = np.ones(terms.size, np.int64)
-        exact = set(search(a, num_docs, terms, w, 10)[0])
+        exact, exact_vals, _ = search(a, num_docs, terms, w, k)
         for b in overlaps:
-            overlaps[b].append(len(exact & set(search(a, num_docs, terms, w, 10, budget=b)[0])) / max(len(exact), 1))
+            docs, vals, _ = search(a, num_docs, terms, w, k, budget=b, lookup_cost=lookup_cost, warmup=warmup)
+            overlaps[b].append(len(set(exact) & set(docs)) / max(len(exact), 1))
+            if b == 10**9:  # a budget never spent is exact, finished by lookup or not
+                assert (docs, vals) == (exact, exact_vals)
     assert np.mean(overlaps[10**9]) == 1.0
     assert np.mean(overlaps[500]) <= np.mean(overlaps[5000]) <= 1.0
 
@@ -154,10 +158,11 @@ def test_slack_misses_only_narrowly(warmup):
     less than the k-th hit returned plus (1 - slack) times the query's largest possible
     score; returned scores never exceed the true ones; full slack is exact."""
     rng = np.random.default_rng(5)
-    num_docs, k = 3000, 10
+    num_docs = 3000
     a = random_index(rng, num_docs, skew=True)
     overlaps = {s: [] for s in (EXACT_SLACK, EXACT_SLACK * 3 // 4, EXACT_SLACK // 4)}
-    for _ in range(60):
+    for q in range(60):
+        k = 1 if q % 2 else 10  # k = 1: most of these queries finish by lookup
         terms = np.unique(rng.integers(2, 15, rng.integers(2, 7)))
         w = rng.integers(1, 3, terms.size)
         bf = brute_force_scores(a["postings"], a["seg_start"], a["seg_impact"], a["seg_ptr"], terms, w, num_docs)
