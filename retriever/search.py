@@ -146,6 +146,7 @@ class Searcher:
         self._pool_size = 0
         self._pool_lock = threading.Lock()
         self._max_docs = max((s.num_docs for s in self.index.shards), default=1)
+        self._ones = np.ones(MAX_QUERY_TERMS, np.int64)  # weights of 1, read-only, for topk_arrays(weights=None)
 
     def parse(self, query: str) -> ParsedQuery:
         """Analyze ``query`` and map its terms to ids; out-of-vocabulary terms are set aside."""
@@ -208,19 +209,26 @@ class Searcher:
         finally:
             self._free.append(ws)
 
-    def topk_arrays(self, terms: np.ndarray, weights: np.ndarray, k: int):
+    def topk_arrays(self, terms: np.ndarray, weights: np.ndarray | None, k: int):
         """Top-k over all shards as arrays ``(scores, shards, docs, processed)``: integer scores
-        descending, ties by shard then document (the brute-force order). ``terms`` are posting
-        list ids (the term ids of a single-channel index), ``weights`` their integer weights;
-        a shard written before a list existed holds it as empty."""
+        descending, ties by shard then document (the brute-force order). ``terms`` are distinct
+        posting list ids (int64; the term ids of a single-channel index), ``weights`` their
+        integer weights (int64; ``None``: 1 each); a shard written before a list existed holds
+        it as empty."""
         if terms.size == 0 or k < 1:
             empty = np.zeros(0, np.int64)
             return empty, empty, empty, 0
+        if weights is None:
+            if self._ones.size < terms.size:
+                self._ones = np.ones(terms.size, np.int64)
+            weights = self._ones[:terms.size]
+            max_score = terms.size * 255
+        else:
+            max_score = sum(weights.tolist()) * 255  # a Python sum: numpy's costs ~1 us on a few weights
         budget, slack = self._traversal()
         shards = self.index.shards
         if len(shards) == 1:  # the common case, kept lean (no context manager): one query a call is latency-bound
             sh = shards[0]
-            max_score = int(weights.sum()) * 255
             ws = self._take(max_score)
             try:
                 docs, vals, n = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k,
@@ -228,7 +236,6 @@ class Searcher:
             finally:
                 self._free.append(ws)
             return vals, np.zeros(docs.size, np.int64), docs, int(n)
-        max_score = int(weights.sum()) * 255
         with self._workspace(max_score) as ws:
             parts, processed = [], 0
             for si, sh in enumerate(shards):  # lists a shard lacks (ids past its own) are empty in the kernel
@@ -243,10 +250,13 @@ class Searcher:
         order = np.lexsort((docs, shards, -vals))[:k]
         return vals[order], shards[order], docs[order], processed
 
-    def topk_batch(self, lists: list[np.ndarray], weights: list[np.ndarray], k: int, threads: int = 1):
+    def topk_batch(self, lists: list, weights: list | None, k: int, threads: int = 1):
         """:meth:`topk_arrays` for many queries: one kernel call per shard and chunk of
         :data:`BATCH_CHUNK` queries or fewer (no Python between queries), chunks spread over
         ``threads`` threads (the kernels release the GIL; small chunks balance uneven queries).
+
+        ``lists`` and ``weights`` hold one sequence (array or list) of distinct posting list
+        ids and of integer weights per query; ``weights=None`` weighs every list 1.
 
         Returns:
             ``(scores, shards, docs, counts, processed)``: int64 ``[nq, k]`` arrays whose row
@@ -254,7 +264,7 @@ class Searcher:
             (the rest is -1), and int64 ``[nq]`` postings processed.
         """
         nq = len(lists)
-        if len(weights) != nq:
+        if weights is not None and len(weights) != nq:
             raise ValueError(f"{nq} queries but {len(weights)} weight arrays")
         k = max(int(k), 0)
         out = np.full((3, nq, k), -1, np.int64)
@@ -262,13 +272,20 @@ class Searcher:
         processed = np.zeros(nq, np.int64)
         if nq == 0 or k == 0:
             return out[0], out[1], out[2], counts, processed
-        sizes = np.array([x.size for x in lists], np.int64)
+        # vectorised over the batch: per-query numpy calls cost microseconds, as much as a tail query's kernel
         q_ptr = np.zeros(nq + 1, np.int64)
-        np.cumsum(sizes, out=q_ptr[1:])
-        q_terms = np.concatenate([np.asarray(x, np.int64) for x in lists]) if q_ptr[-1] else np.zeros(0, np.int64)
-        q_weights = np.concatenate([np.asarray(x, np.int64) for x in weights]) if q_ptr[-1] else np.zeros(0, np.int64)
+        np.cumsum(np.fromiter(map(len, lists), np.int64, nq), out=q_ptr[1:])
+        q_terms = np.concatenate(lists).astype(np.int64, copy=False) if q_ptr[-1] else np.zeros(0, np.int64)
+        if weights is None:
+            q_weights = np.ones(q_terms.size, np.int64)
+        else:
+            q_weights = np.concatenate(weights).astype(np.int64, copy=False) if q_ptr[-1] else np.zeros(0, np.int64)
+            if q_weights.size != q_terms.size:
+                raise ValueError(f"{q_terms.size} list ids but {q_weights.size} weights")
+        cum = np.zeros(q_terms.size + 1, np.int64)
+        np.cumsum(q_weights, out=cum[1:])
+        top_scores = (cum[q_ptr[1:]] - cum[q_ptr[:-1]]) * 255  # each query's largest score
         budget, slack = self._traversal()
-        top_scores = np.array([int(np.sum(w)) * 255 for w in weights], np.int64)  # each query's largest score
         shards = self.index.shards
 
         size = BATCH_CHUNK if threads <= 1 else max(1, min(BATCH_CHUNK, nq // (8 * threads)))

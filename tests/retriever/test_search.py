@@ -62,6 +62,23 @@ def test_batch_search_equals_one_query_at_a_time_across_shards(scifact_index, th
                 searcher.index, t, w, 10)
 
 
+def test_search_takes_plain_lists_and_default_weights(scifact_index):
+    searcher = Searcher(scifact_index)
+    rng = np.random.default_rng(4)
+    pool = np.flatnonzero(np.asarray(searcher.index.df) > 0)
+    lists = [np.unique(rng.choice(pool, size=int(rng.integers(1, 6)))).tolist() for _ in range(40)] + [[]]
+    ones = searcher.topk_batch([np.asarray(x, np.int64) for x in lists], [np.ones(len(x), np.int64) for x in lists], 10)
+    plain = searcher.topk_batch(lists, None, 10)
+    assert all(np.array_equal(a, b) for a, b in zip(ones, plain))
+    assert plain[3][-1] == 0  # the empty query: no hits
+    for x in lists[:10]:  # one query a call, too
+        t = np.asarray(x, np.int64)
+        a, b = searcher.topk_arrays(t, None, 10), searcher.topk_arrays(t, np.ones(t.size, np.int64), 10)
+        assert all(np.array_equal(u, v) for u, v in zip(a[:3], b[:3])) and a[3] == b[3]
+    with pytest.raises(ValueError, match="weights"):
+        searcher.topk_batch(lists[:2], [[1], []], 10)  # two queries hold at least 2 ids
+
+
 def test_batch_helper_threads_are_kept_grown_and_closed(scifact_index):
     searcher = Searcher(scifact_index)
     rng = np.random.default_rng(2)
