@@ -732,11 +732,10 @@ def run_experiment(name: str, work: Path) -> dict:
         return json.loads(side.read_text())
     sf = collections()["scifact"]
     queries, qrels, _ = scifact_train_inputs(work)
-    config = replace(ndrm_config("ndrm3"), **exp.settings)
-    if config.teacher:  # settings name it relative to the checkout
-        config = replace(config, teacher=str(ROOT / config.teacher))
+    config = replace(ndrm_config("ndrm3"), **exp.settings)  # recorded as named: paths relative to the checkout
+    trained = replace(config, teacher=str(ROOT / config.teacher)) if config.teacher else config
     started = time.perf_counter()
-    res = train(sf.corpus, queries, qrels, checkpoint_path(exp.key, work), config,
+    res = train(sf.corpus, queries, qrels, checkpoint_path(exp.key, work), trained,
                 work_dir=work / "train" / exp.key)  # BM25 candidates for claims (and title pseudo-queries)
     bundled = ensure_checkpoint("ndrm3", work)
     record = {"settings": exp.settings, "config": config.to_dict(), "seconds": time.perf_counter() - started,
