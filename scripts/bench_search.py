@@ -66,18 +66,16 @@ class CkqtiEngine:
         self.search_batch([[longest], [longest]], 10, threads=2)
 
     @staticmethod
-    def lists_and_weights(term_ids):
-        """Posting list ids and integer weights of a query: repeated ids add up."""
-        if len(set(term_ids)) == len(term_ids):  # distinct ids (every benchmark query): weight 1 each
-            terms = np.asarray(term_ids, np.int64)
-            return terms, np.ones(terms.size, np.int64)
+    def counted(term_ids):
+        """Distinct posting list ids and their counts as weights: a repeated id adds up."""
         return np.unique(np.asarray(term_ids, np.int64), return_counts=True)
 
     def search(self, term_ids, k):
         if len(set(term_ids)) == len(term_ids):  # distinct ids (every benchmark query): weight 1 each
-            vals, _, docs, _ = self.searcher.topk_arrays(np.asarray(term_ids, np.int64), None, k)
+            terms, weights = np.asarray(term_ids, np.int64), None
         else:
-            vals, _, docs, _ = self.searcher.topk_arrays(*self.lists_and_weights(term_ids), k)
+            terms, weights = self.counted(term_ids)
+        vals, _, docs, _ = self.searcher.topk_arrays(terms, weights, k)
         return docs, vals
 
     def search_batch(self, queries, k, threads=1):
@@ -86,7 +84,7 @@ class CkqtiEngine:
         if all(len(set(q)) == len(q) for q in queries):  # distinct ids (every benchmark query): the lists as they are, weight 1
             vals, _, docs, counts, _ = self.searcher.topk_batch(queries, None, k, threads=threads)
         else:
-            lists, weights = zip(*map(self.lists_and_weights, queries)) if queries else ((), ())
+            lists, weights = zip(*map(self.counted, queries))
             vals, _, docs, counts, _ = self.searcher.topk_batch(list(lists), list(weights), k, threads=threads)
         return [(docs[i, :counts[i]], vals[i, :counts[i]]) for i in range(len(queries))]
 
