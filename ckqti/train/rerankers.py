@@ -542,6 +542,16 @@ def prepare_pairs(text, docids: list[str], doc_rows: list[np.ndarray], queries: 
     return PairData(docids, doc_rows, q_rows, relevant, cands, usable, sorted(dev), dev)
 
 
+def training_pools(data: PairData, depth: int):
+    """``(qid, relevant documents sorted, non-relevant candidates of the top depth)`` of each training
+    query that has both, in ``data.train_qids`` order."""
+    for qid in data.train_qids:
+        rel = sorted(data.relevant[qid])
+        negs = [d for d in data.candidates.get(qid, [])[:depth] if d not in data.relevant[qid]]
+        if rel and negs:
+            yield qid, rel, negs
+
+
 def epoch_triples(data: PairData, depth: int, seed: int, epoch: int) -> list[tuple[str, int, int]]:
     """One ``(qid, relevant, non-relevant)`` triple per training query, shuffled; a function of ``(seed, epoch)``.
 
@@ -550,11 +560,8 @@ def epoch_triples(data: PairData, depth: int, seed: int, epoch: int) -> list[tup
     """
     rng = np.random.default_rng([seed, epoch])
     out = []
-    for qid in data.train_qids:
-        rel = sorted(data.relevant[qid])
-        negs = [d for d in data.candidates.get(qid, [])[:depth] if d not in data.relevant[qid]]
-        if rel and negs:
-            out.append((qid, rel[int(rng.integers(len(rel)))], negs[int(rng.integers(len(negs)))]))
+    for qid, rel, negs in training_pools(data, depth):
+        out.append((qid, rel[int(rng.integers(len(rel)))], negs[int(rng.integers(len(negs)))]))
     return [out[i] for i in rng.permutation(len(out))]
 
 
@@ -566,12 +573,9 @@ def epoch_groups(data: PairData, depth: int, seed: int, epoch: int, negatives: i
     """
     rng = np.random.default_rng([seed, epoch, negatives])
     out = []
-    for qid in data.train_qids:
-        rel = sorted(data.relevant[qid])
-        negs = [d for d in data.candidates.get(qid, [])[:depth] if d not in data.relevant[qid]]
-        if rel and negs:
-            picked = rng.choice(len(negs), size=negatives, replace=len(negs) < negatives)
-            out.append((qid, rel[int(rng.integers(len(rel)))], tuple(negs[int(i)] for i in picked)))
+    for qid, rel, negs in training_pools(data, depth):
+        picked = rng.choice(len(negs), size=negatives, replace=len(negs) < negatives)
+        out.append((qid, rel[int(rng.integers(len(rel)))], tuple(negs[int(i)] for i in picked)))
     return [out[i] for i in rng.permutation(len(out))]
 
 
