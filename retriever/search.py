@@ -147,6 +147,7 @@ class Searcher:
         self._pool_lock = threading.Lock()
         self._max_docs = max((s.num_docs for s in self.index.shards), default=1)
         self._ones = np.ones(MAX_QUERY_TERMS, np.int64)  # weights of 1, read-only, for topk_arrays(weights=None)
+        self._shard0 = np.zeros(0, np.int64)  # read-only shard numbers of a one-shard index's hits (views of it)
 
     def parse(self, query: str) -> ParsedQuery:
         """Analyze ``query`` and map its terms to ids; out-of-vocabulary terms are set aside."""
@@ -214,7 +215,7 @@ class Searcher:
         descending, ties by shard then document (the brute-force order). ``terms`` are distinct
         posting list ids (int64; the term ids of a single-channel index), ``weights`` their
         integer weights (int64; ``None``: 1 each); a shard written before a list existed holds
-        it as empty."""
+        it as empty. A one-shard index's ``shards`` is a read-only view of zeros."""
         if terms.size == 0 or k < 1:
             empty = np.zeros(0, np.int64)
             return empty, empty, empty, 0
@@ -235,7 +236,10 @@ class Searcher:
                                           budget, ws.acc(max_score), ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact, WARMUP, LOOKUP_COST, slack)
             finally:
                 self._free.append(ws)
-            return vals, np.zeros(docs.size, np.int64), docs, int(n)
+            if self._shard0.size < docs.size:
+                self._shard0 = np.zeros(docs.size, np.int64)
+                self._shard0.flags.writeable = False
+            return vals, self._shard0[:docs.size], docs, int(n)
         with self._workspace(max_score) as ws:
             parts, processed = [], 0
             for si, sh in enumerate(shards):  # lists a shard lacks (ids past its own) are empty in the kernel
