@@ -361,12 +361,38 @@ def heap_offer(hv, hd, n, k, v, d):
 
 
 @njit(nogil=True, cache=True)
-def kth_largest(vals, n, k):
-    """The k-th largest of ``vals[:n]`` (the smallest when ``n < k``)."""
+def kth_largest(vals, n, k, heap):
+    """The k-th largest of ``vals[:n]`` (the smallest when ``n < k``), by a min-heap of the k
+    largest in ``heap`` (scratch, >= k): no sort and no allocation, once per finished term."""
     if n == 0:
         return 0
-    part = np.sort(vals[:n])
-    return part[max(0, n - k)]
+    m = min(n, k)
+    for i in range(m):
+        heap[i] = vals[i]
+    for i in range(m // 2 - 1, -1, -1):
+        value_sift_down(heap, i, m)
+    for i in range(m, n):
+        if vals[i] > heap[0]:
+            heap[0] = vals[i]
+            value_sift_down(heap, 0, m)
+    return heap[0]
+
+
+@njit(nogil=True, cache=True)
+def value_sift_down(h, i, n):
+    """Min-heap of values: sift ``h[i]`` down within ``h[:n]``."""
+    v = h[i]
+    while True:
+        j = 2 * i + 1
+        if j >= n:
+            break
+        if j + 1 < n and h[j + 1] < h[j]:
+            j += 1
+        if h[j] >= v:
+            break
+        h[i] = h[j]
+        i = j
+    h[i] = v
 
 
 @njit(nogil=True, cache=True)
@@ -440,6 +466,8 @@ def finish_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, to
     n = ntouched
     found = np.zeros(n, np.bool_)
     blk = np.empty(n, np.int64)
+    hv = np.empty(k, np.int64)  # scratch for kth_largest, then the final k-heap
+    hd = np.empty(k, np.int64)
     for ti in np.argsort(-pot):
         if pot[ti] == 0:
             break
@@ -448,15 +476,13 @@ def finish_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, to
             merge_segment(postings, seg_start, skips, skip_ptr, s, docs, found, n, weights[ti] * np.int64(seg_impact[s]), vals,
                           blk)
         rest -= pot[ti]
-        floor = kth_largest(vals, n, k)
+        floor = kth_largest(vals, n, k, hv)
         j = 0
         for i in range(n):  # keep, in document order, the candidates that can still make it
             if vals[i] + ((rest * slack) >> SLACK_SHIFT) >= floor:
                 docs[j], vals[j] = docs[i], vals[i]
                 j += 1
         n = j
-    hv = np.zeros(k, np.int64)
-    hd = np.zeros(k, np.int64)
     h = 0
     for j in range(n):
         h = heap_offer(hv, hd, h, k, vals[j], docs[j])
