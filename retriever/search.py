@@ -116,7 +116,7 @@ class Searcher:
         slack: anytime mode's factor (0 < slack <= 1) on the bound of what a document can
             still gain: below 1, exact's pruning drops documents sooner, so a document whose
             score would reach the top k by a narrow margin may be missed (1M synthetic
-            head-heavy: 0.8 kept 0.95 of the exact top 10 at 1.27x its speed; docs/BENCH_SEARCH.md).
+            head-heavy: 0.8 kept 0.95 of the exact top 10 at 1.3x its speed; docs/BENCH_SEARCH.md).
         resolution: the largest integer query weight of a multi-channel or idf-weighted index
             (finer weights cost a larger accumulator histogram).
         channel_weights: a multiplier per channel, by its weighting name (``{"one": 2.0}``
