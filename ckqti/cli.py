@@ -206,21 +206,26 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format):
               help="TK/TKL/IDCM: pairwise margin or RankNet, or listwise over --negatives BM25 negatives (lce).")
 @click.option("--negatives", type=click.IntRange(1), default=1, show_default=True,
               help="TK/TKL/IDCM with --loss lce: BM25 negatives per query and step.")
+@click.option("--term-weights", type=click.Choice(["none", "idf"]), default="none", show_default=True,
+              help="TKL: weigh each query term by its idf in the collection read (none: the reference's sum).")
 def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epochs, patience, batch_size, lr, seed,
-              device, weak_supervision, embeddings, init, fmt, resume, loss, negatives):
+              device, weak_supervision, embeddings, init, fmt, resume, loss, negatives, term_weights):
     """Train a model on BM25 candidates (NDRM: RankNet; TK/TKL/IDCM: pairwise or listwise); writes the best dev epoch to --out."""
     if variant in ("tk", "tkl", "idcm"):
         from ckqti.train.rerankers import RerankerTrainConfig, train_reranker
 
         if negatives > 1 and loss != "lce":
             raise click.UsageError("--negatives > 1 needs --loss lce")
+        if term_weights != "none" and variant != "tkl":
+            raise click.UsageError("--term-weights is for TKL")
         config = RerankerTrainConfig(kind=variant, epochs=epochs, patience=patience, batch_size=batch_size, seed=seed,
-                                     dev_fraction=dev_fraction, device=device, loss=loss, negatives=negatives)
+                                     dev_fraction=dev_fraction, device=device, loss=loss, negatives=negatives,
+                                     model_options={"term_weights": term_weights} if variant == "tkl" else {})
         r = train_reranker(variant, corpus, queries, qrels, out, config, fmt=fmt)
         click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} -> {out}")
         return
-    if loss != "margin" or negatives != 1:
-        raise click.UsageError("--loss and --negatives are for TK, TKL and IDCM (NDRM trains with RankNet)")
+    if loss != "margin" or negatives != 1 or term_weights != "none":
+        raise click.UsageError("--loss, --negatives and --term-weights are for TK, TKL and IDCM (NDRM trains with RankNet)")
     from ckqti.train import TrainConfig, train
 
     config = TrainConfig(model=variant, epochs=epochs, patience=patience, batch_size=batch_size, lr=lr, seed=seed,

@@ -314,7 +314,8 @@ def adapt_reranker(ckpt: Checkpoint, vocab: Vocabulary, device: torch.device | s
     TK and TKL any unknown query word matches any unknown document word exactly. Embedding
     rows are remapped as :func:`ckqti.train.checkpoint.remap_rows` does for indexing (known
     words keep their rows; new words get rows predicted from their WordPiece composition,
-    ``ckpt.fallback``); NDRM also takes the collection's idf (:func:`adapt_to_vocabulary`).
+    ``ckpt.fallback``); NDRM, and TKL with idf term weights, also take the collection's idf
+    (:func:`adapt_to_vocabulary`).
     """
     from ckqti.train.checkpoint import adapt_to_vocabulary, remap_rows
 
@@ -325,6 +326,8 @@ def adapt_reranker(ckpt: Checkpoint, vocab: Vocabulary, device: torch.device | s
         model = build_model(ckpt.kind, {**ckpt.config, "vocab_size": len(vocab)})
         state = {k: v.float() if v.dtype == torch.float16 else v for k, v in ckpt.state_dict.items()}
         state["embedding.weight"] = remap_rows(state["embedding.weight"], ckpt.vocab, vocab, ckpt.fallback)
+        if "idf" in state:  # TKL's idf term weights: the new collection's
+            state["idf"] = torch.as_tensor(vocab.idf(), dtype=torch.float32)
         model.load_state_dict(state)
         model = model.to(dev).eval()
     else:
@@ -739,6 +742,8 @@ def new_term_model(kind: str, text: TermText, collection, config: RerankerTrainC
             model.embedding.weight[0].zero_()
     if config.init == "match":
         match_init(model)
+    if hasattr(model, "set_collection"):  # TKL's idf term weights
+        model.set_collection(text.vocab)
     return model
 
 

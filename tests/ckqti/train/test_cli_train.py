@@ -41,3 +41,16 @@ def test_cli_reports_bad_input_in_one_line(tmp_path, tiny_scifact):
     res = CliRunner().invoke(cli, [str(a) for a in args])
     assert res.exit_code != 0 and "Error" in res.output and "Traceback" not in res.output
     assert len(res.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("model", ["ndrm3", "tk"])
+def test_cli_term_weights_are_for_tkl_only(tmp_path, tiny_scifact, model):
+    queries = tmp_path / "queries.tsv"
+    queries.write_text("q1\tgene\n")
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("q1\t0\td1\t1\n")
+    args = ["train", "--model", model, "--corpus", tiny_scifact["corpus"], "--queries", queries, "--qrels", qrels,
+            "--out", tmp_path / "m.pt", "--term-weights", "idf"]
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    assert res.exit_code == 2 and "--term-weights" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "m.pt").exists()
