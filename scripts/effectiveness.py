@@ -63,7 +63,7 @@ Training budgets (2 shared CPU cores, no GPU; every choice on dev):
   :data:`LCE_NEGATIVES` BM25 negatives, as the GPU rows), 2.2 min an epoch here: in a first
   run its dev nDCG@10 reached 0.787 at epoch 5 (0.678, 0.708, 0.761, 0.780, 0.787, 0.754,
   0.745; stopped there by hand to rerun it through this script, which repeated those values
-  and went on 0.752, 0.741, 0.759, keeping epoch 5). Its higher dev did not carry over to
+  and went on 0.752, 0.741, 0.691, keeping epoch 5). Its higher dev did not carry over to
   SciFact test (0.629 against ``tkl-idf``'s 0.636). Initial embeddings from MiniLM
   (``embeddings="minilm"``) instead of random ones lowered ``tkl-idf``'s dev to 0.744.
 * IDCM (all-MiniLM-L6-v2 fine-tuned as a cross-encoder, the slowest model here by far, 5-13
