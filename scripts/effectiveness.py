@@ -937,6 +937,11 @@ def notes(report: Mapping) -> list[str]:
         "negatives) is the dev-chosen IDCM (dev nDCG@10 0.8288 against 0.8097 pairwise). GPU training is not "
         "bit-reproducible: the same settings trained again reached dev 0.8300 and SciFact test 0.7229 (+0.044) "
         "against this row's 0.7389 (see the script's docstring).",
+        "* TKL (idf term weights): each query term's saturated window values weighted by its idf in the collection "
+        "read (`ckqti train --model tkl --term-weights idf`; the reference TKL's term salience passes through a "
+        "LayerNorm of two features, which keeps only the sign of their difference, so no term weighs by how rare it "
+        "is). Trained on "
+        "CPU with patience 5; listwise reached a higher dev nDCG@10 (0.7866 against 0.7716) but a lower test score.",
         "* NDRM reranking scores each candidate document once for all the queries ranking it (exact under query "
         "term independence; each run's JSON records the largest difference from the model's forward pass on a "
         "sample, `qti_check_max_rel_diff`).", ""]

@@ -34,7 +34,8 @@ Choices where paper, reference code and this implementation differ:
   sum over query terms. The paper conditions the saturation on an IDF-initialised query term
   salience; the code, followed here, feeds a projection of the query term vector and the
   window length through a LayerNorm of those two features, which passes only the sign of
-  their difference, so no term's weight reaches the score. Trained on SciFact's 728
+  their difference: a term can switch its saturation between two settings, not weigh by how
+  rare it is. Trained on SciFact's 728
   claims, TKL without idf ranks by how many query words a window holds, and a claim's rare
   words weigh like its common ones (dev nDCG@10 0.685 after 10 epochs, 0.772 with idf;
   SciFact test 0.523 and 0.636 reranking BM25's top 100, BM25 0.679; ``docs/EFFECTIVENESS.md``).
