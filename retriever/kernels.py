@@ -361,38 +361,15 @@ def heap_offer(hv, hd, n, k, v, d):
 
 
 @njit(nogil=True, cache=True)
-def kth_largest(vals, n, k, heap):
-    """The k-th largest of ``vals[:n]`` (the smallest when ``n < k``), by a min-heap of the k
-    largest in ``heap`` (scratch, >= k): no sort and no allocation, once per finished term."""
-    if n == 0:
-        return 0
-    m = min(n, k)
-    for i in range(m):
-        heap[i] = vals[i]
-    for i in range(m // 2 - 1, -1, -1):
-        value_sift_down(heap, i, m)
-    for i in range(m, n):
-        if vals[i] > heap[0]:
-            heap[0] = vals[i]
-            value_sift_down(heap, 0, m)
-    return heap[0]
-
-
-@njit(nogil=True, cache=True)
-def value_sift_down(h, i, n):
-    """Min-heap of values: sift ``h[i]`` down within ``h[:n]``."""
-    v = h[i]
-    while True:
-        j = 2 * i + 1
-        if j >= n:
-            break
-        if j + 1 < n and h[j + 1] < h[j]:
-            j += 1
-        if h[j] >= v:
-            break
-        h[i] = h[j]
-        i = j
-    h[i] = v
+def kth_largest(vals, docs, n, k, hv, hd):
+    """The k-th largest of ``vals[:n]`` (the smallest when ``n < k``), kept by :func:`heap_offer`
+    in ``hv, hd`` (scratch, >= k): no sort and no allocation, once per finished term."""
+    h = 0
+    for i in range(n):
+        h = heap_offer(hv, hd, h, k, vals[i], docs[i])
+    if h == k:
+        return hv[0]  # the heap's root: the worst of the k best
+    return hv[:h].min() if h > 0 else 0  # fewer than k: not a heap yet
 
 
 @njit(nogil=True, cache=True)
@@ -466,7 +443,7 @@ def finish_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, to
     n = ntouched
     found = np.zeros(n, np.bool_)
     blk = np.empty(n, np.int64)
-    hv = np.empty(k, np.int64)  # scratch for kth_largest, then the final k-heap
+    hv = np.empty(k, np.int64)  # scratch for kth_largest, then the final k-heap (with hd)
     hd = np.empty(k, np.int64)
     for ti in np.argsort(-pot):
         if pot[ti] == 0:
@@ -476,7 +453,7 @@ def finish_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, to
             merge_segment(postings, seg_start, skips, skip_ptr, s, docs, found, n, weights[ti] * np.int64(seg_impact[s]), vals,
                           blk)
         rest -= pot[ti]
-        floor = kth_largest(vals, n, k, hv)
+        floor = kth_largest(vals, docs, n, k, hv, hd)
         j = 0
         for i in range(n):  # keep, in document order, the candidates that can still make it
             if vals[i] + ((rest * slack) >> SLACK_SHIFT) >= floor:
