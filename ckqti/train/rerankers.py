@@ -326,9 +326,11 @@ def adapt_reranker(ckpt: Checkpoint, vocab: Vocabulary, device: torch.device | s
         model = build_model(ckpt.kind, {**ckpt.config, "vocab_size": len(vocab)})
         state = {k: v.float() if v.dtype == torch.float16 else v for k, v in ckpt.state_dict.items()}
         state["embedding.weight"] = remap_rows(state["embedding.weight"], ckpt.vocab, vocab, ckpt.fallback)
-        if "idf" in state:  # TKL's idf term weights: the new collection's
-            state["idf"] = torch.as_tensor(vocab.idf(), dtype=torch.float32)
+        if "idf" in state:  # TKL's idf term weights, sized for the training vocabulary: set_collection takes the new one's
+            state["idf"] = model.idf
         model.load_state_dict(state)
+        if hasattr(model, "set_collection"):
+            model.set_collection(vocab)
         model = model.to(dev).eval()
     else:
         raise CkqtiError(f"a {ckpt.kind!r} model has no term vocabulary to adapt", ckpt.path)
