@@ -230,38 +230,40 @@ def heap_sift_down(hv, hd, i, n):
 @njit(nogil=True, cache=True)
 def heap_sorted(hv, hd, n):
     """Sorts ``n`` hits in place (heapsort on the min-heap of :func:`heap_sift_down`: the worst
-    goes last) and returns their ``(docs, values)``: values descending, ties by ascending
-    document. No allocation, where two stable argsorts made six arrays a query. The hits need
-    not be a heap yet (:func:`heap_offer` makes one only once it holds k)."""
+    goes last): values descending, ties by ascending document; returns ``n``. No allocation,
+    where two stable argsorts made six arrays a query. The hits need not be a heap yet
+    (:func:`heap_offer` makes one only once it holds k)."""
     for i in range(n // 2 - 1, -1, -1):
         heap_sift_down(hv, hd, i, n)
     for last in range(n - 1, 0, -1):
         hv[0], hv[last] = hv[last], hv[0]
         hd[0], hd[last] = hd[last], hd[0]
         heap_sift_down(hv, hd, 0, last)
-    return hd[:n], hv[:n]
+    return n
 
 
 @njit(nogil=True, cache=True)
-def select_topk(acc, touched, ntouched, k):
+def select_topk(acc, touched, ntouched, k, hd, hv):
     """Top-k (document, accumulator) of the touched documents by a k-heap, ties by
-    ascending document; resets the accumulators (no histogram was used)."""
+    ascending document, written sorted to ``hd[:n], hv[:n]`` (int64[>= k]); returns ``n``.
+    Resets the accumulators (no histogram was used)."""
     n = min(k, ntouched)
-    hv = np.empty(n, np.int64)
-    hd = np.empty(n, np.int64)
     for i in range(n):
         d = touched[i]
         hv[i], hd[i] = acc[d], d
         acc[d] = 0
     for i in range(n // 2 - 1, -1, -1):
         heap_sift_down(hv, hd, i, n)
-    for i in range(n, ntouched):
-        d = touched[i]
-        v = np.int64(acc[d])
-        acc[d] = 0
-        if v > hv[0] or (v == hv[0] and d < hd[0]):
-            hv[0], hd[0] = v, d
-            heap_sift_down(hv, hd, 0, n)
+    if n > 0:
+        rv, rd = hv[0], hd[0]  # the root in registers: the stores to acc might alias hv, hd
+        for i in range(n, ntouched):
+            d = touched[i]
+            v = np.int64(acc[d])
+            acc[d] = 0
+            if v > rv or (v == rv and d < rd):
+                hv[0], hd[0] = v, d
+                heap_sift_down(hv, hd, 0, n)
+                rv, rd = hv[0], hd[0]
     return heap_sorted(hv, hd, n)
 
 
@@ -296,14 +298,13 @@ def set_bits(bits, touched, ntouched, value):
 
 
 @njit(nogil=True, cache=True)
-def collect_topk(acc, touched, ntouched, hist, k, theta, cnt):
-    """Top-k (document, accumulator) from the touched documents; resets the buffers.
+def collect_topk(acc, touched, ntouched, hist, k, theta, cnt, hd, hv):
+    """Top-k (document, accumulator) from the touched documents, written sorted to
+    ``hd[:n], hv[:n]`` (int64[>= k]); returns ``n``. Resets the buffers.
 
     Ties are broken by ascending document number.
     """
     floor = theta if cnt >= k else 1
-    hv = np.empty(k, np.int64)
-    hd = np.empty(k, np.int64)
     h = 0
     for i in range(ntouched):
         d = touched[i]
@@ -417,7 +418,7 @@ def merge_segment(postings, seg_start, skips, skip_ptr, s, docs, found, n, c, va
 
 @njit(nogil=True, cache=True)
 def finish_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, touched, ntouched, hist, k, skips, skip_ptr,
-                     slack):
+                     slack, hd, hv):
     """Exact top-k of the remaining candidates, finishing their scores from the unprocessed
     segments by lookup instead of scanning them (documents ascend inside a segment).
 
@@ -425,7 +426,9 @@ def finish_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, to
     remaining contribution, and each of a term's segments is merged against the candidates
     not yet found in that term (a forward pass over its skip entries, then one block).
     After each term, candidates that cannot reach the k-th best lower bound even with every
-    term left at its largest contribution are dropped. Resets ``acc`` and ``hist``.
+    term left at its largest contribution are dropped. The top k go sorted to ``hd[:n],
+    hv[:n]`` (int64[>= k], also scratch for :func:`kth_largest`); returns ``n``. Resets
+    ``acc`` and ``hist``.
     """
     m = cur.shape[0]
     pot = np.zeros(m, np.int64)  # a term's largest remaining contribution
@@ -443,8 +446,6 @@ def finish_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, to
     n = ntouched
     found = np.zeros(n, np.bool_)
     blk = np.empty(n, np.int64)
-    hv = np.empty(k, np.int64)  # scratch for kth_largest, then the final k-heap (with hd)
-    hd = np.empty(k, np.int64)
     for ti in np.argsort(-pot):
         if pot[ti] == 0:
             break
@@ -505,12 +506,13 @@ def warm_up(postings, seg_start, seg_impact, cur, end, weights, budget, acc, tou
 
 @njit(nogil=True, cache=True)
 def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budget, acc, touched, hist, bits, skips, skip_ptr,
-              post_impact, warmup, lookup_cost, slack):
+              post_impact, warmup, lookup_cost, slack, out_docs, out_vals):
     """Top-k documents by the sum of ``weight * impact`` over the query terms.
 
     Args:
-        terms: int64[m] distinct term (posting list) ids, those outside ``seg_ptr`` empty;
-            weights: int64[m] positive integer weights.
+        terms: int64[m] term (posting list) ids, those outside ``seg_ptr`` empty; weights:
+            int64[>= m] positive integer weights (the first m are the terms'). A repeated id
+            adds its list once per occurrence, as one occurrence with the summed weight would.
         k: results wanted; budget: postings to process at most (< 0: exact).
         acc: uint16/uint32/int64[num_docs] (wide enough for sum(weights)*255),
             touched: uint32/int64[num_docs + 1], hist: int64[>= sum(weights)*255+2],
@@ -525,9 +527,13 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
         slack: the bound ``R`` is scaled by ``slack / EXACT_SLACK`` wherever it prunes
             (:data:`EXACT_SLACK`: exact; smaller: approximate, sooner).
 
+        out_docs, out_vals: int64[>= k], where the hits go (written, not allocated: a
+            returned array costs a call ~0.4 us of boxing).
+
     Returns:
-        ``(docs, scores, processed)``: int64[<=k] shard-local documents, int64 integer
-        scores, postings scanned.
+        ``(n, processed)``: the hits are ``out_docs[:n]`` (shard-local documents) and
+        ``out_vals[:n]`` (integer scores), best first, ties by ascending document;
+        postings scanned.
     """
     m = terms.shape[0]
     cur = np.empty(m, np.int64)
@@ -543,8 +549,7 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
                                   post_impact)
     left -= processed
     if left == 0 or (budget >= 0 and processed >= budget):
-        docs, vals = select_topk(acc, touched, ntouched, k)
-        return docs, vals, processed
+        return select_topk(acc, touched, ntouched, k, out_docs, out_vals), processed
     theta, cnt = fill_histogram(acc, touched, ntouched, hist, k)
     bound = remaining_bound(cur, end, seg_impact, weights)
     eff = (bound * slack) >> SLACK_SHIFT
@@ -562,11 +567,10 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
             for j in range(m):
                 segs_left += end[j] - cur[j]
             if ntouched * segs_left * lookup_cost < left:
-                docs, vals = finish_by_lookup(
-                    postings, seg_start, seg_impact, cur, end, weights, acc, touched, ntouched, hist, k, skips, skip_ptr, slack
-                )
+                n = finish_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, touched, ntouched, hist, k, skips,
+                                     skip_ptr, slack, out_docs, out_vals)
                 set_bits(bits, touched, ntouched, False)
-                return docs, vals, processed
+                return n, processed
         i = next_term(cur, end, seg_impact, weights)
         if i < 0 or (budget >= 0 and processed >= budget):
             break
@@ -584,8 +588,7 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
         eff = (bound * slack) >> SLACK_SHIFT
     if and_mode:
         set_bits(bits, touched, ntouched, False)
-    docs, vals = collect_topk(acc, touched, ntouched, hist, k, theta, cnt)
-    return docs, vals, processed
+    return collect_topk(acc, touched, ntouched, hist, k, theta, cnt, out_docs, out_vals), processed
 
 
 @njit(nogil=True, cache=True)
@@ -605,13 +608,9 @@ def saat_batch(postings, seg_start, seg_impact, seg_ptr, q_terms, q_weights, q_p
             out_n[q] = 0
             out_processed[q] = 0
             continue
-        docs, vals, n = saat_topk(postings, seg_start, seg_impact, seg_ptr, q_terms[a:b], q_weights[a:b], k, budget,
-                                  acc, touched, hist, bits, skips, skip_ptr, post_impact, warmup, lookup_cost, slack)
-        out_n[q] = docs.shape[0]
-        out_processed[q] = n
-        for j in range(docs.shape[0]):
-            out_docs[q, j] = docs[j]
-            out_vals[q, j] = vals[j]
+        out_n[q], out_processed[q] = saat_topk(postings, seg_start, seg_impact, seg_ptr, q_terms[a:b], q_weights[a:b], k,
+                                               budget, acc, touched, hist, bits, skips, skip_ptr, post_impact, warmup,
+                                               lookup_cost, slack, out_docs[q], out_vals[q])
 
 
 def brute_force_scores(postings, seg_start, seg_impact, seg_ptr, terms, weights, num_docs):

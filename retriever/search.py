@@ -147,7 +147,7 @@ class Searcher:
         self._pool_lock = threading.Lock()
         self._max_docs = max((s.num_docs for s in self.index.shards), default=1)
         self._ones = np.ones(MAX_QUERY_TERMS, np.int64)  # weights of 1, read-only, for topk_arrays(weights=None)
-        self._shard0 = np.zeros(0, np.int64)  # read-only shard numbers of a one-shard index's hits (views of it)
+        self._shard0 = np.zeros(0, np.int64)  # read-only shard numbers of a one-shard index's last hits, reused
 
     def parse(self, query: str) -> ParsedQuery:
         """Analyze ``query`` and map its terms to ids; out-of-vocabulary terms are set aside."""
@@ -212,17 +212,18 @@ class Searcher:
 
     def topk_arrays(self, terms: np.ndarray, weights: np.ndarray | None, k: int):
         """Top-k over all shards as arrays ``(scores, shards, docs, processed)``: integer scores
-        descending, ties by shard then document (the brute-force order). ``terms`` are distinct
-        posting list ids (int64; the term ids of a single-channel index), ``weights`` their
-        integer weights (int64; ``None``: 1 each); a shard written before a list existed holds
-        it as empty. A one-shard index's ``shards`` is a read-only view of zeros."""
+        descending, ties by shard then document (the brute-force order). ``terms`` are posting
+        list ids (int64; the term ids of a single-channel index), ``weights`` their integer
+        weights (int64; ``None``: 1 each); an id given twice adds up, as once with the summed
+        weight would. A shard written before a list existed holds it as empty. A one-shard
+        index's ``shards`` is a read-only view of zeros."""
         if terms.size == 0 or k < 1:
             empty = np.zeros(0, np.int64)
             return empty, empty, empty, 0
-        if weights is None:
-            if self._ones.size < terms.size:
-                self._ones = np.ones(terms.size, np.int64)
-            weights = self._ones[:terms.size]
+        if weights is None:  # the kernels read the first terms.size weights: no view needed
+            weights = self._ones
+            if weights.size < terms.size:
+                weights = self._ones = np.ones(terms.size, np.int64)
             max_score = terms.size * 255
         else:
             max_score = sum(weights.tolist()) * 255  # a Python sum: numpy's costs ~1 us on a few weights
@@ -230,23 +231,31 @@ class Searcher:
         shards = self.index.shards
         if len(shards) == 1:  # the common case, kept lean (no context manager): one query a call is latency-bound
             sh = shards[0]
+            docs, vals = np.empty(k, np.int64), np.empty(k, np.int64)  # two allocations cost less than views of one
             ws = self._take(max_score)
             try:
-                docs, vals, n = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k,
-                                          budget, ws.acc(max_score), ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact, WARMUP, LOOKUP_COST, slack)
+                n, processed = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k, budget,
+                                         ws.acc(max_score), ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact,
+                                         WARMUP, LOOKUP_COST, slack, docs, vals)
             finally:
                 self._free.append(ws)
-            if self._shard0.size < docs.size:
-                self._shard0 = np.zeros(docs.size, np.int64)
-                self._shard0.flags.writeable = False
-            return vals, self._shard0[:docs.size], docs, int(n)
+            zeros = self._shard0  # kept for the next query of as many hits (a view of a longer one costs ~0.1 us)
+            if zeros.size != n:
+                zeros = np.zeros(n, np.int64)
+                zeros.flags.writeable = False
+                self._shard0 = zeros
+            if n < k:
+                return vals[:n], zeros, docs[:n], processed
+            return vals, zeros, docs, processed
         with self._workspace(max_score) as ws:
             parts, processed = [], 0
             for si, sh in enumerate(shards):  # lists a shard lacks (ids past its own) are empty in the kernel
-                docs, vals, n = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k,
-                                          budget, ws.acc(max_score), ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact, WARMUP, LOOKUP_COST, slack)
-                processed += int(n)
-                parts.append((vals, np.full(docs.size, si, np.int64), docs))
+                out = np.empty((2, k), np.int64)
+                n, scanned = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k, budget,
+                                       ws.acc(max_score), ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact,
+                                       WARMUP, LOOKUP_COST, slack, out[0], out[1])
+                processed += scanned
+                parts.append((out[1, :n], np.full(n, si, np.int64), out[0, :n]))
         if not parts:
             empty = np.zeros(0, np.int64)
             return empty, empty, empty, processed
@@ -259,8 +268,8 @@ class Searcher:
         :data:`BATCH_CHUNK` queries or fewer (no Python between queries), chunks spread over
         ``threads`` threads (the kernels release the GIL; small chunks balance uneven queries).
 
-        ``lists`` and ``weights`` hold one sequence (array or list) of distinct posting list
-        ids and of integer weights per query; ``weights=None`` weighs every list 1.
+        ``lists`` and ``weights`` hold one sequence (array or list) of posting list ids (a
+        repeated id adds up) and of integer weights per query; ``weights=None`` weighs every list 1.
 
         Returns:
             ``(scores, shards, docs, counts, processed)``: int64 ``[nq, k]`` arrays whose row

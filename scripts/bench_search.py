@@ -65,27 +65,15 @@ class CkqtiEngine:
         self.search([longest], 10)
         self.search_batch([[longest], [longest]], 10, threads=2)
 
-    @staticmethod
-    def counted(term_ids):
-        """Distinct posting list ids and their counts as weights: a repeated id adds up."""
-        return np.unique(np.asarray(term_ids, np.int64), return_counts=True)
-
     def search(self, term_ids, k):
-        if len(set(term_ids)) == len(term_ids):  # distinct ids (every benchmark query): weight 1 each
-            terms, weights = np.asarray(term_ids, np.int64), None
-        else:
-            terms, weights = self.counted(term_ids)
-        vals, _, docs, _ = self.searcher.topk_arrays(terms, weights, k)
+        """The ids as given, weight 1 each (a repeated id adds up in the kernels)."""
+        vals, _, docs, _ = self.searcher.topk_arrays(np.asarray(term_ids, np.int64), None, k)
         return docs, vals
 
     def search_batch(self, queries, k, threads=1):
         """:meth:`Searcher.topk_batch`: chunks of queries, one kernel call each, over ``threads``
         threads (the kernels release the GIL)."""
-        if all(len(set(q)) == len(q) for q in queries):  # distinct ids (every benchmark query): the lists as they are, weight 1
-            vals, _, docs, counts, _ = self.searcher.topk_batch(queries, None, k, threads=threads)
-        else:
-            lists, weights = zip(*map(self.counted, queries))
-            vals, _, docs, counts, _ = self.searcher.topk_batch(list(lists), list(weights), k, threads=threads)
+        vals, _, docs, counts, _ = self.searcher.topk_batch(queries, None, k, threads=threads)
         return [(docs[i, :counts[i]], vals[i, :counts[i]]) for i in range(len(queries))]
 
     def index_bytes(self) -> int:
