@@ -208,8 +208,16 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format):
               help="TK/TKL/IDCM with --loss lce: BM25 negatives per query and step.")
 @click.option("--term-weights", type=click.Choice(["none", "idf"]), default="none", show_default=True,
               help="TKL: weigh each query term by its idf in the collection read (none: the reference's sum).")
+@click.option("--teacher", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="NDRM/TK/TKL: a teacher's scores ({'scores': {qid: {docid: score}}}, .json or .json.gz) to distil "
+                   "listwise beside the ranking loss (training queries only).")
+@click.option("--distill-docs", type=click.IntRange(1), default=8, show_default=True,
+              help="With --teacher: teacher-scored documents per query and step.")
+@click.option("--distill-weight", type=click.FloatRange(0), default=1.0, show_default=True,
+              help="With --teacher: weight of the distillation loss.")
 def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epochs, patience, batch_size, lr, seed,
-              device, weak_supervision, embeddings, init, fmt, resume, loss, negatives, term_weights):
+              device, weak_supervision, embeddings, init, fmt, resume, loss, negatives, term_weights, teacher, distill_docs,
+              distill_weight):
     """Train a model on BM25 candidates (NDRM: RankNet; TK/TKL/IDCM: pairwise or listwise); writes the best dev epoch to --out."""
     if variant in ("tk", "tkl", "idcm"):
         from ckqti.train.rerankers import RerankerTrainConfig, train_reranker
@@ -218,8 +226,11 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
             raise click.UsageError("--negatives > 1 needs --loss lce")
         if term_weights != "none" and variant != "tkl":
             raise click.UsageError("--term-weights is for TKL")
+        if teacher and variant == "idcm":
+            raise click.UsageError("--teacher is for NDRM, TK and TKL (IDCM distils its own cross-encoder)")
         config = RerankerTrainConfig(kind=variant, epochs=epochs, patience=patience, batch_size=batch_size, seed=seed,
                                      dev_fraction=dev_fraction, device=device, loss=loss, negatives=negatives,
+                                     teacher=teacher, distill_docs=distill_docs, distill_weight=distill_weight,
                                      model_options={"term_weights": term_weights} if variant == "tkl" else {})
         r = train_reranker(variant, corpus, queries, qrels, out, config, fmt=fmt)
         click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} -> {out}")
@@ -230,7 +241,7 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
 
     config = TrainConfig(model=variant, epochs=epochs, patience=patience, batch_size=batch_size, lr=lr, seed=seed,
                          dev_fraction=dev_fraction, weak_supervision=weak_supervision, embeddings=embeddings,
-                         init=init, device=device)
+                         init=init, device=device, teacher=teacher, distill_docs=distill_docs, distill_weight=distill_weight)
     r = train(corpus, queries, qrels, out, config, dev_qrels=dev_qrels, fmt=fmt, resume=resume)
     click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} at epoch {r.best_epoch} of {r.epochs_run} -> {out}")
 

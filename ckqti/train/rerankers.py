@@ -406,6 +406,14 @@ class RerankerTrainConfig:
         init: ``"match"`` (see the module docstring) or ``"paper"``.
         min_df: TK/TKL vocabulary bound (rarer terms -> unknown).
         eval_batch_size: documents scored at once when validating.
+        teacher: TK/TKL only: a file of a teacher's scores of training queries' documents
+            (``{"teacher": id, "scores": {qid: {docid: score}}}``, ``.json`` or ``.json.gz``, as
+            :func:`ckqti.train.loop.read_teacher` reads for NDRM; dev queries' are never used).
+            Each step then adds ``distill_weight`` times a listwise distillation loss: for every
+            query of the batch the teacher scored, ``distill_docs`` of its scored documents drawn
+            at random, the cross-entropy between the teacher's softmax over them and the
+            student's (:func:`ckqti.train.losses.distill_loss`).
+        distill_docs, distill_weight: see ``teacher``.
         model_options: fields of the model's config (TKConfig, TKLConfig or IDCMConfig) other
             than ``vocab_size``. For IDCM a ``bert`` entry (BertConfig fields) builds a randomly
             initialised cross-encoder of that shape instead of loading all-MiniLM-L6-v2.
@@ -434,6 +442,9 @@ class RerankerTrainConfig:
     init: str = "match"
     min_df: int = 1
     eval_batch_size: int = 32
+    teacher: str | None = None
+    distill_docs: int = 8
+    distill_weight: float = 1.0
     model_options: Mapping[str, Any] = field(default_factory=dict)
     device: str | None = None
     progress: bool = True
@@ -446,7 +457,7 @@ class RerankerTrainConfig:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         for name in ("epochs", "distill_epochs", "batch_size", "patience", "depth", "dev_depth", "min_df",
-                     "eval_batch_size", "negatives"):
+                     "eval_batch_size", "negatives", "distill_docs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("max_steps", "max_dev_queries"):
@@ -456,6 +467,10 @@ class RerankerTrainConfig:
             raise ValueError("learning rates and margin must be positive, dev_fraction in (0, 1)")
         if not self.stages or any(s not in (1, 2, 3) for s in self.stages) or list(self.stages) != sorted(set(self.stages)):
             raise ValueError(f"stages must be increasing values among 1, 2, 3, got {self.stages}")
+        if self.distill_weight < 0:
+            raise ValueError(f"distill_weight must be >= 0, got {self.distill_weight}")
+        if self.teacher is not None and self.kind == "idcm":
+            raise ValueError("teacher distillation is for TK and TKL (IDCM's stage 3 distils its own cross-encoder)")
         if self.negatives > 1 and self.loss != "lce":
             raise ValueError("negatives > 1 needs loss='lce' (margin and RankNet are pairwise)")
         if "vocab_size" in self.model_options:
@@ -501,6 +516,7 @@ class PairData:
     train_qids: list[str]
     dev_qids: list[str]
     dev_qrels: dict[str, dict[str, int]]
+    teacher: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # qid -> (doc indices, scores)
 
 
 def read_training_inputs(queries, qrels) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
@@ -544,7 +560,12 @@ def prepare_pairs(text, docids: list[str], doc_rows: list[np.ndarray], queries: 
     relevant = relevant_docs({**train_qrels, **dev}, index)
     cands = candidate_indices({q: candidates.get(q, []) for q in qids}, index, max(config.depth, config.dev_depth))
     usable = sorted(q for q in train_qrels if relevant.get(q) and (q_rows[q] > 1).any())
-    return PairData(docids, doc_rows, q_rows, relevant, cands, usable, sorted(dev), dev)
+    teacher = {}
+    if config.teacher:
+        from ckqti.train.loop import read_teacher
+
+        teacher = read_teacher(config.teacher, index, train_qrels)  # training queries only, never dev
+    return PairData(docids, doc_rows, q_rows, relevant, cands, usable, sorted(dev), dev, teacher)
 
 
 def training_pools(data: PairData, depth: int):
@@ -620,11 +641,30 @@ def group_loss(scores: Tensor, size: int) -> Tensor:
     return nn.functional.cross_entropy(logits, torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device))
 
 
+def teacher_batch(data: PairData, qids: Sequence[str], k: int, rng: np.random.Generator,
+                  device: torch.device) -> tuple[Tensor, Tensor, Tensor] | None:
+    """For each of ``qids`` the teacher scored, ``k`` of its scored documents (without replacement
+    when it has ``k``): queries ``[B' * k, Q]``, documents ``[B' * k, L]`` query by query and the
+    teacher's scores ``[B', k]``; None when the teacher scored none of them."""
+    picked = [(q, rng.choice(len(data.teacher[q][0]), size=k, replace=len(data.teacher[q][0]) < k))
+              for q in qids if q in data.teacher]
+    if not picked:
+        return None
+    q = pad_rows([data.queries[qid] for qid, _ in picked]).repeat_interleave(k, dim=0)
+    d = pad_rows([data.docs[int(i)] for qid, pick in picked for i in data.teacher[qid][0][pick]])
+    t = torch.from_numpy(np.stack([data.teacher[qid][1][pick] for qid, pick in picked]).astype(np.float32))
+    return q.to(device), d.to(device), t.to(device)
+
+
 def train_epoch(score: ScoreFn | None, loss_fn: LossFn | None, model: nn.Module, optimizer, data: PairData,
                 config: RerankerTrainConfig, epoch: int, device: torch.device) -> dict[str, float]:
-    """One epoch of pairwise steps (``score``) or of a per-batch loss (``loss_fn``, IDCM stage 3)."""
+    """One epoch of pairwise steps (``score``) or of a per-batch loss (``loss_fn``, IDCM stage 3),
+    plus the teacher's distillation loss when ``data.teacher`` is set (``score`` only)."""
     from tqdm.auto import tqdm
 
+    from ckqti.train.losses import distill_loss
+
+    rng = np.random.default_rng([config.seed, epoch, 2])  # the teacher's documents (drawn only with a teacher)
     listwise = config.loss == "lce" and loss_fn is None
     triples = (epoch_groups(data, config.depth, config.seed, epoch, config.negatives) if listwise
                else epoch_triples(data, config.depth, config.seed, epoch))
@@ -644,6 +684,12 @@ def train_epoch(score: ScoreFn | None, loss_fn: LossFn | None, model: nn.Module,
             s = score(q, d)  # [2B]
             half = s.shape[0] // 2
             loss = pair_loss(s[:half], s[half:], config)
+        if data.teacher and loss_fn is None and config.distill_weight > 0:
+            group = teacher_batch(data, [qid for qid, *_ in part], config.distill_docs, rng, device)
+            if group is not None:
+                tq, td, t_scores = group
+                student = score(tq, td).view(t_scores.shape)  # [B', k]
+                loss = loss + config.distill_weight * distill_loss(student, t_scores)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

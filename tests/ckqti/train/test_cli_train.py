@@ -54,3 +54,17 @@ def test_cli_term_weights_are_for_tkl_only(tmp_path, tiny_scifact, model):
     res = CliRunner().invoke(cli, [str(a) for a in args])
     assert res.exit_code == 2 and "--term-weights" in res.output and "Traceback" not in res.output
     assert not (tmp_path / "m.pt").exists()
+
+
+def test_cli_teacher_is_not_for_idcm(tmp_path, tiny_scifact):
+    queries = tmp_path / "queries.tsv"
+    queries.write_text("q1\tgene\n")
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("q1\t0\td1\t1\n")
+    teacher = tmp_path / "teacher.json"
+    teacher.write_text('{"teacher": "t", "scores": {"q1": {"d1": 1.0, "d2": 0.0}}}')
+    args = ["train", "--model", "idcm", "--corpus", tiny_scifact["corpus"], "--queries", queries, "--qrels", qrels,
+            "--out", tmp_path / "m.pt", "--teacher", teacher]
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    assert res.exit_code == 2 and "--teacher" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "m.pt").exists()

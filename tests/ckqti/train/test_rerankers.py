@@ -273,3 +273,76 @@ def test_tkl_idf_weights_follow_the_collection_in_training_and_zero_shot(tiny_sc
     assert torch.allclose(adapted.model.idf, torch.as_tensor(new_vocab.idf(), dtype=torch.float32))
     s = adapted.score("zebrafish", ["quasar telescope", "zebrafish tumor"])
     assert s[1] > s[0]
+
+
+def write_teacher(path, data: PairData, qids, score) -> None:
+    """A teacher file scoring each of ``qids``' first 12 candidates with ``score(qid, doc index)``."""
+    import gzip
+    import json
+
+    scores = {q: {data.docids[d]: float(score(q, d)) for d in data.candidates[q][:12]} for q in qids}
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        json.dump({"teacher": "test", "scores": scores}, f)
+
+
+def test_teacher_config_is_validated():
+    with pytest.raises(ValueError):
+        RerankerTrainConfig(kind="idcm", teacher="t.json")  # IDCM distils its own cross-encoder
+    with pytest.raises(ValueError):
+        RerankerTrainConfig(distill_docs=0)
+    with pytest.raises(ValueError):
+        RerankerTrainConfig(distill_weight=-1.0)
+
+
+def test_teacher_scores_of_dev_queries_never_reach_training(tiny_scifact, tmp_path):
+    from ckqti.train.data import load_collection
+    from ckqti.train.rerankers import prepare_pairs, teacher_batch
+
+    plain, _ = small_pairs(tiny_scifact)
+    path = tmp_path / "teacher.json.gz"
+    write_teacher(path, plain, [*plain.train_qids, *plain.dev_qids], lambda q, d: d % 7)
+    coll = load_collection(tiny_scifact["corpus"])
+    rows = [np.asarray(coll.doc(i)[:200], dtype=np.int64) for i in range(len(coll))]
+    data = prepare_pairs(TermText(coll.analyzer, coll.vocab), coll.docids, rows, tiny_scifact["queries"],
+                         tiny_scifact["qrels"], tiny_scifact["candidates"], quick("tk", teacher=str(path)), 30)
+    assert set(plain.train_qids) <= set(data.teacher) and not set(data.teacher) & set(data.dev_qids)
+    q, d, t = teacher_batch(data, [plain.train_qids[0], plain.dev_qids[0], plain.train_qids[1]], 5,
+                            np.random.default_rng(0), torch.device("cpu"))
+    assert t.shape == (2, 5) and q.shape[0] == d.shape[0] == 10  # the dev query is skipped
+    idx, sc = data.teacher[plain.train_qids[0]]
+    assert (sc == idx % 7).all() and torch.equal(q[0], q[4]) and not torch.equal(q[4], q[5])
+    for i in range(5):  # the first query's rows are documents the teacher scored for it
+        assert any(torch.equal(d[i, : len(data.docs[j])], torch.as_tensor(data.docs[j])) for j in idx.tolist())
+
+
+def test_distillation_pulls_the_student_towards_the_teacher(tiny_scifact, tmp_path):
+    """Trained with the teacher's loss, a TK agrees better with a teacher that ranks against exact
+    matches than the same TK trained without it (same seeds, same pairwise steps)."""
+    from ckqti.train.loop import read_teacher
+    from ckqti.train.losses import distill_loss
+    from ckqti.train.rerankers import teacher_batch
+
+    data, text = small_pairs(tiny_scifact)
+    path = tmp_path / "teacher.json.gz"
+
+    def against_matches(q: str, d: int) -> float:
+        return -0.5 * np.isin(data.docs[d], data.queries[q][data.queries[q] > 1]).sum()
+
+    write_teacher(path, data, data.train_qids, against_matches)
+    index = {d: i for i, d in enumerate(data.docids)}
+    with_teacher = replace(data, teacher=read_teacher(path, index, {q: {} for q in data.train_qids}))
+    cpu = torch.device("cpu")
+    probe = teacher_batch(with_teacher, with_teacher.train_qids, 12, np.random.default_rng(0), cpu)
+
+    def trained(d: PairData, weight: float) -> float:
+        torch.manual_seed(0)
+        model = build_model("tk", dict(vocab_size=len(text.vocab), **TINY_TK))
+        opt = torch.optim.Adam(model.parameter_groups(1e-3, 1e-2))
+        config = quick("tk", max_steps=3, distill_weight=weight)
+        for _ in range(6):
+            train_epoch(model, None, model, opt, d, config, 0, cpu)
+        with torch.no_grad():
+            return float(distill_loss(model(probe[0], probe[1]).view(probe[2].shape), probe[2]))
+
+    taught, untaught = trained(with_teacher, 5.0), trained(with_teacher, 0.0)
+    assert taught < untaught - 0.05, (taught, untaught)
