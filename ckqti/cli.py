@@ -207,7 +207,7 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format):
 @click.option("--negatives", type=click.IntRange(1), default=1, show_default=True,
               help="TK/TKL/IDCM with --loss lce: BM25 negatives per query and step.")
 @click.option("--term-weights", type=click.Choice(["none", "idf"]), default="none", show_default=True,
-              help="TKL: weigh each query term by its idf in the collection read (none: the reference's sum).")
+              help="TK/TKL: weigh each query term by its idf in the collection read (none: the papers' sum).")
 @click.option("--teacher", type=click.Path(exists=True, dir_okay=False), default=None,
               help="NDRM/TK/TKL: a teacher's scores ({'scores': {qid: {docid: score}}}, .json or .json.gz) to distil "
                    "listwise beside the ranking loss (training queries only).")
@@ -224,14 +224,14 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
 
         if negatives > 1 and loss != "lce":
             raise click.UsageError("--negatives > 1 needs --loss lce")
-        if term_weights != "none" and variant != "tkl":
-            raise click.UsageError("--term-weights is for TKL")
+        if term_weights != "none" and variant == "idcm":
+            raise click.UsageError("--term-weights is for TK and TKL")
         if teacher and variant == "idcm":
             raise click.UsageError("--teacher is for NDRM, TK and TKL (IDCM distils its own cross-encoder)")
         config = RerankerTrainConfig(kind=variant, epochs=epochs, patience=patience, batch_size=batch_size, seed=seed,
                                      dev_fraction=dev_fraction, device=device, loss=loss, negatives=negatives,
                                      teacher=teacher, distill_docs=distill_docs, distill_weight=distill_weight,
-                                     model_options={"term_weights": term_weights} if variant == "tkl" else {})
+                                     model_options={"term_weights": term_weights} if variant != "idcm" else {})
         r = train_reranker(variant, corpus, queries, qrels, out, config, fmt=fmt)
         click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} -> {out}")
         return

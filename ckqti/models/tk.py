@@ -15,6 +15,11 @@ Choices where paper, reference code and this implementation differ:
   paper writes a log for both branches). Both branches share the one learned ``scale``.
 * The document is cut to ``max_doc_length`` (default 200) and the query to
   ``max_query_length`` (30) inside :meth:`TK.forward`, the paper's caps.
+* ``term_weights="idf"`` (an option; the default ``"none"`` is the paper's): each query
+  term's log and length values are multiplied by the term's idf in the collection read
+  (:meth:`TK.set_collection`) before the sum over query terms, as TKL's option does
+  (:mod:`ckqti.models.tkl`). The model's ``K -> 1`` layers weigh kernels, never terms: trained
+  on a few hundred claims, a rare and a common query word count alike.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ckqti.models.kernels import TK_MUS, RBFKernels
+
+TERM_WEIGHTS = ("none", "idf")
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,8 @@ class TKConfig:
         max_doc_length: document tokens kept.
         train_embeddings: whether the word embedding is trained.
         dropout: Transformer dropout.
+        term_weights: ``"none"`` (the paper: query terms' values summed as they are) or
+            ``"idf"`` (each weighted by its idf in the collection read, :meth:`TK.set_collection`).
     """
 
     vocab_size: int
@@ -58,11 +67,36 @@ class TKConfig:
     max_doc_length: int = 200
     train_embeddings: bool = True
     dropout: float = 0.0
+    term_weights: str = "none"
 
     def __post_init__(self) -> None:
         check_encoder_fields(self)
+        check_term_weights(self.term_weights)
         if self.max_doc_length < 1:
             raise ValueError(f"max_doc_length must be >= 1, got {self.max_doc_length}")
+
+
+def check_term_weights(term_weights: str) -> None:
+    if term_weights not in TERM_WEIGHTS:
+        raise ValueError(f"term_weights must be one of {TERM_WEIGHTS}, got {term_weights!r}")
+
+
+def set_idf_weights(model: nn.Module, vocab) -> None:
+    """Copy a collection's idf (:class:`~ckqti.vocab.Vocabulary`, the one the model reads text
+    with) into ``model.idf``, the query term weights of a TK or TKL built with
+    ``term_weights="idf"``; no-op for ``"none"``."""
+    if model.config.term_weights != "idf":
+        return
+    if len(vocab) != model.config.vocab_size:
+        raise ValueError(f"vocabulary has {len(vocab)} terms, the model was built for {model.config.vocab_size}")
+    model.idf.copy_(torch.as_tensor(vocab.idf(), dtype=torch.float32))
+
+
+def query_term_weights(model: nn.Module, query_ids: Tensor, qmask: Tensor, dtype: torch.dtype) -> Tensor:
+    """Each query term's weight: 1 (``term_weights="none"``) or its idf, 0 at padding -> ``[B, Q]``."""
+    if model.config.term_weights == "none":
+        return qmask.to(dtype)
+    return model.idf[query_ids].to(dtype) * qmask
 
 
 def check_encoder_fields(c: TKConfig) -> None:
@@ -214,7 +248,13 @@ class TK(nn.Module):
         self.dense_log = nn.Linear(k, 1, bias=False)
         self.dense_length = nn.Linear(k, 1, bias=False)
         self.dense_combine = nn.Linear(2, 1, bias=False)
+        if c.term_weights == "idf":
+            self.register_buffer("idf", torch.ones(c.vocab_size))  # the collection's, by set_collection
         self.reset_parameters()
+
+    def set_collection(self, vocab) -> None:
+        """Take the query term weights (``term_weights="idf"``) from a collection's vocabulary."""
+        set_idf_weights(self, vocab)
 
     def reset_parameters(self) -> None:
         """The reference initialisation: alpha 0.5, scale 0.01, kernel weights U(-0.014, 0.014)."""
@@ -241,7 +281,7 @@ class TK(nn.Module):
         cos = cosine_matrix(self.encode(query_ids, qmask), self.encode(doc_ids, dmask))  # [B, Q, L]
         pair_mask = (qmask.unsqueeze(-1) & dmask.unsqueeze(1)).unsqueeze(-1)  # [B, Q, L, 1]
         sums = (self.kernels(cos) * pair_mask).sum(2)  # [B, Q, K]
-        qm = qmask.unsqueeze(-1).to(sums.dtype)  # [B, Q, 1]
+        qm = query_term_weights(self, query_ids, qmask, sums.dtype).unsqueeze(-1)  # [B, Q, 1]: 1 or idf, 0 at padding
         log_values = torch.log2(sums.clamp(min=1e-10)) * self.scale * qm  # [B, Q, K]
         doc_len = dmask.sum(1).to(sums.dtype).view(-1, 1, 1)  # [B, 1, 1]
         length_values = sums / (doc_len + 1) * self.scale * qm  # [B, Q, K]

@@ -51,16 +51,18 @@ from torch import Tensor, nn
 from ckqti.models.kernels import TK_MUS, RBFKernels, window_sums
 from ckqti.models.tk import (
     check_encoder_fields,
+    check_term_weights,
     cosine_matrix,
     encoder_parameter_groups,
     padding_mask_for_attention,
+    query_term_weights,
+    set_idf_weights,
     sinusoid_positions,
     transformer,
     word_embedding,
 )
 
 SATURATIONS = ("embedding", "linear", "log")
-TERM_WEIGHTS = ("none", "idf")
 
 
 def window_count(length: int, chunk: int) -> int:
@@ -163,8 +165,7 @@ class TKLConfig:
 
     def __post_init__(self) -> None:
         check_encoder_fields(self)
-        if self.term_weights not in TERM_WEIGHTS:
-            raise ValueError(f"term_weights must be one of {TERM_WEIGHTS}, got {self.term_weights!r}")
+        check_term_weights(self.term_weights)
         for name in ("max_doc_length", "chunk_size", "saturation_window", "saturation_stride", "regions"):
             if getattr(self, name) < 1:
                 raise ValueError(f"TKLConfig.{name} must be >= 1, got {getattr(self, name)}")
@@ -289,11 +290,7 @@ class TKL(nn.Module):
     def set_collection(self, vocab) -> None:
         """Take the query term weights (``term_weights="idf"``) from a collection's
         :class:`~ckqti.vocab.Vocabulary` (the one the model reads text with)."""
-        if self.config.term_weights != "idf":
-            return
-        if len(vocab) != self.config.vocab_size:
-            raise ValueError(f"vocabulary has {len(vocab)} terms, the model was built for {self.config.vocab_size}")
-        self.idf.copy_(torch.as_tensor(vocab.idf(), dtype=torch.float32))
+        set_idf_weights(self, vocab)
 
     def reset_parameters(self) -> None:
         nn.init.uniform_(self.dense.weight, -0.014, 0.014)
@@ -345,7 +342,7 @@ class TKL(nn.Module):
         lengths = window_sums(dmask.unsqueeze(-1).to(act.dtype), c.saturation_window, c.saturation_stride)[..., 0]
         valid = lengths > 0  # [B, W]
         sat = self.saturation(sums, q, lengths)  # [B, Q, W, K]
-        weights = qmask.to(sat.dtype) if self.config.term_weights == "none" else self.idf[query_ids] * qmask  # [B, Q]
+        weights = query_term_weights(self, query_ids, qmask, sat.dtype)  # [B, Q]
         sat = sat * weights[:, :, None, None] * valid[:, None, :, None]
         topo = self.dense(sat.sum(1)).squeeze(-1) * valid  # [B, W]
         picks, found = top_regions(topo, valid, c.regions, c.saturation_window // c.saturation_stride)

@@ -326,11 +326,10 @@ def adapt_reranker(ckpt: Checkpoint, vocab: Vocabulary, device: torch.device | s
         model = build_model(ckpt.kind, {**ckpt.config, "vocab_size": len(vocab)})
         state = {k: v.float() if v.dtype == torch.float16 else v for k, v in ckpt.state_dict.items()}
         state["embedding.weight"] = remap_rows(state["embedding.weight"], ckpt.vocab, vocab, ckpt.fallback)
-        if "idf" in state:  # TKL's idf term weights, sized for the training vocabulary: set_collection takes the new one's
+        if "idf" in state:  # idf term weights, sized for the training vocabulary: set_collection takes the new one's
             state["idf"] = model.idf
         model.load_state_dict(state)
-        if hasattr(model, "set_collection"):
-            model.set_collection(vocab)
+        model.set_collection(vocab)
         model = model.to(dev).eval()
     else:
         raise CkqtiError(f"a {ckpt.kind!r} model has no term vocabulary to adapt", ckpt.path)
@@ -790,8 +789,7 @@ def new_term_model(kind: str, text: TermText, collection, config: RerankerTrainC
             model.embedding.weight[0].zero_()
     if config.init == "match":
         match_init(model)
-    if hasattr(model, "set_collection"):  # TKL's idf term weights
-        model.set_collection(text.vocab)
+    model.set_collection(text.vocab)  # idf term weights (term_weights="idf"), else nothing
     return model
 
 

@@ -140,6 +140,36 @@ def test_explanation_adds_up_to_the_score():
     assert kk == (c - e.kernel_mus).abs().argmin()
 
 
+def test_idf_term_weights_scale_each_query_terms_contribution():
+    """``term_weights="idf"``: with every idf 1 the scores are the plain model's; a one-term
+    query's score scales with its term's idf (both branches are linear in it); the explanation
+    still adds up; unknown and padding ids weigh 0; sizes and names are checked."""
+    q, d = random_batch()
+    torch.manual_seed(0)
+    plain = TK(tiny()).eval()
+    torch.manual_seed(0)
+    weighted = TK(tiny(term_weights="idf")).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(weighted(q, d), plain(q, d))  # idf starts at 1
+        one = q[:, :1]
+        base = weighted(one, d)
+        weighted.idf[one[:, 0]] = 2.5
+        torch.testing.assert_close(weighted(one, d), 2.5 * base)
+        weighted.idf[q[0, 1]] = 0.5
+        e = weighted.explain(q, d)
+        torch.testing.assert_close(e.term_kernel_scores.sum((1, 2)), weighted(q, d), atol=1e-6, rtol=1e-5)
+    vocab = Vocabulary.build([["gene", "cell"], ["cell", "tumor"], ["gene"]])
+    model = TK(tiny(vocab_size=len(vocab), term_weights="idf"))
+    model.set_collection(vocab)
+    assert torch.allclose(model.idf, torch.as_tensor(vocab.idf(), dtype=torch.float32))
+    assert model.idf[0] == model.idf[1] == 0  # padding and the unknown id
+    with pytest.raises(ValueError, match="vocabulary has"):
+        TK(tiny(term_weights="idf")).set_collection(vocab)
+    with pytest.raises(ValueError, match="term_weights"):
+        tiny(term_weights="bm25")
+    TK(tiny()).set_collection(vocab)  # no idf weights: nothing to take, whatever the size
+
+
 def test_gradients_reach_every_trainable_parameter():
     torch.manual_seed(0)
     model = TK(tiny())

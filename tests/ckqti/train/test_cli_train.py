@@ -43,8 +43,8 @@ def test_cli_reports_bad_input_in_one_line(tmp_path, tiny_scifact):
     assert len(res.output.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("model", ["ndrm3", "tk"])
-def test_cli_term_weights_are_for_tkl_only(tmp_path, tiny_scifact, model):
+@pytest.mark.parametrize("model", ["ndrm3", "idcm"])
+def test_cli_term_weights_are_for_tk_and_tkl_only(tmp_path, tiny_scifact, model):
     queries = tmp_path / "queries.tsv"
     queries.write_text("q1\tgene\n")
     qrels = tmp_path / "qrels.tsv"

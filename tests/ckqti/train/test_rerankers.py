@@ -254,15 +254,16 @@ def test_adapted_vocabulary_keeps_known_rows_and_stops_unknown_words_matching(tm
     assert s[1] > s[0]  # only the document holding the word matches it
 
 
-def test_tkl_idf_weights_follow_the_collection_in_training_and_zero_shot(tiny_scifact, tmp_path):
-    """TKL with idf term weights takes the training vocabulary's idf when trained, keeps it in its
-    checkpoint, and takes the new collection's when adapted to another vocabulary."""
+@pytest.mark.parametrize("kind", ["tk", "tkl"])
+def test_idf_weights_follow_the_collection_in_training_and_zero_shot(tiny_scifact, tmp_path, kind):
+    """TK or TKL with idf term weights takes the training vocabulary's idf when trained, keeps it in
+    its checkpoint, and takes the new collection's when adapted to another vocabulary."""
     from ckqti.train.checkpoint import load_checkpoint
     from ckqti.train.rerankers import adapt_reranker, collection_vocabulary
 
-    config = quick("tkl", model_options={**quick("tkl").model_options, "term_weights": "idf", "max_doc_length": 200})
-    out = tmp_path / "tkl.pt"
-    train_reranker("tkl", tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], out, config,
+    config = quick(kind, model_options={**quick(kind).model_options, "term_weights": "idf", "max_doc_length": 200})
+    out = tmp_path / f"{kind}.pt"
+    train_reranker(kind, tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], out, config,
                    candidates=tiny_scifact["candidates"])
     rr = load_reranker(out, device="cpu")
     ckpt = load_checkpoint(out)
