@@ -265,6 +265,8 @@ def prepare_data(
         texts.update(p_queries)
         all_qrels.update(p_qrels)
         pseudo_qids = list(p_queries)
+    index = collection.index()
+    teacher = read_teacher(config.teacher, index, train_qrels) if config.teacher else {}  # before BM25: a bad file fails at once
     if candidates is None:
         if bm25 is None:
             raise ValueError("give candidates or a bm25 function")
@@ -273,9 +275,7 @@ def prepare_data(
 
     max_q = config.model_options.get("max_query_terms", NDRMConfig.max_query_terms)
     query_ids = analyze_queries(texts, collection.analyzer, collection.vocab, max_q)
-    index = collection.index()
     usable = {q for q, ids in query_ids.items() if (ids > 1).any()}
-    teacher = read_teacher(config.teacher, index, train_qrels) if config.teacher else {}
     return TrainingData(
         collection=collection,
         query_ids=query_ids,

@@ -897,8 +897,12 @@ def train_reranker(
     doc_rows = ([text.ids(t, max_d) for t in doc_texts] if doc_texts is not None
                 else [np.asarray(collection.doc(i)[:max_d], dtype=np.int64) for i in range(len(collection))])
     if candidates is None:
-        from ckqti.train.loop import bm25_candidates
+        from ckqti.train.data import split_dev
+        from ckqti.train.loop import bm25_candidates, read_teacher
 
+        if config.teacher:  # checked before BM25 starts Java, so a bad file fails at once (prepare_pairs reads it again)
+            read_teacher(config.teacher, {d: i for i, d in enumerate(docids)},
+                         split_dev(qrels_map, config.dev_fraction, config.seed)[0])
         judged = {q: q_texts[q] for q in qrels_map if q in q_texts}
         candidates = bm25_candidates(corpus, judged, work, max(config.depth, config.dev_depth), fmt)
     data = prepare_pairs(text, docids, doc_rows, q_texts, qrels_map, candidates, config, max_q)

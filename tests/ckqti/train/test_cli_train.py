@@ -68,3 +68,19 @@ def test_cli_teacher_is_not_for_idcm(tmp_path, tiny_scifact):
     res = CliRunner().invoke(cli, [str(a) for a in args])
     assert res.exit_code == 2 and "--teacher" in res.output and "Traceback" not in res.output
     assert not (tmp_path / "m.pt").exists()
+
+
+@pytest.mark.parametrize("model", ["ndrm3", "tkl"])
+def test_cli_bad_teacher_file_fails_before_bm25_in_one_line(tmp_path, tiny_scifact, model):
+    queries = tmp_path / "queries.tsv"
+    queries.write_text("".join(f"{q}\t{t}\n" for q, t in tiny_scifact["queries"].items()))
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("".join(f"{q}\t0\t{d}\t{g}\n" for q, judged in tiny_scifact["qrels"].items() for d, g in judged.items()))
+    teacher = tmp_path / "teacher.json"
+    teacher.write_text("not json\n")
+    args = ["train", "--model", model, "--corpus", tiny_scifact["corpus"], "--queries", queries, "--qrels", qrels,
+            "--out", tmp_path / "m.pt", "--teacher", teacher]
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    assert res.exit_code != 0 and "teacher.json" in res.output and "Traceback" not in res.output, res.output
+    assert len(res.output.strip().splitlines()) == 1
+    assert not (tmp_path / "m.pt").exists() and not any((tmp_path / "m.pt.work").glob("bm25/*"))
