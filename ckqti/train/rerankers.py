@@ -466,14 +466,17 @@ class RerankerTrainConfig:
             raise ValueError("learning rates and margin must be positive, dev_fraction in (0, 1)")
         if not self.stages or any(s not in (1, 2, 3) for s in self.stages) or list(self.stages) != sorted(set(self.stages)):
             raise ValueError(f"stages must be increasing values among 1, 2, 3, got {self.stages}")
-        if self.distill_weight < 0:
-            raise ValueError(f"distill_weight must be >= 0, got {self.distill_weight}")
-        if self.teacher is not None and self.kind == "idcm":
-            raise ValueError("teacher distillation is for TK and TKL (IDCM's stage 3 distils its own cross-encoder)")
+        self._check_distillation()
         if self.negatives > 1 and self.loss != "lce":
             raise ValueError("negatives > 1 needs loss='lce' (margin and RankNet are pairwise)")
         if "vocab_size" in self.model_options:
             raise ValueError("model_options must not set vocab_size (it is the training vocabulary's)")
+
+    def _check_distillation(self) -> None:
+        if self.distill_weight < 0:
+            raise ValueError(f"distill_weight must be >= 0, got {self.distill_weight}")
+        if self.teacher is not None and self.kind == "idcm":
+            raise ValueError("teacher distillation is for TK and TKL (IDCM's stage 3 distils its own cross-encoder)")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
