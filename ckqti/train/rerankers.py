@@ -544,10 +544,25 @@ def build_text(kind: str, corpus: str | Path, config: RerankerTrainConfig, fmt: 
     return TermText(coll.analyzer, coll.vocab), coll.docids, None, coll
 
 
+def load_teacher(config: RerankerTrainConfig, docids: list[str],
+                 qrels: Mapping[str, Mapping[str, int]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``config.teacher``'s scores of the training split's queries (dev queries' never), as
+    :func:`ckqti.train.loop.read_teacher` reads them; ``{}`` without a teacher."""
+    if not config.teacher:
+        return {}
+    from ckqti.train.data import split_dev
+    from ckqti.train.loop import read_teacher
+
+    train_qrels, _ = split_dev(qrels, config.dev_fraction, config.seed)  # the split prepare_pairs makes
+    return read_teacher(config.teacher, {d: i for i, d in enumerate(docids)}, train_qrels)
+
+
 def prepare_pairs(text, docids: list[str], doc_rows: list[np.ndarray], queries: Mapping[str, str],
                   qrels: Mapping[str, Mapping[str, int]], candidates: Mapping[str, Sequence[str]],
-                  config: RerankerTrainConfig, max_query: int) -> PairData:
-    """Split dev, map judgements and candidates to collection indices, tokenize the queries."""
+                  config: RerankerTrainConfig, max_query: int,
+                  teacher: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None) -> PairData:
+    """Split dev, map judgements and candidates to collection indices, tokenize the queries;
+    ``teacher``: :func:`load_teacher`'s scores (None: no distillation)."""
     from ckqti.train.data import candidate_indices, relevant_docs, split_dev
 
     train_qrels, dev = split_dev(qrels, config.dev_fraction, config.seed)
@@ -562,12 +577,7 @@ def prepare_pairs(text, docids: list[str], doc_rows: list[np.ndarray], queries: 
     relevant = relevant_docs({**train_qrels, **dev}, index)
     cands = candidate_indices({q: candidates.get(q, []) for q in qids}, index, max(config.depth, config.dev_depth))
     usable = sorted(q for q in train_qrels if relevant.get(q) and (q_rows[q] > 1).any())
-    teacher = {}
-    if config.teacher:
-        from ckqti.train.loop import read_teacher
-
-        teacher = read_teacher(config.teacher, index, train_qrels)  # training queries only, never dev
-    return PairData(docids, doc_rows, q_rows, relevant, cands, usable, sorted(dev), dev, teacher)
+    return PairData(docids, doc_rows, q_rows, relevant, cands, usable, sorted(dev), dev, dict(teacher or {}))
 
 
 def training_pools(data: PairData, depth: int):
@@ -899,16 +909,13 @@ def train_reranker(
     max_q, max_d = model_defaults
     doc_rows = ([text.ids(t, max_d) for t in doc_texts] if doc_texts is not None
                 else [np.asarray(collection.doc(i)[:max_d], dtype=np.int64) for i in range(len(collection))])
+    teacher = load_teacher(config, docids, qrels_map)  # before BM25 starts Java: a bad file fails at once
     if candidates is None:
-        from ckqti.train.data import split_dev
-        from ckqti.train.loop import bm25_candidates, read_teacher
+        from ckqti.train.loop import bm25_candidates
 
-        if config.teacher:  # checked before BM25 starts Java, so a bad file fails at once (prepare_pairs reads it again)
-            read_teacher(config.teacher, {d: i for i, d in enumerate(docids)},
-                         split_dev(qrels_map, config.dev_fraction, config.seed)[0])
         judged = {q: q_texts[q] for q in qrels_map if q in q_texts}
         candidates = bm25_candidates(corpus, judged, work, max(config.depth, config.dev_depth), fmt)
-    data = prepare_pairs(text, docids, doc_rows, q_texts, qrels_map, candidates, config, max_q)
+    data = prepare_pairs(text, docids, doc_rows, q_texts, qrels_map, candidates, config, max_q, teacher)
     if not data.train_qids:
         raise InputError("no training query has a relevant document and a known term")
     meta = {"trained_by": "ckqti.train.rerankers", "config": config.to_dict(), "corpus": Path(corpus).name,

@@ -297,15 +297,17 @@ def test_teacher_config_is_validated():
 
 def test_teacher_scores_of_dev_queries_never_reach_training(tiny_scifact, tmp_path):
     from ckqti.train.data import load_collection
-    from ckqti.train.rerankers import prepare_pairs, teacher_batch
+    from ckqti.train.rerankers import load_teacher, prepare_pairs, teacher_batch
 
     plain, _ = small_pairs(tiny_scifact)
     path = tmp_path / "teacher.json.gz"
     write_teacher(path, plain, [*plain.train_qids, *plain.dev_qids], lambda q, d: d % 7)
     coll = load_collection(tiny_scifact["corpus"])
     rows = [np.asarray(coll.doc(i)[:200], dtype=np.int64) for i in range(len(coll))]
+    config = quick("tk", teacher=str(path))
     data = prepare_pairs(TermText(coll.analyzer, coll.vocab), coll.docids, rows, tiny_scifact["queries"],
-                         tiny_scifact["qrels"], tiny_scifact["candidates"], quick("tk", teacher=str(path)), 30)
+                         tiny_scifact["qrels"], tiny_scifact["candidates"], config, 30,
+                         load_teacher(config, coll.docids, tiny_scifact["qrels"]))
     assert set(plain.train_qids) <= set(data.teacher) and not set(data.teacher) & set(data.dev_qids)
     q, d, t = teacher_batch(data, [plain.train_qids[0], plain.dev_qids[0], plain.train_qids[1]], 5,
                             np.random.default_rng(0), torch.device("cpu"))
