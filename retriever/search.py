@@ -216,7 +216,7 @@ class Searcher:
         list ids (int64; the term ids of a single-channel index), ``weights`` their integer
         weights (int64; ``None``: 1 each); an id given twice adds up, as once with the summed
         weight would. A shard written before a list existed holds it as empty. A one-shard
-        index's ``shards`` is a read-only view of zeros."""
+        index's ``shards`` is a read-only array of zeros (shared between calls)."""
         if terms.size == 0 or k < 1:
             empty = np.zeros(0, np.int64)
             return empty, empty, empty, 0
@@ -250,12 +250,12 @@ class Searcher:
         with self._workspace(max_score) as ws:
             parts, processed = [], 0
             for si, sh in enumerate(shards):  # lists a shard lacks (ids past its own) are empty in the kernel
-                out = np.empty((2, k), np.int64)
+                docs, vals = np.empty(k, np.int64), np.empty(k, np.int64)
                 n, scanned = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k, budget,
                                        ws.acc(max_score), ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact,
-                                       WARMUP, LOOKUP_COST, slack, out[0], out[1])
+                                       WARMUP, LOOKUP_COST, slack, docs, vals)
                 processed += scanned
-                parts.append((out[1, :n], np.full(n, si, np.int64), out[0, :n]))
+                parts.append((vals[:n], np.full(n, si, np.int64), docs[:n]))
         if not parts:
             empty = np.zeros(0, np.int64)
             return empty, empty, empty, processed
