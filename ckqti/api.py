@@ -31,7 +31,7 @@ def index(
     Ray, ``"auto"`` or ``"HOST:PORT"`` joins a cluster; ``workers`` caps its actors.
     ``neighbours``: a latent model's candidate terms per document beyond its own (default
     :class:`indexer.impacts.ImpactConfig`'s; more = closer to exhaustive scoring, larger index,
-    see docs/INDEX.md)."""
+    see docs/INDEX.md); a gated latent model stores exactly the pairs its gate opens instead."""
     from ckqti.models.loading import load_qti_model
     from indexer.build import BuildConfig, build_index
     from indexer.impacts import ImpactConfig

@@ -77,7 +77,8 @@ def cli() -> None:
               help="Build on Ray: alone, a local Ray; 'auto' or HOST:PORT, the cluster of this node (OUT on a shared filesystem).")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="With --ray: model replicas (default: one per GPU, else per CPU).")
 @click.option("--neighbours", type=click.IntRange(min=0), default=None,
-              help="Latent models: candidate terms per document beyond its own (default 64; see docs/INDEX.md).")
+              help="Dense latent models: candidate terms per document beyond its own (default 64; see docs/INDEX.md). "
+                   "A gated model (ckqti train --latent-gate) stores exactly the pairs its gate opens.")
 def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size, batch_size, device, force, no_resume,
               ray_address, workers, neighbours):
     """Build an index of CORPUS (TSV, JSONL, TREC or SMART; plain or gzip), or with --append add it to one."""
@@ -215,9 +216,12 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format):
               help="With --teacher: teacher-scored documents per query and step.")
 @click.option("--distill-weight", type=click.FloatRange(0), default=1.0, show_default=True,
               help="With --teacher: weight of the distillation loss.")
+@click.option("--latent-gate", type=click.FloatRange(0, 1, min_open=True), default=None,
+              help="NDRM1/NDRM3: score a term's latent channel only where it occurs in the document or its cosine "
+                   "with a document vector reaches this threshold (0 elsewhere), so that the learned index is exact.")
 def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epochs, patience, batch_size, lr, seed,
               device, weak_supervision, embeddings, init, fmt, resume, loss, negatives, term_weights, teacher, distill_docs,
-              distill_weight):
+              distill_weight, latent_gate):
     """Train a model on BM25 candidates (NDRM: RankNet; TK/TKL/IDCM: pairwise or listwise); writes the best dev epoch to --out."""
     if variant in ("tk", "tkl", "idcm"):
         from ckqti.train.rerankers import RerankerTrainConfig, train_reranker
@@ -228,6 +232,8 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
             raise click.UsageError("--term-weights is for TK and TKL")
         if teacher and variant == "idcm":
             raise click.UsageError("--teacher is for NDRM, TK and TKL (IDCM distils its own cross-encoder)")
+        if latent_gate is not None:
+            raise click.UsageError("--latent-gate is for NDRM1 and NDRM3")
         config = RerankerTrainConfig(kind=variant, epochs=epochs, patience=patience, batch_size=batch_size, seed=seed,
                                      dev_fraction=dev_fraction, device=device, loss=loss, negatives=negatives,
                                      teacher=teacher, distill_docs=distill_docs, distill_weight=distill_weight,
@@ -237,11 +243,14 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
         return
     if loss != "margin" or negatives != 1 or term_weights != "none":
         raise click.UsageError("--loss, --negatives and --term-weights are for TK, TKL and IDCM (NDRM trains with RankNet)")
+    if latent_gate is not None and variant == "ndrm2":
+        raise click.UsageError("--latent-gate is for NDRM1 and NDRM3 (NDRM2 has no latent channel)")
     from ckqti.train import TrainConfig, train
 
     config = TrainConfig(model=variant, epochs=epochs, patience=patience, batch_size=batch_size, lr=lr, seed=seed,
                          dev_fraction=dev_fraction, weak_supervision=weak_supervision, embeddings=embeddings,
-                         init=init, device=device, teacher=teacher, distill_docs=distill_docs, distill_weight=distill_weight)
+                         init=init, device=device, teacher=teacher, distill_docs=distill_docs, distill_weight=distill_weight,
+                         model_options={} if latent_gate is None else {"latent_gate": latent_gate})
     r = train(corpus, queries, qrels, out, config, dev_qrels=dev_qrels, fmt=fmt, resume=resume)
     click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} at epoch {r.best_epoch} of {r.epochs_run} -> {out}")
 

@@ -16,6 +16,11 @@ at query time from the index's current statistics; below, "s(t, d)" is one chann
   Candidates are the document's own terms plus the ``neighbours`` other vocabulary terms
   (not in the document) whose query vector is closest to any of the document's contextual
   vectors (``max_j cos(t, d_j)``), restricted to terms with ``df >= min_df``.
+* Gated latent models (``NDRMConfig.latent_gate``, :class:`ckqti.models.ndrm.LatentGate`):
+  the model itself scores a pair the same constant unless t occurs in d or
+  ``max_j cos(t, d_j) >= tau``. Candidates are exactly those open pairs (every vocabulary
+  term, whatever its df), the offset of every term is the closed pairs' score, and the
+  index is exact up to quantization, as for explicit models.
 
 Scores are produced in batches on the model's device (CUDA when present).
 """
@@ -113,8 +118,9 @@ class ImpactScorer:
         self.offsets = np.zeros(len(df), dtype=np.float32)
         self._cand_terms = None
         self._cand_vectors = None
+        self.gate = getattr(model, "gate_threshold", None) if model.is_latent else None
         if model.is_latent:
-            ids = np.flatnonzero(np.asarray(df) >= config.min_df)
+            ids = np.flatnonzero(np.asarray(df) >= (1 if self.gate is not None else config.min_df))
             ids = ids[ids >= 2]
             self._cand_terms = torch.from_numpy(ids.astype(np.int64)).to(self.device)
             with torch.no_grad():
@@ -122,8 +128,13 @@ class ImpactScorer:
 
     @torch.no_grad()
     def fit_offsets(self, documents: Sequence[np.ndarray], vocab_size: int) -> np.ndarray:
-        """Latent models: per-term offset c_t = median of the ``"one"`` channel over a document sample."""
+        """Latent models: per-term offset c_t = median of the ``"one"`` channel over a document sample;
+        gated latent models: the closed pairs' score, the same for every term."""
         if self.offset_channel is None:
+            return self.offsets
+        if self.gate is not None:
+            self.offsets = np.zeros(vocab_size, dtype=np.float32)
+            self.offsets[2:] = self.model.closed_pair_score()
             return self.offsets
         rng = np.random.default_rng(self.config.seed)
         n = min(self.config.offset_sample, len(documents))
@@ -143,12 +154,15 @@ class ImpactScorer:
     def candidates(self, enc: DocumentEncoding, b: int) -> torch.Tensor:
         """Candidate term ids of document ``b`` of an encoded batch."""
         own = enc.ids[b][enc.mask[b]]
-        if not self.model.is_latent or self.config.neighbours == 0 or self._cand_terms.numel() == 0:
+        if not self.model.is_latent or self._cand_terms.numel() == 0 or (
+                self.gate is None and self.config.neighbours == 0):
             return torch.unique(own)
         vecs = enc.vectors[b][enc.mask[b]]  # [n, D]
         best = torch.full((self._cand_terms.numel(),), -2.0, device=self.device)
         for i in range(0, vecs.shape[0], 512):
             best = torch.maximum(best, (vecs[i : i + 512] @ self._cand_vectors.T).max(0).values)
+        if self.gate is not None:  # exactly the pairs the model's gate opens
+            return torch.unique(torch.cat([own, self._cand_terms[best >= self.gate]]))
         # neighbours are terms the document does not hold: its own terms are nearest to it and
         # would otherwise fill the slots (a SciFact abstract has ~100 distinct terms)
         pos = torch.searchsorted(self._cand_terms, own).clamp(max=best.numel() - 1)

@@ -748,6 +748,14 @@ EXPERIMENTS = {
     "minilm-6": Experiment("ndrm3-minilm-6", {"embeddings": "minilm", "epochs": 6, "patience": 2},
                            "the `minilm` experiment's initial embeddings with up to 6 epochs instead of 3 (its dev "
                            "nDCG@10 still rose at epoch 3)"),
+    "gate-0.6": Experiment("ndrm3-gate-0.6", {"model_options": {"latent_gate": 0.6}},
+                           "a gated latent channel (`NDRMConfig.latent_gate` 0.6): a query term's latent score is "
+                           "softplus of NDRM1's where the term occurs in the abstract or its cosine with some "
+                           "abstract vector reaches 0.6, and 0 elsewhere, so that the learned index stores every pair "
+                           "the model scores (about 160 latent postings an abstract with the bundled model's vectors)"),
+    "gate-0.5": Experiment("ndrm3-gate-0.5", {"model_options": {"latent_gate": 0.5}},
+                           "the `gate-0.6` experiment with threshold 0.5 (about 280 latent postings an abstract with "
+                           "the bundled model's vectors)"),
 }
 
 

@@ -16,6 +16,12 @@ meaning (and no posting list to store it in), so full retrieval and reranking ag
   ``K -> 256 -> ReLU -> dropout -> 1`` per window -> max over windows.
 - NDRM2 (explicit): ``idf * tf' / (tf' + ReLU(w dl' + b) + eps)`` with BatchScale means.
 - NDRM3: per term ``[latent, explicit] -> BatchNorm1d(2) -> Linear(2, 1)``.
+- Gated latent channel (an option, not in the paper: ``NDRMConfig.latent_gate = tau``):
+  NDRM1's score of a term is ``softplus(score)`` where the term occurs in the document or
+  its query vector reaches cosine ``tau`` with one of the document's vectors, and 0
+  elsewhere (:class:`LatentGate`). The paper's latent channel scores every term against
+  every document, so no index of bounded size reproduces it; a gated model's unstored pairs
+  all score the same per-term constant, so its learned index is exact up to quantization.
 
 Choices where paper, reference code and SPEC differ (reference: Mitra's
 TREC-Deep-Learning-Quick-Start):
@@ -80,6 +86,10 @@ class NDRMConfig:
         eps: NDRM2's denominator epsilon and the ``log(x + eps)`` of the kernel windows (1e-6).
         score_chunk_elements: bound on the largest intermediate of ``score_encoded``
             (terms are scored in chunks so that ``B * L * chunk * K`` stays below it).
+        latent_gate: None (the paper's dense latent channel) or a cosine threshold ``tau`` in
+            (0, 1]: the latent score of term t is ``softplus(score)`` where t occurs in the
+            document or ``max_j cos(t, d_j) >= tau``, and exactly 0 elsewhere, so that an index
+            storing those pairs is exact (:class:`LatentGate`).
     """
 
     vocab_size: int
@@ -101,6 +111,7 @@ class NDRMConfig:
     max_doc_terms: int = 4000
     eps: float = 1e-6
     score_chunk_elements: int = 1 << 24
+    latent_gate: float | None = None
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
@@ -117,6 +128,8 @@ class NDRMConfig:
             raise ValueError("kernel_sigma and eps must be positive")
         if self.attention not in ATTENTION_KINDS:
             raise ValueError(f"attention must be one of {ATTENTION_KINDS}, got {self.attention!r}")
+        if self.latent_gate is not None and not 0.0 < self.latent_gate <= 1.0:
+            raise ValueError(f"latent_gate must be None or in (0, 1], got {self.latent_gate}")
         self.conformer()  # validates the encoder settings
 
     def conformer(self) -> ConformerConfig:
@@ -366,6 +379,39 @@ class WindowedKernelScorer(nn.Module):
         return masked_max(per_window, windows.mask, dim=-1)  # [...]
 
 
+class LatentGate(nn.Module):
+    """Which (term, document) pairs a gated latent channel scores, and their non-negative scores.
+
+    A pair is open when the term occurs in the document or its query vector's cosine with some
+    real document vector reaches ``tau``; an open pair scores ``softplus(x)`` (> 0), a closed one
+    exactly 0. Every closed pair of a term thus scores the same, which an index reproduces
+    without storing it: the indexer stores the open pairs (:class:`indexer.impacts.ImpactScorer`)
+    and its top-k equals the model's exhaustive ranking up to quantization. The gate itself
+    passes no gradient; ``softplus`` keeps the open scores above the closed ones while staying
+    differentiable everywhere.
+
+    Shape:
+        scores ``[B, Q]``, cos ``[B, Q, L]``, query ``[B or 1, Q]``, doc ids ``[B, L]``,
+        doc mask ``[B, L]`` -> ``[B, Q]``.
+    """
+
+    def __init__(self, tau: float):
+        super().__init__()
+        self.tau = float(tau)
+
+    def open_pairs(self, cos: Tensor, query: Tensor, ids: Tensor, mask: Tensor) -> Tensor:
+        """``[B, Q]`` bool: pairs the gate lets through."""
+        near = masked_max(cos, mask.unsqueeze(1), dim=-1, empty=-2.0) >= self.tau  # [B, Q]
+        own = ((ids.unsqueeze(1) == query.unsqueeze(2)) & mask.unsqueeze(1)).any(-1)  # [B, Q]
+        return near | own
+
+    def forward(self, scores: Tensor, cos: Tensor, query: Tensor, ids: Tensor, mask: Tensor) -> Tensor:
+        return F.softplus(scores) * self.open_pairs(cos, query, ids, mask)
+
+    def extra_repr(self) -> str:
+        return f"tau={self.tau}"
+
+
 class NDRM1(QTIScorer):
     """Latent matching: Conformer-Kernel with query term independence.
 
@@ -386,6 +432,7 @@ class NDRM1(QTIScorer):
         self.pooling = WindowedKernelScorer(
             config.num_kernels, config.mlp_hidden, config.pool_window, config.pool_stride, config.dropout, config.eps
         )
+        self.gate = None if config.latent_gate is None else LatentGate(config.latent_gate)
 
     def load_embeddings(self, matrix: Tensor) -> None:
         """Copy an initial ``[vocab_size, dim]`` embedding matrix (row 0 is zeroed: padding)."""
@@ -408,12 +455,23 @@ class NDRM1(QTIScorer):
     def term_vectors(self, terms: Tensor) -> Tensor:
         return F.normalize(self.query_proj(self.embedding(terms)), dim=-1)  # [..., D]
 
+    @property
+    def gate_threshold(self) -> float | None:
+        """The latent gate's cosine threshold, None for the dense latent channel."""
+        return None if self.gate is None else self.gate.tau
+
+    def closed_pair_score(self) -> float:
+        """The ``"one"`` channel of a pair the latent gate closes (NDRM1: 0)."""
+        return 0.0
+
     def encoded_term_scores(self, query: Tensor, docs: DocumentEncoding) -> Tensor:
         if docs.vectors is None:
             raise ValueError("NDRM1 needs document vectors: encode the documents with this model")
         cos = self.term_vectors(query) @ docs.vectors.transpose(1, 2)  # [B or 1, Q, D] @ [B, D, L] -> [B, Q, L]
         activations = self.kernels(cos)  # [B, Q, L, K]
         scores = self.pooling(activations, docs.mask.unsqueeze(1))  # [B, Q]
+        if self.gate is not None:
+            scores = self.gate(scores, cos, query, docs.ids, docs.mask)  # [B, Q], 0 at closed pairs
         return scores * query_term_mask(query)
 
 
@@ -473,6 +531,14 @@ class NDRM3(QTIScorer):
 
     def term_vectors(self, terms: Tensor) -> Tensor:
         return self.latent.term_vectors(terms)
+
+    @property
+    def gate_threshold(self) -> float | None:
+        return self.latent.gate_threshold
+
+    def closed_pair_score(self) -> float:
+        """The ``"one"`` channel of a pair the latent gate closes: ``a * 0 + c = c`` (:meth:`combination`)."""
+        return self.combination()[2]
 
     def encoded_term_scores(self, query: Tensor, docs: DocumentEncoding) -> Tensor:
         latent = self.latent.encoded_term_scores(query, docs)  # [B, Q]

@@ -37,3 +37,34 @@ def test_latent_model_index_matches_exhaustive_scoring(tmp_path, data_dir):
     rep = run(tmp_path, data_dir, str(DEFAULT_CHECKPOINT))
     assert rep.overlap_at_k >= 0.80
     assert abs(rep.delta_ndcg10) <= 0.01
+
+
+def test_gated_latent_model_index_matches_exhaustive_scoring(tmp_path, data_dir):
+    """A gated latent NDRM3 (``NDRMConfig.latent_gate``) scores every unstored pair the same
+    constant, so its index ranks as exhaustive scoring does, up to quantization (Cranfield, a
+    small random model with embedding neighbours open)."""
+    import torch
+
+    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+    from ckqti.text import Analyzer
+    from ckqti.train.checkpoint import save_checkpoint
+    from indexer.analyze import analyze_corpus
+
+    cran = data_dir / "cranfield"
+    analyzer = Analyzer()
+    vocab = analyze_corpus(cran / "cran.all.1400", analyzer, fmt="smart").vocab
+    torch.manual_seed(0)
+    config = NDRMConfig(vocab_size=len(vocab), variant="ndrm3", dim=16, num_heads=4, conv_window=5, ff_dim=16,
+                        mlp_hidden=16, pool_window=20, pool_stride=10, num_layers=1, latent_gate=0.7)
+    model = build_ndrm(config, vocab).eval()
+    with torch.no_grad():
+        model.combine.linear.weight.copy_(torch.tensor([[0.5, 1.0]]))  # both channels count, neither negatively
+    ckpt = tmp_path / "gated.pt"
+    save_checkpoint(ckpt, model, "ndrm3", config.to_dict(), vocab, analyzer)
+    idx = tmp_path / "idx"
+    manifest = api.index(cran / "cran.all.1400", idx, model=str(ckpt), fmt="smart", progress=False)
+    assert manifest.num_postings > 2 * len(vocab)
+    rep = measure_fidelity(idx, cran / "cran.all.1400", str(ckpt), cran / "cran.qry", cran / "cranqrel", fmt="smart")
+    assert rep.queries == 225
+    assert rep.overlap_at_k >= 0.99
+    assert abs(rep.delta_ndcg10) <= 0.002

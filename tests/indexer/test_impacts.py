@@ -45,3 +45,38 @@ def test_neighbours_are_terms_beyond_the_documents_own():
                 others.sort(key=lambda x: -x[0])
                 if n:
                     assert min(best[np.searchsorted(cand, t)] for t in extra) >= others[n - 1][0] - 1e-6
+
+
+def test_gated_latent_model_stores_every_pair_it_scores():
+    """With a latent gate, stored impacts plus offsets give back the model's score of every
+    (term, document) pair: the index loses nothing but quantization."""
+    docs = corpus()
+    vocab = Vocabulary.build(docs)
+    ids = [np.array(vocab.ids(d), np.int64) for d in docs]
+    for variant in ("ndrm1", "ndrm3"):
+        torch.manual_seed(0)
+        config = NDRMConfig(vocab_size=len(vocab), variant=variant, dim=16, num_heads=4, conv_window=5, ff_dim=16,
+                            mlp_hidden=16, pool_window=20, pool_stride=10, latent_gate=0.4)
+        model = build_ndrm(config, vocab).eval()
+        if variant == "ndrm3":
+            with torch.no_grad():
+                model.combine.linear.weight.copy_(torch.tensor([[0.5, 1.0]]))
+        scorer = ImpactScorer(model, vocab.df, ImpactConfig(neighbours=3, min_df=5))  # neither applies to a gate
+        offsets = scorer.fit_offsets(ids, len(vocab))
+        assert np.all(offsets[2:] == np.float32(model.closed_pair_score()))
+        terms = torch.arange(2, len(vocab))
+        channels = len(model.impact_channels)
+        with torch.no_grad():
+            enc = model.encode_documents(*pad_batch(ids[:6], 4000, torch.device("cpu")))
+            exact = model.channel_scores(terms, enc).numpy()  # [B, T, C]
+        stored_pairs = 0
+        for b, imp in enumerate(scorer.score_batch(ids[:6])):
+            rebuilt = np.zeros((len(vocab), channels), np.float32)
+            rebuilt[imp.lists // channels, imp.lists % channels] = imp.scores
+            rebuilt[:, scorer.offset_channel] += offsets
+            np.testing.assert_allclose(rebuilt[2:], exact[b], rtol=1e-5, atol=1e-5)
+            stored_pairs += len(imp.lists)
+            # more than the document's own terms: embedding neighbours open too, whatever their df
+            latent_terms = set((imp.lists[imp.lists % channels == scorer.offset_channel] // channels).tolist())
+            assert latent_terms > set(ids[b].tolist())
+        assert stored_pairs < 6 * (len(vocab) - 2) * channels  # far from every pair

@@ -297,3 +297,90 @@ def test_adapt_to_vocabulary_keeps_weights_and_known_rows(variant):
         q_old, d_old = torch.tensor([[old.id("x"), old.id("z")]]), torch.tensor([[old.id(t) for t in "zyxwu"]])
         q_new, d_new = torch.tensor([[new.id("x"), new.id("z")]]), torch.tensor([[new.id(t) for t in "zyxwu"]])
         assert torch.allclose(adapted(q_new, d_new), m(q_old, d_old), atol=1e-6)
+
+
+# -- the gated latent channel (NDRMConfig.latent_gate) -----------------------------------------
+
+
+def test_latent_gate_config_is_validated():
+    assert NDRMConfig(vocab_size=100, latent_gate=0.6).latent_gate == 0.6
+    assert NDRMConfig.from_dict(NDRMConfig(vocab_size=100, latent_gate=1.0).to_dict()).latent_gate == 1.0
+    for bad in (0.0, -0.5, 1.5):
+        with pytest.raises(ValueError):
+            NDRMConfig(vocab_size=100, latent_gate=bad)
+
+
+@pytest.mark.parametrize("tau", [0.3, 1.0])
+@torch.no_grad()
+def test_latent_gate_scores_exactly_the_open_pairs(scifact, tau):
+    vocab, q, pos, _ = scifact
+    m = model(vocab, "ndrm1", latent_gate=tau).eval()
+    dense = model(vocab, "ndrm1").eval()  # same seed: the same weights without the gate
+    enc = m.encode_documents(pos)
+    terms = torch.arange(2, len(vocab))
+    cos = m.term_vectors(terms) @ enc.vectors.transpose(1, 2)  # [B, T, L]
+    near = cos.masked_fill(~enc.mask.unsqueeze(1), -2.0).max(-1).values >= tau  # [B, T]
+    own = torch.stack([torch.isin(terms, pos[b][pos[b] != 0]) for b in range(pos.shape[0])])  # [B, T]
+    open_ = near | own
+    assert own.any() and (~open_).any()
+    if tau == 1.0:
+        assert torch.equal(open_, own)  # only a document's own terms
+    else:
+        assert (open_ & ~own).any()  # embedding neighbours open too
+    scores = m.score_encoded(terms, enc)  # [B, T]
+    assert torch.all(scores[~open_] == 0)
+    assert torch.all(scores[open_] > 0)
+    # an open pair scores softplus of the dense model's score
+    ref = F.softplus(dense.score_encoded(terms, dense.encode_documents(pos)))
+    assert torch.allclose(scores[open_], ref[open_], atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["ndrm1", "ndrm3"])
+@torch.no_grad()
+def test_latent_gate_keeps_qti_additivity_and_padding_invariance(scifact, variant):
+    vocab, q, pos, _ = scifact
+    m = model(vocab, variant, latent_gate=0.5, score_chunk_elements=50_000).eval()
+    total = m(q, pos)
+    singles = torch.stack([m(q[:, i : i + 1], pos) for i in range(q.shape[1])], dim=1)  # [B, Q]
+    assert torch.allclose(total, singles.sum(1), atol=1e-4)
+    encoded = m.score_encoded(torch.arange(len(vocab)), m.encode_documents(pos))  # [B, V]
+    assert torch.allclose(encoded.gather(1, q) * (q > 1), singles, atol=1e-5)
+    padded = m.term_scores(F.pad(q, (0, 7)), F.pad(pos, (0, 95)))
+    assert torch.allclose(padded[:, : q.shape[1]], m.term_scores(q, pos), atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["ndrm1", "ndrm3"])
+def test_latent_gate_passes_gradients_and_trains(scifact, variant):
+    vocab, q, pos, neg = scifact
+    m = model(vocab, variant, latent_gate=0.3, dropout=0.0).train()
+    scores = m(torch.cat([q, q]), torch.cat([pos, neg]))
+    ((scores - torch.tensor([1.0, 0.0]).repeat_interleave(8)) ** 2).mean().backward()
+    for name, p in m.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+    m.zero_grad()
+    opt = torch.optim.Adam(m.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(25):
+        opt.zero_grad()
+        s_pos, s_neg = m(torch.cat([q, q]), torch.cat([pos, neg])).chunk(2)
+        loss = F.softplus(s_neg - s_pos).mean()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0], losses
+
+
+@torch.no_grad()
+def test_gated_ndrm3_closed_pairs_score_its_constant(scifact):
+    vocab, q, pos, _ = scifact
+    m = model(vocab, "ndrm3", latent_gate=1.0).eval()
+    m.combine.linear.weight.copy_(torch.tensor([[0.5, 1.0]]))
+    a, b, c = m.combination()
+    enc = m.encode_documents(pos)
+    terms = torch.arange(2, len(vocab))
+    channels = m.channel_scores(terms, enc)  # [B, T, 2]
+    own = torch.stack([torch.isin(terms, pos[b][pos[b] != 0]) for b in range(pos.shape[0])])  # [B, T]
+    assert torch.allclose(channels[..., 0][~own], torch.full_like(channels[..., 0][~own], m.closed_pair_score()))
+    assert m.closed_pair_score() == pytest.approx(c)
+    assert torch.all(channels[..., 0][own] > c)  # a > 0: an open pair scores above the closed ones
+    assert torch.all(channels[..., 1][~own] == 0)

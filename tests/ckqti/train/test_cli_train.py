@@ -84,3 +84,35 @@ def test_cli_bad_teacher_file_fails_before_bm25_in_one_line(tmp_path, tiny_scifa
     assert res.exit_code != 0 and "teacher.json" in res.output and "Traceback" not in res.output, res.output
     assert len(res.output.strip().splitlines()) == 1
     assert not (tmp_path / "m.pt").exists() and not any((tmp_path / "m.pt.work").glob("bm25/*"))
+
+
+@pytest.mark.parametrize("model", ["ndrm2", "tk"])
+def test_cli_latent_gate_is_for_latent_ndrm_only(tmp_path, tiny_scifact, model):
+    queries = tmp_path / "queries.tsv"
+    queries.write_text("q1\tgene\n")
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("q1\t0\td1\t1\n")
+    args = ["train", "--model", model, "--corpus", tiny_scifact["corpus"], "--queries", queries, "--qrels", qrels,
+            "--out", tmp_path / "m.pt", "--latent-gate", "0.6"]
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    assert res.exit_code == 2 and "--latent-gate" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "m.pt").exists()
+
+
+def test_cli_latent_gate_reaches_the_model_config(tmp_path, tiny_scifact, monkeypatch):
+    import ckqti.train
+
+    seen = {}
+
+    def fake_train(corpus, queries, qrels, out, config, **kw):
+        seen["config"] = config
+        raise SystemExit(0)
+
+    monkeypatch.setattr(ckqti.train, "train", fake_train)
+    args = ["train", "--model", "ndrm3", "--corpus", tiny_scifact["corpus"], "--queries", tiny_scifact["corpus"],
+            "--qrels", tiny_scifact["corpus"], "--out", tmp_path / "m.pt", "--latent-gate", "0.6"]
+    CliRunner().invoke(cli, [str(a) for a in args])
+    assert dict(seen["config"].model_options) == {"latent_gate": 0.6}
+    for bad in ("0", "1.5"):
+        res = CliRunner().invoke(cli, [str(a) for a in args[:-1] + [bad]])
+        assert res.exit_code == 2 and "--latent-gate" in res.output
