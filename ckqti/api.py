@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ckqti.errors import QueryError
+from ckqti.errors import CkqtiError, QueryError
 
 
 def index(
@@ -37,6 +37,10 @@ def index(
     from indexer.impacts import ImpactConfig
 
     factory, info = load_qti_model(model, device)
+    if neighbours is not None and info.get("latent_gate") is not None:
+        raise CkqtiError(f"neighbours are for dense latent models; this model's latent channel is gated at cosine "
+                         f"{info['latent_gate']} and its index stores exactly the pairs the gate opens",
+                         info.get("path") or model)
     impacts = ImpactConfig(batch_size=batch_size, **({} if neighbours is None else {"neighbours": neighbours}))
     config = BuildConfig(shard_size=shard_size, impacts=impacts)
     if ray_address is not None:
@@ -178,7 +182,6 @@ def serve(
 
     Binds ``host:port`` first (port 0: a free one), then calls ``on_ready(url)``; see docs/SERVE.md.
     """
-    from ckqti.errors import CkqtiError
     from retriever.service import create_app, listen_socket, run_server
 
     app = create_app(open_searcher(index_path, mode, budget, model, slack=slack), api_key=api_key, max_k=max_k, workers=workers)

@@ -91,6 +91,7 @@ class Checkpoint:
             "path": str(self.path) if self.path else None,
             "content_hash": self.content_hash,
             "analyzer": dict(self.analyzer),
+            **({"latent_gate": self.config["latent_gate"]} if self.config.get("latent_gate") is not None else {}),
         }
 
 

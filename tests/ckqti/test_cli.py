@@ -145,12 +145,32 @@ def test_corrupted_shard_is_a_one_line_error(tmp_path, scifact_small):
 
 
 @pytest.mark.skipif(not DEFAULT_CHECKPOINT.is_file(), reason="no bundled NDRM3 checkpoint")
+def small_ndrm3(path, corpus, latent_gate=None):
+    """A small random NDRM3 checkpoint over ``corpus``'s vocabulary (dense latent channel unless gated)."""
+    import torch
+
+    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+    from ckqti.text import Analyzer
+    from ckqti.train.checkpoint import save_checkpoint
+    from indexer.analyze import analyze_corpus
+
+    vocab = analyze_corpus(corpus, Analyzer()).vocab
+    torch.manual_seed(0)
+    config = NDRMConfig(vocab_size=len(vocab), variant="ndrm3", dim=16, num_heads=4, conv_window=5, ff_dim=16,
+                        mlp_hidden=16, num_layers=1, latent_gate=latent_gate)
+    model = build_ndrm(config, vocab).eval()
+    with torch.no_grad():
+        model.combine.linear.weight.copy_(torch.tensor([[0.5, 1.0]]))
+    return save_checkpoint(path, model, "ndrm3", config.to_dict(), vocab, Analyzer())
+
+
 def test_neighbours_option_sets_a_latent_index_candidates(tmp_path, scifact_small):
     corpus = tmp_path / "c.jsonl"
     corpus.write_text("".join(scifact_small.read_text().splitlines(keepends=True)[:40]))
+    dense = small_ndrm3(tmp_path / "dense.pt", corpus)
     postings = {}
     for n in (0, 16):
-        res = invoke("index", corpus, "--out", tmp_path / f"idx{n}", "--neighbours", n)
+        res = invoke("index", corpus, "--out", tmp_path / f"idx{n}", "--neighbours", n, "--model", dense.path)
         assert res.exit_code == 0, res.output
         m = Manifest.read(tmp_path / f"idx{n}")
         assert m.build["impact_config"]["neighbours"] == n
@@ -158,6 +178,14 @@ def test_neighbours_option_sets_a_latent_index_candidates(tmp_path, scifact_smal
     assert postings[16] > postings[0]  # neighbour terms add latent postings
     res = invoke("index", corpus, "--append", "--index", tmp_path / "idx0", "--neighbours", 8)
     assert res.exit_code == 2 and "--neighbours" in res.output
+    # a gated model stores exactly the pairs its gate opens: --neighbours is refused in one line, nothing written
+    gated = small_ndrm3(tmp_path / "gated.pt", corpus, latent_gate=0.9)
+    res = invoke("index", corpus, "--out", tmp_path / "gated", "--neighbours", 16, "--model", gated.path)
+    assert res.exit_code != 0 and "gated" in res.output and len(res.output.strip().splitlines()) == 1
+    assert not (tmp_path / "gated").exists()
+    res = invoke("index", corpus, "--out", tmp_path / "gated", "--model", gated.path)
+    assert res.exit_code == 0, res.output
+    assert Manifest.read(tmp_path / "gated").model["latent_gate"] == 0.9
 
 
 def test_train_loss_options_are_checked_before_any_work(tmp_path):

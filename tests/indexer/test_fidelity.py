@@ -1,11 +1,10 @@
 """The index's cost in effectiveness on SciFact test, against exhaustive float scoring.
 
-Thresholds (docs/INDEX.md): the explicit model meets the targets, mean overlap@100 >= 0.95
-and |delta nDCG@10| <= 0.005. The latent (bundled NDRM3) index does not: measured overlap@100
-0.817 and delta -0.0055 for the MiniLM-initialised model bundled since session 4 (the previous
-one: 0.820 and -0.0045). NDRM3's latent channel is dense, and overlap@100 >= 0.95 would need
-about every term above its offset stored (``scripts/latent_storage.py``); the test guards the
-measured level (overlap@100 >= 0.80, |delta| <= 0.01).
+Thresholds are the targets (docs/INDEX.md): mean overlap@100 >= 0.95 and |delta nDCG@10| <=
+0.005, for the explicit model and for the bundled NDRM3, whose latent channel is gated
+(``NDRMConfig.latent_gate``) since session 10: measured overlap@100 0.995, delta +0.0021.
+The dense NDRM3 bundled before reached 0.817 and -0.0055 (its latent channel scores every
+term against every document; ``scripts/latent_storage.py``).
 """
 
 from __future__ import annotations
@@ -35,8 +34,8 @@ def test_explicit_model_index_matches_exhaustive_scoring(tmp_path, data_dir):
 @pytest.mark.skipif(not DEFAULT_CHECKPOINT.is_file(), reason="no bundled NDRM3 checkpoint")
 def test_latent_model_index_matches_exhaustive_scoring(tmp_path, data_dir):
     rep = run(tmp_path, data_dir, str(DEFAULT_CHECKPOINT))
-    assert rep.overlap_at_k >= 0.80
-    assert abs(rep.delta_ndcg10) <= 0.01
+    assert rep.overlap_at_k >= 0.95
+    assert abs(rep.delta_ndcg10) <= 0.005
 
 
 def test_gated_latent_model_index_matches_exhaustive_scoring(tmp_path, data_dir):
