@@ -133,16 +133,13 @@ def fullrank_run(checkpoint: Path, work: Path) -> dict[str, dict]:
 def dev_fullrank(checkpoint: Path, work: Path) -> dict:
     """nDCG@10 (and the other measures) of the dev claims (carved from train, listed in the checkpoint)
     retrieved through the learned index :func:`fullrank_run` built: how the bundled model is chosen."""
-    import ast
-
     from ckqti import api
     from ckqti.evaluate import evaluate
     from ckqti.train.checkpoint import load_checkpoint
     from indexer.readers import read_qrels, read_queries
     from retriever.runs import read_run
 
-    dev = load_checkpoint(checkpoint).meta["dev_qids"]
-    dev = ast.literal_eval(dev) if isinstance(dev, str) else list(dev)
+    dev = list(load_checkpoint(checkpoint).meta["dev_qids"])
     qrels = {q: judged for q, judged in read_qrels(DATA / "qrels" / "train.tsv").items() if q in set(dev)}
     texts = read_queries(DATA / "queries.jsonl")
     queries, run_path = work / "dev-queries.jsonl", work / "dev-fullrank.trec"

@@ -165,6 +165,15 @@ def query_term_mask(query: Tensor) -> Tensor:
     return query > UNK
 
 
+def occurrences(query: Tensor, ids: Tensor, mask: Tensor) -> Tensor:
+    """True where query term ``q`` is the real document term at position ``l``.
+
+    Shape:
+        query ``[B or 1, Q]``, ids ``[B, L]``, mask ``[B, L]`` bool -> ``[B, Q, L]`` bool.
+    """
+    return (ids.unsqueeze(1) == query.unsqueeze(2)) & mask.unsqueeze(1)
+
+
 class QTIScorer(nn.Module):
     """The scoring path shared by all NDRM variants (subclasses define ``encoded_term_scores``).
 
@@ -316,8 +325,7 @@ class NDRM2(QTIScorer):
     def idf_free_scores(self, query: Tensor, docs: DocumentEncoding) -> Tensor:
         """``tf' / (tf' + ReLU(w dl' + b) + eps)``: the score without its idf factor -> ``[B, Q]``
         (0 for padding and unknown query terms)."""
-        hits = (docs.ids.unsqueeze(1) == query.unsqueeze(2)) & docs.mask.unsqueeze(1)  # [B, Q, L]
-        counts = hits.sum(-1).to(torch.float32)  # [B, Q]
+        counts = occurrences(query, docs.ids, docs.mask).sum(-1).to(torch.float32)  # [B, Q]
         real = query_term_mask(query).expand_as(counts)  # [B, Q]
         tf = self.tf_scale(counts, real)  # [B, Q]
         dl = self.length_scale(docs.lengths)  # [B]
@@ -402,7 +410,7 @@ class LatentGate(nn.Module):
     def open_pairs(self, cos: Tensor, query: Tensor, ids: Tensor, mask: Tensor) -> Tensor:
         """``[B, Q]`` bool: pairs the gate lets through."""
         near = masked_max(cos, mask.unsqueeze(1), dim=-1, empty=-2.0) >= self.tau  # [B, Q]
-        own = ((ids.unsqueeze(1) == query.unsqueeze(2)) & mask.unsqueeze(1)).any(-1)  # [B, Q]
+        own = occurrences(query, ids, mask).any(-1)  # [B, Q]
         return near | own
 
     def forward(self, scores: Tensor, cos: Tensor, query: Tensor, ids: Tensor, mask: Tensor) -> Tensor:
