@@ -203,10 +203,12 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format):
 @click.option("--init", "init", type=click.Choice(["paper", "match"]), default="paper", show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
 @click.option("--resume", is_flag=True, help="Continue an interrupted run from <out>.work/state.pt.")
-@click.option("--loss", type=click.Choice(["margin", "ranknet", "lce"]), default="margin", show_default=True,
-              help="TK/TKL/IDCM: pairwise margin or RankNet, or listwise over --negatives BM25 negatives (lce).")
+@click.option("--loss", type=click.Choice(["margin", "ranknet", "lce"]), default=None,
+              help="Pairwise margin (TK/TKL/IDCM's default), RankNet (NDRM's default), or listwise (lce: the relevant "
+                   "document's softmax cross-entropy against the query's other documents).")
 @click.option("--negatives", type=click.IntRange(1), default=1, show_default=True,
-              help="TK/TKL/IDCM with --loss lce: BM25 negatives per query and step.")
+              help="BM25 negatives per query and step (TK/TKL/IDCM: with --loss lce; NDRM: in each example, next to "
+                   "the relevant and 2 random documents; 1 is the published sampling).")
 @click.option("--term-weights", type=click.Choice(["none", "idf"]), default="none", show_default=True,
               help="TK/TKL: weigh each query term by its idf in the collection read (none: the papers' sum).")
 @click.option("--teacher", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -226,6 +228,7 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
     if variant in ("tk", "tkl", "idcm"):
         from ckqti.train.rerankers import RerankerTrainConfig, train_reranker
 
+        loss = loss or "margin"
         if negatives > 1 and loss != "lce":
             raise click.UsageError("--negatives > 1 needs --loss lce")
         if term_weights != "none" and variant == "idcm":
@@ -241,8 +244,8 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
         r = train_reranker(variant, corpus, queries, qrels, out, config, fmt=fmt)
         click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} -> {out}")
         return
-    if loss != "margin" or negatives != 1 or term_weights != "none":
-        raise click.UsageError("--loss, --negatives and --term-weights are for TK, TKL and IDCM (NDRM trains with RankNet)")
+    if loss == "margin" or term_weights != "none":
+        raise click.UsageError("--loss margin and --term-weights are for TK, TKL and IDCM (NDRM trains with RankNet or lce)")
     if latent_gate is not None and variant == "ndrm2":
         raise click.UsageError("--latent-gate is for NDRM1 and NDRM3 (NDRM2 has no latent channel)")
     from ckqti.train import TrainConfig, train
@@ -250,7 +253,7 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
     config = TrainConfig(model=variant, epochs=epochs, patience=patience, batch_size=batch_size, lr=lr, seed=seed,
                          dev_fraction=dev_fraction, weak_supervision=weak_supervision, embeddings=embeddings,
                          init=init, device=device, teacher=teacher, distill_docs=distill_docs, distill_weight=distill_weight,
-                         model_options={} if latent_gate is None else {"latent_gate": latent_gate})
+                         negatives=negatives, loss=loss or "ranknet", model_options={} if latent_gate is None else {"latent_gate": latent_gate})
     r = train(corpus, queries, qrels, out, config, dev_qrels=dev_qrels, fmt=fmt, resume=resume)
     click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} at epoch {r.best_epoch} of {r.epochs_run} -> {out}")
 

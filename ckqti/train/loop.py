@@ -2,8 +2,10 @@
 
 :func:`train` is the API behind ``ckqti train``. One epoch samples one example per training
 query (:mod:`ckqti.train.sampling`: the published 1 relevant + 1 top-100 candidate + 2 random
-documents), plus title pseudo-queries when weak supervision is on (:mod:`ckqti.train.pseudo`),
-and takes one Adam step per ``batch_size`` queries on the mean RankNet loss of their pairs.
+documents; ``negatives`` draws more top-100 candidates), plus title pseudo-queries when weak
+supervision is on (:mod:`ckqti.train.pseudo`), and takes one Adam step per ``batch_size`` queries
+on the mean RankNet loss of their pairs (or, with ``loss="lce"``, the listwise loss of their
+relevant documents).
 After every epoch the model reranks the dev queries' BM25 candidates; nDCG@10 on dev selects
 the model (the best epoch is written to ``out``) and stops training after ``patience`` epochs
 without improvement.
@@ -46,13 +48,14 @@ from ckqti.train.data import (
     relevant_docs,
     split_dev,
 )
-from ckqti.train.losses import distill_loss, ranknet_loss
-from ckqti.train.sampling import DOCS_PER_EXAMPLE, Example, sample_epoch
+from ckqti.train.losses import distill_loss, listwise_loss, ranknet_loss
+from ckqti.train.sampling import Example, sample_epoch
 from ckqti.train.scoring import as_run, score_pairs
 
 EMBEDDING_INITS = ("skipgram", "minilm", "random")
 MODEL_INITS = ("paper", "match")
 WEAK_SUPERVISION = ("titles",)
+LOSSES = ("ranknet", "lce")
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,11 @@ class TrainConfig:
             of its teacher-scored documents drawn at random, the cross-entropy between the
             teacher's softmax over them and the student's (:func:`distill_loss`).
         distill_docs, distill_weight: see ``teacher``.
+        negatives: first-stage non-relevant candidates in each query's example (1: the published
+            sampling; :mod:`ckqti.train.sampling`).
+        loss: ``"ranknet"`` (the paper's, every ordered pair of the example) or ``"lce"`` (listwise:
+            softmax cross-entropy of the relevant document against the example's other documents;
+            examples without a relevant document in the top-``depth`` then add nothing).
         model_options: NDRMConfig fields other than ``vocab_size`` and ``variant`` (e.g. ``dim``).
         device: torch device; None: CUDA when available, else CPU.
         progress: show progress bars.
@@ -116,6 +124,8 @@ class TrainConfig:
     teacher: str | None = None
     distill_docs: int = 8
     distill_weight: float = 1.0
+    negatives: int = 1
+    loss: str = "ranknet"
     model_options: Mapping[str, Any] = field(default_factory=dict)
     device: str | None = None
     progress: bool = True
@@ -123,20 +133,18 @@ class TrainConfig:
     def __post_init__(self) -> None:
         from ckqti.models.ndrm import VARIANTS
 
-        if self.model not in VARIANTS:
-            raise ValueError(f"model must be one of {VARIANTS}, got {self.model!r}")
+        choices = {"model": VARIANTS, "init": MODEL_INITS, "loss": LOSSES, "embeddings": EMBEDDING_INITS}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         for name in ("epochs", "batch_size", "patience", "depth", "dev_depth", "min_df", "eval_batch_size",
-                     "distill_docs"):
+                     "distill_docs", "negatives"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.lr <= 0 or (self.head_lr is not None and self.head_lr <= 0) or not 0.0 < self.dev_fraction < 1.0:
             raise ValueError("lr must be positive and dev_fraction in (0, 1)")
         if self.weak_supervision not in (None, *WEAK_SUPERVISION):
             raise ValueError(f"weak_supervision must be None or one of {WEAK_SUPERVISION}")
-        if self.init not in MODEL_INITS:
-            raise ValueError(f"init must be one of {MODEL_INITS}, got {self.init!r}")
-        if self.embeddings not in EMBEDDING_INITS:
-            raise ValueError(f"embeddings must be one of {EMBEDDING_INITS}, got {self.embeddings!r}")
         for name in ("pseudo_per_epoch", "train_doc_terms"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be None or >= 1")
@@ -394,7 +402,7 @@ def epoch_examples(data: TrainingData, config: TrainConfig, epoch: int) -> list[
         n = len(data.pseudo_qids) if config.pseudo_per_epoch is None else min(config.pseudo_per_epoch, len(data.pseudo_qids))
         qids += [data.pseudo_qids[i] for i in sorted(rng.choice(len(data.pseudo_qids), n, replace=False))]
     cands = {q: data.candidates.get(q, [])[: config.depth] for q in qids}
-    return sample_epoch(qids, data.relevant, cands, len(data.collection), rng)
+    return sample_epoch(qids, data.relevant, cands, len(data.collection), rng, config.negatives)
 
 
 def _score_groups(model: nn.Module, data: TrainingData, qids: Sequence[str], docs: Sequence[int], per_query: int,
@@ -427,12 +435,14 @@ def train_step(
     model: nn.Module, optimizer: torch.optim.Optimizer, batch: Sequence[Example], data: TrainingData,
     doc_terms: int, device: torch.device, config: TrainConfig | None = None, rng: np.random.Generator | None = None,
 ) -> float:
-    """One Adam step on the RankNet loss of a batch of examples (plus the teacher's distillation loss
-    when ``data.teacher`` and ``config.distill_weight`` are set); returns the loss."""
+    """One Adam step on the ranking loss of a batch of examples (``config.loss``, RankNet without a config;
+    plus the teacher's distillation loss when ``data.teacher`` and ``config.distill_weight`` are set);
+    returns the loss."""
     docs = [d for ex in batch for d in ex.docs]
-    scores = _score_groups(model, data, [ex.qid for ex in batch], docs, DOCS_PER_EXAMPLE, doc_terms, device)  # [B, 4]
-    labels = torch.tensor([ex.labels for ex in batch], device=device)  # [B, 4]
-    loss = ranknet_loss(scores, labels)
+    per_query = len(batch[0].docs)
+    scores = _score_groups(model, data, [ex.qid for ex in batch], docs, per_query, doc_terms, device)  # [B, n + 3]
+    labels = torch.tensor([ex.labels for ex in batch], device=device)  # [B, n + 3]
+    loss = listwise_loss(scores, labels) if config is not None and config.loss == "lce" else ranknet_loss(scores, labels)
     if data.teacher and config is not None and config.distill_weight > 0:
         qids, t_docs, t_scores = teacher_group(data, batch, config.distill_docs, rng or np.random.default_rng(0))
         if qids:

@@ -1,5 +1,6 @@
 """Training losses: RankNet over every ordered pair of documents with a higher label (NDRM training, SPEC),
-and listwise distillation from a teacher's scores."""
+a listwise softmax cross-entropy of each row's best-labelled document, and listwise distillation from a
+teacher's scores."""
 
 from __future__ import annotations
 
@@ -31,6 +32,27 @@ def ranknet_loss(scores: Tensor, labels: Tensor, valid: Tensor | None = None) ->
     if losses.numel() == 0:
         return scores.sum() * 0.0
     return losses.mean()
+
+
+def listwise_loss(scores: Tensor, labels: Tensor) -> Tensor:
+    """Mean over rows with exactly one document of the row's highest label, itself above another, of
+    ``-log softmax(scores)[that document]`` (the relevant document against every other one of its row).
+
+    Returns:
+        A scalar; 0 (with a gradient path) when no row has such a document.
+
+    Shape:
+        scores ``[B, N]``, labels ``[B, N]`` -> ``[]``.
+    """
+    if scores.shape != labels.shape:
+        raise ValueError(f"scores {tuple(scores.shape)} and labels {tuple(labels.shape)} differ")
+    top = labels.max(dim=-1, keepdim=True).values  # [B, 1]
+    best = labels == top  # [B, N]
+    rows = (best.sum(-1) == 1) & (labels.min(dim=-1).values < top.squeeze(-1))  # [B]
+    if not rows.any():
+        return scores.sum() * 0.0
+    logp = torch.log_softmax(scores[rows], dim=-1)  # [B', N]
+    return -(logp * best[rows]).sum(-1).mean()
 
 
 def distill_loss(student: Tensor, teacher: Tensor) -> Tensor:

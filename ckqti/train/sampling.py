@@ -8,6 +8,11 @@ Per query, four documents:
 * if no relevant document is in the top-100: one candidate (label 1) and three random
   documents (label 0): 3 pairs.
 
+``negatives=n`` (an option, not the paper's: the published sampling is ``n = 1``) draws ``n``
+distinct non-relevant candidates instead of one (with repeats only when the top-100 holds
+fewer), so an example holds ``n + 3`` documents: more of the first stage's hard negatives
+per query, for collections with few training queries.
+
 Random documents exclude the query's relevant documents and the documents already picked;
 they may come from the top-100 (the collection is sampled uniformly). A query without any
 candidate is skipped. Sampling is driven by a :class:`numpy.random.Generator`, so an epoch's
@@ -56,24 +61,44 @@ def random_documents(
     return picked
 
 
+def labels_of(negatives: int, with_relevant: bool) -> tuple[int, ...]:
+    """An example's labels with ``negatives`` first-stage candidates (``negatives = 1``: the published ones)."""
+    return (2, *(1,) * negatives, 0, 0) if with_relevant else (*(1,) * negatives, 0, 0, 0)
+
+
+def docs_per_example(negatives: int = 1) -> int:
+    """Documents in every example: ``negatives + 3`` (4 with the published sampling)."""
+    return negatives + 3
+
+
 def sample_example(
-    qid: str, relevant: frozenset[int], candidates: Sequence[int], num_docs: int, rng: np.random.Generator
+    qid: str, relevant: frozenset[int], candidates: Sequence[int], num_docs: int, rng: np.random.Generator,
+    negatives: int = 1,
 ) -> Example | None:
     """One query's example (see the module docstring); None when the query has no candidate."""
+    if negatives < 1:
+        raise ValueError(f"negatives must be >= 1, got {negatives}")
     if not candidates:
         return None
     positives = [d for d in candidates if d in relevant]
-    negatives = [d for d in candidates if d not in relevant]
-    if positives and negatives:
-        pos = positives[int(rng.integers(len(positives)))]
-        neg = negatives[int(rng.integers(len(negatives)))]
-        extra = random_documents(2, num_docs, relevant | {pos, neg}, rng)
-        return Example(qid, (pos, neg, *extra), LABELS_WITH_RELEVANT)
-    if not negatives:  # every candidate is relevant: nothing non-relevant to contrast with in the top-100
+    pool = [d for d in candidates if d not in relevant]
+    if not pool:  # every candidate is relevant: nothing non-relevant to contrast with in the top-100
         return None
-    neg = negatives[int(rng.integers(len(negatives)))]
-    extra = random_documents(3, num_docs, relevant | {neg}, rng)
-    return Example(qid, (neg, *extra), LABELS_WITHOUT_RELEVANT)
+    if positives:
+        pos = positives[int(rng.integers(len(positives)))]
+        negs = _draw(pool, negatives, rng)
+        extra = random_documents(2, num_docs, relevant | {pos, *negs}, rng)
+        return Example(qid, (pos, *negs, *extra), labels_of(negatives, True))
+    negs = _draw(pool, negatives, rng)
+    extra = random_documents(3, num_docs, relevant | set(negs), rng)
+    return Example(qid, (*negs, *extra), labels_of(negatives, False))
+
+
+def _draw(pool: Sequence[int], n: int, rng: np.random.Generator) -> list[int]:
+    """``n`` of ``pool``: distinct when it holds ``n``; one draw keeps the published sampling's stream."""
+    if n == 1:
+        return [pool[int(rng.integers(len(pool)))]]
+    return [pool[int(i)] for i in rng.choice(len(pool), size=n, replace=len(pool) < n)]
 
 
 def sample_epoch(
@@ -82,11 +107,12 @@ def sample_epoch(
     candidates: Mapping[str, Sequence[int]],
     num_docs: int,
     rng: np.random.Generator,
+    negatives: int = 1,
 ) -> list[Example]:
     """One example per query (queries without candidates skipped), in a shuffled order."""
     examples = []
     for qid in qids:
-        ex = sample_example(qid, relevant.get(qid, frozenset()), candidates.get(qid, ()), num_docs, rng)
+        ex = sample_example(qid, relevant.get(qid, frozenset()), candidates.get(qid, ()), num_docs, rng, negatives)
         if ex is not None:
             examples.append(ex)
     order = rng.permutation(len(examples))

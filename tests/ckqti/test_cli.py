@@ -189,13 +189,13 @@ def test_neighbours_option_sets_a_latent_index_candidates(tmp_path, scifact_smal
 
 
 def test_train_loss_options_are_checked_before_any_work(tmp_path):
-    """--negatives needs --loss lce; --loss/--negatives are for TK/TKL/IDCM: usage errors, nothing written."""
+    """TK's --negatives needs --loss lce; NDRM takes no margin loss: usage errors, nothing written."""
     files = [tmp_path / n for n in ("c.jsonl", "q.jsonl", "r.tsv")]
     for f in files:
         f.write_text("x\n")
     common = ["--corpus", files[0], "--queries", files[1], "--qrels", files[2], "--out", tmp_path / "m.pt"]
     res = invoke("train", "--model", "tk", "--negatives", 4, *common)
     assert res.exit_code == 2 and "--loss lce" in res.output
-    res = invoke("train", "--model", "ndrm3", "--loss", "lce", *common)
+    res = invoke("train", "--model", "ndrm3", "--loss", "margin", *common)
     assert res.exit_code == 2 and "TK, TKL and IDCM" in res.output
     assert not (tmp_path / "m.pt").exists()

@@ -52,6 +52,36 @@ def test_a_few_epochs_lower_the_training_loss(tiny_scifact):
     assert after < 0.8 * before
 
 
+def test_more_negatives_and_the_listwise_loss_train(tiny_scifact):
+    """negatives=3 gives 6-document examples; a few listwise steps lower the listwise loss on fixed examples."""
+    from ckqti.train.data import pad_rows
+    from ckqti.train.losses import listwise_loss
+
+    config = dataclasses.replace(CONFIG, lr=1e-2, negatives=3, loss="lce")
+    coll = load_collection(tiny_scifact["corpus"])
+    data = prepare_data(coll, tiny_scifact["queries"], tiny_scifact["qrels"], config, None, tiny_scifact["candidates"])
+    torch.manual_seed(0)
+    model = build_model(data, config, torch.device("cpu"), init=True)
+    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
+    probe = epoch_examples(data, config, 0)
+    assert all(len(e.docs) == 6 for e in probe) and any(e.labels[0] == 2 for e in probe)
+
+    def probe_loss():
+        model.eval()
+        with torch.no_grad():
+            q = pad_rows([data.query_ids[e.qid] for e in probe]).repeat_interleave(6, 0)
+            d = pad_rows([coll.doc(i) for e in probe for i in e.docs], 120)
+            return listwise_loss(model(q, d).view(len(probe), 6), torch.tensor([e.labels for e in probe])).item()
+
+    before = probe_loss()
+    for epoch in range(3):
+        model.train()
+        examples = epoch_examples(data, config, epoch)
+        for start in range(0, len(examples), config.batch_size):
+            train_step(model, opt, examples[start : start + config.batch_size], data, 120, torch.device("cpu"), config)
+    assert probe_loss() < 0.8 * before
+
+
 def test_training_writes_the_best_epoch_and_a_checkpoint_each_epoch(tmp_path, tiny_scifact):
     result = run(tiny_scifact, tmp_path / "m.pt")
     assert result.epochs_run == 2 and len(result.history) == 2 and not result.stopped_early
@@ -99,6 +129,10 @@ def test_title_pseudo_queries_join_the_epochs(tmp_path, tiny_scifact):
 
 
 def test_config_is_validated():
+    with pytest.raises(ValueError):
+        TrainConfig(loss="margin")
+    with pytest.raises(ValueError):
+        TrainConfig(negatives=0)
     for bad in ({"model": "bm25"}, {"epochs": 0}, {"embeddings": "glove"}, {"weak_supervision": "anchors"},
                 {"model_options": {"vocab_size": 3}}, {"dev_fraction": 1.0}):
         with pytest.raises(ValueError):

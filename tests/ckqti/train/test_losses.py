@@ -2,7 +2,7 @@ import math
 
 import torch
 
-from ckqti.train.losses import ranknet_loss
+from ckqti.train.losses import listwise_loss, ranknet_loss
 
 
 def test_matches_the_pairwise_formula():
@@ -39,3 +39,15 @@ def test_no_pairs_gives_a_zero_with_a_graph():
     loss = ranknet_loss(scores, torch.zeros(1, 3, dtype=torch.long))
     loss.backward()
     assert loss.item() == 0.0 and torch.equal(scores.grad, torch.zeros(1, 3))
+
+
+def test_listwise_loss_is_the_relevant_documents_softmax_cross_entropy():
+    scores = torch.tensor([[2.0, 1.0, 0.5, -1.0, 0.0], [0.3, 0.2, 0.1, 0.0, -0.1]], requires_grad=True)
+    labels = torch.tensor([[2, 1, 1, 0, 0], [1, 1, 0, 0, 0]])  # the second row has no single best document
+    loss = listwise_loss(scores, labels)
+    expected = -torch.log_softmax(scores[0].detach(), -1)[0].item()
+    assert math.isclose(loss.item(), expected, rel_tol=1e-6)
+    loss.backward()
+    assert scores.grad[0, 0] < 0 and (scores.grad[0, 1:] > 0).all()  # descent raises the relevant document
+    assert (scores.grad[1] == 0).all()
+    assert listwise_loss(torch.zeros(1, 3, requires_grad=True), torch.tensor([[1, 1, 1]])).item() == 0.0

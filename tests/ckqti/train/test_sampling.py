@@ -5,6 +5,8 @@ from ckqti.train.data import candidate_indices, load_collection, relevant_docs
 from ckqti.train.sampling import (
     LABELS_WITH_RELEVANT,
     LABELS_WITHOUT_RELEVANT,
+    docs_per_example,
+    labels_of,
     random_documents,
     ranknet_pairs,
     sample_epoch,
@@ -40,6 +42,38 @@ def test_no_relevant_in_top_100_gives_one_candidate_three_random():
         assert ex.labels == (1, 0, 0, 0)
         assert ex.docs[0] in (1, 2, 3)
         assert len(set(ex.docs)) == 4 and 5 not in ex.docs
+
+
+def test_more_negatives_are_distinct_top_100_non_relevant_documents():
+    rng = np.random.default_rng(2)
+    relevant = frozenset({7, 42})
+    candidates = [3, 42, 9, 11, 20, 21, 22]
+    for _ in range(100):
+        ex = sample_example("q", relevant, candidates, 60, rng, negatives=4)
+        assert ex.labels == labels_of(4, True) == (2, 1, 1, 1, 1, 0, 0)
+        assert len(ex.docs) == docs_per_example(4) == 7 and len(set(ex.docs)) == 7
+        assert ex.docs[0] == 42 and set(ex.docs[1:5]) <= {3, 9, 11, 20, 21, 22}
+        assert not set(ex.docs[1:]) & relevant
+    # fewer non-relevant candidates than asked: repeats, never a relevant document
+    ex = sample_example("q", relevant, [42, 3, 9], 60, rng, negatives=4)
+    assert set(ex.docs[1:5]) <= {3, 9} and ex.labels == labels_of(4, True)
+    ex = sample_example("q", relevant, [3, 9, 11, 20], 60, rng, negatives=2)
+    assert ex.labels == labels_of(2, False) == (1, 1, 0, 0, 0) and len(set(ex.docs)) == 5
+    with pytest.raises(ValueError):
+        sample_example("q", relevant, candidates, 60, rng, negatives=0)
+
+
+def test_one_negative_draws_the_published_stream():
+    """negatives=1 draws one integer for the relevant document, one for the candidate, then the random
+    documents: the stream of the sampling before the option, so earlier runs sample as they did."""
+    relevant, candidates = frozenset({4, 8}), [8, 1, 2, 3, 5, 6]
+    for seed in range(20):
+        ex = sample_example("q", relevant, candidates, 40, np.random.default_rng(seed))
+        rng = np.random.default_rng(seed)
+        pos = [8][int(rng.integers(1))]
+        neg = [1, 2, 3, 5, 6][int(rng.integers(5))]
+        extra = random_documents(2, 40, relevant | {pos, neg}, rng)
+        assert ex.docs == (pos, neg, *extra)
 
 
 def test_queries_without_usable_candidates_are_skipped():
