@@ -23,63 +23,39 @@ def run(tiny, out, **changes):
     return train(tiny["corpus"], tiny["queries"], tiny["qrels"], out, config, candidates=tiny["candidates"], **changes)
 
 
-def fixed_loss(model, data, examples, doc_terms: int) -> float:
+def fixed_loss(model, data, examples, doc_terms: int, loss_fn=ranknet_loss) -> float:
     from ckqti.train.data import pad_rows
 
+    per_query = len(examples[0].docs)
     model.eval()
     with torch.no_grad():
-        q = pad_rows([data.query_ids[e.qid] for e in examples]).repeat_interleave(DOCS_PER_EXAMPLE, 0)
+        q = pad_rows([data.query_ids[e.qid] for e in examples]).repeat_interleave(per_query, 0)
         d = pad_rows([data.collection.doc(i) for e in examples for i in e.docs], doc_terms)
-        scores = model(q, d).view(len(examples), DOCS_PER_EXAMPLE)
-        return ranknet_loss(scores, torch.tensor([e.labels for e in examples])).item()
+        scores = model(q, d).view(len(examples), per_query)
+        return loss_fn(scores, torch.tensor([e.labels for e in examples])).item()
 
 
-def test_a_few_epochs_lower_the_training_loss(tiny_scifact):
-    config = dataclasses.replace(CONFIG, lr=1e-2)
-    coll = load_collection(tiny_scifact["corpus"])
-    data = prepare_data(coll, tiny_scifact["queries"], tiny_scifact["qrels"], config, None, tiny_scifact["candidates"])
-    torch.manual_seed(0)
-    model = build_model(data, config, torch.device("cpu"), init=True)
-    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
-    probe = epoch_examples(data, config, 0)
-    before = fixed_loss(model, data, probe, 120)
-    for epoch in range(3):
-        model.train()
-        examples = epoch_examples(data, config, epoch)
-        for start in range(0, len(examples), config.batch_size):
-            train_step(model, opt, examples[start : start + config.batch_size], data, 120, torch.device("cpu"))
-    after = fixed_loss(model, data, probe, 120)
-    assert after < 0.8 * before
-
-
-def test_more_negatives_and_the_listwise_loss_train(tiny_scifact):
-    """negatives=3 gives 6-document examples; a few listwise steps lower the listwise loss on fixed examples."""
-    from ckqti.train.data import pad_rows
+@pytest.mark.parametrize("changes", [{}, {"negatives": 3, "loss": "lce"}], ids=["published", "negatives-lce"])
+def test_a_few_epochs_lower_the_training_loss(tiny_scifact, changes):
+    """The published sampling with RankNet, and 3 BM25 negatives (6-document examples) with the listwise loss."""
     from ckqti.train.losses import listwise_loss
 
-    config = dataclasses.replace(CONFIG, lr=1e-2, negatives=3, loss="lce")
+    config = dataclasses.replace(CONFIG, lr=1e-2, **changes)
     coll = load_collection(tiny_scifact["corpus"])
     data = prepare_data(coll, tiny_scifact["queries"], tiny_scifact["qrels"], config, None, tiny_scifact["candidates"])
     torch.manual_seed(0)
     model = build_model(data, config, torch.device("cpu"), init=True)
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
     probe = epoch_examples(data, config, 0)
-    assert all(len(e.docs) == 6 for e in probe) and any(e.labels[0] == 2 for e in probe)
-
-    def probe_loss():
-        model.eval()
-        with torch.no_grad():
-            q = pad_rows([data.query_ids[e.qid] for e in probe]).repeat_interleave(6, 0)
-            d = pad_rows([coll.doc(i) for e in probe for i in e.docs], 120)
-            return listwise_loss(model(q, d).view(len(probe), 6), torch.tensor([e.labels for e in probe])).item()
-
-    before = probe_loss()
+    assert all(len(e.docs) == DOCS_PER_EXAMPLE + config.negatives - 1 for e in probe)
+    loss_fn = listwise_loss if config.loss == "lce" else ranknet_loss
+    before = fixed_loss(model, data, probe, 120, loss_fn)
     for epoch in range(3):
         model.train()
         examples = epoch_examples(data, config, epoch)
         for start in range(0, len(examples), config.batch_size):
             train_step(model, opt, examples[start : start + config.batch_size], data, 120, torch.device("cpu"), config)
-    assert probe_loss() < 0.8 * before
+    assert fixed_loss(model, data, probe, 120, loss_fn) < 0.8 * before
 
 
 def test_training_writes_the_best_epoch_and_a_checkpoint_each_epoch(tmp_path, tiny_scifact):
