@@ -224,7 +224,7 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format):
 def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epochs, patience, batch_size, lr, seed,
               device, weak_supervision, embeddings, init, fmt, resume, loss, negatives, term_weights, teacher, distill_docs,
               distill_weight, latent_gate):
-    """Train a model on BM25 candidates (NDRM: RankNet; TK/TKL/IDCM: pairwise or listwise); writes the best dev epoch to --out."""
+    """Train a model on BM25 candidates (NDRM: RankNet or listwise; TK/TKL/IDCM: pairwise or listwise); writes the best dev epoch to --out."""
     if variant in ("tk", "tkl", "idcm"):
         from ckqti.train.rerankers import RerankerTrainConfig, train_reranker
 
