@@ -55,7 +55,10 @@ their BM25 top-30; for reference BM25 itself scores 0.794 there and untrained ND
   noise; chosen by the rule above (dev through the index), before test was read. SciFact test
   then: fullrank 0.6934 against 0.6944 (p against BM25 0.068 against 0.030), reranking 0.6937
   against 0.6927, NCG@100 0.934 against 0.922: the same model within test's noise, with a
-  third fewer postings.
+  third fewer postings. Tried after, on dev only: the same 7 negatives trained listwise
+  (``loss="lce"``: the relevant abstract's softmax cross-entropy against the other 9), dev
+  0.776 / 0.749 / 0.745 per epoch, through the index 0.776: worse, the loss falling fast
+  (0.58 -> 0.22) while dev falls, so RankNet stays.
 * **Initialisation** ``init="match"`` (:func:`ckqti.train.loop.match_init`): the model starts
   ranking as NDRM2, with an embedding-cosine matcher as its latent part. A few hundred Adam
   steps barely move NDRM3's randomly initialised ``Linear(2, 1)`` (whose sign may rank
