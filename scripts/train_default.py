@@ -59,6 +59,10 @@ their BM25 top-30; for reference BM25 itself scores 0.794 there and untrained ND
   (``loss="lce"``: the relevant abstract's softmax cross-entropy against the other 9), dev
   0.776 / 0.749 / 0.745 per epoch, through the index 0.776: worse, the loss falling fast
   (0.58 -> 0.22) while dev falls, so RankNet stays.
+  Also tried at the end of session 11, on dev only and *not yet bundled* (no time left to retrain,
+  re-run the evaluation and CI): the same settings with ``epochs=6, patience=2``: dev per epoch
+  0.779 / 0.773 / 0.793 / 0.798 / 0.802 / 0.798 (best epoch 5, ndrm3-611caa3582ac), through the
+  index 0.8032 against 0.7933, 1,558,661 postings. By the rule above it is the next candidate.
 * **Initialisation** ``init="match"`` (:func:`ckqti.train.loop.match_init`): the model starts
   ranking as NDRM2, with an embedding-cosine matcher as its latent part. A few hundred Adam
   steps barely move NDRM3's randomly initialised ``Linear(2, 1)`` (whose sign may rank
