@@ -84,14 +84,10 @@ def sample_example(
     pool = [d for d in candidates if d not in relevant]
     if not pool:  # every candidate is relevant: nothing non-relevant to contrast with in the top-100
         return None
-    if positives:
-        pos = positives[int(rng.integers(len(positives)))]
-        negs = _draw(pool, negatives, rng)
-        extra = random_documents(2, num_docs, relevant | {pos, *negs}, rng)
-        return Example(qid, (pos, *negs, *extra), labels_of(negatives, True))
+    pos = [positives[int(rng.integers(len(positives)))]] if positives else []  # drawn first: the published stream
     negs = _draw(pool, negatives, rng)
-    extra = random_documents(3, num_docs, relevant | set(negs), rng)
-    return Example(qid, (*negs, *extra), labels_of(negatives, False))
+    extra = random_documents(3 - len(pos), num_docs, relevant | {*pos, *negs}, rng)
+    return Example(qid, (*pos, *negs, *extra), labels_of(negatives, bool(pos)))
 
 
 def _draw(pool: Sequence[int], n: int, rng: np.random.Generator) -> list[int]:
