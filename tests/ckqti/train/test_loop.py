@@ -10,7 +10,7 @@ from ckqti.train.checkpoint import load_checkpoint, load_for_indexing
 from ckqti.train.data import load_collection
 from ckqti.train.loop import build_model, epoch_examples, prepare_data, train_step
 from ckqti.train.losses import ranknet_loss
-from ckqti.train.sampling import DOCS_PER_EXAMPLE
+from ckqti.train.sampling import docs_per_example
 
 from .conftest import TINY_MODEL
 
@@ -47,7 +47,7 @@ def test_a_few_epochs_lower_the_training_loss(tiny_scifact, changes):
     model = build_model(data, config, torch.device("cpu"), init=True)
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
     probe = epoch_examples(data, config, 0)
-    assert all(len(e.docs) == DOCS_PER_EXAMPLE + config.negatives - 1 for e in probe)
+    assert all(len(e.docs) == docs_per_example(config.negatives) for e in probe) and any(e.labels[0] == 2 for e in probe)
     loss_fn = listwise_loss if config.loss == "lce" else ranknet_loss
     before = fixed_loss(model, data, probe, 120, loss_fn)
     for epoch in range(3):
