@@ -198,7 +198,7 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format):
 @click.option("--lr", default=1e-4, show_default=True)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--device", default=None, help="torch device (default: cuda if available).")
-@click.option("--weak-supervision", type=click.Choice(["titles"]), default=None, help="Titles as pseudo-queries.")
+@click.option("--weak-supervision", type=click.Choice(["titles"]), default=None, help="Documents' titles as pseudo-queries for their own documents (NDRM, TK, TKL).")
 @click.option("--embeddings", type=click.Choice(["skipgram", "minilm", "random"]), default="skipgram", show_default=True)
 @click.option("--init", "init", type=click.Choice(["paper", "match"]), default="paper", show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
@@ -237,9 +237,12 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
             raise click.UsageError("--teacher is for NDRM, TK and TKL (IDCM distils its own cross-encoder)")
         if latent_gate is not None:
             raise click.UsageError("--latent-gate is for NDRM1 and NDRM3")
+        if weak_supervision and variant == "idcm":
+            raise click.UsageError("--weak-supervision is for NDRM, TK and TKL")
         config = RerankerTrainConfig(kind=variant, epochs=epochs, patience=patience, batch_size=batch_size, seed=seed,
                                      dev_fraction=dev_fraction, device=device, loss=loss, negatives=negatives,
                                      teacher=teacher, distill_docs=distill_docs, distill_weight=distill_weight,
+                                     weak_supervision=weak_supervision,
                                      model_options={"term_weights": term_weights} if variant != "idcm" else {})
         r = train_reranker(variant, corpus, queries, qrels, out, config, fmt=fmt)
         click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} -> {out}")

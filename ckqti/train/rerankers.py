@@ -18,6 +18,10 @@ query's relevant document against ``negatives`` of its BM25 non-relevant ones at
 cross-entropy over the group (localized contrastive estimation, Gao et al., ECIR 2021: more of
 BM25's hard negatives per query and step, the usual way to fine-tune BERT re-rankers). After every epoch the model reranks the dev
 queries' BM25 candidates; the best dev nDCG@10 is kept (early stopping with ``patience``).
+``weak_supervision="titles"`` (TK and TKL) adds documents' titles as pseudo-queries for their
+own documents (:mod:`ckqti.train.pseudo`, as the NDRM trainer's switch), with negatives from
+their own BM25 top ``depth``: ``pseudo_per_epoch`` of them (all by default) join each epoch's
+training queries; dev is carved from the judged queries only.
 
 IDCM trains in the three stages of the SPEC: (1) the cross-encoder on passages: each
 document's first window (``[CLS] q [SEP] head [SEP]``, 64 tokens, the passage-sized input);
@@ -58,6 +62,7 @@ from ckqti.train.checkpoint import QTI_KINDS, Checkpoint, load_checkpoint, save_
 from ckqti.vocab import Vocabulary
 
 RERANKER_KINDS = ("tk", "tkl", "idcm")
+WEAK_SUPERVISION = ("titles",)
 ALL_KINDS = RERANKER_KINDS + QTI_KINDS
 LOSSES = ("margin", "ranknet", "lce")
 INITS = ("paper", "match")
@@ -413,6 +418,9 @@ class RerankerTrainConfig:
             at random, the cross-entropy between the teacher's softmax over them and the
             student's (:func:`ckqti.train.losses.distill_loss`).
         distill_docs, distill_weight: see ``teacher``.
+        weak_supervision: None, or ``"titles"`` (TK and TKL: documents' titles as pseudo-queries
+            for their own documents, see the module docstring).
+        pseudo_per_epoch: title pseudo-queries drawn per epoch (None: all of them).
         model_options: fields of the model's config (TKConfig, TKLConfig or IDCMConfig) other
             than ``vocab_size``. For IDCM a ``bert`` entry (BertConfig fields) builds a randomly
             initialised cross-encoder of that shape instead of loading all-MiniLM-L6-v2.
@@ -444,6 +452,8 @@ class RerankerTrainConfig:
     teacher: str | None = None
     distill_docs: int = 8
     distill_weight: float = 1.0
+    weak_supervision: str | None = None
+    pseudo_per_epoch: int | None = None
     model_options: Mapping[str, Any] = field(default_factory=dict)
     device: str | None = None
     progress: bool = True
@@ -459,7 +469,7 @@ class RerankerTrainConfig:
                      "eval_batch_size", "negatives", "distill_docs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("max_steps", "max_dev_queries"):
+        for name in ("max_steps", "max_dev_queries", "pseudo_per_epoch"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be None or >= 1")
         if self.lr_encoder <= 0 or self.lr_rest <= 0 or self.margin <= 0 or not 0.0 < self.dev_fraction < 1.0:
@@ -467,6 +477,7 @@ class RerankerTrainConfig:
         if not self.stages or any(s not in (1, 2, 3) for s in self.stages) or list(self.stages) != sorted(set(self.stages)):
             raise ValueError(f"stages must be increasing values among 1, 2, 3, got {self.stages}")
         self._check_distillation()
+        self._check_weak_supervision()
         if self.negatives > 1 and self.loss != "lce":
             raise ValueError("negatives > 1 needs loss='lce' (margin and RankNet are pairwise)")
         if "vocab_size" in self.model_options:
@@ -477,6 +488,12 @@ class RerankerTrainConfig:
             raise ValueError(f"distill_weight must be >= 0, got {self.distill_weight}")
         if self.teacher is not None and self.kind == "idcm":
             raise ValueError("teacher distillation is for TK and TKL (IDCM's stage 3 distils its own cross-encoder)")
+
+    def _check_weak_supervision(self) -> None:
+        if self.weak_supervision not in (None, *WEAK_SUPERVISION):
+            raise ValueError(f"weak_supervision must be None or one of {WEAK_SUPERVISION}, got {self.weak_supervision!r}")
+        if self.weak_supervision is not None and self.kind == "idcm":
+            raise ValueError("weak supervision is for TK and TKL")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -519,6 +536,7 @@ class PairData:
     dev_qids: list[str]
     dev_qrels: dict[str, dict[str, int]]
     teacher: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # qid -> (doc indices, scores)
+    pseudo_qids: list[str] = field(default_factory=list)  # title pseudo-queries usable for training
 
 
 def read_training_inputs(queries, qrels) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
@@ -560,9 +578,11 @@ def load_teacher(config: RerankerTrainConfig, docids: list[str],
 def prepare_pairs(text, docids: list[str], doc_rows: list[np.ndarray], queries: Mapping[str, str],
                   qrels: Mapping[str, Mapping[str, int]], candidates: Mapping[str, Sequence[str]],
                   config: RerankerTrainConfig, max_query: int,
-                  teacher: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None) -> PairData:
+                  teacher: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
+                  pseudo_qrels: Mapping[str, Mapping[str, int]] | None = None) -> PairData:
     """Split dev, map judgements and candidates to collection indices, tokenize the queries;
-    ``teacher``: :func:`load_teacher`'s scores (None: no distillation)."""
+    ``teacher``: :func:`load_teacher`'s scores (None: no distillation); ``pseudo_qrels``: title
+    pseudo-queries' judgements (:func:`ckqti.train.pseudo.title_pseudo_queries`), training only."""
     from ckqti.train.data import candidate_indices, relevant_docs, split_dev
 
     train_qrels, dev = split_dev(qrels, config.dev_fraction, config.seed)
@@ -572,25 +592,41 @@ def prepare_pairs(text, docids: list[str], doc_rows: list[np.ndarray], queries: 
     if missing:
         raise InputError(f"{len(missing)} judged queries have no text (first: {missing[0]!r})")
     index = {d: i for i, d in enumerate(docids)}
-    qids = list(train_qrels) + list(dev)
+    pseudo_qrels = {q: j for q, j in (pseudo_qrels or {}).items() if q not in train_qrels and q not in dev}
+    qids = list(train_qrels) + list(dev) + list(pseudo_qrels)
     q_rows = {q: text.ids(queries[q], max_query) for q in qids}
-    relevant = relevant_docs({**train_qrels, **dev}, index)
+    relevant = relevant_docs({**train_qrels, **dev, **pseudo_qrels}, index)
     cands = candidate_indices({q: candidates.get(q, []) for q in qids}, index, max(config.depth, config.dev_depth))
     usable = sorted(q for q in train_qrels if relevant.get(q) and (q_rows[q] > 1).any())
-    return PairData(docids, doc_rows, q_rows, relevant, cands, usable, sorted(dev), dev, dict(teacher or {}))
+    pseudo_usable = sorted(q for q in pseudo_qrels if relevant.get(q) and (q_rows[q] > 1).any())
+    return PairData(docids, doc_rows, q_rows, relevant, cands, usable, sorted(dev), dev, dict(teacher or {}),
+                    pseudo_usable)
 
 
-def training_pools(data: PairData, depth: int):
+def epoch_qids(data: PairData, seed: int, epoch: int, pseudo_per_epoch: int | None = None) -> list[str]:
+    """The epoch's training queries: every judged one, then ``pseudo_per_epoch`` title
+    pseudo-queries (all when None) drawn without replacement; a function of ``(seed, epoch)``."""
+    qids = list(data.train_qids)
+    pseudo = data.pseudo_qids
+    if pseudo:
+        n = len(pseudo) if pseudo_per_epoch is None else min(pseudo_per_epoch, len(pseudo))
+        picked = np.random.default_rng([seed, epoch, 3]).choice(len(pseudo), n, replace=False)
+        qids += [pseudo[i] for i in sorted(picked)]
+    return qids
+
+
+def training_pools(data: PairData, depth: int, qids: Sequence[str] | None = None):
     """``(qid, relevant documents sorted, non-relevant candidates of the top depth)`` of each training
-    query that has both, in ``data.train_qids`` order."""
-    for qid in data.train_qids:
+    query (``qids``, default ``data.train_qids``) that has both, in that order."""
+    for qid in data.train_qids if qids is None else qids:
         rel = sorted(data.relevant[qid])
         negs = [d for d in data.candidates.get(qid, [])[:depth] if d not in data.relevant[qid]]
         if rel and negs:
             yield qid, rel, negs
 
 
-def epoch_triples(data: PairData, depth: int, seed: int, epoch: int) -> list[tuple[str, int, int]]:
+def epoch_triples(data: PairData, depth: int, seed: int, epoch: int,
+                  pseudo_per_epoch: int | None = None) -> list[tuple[str, int, int]]:
     """One ``(qid, relevant, non-relevant)`` triple per training query, shuffled; a function of ``(seed, epoch)``.
 
     The non-relevant document is drawn from the query's top ``depth`` candidates that are not
@@ -598,12 +634,13 @@ def epoch_triples(data: PairData, depth: int, seed: int, epoch: int) -> list[tup
     """
     rng = np.random.default_rng([seed, epoch])
     out = []
-    for qid, rel, negs in training_pools(data, depth):
+    for qid, rel, negs in training_pools(data, depth, epoch_qids(data, seed, epoch, pseudo_per_epoch)):
         out.append((qid, rel[int(rng.integers(len(rel)))], negs[int(rng.integers(len(negs)))]))
     return [out[i] for i in rng.permutation(len(out))]
 
 
-def epoch_groups(data: PairData, depth: int, seed: int, epoch: int, negatives: int) -> list[tuple[str, int, tuple[int, ...]]]:
+def epoch_groups(data: PairData, depth: int, seed: int, epoch: int, negatives: int,
+                 pseudo_per_epoch: int | None = None) -> list[tuple[str, int, tuple[int, ...]]]:
     """One ``(qid, relevant, (non-relevant, ...))`` group per training query, shuffled; a function of ``(seed, epoch)``.
 
     ``negatives`` distinct documents of the query's top ``depth`` candidates that are not judged
@@ -611,7 +648,7 @@ def epoch_groups(data: PairData, depth: int, seed: int, epoch: int, negatives: i
     """
     rng = np.random.default_rng([seed, epoch, negatives])
     out = []
-    for qid, rel, negs in training_pools(data, depth):
+    for qid, rel, negs in training_pools(data, depth, epoch_qids(data, seed, epoch, pseudo_per_epoch)):
         picked = rng.choice(len(negs), size=negatives, replace=len(negs) < negatives)
         out.append((qid, rel[int(rng.integers(len(rel)))], tuple(negs[int(i)] for i in picked)))
     return [out[i] for i in rng.permutation(len(out))]
@@ -678,8 +715,8 @@ def train_epoch(score: ScoreFn | None, loss_fn: LossFn | None, model: nn.Module,
 
     rng = np.random.default_rng([config.seed, epoch, 2])  # the teacher's documents (drawn only with a teacher)
     listwise = config.loss == "lce" and loss_fn is None
-    triples = (epoch_groups(data, config.depth, config.seed, epoch, config.negatives) if listwise
-               else epoch_triples(data, config.depth, config.seed, epoch))
+    triples = (epoch_groups(data, config.depth, config.seed, epoch, config.negatives, config.pseudo_per_epoch)
+               if listwise else epoch_triples(data, config.depth, config.seed, epoch, config.pseudo_per_epoch))
     starts = list(range(0, len(triples), config.batch_size))[: config.max_steps]
     model.train()
     losses = []
@@ -910,16 +947,25 @@ def train_reranker(
     doc_rows = ([text.ids(t, max_d) for t in doc_texts] if doc_texts is not None
                 else [np.asarray(collection.doc(i)[:max_d], dtype=np.int64) for i in range(len(collection))])
     teacher = load_teacher(config, docids, qrels_map)  # before BM25 starts Java: a bad file fails at once
-    if candidates is None:
+    p_queries, p_qrels = {}, {}
+    if config.weak_supervision == "titles":
+        from ckqti.train.pseudo import title_pseudo_queries
+
+        p_queries, p_qrels = title_pseudo_queries(collection.docids, collection.titles, collection.analyzer)
+    judged = {q: q_texts[q] for q in qrels_map if q in q_texts}
+    missing = {**judged, **p_queries} if candidates is None else {q: t for q, t in p_queries.items() if q not in candidates}
+    if missing:
         from ckqti.train.loop import bm25_candidates
 
-        judged = {q: q_texts[q] for q in qrels_map if q in q_texts}
-        candidates = bm25_candidates(corpus, judged, work, max(config.depth, config.dev_depth), fmt)
-    data = prepare_pairs(text, docids, doc_rows, q_texts, qrels_map, candidates, config, max_q, teacher)
+        found = bm25_candidates(corpus, missing, work, max(config.depth, config.dev_depth), fmt)
+        candidates = {**(candidates or {}), **found}
+    data = prepare_pairs(text, docids, doc_rows, {**q_texts, **p_queries}, qrels_map, candidates, config, max_q, teacher,
+                         p_qrels)
     if not data.train_qids:
         raise InputError("no training query has a relevant document and a known term")
     meta = {"trained_by": "ckqti.train.rerankers", "config": config.to_dict(), "corpus": Path(corpus).name,
-            "documents": len(docids), "train_queries": len(data.train_qids), "dev_queries": len(data.dev_qids)}
+            "documents": len(docids), "train_queries": len(data.train_qids), "dev_queries": len(data.dev_qids),
+            "pseudo_queries": len(data.pseudo_qids)}
     cuda = [device.index or 0] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=cuda):
         torch.manual_seed(config.seed)

@@ -47,6 +47,7 @@ def test_cli_reports_bad_input_in_one_line(tmp_path, tiny_scifact):
     ("ndrm3", "--term-weights", "idf"), ("idcm", "--term-weights", "idf"),  # TK and TKL only
     ("idcm", "--teacher", "teacher.json"),  # IDCM distils its own cross-encoder
     ("ndrm2", "--latent-gate", "0.6"), ("tk", "--latent-gate", "0.6"),  # NDRM1 and NDRM3 only
+    ("idcm", "--weak-supervision", "titles"),  # NDRM, TK and TKL only
 ])
 def test_cli_refuses_an_option_the_model_does_not_take(tmp_path, tiny_scifact, model, option, value):
     queries = tmp_path / "queries.tsv"

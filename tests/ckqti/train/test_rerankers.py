@@ -349,3 +349,59 @@ def test_distillation_pulls_the_student_towards_the_teacher(tiny_scifact, tmp_pa
 
     taught, untaught = trained(with_teacher, 5.0), trained(with_teacher, 0.0)
     assert taught < untaught - 0.05, (taught, untaught)
+
+
+def test_weak_supervision_config_is_validated():
+    with pytest.raises(ValueError):
+        RerankerTrainConfig(kind="idcm", weak_supervision="titles")  # WordPiece text: TK and TKL only
+    with pytest.raises(ValueError):
+        RerankerTrainConfig(weak_supervision="abstracts")
+    with pytest.raises(ValueError):
+        RerankerTrainConfig(weak_supervision="titles", pseudo_per_epoch=0)
+
+
+def titled_pairs(tiny_scifact) -> tuple[PairData, dict[str, dict[str, int]]]:
+    from ckqti.train.data import load_collection
+    from ckqti.train.pseudo import title_pseudo_queries
+    from ckqti.train.rerankers import prepare_pairs
+
+    coll = load_collection(tiny_scifact["corpus"])
+    p_queries, p_qrels = title_pseudo_queries(coll.docids, coll.titles, coll.analyzer)
+    rows = [np.asarray(coll.doc(i)[:200], dtype=np.int64) for i in range(len(coll))]
+    data = prepare_pairs(TermText(coll.analyzer, coll.vocab), coll.docids, rows, {**tiny_scifact["queries"], **p_queries},
+                         tiny_scifact["qrels"], tiny_scifact["candidates"], quick("tk"), 30, None, p_qrels)
+    return data, p_qrels
+
+
+def test_title_pseudo_queries_train_their_own_document_and_never_reach_dev(tiny_scifact):
+    plain, _ = small_pairs(tiny_scifact)
+    data, p_qrels = titled_pairs(tiny_scifact)
+    assert data.train_qids == plain.train_qids and data.dev_qids == plain.dev_qids  # the split ignores pseudo-queries
+    assert len(data.pseudo_qids) > 100 and set(data.pseudo_qids) <= set(p_qrels)
+    assert not set(data.pseudo_qids) & (set(data.dev_qids) | set(data.train_qids))
+    triples = epoch_triples(data, 100, seed=0, epoch=0, pseudo_per_epoch=25)
+    real = [t for t in triples if not t[0].startswith("title:")]
+    pseudo = [t for t in triples if t[0].startswith("title:")]
+    assert sorted(real) == sorted(epoch_triples(plain, 100, seed=0, epoch=0))  # judged queries sampled as before
+    assert 20 <= len(pseudo) <= 25 and len({q for q, _, _ in pseudo}) == len(pseudo)
+    for qid, pos, neg in pseudo:  # the title's own document against one of its BM25 candidates
+        assert data.docids[pos] == qid.removeprefix("title:") and neg != pos and neg in data.candidates[qid]
+    assert triples == epoch_triples(data, 100, seed=0, epoch=0, pseudo_per_epoch=25)
+    other = {q for q, *_ in epoch_triples(data, 100, seed=0, epoch=1, pseudo_per_epoch=25) if q.startswith("title:")}
+    assert other != {q for q, *_ in pseudo}  # another epoch draws other titles
+    everything = epoch_groups(data, 100, seed=0, epoch=0, negatives=3)
+    assert sum(q.startswith("title:") for q, *_ in everything) > 100  # None: every usable title each epoch
+
+
+def test_train_tkl_with_title_pseudo_queries(tiny_scifact, tmp_path):
+    """Candidates given for the claims and titles, so no BM25 (Java) runs; the pseudo-queries add steps."""
+    runs = {}
+    for weak in (None, "titles"):
+        out = tmp_path / f"tkl-{weak}.pt"
+        config = quick("tkl", epochs=1, max_steps=None, weak_supervision=weak, pseudo_per_epoch=40)
+        runs[weak] = train_reranker("tkl", tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], out,
+                                    config, candidates=tiny_scifact["candidates"])
+        assert out.is_file()
+    steps = {w: r.history[-1]["steps"] for w, r in runs.items()}
+    assert steps["titles"] == steps[None] + 5  # 40 more triples, 8 a step
+    assert load_reranker(tmp_path / "tkl-titles.pt").kind == "tkl"
