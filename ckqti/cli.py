@@ -184,6 +184,17 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format):
     click.echo(api.evaluate(run, qrels, per_query, compare, qrels_format).table())
 
 
+def refuse_ndrm_only_options(lr: float | None, resume: bool, dev_qrels: str | None) -> None:
+    """TK/TKL/IDCM training has no single learning rate, resume file or separate dev judgements."""
+    if lr is not None:
+        raise click.UsageError("--lr is for NDRM (TK/TKL/IDCM train with the SPEC's two rates: 1e-4 for embeddings "
+                               "and Transformer or cross-encoder, 1e-3 for the rest)")
+    if resume:
+        raise click.UsageError("--resume is for NDRM (IDCM resumes after its last finished stage by itself)")
+    if dev_qrels is not None:
+        raise click.UsageError("--dev-qrels is for NDRM (TK/TKL/IDCM carve dev from --qrels, --dev-fraction)")
+
+
 @cli.command("train")
 @click.option("--model", "variant", type=click.Choice(["ndrm1", "ndrm2", "ndrm3", "tk", "tkl", "idcm"]), default="ndrm3", show_default=True)
 @click.option("--corpus", required=True, type=click.Path(exists=True), help="Corpus file (TSV, JSONL, TREC, SMART).")
@@ -195,12 +206,15 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format):
 @click.option("--epochs", default=10, show_default=True)
 @click.option("--patience", default=3, show_default=True, help="Epochs without a better dev nDCG@10 before stopping.")
 @click.option("--batch-size", default=32, show_default=True, help="Queries per step (4 documents each).")
-@click.option("--lr", default=1e-4, show_default=True)
+@click.option("--lr", type=float, default=None,
+              help="NDRM learning rate [default: 1e-4] (TK/TKL/IDCM train with the SPEC's two rates).")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--device", default=None, help="torch device (default: cuda if available).")
 @click.option("--weak-supervision", type=click.Choice(["titles"]), default=None, help="Documents' titles as pseudo-queries for their own documents (NDRM, TK, TKL).")
-@click.option("--embeddings", type=click.Choice(["skipgram", "minilm", "random"]), default="skipgram", show_default=True)
-@click.option("--init", "init", type=click.Choice(["paper", "match"]), default="paper", show_default=True)
+@click.option("--embeddings", type=click.Choice(["skipgram", "minilm", "random"]), default=None,
+              help="Initial word vectors (NDRM, TK, TKL) [default: skipgram].")
+@click.option("--init", "init", type=click.Choice(["paper", "match"]), default=None,
+              help="Initial weights (NDRM, TK, TKL) [default: paper for NDRM, match for TK/TKL].")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
 @click.option("--resume", is_flag=True, help="Continue an interrupted run from <out>.work/state.pt.")
 @click.option("--loss", type=click.Choice(["margin", "ranknet", "lce"]), default=None,
@@ -228,6 +242,7 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
     if variant in ("tk", "tkl", "idcm"):
         from ckqti.train.rerankers import RerankerTrainConfig, train_reranker
 
+        refuse_ndrm_only_options(lr=lr, resume=resume, dev_qrels=dev_qrels)
         loss = loss or "margin"
         if negatives > 1 and loss != "lce":
             raise click.UsageError("--negatives > 1 needs --loss lce")
@@ -237,12 +252,15 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
             raise click.UsageError("--teacher is for NDRM, TK and TKL (IDCM distils its own cross-encoder)")
         if latent_gate is not None:
             raise click.UsageError("--latent-gate is for NDRM1 and NDRM3")
-        if weak_supervision and variant == "idcm":
-            raise click.UsageError("--weak-supervision is for NDRM, TK and TKL")
+        if variant == "idcm":
+            for option, value in (("--weak-supervision", weak_supervision), ("--embeddings", embeddings), ("--init", init)):
+                if value is not None:
+                    raise click.UsageError(f"{option} is for NDRM, TK and TKL (IDCM starts from all-MiniLM-L6-v2)")
+        term_options = {k: v for k, v in (("embeddings", embeddings), ("init", init)) if v is not None}
         config = RerankerTrainConfig(kind=variant, epochs=epochs, patience=patience, batch_size=batch_size, seed=seed,
                                      dev_fraction=dev_fraction, device=device, loss=loss, negatives=negatives,
                                      teacher=teacher, distill_docs=distill_docs, distill_weight=distill_weight,
-                                     weak_supervision=weak_supervision,
+                                     weak_supervision=weak_supervision, **term_options,
                                      model_options={"term_weights": term_weights} if variant != "idcm" else {})
         r = train_reranker(variant, corpus, queries, qrels, out, config, fmt=fmt)
         click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} -> {out}")
@@ -253,10 +271,12 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
         raise click.UsageError("--latent-gate is for NDRM1 and NDRM3 (NDRM2 has no latent channel)")
     from ckqti.train import TrainConfig, train
 
-    config = TrainConfig(model=variant, epochs=epochs, patience=patience, batch_size=batch_size, lr=lr, seed=seed,
-                         dev_fraction=dev_fraction, weak_supervision=weak_supervision, embeddings=embeddings,
-                         init=init, device=device, teacher=teacher, distill_docs=distill_docs, distill_weight=distill_weight,
-                         negatives=negatives, loss=loss or "ranknet", model_options={} if latent_gate is None else {"latent_gate": latent_gate})
+    config = TrainConfig(model=variant, epochs=epochs, patience=patience, batch_size=batch_size,
+                         lr=1e-4 if lr is None else lr, seed=seed, dev_fraction=dev_fraction,
+                         weak_supervision=weak_supervision, embeddings=embeddings or "skipgram", init=init or "paper",
+                         device=device, teacher=teacher, distill_docs=distill_docs, distill_weight=distill_weight,
+                         negatives=negatives, loss=loss or "ranknet",
+                         model_options={} if latent_gate is None else {"latent_gate": latent_gate})
     r = train(corpus, queries, qrels, out, config, dev_qrels=dev_qrels, fmt=fmt, resume=resume)
     click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} at epoch {r.best_epoch} of {r.epochs_run} -> {out}")
 
