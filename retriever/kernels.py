@@ -27,6 +27,11 @@ are integers.
    in one block of postings), terms in decreasing order of contribution, dropping
    candidates that can no longer reach the k-th best after each term.
 
+5. Dense restart (exact mode): a query still in OR mode after ``1 / DENSE_AFTER`` of its
+   postings plus half the collection's documents has impacts that do not prune (uniform
+   random impacts do not); its accumulators go back to zero and :func:`dense_topk` adds
+   every posting with no bookkeeping, then ranks all accumulators in one pass.
+
 Exact mode gives scores equal to brute force. Anytime mode stops once a postings budget
 is spent, at a segment boundary (the finish by lookup reads no postings, so it is not
 charged to the budget), and may prune with the bound ``R`` scaled by ``slack`` /
@@ -66,6 +71,14 @@ NO_POST_IMPACT = np.zeros(0, np.uint8)  # no per-posting impacts: the warm-up go
 # indexes: 2 postings a segment), and starting a loop a segment then costs more than the
 # postings (the 1M synthetic index: 168 a segment, no copy).
 POST_IMPACT_BELOW = 8
+# Exact mode gives up score-at-a-time for :func:`dense_topk` when, after 1/DENSE_AFTER of
+# (the query's postings + half the documents) postings, it is still in OR mode (nothing
+# pruned yet): impacts that barely differ within a list (uniform random impacts) keep OR
+# mode's per-posting bookkeeping going for most of the query, at several times the cost of a
+# plain add. Session 13, 200 head-heavy queries, mean us a query (out-of-tree script):
+# 200k documents x uniform impacts 1,267-1,374 without, 873 at 4, 549 at 8, 461 at 16 (a
+# dense pass alone: 380-440); 1M x idf impacts 209-252 without, 217 at 4, 224 at 8, 428 at 16.
+DENSE_AFTER = 8
 SLACK_SHIFT = 10  # ``slack`` is in units of 1/1024
 EXACT_SLACK = 1 << SLACK_SHIFT  # slack 1: prune with the true bound (exact)
 
@@ -505,6 +518,84 @@ def warm_up(postings, seg_start, seg_impact, cur, end, weights, budget, acc, tou
 
 
 @njit(nogil=True, cache=True)
+def dense_topk(postings, seg_start, seg_impact, cur, end, weights, acc, post_impact, k, out_docs, out_vals):
+    """Exact top-k by adding every remaining posting of the query with no bookkeeping, then
+    one k-heap pass over all accumulators (which it resets): what a query whose postings
+    outnumber the documents costs anyway, without the histogram and pruning that cannot pay
+    for themselves when impacts barely differ within a list. Ties by ascending document, as
+    :func:`select_topk`. Returns ``n``."""
+    for i in range(cur.shape[0]):
+        if post_impact.shape[0] > 0:
+            w = weights[i]
+            for p in range(seg_start[cur[i]], seg_start[end[i]]):
+                d = postings[p]
+                acc[d] = acc[d] + w * np.int64(post_impact[p])
+        else:
+            for s in range(cur[i], end[i]):
+                c = weights[i] * np.int64(seg_impact[s])
+                for p in range(seg_start[s], seg_start[s + 1]):
+                    d = postings[p]
+                    acc[d] = acc[d] + c
+    num_docs = acc.shape[0]
+    n, d = 0, 0
+    while d < num_docs and n < k:  # the first k touched documents fill the heap
+        v = np.int64(acc[d])
+        if v != 0:
+            acc[d] = 0
+            out_vals[n], out_docs[n] = v, d
+            n += 1
+        d += 1
+    if n < k:
+        return heap_sorted(out_vals, out_docs, n)
+    for j in range(k // 2 - 1, -1, -1):
+        heap_sift_down(out_vals, out_docs, j, k)
+    rv = out_vals[0]  # >= 1, so an untouched document (0) never enters: no branch on it
+    for doc in range(d, num_docs):
+        v = np.int64(acc[doc])
+        acc[doc] = 0
+        if v > rv:  # documents come in ascending order: a tie with the root never displaces it
+            out_vals[0], out_docs[0] = v, doc
+            heap_sift_down(out_vals, out_docs, 0, k)
+            rv = out_vals[0]
+    return heap_sorted(out_vals, out_docs, k)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def term_ranges(terms, seg_ptr, seg_start, cur, end):
+    """Each term's segments ``cur[i]:end[i]`` (empty for a list the shard does not have: written
+    before the term existed); returns the postings they hold."""
+    left = 0
+    for i in range(terms.shape[0]):
+        if 0 <= terms[i] < seg_ptr.shape[0] - 1:
+            cur[i], end[i] = seg_ptr[terms[i]], seg_ptr[terms[i] + 1]
+        else:
+            cur[i], end[i] = 0, 0
+        left += seg_start[end[i]] - seg_start[cur[i]]
+    return left
+
+
+@njit(nogil=True, cache=True, inline="always")
+def dense_point(postings_total, num_docs, budget, slack):
+    """Postings after which exact mode, still in OR mode, restarts dense (-1: never)."""
+    if budget >= 0 or slack < EXACT_SLACK:
+        return -1
+    return (postings_total + num_docs // 2) // DENSE_AFTER
+
+
+@njit(nogil=True, cache=True)
+def restart_dense(postings, seg_start, seg_impact, seg_ptr, terms, weights, cur, end, acc, touched, ntouched, hist,
+                  post_impact, k, out_docs, out_vals):
+    """OR mode given up (:data:`DENSE_AFTER`): the touched accumulators and their histogram
+    back to zero, then :func:`dense_topk` over every posting of the query from the start."""
+    for j in range(ntouched):
+        d = touched[j]
+        hist[acc[d]] = 0
+        acc[d] = 0
+    term_ranges(terms, seg_ptr, seg_start, cur, end)
+    return dense_topk(postings, seg_start, seg_impact, cur, end, weights, acc, post_impact, k, out_docs, out_vals)
+
+
+@njit(nogil=True, cache=True)
 def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budget, acc, touched, hist, bits, skips, skip_ptr,
               post_impact, warmup, lookup_cost, slack, out_docs, out_vals):
     """Top-k documents by the sum of ``weight * impact`` over the query terms.
@@ -538,19 +629,14 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
     m = terms.shape[0]
     cur = np.empty(m, np.int64)
     end = np.empty(m, np.int64)
-    left = 0  # postings not yet processed
-    for i in range(m):
-        if 0 <= terms[i] < seg_ptr.shape[0] - 1:
-            cur[i], end[i] = seg_ptr[terms[i]], seg_ptr[terms[i] + 1]
-        else:  # a list this shard does not have (written before the term existed): empty
-            cur[i], end[i] = 0, 0
-        left += seg_start[end[i]] - seg_start[cur[i]]
+    left = term_ranges(terms, seg_ptr, seg_start, cur, end)  # postings not yet processed
     ntouched, processed = warm_up(postings, seg_start, seg_impact, cur, end, weights, budget, acc, touched, warmup, left,
                                   post_impact)
     left -= processed
     if left == 0 or (budget >= 0 and processed >= budget):
         return select_topk(acc, touched, ntouched, k, out_docs, out_vals), processed
     theta, cnt = fill_histogram(acc, touched, ntouched, hist, k)
+    dense_at = dense_point(left + processed, acc.shape[0], budget, slack)
     bound = remaining_bound(cur, end, seg_impact, weights)
     eff = (bound * slack) >> SLACK_SHIFT
     and_mode = False
@@ -571,6 +657,10 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
                                      skip_ptr, slack, out_docs, out_vals)
                 set_bits(bits, touched, ntouched, False)
                 return n, processed
+        if not and_mode and 0 <= dense_at <= processed and left > dense_at:
+            n = restart_dense(postings, seg_start, seg_impact, seg_ptr, terms, weights, cur, end, acc, touched, ntouched,
+                              hist, post_impact, k, out_docs, out_vals)
+            return n, 2 * processed + left
         i = next_term(cur, end, seg_impact, weights)
         if i < 0 or (budget >= 0 and processed >= budget):
             break
