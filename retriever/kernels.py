@@ -536,7 +536,17 @@ def dense_topk(postings, seg_start, seg_impact, cur, end, weights, acc, post_imp
                 for p in range(seg_start[s], seg_start[s + 1]):
                     d = postings[p]
                     acc[d] = acc[d] + c
+    return dense_select(acc, k, out_docs, out_vals)
+
+
+@njit(nogil=True, cache=True)
+def dense_select(acc, k, out_docs, out_vals):
+    """The k best nonzero accumulators of all documents, sorted (ties by ascending document),
+    written to ``out_docs[:n], out_vals[:n]``; every accumulator is reset. Returns ``n``."""
     num_docs = acc.shape[0]
+    if k < 1:
+        acc[:] = 0
+        return 0
     n, d = 0, 0
     while d < num_docs and n < k:  # the first k touched documents fill the heap
         v = np.int64(acc[d])
@@ -545,7 +555,7 @@ def dense_topk(postings, seg_start, seg_impact, cur, end, weights, acc, post_imp
             out_vals[n], out_docs[n] = v, d
             n += 1
         d += 1
-    if n < k:
+    if n < k:  # fewer documents than k touched: no heap to keep
         return heap_sorted(out_vals, out_docs, n)
     for j in range(k // 2 - 1, -1, -1):
         heap_sift_down(out_vals, out_docs, j, k)

@@ -165,9 +165,9 @@ def test_dense_topk_breaks_ties_by_document_and_resets_accumulators():
     a = build(HAND + [(5, 4, 3), (5, 6, 8)], 6)
     terms, weights = np.array([2, 3, 4, 5], np.int64), np.array([1, 1, 1, 1], np.int64)
     cur, end = a["seg_ptr"][terms].astype(np.int64), a["seg_ptr"][terms + 1].astype(np.int64)
-    for k in (1, 3, 10):
+    for k in (0, 1, 3, 10):
         acc = np.zeros(7, np.uint32)
-        docs, vals = np.full(k, -1, np.int64), np.full(k, -1, np.int64)
+        docs, vals = np.full(max(k, 1), -1, np.int64), np.full(max(k, 1), -1, np.int64)
         n = dense_topk(a["postings"], a["seg_start"], a["seg_impact"], cur, end, weights, acc, NO_POST_IMPACT, k, docs, vals)
         # scores: d0 5, d1 7, d2 9, d3 4, d4 3, d6 8 (d5 untouched)
         want = [(2, 9), (6, 8), (1, 7), (0, 5), (3, 4), (4, 3)][:k]
