@@ -102,4 +102,3 @@ def test_cli_latent_gate_reaches_the_model_config(tmp_path, tiny_scifact, monkey
     for bad in ("0", "1.5"):
         res = CliRunner().invoke(cli, [str(a) for a in args[:-1] + [bad]])
         assert res.exit_code == 2 and "--latent-gate" in res.output
-
