@@ -52,6 +52,7 @@ TREC-Deep-Learning-Quick-Start):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
@@ -413,8 +414,15 @@ class LatentGate(nn.Module):
         own = occurrences(query, ids, mask).any(-1)  # [B, Q]
         return near | own
 
-    def forward(self, scores: Tensor, cos: Tensor, query: Tensor, ids: Tensor, mask: Tensor) -> Tensor:
-        return F.softplus(scores) * self.open_pairs(cos, query, ids, mask)
+    def forward(self, pool: Callable[[Tensor, Tensor], Tensor], cos: Tensor, query: Tensor, ids: Tensor,
+                mask: Tensor) -> Tensor:
+        """``softplus(pool(cos, mask))`` at the open pairs, 0 at the closed ones; ``pool`` (``[N, L]``
+        cosines and mask -> ``[N]`` scores, one row per pair) runs on the open pairs only, so a
+        scan of many terms (``score_encoded``) pays the kernels and the MLP for the few it opens."""
+        open_ = self.open_pairs(cos, query, ids, mask)  # [B, Q]
+        b, q = open_.nonzero(as_tuple=True)  # [N] each
+        scores = F.softplus(pool(cos.expand(open_.shape[0], -1, -1)[b, q], mask[b]))  # [N]
+        return scores.new_zeros(open_.shape).index_put((b, q), scores)  # [B, Q]
 
     def extra_repr(self) -> str:
         return f"tau={self.tau}"
@@ -476,10 +484,10 @@ class NDRM1(QTIScorer):
         if docs.vectors is None:
             raise ValueError("NDRM1 needs document vectors: encode the documents with this model")
         cos = self.term_vectors(query) @ docs.vectors.transpose(1, 2)  # [B or 1, Q, D] @ [B, D, L] -> [B, Q, L]
-        activations = self.kernels(cos)  # [B, Q, L, K]
-        scores = self.pooling(activations, docs.mask.unsqueeze(1))  # [B, Q]
-        if self.gate is not None:
-            scores = self.gate(scores, cos, query, docs.ids, docs.mask)  # [B, Q], 0 at closed pairs
+        if self.gate is None:
+            scores = self.pooling(self.kernels(cos), docs.mask.unsqueeze(1))  # [B, Q, L, K] activations -> [B, Q]
+        else:
+            scores = self.gate(lambda c, m: self.pooling(self.kernels(c), m), cos, query, docs.ids, docs.mask)  # [B, Q]
         return scores * query_term_mask(query)
 
 
