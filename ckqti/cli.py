@@ -10,6 +10,8 @@ import click
 from ckqti import api
 from ckqti.errors import CkqtiError
 
+POSITIVE = click.IntRange(min=1)  # counts: results, shard and batch sizes, threads, epochs
+
 
 class Group(click.Group):
     """Turns every :class:`CkqtiError` into a one-line message and a non-zero exit."""
@@ -29,7 +31,7 @@ def mode_options(f):
     f = click.option("--model", default=None, help="Refuse an index not built with this model ('ndrm2' or a checkpoint).")(f)
     f = click.option("--slack", default=1.0, show_default=True, type=float,
                      help="Anytime mode: factor (0, 1] on the pruning bound; below 1 prunes sooner, approximately.")(f)
-    f = click.option("--budget", default=200_000, show_default=True, help="Anytime mode: postings per shard.")(f)
+    f = click.option("--budget", type=POSITIVE, default=200_000, show_default=True, help="Anytime mode: postings per shard.")(f)
     return click.option(
         "--mode", type=click.Choice(["exact", "anytime"]), default="exact", show_default=True, help="Traversal."
     )(f)
@@ -68,8 +70,8 @@ def cli() -> None:
 @click.option("--model", default=None, help="'ndrm2' or a checkpoint; default: the bundled model (--append: the index's).")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
 @click.option("--orcas", type=click.Path(), default=None, help="docid<TAB>query clicked queries, a leading field.")
-@click.option("--shard-size", default=100_000, show_default=True, help="Documents per shard.")
-@click.option("--batch-size", default=32, show_default=True, help="Documents scored at once.")
+@click.option("--shard-size", type=POSITIVE, default=100_000, show_default=True, help="Documents per shard.")
+@click.option("--batch-size", type=POSITIVE, default=32, show_default=True, help="Documents scored at once.")
 @click.option("--device", default=None, help="torch device (default: cuda if available).")
 @click.option("--force", is_flag=True, help="Replace an existing index.")
 @click.option("--no-resume", is_flag=True, help="Discard a previous interrupted build.")
@@ -104,7 +106,7 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
 
 @cli.command("compact")
 @index_option
-@click.option("--shard-size", default=100_000, show_default=True, help="Documents per merged shard at most.")
+@click.option("--shard-size", type=POSITIVE, default=100_000, show_default=True, help="Documents per merged shard at most.")
 def compact_cmd(index_path, shard_size):
     """Merge an index's consecutive shards into fewer (no rescoring; results are unchanged)."""
     m = api.compact(index_path, shard_size)
@@ -114,7 +116,7 @@ def compact_cmd(index_path, shard_size):
 @cli.command("search")
 @click.argument("query")
 @index_option
-@click.option("-k", default=10, show_default=True, help="Results.")
+@click.option("-k", type=POSITIVE, default=10, show_default=True, help="Results.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output for programs.")
 @mode_options
 @channel_option
@@ -159,8 +161,8 @@ def search_lines(searcher, res) -> list[str]:
 @index_option
 @click.option("--queries", required=True, type=click.Path(), help="Queries file (TSV, JSONL, TREC, SMART).")
 @click.option("--out", required=True, type=click.Path(), help="TREC run file to write.")
-@click.option("-k", default=1000, show_default=True)
-@click.option("--threads", default=1, show_default=True)
+@click.option("-k", type=POSITIVE, default=1000, show_default=True)
+@click.option("--threads", type=POSITIVE, default=1, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
 @click.option("--tag", default="ckqti", show_default=True)
 @mode_options
@@ -202,11 +204,11 @@ def refuse_ndrm_only_options(lr: float | None, resume: bool, dev_qrels: str | No
 @click.option("--qrels", required=True, type=click.Path(exists=True), help="Training judgements.")
 @click.option("--out", required=True, type=click.Path(), help="Checkpoint to write (best dev epoch).")
 @click.option("--dev-qrels", type=click.Path(exists=True), default=None, help="Dev judgements (else carved from --qrels).")
-@click.option("--dev-fraction", default=0.1, show_default=True, help="Share of training queries held out as dev.")
-@click.option("--epochs", default=10, show_default=True)
-@click.option("--patience", default=3, show_default=True, help="Epochs without a better dev nDCG@10 before stopping.")
-@click.option("--batch-size", default=32, show_default=True, help="Queries per step (4 documents each).")
-@click.option("--lr", type=float, default=None,
+@click.option("--dev-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.1, show_default=True, help="Share of training queries held out as dev.")
+@click.option("--epochs", type=POSITIVE, default=10, show_default=True)
+@click.option("--patience", type=POSITIVE, default=3, show_default=True, help="Epochs without a better dev nDCG@10 before stopping.")
+@click.option("--batch-size", type=POSITIVE, default=32, show_default=True, help="Queries per step (4 documents each).")
+@click.option("--lr", type=click.FloatRange(0, min_open=True), default=None,
               help="NDRM learning rate [default: 1e-4] (TK/TKL/IDCM train with the SPEC's two rates).")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--device", default=None, help="torch device (default: cuda if available).")
@@ -286,13 +288,13 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
 @click.option("--candidates", required=True, help="'bm25' (needs --corpus), an index directory, or a TREC run file.")
 @click.option("--model", "model_path", required=True, type=click.Path(exists=True), help="Checkpoint: TK, TKL, IDCM or NDRM.")
 @click.option("--out", required=True, type=click.Path(), help="TREC run file to write.")
-@click.option("--depth", default=100, show_default=True, help="Candidates reranked per query.")
+@click.option("--depth", type=POSITIVE, default=100, show_default=True, help="Candidates reranked per query.")
 @click.option("--corpus", type=click.Path(exists=True), default=None, help="Corpus for BM25 and document text.")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
-@click.option("--batch-size", default=32, show_default=True, help="Documents scored at once.")
+@click.option("--batch-size", type=POSITIVE, default=32, show_default=True, help="Documents scored at once.")
 @click.option("--device", default=None, help="torch device (default: cuda if available).")
 @click.option("--tag", default=None, help="Run tag (default: ckqti-<kind>).")
-@click.option("--max-doc-length", type=int, default=None, help="Document tokens read (default: the model's cap).")
+@click.option("--max-doc-length", type=POSITIVE, default=None, help="Document tokens read (default: the model's cap).")
 @click.option("--adapt-vocabulary", is_flag=True, help="Read text with the corpus's vocabulary (zero-shot).")
 def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_size, device, tag, max_doc_length,
                adapt_vocabulary):
@@ -333,11 +335,11 @@ def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, col
 
 @cli.command("serve")
 @index_option
-@click.option("--port", default=8000, show_default=True, help="TCP port (0: a free one, printed at start).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="TCP port (0: a free one, printed at start).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind; loopback unless told otherwise.")
 @click.option("--api-key-env", default=None, help="Name of an environment variable holding the API key (X-API-Key).")
-@click.option("--workers", type=int, default=None, help="Search threads (default: CPU count, at most 8).")
-@click.option("--max-k", default=1000, show_default=True, help="Largest k a request may ask for.")
+@click.option("--workers", type=POSITIVE, default=None, help="Search threads (default: CPU count, at most 8).")
+@click.option("--max-k", type=POSITIVE, default=1000, show_default=True, help="Largest k a request may ask for.")
 @click.option("--access-log", is_flag=True, help="Log every request.")
 @mode_options
 def serve_cmd(index_path, port, host, api_key_env, workers, max_k, access_log, mode, budget, slack, model):

@@ -115,6 +115,31 @@ def test_missing_index_is_a_clear_error(tmp_path):
     assert res.exit_code != 0 and "no such index directory" in res.output
 
 
+COUNTS = [  # (command line before the option, option): every count must be >= 1
+    (["index", "CORPUS", "--out", "OUT"], "--shard-size"),
+    (["index", "CORPUS", "--out", "OUT"], "--batch-size"),
+    (["compact", "--index", "OUT"], "--shard-size"),
+    (["search", "x", "--index", "OUT"], "-k"),
+    (["search", "x", "--index", "OUT", "--mode", "anytime"], "--budget"),
+    (["run", "--index", "OUT", "--queries", "CORPUS", "--out", "run.trec"], "-k"),
+    (["run", "--index", "OUT", "--queries", "CORPUS", "--out", "run.trec"], "--threads"),
+    (["rerank", "--queries", "CORPUS", "--candidates", "bm25", "--corpus", "CORPUS", "--out", "run.trec"], "--depth"),
+    (["train", "--model", "ndrm2", "--corpus", "CORPUS", "--queries", "CORPUS", "--qrels", "CORPUS", "--out", "m.pt"], "--epochs"),
+    (["serve", "--index", "OUT"], "--max-k"),
+]
+
+
+@pytest.mark.parametrize(("args", "option"), COUNTS, ids=[f"{a[0]}{o}" for a, o in COUNTS])
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_counts_below_one_are_usage_errors(tmp_path, scifact_small, args, option, value):
+    out = tmp_path / "idx"
+    line = [{"CORPUS": scifact_small, "OUT": out}.get(a, a) for a in args]
+    res = invoke(*line, option, value)
+    assert res.exit_code == 2, res.output
+    assert f"Invalid value for '{option}'" in res.output and "Traceback" not in res.output
+    assert not out.exists()
+
+
 def test_index_built_with_another_model_is_refused(scifact_index, tmp_path):
     from ckqti.models.ndrm import NDRMConfig, build_ndrm
     from ckqti.text import Analyzer
