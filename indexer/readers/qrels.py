@@ -49,6 +49,11 @@ def read_qrels(path: str | Path, fmt: str | None = None) -> Qrels:
         judged[docid] = gain
         rows += 1
     if rows == 0:
+        if fmt == "beir":  # a lone 3-column line whose third column is not a grade was taken as the header
+            first = first_nonblank(path)
+            if first is not None:
+                raise InputError(f"no judgements in qrels file: its only line, {first[1].strip()!r}, reads as a BEIR "
+                                 "header (query-id corpus-id score)", path, first[0])
         raise InputError("no judgements in qrels file", path)
     return qrels
 

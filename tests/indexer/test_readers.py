@@ -190,6 +190,14 @@ def test_qrels_trec_beir_cranfield_and_override(tmp_path):
     assert read_qrels(tmp_path / "cranqrel.sample") == {"1": {"5": 4, "6": 0}}
 
 
+def test_qrels_whose_only_line_reads_as_a_header_name_it(tmp_path):
+    lone = write(tmp_path / "lone.txt", "\nq1 0 d1\n")  # a TREC line without its grade: BEIR's header shape
+    with pytest.raises(InputError, match=r"lone.txt:2: .*'q1 0 d1', reads as a BEIR header"):
+        read_qrels(lone)
+    with pytest.raises(InputError, match=r"blank.txt: no judgements in qrels file$"):
+        read_qrels(write(tmp_path / "blank.txt", "\n\n"), fmt="beir")
+
+
 def gzipped(src: Path, dst: Path) -> Path:
     dst.write_bytes(gzip.compress(src.read_bytes(), compresslevel=1))
     return dst
