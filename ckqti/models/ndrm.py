@@ -400,8 +400,8 @@ class LatentGate(nn.Module):
     differentiable everywhere.
 
     Shape:
-        scores ``[B, Q]``, cos ``[B, Q, L]``, query ``[B or 1, Q]``, doc ids ``[B, L]``,
-        doc mask ``[B, L]`` -> ``[B, Q]``.
+        pool: ``[N, L]`` cosines, ``[N, L]`` mask -> ``[N]`` (one row per open pair); cos
+        ``[B, Q, L]``, query ``[B or 1, Q]``, doc ids ``[B, L]``, doc mask ``[B, L]`` -> ``[B, Q]``.
     """
 
     def __init__(self, tau: float):
