@@ -397,10 +397,7 @@ def parameter_groups(model: nn.Module, lr: float, head_lr: float | None) -> list
 def epoch_examples(data: TrainingData, config: TrainConfig, epoch: int) -> list[Example]:
     """The examples of one epoch, a function of ``(seed, epoch)`` only."""
     rng = np.random.default_rng([config.seed, epoch])
-    qids = list(data.train_qids)
-    if data.pseudo_qids:
-        n = len(data.pseudo_qids) if config.pseudo_per_epoch is None else min(config.pseudo_per_epoch, len(data.pseudo_qids))
-        qids += [data.pseudo_qids[i] for i in sorted(rng.choice(len(data.pseudo_qids), n, replace=False))]
+    qids = list(data.train_qids) + pseudo.draw_pseudo(data.pseudo_qids, config.pseudo_per_epoch, rng)
     cands = {q: data.candidates.get(q, [])[: config.depth] for q in qids}
     return sample_epoch(qids, data.relevant, cands, len(data.collection), rng, config.negatives)
 

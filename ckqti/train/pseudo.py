@@ -9,6 +9,10 @@ short to be a query (fewer than ``min_terms`` analyzed terms) are skipped.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
+
 from ckqti.text import Analyzer
 
 PREFIX = "title:"
@@ -37,3 +41,11 @@ def title_pseudo_queries(
 
 def is_pseudo(qid: str) -> bool:
     return qid.startswith(PREFIX)
+
+
+def draw_pseudo(pseudo_qids: Sequence[str], per_epoch: int | None, rng: np.random.Generator) -> list[str]:
+    """``per_epoch`` of ``pseudo_qids`` (all when None) drawn without replacement by ``rng``, in list order."""
+    if not pseudo_qids:
+        return []
+    n = len(pseudo_qids) if per_epoch is None else min(per_epoch, len(pseudo_qids))
+    return [pseudo_qids[i] for i in sorted(rng.choice(len(pseudo_qids), n, replace=False))]

@@ -597,22 +597,19 @@ def prepare_pairs(text, docids: list[str], doc_rows: list[np.ndarray], queries: 
     q_rows = {q: text.ids(queries[q], max_query) for q in qids}
     relevant = relevant_docs({**train_qrels, **dev, **pseudo_qrels}, index)
     cands = candidate_indices({q: candidates.get(q, []) for q in qids}, index, max(config.depth, config.dev_depth))
-    usable = sorted(q for q in train_qrels if relevant.get(q) and (q_rows[q] > 1).any())
-    pseudo_usable = sorted(q for q in pseudo_qrels if relevant.get(q) and (q_rows[q] > 1).any())
-    return PairData(docids, doc_rows, q_rows, relevant, cands, usable, sorted(dev), dev, dict(teacher or {}),
-                    pseudo_usable)
+    def usable(qs):  # a relevant document and a known term
+        return sorted(q for q in qs if relevant.get(q) and (q_rows[q] > 1).any())
+
+    return PairData(docids, doc_rows, q_rows, relevant, cands, usable(train_qrels), sorted(dev), dev, dict(teacher or {}),
+                    usable(pseudo_qrels))
 
 
 def epoch_qids(data: PairData, seed: int, epoch: int, pseudo_per_epoch: int | None = None) -> list[str]:
     """The epoch's training queries: every judged one, then ``pseudo_per_epoch`` title
     pseudo-queries (all when None) drawn without replacement; a function of ``(seed, epoch)``."""
-    qids = list(data.train_qids)
-    pseudo = data.pseudo_qids
-    if pseudo:
-        n = len(pseudo) if pseudo_per_epoch is None else min(pseudo_per_epoch, len(pseudo))
-        picked = np.random.default_rng([seed, epoch, 3]).choice(len(pseudo), n, replace=False)
-        qids += [pseudo[i] for i in sorted(picked)]
-    return qids
+    from ckqti.train.pseudo import draw_pseudo
+
+    return list(data.train_qids) + draw_pseudo(data.pseudo_qids, pseudo_per_epoch, np.random.default_rng([seed, epoch, 3]))
 
 
 def training_pools(data: PairData, depth: int, qids: Sequence[str] | None = None):
