@@ -16,7 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from indexer.analyze import analyze_corpus
-from indexer.impacts import model_device, pad_batch
+from indexer.impacts import length_batches, model_device, pad_batch
 
 
 @dataclass
@@ -42,9 +42,10 @@ def exhaustive_term_scores(model, documents: list[np.ndarray], terms: np.ndarray
     dev = model_device(model)
     t = torch.from_numpy(terms.astype(np.int64)).to(dev)
     out = np.zeros((len(documents), len(terms)), dtype=np.float32)
-    for i in tqdm(range(0, len(documents), batch_size), disable=not progress, desc="exhaustive"):
-        ids, lengths = pad_batch(documents[i : i + batch_size], max_len, dev)
-        out[i : i + batch_size] = model.score_encoded(t, model.encode_documents(ids, lengths)).float().cpu().numpy()
+    batches = list(length_batches([min(len(d), max_len) for d in documents], batch_size))
+    for batch in tqdm(batches, disable=not progress, desc="exhaustive"):
+        ids, lengths = pad_batch([documents[j] for j in batch], max_len, dev)
+        out[batch] = model.score_encoded(t, model.encode_documents(ids, lengths)).float().cpu().numpy()
     return out
 
 

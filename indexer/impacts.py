@@ -36,6 +36,10 @@ import torch
 from ckqti.models.qti import DocumentEncoding, QTIModel
 
 COSINE_BLOCK = 1024  # vocabulary columns per block of ImpactScorer.best_cosines
+# Documents sorted by length within blocks of this many before they are cut into batches
+# (:func:`length_batches`): SciFact's abstracts padded to the longest of each batch of 32 in
+# corpus order are 1.72M tokens for 787k real ones; sorted within blocks of 4,096, 0.81M.
+SORT_BLOCK = 4096
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,18 @@ def pad_batch(docs: Sequence[np.ndarray], max_len: int, device: torch.device) ->
         if n:
             ids[b, :n] = torch.from_numpy(np.asarray(d[:n], dtype=np.int64))
     return ids.to(device), lengths.to(device)
+
+
+def length_batches(lengths: Sequence[int], batch_size: int, block: int = SORT_BLOCK) -> Iterator[np.ndarray]:
+    """Batches of document positions, each block of ``block`` consecutive documents sorted by
+    length (stable) before it is cut into batches of ``batch_size``, so a batch pads little.
+    Every position appears once; blocks come in order, so a caller can hand results back in
+    corpus order a block at a time."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    for start in range(0, lengths.size, block):
+        order = start + np.argsort(lengths[start: start + block], kind="stable")
+        for i in range(0, order.size, batch_size):
+            yield order[i: i + batch_size]
 
 
 def slice_encoding(enc: DocumentEncoding, b: int) -> DocumentEncoding:
@@ -141,6 +157,7 @@ class ImpactScorer:
         rng = np.random.default_rng(self.config.seed)
         n = min(self.config.offset_sample, len(documents))
         pick = rng.choice(len(documents), size=n, replace=False)
+        pick = pick[np.argsort([len(documents[j]) for j in pick], kind="stable")]  # the median ignores order
         all_terms = torch.arange(2, vocab_size, device=self.device)
         rows = []
         for i in range(0, n, self.config.batch_size):
@@ -204,8 +221,16 @@ class ImpactScorer:
         return DocImpacts(lists.astype(np.int32), s[ti, ci].astype(np.float32))
 
     def score_all(self, documents: Sequence[np.ndarray], progress=None) -> Iterator[DocImpacts]:
-        bs = self.config.batch_size
-        for i in range(0, len(documents), bs):
-            yield from self.score_batch(documents[i : i + bs])
+        """Impacts of every document, in order; encoded in batches of similar lengths
+        (:func:`length_batches`), so the encoder spends little on padding."""
+        lengths = [min(len(d), self.config.max_doc_terms) for d in documents]
+        pending: dict[int, DocImpacts] = {}
+        nxt = 0
+        for batch in length_batches(lengths, self.config.batch_size):
+            for j, imp in zip(batch.tolist(), self.score_batch([documents[j] for j in batch])):
+                pending[j] = imp
             if progress is not None:
-                progress.update(min(bs, len(documents) - i))
+                progress.update(len(batch))
+            while nxt in pending:
+                yield pending.pop(nxt)
+                nxt += 1

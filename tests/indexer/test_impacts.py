@@ -7,7 +7,7 @@ import torch
 
 from ckqti.models.ndrm import NDRMConfig, build_ndrm
 from ckqti.vocab import Vocabulary
-from indexer.impacts import ImpactConfig, ImpactScorer, pad_batch
+from indexer.impacts import ImpactConfig, ImpactScorer, length_batches, pad_batch
 
 
 def corpus(num_docs: int = 30, vocab: int = 200, length: int = 25, seed: int = 0) -> list[list[str]]:
@@ -80,3 +80,35 @@ def test_gated_latent_model_stores_every_pair_it_scores():
             latent_terms = set((imp.lists[imp.lists % channels == scorer.offset_channel] // channels).tolist())
             assert latent_terms > set(ids[b].tolist())
         assert stored_pairs < 6 * (len(vocab) - 2) * channels  # far from every pair
+
+
+def test_length_batches_sort_each_block_and_cover_every_document_once():
+    lengths = np.random.default_rng(1).integers(0, 500, 103)
+    batches = list(length_batches(lengths, batch_size=8, block=40))
+    assert all(1 <= len(b) <= 8 for b in batches)
+    order = np.concatenate(batches)
+    assert sorted(order.tolist()) == list(range(103))
+    for start in range(0, 103, 40):  # blocks in order, each sorted by length (ties in corpus order)
+        part = order[start: start + 40]
+        assert set(part.tolist()) == set(range(start, min(start + 40, 103)))
+        assert all((lengths[a], a) < (lengths[b], b) for a, b in zip(part, part[1:]))
+
+
+def test_score_all_gives_each_documents_impacts_in_corpus_order():
+    """Batches of similar lengths (the encoder pads little) hand back every document's
+    impacts in corpus order, the same as scoring the document alone."""
+    rng = np.random.default_rng(2)
+    docs = [[f"w{t}" for t in rng.integers(0, 200, n)] for n in rng.integers(1, 120, 20)]
+    vocab = Vocabulary.build(docs)
+    ids = [np.array(vocab.ids(d), np.int64) for d in docs]
+    torch.manual_seed(0)
+    config = NDRMConfig(vocab_size=len(vocab), variant="ndrm3", dim=16, num_heads=4, conv_window=5, ff_dim=16,
+                        mlp_hidden=16, pool_window=20, pool_stride=10, latent_gate=0.4)
+    model = build_ndrm(config, vocab).eval()
+    scorer = ImpactScorer(model, vocab.df, ImpactConfig(batch_size=4))
+    got = list(scorer.score_all(ids))
+    assert len(got) == len(ids)
+    for doc, imp in zip(ids, got):
+        alone = scorer.score_batch([doc])[0]
+        assert imp.lists.tolist() == alone.lists.tolist()
+        np.testing.assert_allclose(imp.scores, alone.scores, rtol=1e-5, atol=1e-6)
