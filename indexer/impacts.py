@@ -34,8 +34,8 @@ import numpy as np
 import torch
 
 from ckqti.models.qti import DocumentEncoding, QTIModel
+from indexer.cosine_bound import ThresholdCosines
 
-COSINE_BLOCK = 1024  # vocabulary columns per block of ImpactScorer.best_cosines
 # Documents sorted by length within blocks of this many before they are cut into batches
 # (:func:`length_batches`): SciFact's abstracts padded to the longest of each batch of 32 in
 # corpus order are 1.72M tokens for 787k real ones; sorted within blocks of 4,096, 0.81M.
@@ -143,6 +143,7 @@ class ImpactScorer:
             self._cand_terms = torch.from_numpy(ids.astype(np.int64)).to(self.device)
             with torch.no_grad():
                 self._cand_vectors = model.term_vectors(self._cand_terms)
+                self._search = ThresholdCosines(self._cand_vectors, None if self.gate is not None else 0)
 
     @torch.no_grad()
     def fit_offsets(self, documents: Sequence[np.ndarray], vocab_size: int) -> np.ndarray:
@@ -175,10 +176,9 @@ class ImpactScorer:
 
         Blocks of vocabulary columns keep each ``[n, block]`` product in cache: 1.8x faster on
         a CPU than whole rows of the vocabulary, whose ``[n, V']`` product is written out in full.
+        (A gated model asks only which terms reach its threshold: :mod:`indexer.cosine_bound`.)
         """
-        if vecs.shape[0] == 0:
-            return torch.full((self._cand_terms.numel(),), -2.0, device=self.device)
-        return torch.cat([(vecs @ part.T).amax(0) for part in self._cand_vectors.split(COSINE_BLOCK)])  # [V']
+        return self._search.plain_max(vecs)  # [V']
 
     def candidates(self, enc: DocumentEncoding, b: int) -> torch.Tensor:
         """Candidate term ids of document ``b`` of an encoded batch."""
@@ -186,9 +186,10 @@ class ImpactScorer:
         if not self.model.is_latent or self._cand_terms.numel() == 0 or (
                 self.gate is None and self.config.neighbours == 0):
             return torch.unique(own)
-        best = self.best_cosines(enc.vectors[b][enc.mask[b]])  # [V'] max_j cos(t, d_j)
+        vecs = enc.vectors[b][enc.mask[b]]
         if self.gate is not None:  # exactly the pairs the model's gate opens
-            return torch.unique(torch.cat([own, self._cand_terms[best >= self.gate]]))
+            return torch.unique(torch.cat([own, self._cand_terms[self._search.reaching(vecs, self.gate)]]))
+        best = self.best_cosines(vecs)  # [V'] max_j cos(t, d_j)
         # neighbours are terms the document does not hold: its own terms are nearest to it and
         # would otherwise fill the slots (a SciFact abstract has ~100 distinct terms)
         pos = torch.searchsorted(self._cand_terms, own).clamp(max=best.numel() - 1)

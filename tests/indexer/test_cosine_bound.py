@@ -1,0 +1,58 @@
+"""The projection-bound threshold search answers exactly as the plain product does."""
+
+from __future__ import annotations
+
+import torch
+
+from indexer.cosine_bound import WATCH_DOCS, ThresholdCosines
+
+
+def unit(x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.normalize(x, dim=-1)
+
+
+def clustered(n: int, dim: int, rank: int, gen: torch.Generator) -> torch.Tensor:
+    """Unit vectors mostly inside a ``rank``-dimensional subspace (trained vectors are far from isotropic)."""
+    basis = torch.linalg.qr(torch.randn(dim, dim, generator=gen))[0][:, :rank]
+    return unit(torch.randn(n, rank, generator=gen) @ basis.T + 0.15 * torch.randn(n, dim, generator=gen))
+
+
+def test_reaching_equals_the_plain_product_and_prunes_structured_vectors():
+    gen = torch.Generator().manual_seed(0)
+    terms = clustered(3000, 64, 12, gen)
+    search = ThresholdCosines(terms)
+    assert search.projection is not None and search.projection.shape == (64, 32)
+    for threshold in (0.3, 0.6, 0.9):
+        for n in (1, 7, 40):
+            docs = clustered(n, 64, 12, gen)
+            want = search.plain_max(docs) >= threshold
+            assert torch.equal(search.reaching(docs, threshold), want)
+    assert 0 < search.checked < 0.25 * search.seen  # most terms ruled out by the bound alone
+    assert search.projection is not None  # so the bound stays in use
+
+
+def test_a_vector_exactly_at_the_threshold_is_kept():
+    gen = torch.Generator().manual_seed(1)
+    terms = clustered(500, 32, 6, gen)
+    search = ThresholdCosines(terms)
+    doc = terms[17:18].clone()
+    cos = (doc @ terms.T).squeeze(0)
+    threshold = float(cos.sort().values[-5])  # five terms reach it, one of them exactly
+    got = search.reaching(doc, threshold)
+    assert torch.equal(got, cos >= threshold) and int(got.sum()) >= 5
+
+
+def test_isotropic_vectors_fall_back_to_the_plain_product_with_the_same_answers():
+    gen = torch.Generator().manual_seed(2)
+    terms = unit(torch.randn(2000, 64, generator=gen))
+    search = ThresholdCosines(terms)
+    for _ in range(WATCH_DOCS + 5):
+        docs = unit(torch.randn(30, 64, generator=gen))
+        assert torch.equal(search.reaching(docs, 0.2), search.plain_max(docs) >= 0.2)
+    assert search.projection is None  # the bound checked too much of the vocabulary to pay
+
+
+def test_no_document_vectors_open_nothing_and_rank_zero_is_plain():
+    terms = unit(torch.randn(100, 16, generator=torch.Generator().manual_seed(3)))
+    assert not ThresholdCosines(terms).reaching(torch.zeros(0, 16), 0.5).any()
+    assert ThresholdCosines(terms, rank=0).projection is None
