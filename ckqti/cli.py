@@ -126,6 +126,8 @@ def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channe
     res = searcher.search(query, k)
     if res.oov:
         click.echo(f"note: not in the index vocabulary, skipped: {' '.join(res.oov)}", err=True)
+    if res.unweighted:
+        click.echo(unweighted_note(searcher, res.unweighted), err=True)
     if as_json:
         click.echo(json.dumps(search_json(searcher, res)))
         return
@@ -138,7 +140,19 @@ def search_json(searcher, res) -> dict:
     for h in res.hits:
         doc = searcher.document(h)
         hits.append({"rank": h.rank, "docid": h.docid, "score": h.score, "title": doc["title"]})
-    return {"query": res.query, "terms": res.terms, "oov": res.oov, "hits": hits}
+    return {"query": res.query, "terms": res.terms, "oov": res.oov, "unweighted": res.unweighted, "hits": hits}
+
+
+def unweighted_note(searcher, terms: list[str]) -> str:
+    """Why known query terms add nothing: an idf of 0 (NDRM2's ``max(log((N - df + 0.5) /
+    (df + 0.5)), 0)``) where every channel is idf-weighted, else a weight too small to count."""
+    index = searcher.index
+    idf_only = all(w == "idf" for w in index.quantizer.weights)
+    if idf_only and all(index.idf[index.term_ids[t]] <= 0 for t in terms):
+        why = "idf 0: each is in at least half of the documents"
+    else:
+        why = "their weight rounds to 0 beside the other terms' or their channel is weighted 0"
+    return f"note: adds nothing to any score, skipped: {' '.join(terms)} ({why})"
 
 
 def search_lines(searcher, res) -> list[str]:

@@ -52,6 +52,7 @@ class SearchResult:
     hits: list[Hit]
     oov: list[str] = field(default_factory=list)
     postings: int = 0
+    unweighted: list[str] = field(default_factory=list)  # known terms adding nothing (:meth:`Searcher.unweighted`)
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,13 @@ class Searcher:
         w[(w == 0) & (255 * f >= unit)] = 1
         keep = w > 0
         return QueryPlan(lists[keep].astype(np.int64), w[keep].astype(np.int64), unit, base)
+
+    def unweighted(self, q: ParsedQuery, plan: QueryPlan) -> list[str]:
+        """Known query terms none of whose posting lists the plan keeps: they add nothing to any
+        score (NDRM2's idf is 0 for a term in at least half of the documents; a weight can also
+        round to nothing beside much heavier terms, or a channel be weighted 0)."""
+        kept = set((plan.lists // self.index.quantizer.channels).tolist())
+        return [t for t, i in zip(q.known, q.terms.tolist()) if i not in kept]
 
     def _traversal(self) -> tuple[int, int]:
         """The kernels' ``budget`` (-1: none) and ``slack`` for this searcher's mode."""
@@ -372,7 +380,7 @@ class Searcher:
             hits = [Hit(r + 1, self.index.shards[s].docid(d), v * plan.unit + plan.base, s, d)
                     for r, (v, s, d) in enumerate(zip(vals[i, :counts[i]].tolist(), shards[i, :counts[i]].tolist(),
                                                       docs[i, :counts[i]].tolist()))]
-            results.append(SearchResult(text, q.known, hits, q.oov, int(processed[i])))
+            results.append(SearchResult(text, q.known, hits, q.oov, int(processed[i]), self.unweighted(q, plan)))
         return results
 
     def search_ids(self, terms: np.ndarray, weights: np.ndarray, k: int) -> tuple[list[tuple[int, int, int]], int]:
@@ -389,7 +397,7 @@ class Searcher:
         hits = [
             Hit(r + 1, self.index.shards[s].docid(d), v * plan.unit + plan.base, s, d) for r, (v, s, d) in enumerate(top)
         ]
-        return SearchResult(query, q.known, hits, q.oov, processed)
+        return SearchResult(query, q.known, hits, q.oov, processed, self.unweighted(q, plan))
 
     def document(self, hit: Hit) -> dict:
         return self.index.shards[hit.shard].document(hit.doc)

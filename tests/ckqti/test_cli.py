@@ -67,6 +67,23 @@ def test_search_notices_oov_and_empty_queries(scifact_index):
     assert len(res.output.strip().splitlines()) == 1
 
 
+def test_search_names_terms_that_add_nothing(tmp_path):
+    """NDRM2's idf is 0 for a term in at least half of the documents: such a term scores no
+    document, and search says so instead of a bare "no documents match"."""
+    corpus = tmp_path / "c.tsv"
+    corpus.write_text("d1\tcats purr on warm mats\nd2\tcats chase mice\nd3\tparrots talk\nd4\towls hoot at night\n")
+    idx = tmp_path / "idx"
+    assert invoke("index", corpus, "--out", idx, "--model", "ndrm2").exit_code == 0
+    alone = invoke("search", "cats", "--index", idx)
+    assert alone.exit_code == 0 and "no documents match" in alone.stdout
+    assert "skipped: cat (idf 0" in alone.stderr
+    mixed = invoke("search", "cats chase mice", "--index", idx, "--json")
+    out = json.loads(mixed.stdout)
+    assert out["unweighted"] == ["cat"] and [h["docid"] for h in out["hits"]] == ["d2"]
+    assert "skipped: cat " in mixed.stderr and "chase" not in mixed.stderr
+    assert api.search("parrots", idx).unweighted == []
+
+
 def test_run_and_eval_on_real_queries(tmp_path, scifact_index, data_dir):
     run = tmp_path / "run.trec"
     res = invoke("run", "--index", scifact_index, "--queries", data_dir / "scifact" / "queries.jsonl",
