@@ -83,6 +83,22 @@ Training budgets (2 shared CPU cores, no GPU; every choice on dev):
   nDCG@10 0.699 at initialisation, 0.745, 0.754, then 0.684 and 0.666 (stopped, epoch 2 kept;
   the loss fell 9.6, 3.8, 1.2, 0.7: the titles are an easy task the model fits at the claims'
   expense). SciFact test 0.6357, ``tkl-idf``'s 0.6364 without the titles.
+* ``tkl-idf-whole`` (session 16): ``tkl-idf`` with ``tail_windows="whole"``: the saturation
+  windows that run past a document's end are dropped (:mod:`ckqti.models.tkl`). Prompted by
+  ``scripts/region_positions.py``: trained with every window, TKL's best region in a short
+  passage is often its last window of one or two tokens, which its length-conditioned saturation
+  scores in another regime than full ones; the question was whether that is behind TKL's
+  zero-shot collapse. Same budget as ``tkl-idf``, decided before the run. Dev nDCG@10 0.528 at
+  initialisation (``tkl-idf``: 0.699; fewer windows leave more region neighbours at 0 while most
+  window values are negative, which favours short documents), best 0.760 at epoch 5 (``tkl-idf``:
+  0.772 at epoch 6). SciFact test 0.600 (``tkl-idf``: 0.636); zero-shot TREC DL 0.508 (0.500),
+  Cranfield 0.245 (0.246), Vaswani 0.270 (0.286). ``tkl-idf`` itself, retrained the same day
+  with its unchanged settings and seed (kept out of the table as
+  ``out/s16/retrain-tkl-idf.pt``), did not reproduce session 8's checkpoint (CPU kernels'
+  floating-point order): dev 0.699, 0.689, 0.693, 0.747, 0.765 (best, epoch 5), then 0.764-0.639;
+  SciFact test 0.609, TREC DL 0.570, Cranfield 0.239, Vaswani 0.312. Two runs of one TKL setting
+  thus differ by 0.03 on SciFact and 0.07 on TREC DL, more than the whole windows changed
+  anything: they are not the cause of the zero-shot collapse, and the option is not the default.
 * IDCM (all-MiniLM-L6-v2 fine-tuned as a cross-encoder, the slowest model here by far, 5-13
   documents a second on this CPU): the three stages with the epochs of :data:`IDCM_STAGES`
   (stage 1, the cross-encoder on first windows: 3 epochs of 91 steps of 8 triples; stage 2, all
@@ -232,6 +248,7 @@ CHECKPOINTS = {  # key -> (display name, how it is made)
     "tkl-idf": ("TKL (idf term weights)", "trained here"),
     "tkl-idf-lce": ("TKL (idf term weights, listwise)", "trained here"),
     "tkl-idf-titles": ("TKL (idf term weights, title pseudo-queries)", "trained here"),
+    "tkl-idf-whole": ("TKL (idf term weights, whole windows)", "trained here"),
     "idcm": ("IDCM", "trained here"),
     "tk-gpu": ("TK (GPU budget)", "trained on a GPU"),
     "tkl-gpu": ("TKL (GPU budget)", "trained on a GPU"),
@@ -260,6 +277,7 @@ ROWS = (
     Row("tkl-idf-lce-rerank", "TKL (idf term weights, listwise) rerank BM25 top-100", "tkl-idf-lce", "rerank"),
     Row("tkl-idf-titles-rerank", "TKL (idf term weights, title pseudo-queries) rerank BM25 top-100", "tkl-idf-titles",
         "rerank"),
+    Row("tkl-idf-whole-rerank", "TKL (idf term weights, whole windows) rerank BM25 top-100", "tkl-idf-whole", "rerank"),
     Row("idcm-rerank", f"IDCM rerank BM25 top-{IDCM_DEPTH}" + (" (then BM25 to 100)" if IDCM_DEPTH < RERANK_DEPTH else ""),
         "idcm", "rerank", depth=IDCM_DEPTH),
     Row("tk-gpu-rerank", "TK (GPU budget) rerank BM25 top-100", "tk-gpu", "rerank"),
@@ -482,6 +500,8 @@ def reranker_config(key: str):
         return replace(reranker_config("tkl"), patience=5, model_options={"term_weights": "idf"})
     if key == "tkl-idf-titles":  # ~7x the steps an epoch (every title a pseudo-query), so 6 epochs, patience 2 (decided before any run)
         return replace(reranker_config("tkl-idf"), epochs=6, patience=2, weak_supervision="titles")
+    if key == "tkl-idf-whole":  # tkl-idf without the saturation windows that run past a document's end (same budget)
+        return replace(reranker_config("tkl-idf"), model_options={"term_weights": "idf", "tail_windows": "whole"})
     kind = key.removesuffix("-gpu")
     if key == "idcm-gpu":
         return RerankerTrainConfig(kind="idcm", epochs=1, distill_epochs=1, batch_size=16, lr_encoder=3e-5,

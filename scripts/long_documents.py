@@ -127,10 +127,19 @@ class TermCutter:
 
 def plant(cutter: TermCutter, planted: str, depth: int, total: int, pool: Sequence[str], start: int) -> tuple[str, int]:
     """A document of ``max(total, depth + len(planted))`` terms: filler, the planted text at ``depth``, filler."""
+    text, start, _ = plant_span(cutter, planted, depth, total, pool, start)
+    return text, start
+
+
+def plant_span(cutter: TermCutter, planted: str, depth: int, total: int, pool: Sequence[str],
+               start: int) -> tuple[str, int, tuple[int, int]]:
+    """:func:`plant`, also returning the planted text's characters ``[begin, end)`` in the document."""
     head, start = cutter.fill(pool, start, depth)
     tail_terms = max(0, total - depth - cutter.terms(planted))
     tail, start = cutter.fill(pool, start, tail_terms)
-    return "\n".join(p for p in (head, cutter.docs[planted], tail) if p), start
+    body = cutter.docs[planted]
+    begin = len(head) + 1 if head else 0
+    return "\n".join(p for p in (head, body, tail) if p), start, (begin, begin + len(body))
 
 
 class BM25:
@@ -275,6 +284,11 @@ def run_source(source: Source, models: Mapping[str, Scorer], config: LongDocConf
 
 
 def load_models(paths: Mapping[str, str | None], source: Source, long_cap: int, device: str | None) -> dict[str, Scorer]:
+    """Rerankers' scoring functions (see :func:`load_rerankers`)."""
+    return {name: rr.score for name, rr in load_rerankers(paths, source, long_cap, device).items()}
+
+
+def load_rerankers(paths: Mapping[str, str | None], source: Source, long_cap: int, device: str | None) -> dict:
     """Rerankers reading the collection's vocabulary; TKL and NDRM3 read ``long_cap`` terms."""
     from ckqti.train.checkpoint import load_checkpoint
     from ckqti.train.rerankers import adapt_reranker, collection_vocabulary, reranker_from_checkpoint
@@ -290,7 +304,7 @@ def load_models(paths: Mapping[str, str | None], source: Source, long_cap: int, 
         else:
             vocab = collection_vocabulary(source.docs.values(), Analyzer.from_dict(ckpt.analyzer))
             rr = adapt_reranker(ckpt, vocab, device, cap)
-        out[name] = rr.score
+        out[name] = rr
     return out
 
 

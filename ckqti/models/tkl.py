@@ -19,7 +19,14 @@ Choices where paper, reference code and this implementation differ:
   past its end), so a window's content never depends on how much padding the batch adds;
   the reference only takes windows that fit in the padded tensor, so its tail windows change
   with batch padding. Windows without a real token are masked (the reference marks a window
-  empty when its score is exactly 0).
+  empty when its score is exactly 0). ``tail_windows="whole"`` (an option; the default
+  ``"partial"`` keeps every window) also masks the windows that run past the document's end
+  with fewer than ``saturation_window - saturation_stride + 1`` real tokens (the last window
+  kept still ends on the last token), except the first window of a document shorter than
+  that. The learned saturation is conditioned on the window length through a LayerNorm of two
+  features, which keeps only which of them is larger, so a window of a few tokens is saturated
+  in another regime than a full one: trained with partial windows, the best region of a
+  short passage is often its last one- or two-token window (``scripts/region_positions.py``).
 * Region picks that find no window left, and neighbours that fall outside the document or on
   an empty window, contribute 0; the reference clamps neighbour indices to the tensor and can
   pick an empty window whose neighbours are real. This makes the score padding-invariant.
@@ -63,6 +70,7 @@ from ckqti.models.tk import (
 )
 
 SATURATIONS = ("embedding", "linear", "log")
+TAIL_WINDOWS = ("partial", "whole")
 
 
 def window_count(length: int, chunk: int) -> int:
@@ -140,6 +148,8 @@ class TKLConfig:
         term_weights: ``"none"`` (the reference: query terms' saturated values summed as they
             are) or ``"idf"`` (each query term's weighted by its idf in the collection read,
             :meth:`TKL.set_collection`; see the module docstring).
+        tail_windows: ``"partial"`` (every saturation window with a real token) or ``"whole"``
+            (windows running past the document's end dropped; see the module docstring).
     """
 
     vocab_size: int
@@ -162,10 +172,13 @@ class TKLConfig:
     train_embeddings: bool = True
     dropout: float = 0.0
     term_weights: str = "none"
+    tail_windows: str = "partial"
 
     def __post_init__(self) -> None:
         check_encoder_fields(self)
         check_term_weights(self.term_weights)
+        if self.tail_windows not in TAIL_WINDOWS:
+            raise ValueError(f"tail_windows must be one of {TAIL_WINDOWS}, got {self.tail_windows!r}")
         for name in ("max_doc_length", "chunk_size", "saturation_window", "saturation_stride", "regions"):
             if getattr(self, name) < 1:
                 raise ValueError(f"TKLConfig.{name} must be >= 1, got {getattr(self, name)}")
@@ -341,6 +354,9 @@ class TKL(nn.Module):
         sums = window_sums(act, c.saturation_window, c.saturation_stride)  # [B, Q, W, K]
         lengths = window_sums(dmask.unsqueeze(-1).to(act.dtype), c.saturation_window, c.saturation_stride)[..., 0]
         valid = lengths > 0  # [B, W]
+        if c.tail_windows == "whole":  # a short document keeps its first window, holding all of it
+            real = dmask.sum(1, keepdim=True).to(lengths.dtype)  # [B, 1]
+            valid &= lengths >= real.clamp(max=c.saturation_window - c.saturation_stride + 1)
         sat = self.saturation(sums, q, lengths)  # [B, Q, W, K]
         weights = query_term_weights(self, query_ids, qmask, sat.dtype)  # [B, Q]
         sat = sat * weights[:, :, None, None] * valid[:, None, :, None]

@@ -133,6 +133,35 @@ def test_padding_invariance():
     torch.testing.assert_close(alone, base[1:2], atol=1e-5, rtol=1e-5)
 
 
+def test_whole_tail_windows_drop_windows_running_past_the_end():
+    """Every kept window holds at least 29 real tokens (the last still reaches the last token), a
+    document shorter than that keeps its first window only, and scores stay padding-invariant."""
+    torch.manual_seed(0)
+    whole = TKL(tiny(tail_windows="whole")).eval()
+    partial = TKL(tiny()).eval()
+    partial.load_state_dict(whole.state_dict())
+    q, d = random_batch()  # documents of 230, 83, 7 and 78 tokens
+    with torch.no_grad():
+        e, p = whole.explain(q, d), partial.explain(q, d)
+        padded = whole(nn.functional.pad(q, (0, 3)), nn.functional.pad(d, (0, 111)))
+        alone = whole(q[2:3], d[2:3, :7])
+    lengths = (d != 0).sum(1).tolist()
+    for b, n in enumerate(lengths):
+        kept = e.window_valid[b].nonzero().squeeze(1)
+        if n >= 29:
+            assert (e.window_lengths[b, kept] >= 29).all()
+            last = int(kept[-1]) * 2 + 30  # one past the last window's reach
+            assert last - 1 >= n - 1 >= int(kept[-1]) * 2 + 28
+            assert int(p.window_valid[b].sum()) > kept.numel()  # partial keeps the tail windows
+        else:
+            assert kept.tolist() == [0] and int(e.window_lengths[b, 0]) == n
+    assert not torch.equal(e.score, p.score)
+    torch.testing.assert_close(padded, e.score, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(alone, e.score[2:3], atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError):
+        tiny(tail_windows="some")
+
+
 def test_top_regions_on_hand_built_topography():
     scores = torch.tensor([[0.0, 5.0, 1.0, 0.0, 0.0, 4.0, 0.0, 3.0, 9.0, 0.0]])
     valid = torch.ones_like(scores, dtype=torch.bool)
