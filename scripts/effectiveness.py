@@ -94,11 +94,14 @@ Training budgets (2 shared CPU cores, no GPU; every choice on dev):
   0.772 at epoch 6). SciFact test 0.600 (``tkl-idf``: 0.636); zero-shot TREC DL 0.508 (0.500),
   Cranfield 0.245 (0.246), Vaswani 0.270 (0.286). ``tkl-idf`` itself, retrained the same day
   with its unchanged settings and seed (kept out of the table as
-  ``out/s16/retrain-tkl-idf.pt``), did not reproduce session 8's checkpoint (CPU kernels'
-  floating-point order): dev 0.699, 0.689, 0.693, 0.747, 0.765 (best, epoch 5), then 0.764-0.639;
-  SciFact test 0.609, TREC DL 0.570, Cranfield 0.239, Vaswani 0.312. Two runs of one TKL setting
-  thus differ by 0.03 on SciFact and 0.07 on TREC DL, more than the whole windows changed
-  anything: they are not the cause of the zero-shot collapse, and the option is not the default.
+  ``out/s16/retrain-tkl-idf.pt``), did not reproduce session 8's checkpoint: dev 0.699, 0.689,
+  0.693, 0.747, 0.765 (best, epoch 5), then 0.764-0.639; SciFact test 0.609, TREC DL 0.570,
+  Cranfield 0.239, Vaswani 0.312. Training is deterministic here (two runs of 12 steps, at 1 or 2
+  threads, give bit-identical weights), so the difference comes from what changed since session 8
+  (code on the training path, or the BM25 training candidates, regenerated since), not from chance
+  within a run: small perturbations move one TKL setting by 0.03 on SciFact and 0.07 on TREC DL,
+  more than the whole windows changed anything. They are not the cause of the zero-shot
+  collapse, and the option is not the default.
 * IDCM (all-MiniLM-L6-v2 fine-tuned as a cross-encoder, the slowest model here by far, 5-13
   documents a second on this CPU): the three stages with the epochs of :data:`IDCM_STAGES`
   (stage 1, the cross-encoder on first windows: 3 epochs of 91 steps of 8 triples; stage 2, all
