@@ -211,6 +211,18 @@ def refuse_ndrm_only_options(lr: float | None, resume: bool, dev_qrels: str | No
         raise click.UsageError("--dev-qrels is for NDRM (TK/TKL/IDCM carve dev from --qrels, --dev-fraction)")
 
 
+def refuse_idcm_options(term_weights: str, teacher: str | None, weak_supervision: str | None, embeddings: str | None,
+                        init: str | None) -> None:
+    """IDCM starts from all-MiniLM-L6-v2 and distils its own cross-encoder: the word-model options do not apply."""
+    if term_weights != "none":
+        raise click.UsageError("--term-weights is for TK and TKL")
+    if teacher:
+        raise click.UsageError("--teacher is for NDRM, TK and TKL (IDCM distils its own cross-encoder)")
+    for option, value in (("--weak-supervision", weak_supervision), ("--embeddings", embeddings), ("--init", init)):
+        if value is not None:
+            raise click.UsageError(f"{option} is for NDRM, TK and TKL (IDCM starts from all-MiniLM-L6-v2)")
+
+
 @cli.command("train")
 @click.option("--model", "variant", type=click.Choice(["ndrm1", "ndrm2", "ndrm3", "tk", "tkl", "idcm"]), default="ndrm3", show_default=True)
 @click.option("--corpus", required=True, type=click.Path(exists=True), help="Corpus file (TSV, JSONL, TREC, SMART).")
@@ -241,6 +253,9 @@ def refuse_ndrm_only_options(lr: float | None, resume: bool, dev_qrels: str | No
                    "the relevant and 2 random documents; 1 is the published sampling).")
 @click.option("--term-weights", type=click.Choice(["none", "idf"]), default="none", show_default=True,
               help="TK/TKL: weigh each query term by its idf in the collection read (none: the papers' sum).")
+@click.option("--tail-windows", type=click.Choice(["partial", "whole"]), default=None,
+              help="TKL: keep the saturation windows that run past a document's end (partial, the reference's) or drop "
+                   "them (whole: no one-token region at a document's end) [default: partial].")
 @click.option("--teacher", type=click.Path(exists=True, dir_okay=False), default=None,
               help="NDRM/TK/TKL: a teacher's scores ({'scores': {qid: {docid: score}}}, .json or .json.gz) to distil "
                    "listwise beside the ranking loss (training queries only).")
@@ -253,7 +268,7 @@ def refuse_ndrm_only_options(lr: float | None, resume: bool, dev_qrels: str | No
                    "with a document vector reaches this threshold (0 elsewhere), so that the learned index is exact.")
 def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epochs, patience, batch_size, lr, seed,
               device, weak_supervision, embeddings, init, fmt, resume, loss, negatives, term_weights, teacher, distill_docs,
-              distill_weight, latent_gate):
+              distill_weight, latent_gate, tail_windows):
     """Train a model on BM25 candidates (NDRM: RankNet or listwise; TK/TKL/IDCM: pairwise or listwise); writes the best dev epoch to --out."""
     if variant in ("tk", "tkl", "idcm"):
         from ckqti.train.rerankers import RerankerTrainConfig, train_reranker
@@ -262,27 +277,29 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
         loss = loss or "margin"
         if negatives > 1 and loss != "lce":
             raise click.UsageError("--negatives > 1 needs --loss lce")
-        if term_weights != "none" and variant == "idcm":
-            raise click.UsageError("--term-weights is for TK and TKL")
-        if teacher and variant == "idcm":
-            raise click.UsageError("--teacher is for NDRM, TK and TKL (IDCM distils its own cross-encoder)")
         if latent_gate is not None:
             raise click.UsageError("--latent-gate is for NDRM1 and NDRM3")
+        if tail_windows is not None and variant != "tkl":
+            raise click.UsageError("--tail-windows is for TKL")
         if variant == "idcm":
-            for option, value in (("--weak-supervision", weak_supervision), ("--embeddings", embeddings), ("--init", init)):
-                if value is not None:
-                    raise click.UsageError(f"{option} is for NDRM, TK and TKL (IDCM starts from all-MiniLM-L6-v2)")
+            refuse_idcm_options(term_weights=term_weights, teacher=teacher, weak_supervision=weak_supervision,
+                                embeddings=embeddings, init=init)
         term_options = {k: v for k, v in (("embeddings", embeddings), ("init", init)) if v is not None}
+        model_options = {} if variant == "idcm" else {"term_weights": term_weights}
+        if tail_windows is not None:
+            model_options["tail_windows"] = tail_windows
         config = RerankerTrainConfig(kind=variant, epochs=epochs, patience=patience, batch_size=batch_size, seed=seed,
                                      dev_fraction=dev_fraction, device=device, loss=loss, negatives=negatives,
                                      teacher=teacher, distill_docs=distill_docs, distill_weight=distill_weight,
                                      weak_supervision=weak_supervision, **term_options,
-                                     model_options={"term_weights": term_weights} if variant != "idcm" else {})
+                                     model_options=model_options)
         r = train_reranker(variant, corpus, queries, qrels, out, config, fmt=fmt)
         click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} -> {out}")
         return
     if loss == "margin" or term_weights != "none":
         raise click.UsageError("--loss margin and --term-weights are for TK, TKL and IDCM (NDRM trains with RankNet or lce)")
+    if tail_windows is not None:
+        raise click.UsageError("--tail-windows is for TKL")
     if latent_gate is not None and variant == "ndrm2":
         raise click.UsageError("--latent-gate is for NDRM1 and NDRM3 (NDRM2 has no latent channel)")
     from ckqti.train import TrainConfig, train

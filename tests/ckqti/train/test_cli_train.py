@@ -47,6 +47,7 @@ def test_cli_reports_bad_input_in_one_line(tmp_path, tiny_scifact):
     ("ndrm3", "--term-weights", "idf"), ("idcm", "--term-weights", "idf"),  # TK and TKL only
     ("idcm", "--teacher", "teacher.json"),  # IDCM distils its own cross-encoder
     ("ndrm2", "--latent-gate", "0.6"), ("tk", "--latent-gate", "0.6"),  # NDRM1 and NDRM3 only
+    ("tk", "--tail-windows", "whole"), ("ndrm3", "--tail-windows", "whole"),  # TKL only
     ("idcm", "--weak-supervision", "titles"), ("idcm", "--embeddings", "minilm"), ("idcm", "--init", "match"),
     # NDRM only (TK/TKL/IDCM used to ignore them silently)
     ("tkl", "--lr", "0.001"), ("idcm", "--dev-qrels", "dev.tsv"), ("tk", "--resume", None),
@@ -102,3 +103,19 @@ def test_cli_latent_gate_reaches_the_model_config(tmp_path, tiny_scifact, monkey
     for bad in ("0", "1.5"):
         res = CliRunner().invoke(cli, [str(a) for a in args[:-1] + [bad]])
         assert res.exit_code == 2 and "--latent-gate" in res.output
+
+
+def test_cli_tail_windows_reach_the_tkl_config(tmp_path, tiny_scifact, monkeypatch):
+    import ckqti.train.rerankers
+
+    seen = {}
+
+    def fake_train(kind, corpus, queries, qrels, out, config, **kw):
+        seen["config"] = config
+        raise SystemExit(0)
+
+    monkeypatch.setattr(ckqti.train.rerankers, "train_reranker", fake_train)
+    args = ["train", "--model", "tkl", "--corpus", tiny_scifact["corpus"], "--queries", tiny_scifact["corpus"],
+            "--qrels", tiny_scifact["corpus"], "--out", tmp_path / "m.pt", "--tail-windows", "whole"]
+    CliRunner().invoke(cli, [str(a) for a in args])
+    assert dict(seen["config"].model_options) == {"term_weights": "none", "tail_windows": "whole"}
