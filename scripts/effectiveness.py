@@ -1019,7 +1019,11 @@ def notes(report: Mapping) -> list[str]:
         "is). Trained on "
         "CPU with patience 5; listwise reached a higher dev nDCG@10 (0.7866 against 0.7716) but a lower test score. "
         "With SciFact's titles as pseudo-queries for their own abstracts (`--weak-supervision titles`, 5,183 beside "
-        "the 728 training claims) dev peaked lower (0.7538) and test did not move (0.6357).",
+        "the 728 training claims) dev peaked lower (0.7538) and test did not move (0.6357). With whole windows "
+        "(`--tail-windows whole`: no saturation window running past a document's end, so no region of one or two "
+        "tokens at its end, `scripts/region_positions.py`) test is 0.6003; the same settings as the idf row, "
+        "retrained in session 16, gave 0.6086 (TREC DL 0.570 against the row's 0.500), so TKL's rows move by about "
+        "0.03 between runs that differ only slightly (the script's docstring).",
         "* NDRM reranking scores each candidate document once for all the queries ranking it (exact under query "
         "term independence; each run's JSON records the largest difference from the model's forward pass on a "
         "sample, `qti_check_max_rel_diff`).",
