@@ -22,9 +22,10 @@ Rows 0 (padding) are zero; row 1 (unknown) is the mean of the real rows.
 **Unseen vocabulary.** A word that the skip-gram model never saw (below ``min_count``), or
 a word of a new collection, gets a row from :func:`adapt_embeddings`: rows of words the
 model knows are kept; a new word's row is predicted from its MiniLM WordPiece composition
-by a ridge-regression map fitted on the known words (``fallback="minilm"``: any word made
-of letters and digits has a composition, so related spellings land near each other), or
-is the mean of the known rows (``fallback="mean"``). At query time a word outside the
+by a ridge-regression map fitted on the known words and rescaled to the known rows' median
+norm (``fallback="minilm"``: any word made of letters and digits has a composition, so
+related spellings land near each other), or is the mean of the known rows
+(``fallback="mean"``). At query time a word outside the
 index's vocabulary maps to id 1 (unknown), which scores 0 in every NDRM model.
 """
 
@@ -253,9 +254,10 @@ def adapt_embeddings(
     """Re-align an embedding matrix to another vocabulary (a new collection).
 
     Rows of terms in both vocabularies are copied; padding stays zero and unknown keeps its
-    row. New terms: ``"minilm"`` predicts each row from the term's WordPiece composition with
-    a ridge map fitted on the shared known terms (at least 16 of them, else ``"mean"``);
-    ``"mean"`` uses the mean of the known real rows.
+    row. New terms: ``"minilm"`` predicts each row's direction from the term's WordPiece
+    composition with a ridge map fitted on the shared known terms (at least 16 of them, else
+    ``"mean"``) and gives it the known rows' median norm; ``"mean"`` uses the mean of the
+    known real rows.
 
     Shape:
         matrix ``[len(old_vocab), D]`` -> ``[len(new_vocab), D]``.
@@ -287,4 +289,11 @@ def _fill(known: np.ndarray, known_terms: list[str], new_terms: list[str], fallb
     weights = _ridge_map(composer.raw(known_terms), known)  # [385, D]
     x_new = composer.raw(new_terms)
     x_new = np.concatenate([x_new, np.ones((x_new.shape[0], 1), dtype=np.float32)], axis=1)
-    return (x_new @ weights).astype(np.float32)
+    predicted = x_new @ weights  # [n_new, D]
+    # A regression predicts the mean part of a row and shrinks the rest: a model whose rows the
+    # compositions barely explain (TK/TKL trained from random rows) got new rows ~10x shorter than
+    # its known ones, so a new word lost its own exact match to the Transformer's context vector.
+    # Every new row takes the known rows' median length (its direction is the prediction's).
+    norms = np.linalg.norm(predicted, axis=1, keepdims=True)
+    target = float(np.median(np.linalg.norm(known, axis=1)))
+    return (predicted * (target / np.maximum(norms, 1e-12))).astype(np.float32)

@@ -146,6 +146,22 @@ def test_minilm_fallback_recovers_a_minilm_initialised_matrix(docs, composer):
     assert cos.min() > 0.97
 
 
+def test_minilm_fallback_rows_have_the_known_rows_length(docs, composer):
+    """Rows the compositions cannot explain (random, as a TK/TKL trained from random rows has)
+    are predicted near their mean, which shrank them ~10x before; a new row must be as long as a
+    known one, or the new word's exact match drowns in a Transformer's context vector."""
+    old, new = Vocabulary.build(docs[:100]), Vocabulary.build(docs[100:200])
+    matrix = np.random.default_rng(0).normal(size=(len(old), 64)).astype(np.float32) * 2.0
+    out = adapt_embeddings(matrix, old, new, "minilm", composer)
+    fresh = [new.id(t) for t in new.terms[2:] if t not in old]
+    known_norm = np.median(np.linalg.norm(matrix[2:], axis=1))
+    np.testing.assert_allclose(np.linalg.norm(out[fresh], axis=1), known_norm, rtol=1e-4)
+    # the directions are the ridge map's: distinct new words stay distinct
+    unit = out[fresh] / np.linalg.norm(out[fresh], axis=1, keepdims=True)
+    off = (unit @ unit.T)[~np.eye(len(fresh), dtype=bool)]
+    assert np.abs(off).mean() < 0.5
+
+
 def test_minilm_fallback_beats_the_mean_on_held_out_skipgram_words(docs, skipgram, composer):
     """Hold out a fifth of the skip-gram words and predict their rows from the rest.
 

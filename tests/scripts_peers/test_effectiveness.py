@@ -154,3 +154,16 @@ def test_only_the_bundled_ndrm3_is_gated():
     for key in ("ndrm1", "ndrm2", "ndrm3-dense"):
         config = eff.ndrm_config(key)
         assert dict(config.model_options) == {} and config.model == key.removesuffix("-dense")
+
+
+def test_zero_shot_rows_made_before_the_new_word_rows_fix_are_marked():
+    fixed = {"meta": {"new_word_rows": eff.NEW_WORD_ROWS}}
+    old = {"meta": {"checkpoint": "tk-1"}}
+    for key in ("tk-rerank", "tkl-idf-rerank", "ndrm3-full", "ndrm1-rerank", "ndrm3d-full"):
+        assert eff.predates_new_word_rows(key, old) and not eff.predates_new_word_rows(key, fixed)
+    for key in ("bm25", "ndrm2-full", "ndrm2t-rerank", "idcm-rerank", "idcm-gpu-lce-rerank"):  # no term embeddings
+        assert not eff.predates_new_word_rows(key, old)
+    row = {"label": "TK rerank", "mean": {m: 0.5 for m in eff.MEASURES}}
+    assert "TK rerank †" in eff.collection_table({"tk-rerank": {**row, **old}}, zero_shot=True)
+    assert "†" not in eff.collection_table({"tk-rerank": {**row, **old}}, zero_shot=False)
+    assert "†" not in eff.collection_table({"tk-rerank": {**row, **fixed}}, zero_shot=True)
