@@ -22,8 +22,8 @@ recomputes the hash, so a truncated or altered file is refused.
 an index assigns its own term ids. Every tensor with one row per training term is remapped
 to the corpus vocabulary (:func:`ckqti.embeddings.adapt_embeddings`): embedding rows of
 terms the training vocabulary knows are copied; a term it never saw gets a row predicted
-from its all-MiniLM-L6-v2 WordPiece composition by a ridge map fitted on the known terms
-(``fallback = "minilm"``, the default; any alphanumeric word has a composition, so a new
+from its all-MiniLM-L6-v2 WordPiece composition by a ridge map fitted on the known terms,
+at the known rows' median norm (``fallback = "minilm"``, the default; any alphanumeric word has a composition, so a new
 spelling of a known word lands near it), or the mean known row (``fallback = "mean"``).
 NDRM2's idf is recomputed from the corpus (``set_collection``). BatchScale means, BatchNorm
 statistics and every other weight stay as trained.
