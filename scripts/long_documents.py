@@ -343,12 +343,16 @@ def plot(results: Mapping[str, dict], config: LongDocConfig, out: Path) -> list[
     return [depth_png, length_png]
 
 
+def depth_header(depths: Sequence[int]) -> list[str]:
+    """The two markdown header lines of a table with one column per depth."""
+    return ["| model | " + " | ".join(str(d) for d in depths) + " |", "|---|" + "---|" * len(depths)]
+
+
 def table(results: Mapping[str, dict], config: LongDocConfig) -> str:
     lines = []
     for name, res in results.items():
         lines.append(f"\n{name}: mean rank of the planted document (of {config.distractors + 1}) by depth")
-        lines.append("| model | " + " | ".join(str(d) for d in config.depths) + " |")
-        lines.append("|---|" + "---|" * len(config.depths))
+        lines += depth_header(config.depths)
         for model, ranks in res["mean_rank"].items():
             lines.append(f"| {model} | " + " | ".join(f"{r:.2f}" for r in ranks) + " |")
     return "\n".join(lines)

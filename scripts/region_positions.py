@@ -50,6 +50,7 @@ from scripts.long_documents import (  # noqa: E402
     QuerySetup,
     Source,
     TermCutter,
+    depth_header,
     load_rerankers,
     load_source,
     plant_span,
@@ -218,8 +219,7 @@ def table(results: Mapping[str, dict], config: LongDocConfig) -> str:
     lines = []
     for name, res in results.items():
         lines.append(f"\n{name}: share of queries whose best / any region falls on the planted text, by depth")
-        lines.append("| model | " + " | ".join(str(d) for d in config.depths) + " |")
-        lines.append("|---|" + "---|" * len(config.depths))
+        lines += depth_header(config.depths)
         for model, rates in res["hit_rates"].items():
             cells = [f"{a:.2f} / {b:.2f}" for a, b in zip(rates["hit@1"], rates["hit@any"])]
             lines.append(f"| {model} | " + " | ".join(cells) + " |")

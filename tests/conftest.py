@@ -21,6 +21,19 @@ def data_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def scifact_source(data_dir):
+    """SciFact test as ``scripts/long_documents.py`` reads it, with ckqti's analyzer and the
+    collection's vocabulary: ``(source, analyzer, vocab)``."""
+    from ckqti.text import Analyzer
+    from ckqti.train.rerankers import collection_vocabulary
+    from scripts.long_documents import load_source
+
+    source = load_source("scifact", data_dir)
+    analyzer = Analyzer()
+    return source, analyzer, collection_vocabulary(source.docs.values(), analyzer)
+
+
+@pytest.fixture(scope="session")
 def scifact_small(tmp_path_factory, data_dir) -> Path:
     """The first 600 SciFact documents as BEIR JSONL."""
     out = tmp_path_factory.mktemp("scifact") / "corpus.jsonl"

@@ -17,37 +17,28 @@ front beats it.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
 from ckqti.models.ndrm import NDRMConfig, build_ndrm
-from ckqti.text import Analyzer
-from ckqti.train.rerankers import Reranker, TermText, build_model, collection_vocabulary, match_init
+from ckqti.train.rerankers import Reranker, TermText, build_model, match_init
 from scripts.long_documents import (
     BM25,
     LongDocConfig,
     TermCutter,
     hard_negatives,
-    load_source,
     plant,
     rank_of_first,
     run_source,
 )
 
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 TOTAL = 4500
 
 
 @pytest.fixture(scope="module")
-def world():
-    if not (DATA / "scifact").is_dir():
-        pytest.skip("../shared/data/scifact is not present")
-    source = load_source("scifact", DATA)
-    analyzer = Analyzer()
-    vocab = collection_vocabulary(source.docs.values(), analyzer)
+def world(scifact_source):
+    source, analyzer, vocab = scifact_source
     text = TermText(analyzer, vocab)
     torch.manual_seed(0)
     tiny = dict(vocab_size=len(vocab), embedding_dim=32, num_heads=2, ff_dim=16, num_layers=1)

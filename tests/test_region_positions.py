@@ -8,16 +8,13 @@ where its best region is, and nothing past the model's 4,000-term cap can be.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
 from ckqti.explain import Region
-from ckqti.text import Analyzer
-from ckqti.train.rerankers import Reranker, TermText, build_model, collection_vocabulary, match_init
-from scripts.long_documents import BM25, LongDocConfig, TermCutter, load_source, plant_span, query_setups
+from ckqti.train.rerankers import Reranker, TermText, build_model, match_init
+from scripts.long_documents import BM25, LongDocConfig, TermCutter, plant_span, query_setups
 from scripts.region_positions import (
     hit_rates,
     natural_regions,
@@ -27,8 +24,6 @@ from scripts.region_positions import (
     plot,
     term_index,
 )
-
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 
 
 def region(c0: int, c1: int) -> Region:
@@ -51,12 +46,8 @@ def test_hit_rates_count_best_and_any_region():
 
 
 @pytest.fixture(scope="module")
-def world():
-    if not (DATA / "scifact").is_dir():
-        pytest.skip("../shared/data/scifact is not present")
-    source = load_source("scifact", DATA)
-    analyzer = Analyzer()
-    vocab = collection_vocabulary(source.docs.values(), analyzer)
+def world(scifact_source):
+    source, analyzer, vocab = scifact_source
     torch.manual_seed(0)
     tkl = build_model("tkl", dict(vocab_size=len(vocab), embedding_dim=32, num_heads=2, ff_dim=16, num_layers=1,
                                   max_doc_length=4000))
