@@ -270,6 +270,8 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
               device, weak_supervision, embeddings, init, fmt, resume, loss, negatives, term_weights, teacher, distill_docs,
               distill_weight, latent_gate, tail_windows):
     """Train a model on BM25 candidates (NDRM: RankNet or listwise; TK/TKL/IDCM: pairwise or listwise); writes the best dev epoch to --out."""
+    if tail_windows is not None and variant != "tkl":
+        raise click.UsageError("--tail-windows is for TKL")
     if variant in ("tk", "tkl", "idcm"):
         from ckqti.train.rerankers import RerankerTrainConfig, train_reranker
 
@@ -279,8 +281,6 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
             raise click.UsageError("--negatives > 1 needs --loss lce")
         if latent_gate is not None:
             raise click.UsageError("--latent-gate is for NDRM1 and NDRM3")
-        if tail_windows is not None and variant != "tkl":
-            raise click.UsageError("--tail-windows is for TKL")
         if variant == "idcm":
             refuse_idcm_options(term_weights=term_weights, teacher=teacher, weak_supervision=weak_supervision,
                                 embeddings=embeddings, init=init)
@@ -298,8 +298,6 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
         return
     if loss == "margin" or term_weights != "none":
         raise click.UsageError("--loss margin and --term-weights are for TK, TKL and IDCM (NDRM trains with RankNet or lce)")
-    if tail_windows is not None:
-        raise click.UsageError("--tail-windows is for TKL")
     if latent_gate is not None and variant == "ndrm2":
         raise click.UsageError("--latent-gate is for NDRM1 and NDRM3 (NDRM2 has no latent channel)")
     from ckqti.train import TrainConfig, train

@@ -77,15 +77,11 @@ def region_terms(regions: Sequence[Region], starts: Sequence[int]) -> list[tuple
 def planted_regions(setup: QuerySetup, source: Source, cutter: TermCutter, models: Mapping[str, Reranker],
                     config: LongDocConfig) -> dict[str, list[dict]]:
     """Per model and depth: the planted text's terms, every region's terms and whether it hits."""
-    pos = 0
-    docs = []
-    for depth in config.depths:  # the same filler around the planted text at every depth
-        text, _, span = plant_span(cutter, setup.relevant, depth, config.total_terms, setup.filler, pos)
-        docs.append((depth, text, span))
     query = source.queries[setup.qid]
     planted_terms = cutter.terms(setup.relevant)
     out: dict[str, list[dict]] = {name: [] for name in models}
-    for depth, text, span in docs:
+    for depth in config.depths:  # the same filler (pool position 0) around the planted text at every depth
+        text, _, span = plant_span(cutter, setup.relevant, depth, config.total_terms, setup.filler, 0)
         starts = [s.start for s in analyzed_spans(cutter.analyzer, text)]
         for name, rr in models.items():
             regions = explain_text(rr, query, setup.qid, text).regions
@@ -116,10 +112,10 @@ def natural_regions(source: Source, models: Mapping[str, Reranker], analyzer: An
 
 def hit_rates(records: Sequence[Sequence[dict]], depths: Sequence[int]) -> dict[str, list[float]]:
     """hit@1 and hit@any per depth over queries (``records[query][depth]``)."""
-    first = np.array([[bool(r["hits"][:1] and r["hits"][0]) for r in per_q] for per_q in records], dtype=float)
-    anyhit = np.array([[any(r["hits"]) for r in per_q] for per_q in records], dtype=float)
     if not len(records):
         return {"hit@1": [0.0] * len(depths), "hit@any": [0.0] * len(depths)}
+    first = np.array([[bool(r["hits"][:1] and r["hits"][0]) for r in per_q] for per_q in records], dtype=float)
+    anyhit = np.array([[any(r["hits"]) for r in per_q] for per_q in records], dtype=float)
     return {"hit@1": first.mean(0).tolist(), "hit@any": anyhit.mean(0).tolist()}
 
 
