@@ -256,6 +256,9 @@ def refuse_idcm_options(term_weights: str, teacher: str | None, weak_supervision
 @click.option("--tail-windows", type=click.Choice(["partial", "whole"]), default=None,
               help="TKL: keep the saturation windows that run past a document's end (partial, the reference's) or drop "
                    "them (whole: no one-token region at a document's end) [default: partial].")
+@click.option("--explicit", is_flag=True,
+              help="TKL: combine its score with NDRM2's explicit (BM25-like) term matching, as NDRM3 combines its "
+                   "channels; the model starts as NDRM2 alone.")
 @click.option("--teacher", type=click.Path(exists=True, dir_okay=False), default=None,
               help="NDRM/TK/TKL: a teacher's scores ({'scores': {qid: {docid: score}}}, .json or .json.gz) to distil "
                    "listwise beside the ranking loss (training queries only).")
@@ -268,10 +271,12 @@ def refuse_idcm_options(term_weights: str, teacher: str | None, weak_supervision
                    "with a document vector reaches this threshold (0 elsewhere), so that the learned index is exact.")
 def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epochs, patience, batch_size, lr, seed,
               device, weak_supervision, embeddings, init, fmt, resume, loss, negatives, term_weights, teacher, distill_docs,
-              distill_weight, latent_gate, tail_windows):
+              distill_weight, latent_gate, tail_windows, explicit):
     """Train a model on BM25 candidates (NDRM: RankNet or listwise; TK/TKL/IDCM: pairwise or listwise); writes the best dev epoch to --out."""
     if tail_windows is not None and variant != "tkl":
         raise click.UsageError("--tail-windows is for TKL")
+    if explicit and variant != "tkl":
+        raise click.UsageError("--explicit is for TKL (NDRM3 is NDRM1 with the explicit channel)")
     if variant in ("tk", "tkl", "idcm"):
         from ckqti.train.rerankers import RerankerTrainConfig, train_reranker
 
@@ -288,6 +293,8 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
         model_options = {} if variant == "idcm" else {"term_weights": term_weights}
         if tail_windows is not None:
             model_options["tail_windows"] = tail_windows
+        if explicit:
+            model_options["explicit"] = True
         config = RerankerTrainConfig(kind=variant, epochs=epochs, patience=patience, batch_size=batch_size, seed=seed,
                                      dev_fraction=dev_fraction, device=device, loss=loss, negatives=negatives,
                                      teacher=teacher, distill_docs=distill_docs, distill_weight=distill_weight,

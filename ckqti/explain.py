@@ -9,7 +9,9 @@ index's document store) and returns an :class:`Explanation`:
   its +-1, +-2 neighbours by learned weights); IDCM's are the ``sample_n`` windows its selector
   sent to the cross-encoder (50-token centres; the cross-encoder also read 7 tokens on each
   side), with the cross-encoder score, the selector score, and whether the score is among the
-  ``top_k`` combined into the document score.
+  ``top_k`` combined into the document score. A TKL with an explicit channel
+  (``TKLConfig.explicit``) also reports the score's parts: the regions' share, NDRM2's explicit
+  share and the constant of their combination (:attr:`Explanation.parts`).
 * **TK**: per query term and kernel, that cell's share of the score (log and length branches
   through their dense layers; the cells sum to the score), and for every document word the
   model read, its closest kernel to its best-matching query term (seed paper 004, Fig. 2).
@@ -90,6 +92,8 @@ class Explanation:
         regions: TKL / IDCM regions, best first.
         kernels: TK's kernel view.
         term_scores: NDRM: each query token's contribution (aligned with ``query_tokens``).
+        parts: ``(name, value)`` pairs that sum to the score, for a model combining channels (a TKL
+            with an explicit channel); empty otherwise.
     """
 
     kind: str
@@ -104,6 +108,7 @@ class Explanation:
     regions: tuple[Region, ...] = ()
     kernels: KernelView | None = None
     term_scores: tuple[float, ...] = field(default_factory=tuple)
+    parts: tuple[tuple[str, float], ...] = ()
 
     @property
     def unread_from(self) -> int:
@@ -149,7 +154,17 @@ def _tensors(reranker: Reranker, query: str, text: str) -> tuple[torch.Tensor, t
     return q, d
 
 
-def tkl_regions(reranker: Reranker, q: torch.Tensor, d: torch.Tensor, tokens: tuple[TokenSpan, ...]) -> tuple[float, list[Region]]:
+def tkl_parts(reranker: Reranker, region_score: float, explicit_score: float | None) -> tuple[tuple[str, float], ...]:
+    """A TKL's score as ``a * regions + b * explicit + c`` when it has an explicit channel, else ``()``."""
+    combiner = getattr(reranker.model, "combiner", None)
+    if combiner is None or explicit_score is None:
+        return ()
+    a, b, c = combiner.combination()
+    return (("regions", a * region_score), ("explicit (NDRM2)", b * explicit_score), ("constant", c))
+
+
+def tkl_regions(reranker: Reranker, q: torch.Tensor, d: torch.Tensor,
+                tokens: tuple[TokenSpan, ...]) -> tuple[float, list[Region], tuple[tuple[str, float], ...]]:
     e = reranker.model.explain(q, d)
     n = int(e.doc_lengths[0])
     regions = []
@@ -159,7 +174,8 @@ def tkl_regions(reranker: Reranker, q: torch.Tensor, d: torch.Tensor, tokens: tu
         s = int(e.region_starts[0, r])
         end = min(s + e.region_length, n)
         regions.append(Region(len(regions) + 1, s, end, *char_span(tokens, s, end), float(e.region_scores[0, r])))
-    return float(e.score[0]), regions
+    explicit = None if e.explicit_score is None else float(e.explicit_score[0])
+    return float(e.score[0]), regions, tkl_parts(reranker, float(e.region_score[0]), explicit)
 
 
 def idcm_regions(reranker: Reranker, q: torch.Tensor, d: torch.Tensor, tokens: tuple[TokenSpan, ...]) -> tuple[float, list[Region]]:
@@ -206,8 +222,8 @@ def explain_text(reranker: Reranker, query: str, docid: str, text: str) -> Expla
                 query_tokens=query_tokens, tokens=tokens, tokens_read=read)
     with torch.no_grad():
         if reranker.kind == "tkl":
-            score, regions = tkl_regions(reranker, q, d, tokens)
-            return Explanation(score=score, regions=tuple(regions), **base)
+            score, regions, parts = tkl_regions(reranker, q, d, tokens)
+            return Explanation(score=score, regions=tuple(regions), parts=parts, **base)
         if reranker.kind == "idcm":
             score, regions = idcm_regions(reranker, q, d, tokens)
             return Explanation(score=score, regions=tuple(regions), **base)
@@ -330,8 +346,10 @@ def terminal_lines(e: Explanation, color: bool) -> list[str]:
         f"query:    {e.query}",
         f"document: {e.docid}   model: {e.model_id}   score: {e.score:.4f}",
         f"read {e.tokens_read} of {len(e.tokens)} document tokens; query tokens: {' '.join(e.query_tokens)}",
-        "",
     ]
+    if e.parts:
+        lines.append("score = " + " + ".join(f"{name} {value:.4f}" for name, value in e.parts))
+    lines.append("")
     if e.kind in ("tkl", "idcm"):
         lines += region_lines(e, color)
     elif e.kind == "tk" and e.kernels is not None:

@@ -62,6 +62,7 @@ def explanation_html(e: "Explanation") -> str:
         f'<span id="score" data-score="{e.score!r}">{e.score:.4f}</span></h1>',
         f'<p>Query: <q id="query">{escape(e.query)}</q> (model tokens: <code>{escape(" ".join(e.query_tokens))}</code>)</p>',
         f"<p>{read}</p>",
+        parts_html(e),
         summary,
         "<h2>Document</h2>",
         f'<div class="doc">{marked_html(e, marks)}</div>',
@@ -70,6 +71,15 @@ def explanation_html(e: "Explanation") -> str:
 
 
 Mark = tuple[int, int, str]  # char start, end, opening tag (the closing tag is derived from it)
+
+
+def parts_html(e: "Explanation") -> str:
+    """The score's parts (a model combining channels), or nothing."""
+    if not e.parts:
+        return ""
+    cells = " + ".join(f'{escape(name)} <span class="part" data-part="{escape(name)}" data-value="{value!r}">'
+                       f"{value:.4f}</span>" for name, value in e.parts)
+    return f'<p id="parts">Score = {cells}</p>'
 
 
 def marked_html(e: "Explanation", marks: list[Mark]) -> str:

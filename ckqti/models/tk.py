@@ -325,10 +325,12 @@ class TK(nn.Module):
 
 
 def encoder_parameter_groups(model: nn.Module, prefixes: tuple[str, ...], lr_encoder: float,
-                             lr_rest: float) -> list[dict]:
-    """Split trainable parameters by name prefix into two optimiser groups."""
-    enc, rest = [], []
+                             lr_rest: float, head: tuple[str, ...] = (), lr_head: float | None = None) -> list[dict]:
+    """Split trainable parameters by name prefix into optimiser groups: ``prefixes`` at ``lr_encoder``,
+    ``head`` (when given) at ``lr_head``, the rest at ``lr_rest``; empty groups are left out."""
+    enc, top, rest = [], [], []
     for name, p in model.named_parameters():
         if p.requires_grad:
-            (enc if name.startswith(prefixes) else rest).append(p)
-    return [{"params": enc, "lr": lr_encoder}, {"params": rest, "lr": lr_rest}]
+            (enc if name.startswith(prefixes) else top if head and name.startswith(head) else rest).append(p)
+    groups = [{"params": enc, "lr": lr_encoder}, {"params": rest, "lr": lr_rest}, {"params": top, "lr": lr_head}]
+    return [g for g in groups if g["params"]]

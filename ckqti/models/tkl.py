@@ -56,6 +56,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from ckqti.models.explicit import ExplicitCombiner
 from ckqti.models.kernels import TK_MUS, RBFKernels, window_sums
 from ckqti.models.tk import (
     check_encoder_fields,
@@ -151,6 +152,8 @@ class TKLConfig:
             :meth:`TKL.set_collection`; see the module docstring).
         tail_windows: ``"partial"`` (every saturation window with a real token) or ``"whole"``
             (windows running past the document's end dropped; see the module docstring).
+        explicit: combine the score with NDRM2's explicit term matching, as NDRM3 combines its
+            channels (:class:`~ckqti.models.explicit.ExplicitCombiner`; see the module docstring).
     """
 
     vocab_size: int
@@ -174,6 +177,7 @@ class TKLConfig:
     dropout: float = 0.0
     term_weights: str = "none"
     tail_windows: str = "partial"
+    explicit: bool = False
 
     def __post_init__(self) -> None:
         check_encoder_fields(self)
@@ -199,6 +203,10 @@ class TKLExplanation:
 
     Attributes:
         score: ``[B]`` the model's scores (equal to :meth:`TKL.forward`).
+        region_score: ``[B]`` the weighted sum of the regions' and their neighbours' values: the
+            score itself, unless the model has an explicit channel, which combines it with
+            ``explicit_score``.
+        explicit_score: ``[B]`` NDRM2's score of the document (``explicit=True``), else None.
         topography: ``[B, W]`` score of every saturation window (0 where ``window_valid`` is False).
         window_valid: ``[B, W]`` bool, True where the window holds a real token.
         window_lengths: ``[B, W]`` real tokens in each window.
@@ -211,6 +219,8 @@ class TKLExplanation:
     """
 
     score: Tensor
+    region_score: Tensor
+    explicit_score: Tensor | None
     topography: Tensor
     window_valid: Tensor
     window_lengths: Tensor
@@ -228,7 +238,9 @@ class _TKLParts:
     lengths: Tensor  # [B, W]
     picks: Tensor  # [B, R]
     found: Tensor  # [B, R]
-    score: Tensor  # [B]
+    region_score: Tensor  # [B]
+    score: Tensor  # [B]: region_score, or its combination with explicit_score
+    explicit_score: Tensor | None  # [B]
     doc_lengths: Tensor  # [B]
 
 
@@ -299,12 +311,16 @@ class TKL(nn.Module):
         self.region_weights = nn.Parameter(torch.ones(c.regions * (2 * c.neighbours + 1)))
         if c.term_weights == "idf":
             self.register_buffer("idf", torch.ones(c.vocab_size))  # the collection's, by set_collection
+        self.combiner = ExplicitCombiner(c.vocab_size) if c.explicit else None
         self.reset_parameters()
 
     def set_collection(self, vocab) -> None:
-        """Take the query term weights (``term_weights="idf"``) from a collection's
-        :class:`~ckqti.vocab.Vocabulary` (the one the model reads text with)."""
+        """Take the query term weights (``term_weights="idf"``) and the explicit channel's statistics
+        (``explicit=True``) from a collection's :class:`~ckqti.vocab.Vocabulary` (the one the model
+        reads text with)."""
         set_idf_weights(self, vocab)
+        if self.combiner is not None:
+            self.combiner.set_collection(vocab)
 
     def reset_parameters(self) -> None:
         nn.init.uniform_(self.dense.weight, -0.014, 0.014)
@@ -363,8 +379,12 @@ class TKL(nn.Module):
         sat = sat * weights[:, :, None, None] * valid[:, None, :, None]
         topo = self.dense(sat.sum(1)).squeeze(-1) * valid  # [B, W]
         picks, found = top_regions(topo, valid, c.regions, c.saturation_window // c.saturation_stride)
-        score = (self._region_values(topo, valid, picks, found) * self.region_weights).sum(-1)  # [B]
-        return _TKLParts(topo, valid, lengths, picks, found, score, (doc_ids != 0).sum(1))
+        region_score = (self._region_values(topo, valid, picks, found) * self.region_weights).sum(-1)  # [B]
+        score, explicit = region_score, None
+        if self.combiner is not None:
+            explicit = self.combiner.explicit_scores(query_ids, doc_ids)  # [B]
+            score = self.combiner(region_score, explicit)
+        return _TKLParts(topo, valid, lengths, picks, found, region_score, score, explicit, (doc_ids != 0).sum(1))
 
     def _region_values(self, topo: Tensor, valid: Tensor, picks: Tensor, found: Tensor) -> Tensor:
         """Scores of each pick and its neighbours, ordered (all picks, all -1, all +1, all -2, all +2).
@@ -390,6 +410,8 @@ class TKL(nn.Module):
         stride = self.config.saturation_stride
         return TKLExplanation(
             score=p.score,
+            region_score=p.region_score,
+            explicit_score=p.explicit_score,
             topography=p.topography,
             window_valid=p.valid,
             window_lengths=p.lengths.round().long(),
@@ -401,6 +423,9 @@ class TKL(nn.Module):
         )
 
     def parameter_groups(self, lr_encoder: float = 1e-4, lr_rest: float = 1e-3) -> list[dict]:
-        """Adam parameter groups: embeddings, positions and Transformer at ``lr_encoder``, the rest at ``lr_rest``."""
+        """Adam parameter groups: embeddings, positions and Transformer at ``lr_encoder``, the explicit
+        channel and its combination at ``10 * lr_rest`` (NDRM3's head trains at 1e-2 against 1e-3: the
+        combination's weights start at ``(0, 1)`` and must move within a few hundred steps), the rest
+        at ``lr_rest``."""
         prefixes = ("embedding.", "contextualizer.", "query_positions", "window_positions")
-        return encoder_parameter_groups(self, prefixes, lr_encoder, lr_rest)
+        return encoder_parameter_groups(self, prefixes, lr_encoder, lr_rest, ("combiner.",), 10 * lr_rest)

@@ -331,8 +331,8 @@ def adapt_reranker(ckpt: Checkpoint, vocab: Vocabulary, device: torch.device | s
         model = build_model(ckpt.kind, {**ckpt.config, "vocab_size": len(vocab)})
         state = {k: v.float() if v.dtype == torch.float16 else v for k, v in ckpt.state_dict.items()}
         state["embedding.weight"] = remap_rows(state["embedding.weight"], ckpt.vocab, vocab, ckpt.fallback)
-        if "idf" in state:  # idf term weights, sized for the training vocabulary: set_collection takes the new one's
-            state["idf"] = model.idf
+        for key in [k for k in state if k == "idf" or k.endswith(".idf")]:  # sized for the training vocabulary:
+            state[key] = model.state_dict()[key]  # set_collection takes the new one's
         model.load_state_dict(state)
         model.set_collection(vocab)
         model = model.to(dev).eval()
@@ -366,7 +366,9 @@ def save_reranker(path: str | Path, model: nn.Module, kind: str, text: TermText 
 def match_init(model: nn.Module) -> None:
     """Start TK or TKL from exact matching: ``alpha = 1`` and only the ``mu = 1`` kernel weighted.
 
-    See the module docstring. TK's two branches are combined as ``1 * log + 0 * length``.
+    See the module docstring. TK's two branches are combined as ``1 * log + 0 * length``; a TKL
+    with an explicit channel starts as that channel alone
+    (:meth:`~ckqti.models.explicit.ExplicitCombiner.match_init`).
     """
     with torch.no_grad():
         model.mixer.fill_(1.0)
@@ -378,6 +380,8 @@ def match_init(model: nn.Module) -> None:
         if hasattr(model, "dense_combine"):
             model.dense_length.weight.zero_()
             model.dense_combine.weight.copy_(torch.tensor([[1.0, 0.0]]))
+    if getattr(model, "combiner", None) is not None:
+        model.combiner.match_init()
 
 
 # -- training configuration ------------------------------------------------------------------

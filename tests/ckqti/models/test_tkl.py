@@ -6,6 +6,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -294,3 +295,80 @@ def test_idf_term_weights_scale_each_query_terms_contribution():
     assert torch.allclose(model.idf, torch.as_tensor(vocab.idf(), dtype=torch.float32))
     with pytest.raises(ValueError, match="term_weights"):
         tiny(term_weights="bm25")
+
+
+def sparse_vocabulary(size: int = 60) -> Vocabulary:
+    """Ids 2..size-1 as terms with document frequencies 1..30 of 100 documents (every idf > 0)."""
+    terms = ["[PAD]", "[UNK]"] + [f"t{i}" for i in range(2, size)]
+    df = np.array([0, 0] + [1 + i % 30 for i in range(size - 2)], dtype=np.int64)
+    return Vocabulary(terms, df, df.copy(), 100, 100 * 150)
+
+
+def test_explicit_channel_starts_as_ndrm2_and_combines_affinely():
+    """``explicit=True``: match-initialised, TKL scores exactly as NDRM2 alone; once the combination's
+    weights and statistics move, eval-mode scores are ``a * region score + b * NDRM2 score + c``
+    (:meth:`ExplicitCombiner.combination`), the explanation reports both parts, padding changes
+    nothing, and the channel and its combination train at 10x ``lr_rest``."""
+    from ckqti.models.explicit import ExplicitCombiner
+    from ckqti.models.ndrm import NDRM2, NDRMConfig
+
+    vocab = sparse_vocabulary()
+    q, d = random_batch()
+    torch.manual_seed(0)
+    model = TKL(tiny(term_weights="idf", explicit=True))
+    model.set_collection(vocab)
+    assert isinstance(model.combiner, ExplicitCombiner)
+    model.combiner.match_init()
+    ndrm2 = NDRM2(NDRMConfig(vocab_size=len(vocab), variant="ndrm2"))
+    ndrm2.set_collection(vocab)
+    model.eval(), ndrm2.eval()
+    with torch.no_grad():
+        expected = ndrm2(q, d)
+        assert (expected > 0).sum() >= 2
+        torch.testing.assert_close(model(q, d), expected, rtol=1e-4, atol=1e-5)  # BatchNorm's eps
+        norm = model.combiner.norm
+        norm.running_mean.copy_(torch.tensor([-300.0, 2.0]))
+        norm.running_var.copy_(torch.tensor([900.0, 4.0]))
+        norm.weight.copy_(torch.tensor([1.5, 0.5]))
+        model.combiner.linear.weight.copy_(torch.tensor([[0.7, 1.3]]))
+        e = model.explain(q, d)
+        a, b, c = model.combiner.combination()
+        torch.testing.assert_close(e.score, model(q, d))
+        torch.testing.assert_close(e.explicit_score, expected)
+        torch.testing.assert_close(e.score, (a * e.region_score + b * e.explicit_score + c).float())
+        assert not torch.allclose(e.score, expected)
+        padded = model(nn.functional.pad(q, (0, 3)), nn.functional.pad(d, (0, 111)))
+    torch.testing.assert_close(padded, e.score, atol=1e-4, rtol=1e-5)
+    rates = {id(p): g["lr"] for g in model.parameter_groups(1e-4, 1e-3) for p in g["params"]}
+    assert {rates[id(p)] for p in model.combiner.parameters()} == {1e-2}
+    assert rates[id(model.dense.weight)] == 1e-3
+    plain = TKL(tiny(term_weights="idf"))
+    assert plain.combiner is None and TKL(tiny()).explain(q, d).explicit_score is None
+    assert not any(n.startswith("combiner.") for n, _ in plain.named_parameters())
+
+
+def test_explicit_channel_gradients_and_learning():
+    """With the explicit channel, every parameter gets a gradient (NDRM2's two included) and a few
+    Adam steps lower the margin loss on long SciFact documents."""
+    q, dp, dn, v = long_scifact_batch(6, 300)
+    torch.manual_seed(0)
+    model = TKL(TKLConfig(vocab_size=v, embedding_dim=32, num_layers=1, num_heads=4, ff_dim=32, explicit=True))
+    vocab_docs = Vocabulary(["[PAD]", "[UNK]"] + [f"w{i}" for i in range(2, v)],
+                            np.array([0, 0] + [3] * (v - 2)), np.array([0, 0] + [3] * (v - 2)), 50, 50 * 200)
+    model.set_collection(vocab_docs)
+    both_q, both_d = q.repeat(2, 1), torch.cat([dp, nn.functional.pad(dn, (0, dp.shape[1] - dn.shape[1]))])
+    model(both_q, both_d).sum().backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and torch.count_nonzero(p.grad) > 0, name
+    opt = torch.optim.Adam(model.parameter_groups(lr_encoder=1e-3, lr_rest=1e-2))
+
+    def loss() -> torch.Tensor:  # relevant and non-relevant in one call: the BatchNorm sees both
+        s = model(both_q, both_d)
+        return torch.relu(1 - s[: len(q)] + s[len(q):]).mean()
+
+    first = loss().item()
+    for _ in range(6):
+        opt.zero_grad()
+        loss().backward()
+        opt.step()
+    assert loss().item() < 0.5 * first

@@ -48,6 +48,7 @@ def test_cli_reports_bad_input_in_one_line(tmp_path, tiny_scifact):
     ("idcm", "--teacher", "teacher.json"),  # IDCM distils its own cross-encoder
     ("ndrm2", "--latent-gate", "0.6"), ("tk", "--latent-gate", "0.6"),  # NDRM1 and NDRM3 only
     ("tk", "--tail-windows", "whole"), ("ndrm3", "--tail-windows", "whole"),  # TKL only
+    ("tk", "--explicit", None), ("ndrm3", "--explicit", None), ("idcm", "--explicit", None),  # TKL only
     ("idcm", "--weak-supervision", "titles"), ("idcm", "--embeddings", "minilm"), ("idcm", "--init", "match"),
     # NDRM only (TK/TKL/IDCM used to ignore them silently)
     ("tkl", "--lr", "0.001"), ("idcm", "--dev-qrels", "dev.tsv"), ("tk", "--resume", None),
@@ -105,7 +106,11 @@ def test_cli_latent_gate_reaches_the_model_config(tmp_path, tiny_scifact, monkey
         assert res.exit_code == 2 and "--latent-gate" in res.output
 
 
-def test_cli_tail_windows_reach_the_tkl_config(tmp_path, tiny_scifact, monkeypatch):
+@pytest.mark.parametrize("options, expected", [
+    (["--tail-windows", "whole"], {"term_weights": "none", "tail_windows": "whole"}),
+    (["--explicit", "--term-weights", "idf"], {"term_weights": "idf", "explicit": True}),
+])
+def test_cli_tkl_options_reach_the_tkl_config(tmp_path, tiny_scifact, monkeypatch, options, expected):
     import ckqti.train.rerankers
 
     seen = {}
@@ -116,6 +121,6 @@ def test_cli_tail_windows_reach_the_tkl_config(tmp_path, tiny_scifact, monkeypat
 
     monkeypatch.setattr(ckqti.train.rerankers, "train_reranker", fake_train)
     args = ["train", "--model", "tkl", "--corpus", tiny_scifact["corpus"], "--queries", tiny_scifact["corpus"],
-            "--qrels", tiny_scifact["corpus"], "--out", tmp_path / "m.pt", "--tail-windows", "whole"]
+            "--qrels", tiny_scifact["corpus"], "--out", tmp_path / "m.pt", *options]
     CliRunner().invoke(cli, [str(a) for a in args])
-    assert dict(seen["config"].model_options) == {"term_weights": "none", "tail_windows": "whole"}
+    assert dict(seen["config"].model_options) == expected

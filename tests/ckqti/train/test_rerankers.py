@@ -139,13 +139,16 @@ def test_group_loss_is_ranknet_for_a_pair_and_prefers_the_relevant_first():
 
 
 @pytest.mark.parametrize("loss,negatives", [("margin", 1), ("lce", 3)])
-@pytest.mark.parametrize("kind", ["tk", "tkl"])
+@pytest.mark.parametrize("kind", ["tk", "tkl", "tkl-explicit"])
 def test_training_loss_goes_down(tiny_scifact, kind, loss, negatives):
     """Repeating one epoch's triples (margin) or groups of 1 relevant + 3 negatives (softmax cross-entropy),
-    the loss falls (paper init, so nothing is given away) and every parameter gets a finite gradient."""
+    the loss falls (paper init, so nothing is given away) and every parameter gets a finite gradient
+    (``tkl-explicit``: TKL with NDRM2's explicit channel, whose BatchNorm sees a query's documents together)."""
     data, text = small_pairs(tiny_scifact)
     torch.manual_seed(0)
-    model = build_model(kind, dict(vocab_size=len(text.vocab), **TINY_TK))
+    kind, explicit = kind.removesuffix("-explicit"), kind.endswith("-explicit")
+    model = build_model(kind, dict(vocab_size=len(text.vocab), **TINY_TK, **({"explicit": True} if explicit else {})))
+    model.set_collection(text.vocab)
     opt = torch.optim.Adam(model.parameter_groups(1e-3, 1e-2))
     config = quick(kind, max_steps=3, loss=loss, negatives=negatives)
     losses = [train_epoch(model, None, model, opt, data, config, 0, torch.device("cpu"))["loss"] for _ in range(6)]
@@ -254,14 +257,16 @@ def test_adapted_vocabulary_keeps_known_rows_and_stops_unknown_words_matching(tm
     assert s[1] > s[0]  # only the document holding the word matches it
 
 
-@pytest.mark.parametrize("kind", ["tk", "tkl"])
-def test_idf_weights_follow_the_collection_in_training_and_zero_shot(tiny_scifact, tmp_path, kind):
-    """TK or TKL with idf term weights takes the training vocabulary's idf when trained, keeps it in
-    its checkpoint, and takes the new collection's when adapted to another vocabulary."""
+@pytest.mark.parametrize("kind, explicit", [("tk", False), ("tkl", False), ("tkl", True)])
+def test_idf_weights_follow_the_collection_in_training_and_zero_shot(tiny_scifact, tmp_path, kind, explicit):
+    """TK or TKL with idf term weights (and TKL's explicit channel, whose NDRM2 has an idf of its own)
+    takes the training vocabulary's idf when trained, keeps it in its checkpoint, and takes the new
+    collection's when adapted to another vocabulary."""
     from ckqti.train.checkpoint import load_checkpoint
     from ckqti.train.rerankers import adapt_reranker, collection_vocabulary
 
-    config = quick(kind, model_options={**quick(kind).model_options, "term_weights": "idf", "max_doc_length": 200})
+    options = {**quick(kind).model_options, "term_weights": "idf", "max_doc_length": 200}
+    config = quick(kind, model_options={**options, "explicit": True} if explicit else options)
     out = tmp_path / f"{kind}.pt"
     train_reranker(kind, tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], out, config,
                    candidates=tiny_scifact["candidates"])
@@ -272,6 +277,14 @@ def test_idf_weights_follow_the_collection_in_training_and_zero_shot(tiny_scifac
     new_vocab = collection_vocabulary(["tumor zebrafish", "quasar telescope", "gene cell", "gene"], Analyzer())
     adapted = adapt_reranker(ckpt, new_vocab, device="cpu")
     assert torch.allclose(adapted.model.idf, torch.as_tensor(new_vocab.idf(), dtype=torch.float32))
+    if explicit:
+        trained = rr.model.combiner.explicit
+        assert torch.allclose(trained.idf, torch.as_tensor(ckpt.vocab.idf(), dtype=torch.float32))
+        ndrm2 = adapted.model.combiner.explicit
+        assert torch.allclose(ndrm2.idf, torch.as_tensor(new_vocab.idf(), dtype=torch.float32))
+        for name in ("tf_scale", "length_scale"):  # the training statistics (if any were seen) are kept
+            old, new = getattr(trained, name), getattr(ndrm2, name)
+            assert (float(new.total), float(new.count)) == (float(old.total), float(old.count))
     s = adapted.score("zebrafish", ["quasar telescope", "zebrafish tumor"])
     assert s[1] > s[0]
 
