@@ -1,6 +1,7 @@
 """Long-document evidence: a relevant text planted at a depth inside concatenations of non-relevant ones.
 
-    python scripts/long_documents.py --tk TK.pt --tkl TKL.pt --ndrm3 NDRM3.pt --idcm IDCM.pt [--out out/]
+    python scripts/long_documents.py --tk TK.pt --tkl TKL.pt --ndrm3 NDRM3.pt --idcm IDCM.pt [--model NAME=PATH ...]
+        [--merge EARLIER.json] [--out out/]
 
 Real text made long (none of the shared collections has long documents). For each query of
 SciFact test (relevant abstracts) and of the TREC DL 2019 passage subset (passages judged 2 or
@@ -25,6 +26,9 @@ BM25 is computed here over the same analyzed terms (k1 0.9, b 0.4, idf from the 
 average length over the ranked pool). TK, TKL and NDRM read the collection's vocabulary
 (:func:`ckqti.train.rerankers.adapt_reranker`); TKL and NDRM3 read up to ``--long-cap`` terms.
 Writes ``long_documents_depth.png``, ``long_documents_length.png`` and ``long_documents.json``.
+``--merge`` adds this run's models to an earlier run's JSON of the same settings (its models'
+rows kept, a model run again replaced; BM25's rows must agree, which checks that both ranked the
+same queries and documents) and redraws both plots from the whole.
 """
 
 from __future__ import annotations
@@ -343,6 +347,39 @@ def plot(results: Mapping[str, dict], config: LongDocConfig, out: Path) -> list[
     return [depth_png, length_png]
 
 
+def named_paths(parser: argparse.ArgumentParser, paths: dict[str, str | None], specs: Sequence[str]) -> dict[str, str | None]:
+    """``paths`` plus each ``NAME=PATH`` of ``specs`` (``--model``); a malformed one is a usage error."""
+    out = dict(paths)
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            parser.error(f"--model takes NAME=PATH, got {spec!r}")
+        out[name] = path
+    return out
+
+
+def merge_results(earlier: Mapping, results: Mapping[str, dict], config: LongDocConfig) -> dict[str, dict]:
+    """An earlier run's results (``long_documents.json``) with this run's models added or replaced.
+
+    Raises:
+        ValueError: the runs differ in settings, queries or BM25's ranks (they did not rank the same
+        documents), or this run lacks one of the earlier collections.
+    """
+    if earlier["config"] != json.loads(json.dumps(asdict(config))):
+        raise ValueError("the earlier run has other settings: rerun it or drop --merge")
+    merged = {}
+    for name, old in earlier["results"].items():
+        new = results.get(name)
+        if new is None:
+            raise ValueError(f"this run lacks the earlier run's collection {name!r}")
+        if old["queries"] != new["queries"] or old["ranks"]["BM25"] != new["ranks"]["BM25"]:
+            raise ValueError(f"{name}: the runs ranked other queries or documents (BM25's ranks differ)")
+        merged[name] = {"queries": old["queries"]}
+        for part in ("ranks", "mean_rank", "found", "p_retrieved"):
+            merged[name][part] = {**old[part], **new[part]}
+    return merged
+
+
 def depth_header(depths: Sequence[int]) -> list[str]:
     """The two markdown header lines of a table with one column per depth."""
     return ["| model | " + " | ".join(str(d) for d in depths) + " |", "|---|" + "---|" * len(depths)]
@@ -362,9 +399,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for name in ("tk", "tkl", "ndrm3", "idcm"):
         ap.add_argument(f"--{name}", default=None, help=f"{name.upper()} checkpoint (left out when not given)")
+    ap.add_argument("--model", action="append", default=[], metavar="NAME=PATH",
+                    help="another checkpoint of any kind under its own name (repeatable)")
+    ap.add_argument("--merge", default=None, metavar="JSON",
+                    help="an earlier run's long_documents.json: keep its models' rows and add this run's")
     ap.add_argument("--collections", default="scifact,trecdl")
     ap.add_argument("--queries", type=int, default=LongDocConfig.queries)
-    ap.add_argument("--long-cap", type=int, default=4000, help="terms TKL and NDRM3 read")
+    ap.add_argument("--long-cap", type=int, default=4000, help="terms TKL, NDRM and TKL-like --model checkpoints read")
     ap.add_argument("--device", default=None)
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     ap.add_argument("--out", default="out")
@@ -372,7 +413,8 @@ def main() -> None:
     config = LongDocConfig(queries=args.queries)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    paths = {"TK": args.tk, "TKL": args.tkl, "NDRM3": args.ndrm3, "IDCM": args.idcm}
+    paths = named_paths(ap, {"TK": args.tk, "TKL": args.tkl, "NDRM3": args.ndrm3, "IDCM": args.idcm}, args.model)
+    earlier = json.loads(Path(args.merge).read_text()) if args.merge else None
     results = {}
     threads = torch.get_num_threads()
     try:
@@ -384,9 +426,15 @@ def main() -> None:
             results[name] = run_source(source, models, config, progress=True)
     finally:
         torch.set_num_threads(threads)
+    models = {k: v for k, v in paths.items() if v}
+    if earlier is not None:
+        results = merge_results(earlier, results, config)
+        models = {**earlier["models"], **models}
     pngs = plot(results, config, out)
     print(table(results, config))
-    payload = {"config": asdict(config), "models": {k: v for k, v in paths.items() if v}, "results": results}
+    payload = {"config": asdict(config), "models": models, "results": results}
+    if earlier is not None and "redrawn" in earlier:
+        payload["redrawn"] = earlier["redrawn"]
     (out / "long_documents.json").write_text(json.dumps(payload, indent=1))
     print("wrote", *pngs, out / "long_documents.json")
 

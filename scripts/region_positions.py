@@ -53,6 +53,7 @@ from scripts.long_documents import (  # noqa: E402
     depth_header,
     load_rerankers,
     load_source,
+    named_paths,
     plant_span,
     query_setups,
 )
@@ -240,12 +241,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     ap.add_argument("--out", default="out")
     args = ap.parse_args()
-    paths = {"TKL": args.tkl, "IDCM": args.idcm}
-    for spec in args.model:
-        name, sep, path = spec.partition("=")
-        if not sep or not name or not path:
-            ap.error(f"--model takes NAME=PATH, got {spec!r}")
-        paths[name] = path
+    paths = named_paths(ap, {"TKL": args.tkl, "IDCM": args.idcm}, args.model)
     if not any(paths.values()):
         ap.error("give --tkl, --idcm or --model NAME=PATH")
     config = LongDocConfig(queries=args.queries)

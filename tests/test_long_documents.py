@@ -122,3 +122,29 @@ def test_script_experiments_report_every_model_depth_and_length(world):
         p = res["p_retrieved"][model]
         # top 1 of the 4 documents: exactly one hit per query over both lengths and both kinds
         assert np.sum(p["relevant"]) + np.sum(p["non_relevant"]) == pytest.approx(1.0)
+
+
+def test_merge_adds_a_run_of_other_models_to_an_earlier_one(world):
+    """``--merge``: an earlier run's models keep their rows, this run's are added (a model run again is
+    replaced), and a run over other queries or documents (BM25's ranks differ) or settings is refused."""
+    import json
+    from dataclasses import asdict, replace
+
+    from scripts.long_documents import merge_results
+
+    source, analyzer, models = world
+    config = LongDocConfig(depths=(0, 2500), total_terms=3000, distractors=2, lengths=(250, 2500), top_k=1, queries=2)
+    first = run_source(source, {"TK": models["TK"].score}, config, analyzer)
+    second = run_source(source, {"TKL": models["TKL"].score, "NDRM3": models["NDRM3"].score}, config, analyzer)
+    earlier = json.loads(json.dumps({"config": asdict(config), "results": {"scifact": first}}))
+    merged = merge_results(earlier, {"scifact": second}, config)["scifact"]
+    assert list(merged["mean_rank"]) == ["BM25", "TK", "TKL", "NDRM3"]
+    assert merged["ranks"]["TK"] == first["ranks"]["TK"] and merged["ranks"]["TKL"] == second["ranks"]["TKL"]
+    assert merged["p_retrieved"]["NDRM3"] == second["p_retrieved"]["NDRM3"]
+    other = {**second, "ranks": {**second["ranks"], "BM25": [[3, 3]] * 2}}
+    with pytest.raises(ValueError, match="BM25"):
+        merge_results(earlier, {"scifact": other}, config)
+    with pytest.raises(ValueError, match="settings"):
+        merge_results(earlier, {"scifact": second}, replace(config, top_k=2))
+    with pytest.raises(ValueError, match="collection"):
+        merge_results(earlier, {}, config)
