@@ -124,7 +124,10 @@ Training budgets (2 shared CPU cores, no GPU; every choice on dev):
   (``out/s17/dev_runs.py``, out of tree): initial embeddings from MiniLM (dev never above its
   initialisation: 0.7805, then 0.777-0.762) and listwise training with :data:`LCE_NEGATIVES`
   negatives (0.7941, 0.7978, 0.8022 at epoch 3, 0.8022, then 0.783-0.798), so listwise became
-  ``tkl-idf-explicit-lce`` and was run on test. Both reach BM25 on SciFact test (0.6815 and 0.6816,
+  ``tkl-idf-explicit-lce`` and was run on test. A third, listwise plus IDCM's teacher scores
+  (``teacher="docs/results/teacher_idcm_scifact_train.json.gz"``, as session 9's distillation),
+  gave dev 0.7941, 0.7931, 0.7967 at epochs 1-3 and nothing better by the time it was stopped
+  (26 minutes), so it was not run on test. Both reach BM25 on SciFact test (0.6815 and 0.6816,
   +0.003) and stay near it zero-shot (TREC DL +0.005 and 0.000, Cranfield +0.016 and +0.017,
   Vaswani -0.012 and -0.016), where every TKL without the channel was 0.04-0.16 below; the
   +0.03 target is not met: TKL's own score adds little to NDRM2's on SciFact.
