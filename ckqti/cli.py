@@ -257,7 +257,7 @@ def refuse_idcm_options(term_weights: str, teacher: str | None, weak_supervision
               help="TKL: keep the saturation windows that run past a document's end (partial, the reference's) or drop "
                    "them (whole: no one-token region at a document's end) [default: partial].")
 @click.option("--explicit", is_flag=True,
-              help="TKL: combine its score with NDRM2's explicit (BM25-like) term matching, as NDRM3 combines its "
+              help="TK/TKL: combine the score with NDRM2's explicit (BM25-like) term matching, as NDRM3 combines its "
                    "channels; the model starts as NDRM2 alone.")
 @click.option("--teacher", type=click.Path(exists=True, dir_okay=False), default=None,
               help="NDRM/TK/TKL: a teacher's scores ({'scores': {qid: {docid: score}}}, .json or .json.gz) to distil "
@@ -275,8 +275,8 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
     """Train a model on BM25 candidates (NDRM: RankNet or listwise; TK/TKL/IDCM: pairwise or listwise); writes the best dev epoch to --out."""
     if tail_windows is not None and variant != "tkl":
         raise click.UsageError("--tail-windows is for TKL")
-    if explicit and variant != "tkl":
-        raise click.UsageError("--explicit is for TKL (NDRM3 is NDRM1 with the explicit channel)")
+    if explicit and variant not in ("tk", "tkl"):
+        raise click.UsageError("--explicit is for TK and TKL (NDRM3 is NDRM1 with the explicit channel)")
     if variant in ("tk", "tkl", "idcm"):
         from ckqti.train.rerankers import RerankerTrainConfig, train_reranker
 

@@ -9,12 +9,13 @@ index's document store) and returns an :class:`Explanation`:
   its +-1, +-2 neighbours by learned weights); IDCM's are the ``sample_n`` windows its selector
   sent to the cross-encoder (50-token centres; the cross-encoder also read 7 tokens on each
   side), with the cross-encoder score, the selector score, and whether the score is among the
-  ``top_k`` combined into the document score. A TKL with an explicit channel
-  (``TKLConfig.explicit``) also reports the score's parts: the regions' share, NDRM2's explicit
-  share and the constant of their combination (:attr:`Explanation.parts`).
+  ``top_k`` combined into the document score.
 * **TK**: per query term and kernel, that cell's share of the score (log and length branches
   through their dense layers; the cells sum to the score), and for every document word the
   model read, its closest kernel to its best-matching query term (seed paper 004, Fig. 2).
+* A TK or TKL with an explicit channel (``explicit=True``) also reports the score's parts: the
+  kernels' or the regions' share, NDRM2's explicit share and the constant of their combination
+  (:attr:`Explanation.parts`); TK's cells then sum to the kernels' score.
 * **NDRM1-3**: each query term's contribution ``s(t, d)`` (the score is their sum), and the
   document words that match a query term exactly.
 
@@ -67,7 +68,8 @@ class KernelView:
 
     Attributes:
         mus: kernel centres.
-        cells: ``[Q][K]`` each cell's share of the score (they sum to the score).
+        cells: ``[Q][K]`` each cell's share of the kernels' score (they sum to the score, or with an explicit
+            channel to the kernels' part of :attr:`Explanation.parts`).
         soft_tf: ``[Q][K]`` kernel activations summed over the document (soft term frequencies).
         doc_kernels: closest kernel index of each document token read (its best-matching query term).
     """
@@ -92,8 +94,8 @@ class Explanation:
         regions: TKL / IDCM regions, best first.
         kernels: TK's kernel view.
         term_scores: NDRM: each query token's contribution (aligned with ``query_tokens``).
-        parts: ``(name, value)`` pairs that sum to the score, for a model combining channels (a TKL
-            with an explicit channel); empty otherwise.
+        parts: ``(name, value)`` pairs that sum to the score, for a model combining channels (TK or
+            TKL with an explicit channel); empty otherwise.
     """
 
     kind: str
@@ -154,13 +156,13 @@ def _tensors(reranker: Reranker, query: str, text: str) -> tuple[torch.Tensor, t
     return q, d
 
 
-def tkl_parts(reranker: Reranker, region_score: float, explicit_score: float | None) -> tuple[tuple[str, float], ...]:
-    """A TKL's score as ``a * regions + b * explicit + c`` when it has an explicit channel, else ``()``."""
+def combined_parts(reranker: Reranker, name: str, own: float, explicit: torch.Tensor | None) -> tuple[tuple[str, float], ...]:
+    """A TK's or TKL's score as ``a * own + b * explicit + c`` when it has an explicit channel, else ``()``."""
     combiner = getattr(reranker.model, "combiner", None)
-    if combiner is None or explicit_score is None:
+    if combiner is None or explicit is None:
         return ()
     a, b, c = combiner.combination()
-    return (("regions", a * region_score), ("explicit (NDRM2)", b * explicit_score), ("constant", c))
+    return ((name, a * own), ("explicit (NDRM2)", b * float(explicit[0])), ("constant", c))
 
 
 def tkl_regions(reranker: Reranker, q: torch.Tensor, d: torch.Tensor,
@@ -174,8 +176,7 @@ def tkl_regions(reranker: Reranker, q: torch.Tensor, d: torch.Tensor,
         s = int(e.region_starts[0, r])
         end = min(s + e.region_length, n)
         regions.append(Region(len(regions) + 1, s, end, *char_span(tokens, s, end), float(e.region_scores[0, r])))
-    explicit = None if e.explicit_score is None else float(e.explicit_score[0])
-    return float(e.score[0]), regions, tkl_parts(reranker, float(e.region_score[0]), explicit)
+    return float(e.score[0]), regions, combined_parts(reranker, "regions", float(e.region_score[0]), e.explicit_score)
 
 
 def idcm_regions(reranker: Reranker, q: torch.Tensor, d: torch.Tensor, tokens: tuple[TokenSpan, ...]) -> tuple[float, list[Region]]:
@@ -193,7 +194,7 @@ def idcm_regions(reranker: Reranker, q: torch.Tensor, d: torch.Tensor, tokens: t
     return float(e.score[0]), regions
 
 
-def tk_kernels(reranker: Reranker, q: torch.Tensor, d: torch.Tensor) -> tuple[float, KernelView]:
+def tk_kernels(reranker: Reranker, q: torch.Tensor, d: torch.Tensor) -> tuple[float, KernelView, tuple[tuple[str, float], ...]]:
     e = reranker.model.explain(q, d)
     n = int(e.doc_mask[0].sum())
     qn = int(e.query_mask[0].sum())
@@ -203,7 +204,7 @@ def tk_kernels(reranker: Reranker, q: torch.Tensor, d: torch.Tensor) -> tuple[fl
 
     view = KernelView(tuple(float(m) for m in e.kernel_mus), rows(e.term_kernel_scores), rows(e.kernel_sums),
                       tuple(int(k) for k in e.doc_term_kernel[0, :n]))
-    return float(e.score[0]), view
+    return float(e.score[0]), view, combined_parts(reranker, "kernels", float(e.kernel_score[0]), e.explicit_score)
 
 
 def ndrm_terms(reranker: Reranker, q: torch.Tensor, d: torch.Tensor, length: int) -> tuple[float, tuple[float, ...]]:
@@ -228,8 +229,8 @@ def explain_text(reranker: Reranker, query: str, docid: str, text: str) -> Expla
             score, regions = idcm_regions(reranker, q, d, tokens)
             return Explanation(score=score, regions=tuple(regions), **base)
         if reranker.kind == "tk":
-            score, view = tk_kernels(reranker, q, d)
-            return Explanation(score=score, kernels=view, **base)
+            score, view, parts = tk_kernels(reranker, q, d)
+            return Explanation(score=score, kernels=view, parts=parts, **base)
         if reranker.kind in QTI_KINDS:
             score, terms = ndrm_terms(reranker, q, d, len(tokens))
             return Explanation(score=score, term_scores=terms, **base)

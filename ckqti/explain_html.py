@@ -159,7 +159,8 @@ def kernel_summary(e: "Explanation") -> str:
     legend = "".join(f'<span style="background: {KERNEL_HEX[min(i, len(KERNEL_HEX) - 1)]}">{m:.1f}</span>'
                      for i, m in enumerate(k.mus))
     note = ("Each cell is that (query term, kernel)'s share of the score (log and length-normalised branches "
-            "through their dense layers); the cells sum to the score. Document words are coloured by the kernel "
+            "through their dense layers); the cells sum to the score (with an explicit channel, to its kernels' "
+            "part). Document words are coloured by the kernel "
             "closest to their cosine with their best-matching query term (seed paper 004, Fig. 2).")
     return (f"<h2>Kernel scores</h2><p>{note}</p><table class=kernels>{head}{''.join(rows)}</table>"
             f'<p class="legend">kernel mu: {legend}</p>')

@@ -283,6 +283,7 @@ CHECKPOINTS = {  # key -> (display name, how it is made)
     "tkl-idf-whole": ("TKL (idf term weights, whole windows)", "trained here"),
     "tkl-idf-explicit": ("TKL (idf term weights, explicit channel)", "trained here"),
     "tkl-idf-explicit-lce": ("TKL (idf term weights, explicit channel, listwise)", "trained here"),
+    "tk-idf-explicit-lce": ("TK (idf term weights, explicit channel, listwise)", "trained here"),
     "idcm": ("IDCM", "trained here"),
     "tk-gpu": ("TK (GPU budget)", "trained on a GPU"),
     "tkl-gpu": ("TKL (GPU budget)", "trained on a GPU"),
@@ -328,6 +329,8 @@ ROWS = (
         "rerank"),
     Row("tkl-idf-explicit-lce-rerank", "TKL (idf term weights, explicit channel, listwise) rerank BM25 top-100",
         "tkl-idf-explicit-lce", "rerank"),
+    Row("tk-idf-explicit-lce-rerank", "TK (idf term weights, explicit channel, listwise) rerank BM25 top-100",
+        "tk-idf-explicit-lce", "rerank"),
     Row("idcm-rerank", f"IDCM rerank BM25 top-{IDCM_DEPTH}" + (" (then BM25 to 100)" if IDCM_DEPTH < RERANK_DEPTH else ""),
         "idcm", "rerank", depth=IDCM_DEPTH),
     Row("tk-gpu-rerank", "TK (GPU budget) rerank BM25 top-100", "tk-gpu", "rerank"),
@@ -553,8 +556,8 @@ def reranker_config(key: str):
         return replace(reranker_config("tkl-idf"), epochs=6, patience=2, weak_supervision="titles")
     if key == "tkl-idf-whole":  # tkl-idf without the saturation windows that run past a document's end (same budget)
         return replace(reranker_config("tkl-idf"), model_options={"term_weights": "idf", "tail_windows": "whole"})
-    if key == "tkl-idf-explicit":  # tkl-idf plus NDRM2's explicit channel, combined as NDRM3 combines (same budget)
-        return replace(reranker_config("tkl-idf"), model_options={"term_weights": "idf", "explicit": True})
+    if key in ("tk-idf-explicit", "tkl-idf-explicit"):  # plus NDRM2's explicit channel, combined as NDRM3's (same budget)
+        return replace(reranker_config(key.removesuffix("-explicit")), model_options={"term_weights": "idf", "explicit": True})
     kind = key.removesuffix("-gpu")
     if key == "idcm-gpu":
         return RerankerTrainConfig(kind="idcm", epochs=1, distill_epochs=1, batch_size=16, lr_encoder=3e-5,

@@ -1,15 +1,16 @@
-"""An explicit term-matching channel for the TKL re-ranker (an option, not in the TKL paper).
+"""An explicit term-matching channel for the TK and TKL re-rankers (an option, not in their papers).
 
 CK-QTI (seed 002) adds to its latent model an explicit one, NDRM2's BM25-like
 ``idf * tf' / (tf' + ReLU(w dl' + b))`` per query term, and NDRM3 combines the two scores of
 each term by ``BatchNorm1d(2) -> Linear(2, 1)``; on SciFact here that is what lifts NDRM3 above
-BM25 (``docs/EFFECTIVENESS.md``). :class:`ExplicitCombiner` gives TKL the same second channel:
-the model's document score and NDRM2's score (summed over the query terms) combined by a
-BatchNorm and a linear layer. TKL picks its regions from the sum over query terms, so the
-combination is per document, not per term as in NDRM3.
+BM25 (``docs/EFFECTIVENESS.md``). :class:`ExplicitCombiner` gives TK and TKL the same second
+channel: the model's document score and NDRM2's score (summed over the query terms) combined by
+a BatchNorm and a linear layer. TK and TKL do not score query terms independently (TKL picks its
+regions from the sum over query terms), so the combination is per document, not per term as in
+NDRM3.
 
 NDRM2 reads the ids the model reads: the query and the document after the model's caps, so a
-document's length is its length up to the cap (TKL's 2,000 terms), where the NDRM models
+document's length is its length up to the cap (TK's 200 terms, TKL's 2,000), where the NDRM models
 normalise by the untruncated length.
 
 In training mode the BatchNorm normalises over the documents of one call, so a query's

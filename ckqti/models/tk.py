@@ -20,6 +20,8 @@ Choices where paper, reference code and this implementation differ:
   (:meth:`TK.set_collection`) before the sum over query terms, as TKL's option does
   (:mod:`ckqti.models.tkl`). The model's ``K -> 1`` layers weigh kernels, never terms: trained
   on a few hundred claims, a rare and a common query word count alike.
+* ``explicit=True`` (an option): the score is combined with NDRM2's explicit term matching, as
+  NDRM3 combines its two channels (:mod:`ckqti.models.explicit`), as TKL's option does.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ckqti.models.explicit import ExplicitCombiner
 from ckqti.models.kernels import TK_MUS, RBFKernels
 
 TERM_WEIGHTS = ("none", "idf")
@@ -54,6 +57,8 @@ class TKConfig:
         dropout: Transformer dropout.
         term_weights: ``"none"`` (the paper: query terms' values summed as they are) or
             ``"idf"`` (each weighted by its idf in the collection read, :meth:`TK.set_collection`).
+        explicit: combine the score with NDRM2's explicit term matching
+            (:class:`~ckqti.models.explicit.ExplicitCombiner`).
     """
 
     vocab_size: int
@@ -68,6 +73,7 @@ class TKConfig:
     train_embeddings: bool = True
     dropout: float = 0.0
     term_weights: str = "none"
+    explicit: bool = False
 
     def __post_init__(self) -> None:
         check_encoder_fields(self)
@@ -182,8 +188,12 @@ class TKExplanation:
 
     Attributes:
         score: ``[B]`` the model's scores (equal to :meth:`TK.forward`).
-        term_kernel_scores: ``[B, Q, K]`` each (query term, kernel) cell's share of the score
-            (log and length branches together); summing over ``Q`` and ``K`` gives ``score``.
+        kernel_score: ``[B]`` the kernels' score: ``score`` itself, unless the model has an explicit
+            channel, which combines it with ``explicit_score``.
+        explicit_score: ``[B]`` NDRM2's score of the document (``explicit=True``), else None.
+        term_kernel_scores: ``[B, Q, K]`` each (query term, kernel) cell's share of the kernels'
+            score (log and length branches together); summing over ``Q`` and ``K`` gives
+            ``kernel_score``.
         log_kernel_values: ``[B, Q, K]`` log branch values ``log2(sum) * scale`` before the
             dense layer (0 at padded query terms).
         length_kernel_values: ``[B, Q, K]`` length branch values ``sum / (len + 1) * scale``.
@@ -199,6 +209,8 @@ class TKExplanation:
     """
 
     score: Tensor
+    kernel_score: Tensor
+    explicit_score: Tensor | None
     term_kernel_scores: Tensor
     log_kernel_values: Tensor
     length_kernel_values: Tensor
@@ -221,6 +233,7 @@ class _TKParts:
     cosine: Tensor  # [B, Q, L]
     query_mask: Tensor  # [B, Q]
     doc_mask: Tensor  # [B, L]
+    explicit: Tensor | None  # [B]: NDRM2's score (explicit=True)
 
 
 class TK(nn.Module):
@@ -250,11 +263,15 @@ class TK(nn.Module):
         self.dense_combine = nn.Linear(2, 1, bias=False)
         if c.term_weights == "idf":
             self.register_buffer("idf", torch.ones(c.vocab_size))  # the collection's, by set_collection
+        self.combiner = ExplicitCombiner(c.vocab_size) if c.explicit else None
         self.reset_parameters()
 
     def set_collection(self, vocab) -> None:
-        """Take the query term weights (``term_weights="idf"``) from a collection's vocabulary."""
+        """Take the query term weights (``term_weights="idf"``) and the explicit channel's statistics
+        (``explicit=True``) from a collection's vocabulary."""
         set_idf_weights(self, vocab)
+        if self.combiner is not None:
+            self.combiner.set_collection(vocab)
 
     def reset_parameters(self) -> None:
         """The reference initialisation: alpha 0.5, scale 0.01, kernel weights U(-0.014, 0.014)."""
@@ -285,15 +302,20 @@ class TK(nn.Module):
         log_values = torch.log2(sums.clamp(min=1e-10)) * self.scale * qm  # [B, Q, K]
         doc_len = dmask.sum(1).to(sums.dtype).view(-1, 1, 1)  # [B, 1, 1]
         length_values = sums / (doc_len + 1) * self.scale * qm  # [B, Q, K]
-        return _TKParts(log_values, length_values, sums, cos * pair_mask.squeeze(-1), qmask, dmask)
+        explicit = None if self.combiner is None else self.combiner.explicit_scores(query_ids, doc_ids)  # [B]
+        return _TKParts(log_values, length_values, sums, cos * pair_mask.squeeze(-1), qmask, dmask, explicit)
 
-    def _score(self, parts: _TKParts) -> Tensor:
+    def _kernel_score(self, parts: _TKParts) -> Tensor:
         log_out = self.dense_log(parts.log_values.sum(1))  # [B, 1]
         length_out = self.dense_length(parts.length_values.sum(1))  # [B, 1]
         return self.dense_combine(torch.cat([log_out, length_out], dim=1)).squeeze(1)  # [B]
 
+    def _score(self, parts: _TKParts, kernel_score: Tensor) -> Tensor:
+        return kernel_score if self.combiner is None else self.combiner(kernel_score, parts.explicit)
+
     def forward(self, query_ids: Tensor, doc_ids: Tensor) -> Tensor:
-        return self._score(self._parts(query_ids, doc_ids))
+        parts = self._parts(query_ids, doc_ids)
+        return self._score(parts, self._kernel_score(parts))
 
     def explain(self, query_ids: Tensor, doc_ids: Tensor) -> TKExplanation:
         """Per-kernel, per-query-term scores and the closest kernel of every document term."""
@@ -305,8 +327,11 @@ class TK(nn.Module):
         closest = (p.cosine.unsqueeze(-1) - mus).abs().argmin(-1)  # [B, Q, L]
         best_q = p.cosine.masked_fill(~pair, -2.0).argmax(1, keepdim=True)  # [B, 1, L]
         doc_kernel = closest.gather(1, best_q).squeeze(1)  # [B, L]
+        kernel_score = self._kernel_score(p)
         return TKExplanation(
-            score=self._score(p),
+            score=self._score(p, kernel_score),
+            kernel_score=kernel_score,
+            explicit_score=p.explicit,
             term_kernel_scores=cells,
             log_kernel_values=p.log_values,
             length_kernel_values=p.length_values,
@@ -320,8 +345,10 @@ class TK(nn.Module):
         )
 
     def parameter_groups(self, lr_encoder: float = 1e-4, lr_rest: float = 1e-3) -> list[dict]:
-        """Adam parameter groups: embeddings and Transformer at ``lr_encoder``, the rest at ``lr_rest``."""
-        return encoder_parameter_groups(self, ("embedding.", "contextualizer."), lr_encoder, lr_rest)
+        """Adam parameter groups: embeddings and Transformer at ``lr_encoder``, the explicit channel and its
+        combination at ``10 * lr_rest`` (as TKL's), the rest at ``lr_rest``."""
+        return encoder_parameter_groups(self, ("embedding.", "contextualizer."), lr_encoder, lr_rest, ("combiner.",),
+                                        10 * lr_rest)
 
 
 def encoder_parameter_groups(model: nn.Module, prefixes: tuple[str, ...], lr_encoder: float,

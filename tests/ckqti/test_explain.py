@@ -98,15 +98,16 @@ def setup(tmp_path_factory) -> dict:
         model = build_model(kind, dict(vocab_size=len(vocab), **TINY))
         match_init(model)
         paths[kind] = save_reranker(tmp / f"{kind}.pt", model, kind, text).path
-    explicit = build_model("tkl", dict(vocab_size=len(vocab), explicit=True, **TINY))
-    match_init(explicit)
-    explicit.set_collection(vocab)
-    with torch.no_grad():  # as if trained: both channels weighted, statistics of some documents
-        explicit.combiner.linear.weight.copy_(torch.tensor([[0.4, 1.2]]))
-        explicit.combiner.linear.bias.fill_(0.3)
-        explicit.combiner.norm.running_mean.copy_(torch.tensor([-500.0, 3.0]))
-        explicit.combiner.norm.running_var.copy_(torch.tensor([1e4, 4.0]))
-    paths["tkl-explicit"] = save_reranker(tmp / "tkl-explicit.pt", explicit, "tkl", text).path
+    for kind in ("tk", "tkl"):
+        explicit = build_model(kind, dict(vocab_size=len(vocab), explicit=True, **TINY))
+        match_init(explicit)
+        explicit.set_collection(vocab)
+        with torch.no_grad():  # as if trained: both channels weighted, statistics of some documents
+            explicit.combiner.linear.weight.copy_(torch.tensor([[0.4, 1.2]]))
+            explicit.combiner.linear.bias.fill_(0.3)
+            explicit.combiner.norm.running_mean.copy_(torch.tensor([-500.0, 3.0]))
+            explicit.combiner.norm.running_var.copy_(torch.tensor([1e4, 4.0]))
+        paths[f"{kind}-explicit"] = save_reranker(tmp / f"{kind}-explicit.pt", explicit, kind, text).path
     idcm = build_model("idcm", dict(bert=TINY_BERT, max_doc_length=600))
     paths["idcm"] = save_reranker(tmp / "idcm.pt", idcm, "idcm", WordPieceText(WordPieceTokenizer.minilm())).path
     start = len(head) + 1
@@ -143,26 +144,32 @@ def test_tkl_html_names_the_model_regions_and_the_best_is_the_planted_text(setup
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))  # no overlap
 
 
-def test_tkl_with_an_explicit_channel_reports_the_parts_of_its_score(setup):
-    """A TKL combining its regions with NDRM2's explicit score: the parts (regions, explicit,
-    constant) sum to the score, the explicit part is NDRM2's score of the text weighted by the
-    combination, and the terminal and HTML reports show them; a plain TKL reports none."""
-    e = explain(setup["query"], "long-1", setup["paths"]["tkl-explicit"], corpus=setup["corpus"], device="cpu")
-    rr = load_reranker(setup["paths"]["tkl-explicit"], device="cpu")
+@pytest.mark.parametrize("kind, own", [("tk", "kernels"), ("tkl", "regions")])
+def test_an_explicit_channel_reports_the_parts_of_the_score(setup, kind, own):
+    """A TK or TKL combining its own score with NDRM2's explicit one: the parts (kernels or regions,
+    explicit, constant) sum to the score, the explicit part is NDRM2's score of the text weighted by
+    the combination (TK's kernel cells sum to its own part), and the terminal and HTML reports show
+    them; a model without the channel reports none."""
+    e = explain(setup["query"], "long-1", setup["paths"][f"{kind}-explicit"], corpus=setup["corpus"], device="cpu")
+    rr = load_reranker(setup["paths"][f"{kind}-explicit"], device="cpu")
     with torch.no_grad():
         q = torch.as_tensor(rr.query_ids(setup["query"]))[None]
         d = torch.as_tensor(rr.doc_ids(setup["long"]))[None]
         m = rr.model.explain(q, d)
         ndrm2 = float(rr.model.combiner.explicit(q, d)[0])
-    assert ndrm2 > 0 and len(e.regions) == 3
+    assert ndrm2 > 0 and len(e.regions) == (3 if kind == "tkl" else 0)
     names = [name for name, _ in e.parts]
-    assert names == ["regions", "explicit (NDRM2)", "constant"]
+    assert names == [own, "explicit (NDRM2)", "constant"]
     assert sum(v for _, v in e.parts) == pytest.approx(e.score, rel=1e-5) == pytest.approx(float(m.score[0]), rel=1e-5)
     _, b, _ = rr.model.combiner.combination()
     assert dict(e.parts)["explicit (NDRM2)"] == pytest.approx(b * ndrm2, rel=1e-5)
-    assert "score = regions" in e.render_terminal(color=False)
+    if kind == "tk":
+        a, _, _ = rr.model.combiner.combination()
+        assert a * float(m.kernel_score[0]) == pytest.approx(dict(e.parts)["kernels"], rel=1e-5)
+        assert float(m.term_kernel_scores.sum()) == pytest.approx(float(m.kernel_score[0]), rel=1e-4)
+    assert f"score = {own}" in e.render_terminal(color=False)
     assert 'id="parts"' in e.to_html() and 'data-part="explicit (NDRM2)"' in e.to_html()
-    plain = explain(setup["query"], "long-1", setup["paths"]["tkl"], corpus=setup["corpus"], device="cpu")
+    plain = explain(setup["query"], "long-1", setup["paths"][kind], corpus=setup["corpus"], device="cpu")
     assert plain.parts == () and 'id="parts"' not in plain.to_html()
 
 

@@ -48,7 +48,7 @@ def test_cli_reports_bad_input_in_one_line(tmp_path, tiny_scifact):
     ("idcm", "--teacher", "teacher.json"),  # IDCM distils its own cross-encoder
     ("ndrm2", "--latent-gate", "0.6"), ("tk", "--latent-gate", "0.6"),  # NDRM1 and NDRM3 only
     ("tk", "--tail-windows", "whole"), ("ndrm3", "--tail-windows", "whole"),  # TKL only
-    ("tk", "--explicit", None), ("ndrm3", "--explicit", None), ("idcm", "--explicit", None),  # TKL only
+    ("ndrm3", "--explicit", None), ("idcm", "--explicit", None),  # TK and TKL only
     ("idcm", "--weak-supervision", "titles"), ("idcm", "--embeddings", "minilm"), ("idcm", "--init", "match"),
     # NDRM only (TK/TKL/IDCM used to ignore them silently)
     ("tkl", "--lr", "0.001"), ("idcm", "--dev-qrels", "dev.tsv"), ("tk", "--resume", None),
@@ -106,11 +106,12 @@ def test_cli_latent_gate_reaches_the_model_config(tmp_path, tiny_scifact, monkey
         assert res.exit_code == 2 and "--latent-gate" in res.output
 
 
-@pytest.mark.parametrize("options, expected", [
-    (["--tail-windows", "whole"], {"term_weights": "none", "tail_windows": "whole"}),
-    (["--explicit", "--term-weights", "idf"], {"term_weights": "idf", "explicit": True}),
+@pytest.mark.parametrize("model, options, expected", [
+    ("tkl", ["--tail-windows", "whole"], {"term_weights": "none", "tail_windows": "whole"}),
+    ("tkl", ["--explicit", "--term-weights", "idf"], {"term_weights": "idf", "explicit": True}),
+    ("tk", ["--explicit"], {"term_weights": "none", "explicit": True}),
 ])
-def test_cli_tkl_options_reach_the_tkl_config(tmp_path, tiny_scifact, monkeypatch, options, expected):
+def test_cli_tk_and_tkl_options_reach_the_model_config(tmp_path, tiny_scifact, monkeypatch, model, options, expected):
     import ckqti.train.rerankers
 
     seen = {}
@@ -120,7 +121,7 @@ def test_cli_tkl_options_reach_the_tkl_config(tmp_path, tiny_scifact, monkeypatc
         raise SystemExit(0)
 
     monkeypatch.setattr(ckqti.train.rerankers, "train_reranker", fake_train)
-    args = ["train", "--model", "tkl", "--corpus", tiny_scifact["corpus"], "--queries", tiny_scifact["corpus"],
+    args = ["train", "--model", model, "--corpus", tiny_scifact["corpus"], "--queries", tiny_scifact["corpus"],
             "--qrels", tiny_scifact["corpus"], "--out", tmp_path / "m.pt", *options]
     CliRunner().invoke(cli, [str(a) for a in args])
     assert dict(seen["config"].model_options) == expected

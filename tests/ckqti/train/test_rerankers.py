@@ -139,11 +139,11 @@ def test_group_loss_is_ranknet_for_a_pair_and_prefers_the_relevant_first():
 
 
 @pytest.mark.parametrize("loss,negatives", [("margin", 1), ("lce", 3)])
-@pytest.mark.parametrize("kind", ["tk", "tkl", "tkl-explicit"])
+@pytest.mark.parametrize("kind", ["tk", "tkl", "tk-explicit", "tkl-explicit"])
 def test_training_loss_goes_down(tiny_scifact, kind, loss, negatives):
     """Repeating one epoch's triples (margin) or groups of 1 relevant + 3 negatives (softmax cross-entropy),
     the loss falls (paper init, so nothing is given away) and every parameter gets a finite gradient
-    (``tkl-explicit``: TKL with NDRM2's explicit channel, whose BatchNorm sees a query's documents together)."""
+    (``-explicit``: with NDRM2's explicit channel, whose BatchNorm sees a query's documents together)."""
     data, text = small_pairs(tiny_scifact)
     torch.manual_seed(0)
     kind, explicit = kind.removesuffix("-explicit"), kind.endswith("-explicit")
@@ -257,9 +257,9 @@ def test_adapted_vocabulary_keeps_known_rows_and_stops_unknown_words_matching(tm
     assert s[1] > s[0]  # only the document holding the word matches it
 
 
-@pytest.mark.parametrize("kind, explicit", [("tk", False), ("tkl", False), ("tkl", True)])
+@pytest.mark.parametrize("kind, explicit", [("tk", False), ("tkl", False), ("tk", True), ("tkl", True)])
 def test_idf_weights_follow_the_collection_in_training_and_zero_shot(tiny_scifact, tmp_path, kind, explicit):
-    """TK or TKL with idf term weights (and TKL's explicit channel, whose NDRM2 has an idf of its own)
+    """TK or TKL with idf term weights (and with the explicit channel, whose NDRM2 has an idf of its own)
     takes the training vocabulary's idf when trained, keeps it in its checkpoint, and takes the new
     collection's when adapted to another vocabulary."""
     from ckqti.train.checkpoint import load_checkpoint
