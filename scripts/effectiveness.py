@@ -127,7 +127,13 @@ Training budgets (2 shared CPU cores, no GPU; every choice on dev):
   ``tkl-idf-explicit-lce`` and was run on test. A third, listwise plus IDCM's teacher scores
   (``teacher="docs/results/teacher_idcm_scifact_train.json.gz"``, as session 9's distillation),
   gave dev 0.7941, 0.7931, 0.7967 at epochs 1-3 and nothing better by the time it was stopped
-  (26 minutes), so it was not run on test. Both reach BM25 on SciFact test (0.6815 and 0.6816,
+  (26 minutes), so it was not run on test. Neither was listwise with MiniLM embeddings (dev 0.7853 at
+  epoch 1, below 0.8022).
+* ``tk-idf-explicit-lce`` (session 17): TK gets the same channel (``TKConfig.explicit``) with
+  ``tk-idf``'s budget, trained listwise as dev chose for TKL (decided before the run). Dev 0.7788
+  at initialisation (NDRM2 alone on TK's first 200 terms), 0.7823 at epoch 1 (kept), then
+  0.778-0.776; SciFact test 0.6829 (+0.004), TREC DL +0.009, Cranfield +0.010, Vaswani -0.011
+  (``tk-idf``: 0.6513, +0.002, -0.041, -0.034). Both reach BM25 on SciFact test (0.6815 and 0.6816,
   +0.003) and stay near it zero-shot (TREC DL +0.005 and 0.000, Cranfield +0.016 and +0.017,
   Vaswani -0.012 and -0.016), where every TKL without the channel was 0.04-0.16 below; the
   +0.03 target is not met: TKL's own score adds little to NDRM2's on SciFact.
