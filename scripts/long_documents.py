@@ -380,18 +380,17 @@ def merge_results(earlier: Mapping, results: Mapping[str, dict], config: LongDoc
     return merged
 
 
-def depth_header(depths: Sequence[int]) -> list[str]:
-    """The two markdown header lines of a table with one column per depth."""
-    return ["| model | " + " | ".join(str(d) for d in depths) + " |", "|---|" + "---|" * len(depths)]
+def depth_table(title: str, depths: Sequence[int], cells: Mapping[str, Sequence[str]]) -> list[str]:
+    """A titled markdown table with one column per depth and a row of ``cells`` per model."""
+    lines = [f"\n{title}", "| model | " + " | ".join(str(d) for d in depths) + " |", "|---|" + "---|" * len(depths)]
+    return lines + [f"| {model} | " + " | ".join(row) + " |" for model, row in cells.items()]
 
 
 def table(results: Mapping[str, dict], config: LongDocConfig) -> str:
     lines = []
     for name, res in results.items():
-        lines.append(f"\n{name}: mean rank of the planted document (of {config.distractors + 1}) by depth")
-        lines += depth_header(config.depths)
-        for model, ranks in res["mean_rank"].items():
-            lines.append(f"| {model} | " + " | ".join(f"{r:.2f}" for r in ranks) + " |")
+        lines += depth_table(f"{name}: mean rank of the planted document (of {config.distractors + 1}) by depth",
+                             config.depths, {m: [f"{r:.2f}" for r in ranks] for m, ranks in res["mean_rank"].items()})
     return "\n".join(lines)
 
 

@@ -50,7 +50,7 @@ from scripts.long_documents import (  # noqa: E402
     QuerySetup,
     Source,
     TermCutter,
-    depth_header,
+    depth_table,
     load_rerankers,
     load_source,
     named_paths,
@@ -215,11 +215,9 @@ def plot(results: Mapping[str, dict], config: LongDocConfig, caps: Mapping[str, 
 def table(results: Mapping[str, dict], config: LongDocConfig) -> str:
     lines = []
     for name, res in results.items():
-        lines.append(f"\n{name}: share of queries whose best / any region falls on the planted text, by depth")
-        lines += depth_header(config.depths)
-        for model, rates in res["hit_rates"].items():
-            cells = [f"{a:.2f} / {b:.2f}" for a, b in zip(rates["hit@1"], rates["hit@any"])]
-            lines.append(f"| {model} | " + " | ".join(cells) + " |")
+        cells = {m: [f"{a:.2f} / {b:.2f}" for a, b in zip(r["hit@1"], r["hit@any"])] for m, r in res["hit_rates"].items()}
+        lines += depth_table(f"{name}: share of queries whose best / any region falls on the planted text, by depth",
+                             config.depths, cells)
         lines.append(f"\n{name}: best region of each query's first relevant document, share starting in its first / last tenth")
         for model, summ in res["natural_summary"].items():
             lines.append(f"- {model}: {summ['first_tenth']:.2f} / {summ['last_tenth']:.2f} "

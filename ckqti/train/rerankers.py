@@ -331,8 +331,8 @@ def adapt_reranker(ckpt: Checkpoint, vocab: Vocabulary, device: torch.device | s
         model = build_model(ckpt.kind, {**ckpt.config, "vocab_size": len(vocab)})
         state = {k: v.float() if v.dtype == torch.float16 else v for k, v in ckpt.state_dict.items()}
         state["embedding.weight"] = remap_rows(state["embedding.weight"], ckpt.vocab, vocab, ckpt.fallback)
-        for key in [k for k in state if k == "idf" or k.endswith(".idf")]:  # sized for the training vocabulary:
-            state[key] = model.state_dict()[key]  # set_collection takes the new one's
+        fresh = model.state_dict()  # idf buffers are sized for the training vocabulary: set_collection takes the new one's
+        state.update({k: fresh[k] for k in state if k == "idf" or k.endswith(".idf")})
         model.load_state_dict(state)
         model.set_collection(vocab)
         model = model.to(dev).eval()
