@@ -28,7 +28,7 @@ def index_option(f):
 
 
 def mode_options(f):
-    f = click.option("--model", default=None, help="Refuse an index not built with this model ('ndrm2' or a checkpoint).")(f)
+    f = click.option("--model", default=None, help="Refuse an index not built with this model ('ndrm2', 'ndrm2-anserini' or a checkpoint).")(f)
     f = click.option("--slack", default=1.0, show_default=True, type=float,
                      help="Anytime mode: factor (0, 1] on the pruning bound; below 1 prunes sooner, approximately.")(f)
     f = click.option("--budget", type=POSITIVE, default=200_000, show_default=True, help="Anytime mode: postings per shard.")(f)
@@ -67,7 +67,8 @@ def cli() -> None:
 @click.option("--out", default=None, type=click.Path(), help="Index directory to create (required unless --append).")
 @click.option("--append", "append_to", is_flag=True, help="Add CORPUS to the index --index as new shards.")
 @click.option("--index", "index_path", default=None, type=click.Path(), help="With --append: the index to grow.")
-@click.option("--model", default=None, help="'ndrm2' or a checkpoint; default: the bundled model (--append: the index's).")
+@click.option("--model", default=None, help="'ndrm2' (untrained, the paper's start), 'ndrm2-anserini' (untrained, BM25 k1 0.9, b 0.4) "
+              "or a checkpoint; default: the bundled model (--append: the index's).")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
 @click.option("--orcas", type=click.Path(), default=None, help="docid<TAB>query clicked queries, a leading field.")
 @click.option("--shard-size", type=POSITIVE, default=100_000, show_default=True, help="Documents per shard.")

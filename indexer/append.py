@@ -153,8 +153,11 @@ def index_model_spec(index: Path, manifest: Manifest) -> str:
     model = manifest.model
     if model.get("path"):
         return str(model["path"])
-    if model.get("id") == "ndrm2-untrained":
-        return "ndrm2"
+    from ckqti.models.loading import UNTRAINED
+
+    for spec in UNTRAINED:
+        if model.get("id") == f"{spec}-untrained":
+            return spec
     raise CkqtiError(f"index was built with model {model.get('id')!r}, which cannot score new documents", index / MANIFEST)
 
 

@@ -48,6 +48,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ckqti.errors import CkqtiError
+from ckqti.models.loading import UNTRAINED
 from indexer.analyze import AnalyzedCorpus, analyze_corpus
 from indexer.build import (
     BuildConfig,
@@ -388,7 +389,7 @@ def build_index_ray(
     written by Ray actors.
 
     Args:
-        model_spec: ``"ndrm2"``, a checkpoint path (visible from every node) or None for
+        model_spec: ``"ndrm2"``, ``"ndrm2-anserini"``, a checkpoint path (visible from every node) or None for
             the default model; each actor loads it.
         model_info: the model's manifest entry (from ``load_qti_model``).
         address: None or ``"local"`` (start a local Ray, or use the session already
@@ -402,7 +403,7 @@ def build_index_ray(
     """
     t0 = time.time()
     out = Path(out).resolve()
-    if model_spec not in (None, "ndrm2") and Path(model_spec).is_file():
+    if model_spec is not None and model_spec not in UNTRAINED and Path(model_spec).is_file():
         model_spec = str(Path(model_spec).resolve())  # workers may run elsewhere than this directory
     inputs = BuildInputs(Path(corpus_path), fmt, Path(orcas) if orcas else None, model_spec, model_info, config)
     if not inputs.corpus_path.is_file():

@@ -20,14 +20,15 @@ Stages:
    (:func:`ckqti.train.loop.bm25_candidates`; scores written as ``1000 - rank`` so that the
    file keeps Lucene's own order of tied documents).
 2. **Checkpoints**: the bundled NDRM3 (``scripts/train_default.py``), the untrained NDRM2
-   (BM25-like, two parameters) and, when missing, NDRM1, a trained NDRM2, TK, TKL and IDCM
+   (BM25-like, two parameters) at the paper's start (BM25 with k1 1, b 1) and at Anserini's
+   BM25 defaults (``ndrm2-anserini``, k1 0.9, b 0.4, see below) and, when missing, NDRM1, a trained NDRM2, TK, TKL and IDCM
    trained on SciFact train with :mod:`ckqti.train` (budgets below). The dev split is the one
    every trainer carves from SciFact train (10%, seed 0: 81 claims); test claims are never used
    for any choice.
 3. **Fullrank** through learned indexes (:func:`ckqti.api.index` + :func:`ckqti.api.run`,
    k = 1,000): NDRM1, NDRM2 (untrained and trained) and NDRM3 on SciFact; NDRM3 with the
    ORCAS-style field (SciFact *train* claims attached as clicked queries to the documents they
-   cite, :func:`orcas_pairs`; test claims never); NDRM3 and the untrained NDRM2 zero-shot on
+   cite, :func:`orcas_pairs`; test claims never); NDRM3 and the untrained NDRM2s zero-shot on
    each other collection (the checkpoint remaps its embeddings onto the new corpus vocabulary).
 4. **Rerank** of BM25's top 100 by every model on every collection, each model reading
    documents up to its own cap (TK 200 terms, TKL 2,000, NDRM 4,000, IDCM 2,000 WordPiece
@@ -277,6 +278,7 @@ class Row:
 CHECKPOINTS = {  # key -> (display name, how it is made)
     "ndrm1": ("NDRM1", "trained here"),
     "ndrm2": ("NDRM2 (untrained)", "untrained"),
+    "ndrm2-anserini": ("NDRM2 (untrained, Anserini's k1 0.9, b 0.4)", "untrained"),
     "ndrm2-trained": ("NDRM2 (trained)", "trained here"),
     "ndrm3": ("NDRM3", "bundled"),
     "ndrm3-dense": ("NDRM3 dense (sessions 4-9 settings)", "trained here"),
@@ -314,11 +316,13 @@ ROWS = (
     Row("bm25", "BM25 (Pyserini)", "bm25", "bm25"),
     Row("ndrm1-full", "NDRM1 fullrank (learned index)", "ndrm1", "fullrank", ("scifact",)),
     Row("ndrm2-full", "NDRM2 untrained fullrank (learned index)", "ndrm2", "fullrank"),
+    Row("ndrm2a-full", "NDRM2 untrained, Anserini's k1 and b, fullrank (learned index)", "ndrm2-anserini", "fullrank"),
     Row("ndrm2t-full", "NDRM2 trained fullrank (learned index)", "ndrm2-trained", "fullrank", ("scifact",)),
     Row("ndrm3-full", "NDRM3 fullrank (learned index)", "ndrm3", "fullrank"),
     Row("ndrm3-orcas-full", "NDRM3 + ORCAS-style field fullrank", "ndrm3", "fullrank", ("scifact",), orcas=True),
     Row("ndrm1-rerank", "NDRM1 rerank BM25 top-100", "ndrm1", "rerank"),
     Row("ndrm2-rerank", "NDRM2 untrained rerank BM25 top-100", "ndrm2", "rerank"),
+    Row("ndrm2a-rerank", "NDRM2 untrained, Anserini's k1 and b, rerank BM25 top-100", "ndrm2-anserini", "rerank"),
     Row("ndrm2t-rerank", "NDRM2 trained rerank BM25 top-100", "ndrm2-trained", "rerank"),
     Row("ndrm3-rerank", "NDRM3 rerank BM25 top-100", "ndrm3", "rerank"),
     Row("ndrm3d-full", "NDRM3 dense (sessions 4-9 settings) fullrank", "ndrm3-dense", "fullrank"),
@@ -451,7 +455,8 @@ def target_checks(report: Mapping[str, Mapping[str, dict]]) -> list[dict]:
         checks.append({"target": f"{key.split('-')[0].upper()}{budget} rerank >= BM25 + 0.03 nDCG@10 on SciFact test",
                        "issue": 4, "delta": d, "p": p, "met": None if d is None else bool(d >= 0.03)})
     for coll in ALL[1:]:
-        for key in ("ndrm3-full", "ndrm3-rerank", "ndrm2-full", "ndrm2-rerank", "ndrm2t-rerank", "ndrm1-rerank"):
+        for key in ("ndrm3-full", "ndrm3-rerank", "ndrm2-full", "ndrm2-rerank", "ndrm2a-full", "ndrm2a-rerank",
+                    "ndrm2t-rerank", "ndrm1-rerank"):
             d, p = delta(coll, key)
             checks.append({"target": f"{key} zero-shot on {coll}: nDCG@10 >= BM25 - 0.01", "issue": 3,
                            "delta": d, "p": p, "met": None if d is None else bool(d >= -0.01)})
@@ -619,16 +624,20 @@ def train_idcm(key: str, out: Path, queries, qrels, cands, work: Path) -> dict:
             "stages": {s: {"epochs": e, "max_steps": m} for s, (e, m) in plan.items()}}
 
 
-def untrained_ndrm2(out: Path) -> dict:
-    """Write the untrained NDRM2 for SciFact's vocabulary as a checkpoint (so it reranks like the others)."""
+def untrained_ndrm2(out: Path, spec: str = "ndrm2") -> dict:
+    """Write the untrained NDRM2 ``spec`` (``"ndrm2"``: the paper's start, ``"ndrm2-anserini"``:
+    BM25's k1 0.9, b 0.4) for SciFact's vocabulary as a checkpoint (so it reranks like the others)."""
+    from ckqti.models.loading import UNTRAINED
     from ckqti.models.ndrm import NDRMConfig, build_ndrm
     from ckqti.train.checkpoint import save_checkpoint
     from ckqti.train.data import load_collection
 
     coll = load_collection(collections()["scifact"].corpus)
-    model = build_ndrm(NDRMConfig(vocab_size=len(coll.vocab), variant="ndrm2"), coll.vocab).eval()
+    config = NDRMConfig(vocab_size=len(coll.vocab), variant="ndrm2", bm25_init=UNTRAINED[spec])
+    model = build_ndrm(config, coll.vocab).eval()
+    start = "w = 1, b = 0" if config.bm25_init is None else "BM25 k1 {}, b {}".format(*config.bm25_init)
     save_checkpoint(out, model, "ndrm2", model.config.to_dict(), coll.vocab, coll.analyzer,
-                    {"trained_by": "nobody: untrained NDRM2 (w = 1, b = 0)"})
+                    {"trained_by": f"nobody: untrained NDRM2 ({start})"})
     return {"config": "untrained", "seconds": 0.0}
 
 
@@ -644,8 +653,9 @@ def ensure_checkpoint(key: str, work: Path, retrain: bool = False) -> dict:
     side = out.with_suffix(".json")
     if out.is_file() and side.is_file() and not retrain:
         return json.loads(side.read_text())
-    print(f"[checkpoint] {key}: {'writing' if key == 'ndrm2' else 'training'}", flush=True)
-    record = untrained_ndrm2(out) if key == "ndrm2" else train_checkpoint(key, work)
+    untrained = CHECKPOINTS[key][1] == "untrained"
+    print(f"[checkpoint] {key}: {'writing' if untrained else 'training'}", flush=True)
+    record = untrained_ndrm2(out, key) if untrained else train_checkpoint(key, work)
     from ckqti.train.checkpoint import load_checkpoint
 
     record = {"key": key, "model_id": load_checkpoint(out).id, **record}
@@ -687,7 +697,7 @@ def fullrank(row: Row, spec: CollectionSpec, work: Path, force: bool) -> dict:
     """Build (or reuse) the learned index of the row's model and run every judged query through it."""
     from ckqti import api
 
-    model = "ndrm2" if row.model == "ndrm2" else str(checkpoint_path(row.model, work))
+    model = row.model if CHECKPOINTS[row.model][1] == "untrained" else str(checkpoint_path(row.model, work))
     index_dir = work / "indexes" / f"{spec.name}-{row.model}{'-orcas' if row.orcas else ''}"
     started = time.perf_counter()
     if force or not (index_dir / "manifest.json").is_file():
@@ -982,7 +992,7 @@ def predates_new_word_rows(key: str, entry: Mapping) -> bool:
     """Whether a zero-shot run of a model reading term embeddings (TK, TKL, NDRM1/3) was made before
     session 16's fix of new words' embedding rows (:data:`NEW_WORD_ROWS`; its meta lacks the mark)."""
     model = next((r.model for r in ROWS if r.key == key), "")
-    reads_embeddings = model not in ("bm25", "ndrm2", "ndrm2-trained") and not model.startswith("idcm")
+    reads_embeddings = model not in ("bm25", "ndrm2", "ndrm2-anserini", "ndrm2-trained") and not model.startswith("idcm")
     return reads_embeddings and entry.get("meta", {}).get("new_word_rows") != NEW_WORD_ROWS
 
 
@@ -1032,7 +1042,7 @@ def budgets_table(budgets: Mapping[str, dict]) -> str:
 def budget_text(key: str, cfg, rec: Mapping | None = None) -> str:
     """The budget a checkpoint was trained with, from its own record (not today's constants)."""
     if not isinstance(cfg, Mapping):
-        return "none (w = 1, b = 0)"
+        return "none (w = 0.36, b = 0.54: BM25 k1 0.9, b 0.4)" if key == "ndrm2-anserini" else "none (w = 1, b = 0)"
     if key.startswith("idcm"):
         rec = rec or {}
         if "stages" in rec:

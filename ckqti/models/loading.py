@@ -1,7 +1,9 @@
 """Choosing and loading the QTI model that fills an index.
 
 A model spec is ``"ndrm2"`` (the untrained explicit model: BM25-like, two parameters,
-usable without training), a checkpoint path written by ``ckqti train``, or None for
+usable without training, at the paper's start: BM25 with ``k1 = 1, b = 1``),
+``"ndrm2-anserini"`` (the same started at Anserini's BM25 defaults, ``k1 = 0.9, b = 0.4``;
+:data:`UNTRAINED`), a checkpoint path written by ``ckqti train``, or None for
 the default: the bundled NDRM3 checkpoint when the package ships one, else NDRM2.
 The loader returns a factory ``vocab -> model`` because models are set up for the
 corpus being indexed (NDRM2's idf, embedding rows of new words).
@@ -26,14 +28,21 @@ def pick_device(device: str | None = None) -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def untrained_ndrm2(device: torch.device) -> tuple[Callable[[Vocabulary], torch.nn.Module], dict]:
+UNTRAINED = {"ndrm2": None, "ndrm2-anserini": (0.9, 0.4)}  # spec -> NDRMConfig.bm25_init
+MODEL_SPECS = "'ndrm2', 'ndrm2-anserini' or a checkpoint written by 'ckqti train'"
+
+
+def untrained_ndrm2(device: torch.device, spec: str = "ndrm2") -> tuple[Callable[[Vocabulary], torch.nn.Module], dict]:
+    """The untrained NDRM2 of ``spec`` (a key of :data:`UNTRAINED`) as ``(factory, info)``."""
     from ckqti.models.ndrm import NDRMConfig, build_ndrm
 
+    bm25_init = UNTRAINED[spec]
+
     def factory(vocab: Vocabulary) -> torch.nn.Module:
-        model = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm2"), vocab, device=device)
+        model = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm2", bm25_init=bm25_init), vocab, device=device)
         return model.eval()
 
-    return factory, {"id": "ndrm2-untrained", "name": "ndrm2", "variant": "ndrm2"}
+    return factory, {"id": f"{spec}-untrained", "name": spec, "variant": "ndrm2"}
 
 
 def load_qti_model(spec: str | None = None, device: str | None = None):
@@ -41,11 +50,11 @@ def load_qti_model(spec: str | None = None, device: str | None = None):
     dev = pick_device(device)
     if spec is None:
         spec = str(DEFAULT_CHECKPOINT) if DEFAULT_CHECKPOINT.is_file() else "ndrm2"
-    if spec == "ndrm2":
-        return untrained_ndrm2(dev)
+    if spec in UNTRAINED:
+        return untrained_ndrm2(dev, spec)
     path = Path(spec)
     if not path.is_file():
-        raise CkqtiError("model not found (use 'ndrm2' or a checkpoint written by 'ckqti train')", path)
+        raise CkqtiError(f"model not found (use {MODEL_SPECS})", path)
     from ckqti.train.checkpoint import load_for_indexing
 
     return load_for_indexing(path, dev)

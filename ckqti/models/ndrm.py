@@ -22,6 +22,11 @@ meaning (and no posting list to store it in), so full retrieval and reranking ag
   elsewhere (:class:`LatentGate`). The paper's latent channel scores every term against
   every document, so no index of bounded size reproduces it; a gated model's unstored pairs
   all score the same per-term constant, so its learned index is exact up to quantization.
+- BM25 start (an option, not in the paper: ``NDRMConfig.bm25_init = (k1, b)``): NDRM2's
+  ``w, b`` start at ``k1 b, k1 (1 - b)``, so that untrained (mean tf 1, mean dl the
+  collection's) it ranks as BM25 with those parameters instead of the paper's ``k1 = 1, b = 1``.
+  ``ckqti index --model ndrm2-anserini`` is NDRM2 untrained from Anserini's defaults
+  (0.9, 0.4), the parameters of the BM25 baseline the evaluation compares against.
 
 Choices where paper, reference code and SPEC differ (reference: Mitra's
 TREC-Deep-Learning-Quick-Start):
@@ -66,6 +71,7 @@ from ckqti.models.qti import DocumentEncoding, document_lengths
 from ckqti.vocab import UNK, Vocabulary
 
 VARIANTS = ("ndrm1", "ndrm2", "ndrm3")
+ANSERINI_BM25 = (0.9, 0.4)  # Anserini's (and Pyserini's) default BM25 k1, b
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,11 @@ class NDRMConfig:
             (0, 1]: the latent score of term t is ``softplus(score)`` where t occurs in the
             document or ``max_j cos(t, d_j) >= tau``, and exactly 0 elsewhere, so that an index
             storing those pairs is exact (:class:`LatentGate`).
+        bm25_init: None (the paper's start, ``w = 1, b = 0``: BM25 with ``k1 = 1, b = 1``) or
+            BM25's ``(k1, b)`` for NDRM2's (and NDRM3's explicit channel's) starting ``w = k1 b``
+            and ``b = k1 (1 - b)``: untrained, NDRM2 is then BM25 with those parameters (without
+            the constant ``k1 + 1``), e.g. ``(0.9, 0.4)``, Anserini's defaults
+            (:data:`ANSERINI_BM25`; an option, not in the paper).
     """
 
     vocab_size: int
@@ -113,8 +124,13 @@ class NDRMConfig:
     eps: float = 1e-6
     score_chunk_elements: int = 1 << 24
     latent_gate: float | None = None
+    bm25_init: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
+        if self.bm25_init is not None:  # JSON gives a list back: keep the frozen config hashable
+            object.__setattr__(self, "bm25_init", tuple(float(x) for x in self.bm25_init))
+            if len(self.bm25_init) != 2 or self.bm25_init[0] <= 0 or not 0.0 <= self.bm25_init[1] <= 1.0:
+                raise ValueError(f"bm25_init must be None or (k1 > 0, 0 <= b <= 1), got {self.bm25_init}")
         if self.variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
         if self.vocab_size < 2:
@@ -289,8 +305,8 @@ class BatchScale(nn.Module):
 class NDRM2(QTIScorer):
     """Explicit term matching: ``idf * tf' / (tf' + ReLU(w dl' + b) + eps)`` per query term.
 
-    Two learned parameters (``w`` init 1, ``b`` init 0); idf is a buffer set by
-    :meth:`set_collection`. ``s(t, d) = 0`` exactly when ``t`` does not occur in ``d``.
+    Two learned parameters (``w`` init 1, ``b`` init 0, or BM25's under
+    ``NDRMConfig.bm25_init``); idf is a buffer set by :meth:`set_collection`. ``s(t, d) = 0`` exactly when ``t`` does not occur in ``d``.
 
     Shape:
         ``term_scores``: query ``[B, Q]``, doc ``[B, L]`` -> ``[B, Q]``; ``forward`` -> ``[B]``.
@@ -300,15 +316,18 @@ class NDRM2(QTIScorer):
 
     def __init__(self, config: NDRMConfig):
         super().__init__(config)
-        self.length_weight = nn.Parameter(torch.ones(()))
-        self.length_bias = nn.Parameter(torch.zeros(()))
+        self.length_weight = nn.Parameter(torch.empty(()))
+        self.length_bias = nn.Parameter(torch.empty(()))
         self.register_buffer("idf", torch.zeros(config.vocab_size))
         self.tf_scale = BatchScale(1.0)
         self.length_scale = BatchScale(1.0)
+        self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        nn.init.ones_(self.length_weight)
-        nn.init.zeros_(self.length_bias)
+        """``w = 1, b = 0`` (the paper), or ``w = k1 b, b = k1 (1 - b)`` under ``bm25_init = (k1, b)``."""
+        k1, b = (1.0, 1.0) if self.config.bm25_init is None else self.config.bm25_init
+        nn.init.constant_(self.length_weight, k1 * b)
+        nn.init.constant_(self.length_bias, k1 * (1.0 - b))
 
     def set_collection(self, vocab: Vocabulary) -> None:
         super().set_collection(vocab)

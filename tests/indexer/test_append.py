@@ -147,9 +147,10 @@ def test_append_then_compact_equals_a_fresh_build(tmp_path, parts, index_a, quer
                                                             Manifest.read(idx).shards[0].name])
 
 
-def exhaustive_scores(vocab: Vocabulary, corpus_docs: list[np.ndarray], text_ids, prior: float) -> np.ndarray:
+def exhaustive_scores(vocab: Vocabulary, corpus_docs: list[np.ndarray], text_ids, prior: float,
+                      bm25_init: tuple[float, float] | None = None) -> np.ndarray:
     """NDRM2's float score of every document for a query (term ids with counts)."""
-    model = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm2"), vocab).eval()
+    model = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm2", bm25_init=bm25_init), vocab).eval()
     model.set_index_constants({"length_prior": prior})
     from indexer.fidelity import exhaustive_term_scores
 
@@ -178,6 +179,40 @@ def test_scores_after_append_are_the_models_scores_with_current_idf(tmp_path, pa
         bound = float(np.sum(0.5 * f + 0.5 * 255 * plan.unit)) + 1e-6  # impact rounding + weight rounding
         for h in s.search(text, 10).hits:
             assert abs(h.score - exact[position[h.docid]]) <= bound
+
+
+def test_an_anserini_start_index_appends_with_its_own_model(tmp_path, parts, queries):
+    """``ndrm2-anserini`` (untrained NDRM2 at BM25's k1 0.9, b 0.4) is recorded in the manifest,
+    and an append without ``--model`` scores the new documents with it, not with the paper's start."""
+    from indexer.analyze import analyze_corpus
+
+    a, b, ab = parts
+    idx = tmp_path / "idx"
+    api.index(a, idx, model="ndrm2-anserini", shard_size=100, progress=False)
+    built = Manifest.read(idx)
+    assert built.model["id"] == "ndrm2-anserini-untrained"
+    assert append_mod.index_model_spec(idx, built) == "ndrm2-anserini"
+    api.append(b, idx, progress=False)
+    s = Searcher(idx)
+    full = analyze_corpus(ab, s.index.analyzer)
+    docs = full.token_lists(0, len(full))
+    position = {d: i for i, d in enumerate(full.docs["docid"])}
+    appended = set(json.loads(line)["_id"] for line in b.read_text().splitlines())
+    checked = apart = 0
+    for text in queries[:25]:
+        q = s.parse(text)
+        plan = s.plan(q)
+        prior = built.model_constants["length_prior"]
+        anserini = exhaustive_scores(full.vocab, docs, (q.terms, q.weights), prior, (0.9, 0.4))
+        paper = exhaustive_scores(full.vocab, docs, (q.terms, q.weights), prior)
+        bound = float(np.sum(0.5 * q.weights * s.index.quantizer.step * s.index.idf[q.terms] + 0.5 * 255 * plan.unit)) + 1e-6
+        for h in s.search(text, 10).hits:
+            i = position[h.docid]
+            assert abs(h.score - anserini[i]) <= bound
+            if h.docid in appended:
+                checked += 1
+                apart += abs(h.score - paper[i]) > bound
+    assert checked > 0 and apart > 0
 
 
 def test_docid_collision_names_the_file_and_line(tmp_path, parts, index_a):

@@ -217,6 +217,37 @@ def test_ndrm2_untrained_equals_hand_computed_value():
     assert scores.flatten().tolist() == pytest.approx(sum(expected, []), rel=1e-5)
 
 
+@torch.no_grad()
+@pytest.mark.parametrize("variant", ["ndrm2", "ndrm3"])
+def test_bm25_init_starts_the_explicit_channel_as_bm25_with_those_parameters(variant):
+    vocab = _hand_vocab()
+    x, y, z, v = (vocab.id(t) for t in "xyzv")
+    m = build_ndrm(tiny(len(vocab), variant, bm25_init=(0.9, 0.4)), vocab).eval()
+    ndrm2 = m if variant == "ndrm2" else m.explicit
+    assert (ndrm2.length_weight.item(), ndrm2.length_bias.item()) == pytest.approx((0.36, 0.54))
+    docs = pad([[x, y, x, z], [z, z, z, vocab.id("u"), v]])
+    scores = ndrm2.term_scores(torch.tensor([[x, z, y], [x, z, y]]), docs)
+
+    def bm25(idf, tf, dl, k1=0.9, b=0.4, avgdl=3.0):  # without the constant k1 + 1
+        return idf * tf / (tf + k1 * (1 - b + b * dl / avgdl) + 1e-6)
+
+    idf_x, idf_z = math.log(4.5 / 1.5), math.log(3.5 / 2.5)
+    expected = [bm25(idf_x, 2, 4), bm25(idf_z, 1, 4), 0.0, 0.0, bm25(idf_z, 3, 5), 0.0]
+    assert scores.flatten().tolist() == pytest.approx(expected, rel=1e-5)
+    paper = build_ndrm(tiny(len(vocab), variant), vocab).eval()  # the default stays the paper's w = 1, b = 0
+    paper2 = paper if variant == "ndrm2" else paper.explicit
+    assert (paper2.length_weight.item(), paper2.length_bias.item()) == (1.0, 0.0)
+
+
+def test_bm25_init_is_validated_and_survives_json():
+    config = NDRMConfig(vocab_size=10, variant="ndrm2", bm25_init=(0.9, 0.4))
+    back = NDRMConfig.from_dict(json.loads(json.dumps(config.to_dict())))
+    assert back == config and back.bm25_init == (0.9, 0.4) and hash(back) == hash(config)
+    for bad in [(0.0, 0.4), (0.9, 1.5), (0.9,), (1.0, -0.1)]:
+        with pytest.raises(ValueError, match="bm25_init"):
+            NDRMConfig(vocab_size=10, variant="ndrm2", bm25_init=bad)
+
+
 def test_ndrm2_trained_statistics_and_parameters_hand_computed():
     vocab = _hand_vocab()
     x, z, v = (vocab.id(t) for t in "xzv")
