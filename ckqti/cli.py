@@ -212,6 +212,16 @@ def refuse_ndrm_only_options(lr: float | None, resume: bool, dev_qrels: str | No
         raise click.UsageError("--dev-qrels is for NDRM (TK/TKL/IDCM carve dev from --qrels, --dev-fraction)")
 
 
+def refuse_other_models_options(variant: str, tail_windows: str | None, explicit: bool, fixed_bm25: bool) -> None:
+    """Options that belong to one or two models."""
+    if tail_windows is not None and variant != "tkl":
+        raise click.UsageError("--tail-windows is for TKL")
+    if fixed_bm25 and variant not in ("ndrm2", "ndrm3"):
+        raise click.UsageError("--fixed-bm25 is for NDRM2 and NDRM3 (the models with an explicit channel of their own)")
+    if explicit and variant not in ("tk", "tkl"):
+        raise click.UsageError("--explicit is for TK and TKL (NDRM3 is NDRM1 with the explicit channel)")
+
+
 def refuse_idcm_options(term_weights: str, teacher: str | None, weak_supervision: str | None, embeddings: str | None,
                         init: str | None) -> None:
     """IDCM starts from all-MiniLM-L6-v2 and distils its own cross-encoder: the word-model options do not apply."""
@@ -270,14 +280,14 @@ def refuse_idcm_options(term_weights: str, teacher: str | None, weak_supervision
 @click.option("--latent-gate", type=click.FloatRange(0, 1, min_open=True), default=None,
               help="NDRM1/NDRM3: score a term's latent channel only where it occurs in the document or its cosine "
                    "with a document vector reaches this threshold (0 elsewhere), so that the learned index is exact.")
+@click.option("--fixed-bm25", is_flag=True,
+              help="NDRM2/NDRM3: the explicit channel is BM25 with Anserini's k1 0.9, b 0.4 and stays so (its two "
+                   "parameters and statistics are not trained; on any collection it reads that collection's avgdl).")
 def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epochs, patience, batch_size, lr, seed,
               device, weak_supervision, embeddings, init, fmt, resume, loss, negatives, term_weights, teacher, distill_docs,
-              distill_weight, latent_gate, tail_windows, explicit):
+              distill_weight, latent_gate, tail_windows, explicit, fixed_bm25):
     """Train a model on BM25 candidates (NDRM: RankNet or listwise; TK/TKL/IDCM: pairwise or listwise); writes the best dev epoch to --out."""
-    if tail_windows is not None and variant != "tkl":
-        raise click.UsageError("--tail-windows is for TKL")
-    if explicit and variant not in ("tk", "tkl"):
-        raise click.UsageError("--explicit is for TK and TKL (NDRM3 is NDRM1 with the explicit channel)")
+    refuse_other_models_options(variant, tail_windows, explicit, fixed_bm25)
     if variant in ("tk", "tkl", "idcm"):
         from ckqti.train.rerankers import RerankerTrainConfig, train_reranker
 
@@ -308,14 +318,18 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
         raise click.UsageError("--loss margin and --term-weights are for TK, TKL and IDCM (NDRM trains with RankNet or lce)")
     if latent_gate is not None and variant == "ndrm2":
         raise click.UsageError("--latent-gate is for NDRM1 and NDRM3 (NDRM2 has no latent channel)")
+    from ckqti.models.ndrm import ANSERINI_BM25
     from ckqti.train import TrainConfig, train
 
+    model_options = {} if latent_gate is None else {"latent_gate": latent_gate}
+    if fixed_bm25:
+        model_options.update(bm25_init=ANSERINI_BM25, explicit_fixed=True)
     config = TrainConfig(model=variant, epochs=epochs, patience=patience, batch_size=batch_size,
                          lr=1e-4 if lr is None else lr, seed=seed, dev_fraction=dev_fraction,
                          weak_supervision=weak_supervision, embeddings=embeddings or "skipgram", init=init or "paper",
                          device=device, teacher=teacher, distill_docs=distill_docs, distill_weight=distill_weight,
                          negatives=negatives, loss=loss or "ranknet",
-                         model_options={} if latent_gate is None else {"latent_gate": latent_gate})
+                         model_options=model_options)
     r = train(corpus, queries, qrels, out, config, dev_qrels=dev_qrels, fmt=fmt, resume=resume)
     click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} at epoch {r.best_epoch} of {r.epochs_run} -> {out}")
 

@@ -26,7 +26,10 @@ meaning (and no posting list to store it in), so full retrieval and reranking ag
   ``w, b`` start at ``k1 b, k1 (1 - b)``, so that untrained (mean tf 1, mean dl the
   collection's) it ranks as BM25 with those parameters instead of the paper's ``k1 = 1, b = 1``.
   ``ckqti index --model ndrm2-anserini`` is NDRM2 untrained from Anserini's defaults
-  (0.9, 0.4), the parameters of the BM25 baseline the evaluation compares against.
+  (0.9, 0.4), the parameters of the BM25 baseline the evaluation compares against. With
+  ``explicit_fixed`` the channel keeps that start through training, its length mean then
+  always the collection's own: a trained NDRM3 whose explicit half is exactly that BM25 on
+  any collection.
 
 Choices where paper, reference code and SPEC differ (reference: Mitra's
 TREC-Deep-Learning-Quick-Start):
@@ -102,6 +105,12 @@ class NDRMConfig:
             and ``b = k1 (1 - b)``: untrained, NDRM2 is then BM25 with those parameters (without
             the constant ``k1 + 1``), e.g. ``(0.9, 0.4)``, Anserini's defaults
             (:data:`ANSERINI_BM25`; an option, not in the paper).
+        explicit_fixed: NDRM2 (NDRM3's explicit channel) keeps its start: ``w, b`` are not trained
+            and its BatchScale means never take training samples, so the mean tf stays 1 and the
+            mean dl is whatever collection the model reads (:meth:`NDRM2.set_collection`). The
+            channel is then BM25 with ``bm25_init``'s parameters on every collection, zero-shot
+            included (an option, not in the paper; NDRM3 still trains its latent channel and the
+            combination).
     """
 
     vocab_size: int
@@ -125,6 +134,7 @@ class NDRMConfig:
     score_chunk_elements: int = 1 << 24
     latent_gate: float | None = None
     bm25_init: tuple[float, float] | None = None
+    explicit_fixed: bool = False
 
     def __post_init__(self) -> None:
         if self.bm25_init is not None:  # JSON gives a list back: keep the frozen config hashable
@@ -278,14 +288,16 @@ class BatchScale(nn.Module):
 
     In training mode the batch's real samples are added to a float64 sum and count first
     (so the batch is scaled by a mean that includes it, as in the reference code); in eval
-    mode the mean is frozen. Before any sample is seen the mean is ``prior``.
+    mode the mean is frozen. Before any sample is seen the mean is ``prior``; a ``frozen``
+    BatchScale never takes samples (``NDRMConfig.explicit_fixed``).
 
     Shape:
         x ``[*]``, mask ``[*]`` bool or None (which samples count) -> ``[*]``.
     """
 
-    def __init__(self, prior: float = 1.0):
+    def __init__(self, prior: float = 1.0, frozen: bool = False):
         super().__init__()
+        self.frozen = frozen  # never takes samples: the mean stays ``prior``
         self.register_buffer("total", torch.zeros((), dtype=torch.float64))
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
         self.register_buffer("prior", torch.tensor(float(prior), dtype=torch.float64))
@@ -295,7 +307,7 @@ class BatchScale(nn.Module):
         return torch.where(self.count > 0, self.total / self.count.clamp_min(1.0), self.prior)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        if self.training:
+        if self.training and not self.frozen:
             samples = x.detach() if mask is None else x.detach()[mask]
             self.total += samples.to(torch.float64).sum()
             self.count += samples.numel()
@@ -319,9 +331,12 @@ class NDRM2(QTIScorer):
         self.length_weight = nn.Parameter(torch.empty(()))
         self.length_bias = nn.Parameter(torch.empty(()))
         self.register_buffer("idf", torch.zeros(config.vocab_size))
-        self.tf_scale = BatchScale(1.0)
-        self.length_scale = BatchScale(1.0)
+        self.tf_scale = BatchScale(1.0, frozen=config.explicit_fixed)
+        self.length_scale = BatchScale(1.0, frozen=config.explicit_fixed)
         self.reset_parameters()
+        if config.explicit_fixed:
+            self.length_weight.requires_grad_(False)
+            self.length_bias.requires_grad_(False)
 
     def reset_parameters(self) -> None:
         """``w = 1, b = 0`` (the paper), or ``w = k1 b, b = k1 (1 - b)`` under ``bm25_init = (k1, b)``."""

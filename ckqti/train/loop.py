@@ -389,7 +389,8 @@ def parameter_groups(model: nn.Module, lr: float, head_lr: float | None) -> list
     """Adam parameter groups: the scoring head (:data:`HEAD_PREFIXES`) at ``head_lr``, the rest at ``lr``."""
     head, body = [], []
     for name, p in model.named_parameters():
-        (head if name.startswith(HEAD_PREFIXES) else body).append(p)
+        if p.requires_grad:  # a fixed explicit channel's two parameters are not trained
+            (head if name.startswith(HEAD_PREFIXES) else body).append(p)
     groups = [{"params": body, "lr": lr}, {"params": head, "lr": head_lr if head_lr is not None else lr}]
     return [g for g in groups if g["params"]]
 

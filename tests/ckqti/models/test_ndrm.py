@@ -239,6 +239,31 @@ def test_bm25_init_starts_the_explicit_channel_as_bm25_with_those_parameters(var
     assert (paper2.length_weight.item(), paper2.length_bias.item()) == (1.0, 0.0)
 
 
+def test_fixed_explicit_channel_stays_bm25_through_training_and_on_a_new_collection():
+    vocab = _hand_vocab()
+    x, y, z, v = (vocab.id(t) for t in "xyzv")
+    m = build_ndrm(tiny(len(vocab), "ndrm3", bm25_init=(0.9, 0.4), explicit_fixed=True), vocab).train()
+    assert not m.explicit.length_weight.requires_grad and not m.explicit.length_bias.requires_grad
+    opt = torch.optim.Adam([p for p in m.parameters() if p.requires_grad], lr=1e-2)
+    latent_before = [p.detach().clone() for p in m.latent.parameters()]
+    for _ in range(3):
+        opt.zero_grad()
+        m(pad([[x, z], [v, y]]), pad([[x, y, x, z], [z, z, z, vocab.id("u"), v]])).sum().backward()
+        opt.step()
+    assert any(not torch.equal(a, b) for a, b in zip(m.latent.parameters(), latent_before))  # the latent trains
+    assert (m.explicit.length_weight.item(), m.explicit.length_bias.item()) == pytest.approx((0.36, 0.54))
+    assert m.explicit.tf_scale.count.item() == 0 and m.explicit.length_scale.count.item() == 0
+    # another collection: the channel is BM25 (k1 0.9, b 0.4) with that collection's idf and avgdl
+    other = Vocabulary.build([d.split() for d in ["x x y", "z", "w w", "u v"]])  # N = 4, avgdl = 2
+    m.set_collection(other)
+    m.eval()
+    ox = other.id("x")
+    with torch.no_grad():
+        score = m.explicit.term_scores(torch.tensor([[ox]]), pad([[ox, ox, other.id("y")]])).item()
+    assert len(other) == len(vocab) and other.mean_doc_length == 2
+    assert score == pytest.approx(math.log(3.5 / 1.5) * 2 / (2 + 0.9 * (1 - 0.4 + 0.4 * 3 / 2) + 1e-6), rel=1e-5)
+
+
 def test_bm25_init_is_validated_and_survives_json():
     config = NDRMConfig(vocab_size=10, variant="ndrm2", bm25_init=(0.9, 0.4))
     back = NDRMConfig.from_dict(json.loads(json.dumps(config.to_dict())))

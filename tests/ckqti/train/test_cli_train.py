@@ -49,6 +49,7 @@ def test_cli_reports_bad_input_in_one_line(tmp_path, tiny_scifact):
     ("ndrm2", "--latent-gate", "0.6"), ("tk", "--latent-gate", "0.6"),  # NDRM1 and NDRM3 only
     ("tk", "--tail-windows", "whole"), ("ndrm3", "--tail-windows", "whole"),  # TKL only
     ("ndrm3", "--explicit", None), ("idcm", "--explicit", None),  # TK and TKL only
+    ("ndrm1", "--fixed-bm25", None), ("tkl", "--fixed-bm25", None),  # NDRM2 and NDRM3 only
     ("idcm", "--weak-supervision", "titles"), ("idcm", "--embeddings", "minilm"), ("idcm", "--init", "match"),
     # NDRM only (TK/TKL/IDCM used to ignore them silently)
     ("tkl", "--lr", "0.001"), ("idcm", "--dev-qrels", "dev.tsv"), ("tk", "--resume", None),
@@ -85,6 +86,25 @@ def test_cli_bad_teacher_file_fails_before_bm25_in_one_line(tmp_path, tiny_scifa
     assert res.exit_code != 0 and "teacher.json" in res.output and "Traceback" not in res.output, res.output
     assert len(res.output.strip().splitlines()) == 1
     assert not (tmp_path / "m.pt").exists() and not any((tmp_path / "m.pt.work").glob("bm25/*"))
+
+
+def test_cli_fixed_bm25_reaches_the_model_config(tmp_path, tiny_scifact, monkeypatch):
+    import ckqti.train
+    from ckqti.models.ndrm import NDRMConfig
+
+    seen = {}
+
+    def fake_train(corpus, queries, qrels, out, config, **kw):
+        seen["config"] = config
+        raise SystemExit(0)
+
+    monkeypatch.setattr(ckqti.train, "train", fake_train)
+    args = ["train", "--model", "ndrm3", "--corpus", tiny_scifact["corpus"], "--queries", tiny_scifact["corpus"],
+            "--qrels", tiny_scifact["corpus"], "--out", tmp_path / "m.pt", "--latent-gate", "0.6", "--fixed-bm25"]
+    CliRunner().invoke(cli, [str(a) for a in args])
+    options = dict(seen["config"].model_options)
+    assert options == {"latent_gate": 0.6, "bm25_init": (0.9, 0.4), "explicit_fixed": True}
+    NDRMConfig(vocab_size=10, **options)  # valid model settings
 
 
 def test_cli_latent_gate_reaches_the_model_config(tmp_path, tiny_scifact, monkeypatch):
