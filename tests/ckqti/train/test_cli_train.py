@@ -88,9 +88,9 @@ def test_cli_bad_teacher_file_fails_before_bm25_in_one_line(tmp_path, tiny_scifa
     assert not (tmp_path / "m.pt").exists() and not any((tmp_path / "m.pt.work").glob("bm25/*"))
 
 
-def test_cli_fixed_bm25_reaches_the_model_config(tmp_path, tiny_scifact, monkeypatch):
+def ndrm_train_config(monkeypatch, tiny_scifact, out, *options):
+    """The TrainConfig ``ckqti train --model ndrm3 OPTIONS`` hands to :func:`ckqti.train.train` (not run)."""
     import ckqti.train
-    from ckqti.models.ndrm import NDRMConfig
 
     seen = {}
 
@@ -100,29 +100,27 @@ def test_cli_fixed_bm25_reaches_the_model_config(tmp_path, tiny_scifact, monkeyp
 
     monkeypatch.setattr(ckqti.train, "train", fake_train)
     args = ["train", "--model", "ndrm3", "--corpus", tiny_scifact["corpus"], "--queries", tiny_scifact["corpus"],
-            "--qrels", tiny_scifact["corpus"], "--out", tmp_path / "m.pt", "--latent-gate", "0.6", "--fixed-bm25"]
+            "--qrels", tiny_scifact["corpus"], "--out", out, *options]
     CliRunner().invoke(cli, [str(a) for a in args])
-    options = dict(seen["config"].model_options)
+    return seen["config"]
+
+
+def test_cli_fixed_bm25_reaches_the_model_config(tmp_path, tiny_scifact, monkeypatch):
+    from ckqti.models.ndrm import NDRMConfig
+
+    config = ndrm_train_config(monkeypatch, tiny_scifact, tmp_path / "m.pt", "--latent-gate", "0.6", "--fixed-bm25")
+    options = dict(config.model_options)
     assert options == {"latent_gate": 0.6, "bm25_init": (0.9, 0.4), "explicit_fixed": True}
     NDRMConfig(vocab_size=10, **options)  # valid model settings
 
 
 def test_cli_latent_gate_reaches_the_model_config(tmp_path, tiny_scifact, monkeypatch):
-    import ckqti.train
-
-    seen = {}
-
-    def fake_train(corpus, queries, qrels, out, config, **kw):
-        seen["config"] = config
-        raise SystemExit(0)
-
-    monkeypatch.setattr(ckqti.train, "train", fake_train)
+    config = ndrm_train_config(monkeypatch, tiny_scifact, tmp_path / "m.pt", "--latent-gate", "0.6")
+    assert dict(config.model_options) == {"latent_gate": 0.6}
     args = ["train", "--model", "ndrm3", "--corpus", tiny_scifact["corpus"], "--queries", tiny_scifact["corpus"],
-            "--qrels", tiny_scifact["corpus"], "--out", tmp_path / "m.pt", "--latent-gate", "0.6"]
-    CliRunner().invoke(cli, [str(a) for a in args])
-    assert dict(seen["config"].model_options) == {"latent_gate": 0.6}
+            "--qrels", tiny_scifact["corpus"], "--out", tmp_path / "m.pt", "--latent-gate"]
     for bad in ("0", "1.5"):
-        res = CliRunner().invoke(cli, [str(a) for a in args[:-1] + [bad]])
+        res = CliRunner().invoke(cli, [str(a) for a in args + [bad]])
         assert res.exit_code == 2 and "--latent-gate" in res.output
 
 
