@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from ckqti.errors import CkqtiError
+from ckqti.models.ndrm import ANSERINI_BM25
 from ckqti.vocab import Vocabulary
 
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[1] / "data" / "models" / "ndrm3-scifact.pt"
@@ -28,7 +29,7 @@ def pick_device(device: str | None = None) -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-UNTRAINED = {"ndrm2": None, "ndrm2-anserini": (0.9, 0.4)}  # spec -> NDRMConfig.bm25_init
+UNTRAINED = {"ndrm2": None, "ndrm2-anserini": ANSERINI_BM25}  # spec -> NDRMConfig.bm25_init
 MODEL_SPECS = "'ndrm2', 'ndrm2-anserini' or a checkpoint written by 'ckqti train'"
 
 
