@@ -153,10 +153,10 @@ def index_model_spec(index: Path, manifest: Manifest) -> str:
     model = manifest.model
     if model.get("path"):
         return str(model["path"])
-    from ckqti.models.loading import UNTRAINED
+    from ckqti.models.loading import UNTRAINED, untrained_id
 
     for spec in UNTRAINED:
-        if model.get("id") == f"{spec}-untrained":
+        if model.get("id") == untrained_id(spec):
             return spec
     raise CkqtiError(f"index was built with model {model.get('id')!r}, which cannot score new documents", index / MANIFEST)
 

@@ -598,7 +598,7 @@ def ndrm_config(model: str):
     from ckqti.models.ndrm import ANSERINI_BM25
     from ckqti.train import TrainConfig
 
-    variant = model.removesuffix("-dense").removesuffix("-bm25").removesuffix("-anserini")
+    variant = model.split("-")[0]  # ndrm3-dense, ndrm3-bm25 -> ndrm3; ndrm2-anserini -> ndrm2
     options = dict(BUNDLED_CONFIG.get("model_options", {})) if model in ("ndrm3", "ndrm3-bm25") else {}
     if model == "ndrm3-bm25":  # the bundled settings, the explicit channel fixed at Anserini's BM25 (ckqti train --fixed-bm25)
         options.update(bm25_init=ANSERINI_BM25, explicit_fixed=True)
@@ -1055,8 +1055,7 @@ def predates_new_word_rows(key: str, entry: Mapping) -> bool:
     """Whether a zero-shot run of a model reading term embeddings (TK, TKL, NDRM1/3) was made before
     session 16's fix of new words' embedding rows (:data:`NEW_WORD_ROWS`; its meta lacks the mark)."""
     model = next((r.model for r in ROWS if r.key == key), "")
-    reads_embeddings = model not in ("bm25", "ndrm2", "ndrm2-anserini", "ndrm2-trained", "ndrm2-anserini-trained") \
-        and not model.startswith("idcm")
+    reads_embeddings = model != "bm25" and not model.startswith(("ndrm2", "idcm"))
     return reads_embeddings and entry.get("meta", {}).get("new_word_rows") != NEW_WORD_ROWS
 
 
@@ -1106,7 +1105,12 @@ def budgets_table(budgets: Mapping[str, dict]) -> str:
 def budget_text(key: str, cfg, rec: Mapping | None = None) -> str:
     """The budget a checkpoint was trained with, from its own record (not today's constants)."""
     if not isinstance(cfg, Mapping):
-        return "none (w = 0.36, b = 0.54: BM25 k1 0.9, b 0.4)" if key == "ndrm2-anserini" else "none (w = 1, b = 0)"
+        from ckqti.models.loading import UNTRAINED
+
+        if UNTRAINED.get(key) is None:
+            return "none (w = 1, b = 0)"
+        k1, b = UNTRAINED[key]
+        return f"none (w = {k1 * b:.2f}, b = {k1 * (1 - b):.2f}: BM25 k1 {k1}, b {b})"
     if key.startswith("idcm"):
         rec = rec or {}
         if "stages" in rec:

@@ -33,6 +33,11 @@ UNTRAINED = {"ndrm2": None, "ndrm2-anserini": ANSERINI_BM25}  # spec -> NDRMConf
 MODEL_SPECS = "'ndrm2', 'ndrm2-anserini' or a checkpoint written by 'ckqti train'"
 
 
+def untrained_id(spec: str) -> str:
+    """The manifest's model id of the untrained model ``spec`` (a key of :data:`UNTRAINED`)."""
+    return f"{spec}-untrained"
+
+
 def untrained_ndrm2(device: torch.device, spec: str = "ndrm2") -> tuple[Callable[[Vocabulary], torch.nn.Module], dict]:
     """The untrained NDRM2 of ``spec`` (a key of :data:`UNTRAINED`) as ``(factory, info)``."""
     from ckqti.models.ndrm import NDRMConfig, build_ndrm
@@ -43,7 +48,7 @@ def untrained_ndrm2(device: torch.device, spec: str = "ndrm2") -> tuple[Callable
         model = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm2", bm25_init=bm25_init), vocab, device=device)
         return model.eval()
 
-    return factory, {"id": f"{spec}-untrained", "name": spec, "variant": "ndrm2"}
+    return factory, {"id": untrained_id(spec), "name": spec, "variant": "ndrm2"}
 
 
 def load_qti_model(spec: str | None = None, device: str | None = None):
