@@ -8,7 +8,7 @@ import pytest
 from ckqti.errors import IndexFormatError, QueryError
 from retriever.index import Index
 from retriever.kernels import brute_force_scores
-from retriever.search import Searcher
+from retriever.search import BATCH_CHUNK, CHUNKS_PER_THREAD, MAX_CHUNK_HITS, Searcher, batch_chunk
 
 
 def brute_force(idx: Index, terms, weights, k):
@@ -44,7 +44,7 @@ def test_batch_search_equals_one_query_at_a_time_across_shards(scifact_index, th
     df = np.asarray(searcher.index.df)
     pool = np.flatnonzero(df > 0)
     lists, weights = [], []
-    for q in range(150):  # more than one chunk of BATCH_CHUNK, so threads share the work
+    for q in range(150):  # several chunks at either thread count (batch_chunk), so threads share the work
         n = 0 if q % 37 == 5 else int(rng.integers(1, 8))  # some empty queries
         t = np.unique(rng.choice(pool, size=n)) if n else np.zeros(0, np.int64)
         lists.append(t.astype(np.int64))
@@ -60,6 +60,16 @@ def test_batch_search_equals_one_query_at_a_time_across_shards(scifact_index, th
         if t.size:
             assert list(zip(vals[i, :c].tolist(), shards[i, :c].tolist(), docs[i, :c].tolist())) == brute_force(
                 searcher.index, t, w, 10)
+
+
+def test_batch_chunks_few_per_thread_and_bounded_in_memory():
+    assert batch_chunk(300, 1, 1, 10) == BATCH_CHUNK  # one thread: no hand-offs to save
+    for nq, threads in ((300, 2), (7, 2), (1, 4), (10_000, 3)):
+        size = batch_chunk(nq, threads, 1, 1000)
+        assert -(-nq // size) == min(nq, CHUNKS_PER_THREAD * threads)  # so many chunks, each thread takes its share
+    size = batch_chunk(1_000_000, 2, 4, 1000)  # several shards: the chunk's hit arrays stay bounded
+    assert size * 4 * 1000 <= MAX_CHUNK_HITS and size >= 1
+    assert batch_chunk(1_000_000, 2, 8, 100_000) == BATCH_CHUNK  # however deep k goes, never below one-thread chunks
 
 
 def test_search_takes_plain_lists_and_default_weights(scifact_index):
