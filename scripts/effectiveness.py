@@ -179,7 +179,18 @@ Training budgets (2 shared CPU cores, no GPU; every choice on dev):
   costs 0.04 there, against 0.007 in the bundled model, though the per-term combination weighs
   the channels alike (standardised weights latent 0.54, explicit 1.27; bundled 0.52, 1.18). With
   the explicit half held at BM25, the latent channel learned on SciFact what a trained length
-  normalisation otherwise absorbs, and that does not transfer.
+  normalisation otherwise absorbs, and that does not transfer. Session 19 measured how much of the
+  gap that is (diagnostics on test data, out of tree: ``out/s19/latent_len.py``, ``len_diag.py``,
+  ``vocab_coverage.py``; no row changed): a third at most. Each channel alone from the same index
+  (the other scaled by 0.001 at query time), nDCG@10 latent / explicit / whole model: SciFact
+  0.434 / 0.681 / 0.710, TREC DL 0.621 / 0.740 / 0.732, Cranfield 0.171 / 0.354 / 0.328, Vaswani
+  0.206 / 0.432 / 0.390. The model's Vaswani top 10 is shorter than BM25's (28.7 analyzed terms on
+  average against 32.5; the relevant abstracts 32.9), but adding ``c log(length)`` to its scores
+  recovers at most 0.012 (c = 1: 0.4025; c = 0.5, 2, 3: 0.396, 0.394, 0.381). Nor are Vaswani's query
+  terms new to the model: 8.9% of their occurrences are missing from SciFact's vocabulary (Cranfield
+  10%, TREC DL 21%, where the model holds). What does not transfer is the latent matching itself:
+  where the floor fails it ranks at about half the explicit channel's nDCG@10 (0.48), against 0.64
+  on SciFact and 0.84 on TREC DL, while the combination keeps the weights learned on SciFact.
 * IDCM (all-MiniLM-L6-v2 fine-tuned as a cross-encoder, the slowest model here by far, 5-13
   documents a second on this CPU): the three stages with the epochs of :data:`IDCM_STAGES`
   (stage 1, the cross-encoder on first windows: 3 epochs of 91 steps of 8 triples; stage 2, all
