@@ -36,7 +36,7 @@ BATCH_CHUNK = 64  # queries a kernel call takes at a time in one-thread batch se
 # 85k QPS at 8 chunks a thread, 91k at 4, 99k at 2, 104k at 1; head-heavy 7.1k, 7.4k, 7.2k, 6.9k).
 # Two keep a slow query from holding up the whole batch on one thread.
 CHUNKS_PER_THREAD = 2
-MAX_CHUNK_HITS = 1 << 21  # a multi-shard chunk's [shards, queries, k] hit arrays stay under 16 MB each
+MAX_CHUNK_HITS = 1 << 21  # a multi-shard chunk holds [shards, queries, k] hits twice: at most this many (16 MB) each, unless k is so deep that BATCH_CHUNK queries hold more
 WARMUP = 16384  # a query with at most this many postings is added whole before any pruning (retriever.kernels.saat_topk)
 RESOLUTION = 128  # the largest query weight; see docs/INDEX.md for the measured trade-off
 

@@ -261,6 +261,10 @@ WORK = ROOT / "out" / "effectiveness"
 DOC = ROOT / "docs" / "EFFECTIVENESS.md"
 RESULTS = ROOT / "docs" / "results" / "effectiveness.json"
 COMMAND = "nice -n 10 python3 scripts/effectiveness.py"
+README = ROOT / "README.md"
+#: The README's copy of :func:`summary_table` sits between these two lines; every report rewrites it.
+SUMMARY_BEGIN = "<!-- effectiveness summary: written by scripts/effectiveness.py, do not edit -->"
+SUMMARY_END = "<!-- end of effectiveness summary -->"
 FIRST_STAGE_DEPTH = 1000
 RERANK_DEPTH = 100
 IDCM_DEPTH = RERANK_DEPTH  # was 20 (CPU time) until the stage budgets above; the top 20 gave 0.6645 on SciFact
@@ -413,6 +417,15 @@ ROWS = (
     Row("tkl-gpu-lce-rerank", "TKL (GPU budget, listwise) rerank BM25 top-100", "tkl-gpu-lce", "rerank"),
     Row("idcm-gpu-lce-rerank", "IDCM (GPU budget, listwise) rerank BM25 top-100", "idcm-gpu-lce", "rerank"),
 )
+
+
+#: The runs of the summary table (the report's head and the README): BM25, then each model in its
+#: paper's form and in the form trained here that dev chose or that came closest to the targets.
+SUMMARY_ROWS = ("bm25", "ndrm1-rerank", "ndrm2-full", "ndrm2a-full", "ndrm3-full", "ndrm3-rerank", "ndrm3-orcas-full",
+                "tk-rerank", "tk-idf-explicit-lce-rerank", "tkl-rerank", "tkl-idf-explicit-lce-rerank",
+                "tkl-idf-explicit-lce-lr3-rerank", "idcm-rerank", "idcm-gpu-lce-rerank")
+SUMMARY_COLUMNS = {"scifact": "SciFact test", "trecdl": "TREC DL 2019 subset", "cranfield": "Cranfield",
+                   "vaswani": "Vaswani"}
 
 
 # -- pure helpers (tested in tests/scripts_peers/test_effectiveness.py) ------------------------
@@ -1089,6 +1102,44 @@ def collection_table(rows: Mapping[str, dict], zero_shot: bool = False) -> str:
     return format_table(header, lines, markdown=True)
 
 
+def summary_table(report: Mapping[str, Mapping[str, dict]], keys: Sequence[str] = SUMMARY_ROWS) -> str:
+    """Markdown: nDCG@10 of the runs ``keys`` on every collection of ``report``, BM25's as it is and
+    every other run's with its difference from BM25 (``*``: paired t-test p < 0.05); ``-`` where the
+    run was not made; zero-shot runs made before the fix of new words' rows carry a dagger."""
+    from ckqti.evaluate import format_table
+
+    specs = collections()
+    lines = []
+    for key in keys:
+        found = [report[c][key] for c in report if key in report[c]]
+        if not found:
+            continue
+        cells = []
+        for c in report:
+            entry = report[c].get(key)
+            if entry is None:
+                cells.append("-")
+                continue
+            cell = f"{entry['mean']['nDCG@10']:.3f}"
+            test = entry.get("ttest_vs_bm25", {}).get("nDCG@10")
+            if test:
+                star = "*" if test["p"] is not None and test["p"] < 0.05 else ""
+                cell += f" ({test['delta']:+.3f}{star})"
+            cells.append(cell + (" †" if specs[c].zero_shot and predates_new_word_rows(key, entry) else ""))
+        lines.append([found[0]["label"], *cells])
+    return format_table(["run (nDCG@10, Δ against BM25)", *(SUMMARY_COLUMNS[c] for c in report)], lines, markdown=True)
+
+
+def with_summary(text: str, table: str) -> str:
+    """``text`` (the README) with the block between :data:`SUMMARY_BEGIN` and :data:`SUMMARY_END`
+    replaced by ``table``; unchanged when it has no such block."""
+    head, begin, rest = text.partition(SUMMARY_BEGIN + "\n")
+    _, end, tail = rest.partition(SUMMARY_END)
+    if not begin or not end:
+        return text
+    return head + begin + table.rstrip("\n") + "\n" + end + tail
+
+
 def targets_table(checks: Sequence[dict]) -> str:
     from ckqti.evaluate import format_table
 
@@ -1205,7 +1256,8 @@ def markdown(report: Mapping, budgets: Mapping, checks: Sequence[dict], experime
              "BM25 over the judged queries of the same collection. Models were trained on SciFact train only, "
              "on this project's 2 shared CPU cores except the rows marked *GPU budget*, trained and run on a lent "
              "H100 (their time column is the H100's; `scripts/gpu_bundle.py`); budgets below. Every other "
-             "collection is zero-shot.", ""]
+             "collection is zero-shot.", "", "## Summary", "", summary_table(report), "",
+             "`*`: p < 0.05. Every run of every collection is in the tables below.", ""]
     for name, rows in report.items():
         n = rows["bm25"]["queries"] if "bm25" in rows else 0
         parts += [f"## {specs[name].label}", "", f"{n} judged queries; binary measures count grade >= "
@@ -1244,7 +1296,16 @@ def write_report(work: Path, budgets: Mapping[str, dict]) -> dict:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(payload, indent=1, default=str) + "\n")
     DOC.write_text(markdown(report, budgets, checks, experiments))
+    write_readme_summary(report)
     return payload
+
+
+def write_readme_summary(report: Mapping[str, Mapping[str, dict]]) -> None:
+    """Rewrite the README's copy of the summary table (see :data:`SUMMARY_BEGIN`)."""
+    text = README.read_text()
+    updated = with_summary(text, summary_table(report))
+    if updated != text:
+        README.write_text(updated)
 
 
 def render_from_results(work: Path) -> dict:
@@ -1255,6 +1316,7 @@ def render_from_results(work: Path) -> dict:
     payload.pop("experiment", None)
     RESULTS.write_text(json.dumps(payload, indent=1, default=str) + "\n")
     DOC.write_text(markdown(payload["collections"], payload["checkpoints"], payload["targets"], payload["experiments"]))
+    write_readme_summary(payload["collections"])
     return payload
 
 

@@ -168,3 +168,39 @@ def test_zero_shot_rows_made_before_the_new_word_rows_fix_are_marked():
     assert "TK rerank †" in eff.collection_table({"tk-rerank": {**row, **old}}, zero_shot=True)
     assert "†" not in eff.collection_table({"tk-rerank": {**row, **old}}, zero_shot=False)
     assert "†" not in eff.collection_table({"tk-rerank": {**row, **fixed}}, zero_shot=True)
+
+
+def _run(label, ndcg, delta=None, p=None, marked=True):
+    entry = {"label": label, "mean": {"nDCG@10": ndcg}, "meta": {"new_word_rows": eff.NEW_WORD_ROWS} if marked else {}}
+    if delta is not None:
+        entry["ttest_vs_bm25"] = {"nDCG@10": {"delta": delta, "p": p}}
+    return entry
+
+
+def test_summary_table_gives_bm25_as_is_and_every_other_run_against_it():
+    report = {
+        "scifact": {"bm25": _run("BM25", 0.6789), "x": _run("Model X", 0.7116, 0.0327, 0.0009),
+                    "y": _run("Model Y", 0.6816, 0.0027, 0.75)},
+        "trecdl": {"bm25": _run("BM25", 0.732), "y": _run("Model Y", 0.70, -0.032, 0.01, marked=False)},
+    }
+    lines = eff.summary_table(report, ("bm25", "x", "y", "never-run")).splitlines()
+    assert "SciFact test" in lines[0] and "TREC DL" in lines[0] and len(lines) == 5  # header, rule, three runs
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
+    assert cells[0] == ["BM25", "0.679", "0.732"]
+    assert cells[1] == ["Model X", "0.712 (+0.033*)", "-"]  # significant; not run zero-shot
+    assert cells[2] == ["Model Y", "0.682 (+0.003)", "0.700 (-0.032*) †"]  # a zero-shot run before the new-word fix
+
+
+def test_with_summary_replaces_only_the_marked_block():
+    text = f"intro\n{eff.SUMMARY_BEGIN}\nold table\n{eff.SUMMARY_END}\nrest\n"
+    assert eff.with_summary(text, "| new |\n") == f"intro\n{eff.SUMMARY_BEGIN}\n| new |\n{eff.SUMMARY_END}\nrest\n"
+    assert eff.with_summary("no block here\n", "| new |") == "no block here\n"
+
+
+def test_readme_shows_the_summary_of_the_committed_results():
+    import json
+
+    readme = eff.README.read_text()
+    assert eff.SUMMARY_BEGIN in readme and eff.SUMMARY_END in readme
+    table = eff.summary_table(json.loads(eff.RESULTS.read_text())["collections"])
+    assert eff.with_summary(readme, table) == readme, "README's table is stale: run scripts/effectiveness.py --only bm25,scifact"
