@@ -13,6 +13,7 @@ import pytest
 from indexer.shards import ImpactPostings, segment_postings
 from retriever.kernels import (
     BRANCH_FREE_DOCS,
+    DENSE_BLOCK,
     EXACT_SLACK,
     LOOKUP_COST,
     NO_POST_IMPACT,
@@ -20,6 +21,7 @@ from retriever.kernels import (
     NO_SKIPS,
     brute_force_scores,
     build_skips,
+    dense_select,
     dense_topk,
     posting_impacts,
     saat_topk,
@@ -178,6 +180,28 @@ def test_dense_topk_breaks_ties_by_document_and_resets_accumulators():
     n = dense_topk(tied["postings"], tied["seg_start"], tied["seg_impact"], tied["seg_ptr"][[2]].astype(np.int64),
                    tied["seg_ptr"][[3]].astype(np.int64), np.ones(1, np.int64), acc, NO_POST_IMPACT, 2, docs, vals)
     assert n == 2 and docs[:2].tolist() == [1, 3] and vals[:2].tolist() == [4, 4]  # ties: the lower documents
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.uint32])
+def test_dense_select_scans_block_by_block_as_a_full_sort_would(dtype):
+    """Accumulators over several of DENSE_BLOCK's blocks and a partial last one, with many ties:
+    the k best in (score desc, document asc) order, every accumulator reset."""
+    rng = np.random.default_rng(5)
+    num_docs = 3 * DENSE_BLOCK + 123
+    for trial in range(12):
+        acc = np.zeros(num_docs, dtype)
+        touched = rng.choice(num_docs, int(rng.integers(1, num_docs)), replace=False)
+        acc[touched] = rng.integers(1, 40, touched.size)  # few distinct values: ties everywhere
+        if trial % 3 == 0:
+            acc[-5:] = 60  # the best sit in the partial last block
+        order = np.lexsort((np.arange(num_docs), -acc.astype(np.int64)))
+        for k in (1, 10, 100):
+            work = acc.copy()
+            docs, vals = np.empty(k, np.int64), np.empty(k, np.int64)
+            n = dense_select(work, k, docs, vals)
+            want = [d for d in order[:k].tolist() if acc[d] > 0]
+            assert n == len(want) and docs[:n].tolist() == want and vals[:n].tolist() == acc[want].tolist()
+            assert not work.any()
 
 
 @pytest.mark.parametrize(("warmup", "lookup_cost"), [(0, LOOKUP_COST), (0, 24), (300, LOOKUP_COST), (10**9, LOOKUP_COST)])
