@@ -111,6 +111,9 @@ class NDRMConfig:
             channel is then BM25 with ``bm25_init``'s parameters on every collection, zero-shot
             included (an option, not in the paper; NDRM3 still trains its latent channel and the
             combination).
+        train_embeddings: False keeps NDRM1's (NDRM3's latent) term embeddings at their initial
+            rows (e.g. all-MiniLM-L6-v2's word vectors): the Conformer, the query projection and the
+            heads train, the rows do not (an option, not in the paper).
     """
 
     vocab_size: int
@@ -135,6 +138,7 @@ class NDRMConfig:
     latent_gate: float | None = None
     bm25_init: tuple[float, float] | None = None
     explicit_fixed: bool = False
+    train_embeddings: bool = True
 
     def __post_init__(self) -> None:
         if self.bm25_init is not None:  # JSON gives a list back: keep the frozen config hashable
@@ -475,6 +479,7 @@ class NDRM1(QTIScorer):
     def __init__(self, config: NDRMConfig):
         super().__init__(config)
         self.embedding = nn.Embedding(config.vocab_size, config.dim, padding_idx=0)
+        self.embedding.weight.requires_grad_(config.train_embeddings)
         self.query_proj = nn.Linear(config.dim, config.dim)
         self.encoder = ConformerEncoder(config.conformer())
         self.mix = EmbeddingMix(config.dim)

@@ -32,7 +32,7 @@ def test_only_selects_rows_by_key_or_pattern_and_collections_by_name():
     ndrm3 = {(r.key, c) for r, c in eff.select(eff.ROWS, "ndrm3*,scifact")}
     assert ndrm3 == {("ndrm3-full", "scifact"), ("ndrm3-orcas-full", "scifact"), ("ndrm3-rerank", "scifact"),
                      ("ndrm3d-full", "scifact"), ("ndrm3d-rerank", "scifact"), ("ndrm3b-full", "scifact"),
-                     ("ndrm3b-rerank", "scifact")}
+                     ("ndrm3b-rerank", "scifact"), ("ndrm3f-full", "scifact"), ("ndrm3f-rerank", "scifact")}
     dense = {(r.key, c) for r, c in eff.select(eff.ROWS, "ndrm3d-*,trecdl")}
     assert dense == {("ndrm3d-full", "trecdl"), ("ndrm3d-rerank", "trecdl")}
     only_vaswani = eff.select(eff.ROWS, "vaswani")

@@ -264,6 +264,27 @@ def test_fixed_explicit_channel_stays_bm25_through_training_and_on_a_new_collect
     assert score == pytest.approx(math.log(3.5 / 1.5) * 2 / (2 + 0.9 * (1 - 0.4 + 0.4 * 3 / 2) + 1e-6), rel=1e-5)
 
 
+def test_frozen_embeddings_keep_their_rows_while_the_rest_trains():
+    from ckqti.train.loop import parameter_groups
+
+    vocab = _hand_vocab()
+    x, y, z, v = (vocab.id(t) for t in "xyzv")
+    config = tiny(len(vocab), "ndrm3", train_embeddings=False)
+    assert NDRMConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    m = build_ndrm(config, vocab).train()
+    rows = m.latent.embedding.weight.detach().clone()
+    others = {n: p.detach().clone() for n, p in m.named_parameters() if "embedding" not in n}
+    opt = torch.optim.Adam(parameter_groups(m, 1e-2, 1e-2))
+    for _ in range(3):
+        opt.zero_grad()
+        m(pad([[x, z], [v, y]]), pad([[x, y, x, z], [z, z, z, vocab.id("u"), v]])).sum().backward()
+        opt.step()
+    assert torch.equal(m.latent.embedding.weight, rows) and m.latent.embedding.weight.grad is None
+    assert any(not torch.equal(p, others[n]) for n, p in m.named_parameters() if n in others)
+    trainable = build_ndrm(tiny(len(vocab), "ndrm3"), vocab)  # the default trains them
+    assert trainable.latent.embedding.weight.requires_grad
+
+
 def test_bm25_init_is_validated_and_survives_json():
     config = NDRMConfig(vocab_size=10, variant="ndrm2", bm25_init=(0.9, 0.4))
     back = NDRMConfig.from_dict(json.loads(json.dumps(config.to_dict())))
