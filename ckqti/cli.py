@@ -212,8 +212,11 @@ def refuse_ndrm_only_options(lr: float | None, resume: bool, dev_qrels: str | No
         raise click.UsageError("--dev-qrels is for NDRM (TK/TKL/IDCM carve dev from --qrels, --dev-fraction)")
 
 
-def refuse_other_models_options(variant: str, tail_windows: str | None, explicit: bool, fixed_bm25: bool) -> None:
+def refuse_other_models_options(variant: str, tail_windows: str | None, explicit: bool, fixed_bm25: bool,
+                                frozen_embeddings: bool = False) -> None:
     """Options that belong to one or two models."""
+    if frozen_embeddings and variant in ("ndrm2", "idcm"):
+        raise click.UsageError("--frozen-embeddings is for NDRM1, NDRM3, TK and TKL (the models with word vectors)")
     if tail_windows is not None and variant != "tkl":
         raise click.UsageError("--tail-windows is for TKL")
     if fixed_bm25 and variant not in ("ndrm2", "ndrm3"):
@@ -283,11 +286,14 @@ def refuse_idcm_options(term_weights: str, teacher: str | None, weak_supervision
 @click.option("--fixed-bm25", is_flag=True,
               help="NDRM2/NDRM3: the explicit channel is BM25 with Anserini's k1 0.9, b 0.4 and stays so (its two "
                    "parameters and statistics are not trained; on any collection it reads that collection's avgdl).")
+@click.option("--frozen-embeddings", is_flag=True,
+              help="NDRM1/NDRM3/TK/TKL: keep the initial word vectors (e.g. --embeddings minilm) as they are; the "
+                   "rest of the model trains.")
 def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epochs, patience, batch_size, lr, seed,
               device, weak_supervision, embeddings, init, fmt, resume, loss, negatives, term_weights, teacher, distill_docs,
-              distill_weight, latent_gate, tail_windows, explicit, fixed_bm25):
+              distill_weight, latent_gate, tail_windows, explicit, fixed_bm25, frozen_embeddings):
     """Train a model on BM25 candidates (NDRM: RankNet or listwise; TK/TKL/IDCM: pairwise or listwise); writes the best dev epoch to --out."""
-    refuse_other_models_options(variant, tail_windows, explicit, fixed_bm25)
+    refuse_other_models_options(variant, tail_windows, explicit, fixed_bm25, frozen_embeddings)
     if variant in ("tk", "tkl", "idcm"):
         from ckqti.train.rerankers import RerankerTrainConfig, train_reranker
 
@@ -306,6 +312,8 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
             model_options["tail_windows"] = tail_windows
         if explicit:
             model_options["explicit"] = True
+        if frozen_embeddings:
+            model_options["train_embeddings"] = False
         config = RerankerTrainConfig(kind=variant, epochs=epochs, patience=patience, batch_size=batch_size, seed=seed,
                                      dev_fraction=dev_fraction, device=device, loss=loss, negatives=negatives,
                                      teacher=teacher, distill_docs=distill_docs, distill_weight=distill_weight,
@@ -324,6 +332,8 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
     model_options = {} if latent_gate is None else {"latent_gate": latent_gate}
     if fixed_bm25:
         model_options.update(bm25_init=ANSERINI_BM25, explicit_fixed=True)
+    if frozen_embeddings:
+        model_options["train_embeddings"] = False
     config = TrainConfig(model=variant, epochs=epochs, patience=patience, batch_size=batch_size,
                          lr=1e-4 if lr is None else lr, seed=seed, dev_fraction=dev_fraction,
                          weak_supervision=weak_supervision, embeddings=embeddings or "skipgram", init=init or "paper",

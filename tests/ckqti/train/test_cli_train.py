@@ -50,6 +50,7 @@ def test_cli_reports_bad_input_in_one_line(tmp_path, tiny_scifact):
     ("tk", "--tail-windows", "whole"), ("ndrm3", "--tail-windows", "whole"),  # TKL only
     ("ndrm3", "--explicit", None), ("idcm", "--explicit", None),  # TK and TKL only
     ("ndrm1", "--fixed-bm25", None), ("tkl", "--fixed-bm25", None),  # NDRM2 and NDRM3 only
+    ("ndrm2", "--frozen-embeddings", None), ("idcm", "--frozen-embeddings", None),  # models with word vectors only
     ("idcm", "--weak-supervision", "titles"), ("idcm", "--embeddings", "minilm"), ("idcm", "--init", "match"),
     # NDRM only (TK/TKL/IDCM used to ignore them silently)
     ("tkl", "--lr", "0.001"), ("idcm", "--dev-qrels", "dev.tsv"), ("tk", "--resume", None),
@@ -114,6 +115,14 @@ def test_cli_fixed_bm25_reaches_the_model_config(tmp_path, tiny_scifact, monkeyp
     NDRMConfig(vocab_size=10, **options)  # valid model settings
 
 
+def test_cli_frozen_embeddings_reach_the_ndrm_config(tmp_path, tiny_scifact, monkeypatch):
+    from ckqti.models.ndrm import NDRMConfig
+
+    config = ndrm_train_config(monkeypatch, tiny_scifact, tmp_path / "m.pt", "--frozen-embeddings")
+    assert dict(config.model_options) == {"train_embeddings": False}
+    assert not NDRMConfig(vocab_size=10, **config.model_options).train_embeddings
+
+
 def test_cli_latent_gate_reaches_the_model_config(tmp_path, tiny_scifact, monkeypatch):
     config = ndrm_train_config(monkeypatch, tiny_scifact, tmp_path / "m.pt", "--latent-gate", "0.6")
     assert dict(config.model_options) == {"latent_gate": 0.6}
@@ -128,6 +137,7 @@ def test_cli_latent_gate_reaches_the_model_config(tmp_path, tiny_scifact, monkey
     ("tkl", ["--tail-windows", "whole"], {"term_weights": "none", "tail_windows": "whole"}),
     ("tkl", ["--explicit", "--term-weights", "idf"], {"term_weights": "idf", "explicit": True}),
     ("tk", ["--explicit"], {"term_weights": "none", "explicit": True}),
+    ("tkl", ["--frozen-embeddings"], {"term_weights": "none", "train_embeddings": False}),
 ])
 def test_cli_tk_and_tkl_options_reach_the_model_config(tmp_path, tiny_scifact, monkeypatch, model, options, expected):
     import ckqti.train.rerankers
