@@ -665,14 +665,14 @@ def ndrm_config(model: str):
     from ckqti.models.ndrm import ANSERINI_BM25
     from ckqti.train import TrainConfig
 
+    changes = {  # model options over the bundled ones (NDRM3) or the paper's (NDRM2)
+        "ndrm3-bm25": {"bm25_init": ANSERINI_BM25, "explicit_fixed": True},  # ckqti train --fixed-bm25
+        "ndrm3-frozen": {"train_embeddings": False},  # ckqti train --frozen-embeddings
+        "ndrm2-anserini": {"bm25_init": ANSERINI_BM25},  # trained from Anserini's BM25, not the paper's start
+    }
     variant = model.split("-")[0]  # ndrm3-dense, ndrm3-bm25 -> ndrm3; ndrm2-anserini -> ndrm2
-    options = dict(BUNDLED_CONFIG.get("model_options", {})) if model in ("ndrm3", "ndrm3-bm25", "ndrm3-frozen") else {}
-    if model == "ndrm3-bm25":  # the bundled settings, the explicit channel fixed at Anserini's BM25 (ckqti train --fixed-bm25)
-        options.update(bm25_init=ANSERINI_BM25, explicit_fixed=True)
-    if model == "ndrm3-frozen":  # the bundled settings, its MiniLM word vectors never trained
-        options.update(train_embeddings=False)
-    if model == "ndrm2-anserini":  # trained from Anserini's BM25 instead of the paper's start
-        options.update(bm25_init=ANSERINI_BM25)
+    gated = model == "ndrm3" or (variant == "ndrm3" and model in changes)  # the bundled settings (ndrm3-dense: not)
+    options = {**(BUNDLED_CONFIG.get("model_options", {}) if gated else {}), **changes.get(model, {})}
     return TrainConfig(**{**BUNDLED_CONFIG, "model": variant, "model_options": options})
 
 
@@ -724,7 +724,7 @@ def train_checkpoint(key: str, work: Path) -> dict:
     out = checkpoint_path(key, work)
     queries, qrels, cands = scifact_train_inputs(work)
     started = time.perf_counter()
-    if key in ("ndrm1", "ndrm2-trained", "ndrm2-anserini-trained", "ndrm3-dense", "ndrm3-bm25", "ndrm3-frozen"):
+    if key.startswith("ndrm"):  # the untrained NDRM2s and the bundled NDRM3 never come here (ensure_checkpoint)
         from ckqti.train import train
 
         config = ndrm_config(key.removesuffix("-trained"))

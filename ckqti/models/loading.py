@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from ckqti.errors import CkqtiError
-from ckqti.models.ndrm import ANSERINI_BM25
+from ckqti.models.ndrm import ANSERINI_BM25, NDRMConfig, build_ndrm
 from ckqti.vocab import Vocabulary
 
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[1] / "data" / "models" / "ndrm3-scifact.pt"
@@ -40,8 +40,6 @@ def untrained_id(spec: str) -> str:
 
 def untrained_ndrm2(device: torch.device, spec: str = "ndrm2") -> tuple[Callable[[Vocabulary], torch.nn.Module], dict]:
     """The untrained NDRM2 of ``spec`` (a key of :data:`UNTRAINED`) as ``(factory, info)``."""
-    from ckqti.models.ndrm import NDRMConfig, build_ndrm
-
     bm25_init = UNTRAINED[spec]
 
     def factory(vocab: Vocabulary) -> torch.nn.Module:
