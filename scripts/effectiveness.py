@@ -163,6 +163,21 @@ Training budgets (2 shared CPU cores, no GPU; every choice on dev):
   +0.03; zero-shot it holds where ``-lr3`` collapsed: TREC DL +0.004, Cranfield +0.019 (p 0.036),
   Vaswani -0.011 (``-lr3``: -0.056, -0.057, -0.123). Frozen pretrained word vectors keep TKL from
   memorising SciFact, and its own score still adds little to NDRM2's.
+* ``tkl-distill-titles`` (session 20): ``tkl-idf-explicit-lce-frozen``'s settings plus IDCM as a
+  teacher over many more queries than SciFact's 728 training claims. The teacher is
+  ``idcm-gpu-lce`` retrained on a lent GPU (its settings unchanged; the session 6 checkpoint is
+  gone), whose scores of the claims' BM25 top 100 and of every title pseudo-query's BM25 top 30
+  (5,183 titles, ``title:<docid>``) are ``docs/results/teacher_idcm_scifact_titles.json.gz``
+  (``scripts/teacher_scores.py``). Training adds the titles as pseudo-queries
+  (``weak_supervision="titles"``, 2,000 drawn an epoch) and each step's distillation loss over 8
+  teacher-scored documents per query, claims and titles alike (``teacher``, weight 1). Why: TKL's
+  own score adds little to NDRM2's because 728 claims cannot teach a small Transformer what IDCM's
+  pretrained cross-encoder knows; titles with labels alone were an easy task the model fit
+  (``tkl-idf-titles``) and the teacher on claims alone added nothing (session 9, session 17), but
+  together they give ~7x the queries with graded targets over each one's BM25 neighbours. Trained
+  here on CPU: up to 6 epochs, patience 2, dev top 30 as the base. Decided before the teacher
+  existed, with the protocol: one training, dev picks the epoch, then SciFact test and the three
+  zero-shot collections once, reported whatever they show.
 * ``ndrm2-anserini`` (session 18): the untrained NDRM2 started at Anserini's BM25 defaults
   (``NDRMConfig.bm25_init = (0.9, 0.4)``: ``w = 0.36, b = 0.54``) instead of the paper's
   ``w = 1, b = 0`` (BM25 with k1 1, b 1). Prompted by ``scripts/bm25_length_norm.py``, whose grid
@@ -302,6 +317,7 @@ IDCM_STAGES = {1: (3, None), 2: (1, None), 3: (1, 30)}  # stage -> (epochs, opti
 IDCM_GPU_STAGES = {1: (20, None), 2: (10, None), 3: (6, None)}  # the ``idcm-gpu`` checkpoint's (patience 3 a stage)
 GPU_EPOCHS = 60  # ``tk-gpu`` / ``tkl-gpu``: most epochs (patience 5)
 LCE_NEGATIVES = 7  # ``-lce`` checkpoints: BM25 negatives per query in each listwise group
+TITLE_TEACHER = "docs/results/teacher_idcm_scifact_titles.json.gz"  # ``tkl-distill-titles``'s (scripts/teacher_scores.py)
 SHARD_SIZE = 2500  # small shards: an interrupted index build resumes after its last shard
 
 
@@ -385,6 +401,8 @@ CHECKPOINTS = {  # key -> (display name, how it is made)
     "tkl-idf-explicit-lce-lr3": ("TKL (idf term weights, explicit channel, listwise, encoder lr 1e-3)", "trained here"),
     "tkl-idf-explicit-lce-frozen": ("TKL (idf term weights, explicit channel, listwise, frozen MiniLM word vectors, "
                                     "Transformer lr 1e-3)", "trained here"),
+    "tkl-distill-titles": ("TKL (frozen MiniLM word vectors, explicit channel, listwise, distilled from IDCM on claims "
+                           "and title pseudo-queries)", "trained here"),
     "idcm": ("IDCM", "trained here"),
     "tk-gpu": ("TK (GPU budget)", "trained on a GPU"),
     "tkl-gpu": ("TKL (GPU budget)", "trained on a GPU"),
@@ -447,6 +465,9 @@ ROWS = (
     Row("tkl-idf-explicit-lce-frozen-rerank",
         "TKL (idf term weights, explicit channel, listwise, frozen MiniLM word vectors) rerank BM25 top-100",
         "tkl-idf-explicit-lce-frozen", "rerank"),
+    Row("tkl-distill-titles-rerank",
+        "TKL (frozen MiniLM word vectors, explicit channel, listwise, distilled from IDCM on claims and titles) rerank "
+        "BM25 top-100", "tkl-distill-titles", "rerank"),
     Row("idcm-rerank", f"IDCM rerank BM25 top-{IDCM_DEPTH}" + (" (then BM25 to 100)" if IDCM_DEPTH < RERANK_DEPTH else ""),
         "idcm", "rerank", depth=IDCM_DEPTH),
     Row("tk-gpu-rerank", "TK (GPU budget) rerank BM25 top-100", "tk-gpu", "rerank"),
@@ -462,8 +483,8 @@ ROWS = (
 SUMMARY_ROWS = ("bm25", "ndrm1-rerank", "ndrm2-full", "ndrm2a-full", "ndrm3-full", "ndrm3-rerank", "ndrm3-orcas-full",
                 "ndrm3f-full",
                 "tk-rerank", "tk-idf-explicit-lce-rerank", "tkl-rerank", "tkl-idf-explicit-lce-rerank",
-                "tkl-idf-explicit-lce-lr3-rerank", "tkl-idf-explicit-lce-frozen-rerank", "idcm-rerank",
-                "idcm-gpu-lce-rerank")
+                "tkl-idf-explicit-lce-lr3-rerank", "tkl-idf-explicit-lce-frozen-rerank", "tkl-distill-titles-rerank",
+                "idcm-rerank", "idcm-gpu-lce-rerank")
 SUMMARY_COLUMNS = {"scifact": "SciFact test", "trecdl": "TREC DL 2019 subset", "cranfield": "Cranfield",
                    "vaswani": "Vaswani"}
 
@@ -564,12 +585,12 @@ def target_checks(report: Mapping[str, Mapping[str, dict]]) -> list[dict]:
         d, p = delta("scifact", key)
         checks.append({"target": f"{name} fullrank >= BM25 + 0.03 nDCG@10 on SciFact test, significant (p < 0.05)",
                        "issue": 3, "delta": d, "p": p, "met": None if d is None else bool(d >= 0.03 and p < 0.05)})
-    for key in ("tkl-rerank", "tkl-idf-rerank", "tkl-idf-lce-rerank", "tkl-idf-titles-rerank", "tkl-idf-explicit-rerank",
-                "tkl-idf-explicit-lce-rerank", "tkl-idf-explicit-lce-lr3-rerank", "tkl-idf-explicit-lce-frozen-rerank", "idcm-rerank", "tkl-gpu-rerank", "idcm-gpu-rerank", "tkl-gpu-lce-rerank", "idcm-gpu-lce-rerank"):
+    for key in [r.key for r in ROWS if r.mode == "rerank" and r.model.split("-")[0] in ("tkl", "idcm")]:
         d, p = delta("scifact", key)
         notes = [n for n, part in (("GPU budget", "-gpu-"), ("idf term weights", "-idf-"), ("listwise", "-lce-"),
-                                   ("title pseudo-queries", "-titles-"), ("explicit channel", "-explicit-"),
-                                   ("encoder lr 1e-3", "-lr3-"), ("frozen MiniLM word vectors", "-frozen-"))
+                                   ("distilled from IDCM", "-distill-"), ("title pseudo-queries", "-titles-"),
+                                   ("explicit channel", "-explicit-"), ("encoder lr 1e-3", "-lr3-"),
+                                   ("frozen MiniLM word vectors", "-frozen-"))
                  if part in key]
         budget = f" ({', '.join(notes)})" if notes else ""
         checks.append({"target": f"{key.split('-')[0].upper()}{budget} rerank >= BM25 + 0.03 nDCG@10 on SciFact test",
@@ -656,6 +677,26 @@ def scifact_train_inputs(work: Path) -> tuple[dict[str, str], dict[str, dict[str
     return queries, qrels, json.loads(cache.read_text())
 
 
+def scifact_title_inputs(work: Path) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """SciFact's title pseudo-queries (:func:`ckqti.train.pseudo.title_pseudo_queries`, ``title:<docid>``)
+    and their BM25 top 100 (Pyserini, cached next to the claims'; a GPU machine without Java reads
+    the cache that ``scripts/gpu_bundle.py`` carries)."""
+    from ckqti.text import Analyzer
+    from ckqti.train.data import load_collection
+    from ckqti.train.pseudo import title_pseudo_queries
+
+    sf = collections()["scifact"]
+    coll = load_collection(sf.corpus, Analyzer())
+    queries, _ = title_pseudo_queries(coll.docids, coll.titles, coll.analyzer)
+    cache = work / "bm25" / "scifact-titles-top100.json"
+    if not cache.is_file():
+        from ckqti.train.loop import bm25_candidates
+
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(bm25_candidates(sf.corpus, queries, work / "bm25" / "scifact", RERANK_DEPTH)))
+    return queries, json.loads(cache.read_text())
+
+
 def ndrm_config(model: str):
     """The bundled NDRM3's training settings with another variant; ``ndrm3-dense`` is NDRM3 without
     the latent gate (the model bundled until session 9), ``ndrm3-bm25`` the bundled NDRM3 with its
@@ -676,6 +717,31 @@ def ndrm_config(model: str):
     return TrainConfig(**{**BUNDLED_CONFIG, "model": variant, "model_options": options})
 
 
+#: TK/TKL checkpoints made from another one's settings: ``key -> (base key, changed fields)``;
+#: ``model_options`` are merged into the base's. Why each, and when it was decided: the docstring.
+DERIVED_RERANKERS = {
+    # TK's settings with TKL-idf's lesson: up to 10 epochs, patience 3 (decided before any run)
+    "tk-idf": ("tk", {"epochs": 10, "patience": 3, "model_options": {"term_weights": "idf"}}),
+    # dev rose until epoch 6 and dipped at 1 and 2 first, so patience 5 (2 stopped it at epoch 2)
+    "tkl-idf": ("tkl", {"patience": 5, "model_options": {"term_weights": "idf"}}),
+    # ~7x the steps an epoch (every title a pseudo-query), so 6 epochs, patience 2 (decided before any run)
+    "tkl-idf-titles": ("tkl-idf", {"epochs": 6, "patience": 2, "weak_supervision": "titles"}),
+    # without the saturation windows that run past a document's end (same budget)
+    "tkl-idf-whole": ("tkl-idf", {"model_options": {"tail_windows": "whole"}}),
+    # plus NDRM2's explicit channel, combined as NDRM3's (same budget)
+    "tk-idf-explicit": ("tk-idf", {"model_options": {"explicit": True}}),
+    "tkl-idf-explicit": ("tkl-idf", {"model_options": {"explicit": True}}),
+    # the embeddings and Transformer at NDRM's 1e-3, not the paper's 1e-4 (dev-chosen)
+    "tkl-idf-explicit-lce-lr3": ("tkl-idf-explicit-lce", {"lr_encoder": 1e-3}),
+    # with MiniLM's word vectors, frozen (decided before the run)
+    "tkl-idf-explicit-lce-frozen": ("tkl-idf-explicit-lce-lr3",
+                                    {"embeddings": "minilm", "model_options": {"train_embeddings": False}}),
+    # plus IDCM's scores of claims and title pseudo-queries (decided before the run)
+    "tkl-distill-titles": ("tkl-idf-explicit-lce-frozen", {"teacher": TITLE_TEACHER, "weak_supervision": "titles",
+                                                           "pseudo_per_epoch": 2000, "epochs": 6, "patience": 2}),
+}
+
+
 def reranker_config(key: str):
     """Training settings of the TK, TKL or IDCM checkpoint ``key`` (``tk``, ..., ``idcm-gpu``).
 
@@ -686,24 +752,13 @@ def reranker_config(key: str):
     """
     from ckqti.train.rerankers import RerankerTrainConfig
 
-    if key == "tkl-idf-explicit-lce-lr3":  # the embeddings and Transformer at NDRM's 1e-3, not the paper's 1e-4 (dev-chosen)
-        return replace(reranker_config("tkl-idf-explicit-lce"), lr_encoder=1e-3)
-    if key == "tkl-idf-explicit-lce-frozen":  # -lr3 with MiniLM's word vectors, frozen (decided before the run)
-        base = reranker_config("tkl-idf-explicit-lce-lr3")
-        return replace(base, embeddings="minilm", model_options={**base.model_options, "train_embeddings": False})
+    if key in DERIVED_RERANKERS:
+        base_key, changes = DERIVED_RERANKERS[key]
+        base = reranker_config(base_key)
+        return replace(base, **{**changes, "model_options": {**base.model_options, **changes.get("model_options", {})}})
     if key.endswith("-lce"):  # IDCM: 8 groups (64 documents, ~460 windows) a step fit a GPU's memory
         base = reranker_config(key.removesuffix("-lce"))
         return replace(base, loss="lce", negatives=LCE_NEGATIVES, batch_size=8 if base.kind == "idcm" else base.batch_size)
-    if key == "tk-idf":  # TK's settings with TKL-idf's lesson: up to 10 epochs, patience 3 (decided before any run)
-        return replace(reranker_config("tk"), epochs=10, patience=3, model_options={"term_weights": "idf"})
-    if key == "tkl-idf":  # dev rose until epoch 6 and dipped at 1 and 2 first, so patience 5 (2 stopped it at epoch 2)
-        return replace(reranker_config("tkl"), patience=5, model_options={"term_weights": "idf"})
-    if key == "tkl-idf-titles":  # ~7x the steps an epoch (every title a pseudo-query), so 6 epochs, patience 2 (decided before any run)
-        return replace(reranker_config("tkl-idf"), epochs=6, patience=2, weak_supervision="titles")
-    if key == "tkl-idf-whole":  # tkl-idf without the saturation windows that run past a document's end (same budget)
-        return replace(reranker_config("tkl-idf"), model_options={"term_weights": "idf", "tail_windows": "whole"})
-    if key in ("tk-idf-explicit", "tkl-idf-explicit"):  # plus NDRM2's explicit channel, combined as NDRM3's (same budget)
-        return replace(reranker_config(key.removesuffix("-explicit")), model_options={"term_weights": "idf", "explicit": True})
     kind = key.removesuffix("-gpu")
     if key == "idcm-gpu":
         return RerankerTrainConfig(kind="idcm", epochs=1, distill_epochs=1, batch_size=16, lr_encoder=3e-5,
@@ -723,6 +778,8 @@ def train_checkpoint(key: str, work: Path) -> dict:
     sf = collections()["scifact"]
     out = checkpoint_path(key, work)
     queries, qrels, cands = scifact_train_inputs(work)
+    if not key.startswith(("ndrm", "idcm")) and reranker_config(key).weak_supervision == "titles":
+        cands = {**cands, **scifact_title_inputs(work)[1]}  # cached: no Java where it trains
     started = time.perf_counter()
     if key.startswith("ndrm"):  # the untrained NDRM2s and the bundled NDRM3 never come here (ensure_checkpoint)
         from ckqti.train import train

@@ -39,6 +39,7 @@ SOURCES = ("KrovetzStemmer==0.8",)
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64")
 CACHES = ("out/effectiveness/runs/*/bm25.*", "out/effectiveness/bm25/scifact-train-top100.json",
+          "out/effectiveness/bm25/scifact-titles-top100.json",
           "out/bench_rerank.work/top100.json")
 MINILM_FILES = ("config.json", "vocab.txt", "tokenizer.json", "special_tokens_map.json", "tokenizer_config.json")
 

@@ -21,7 +21,8 @@ queries' BM25 candidates; the best dev nDCG@10 is kept (early stopping with ``pa
 ``weak_supervision="titles"`` (TK and TKL) adds documents' titles as pseudo-queries for their
 own documents (:mod:`ckqti.train.pseudo`, as the NDRM trainer's switch), with negatives from
 their own BM25 top ``depth``: ``pseudo_per_epoch`` of them (all by default) join each epoch's
-training queries; dev is carved from the judged queries only.
+training queries; dev is carved from the judged queries only. With a ``teacher`` that scored
+them too, the titles' BM25 candidates are distilled as the claims' are.
 
 IDCM trains in the three stages of the SPEC: (1) the cross-encoder on passages: each
 document's first window (``[CLS] q [SEP] head [SEP]``, 64 tokens, the passage-sized input);
@@ -416,7 +417,8 @@ class RerankerTrainConfig:
         eval_batch_size: documents scored at once when validating.
         teacher: TK/TKL only: a file of a teacher's scores of training queries' documents
             (``{"teacher": id, "scores": {qid: {docid: score}}}``, ``.json`` or ``.json.gz``, as
-            :func:`ckqti.train.loop.read_teacher` reads for NDRM; dev queries' are never used).
+            :func:`ckqti.train.loop.read_teacher` reads for NDRM; dev queries' are never used;
+            title pseudo-queries' ``title:<docid>`` are used with ``weak_supervision="titles"``).
             Each step then adds ``distill_weight`` times a listwise distillation loss: for every
             query of the batch the teacher scored, ``distill_docs`` of its scored documents drawn
             at random, the cross-entropy between the teacher's softmax over them and the
@@ -566,17 +568,19 @@ def build_text(kind: str, corpus: str | Path, config: RerankerTrainConfig, fmt: 
     return TermText(coll.analyzer, coll.vocab), coll.docids, None, coll
 
 
-def load_teacher(config: RerankerTrainConfig, docids: list[str],
-                 qrels: Mapping[str, Mapping[str, int]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """``config.teacher``'s scores of the training split's queries (dev queries' never), as
-    :func:`ckqti.train.loop.read_teacher` reads them; ``{}`` without a teacher."""
+def load_teacher(config: RerankerTrainConfig, docids: list[str], qrels: Mapping[str, Mapping[str, int]],
+                 pseudo_qrels: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``config.teacher``'s scores of the training split's queries and of the title pseudo-queries
+    ``pseudo_qrels`` (dev queries' never), as :func:`ckqti.train.loop.read_teacher` reads them;
+    ``{}`` without a teacher."""
     if not config.teacher:
         return {}
     from ckqti.train.data import split_dev
     from ckqti.train.loop import read_teacher
 
-    train_qrels, _ = split_dev(qrels, config.dev_fraction, config.seed)  # the split prepare_pairs makes
-    return read_teacher(config.teacher, {d: i for i, d in enumerate(docids)}, train_qrels)
+    train_qrels, dev = split_dev(qrels, config.dev_fraction, config.seed)  # the split prepare_pairs makes
+    pseudo = {q: j for q, j in (pseudo_qrels or {}).items() if q not in dev}
+    return read_teacher(config.teacher, {d: i for i, d in enumerate(docids)}, {**pseudo, **train_qrels})
 
 
 def prepare_pairs(text, docids: list[str], doc_rows: list[np.ndarray], queries: Mapping[str, str],
@@ -947,12 +951,12 @@ def train_reranker(
     max_q, max_d = model_defaults
     doc_rows = ([text.ids(t, max_d) for t in doc_texts] if doc_texts is not None
                 else [np.asarray(collection.doc(i)[:max_d], dtype=np.int64) for i in range(len(collection))])
-    teacher = load_teacher(config, docids, qrels_map)  # before BM25 starts Java: a bad file fails at once
     p_queries, p_qrels = {}, {}
     if config.weak_supervision == "titles":
         from ckqti.train.pseudo import title_pseudo_queries
 
         p_queries, p_qrels = title_pseudo_queries(collection.docids, collection.titles, collection.analyzer)
+    teacher = load_teacher(config, docids, qrels_map, p_qrels)  # before BM25 starts Java: a bad file fails at once
     judged = {q: q_texts[q] for q in qrels_map if q in q_texts}
     missing = {**judged, **p_queries} if candidates is None else {q: t for q, t in p_queries.items() if q not in candidates}
     if missing:

@@ -406,6 +406,24 @@ def test_title_pseudo_queries_train_their_own_document_and_never_reach_dev(tiny_
     assert sum(q.startswith("title:") for q, *_ in everything) > 100  # None: every usable title each epoch
 
 
+def test_teacher_scores_of_title_pseudo_queries_are_distilled(tiny_scifact, tmp_path):
+    """A teacher file scoring claims and titles: the titles' scores reach training with weak
+    supervision, never without it, and dev claims' never."""
+    from ckqti.train.rerankers import load_teacher, teacher_batch
+
+    data, p_qrels = titled_pairs(tiny_scifact)
+    titles = data.pseudo_qids[:5]
+    path = tmp_path / "teacher.json.gz"
+    write_teacher(path, data, [*data.train_qids, *data.dev_qids, *titles], lambda q, d: d % 5)
+    plain = quick("tk", teacher=str(path))
+    assert not any(q.startswith("title:") for q in load_teacher(plain, data.docids, tiny_scifact["qrels"]))
+    taught = load_teacher(replace(plain, weak_supervision="titles"), data.docids, tiny_scifact["qrels"], p_qrels)
+    assert set(titles) <= set(taught) and set(data.train_qids) <= set(taught)
+    assert not set(taught) & set(data.dev_qids)
+    batch = teacher_batch(replace(data, teacher=taught), titles, 4, np.random.default_rng(0), torch.device("cpu"))
+    assert batch is not None and batch[2].shape == (5, 4)
+
+
 def test_train_tkl_with_title_pseudo_queries(tiny_scifact, tmp_path):
     """Candidates given for the claims and titles, so no BM25 (Java) runs; the pseudo-queries add steps."""
     runs = {}
