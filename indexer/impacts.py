@@ -40,6 +40,8 @@ from indexer.cosine_bound import ThresholdCosines
 # (:func:`length_batches`): SciFact's abstracts padded to the longest of each batch of 32 in
 # corpus order are 1.72M tokens for 787k real ones; sorted within blocks of 4,096, 0.81M.
 SORT_BLOCK = 4096
+# Largest ``[B, L, terms]`` product of :meth:`ImpactScorer.max_cosines` (64 MB of float32).
+MAX_PRODUCT_ELEMENTS = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,10 @@ class ImpactConfig:
         min_df: latent models: only terms in at least this many documents are extra candidates.
         offset_sample: latent models: documents sampled to estimate per-term offsets.
         seed: sampling seed.
+        batched: score a batch's candidate pairs in a few large products (:meth:`ImpactScorer.batch_impacts`)
+            instead of document by document; None: on CUDA only, where the per-document kernels'
+            launch and synchronisation, not arithmetic, bound the build. On a CPU the per-document
+            way does less arithmetic (the cosine bound of :mod:`indexer.cosine_bound`).
     """
 
     batch_size: int = 32
@@ -61,6 +67,7 @@ class ImpactConfig:
     min_df: int = 2
     offset_sample: int = 64
     seed: int = 0
+    batched: bool | None = None
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "max_doc_terms", "offset_sample"):
@@ -138,6 +145,7 @@ class ImpactScorer:
         self._cand_vectors = None
         self._search: ThresholdCosines | None = None  # latent models: max cosines of the candidate terms
         self.gate = getattr(model, "gate_threshold", None) if model.is_latent else None
+        self.batched = self.device.type == "cuda" if config.batched is None else config.batched
         if model.is_latent:
             ids = np.flatnonzero(np.asarray(df) >= (1 if self.gate is not None else config.min_df))
             ids = ids[ids >= 2]
@@ -196,7 +204,64 @@ class ImpactScorer:
         """Impacts of a batch of documents (token id arrays)."""
         ids, lengths = pad_batch(documents, self.config.max_doc_terms, self.device)
         enc = self.model.encode_documents(ids, lengths)
+        if self.batched:
+            return self.batch_impacts(enc)
         return [self.document_impacts(enc, b) for b in range(len(documents))]
+
+    def max_cosines(self, enc: DocumentEncoding) -> torch.Tensor:
+        """``max_j cos(t, d_j)`` of every candidate term against every document of the batch
+        ``[B, V']``, one product per block of terms (-2 for a document without vectors, as
+        :meth:`ThresholdCosines.plain_max`)."""
+        vecs, mask = enc.vectors, enc.mask  # [B, L, D], [B, L]
+        block = max(1, MAX_PRODUCT_ELEMENTS // max(1, vecs.shape[0] * vecs.shape[1]))
+        parts = [(vecs @ part.T).masked_fill_(~mask.unsqueeze(-1), float("-inf")).amax(1)  # [B, block]
+                 for part in self._cand_vectors.split(block)]
+        best = torch.cat(parts, dim=1)  # [B, V']
+        return best.masked_fill_(~mask.any(1, keepdim=True), -2.0)
+
+    def candidate_mask(self, enc: DocumentEncoding) -> torch.Tensor:
+        """:meth:`candidates` of every document of the batch as a ``[B, V]`` bool mask."""
+        b = enc.ids.shape[0]
+        own = torch.zeros(b, len(self.offsets), dtype=torch.bool, device=self.device)
+        own.scatter_(1, enc.ids * enc.mask, True)  # padding lands on id 0
+        own[:, :2] = False  # padding and unknown
+        if not self.model.is_latent or self._cand_terms.numel() == 0 or (
+                self.gate is None and self.config.neighbours == 0):
+            return own
+        best = self.max_cosines(enc)  # [B, V']
+        if self.gate is not None:  # exactly the pairs the model's gate opens
+            near = best >= self.gate
+        else:  # the nearest terms the document does not hold (see :meth:`candidates`)
+            best.masked_fill_(own[:, self._cand_terms], float("-inf"))
+            top = best.topk(min(self.config.neighbours, best.shape[1]), dim=1)
+            near = torch.zeros_like(best, dtype=torch.bool).scatter_(1, top.indices, top.values > float("-inf"))
+        out = own.clone()
+        out[:, self._cand_terms] |= near
+        return out
+
+    def batch_impacts(self, enc: DocumentEncoding) -> list[DocImpacts]:
+        """:meth:`document_impacts` of every document of an encoded batch at once: candidates as a
+        mask, each document's candidate terms packed into a row of a ``[B, T]`` matrix scored by
+        one :meth:`channel_scores` call, offsets taken off on the device, one copy to the host."""
+        cand = self.candidate_mask(enc)  # [B, V]
+        counts = cand.sum(1)  # [B]
+        rows, terms = cand.nonzero(as_tuple=True)  # row-major: each row's terms ascending, as torch.unique
+        slots = torch.arange(rows.numel(), device=self.device) - (counts.cumsum(0) - counts)[rows]
+        width = max(1, int(counts.max()) if counts.numel() else 1)
+        packed = torch.zeros(cand.shape[0], width, dtype=torch.long, device=self.device)
+        packed[rows, slots] = terms
+        s = self.model.channel_scores(packed, enc).float()  # [B, T, C]
+        if self.offset_channel is not None:
+            s[..., self.offset_channel] -= torch.from_numpy(self.offsets).to(self.device)[packed]
+        real = torch.arange(width, device=self.device) < counts.unsqueeze(1)  # [B, T]
+        keep = (s > 0) & real.unsqueeze(-1)  # [B, T, C]
+        s, packed, keep = s.cpu().numpy(), packed.cpu().numpy(), keep.cpu().numpy()
+        out = []
+        for b in range(s.shape[0]):
+            ti, ci = np.nonzero(keep[b])
+            lists = packed[b, ti].astype(np.int64) * len(self.channels) + ci
+            out.append(DocImpacts(lists.astype(np.int32), s[b, ti, ci].astype(np.float32)))
+        return out
 
     def document_impacts(self, enc: DocumentEncoding, b: int) -> DocImpacts:
         """Positive channel scores of document ``b``'s candidate terms, offsets taken off."""

@@ -268,12 +268,15 @@ class QTIScorer(nn.Module):
 
     def channel_scores(self, terms: Tensor, docs: DocumentEncoding) -> Tensor:
         """Channel scores of every term of ``terms [T]`` against every document -> ``[B, T, C]``, in chunks;
-        ``score_encoded == sum_c weight_c * channel_scores`` (eval mode only: frozen statistics)."""
+        ``score_encoded == sum_c weight_c * channel_scores`` (eval mode only: frozen statistics).
+        ``terms [B, T]`` gives each document its own terms (each scored alone, so a row's padding
+        changes none of its other scores)."""
         if self.training:
             raise RuntimeError(f"{type(self).__name__}.channel_scores needs eval mode (call model.eval())")
         b, length = docs.ids.shape
         chunk = max(1, self.config.score_chunk_elements // max(1, b * length * self._work_per_position()))
-        parts = [self.encoded_channel_scores(part.unsqueeze(0), docs) for part in terms.split(chunk)]  # [B, chunk, C]
+        rows = terms if terms.dim() == 2 else terms.unsqueeze(0)  # [B or 1, T]
+        parts = [self.encoded_channel_scores(part, docs) for part in rows.split(chunk, dim=1)]  # [B, chunk, C]
         if not parts:
             return docs.lengths.new_zeros(b, 0, len(self.impact_channels))
         return torch.cat(parts, dim=1)  # [B, T, C]

@@ -89,7 +89,8 @@ class QTIModel(Protocol):
         ...
 
     def channel_scores(self, terms: Tensor, docs: DocumentEncoding) -> Tensor:
-        """Idf-free channel scores of every term of ``terms [T]`` against every document: ``[B, T, C]``."""
+        """Idf-free channel scores of every term of ``terms [T]`` against every document: ``[B, T, C]``;
+        ``terms [B, T]``: each document's own terms (0 = padding)."""
         ...
 
     def index_constants(self) -> dict[str, float]:
