@@ -88,7 +88,8 @@ class TrainConfig:
         teacher: a JSON file (or ``.json.gz``) of a teacher's scores, ``{"teacher": id, "scores": {qid: {docid: score}}}``
             (e.g. IDCM's over each training query's BM25 top 100); None trains on labels alone.
             Each step then adds ``distill_weight`` times a listwise distillation loss: for every
-            training query of the batch the teacher scored (dev queries never), ``distill_docs``
+            training query (or title pseudo-query, with ``weak_supervision``) of the batch the
+            teacher scored (dev queries never), ``distill_docs``
             of its teacher-scored documents drawn at random, the cross-entropy between the
             teacher's softmax over them and the student's (:func:`distill_loss`).
         distill_docs, distill_weight: see ``teacher``.
@@ -267,14 +268,15 @@ def prepare_data(
     if missing:
         raise InputError(f"{len(missing)} judged queries have no text (first: {missing[0]!r})")
     all_qrels = {**train_qrels, **dev}
-    pseudo_qids: list[str] = []
+    p_qrels: dict[str, dict[str, int]] = {}
     if config.weak_supervision == "titles":
         p_queries, p_qrels = pseudo.title_pseudo_queries(collection.docids, collection.titles, collection.analyzer)
         texts.update(p_queries)
         all_qrels.update(p_qrels)
-        pseudo_qids = list(p_queries)
+    pseudo_qids = list(p_qrels)
     index = collection.index()
-    teacher = read_teacher(config.teacher, index, train_qrels) if config.teacher else {}  # before BM25: a bad file fails at once
+    # training claims' and title pseudo-queries' scores (dev claims' never); before BM25: a bad file fails at once
+    teacher = read_teacher(config.teacher, index, {**p_qrels, **train_qrels}) if config.teacher else {}
     if candidates is None:
         if bm25 is None:
             raise ValueError("give candidates or a bm25 function")

@@ -181,6 +181,20 @@ def test_teacher_scores_reach_training_queries_only(tmp_path, tiny_scifact):
         read_teacher(only_dev, coll.index(), {q: tiny_scifact["qrels"][q] for q in data.train_qids})
 
 
+def test_teacher_scores_of_title_pseudo_queries_reach_training_with_weak_supervision(tmp_path, tiny_scifact):
+    coll = load_collection(tiny_scifact["corpus"])
+    titles = sorted(q for q in tiny_scifact["candidates"] if q.startswith("title:"))[:5]
+    assert len(titles) == 5
+    path = write_teacher(tmp_path / "t.json.gz", tiny_scifact, [*tiny_scifact["qrels"], *titles])
+    config = dataclasses.replace(CONFIG, teacher=str(path))
+    plain = prepare_data(coll, tiny_scifact["queries"], tiny_scifact["qrels"], config, None, tiny_scifact["candidates"])
+    assert not set(plain.teacher) & set(titles)  # without weak supervision titles are no queries
+    data = prepare_data(coll, tiny_scifact["queries"], tiny_scifact["qrels"],
+                        dataclasses.replace(config, weak_supervision="titles"), None, tiny_scifact["candidates"])
+    assert set(titles) <= set(data.teacher) and set(titles) <= set(data.pseudo_qids)
+    assert set(data.teacher) - set(titles) == set(plain.teacher)  # the claims' as before, dev claims' never
+
+
 def test_distillation_loss_is_least_where_the_student_agrees_with_the_teacher():
     from ckqti.train.losses import distill_loss
 
