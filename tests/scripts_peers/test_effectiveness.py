@@ -204,3 +204,25 @@ def test_readme_shows_the_summary_of_the_committed_results():
     assert eff.SUMMARY_BEGIN in readme and eff.SUMMARY_END in readme
     table = eff.summary_table(json.loads(eff.RESULTS.read_text())["collections"])
     assert eff.with_summary(readme, table) == readme, "README's table is stale: run scripts/effectiveness.py --only bm25,scifact"
+
+
+def test_teacher_inputs_take_judged_claims_with_candidates_and_each_titles_top_n(tmp_path):
+    """scripts/teacher_scores.py's queries and candidates, from effectiveness.py's BM25 caches (no Java)."""
+    import json
+
+    from indexer.readers import read_qrels
+
+    spec = importlib.util.spec_from_file_location("ckqti_teacher_scores_script", REPO / "scripts" / "teacher_scores.py")
+    ts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ts)
+    claims = sorted(read_qrels(eff.collections()["scifact"].corpus.parent / "qrels" / "train.tsv"))[:3]
+    (tmp_path / "bm25").mkdir()
+    (tmp_path / "bm25" / "scifact-train-top100.json").write_text(
+        json.dumps({claims[0]: ["4983", "5836"], claims[1]: [], "not-judged": ["4983"]}))
+    (tmp_path / "bm25" / "scifact-titles-top100.json").write_text(
+        json.dumps({"title:4983": ["4983", "5836", "7912", "18670"]}))
+    queries, cands = ts.teacher_inputs(tmp_path, 0)
+    assert list(queries) == [claims[0]] and cands == {claims[0]: ["4983", "5836"]}  # judged, with candidates
+    queries, cands = ts.teacher_inputs(tmp_path, 2)
+    assert cands["title:4983"] == ["4983", "5836"] and queries["title:4983"]  # each title's top 2
+    assert len([q for q in queries if q.startswith("title:")]) > 5000  # every titled abstract is a pseudo-query
