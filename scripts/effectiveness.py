@@ -259,9 +259,10 @@ Training budgets (2 shared CPU cores, no GPU; every choice on dev):
   only if it comes closer to both NDRM3 targets than ``ndrm3-frozen``. Not finished: dev nDCG@10
   0.7865 after epoch 1 (``ndrm3-frozen``: 0.785) at 8 s a step (91 steps an epoch here), then from
   step ~45 of epoch 2 the steps slowed to 36 s and session 20 stopped it by hand, with no test row
-  run. The machine was not slower (a micro-benchmark right after ran at its usual time); the
-  gate's cost grows with the pairs it opens, which a training query projection can multiply, but
-  that was not checked. A rerun from scratch: ``--only 'ndrm3fd-*'`` (about an hour here if the
+  run. The machine was not slower (a micro-benchmark right after ran at its usual time), and a
+  second run from scratch repeated epoch 1 exactly (loss 1.8483, dev 0.7865) and slowed at the same
+  step (9 s a step to step 44, then 12, 17, 21): the training's own doing. The gate's cost grows
+  with the pairs it opens, which a training query projection can multiply; that was not checked. A rerun from scratch: ``--only 'ndrm3fd-*'`` (about an hour here if the
   steps stay at 8 s).
 * IDCM (all-MiniLM-L6-v2 fine-tuned as a cross-encoder, the slowest model here by far, 5-13
   documents a second on this CPU): the three stages with the epochs of :data:`IDCM_STAGES`
