@@ -182,11 +182,17 @@ class ImpactScorer:
         self.offsets[2:] = med
         return self.offsets
 
+    @property
+    def own_terms_only(self) -> bool:
+        """Whether a document's candidates are its own terms alone (explicit models, an empty
+        candidate vocabulary, or a dense latent model with no neighbours)."""
+        return not self.model.is_latent or self._cand_terms.numel() == 0 or (
+            self.gate is None and self.config.neighbours == 0)
+
     def candidates(self, enc: DocumentEncoding, b: int) -> torch.Tensor:
         """Candidate term ids of document ``b`` of an encoded batch."""
         own = enc.ids[b][enc.mask[b]]
-        if not self.model.is_latent or self._cand_terms.numel() == 0 or (
-                self.gate is None and self.config.neighbours == 0):
+        if self.own_terms_only:
             return torch.unique(own)
         vecs = enc.vectors[b][enc.mask[b]]
         if self.gate is not None:  # exactly the pairs the model's gate opens
@@ -227,8 +233,7 @@ class ImpactScorer:
         own = torch.zeros(b, len(self.offsets), dtype=torch.bool, device=self.device)
         own.scatter_(1, enc.ids * enc.mask, True)  # padding lands on id 0
         own[:, :2] = False  # padding and unknown
-        if not self.model.is_latent or self._cand_terms.numel() == 0 or (
-                self.gate is None and self.config.neighbours == 0):
+        if self.own_terms_only:
             return own
         best = self.max_cosines(enc)  # [B, V']
         if self.gate is not None:  # exactly the pairs the model's gate opens
