@@ -226,3 +226,10 @@ def test_teacher_inputs_take_judged_claims_with_candidates_and_each_titles_top_n
     queries, cands = ts.teacher_inputs(tmp_path, 2)
     assert cands["title:4983"] == ["4983", "5836"] and queries["title:4983"]  # each title's top 2
     assert len([q for q in queries if q.startswith("title:")]) > 5000  # every titled abstract is a pseudo-query
+
+
+def test_wise_alpha_is_the_smallest_within_tolerance_of_the_bundled_vectors():
+    assert eff.pick_alpha({0.0: 0.70, 0.25: 0.795, 0.5: 0.80, 0.75: 0.81, 1.0: 0.803}) == 0.25
+    assert eff.pick_alpha({0.0: 0.70, 0.25: 0.79, 0.5: 0.794, 1.0: 0.803}, tolerance=0.01) == 0.5
+    assert eff.pick_alpha({0.0: 0.90, 1.0: 0.803}) == 0.0
+    assert eff.pick_alpha({0.0: 0.5, 0.5: 0.6, 1.0: 0.803}) == 1.0

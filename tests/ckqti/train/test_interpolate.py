@@ -1,0 +1,72 @@
+import numpy as np
+import pytest
+import torch
+
+from ckqti.embeddings import minilm_embeddings
+from ckqti.errors import CkqtiError
+from ckqti.train.checkpoint import load_checkpoint, save_checkpoint
+from ckqti.train.interpolate import interpolate_embeddings
+
+from .test_checkpoint import batch, collection, trained  # noqa: F401  (collection: a fixture)
+
+KEY = "latent.embedding.weight"
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory, collection):  # noqa: F811
+    """A tiny NDRM3 whose word vectors moved away from their MiniLM start, saved with a 'minilm' start."""
+    model = trained(collection, "ndrm3")
+    start = torch.from_numpy(minilm_embeddings(collection.vocab, model.config.dim))
+    with torch.no_grad():
+        model.state_dict()[KEY].copy_(start + 0.3 * torch.randn(start.shape, generator=torch.Generator().manual_seed(1)))
+    path = tmp_path_factory.mktemp("interpolate") / "source.pt"
+    save_checkpoint(path, model, "ndrm3", model.config.to_dict(), collection.vocab, collection.analyzer,
+                    {"config": {"embeddings": "minilm"}, "dev_qids": ["1"]})
+    return path
+
+
+def rows(path) -> np.ndarray:
+    return load_checkpoint(path).state_dict[KEY].float().numpy()
+
+
+def test_rows_move_along_the_line_from_start_to_trained(tmp_path, source):
+    trained_rows = rows(source)
+    start = minilm_embeddings(load_checkpoint(source).vocab, trained_rows.shape[1])
+    for alpha in (0.0, 0.25, 1.0):
+        out = interpolate_embeddings(source, alpha, tmp_path / f"{alpha}.pt")
+        np.testing.assert_allclose(rows(out.path), start + alpha * (trained_rows - start), atol=1e-6)
+        assert out.meta["interpolated"] == {"from": load_checkpoint(source).id, "alpha": alpha, "start": "minilm"}
+        assert out.meta["dev_qids"] == ["1"]  # the source's training record travels with it
+    assert not np.allclose(rows(tmp_path / "0.25.pt"), trained_rows, atol=1e-3)
+
+
+def test_alpha_one_scores_as_the_source_and_other_weights_are_kept(tmp_path, source, collection):  # noqa: F811
+    src = load_checkpoint(source)
+    one = interpolate_embeddings(source, 1.0, tmp_path / "one.pt")
+    half = load_checkpoint(interpolate_embeddings(source, 0.5, tmp_path / "half.pt").path)
+    q, d = batch(collection)
+    with torch.no_grad():
+        torch.testing.assert_close(one.build()(q, d), src.build()(q, d))
+        assert not torch.allclose(half.build()(q, d), src.build()(q, d))
+    for key, value in src.state_dict.items():
+        if key != KEY:
+            assert torch.equal(half.state_dict[key], value), key
+
+
+def test_float16_sources_stay_float16(tmp_path, source):
+    src = load_checkpoint(source)
+    model = src.build()
+    save_checkpoint(tmp_path / "half.pt", model, "ndrm3", src.config, src.vocab, src.analyzer, src.meta, "float16")
+    out = interpolate_embeddings(tmp_path / "half.pt", 0.5, tmp_path / "out.pt")
+    assert out.state_dict[KEY].dtype == torch.float16
+
+
+def test_starts_that_cannot_be_recomputed_and_bad_alphas_are_refused(tmp_path, source):
+    src = load_checkpoint(source)
+    save_checkpoint(tmp_path / "sg.pt", src.build(), "ndrm3", src.config, src.vocab, src.analyzer,
+                    {"config": {"embeddings": "skipgram"}})
+    with pytest.raises(CkqtiError, match="skipgram"):
+        interpolate_embeddings(tmp_path / "sg.pt", 0.5, tmp_path / "out.pt")
+    with pytest.raises(ValueError, match="alpha"):
+        interpolate_embeddings(source, 1.5, tmp_path / "out.pt")
+    assert not (tmp_path / "out.pt").exists()
