@@ -286,6 +286,26 @@ def remap_rows(matrix: Tensor, source: Vocabulary, target: Vocabulary, fallback:
     return torch.from_numpy(adapt_embeddings(matrix.float().numpy(), source, target, fallback))
 
 
+def checkpoint_embeddings(path: str | Path, vocab: Vocabulary, dim: int) -> np.ndarray:
+    """``[len(vocab), dim]``: a checkpoint's word vectors as another model's start.
+
+    The first embedding matrix of the checkpoint (NDRM's ``latent.embedding.weight``, TK's
+    ``embedding.weight``), its rows remapped to ``vocab`` (:func:`remap_rows`: unseen words get
+    its fallback rows).
+
+    Raises:
+        CkqtiError: unreadable checkpoint, no embedding matrix, or rows of another width.
+    """
+    ckpt = load_checkpoint(path)
+    keys = [k for k, v in ckpt.state_dict.items() if k.endswith(EMBEDDING_SUFFIX) and v.shape[:1] == (len(ckpt.vocab),)]
+    if not keys:
+        raise CkqtiError("the checkpoint has no word embedding matrix", ckpt.path)
+    matrix = ckpt.state_dict[keys[0]]
+    if matrix.shape[1] != dim:
+        raise CkqtiError(f"its word vectors have {matrix.shape[1]} dimensions, the model {dim}", ckpt.path)
+    return remap_rows(matrix, ckpt.vocab, vocab, ckpt.fallback).numpy()
+
+
 def adapt_to_vocabulary(ckpt: Checkpoint, vocab: Vocabulary, device: torch.device | str | None = None) -> nn.Module:
     """The checkpoint's model with term ids of ``vocab`` and its statistics attached, in eval mode."""
     builder = _builder(ckpt.kind, ckpt.path)

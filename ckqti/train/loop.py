@@ -52,7 +52,7 @@ from ckqti.train.losses import distill_loss, listwise_loss, ranknet_loss
 from ckqti.train.sampling import Example, sample_epoch
 from ckqti.train.scoring import as_run, score_pairs
 
-EMBEDDING_INITS = ("skipgram", "minilm", "random")
+EMBEDDING_INITS = ("skipgram", "minilm", "random")  # or a checkpoint file (``.pt``): its word vectors
 MODEL_INITS = ("paper", "match")
 WEAK_SUPERVISION = ("titles",)
 LOSSES = ("ranknet", "lce")
@@ -77,7 +77,8 @@ class TrainConfig:
         weak_supervision: None, or ``"titles"`` (titles as pseudo-queries for their own documents).
         pseudo_per_epoch: title pseudo-queries sampled per epoch (None: all of them).
         embeddings: initial term embeddings: ``"skipgram"`` (gensim, IN+OUT), ``"minilm"``
-            (all-MiniLM-L6-v2 WordPiece compositions) or ``"random"``.
+            (all-MiniLM-L6-v2 WordPiece compositions), ``"random"``, or a checkpoint file (``.pt``)
+            whose word vectors of the same width start the model.
         init: ``"paper"`` keeps the model's own initialisation; ``"match"`` starts from a
             model that already ranks sensibly (:func:`match_init`), for short training runs.
         min_df: training vocabulary bound: terms in fewer documents map to the unknown id.
@@ -134,10 +135,11 @@ class TrainConfig:
     def __post_init__(self) -> None:
         from ckqti.models.ndrm import VARIANTS
 
-        choices = {"model": VARIANTS, "init": MODEL_INITS, "loss": LOSSES, "embeddings": EMBEDDING_INITS}
+        choices = {"model": VARIANTS, "init": MODEL_INITS, "loss": LOSSES}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        check_embedding_start(self.embeddings)
         for name in ("epochs", "batch_size", "patience", "depth", "dev_depth", "min_df", "eval_batch_size",
                      "distill_docs", "negatives"):
             if getattr(self, name) < 1:
@@ -321,13 +323,26 @@ def read_teacher(path: str | Path, index: Mapping[str, int], train_qrels: Mappin
     return out
 
 
+def check_embedding_start(method: str) -> None:
+    """Raise ValueError unless ``method`` is one of :data:`EMBEDDING_INITS` or a ``.pt`` checkpoint file name."""
+    if method not in EMBEDDING_INITS and not str(method).endswith(".pt"):
+        raise ValueError(f"embeddings must be one of {EMBEDDING_INITS} or a checkpoint file (.pt), got {method!r}")
+
+
 def initial_embeddings(collection: Collection, method: str, dim: int, seed: int) -> np.ndarray | None:
-    """``[len(vocab), dim]`` initial embeddings, or None for the model's random initialisation."""
+    """``[len(vocab), dim]`` initial embeddings, or None for the model's random initialisation.
+
+    ``method`` is one of :data:`EMBEDDING_INITS` or a checkpoint file whose word vectors start the
+    model (:func:`ckqti.train.checkpoint.checkpoint_embeddings`)."""
     from ckqti import embeddings
 
     vocab = collection.vocab
     if method == "random":
         return None
+    if method.endswith(".pt"):
+        from ckqti.train.checkpoint import checkpoint_embeddings
+
+        return checkpoint_embeddings(method, vocab, dim)
     if method == "minilm":
         return embeddings.minilm_embeddings(vocab, dim)
     if dim % 2:

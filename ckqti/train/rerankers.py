@@ -67,7 +67,6 @@ WEAK_SUPERVISION = ("titles",)
 ALL_KINDS = RERANKER_KINDS + QTI_KINDS
 LOSSES = ("margin", "ranknet", "lce")
 INITS = ("paper", "match")
-EMBEDDING_INITS = ("skipgram", "minilm", "random")
 WORDPIECE_ANALYZER = {"tokenizer": "wordpiece", "lowercase": True}
 _ALNUM = re.compile(r"[0-9a-z]+")  # what ckqti.text.Analyzer keeps after lower-casing
 
@@ -411,7 +410,8 @@ class RerankerTrainConfig:
         dev_depth: candidates reranked per dev query for validation.
         max_dev_queries: validate on at most this many dev queries (None: all).
         max_steps: optimizer steps per epoch at most (None: one triple per query).
-        embeddings: TK/TKL initial embeddings: ``"skipgram"``, ``"minilm"`` or ``"random"``.
+        embeddings: TK/TKL initial embeddings: ``"skipgram"``, ``"minilm"``, ``"random"``, or a
+            checkpoint file (``.pt``) whose word vectors of the same width start the model.
         init: ``"match"`` (see the module docstring) or ``"paper"``.
         min_df: TK/TKL vocabulary bound (rarer terms -> unknown).
         eval_batch_size: documents scored at once when validating.
@@ -467,10 +467,13 @@ class RerankerTrainConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "stages", tuple(int(s) for s in self.stages))
         object.__setattr__(self, "model_options", dict(self.model_options))
-        checks = {"kind": RERANKER_KINDS, "loss": LOSSES, "init": INITS, "embeddings": EMBEDDING_INITS}
+        from ckqti.train.loop import check_embedding_start
+
+        checks = {"kind": RERANKER_KINDS, "loss": LOSSES, "init": INITS}
         for name, allowed in checks.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        check_embedding_start(self.embeddings)
         for name in ("epochs", "distill_epochs", "batch_size", "patience", "depth", "dev_depth", "min_df",
                      "eval_batch_size", "negatives", "distill_docs"):
             if getattr(self, name) < 1:

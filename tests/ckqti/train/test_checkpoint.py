@@ -6,6 +6,7 @@ from ckqti.errors import CkqtiError
 from ckqti.models.ndrm import NDRMConfig, build_ndrm
 from ckqti.train.checkpoint import (
     adapt_to_vocabulary,
+    checkpoint_embeddings,
     load_checkpoint,
     load_for_indexing,
     round_embeddings,
@@ -151,6 +152,26 @@ def test_unseen_words_get_embeddings_and_corpus_idf(tmp_path, collection):
     doc = pad_rows([np.asarray(corpus_vocab.ids(t)) for t in docs])
     with torch.no_grad():
         assert torch.isfinite(adapted(query, doc)).all()
+
+
+def test_a_checkpoints_word_vectors_start_another_model(tmp_path, collection):
+    from ckqti.train.loop import TrainConfig, initial_embeddings
+    from ckqti.train.rerankers import RerankerTrainConfig
+
+    model = trained(collection, "ndrm3")
+    save_checkpoint(tmp_path / "m.pt", model, "ndrm3", model.config.to_dict(), collection.vocab, collection.analyzer)
+    dim = model.config.dim
+    rows = initial_embeddings(collection, str(tmp_path / "m.pt"), dim, seed=0)
+    np.testing.assert_array_equal(rows[2:], model.latent.embedding.weight.detach().numpy()[2:])
+    corpus_vocab, old_to_new = permuted(collection.vocab, 0)
+    remapped = checkpoint_embeddings(tmp_path / "m.pt", corpus_vocab, dim)
+    np.testing.assert_array_equal(remapped[old_to_new[2:]], rows[2:])
+    with pytest.raises(CkqtiError, match="dimensions"):
+        checkpoint_embeddings(tmp_path / "m.pt", collection.vocab, dim + 1)
+    assert RerankerTrainConfig(embeddings=str(tmp_path / "m.pt")).embeddings.endswith("m.pt")
+    for config in (TrainConfig, RerankerTrainConfig):
+        with pytest.raises(ValueError, match="checkpoint file"):
+            config(embeddings="glove")
 
 
 def test_the_project_loader_uses_checkpoints(tmp_path, collection):
