@@ -1,4 +1,5 @@
-"""Word vectors moved back toward their start: weight-space interpolation of a trained checkpoint.
+"""Weight-space interpolation of trained checkpoints: word vectors moved back toward their start,
+and averages ("soups") of models trained from one start.
 
 A model fine-tuned on one collection can lose on others what its starting point had (WiSE-FT,
 Wortsman et al., CVPR 2022: interpolating a fine-tuned model's weights with its start keeps much
@@ -8,6 +9,11 @@ checkpoint whose embedding matrices are ``E0 + alpha (E1 - E0)``: ``E1`` the tra
 the rows training started from, recomputed from the checkpoint's training settings
 (``embeddings="minilm"``: all-MiniLM-L6-v2's WordPiece compositions, which need no training and
 come back bit for bit). Every other weight is the checkpoint's.
+
+:func:`average_checkpoints` averages every weight of models that share a start, a data order and
+an architecture but were trained with different settings (a "model soup", Wortsman et al., ICML
+2022: such averages often rank or classify better than either model, and hold up better under
+shift, where the models stay in one basin of the loss).
 """
 
 from __future__ import annotations
@@ -63,3 +69,50 @@ def interpolate_embeddings(source: str | Path, alpha: float, out: str | Path) ->
     dtype = "float16" if dtypes == {torch.float16} else "float32"
     meta = {**ckpt.meta, "interpolated": {"from": ckpt.id, "alpha": float(alpha), "start": "minilm"}}
     return save_checkpoint(out, model, ckpt.kind, ckpt.config, ckpt.vocab, ckpt.analyzer, meta, dtype, ckpt.fallback)
+
+
+#: Model config fields that only change how a model trains, never how it scores.
+TRAINING_ONLY = ("train_embeddings",)
+
+
+def scoring_config(model: torch.nn.Module) -> dict:
+    """The model's config (a dataclass) as a dict, without the :data:`TRAINING_ONLY` fields."""
+    from dataclasses import asdict
+
+    return {k: v for k, v in asdict(model.config).items() if k not in TRAINING_ONLY}
+
+
+def average_checkpoints(sources: list[str | Path], weights: list[float], out: str | Path) -> Checkpoint:
+    """Write the weighted average of checkpoints of one kind, config, vocabulary and analyzer to ``out``.
+
+    Floating-point tensors are averaged with ``weights`` (non-negative, summing to 1); integer ones
+    (counters) are taken from the first checkpoint, as are its metadata (``meta["averaged"]``
+    records the sources' ids and weights), fallback and embedding dtype.
+
+    Raises:
+        CkqtiError: checkpoints that differ in kind, config, vocabulary, analyzer or tensor names.
+    """
+    if len(sources) != len(weights) or len(sources) < 2:
+        raise ValueError("average_checkpoints needs two or more sources and one weight each")
+    if min(weights) < 0 or abs(sum(weights) - 1.0) > 1e-9:
+        raise ValueError(f"weights must be non-negative and sum to 1, got {weights}")
+    ckpts = [load_checkpoint(p) for p in sources]
+    first = ckpts[0]
+    model = first.build()
+    for other in ckpts[1:]:
+        same = (other.kind == first.kind and scoring_config(other.build()) == scoring_config(model)
+                and other.analyzer == first.analyzer and other.vocab.terms == first.vocab.terms
+                and other.state_dict.keys() == first.state_dict.keys())
+        if not same:
+            raise CkqtiError(f"not the same model as {first.path}: kind, config, vocabulary, analyzer and weights' "
+                             "names must agree to average", other.path)
+    state = model.state_dict()
+    with torch.no_grad():
+        for key, value in state.items():
+            if value.is_floating_point():
+                value.copy_(sum(w * c.state_dict[key].to(value.dtype) for w, c in zip(weights, ckpts)))
+    emb = [v.dtype for k, v in first.state_dict.items() if k.endswith(EMBEDDING_SUFFIX)]
+    dtype = "float16" if emb and all(d == torch.float16 for d in emb) else "float32"
+    meta = {**first.meta, "averaged": {"from": [c.id for c in ckpts], "weights": [float(w) for w in weights]}}
+    return save_checkpoint(out, model, first.kind, first.config, first.vocab, first.analyzer, meta, dtype,
+                           first.fallback)

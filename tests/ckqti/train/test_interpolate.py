@@ -70,3 +70,36 @@ def test_starts_that_cannot_be_recomputed_and_bad_alphas_are_refused(tmp_path, s
     with pytest.raises(ValueError, match="alpha"):
         interpolate_embeddings(source, 1.5, tmp_path / "out.pt")
     assert not (tmp_path / "out.pt").exists()
+
+
+def test_averages_are_weighted_means_of_models_sharing_an_architecture(tmp_path, source, collection):  # noqa: F811
+    from dataclasses import replace
+
+    from ckqti.models.ndrm import build_ndrm
+    from ckqti.train.interpolate import average_checkpoints
+
+    src = load_checkpoint(source)
+    other_model = trained(collection, "ndrm3")  # same start, then other weights: one frozen-vector twin
+    other_model.config = replace(other_model.config, train_embeddings=False)  # a training-only difference
+    with torch.no_grad():
+        for p in other_model.parameters():
+            p.add_(0.01)
+    save_checkpoint(tmp_path / "b.pt", other_model, "ndrm3", other_model.config.to_dict(), src.vocab, src.analyzer)
+    other = load_checkpoint(tmp_path / "b.pt")
+    soup = average_checkpoints([source, tmp_path / "b.pt"], [0.25, 0.75], tmp_path / "soup.pt")
+    for key, value in soup.state_dict.items():
+        if value.is_floating_point():
+            expected = 0.25 * src.state_dict[key].double() + 0.75 * other.state_dict[key].double()
+            torch.testing.assert_close(value.double(), expected, atol=1e-5, rtol=1e-5)
+    assert soup.meta["averaged"] == {"from": [src.id, other.id], "weights": [0.25, 0.75]}
+    first = average_checkpoints([source, tmp_path / "b.pt"], [1.0, 0.0], tmp_path / "first.pt")
+    q, d = batch(collection)
+    with torch.no_grad():
+        torch.testing.assert_close(first.build()(q, d), src.build()(q, d))
+    wider = build_ndrm(replace(src.build().config, num_kernels=11), src.vocab)
+    save_checkpoint(tmp_path / "w.pt", wider, "ndrm3", wider.config.to_dict(), src.vocab, src.analyzer)
+    with pytest.raises(CkqtiError, match="same model"):
+        average_checkpoints([source, tmp_path / "w.pt"], [0.5, 0.5], tmp_path / "bad.pt")
+    with pytest.raises(ValueError, match="sum to 1"):
+        average_checkpoints([source, tmp_path / "b.pt"], [0.5, 0.6], tmp_path / "bad.pt")
+    assert not (tmp_path / "bad.pt").exists()
