@@ -13,6 +13,21 @@ from ckqti.errors import CkqtiError
 POSITIVE = click.IntRange(min=1)  # counts: results, shard and batch sizes, threads, epochs
 
 
+class EmbeddingStart(click.ParamType):
+    """``--embeddings``: a named start (skipgram, minilm, random) or an existing checkpoint file (``.pt``)."""
+
+    name = "skipgram|minilm|random|FILE.pt"
+    choices = ("skipgram", "minilm", "random")
+
+    def convert(self, value, param, ctx):
+        from pathlib import Path
+
+        if value in self.choices or (str(value).endswith(".pt") and Path(value).is_file()):
+            return str(value)
+        self.fail(f"{value!r} is neither one of {', '.join(self.choices)} nor an existing checkpoint file (.pt)",
+                  param, ctx)
+
+
 class Group(click.Group):
     """Turns every :class:`CkqtiError` into a one-line message and a non-zero exit."""
 
@@ -253,8 +268,9 @@ def refuse_idcm_options(term_weights: str, teacher: str | None, weak_supervision
 @click.option("--seed", default=0, show_default=True)
 @click.option("--device", default=None, help="torch device (default: cuda if available).")
 @click.option("--weak-supervision", type=click.Choice(["titles"]), default=None, help="Documents' titles as pseudo-queries for their own documents (NDRM, TK, TKL).")
-@click.option("--embeddings", type=click.Choice(["skipgram", "minilm", "random"]), default=None,
-              help="Initial word vectors (NDRM, TK, TKL) [default: skipgram].")
+@click.option("--embeddings", type=EmbeddingStart(), default=None,
+              help="Initial word vectors (NDRM, TK, TKL): skipgram, minilm, random, or a checkpoint file whose word "
+                   "vectors of the same width start the model [default: skipgram].")
 @click.option("--init", "init", type=click.Choice(["paper", "match"]), default=None,
               help="Initial weights (NDRM, TK, TKL) [default: paper for NDRM, match for TK/TKL].")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)

@@ -153,3 +153,15 @@ def test_cli_tk_and_tkl_options_reach_the_model_config(tmp_path, tiny_scifact, m
             "--qrels", tiny_scifact["corpus"], "--out", tmp_path / "m.pt", *options]
     CliRunner().invoke(cli, [str(a) for a in args])
     assert dict(seen["config"].model_options) == expected
+
+
+def test_cli_embeddings_take_a_named_start_or_a_checkpoint_file(tmp_path, tiny_scifact, monkeypatch):
+    (tmp_path / "vectors.pt").write_bytes(b"")  # only its existence is checked here
+    config = ndrm_train_config(monkeypatch, tiny_scifact, tmp_path / "m.pt", "--embeddings", tmp_path / "vectors.pt")
+    assert config.embeddings == str(tmp_path / "vectors.pt")
+    assert ndrm_train_config(monkeypatch, tiny_scifact, tmp_path / "m.pt", "--embeddings", "minilm").embeddings == "minilm"
+    args = ["train", "--model", "tkl", "--corpus", tiny_scifact["corpus"], "--queries", tiny_scifact["corpus"],
+            "--qrels", tiny_scifact["corpus"], "--out", tmp_path / "m.pt", "--embeddings"]
+    for bad in ("glove", tmp_path / "missing.pt"):
+        res = CliRunner().invoke(cli, [str(a) for a in args + [bad]])
+        assert res.exit_code == 2 and "neither one of skipgram" in res.output
