@@ -17,14 +17,15 @@ class EmbeddingStart(click.ParamType):
     """``--embeddings``: a named start (skipgram, minilm, random) or an existing checkpoint file (``.pt``)."""
 
     name = "skipgram|minilm|random|FILE.pt"
-    choices = ("skipgram", "minilm", "random")
 
     def convert(self, value, param, ctx):
         from pathlib import Path
 
-        if value in self.choices or (str(value).endswith(".pt") and Path(value).is_file()):
+        from ckqti.train.loop import EMBEDDING_INITS
+
+        if value in EMBEDDING_INITS or (str(value).endswith(".pt") and Path(value).is_file()):
             return str(value)
-        self.fail(f"{value!r} is neither one of {', '.join(self.choices)} nor an existing checkpoint file (.pt)",
+        self.fail(f"{value!r} is neither one of {', '.join(EMBEDDING_INITS)} nor an existing checkpoint file (.pt)",
                   param, ctx)
 
 

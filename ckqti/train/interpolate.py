@@ -27,6 +27,12 @@ from ckqti.errors import CkqtiError
 from ckqti.train.checkpoint import EMBEDDING_SUFFIX, Checkpoint, load_checkpoint, save_checkpoint
 
 
+def stored_embedding_dtype(ckpt: Checkpoint) -> str:
+    """``"float16"`` when every embedding matrix of the checkpoint is stored so, else ``"float32"``."""
+    dtypes = {v.dtype for k, v in ckpt.state_dict.items() if k.endswith(EMBEDDING_SUFFIX)}
+    return "float16" if dtypes == {torch.float16} else "float32"
+
+
 def starting_embeddings(ckpt: Checkpoint, dim: int) -> np.ndarray:
     """``[len(ckpt.vocab), dim]``: the rows the checkpoint's training started from.
 
@@ -57,18 +63,18 @@ def interpolate_embeddings(source: str | Path, alpha: float, out: str | Path) ->
         raise ValueError(f"alpha must be in [0, 1], got {alpha}")
     ckpt = load_checkpoint(source)
     model = ckpt.build()
-    dtypes = set()
+    moved = 0
     with torch.no_grad():
         for key, value in model.state_dict().items():
             if key.endswith(EMBEDDING_SUFFIX) and value.shape[0] == len(ckpt.vocab):
-                dtypes.add(ckpt.state_dict[key].dtype)
                 start = torch.from_numpy(starting_embeddings(ckpt, value.shape[1])).to(value)
                 value.copy_(start + alpha * (value - start))
-    if not dtypes:
+                moved += 1
+    if not moved:
         raise CkqtiError("the checkpoint has no word embedding matrix", ckpt.path)
-    dtype = "float16" if dtypes == {torch.float16} else "float32"
     meta = {**ckpt.meta, "interpolated": {"from": ckpt.id, "alpha": float(alpha), "start": "minilm"}}
-    return save_checkpoint(out, model, ckpt.kind, ckpt.config, ckpt.vocab, ckpt.analyzer, meta, dtype, ckpt.fallback)
+    return save_checkpoint(out, model, ckpt.kind, ckpt.config, ckpt.vocab, ckpt.analyzer, meta,
+                           stored_embedding_dtype(ckpt), ckpt.fallback)
 
 
 #: Model config fields that only change how a model trains, never how it scores.
@@ -111,8 +117,6 @@ def average_checkpoints(sources: list[str | Path], weights: list[float], out: st
         for key, value in state.items():
             if value.is_floating_point():
                 value.copy_(sum(w * c.state_dict[key].to(value.dtype) for w, c in zip(weights, ckpts)))
-    emb = [v.dtype for k, v in first.state_dict.items() if k.endswith(EMBEDDING_SUFFIX)]
-    dtype = "float16" if emb and all(d == torch.float16 for d in emb) else "float32"
     meta = {**first.meta, "averaged": {"from": [c.id for c in ckpts], "weights": [float(w) for w in weights]}}
-    return save_checkpoint(out, model, first.kind, first.config, first.vocab, first.analyzer, meta, dtype,
-                           first.fallback)
+    return save_checkpoint(out, model, first.kind, first.config, first.vocab, first.analyzer, meta,
+                           stored_embedding_dtype(first), first.fallback)
