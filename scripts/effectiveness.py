@@ -1024,21 +1024,26 @@ def dev_through_index(checkpoint: Path, folder: Path) -> dict:
     return dev_fullrank(checkpoint, folder)
 
 
-def alpha_grid_checkpoint(key: str, folder: str, make, out: Path, work: Path) -> dict:
+def alpha_grid_checkpoint(key: str, folder: str, sources: Sequence[Path], make, out: Path, work: Path) -> dict:
     """A derived checkpoint chosen on a grid: ``make(alpha, path)`` writes the model at each alpha of
-    :data:`WISE_ALPHAS` (1: the bundled model), its dev claims are retrieved through a learned
-    index of SciFact (:func:`dev_through_index`), and the :func:`pick_alpha` one is copied to
-    ``out``. Each alpha's dev result is cached under ``work / folder``, so an interrupted search
-    resumes."""
+    :data:`WISE_ALPHAS` (1: the bundled model) from the checkpoints ``sources``, its dev claims are
+    retrieved through a learned index of SciFact (:func:`dev_through_index`), and the
+    :func:`pick_alpha` one is copied to ``out``. Each alpha's dev result is cached under
+    ``work / folder`` with the sources' ids, so an interrupted search resumes and a changed
+    source is redone."""
+    from ckqti.train.checkpoint import load_checkpoint
+
     started = time.perf_counter()
+    ids = [load_checkpoint(p).id for p in sources]
     dev = {}
     for alpha in WISE_ALPHAS:
         here = work / folder / f"alpha-{alpha:g}"
         side = here / "dev.json"
-        if not side.is_file():
+        if not side.is_file() or json.loads(side.read_text()).get("sources") != ids:
             here.mkdir(parents=True, exist_ok=True)
             path = make(alpha, here / "model.pt").path
-            side.write_text(json.dumps({"alpha": alpha, **dev_through_index(path, here)}, indent=1) + "\n")
+            side.write_text(json.dumps({"alpha": alpha, "sources": ids, **dev_through_index(path, here)}, indent=1)
+                            + "\n")
         dev[alpha] = json.loads(side.read_text())["mean"]["nDCG@10"]
         print(f"[checkpoint] {key}: alpha {alpha:g}, dev claims through the index nDCG@10 {dev[alpha]:.4f}", flush=True)
     alpha = pick_alpha(dev)
@@ -1053,7 +1058,8 @@ def wise_checkpoint(out: Path, work: Path) -> dict:
     :func:`alpha_grid_checkpoint`."""
     from ckqti.train.interpolate import interpolate_embeddings
 
-    record = alpha_grid_checkpoint("ndrm3-wise", "wise", lambda a, p: interpolate_embeddings(BUNDLED, a, p), out, work)
+    record = alpha_grid_checkpoint("ndrm3-wise", "wise", [BUNDLED], lambda a, p: interpolate_embeddings(BUNDLED, a, p),
+                                   out, work)
     return {"config": {"derived_from": "ndrm3", "alphas": list(WISE_ALPHAS), "tolerance": WISE_TOLERANCE}, **record}
 
 
@@ -1064,7 +1070,7 @@ def soup_dev_checkpoint(out: Path, work: Path) -> dict:
 
     frozen = checkpoint_path("ndrm3-frozen", work)
     ensure_checkpoint("ndrm3-frozen", work)
-    record = alpha_grid_checkpoint("ndrm3-soup-dev", "soup-dev",
+    record = alpha_grid_checkpoint("ndrm3-soup-dev", "soup-dev", [BUNDLED, frozen],
                                    lambda a, p: average_checkpoints([BUNDLED, frozen], [a, 1.0 - a], p), out, work)
     return {"config": {"derived_from": ["ndrm3", "ndrm3-frozen"], "alphas": list(WISE_ALPHAS),
                        "tolerance": WISE_TOLERANCE}, **record}
@@ -1149,12 +1155,18 @@ def queries_file(spec: CollectionSpec, work: Path) -> Path:
 
 
 def learned_index(model_key: str, spec: CollectionSpec, work: Path, force: bool = False, orcas: bool = False) -> Path:
-    """The learned index of a checkpoint over a collection (built when missing or ``force``)."""
+    """The learned index of a checkpoint over a collection (built when missing, built by another
+    model than the checkpoint now holds, or ``force``)."""
     from ckqti import api
+    from ckqti.train.checkpoint import load_checkpoint
 
-    model = model_key if CHECKPOINTS[model_key][1] == "untrained" else str(checkpoint_path(model_key, work))
+    untrained = CHECKPOINTS[model_key][1] == "untrained"
+    model = model_key if untrained else str(checkpoint_path(model_key, work))
     index_dir = work / "indexes" / f"{spec.name}-{model_key}{'-orcas' if orcas else ''}"
-    if force or not (index_dir / "manifest.json").is_file():
+    manifest = index_dir / "manifest.json"
+    stale = (not untrained and manifest.is_file()
+             and json.loads(manifest.read_text())["model"].get("id") != load_checkpoint(model).id)
+    if force or stale or not manifest.is_file():
         api.index(spec.corpus, index_dir, model=model, orcas=orcas_file(work) if orcas else None,
                   shard_size=SHARD_SIZE, force=True)
     return index_dir
