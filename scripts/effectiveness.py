@@ -1024,9 +1024,9 @@ def dev_through_index(checkpoint: Path, folder: Path) -> dict:
     return dev_fullrank(checkpoint, folder)
 
 
-def alpha_grid_checkpoint(key: str, folder: str, sources: Sequence[Path], make, out: Path, work: Path) -> dict:
+def alpha_grid_checkpoint(key: str, folder: str, derived_from: str | list[str], make, out: Path, work: Path) -> dict:
     """A derived checkpoint chosen on a grid: ``make(alpha, path)`` writes the model at each alpha of
-    :data:`WISE_ALPHAS` (1: the bundled model) from the checkpoints ``sources``, its dev claims are
+    :data:`WISE_ALPHAS` (1: the bundled model) from the checkpoint(s) ``derived_from``, its dev claims are
     retrieved through a learned index of SciFact (:func:`dev_through_index`), and the
     :func:`pick_alpha` one is copied to ``out``. Each alpha's dev result is cached under
     ``work / folder`` with the sources' ids, so an interrupted search resumes and a changed
@@ -1034,7 +1034,8 @@ def alpha_grid_checkpoint(key: str, folder: str, sources: Sequence[Path], make, 
     from ckqti.train.checkpoint import load_checkpoint
 
     started = time.perf_counter()
-    ids = [load_checkpoint(p).id for p in sources]
+    ids = [load_checkpoint(checkpoint_path(k, work)).id for k in ([derived_from] if isinstance(derived_from, str)
+                                                                   else derived_from)]
     dev = {}
     for alpha in WISE_ALPHAS:
         here = work / folder / f"alpha-{alpha:g}"
@@ -1048,7 +1049,8 @@ def alpha_grid_checkpoint(key: str, folder: str, sources: Sequence[Path], make, 
         print(f"[checkpoint] {key}: alpha {alpha:g}, dev claims through the index nDCG@10 {dev[alpha]:.4f}", flush=True)
     alpha = pick_alpha(dev)
     shutil.copyfile(work / folder / f"alpha-{alpha:g}" / "model.pt", out)
-    return {"alpha": alpha, "dev_by_alpha": {f"{a:g}": v for a, v in dev.items()}, "dev_ndcg10": dev[alpha],
+    return {"config": {"derived_from": derived_from, "alphas": list(WISE_ALPHAS), "tolerance": WISE_TOLERANCE},
+            "alpha": alpha, "dev_by_alpha": {f"{a:g}": v for a, v in dev.items()}, "dev_ndcg10": dev[alpha],
             "seconds": time.perf_counter() - started}
 
 
@@ -1058,9 +1060,8 @@ def wise_checkpoint(out: Path, work: Path) -> dict:
     :func:`alpha_grid_checkpoint`."""
     from ckqti.train.interpolate import interpolate_embeddings
 
-    record = alpha_grid_checkpoint("ndrm3-wise", "wise", [BUNDLED], lambda a, p: interpolate_embeddings(BUNDLED, a, p),
-                                   out, work)
-    return {"config": {"derived_from": "ndrm3", "alphas": list(WISE_ALPHAS), "tolerance": WISE_TOLERANCE}, **record}
+    return alpha_grid_checkpoint("ndrm3-wise", "wise", "ndrm3", lambda a, p: interpolate_embeddings(BUNDLED, a, p),
+                                 out, work)
 
 
 def soup_dev_checkpoint(out: Path, work: Path) -> dict:
@@ -1070,10 +1071,8 @@ def soup_dev_checkpoint(out: Path, work: Path) -> dict:
 
     frozen = checkpoint_path("ndrm3-frozen", work)
     ensure_checkpoint("ndrm3-frozen", work)
-    record = alpha_grid_checkpoint("ndrm3-soup-dev", "soup-dev", [BUNDLED, frozen],
-                                   lambda a, p: average_checkpoints([BUNDLED, frozen], [a, 1.0 - a], p), out, work)
-    return {"config": {"derived_from": ["ndrm3", "ndrm3-frozen"], "alphas": list(WISE_ALPHAS),
-                       "tolerance": WISE_TOLERANCE}, **record}
+    return alpha_grid_checkpoint("ndrm3-soup-dev", "soup-dev", ["ndrm3", "ndrm3-frozen"],
+                                 lambda a, p: average_checkpoints([BUNDLED, frozen], [a, 1.0 - a], p), out, work)
 
 
 #: ``ndrm3-soup``'s ingredients and weights (a uniform soup, decided before the run).
