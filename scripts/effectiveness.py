@@ -281,7 +281,10 @@ Training budgets (2 shared CPU cores, no GPU; every choice on dev):
   over SciFact's first 300 abstracts the epoch-1 model's gate opens 156 candidates an abstract
   (own terms and latent neighbours; ``out/s20/open_pairs.py``, out of tree) against 116 for
   ``ndrm3-frozen`` and 124 for the bundled model; mid-epoch 2 was not measured. A rerun from scratch: ``--only 'ndrm3fd-*'`` (about an hour here if the
-  steps stay at 8 s).
+  steps stay at 8 s). Session 22 (decided before the run, same settings and protocol): the training
+  from scratch on a lent H200 (``.gpu/`` and ``scripts/gpu_env.sh``, the checkpoint and its record
+  brought back to ``out/effectiveness/checkpoints/``), the rows then on this machine's CPU. GPU
+  training is not bit-identical to the CPU's; epoch 1's dev (0.7865 on the CPU) says how close.
 * ``ndrm3-wise`` (session 21, rows ``ndrm3w-*``): no training. The bundled NDRM3 with its word
   vectors moved back toward where training started: ``E = E0 + alpha (E1 - E0)``, ``E1`` the
   bundled rows, ``E0`` their all-MiniLM-L6-v2 start (:func:`ckqti.train.interpolate.interpolate_embeddings`;
