@@ -82,6 +82,14 @@ def compact(index_path: str | Path, shard_size: int = 100_000):
     return compact_index(index_path, shard_size)
 
 
+def info(index_path: str | Path, verify: bool = False):
+    """What an index holds (:class:`retriever.info.IndexInfo`), from its manifest; ``verify`` also
+    checks every file's checksum."""
+    from retriever.info import index_info
+
+    return index_info(index_path, verify)
+
+
 def open_searcher(index_path: str | Path, mode: str = "exact", budget: int = 200_000, model: str | None = None,
                   verify: bool = True, channel_weights: dict[str, float] | None = None, slack: float = 1.0):
     """Open an index for search; ``channel_weights`` re-weights its channels (see

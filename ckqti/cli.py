@@ -130,6 +130,53 @@ def compact_cmd(index_path, shard_size):
     click.echo(f"{len(m.shards)} shard(s), {m.num_docs} documents in {index_path}")
 
 
+@cli.command("info")
+@index_option
+@click.option("--verify", is_flag=True, help="Also check every file's checksum (as search does when it opens the index).")
+@click.option("--json", "as_json", is_flag=True, help="JSON output for programs.")
+def info_cmd(index_path, verify, as_json):
+    """What an index holds: documents, postings, shards, model, analyzer, channels, bytes on disk."""
+    info = api.info(index_path, verify)
+    if as_json:
+        click.echo(json.dumps(info.to_dict()))
+        return
+    for line in info_lines(info):
+        click.echo(line)
+
+
+def human_bytes(n: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def info_lines(info) -> list[str]:
+    size = {k: human_bytes(v) for k, v in info.bytes.items()}
+    analyzer = ", ".join(f"{k} {v}" for k, v in sorted(info.analyzer.items()))
+    quant = ", ".join(f"{k} {v}" for k, v in sorted(info.quantization.items()))
+    lines = [
+        f"index       {info.path} (format {info.format_version})",
+        f"model       {info.model.get('id', '?')}" + (f" ({info.model['name']})" if info.model.get("name") else ""),
+        f"analyzer    {analyzer}",
+        f"documents   {info.num_docs:,} in {len(info.shards)} shard(s)",
+        f"postings    {info.num_postings:,} ({info.num_postings / max(info.num_docs, 1):.1f} a document)",
+        f"vocabulary  {info.vocab_size:,} terms; channels {', '.join(info.channels)}; quantization {quant}",
+        f"disk        {size['total']}: postings {size['postings']}, documents {size['documents']}, "
+        f"vocabulary {size['vocabulary']}",
+    ]
+    if info.corpus:
+        built = f" in {info.build_seconds:.1f} s" if info.build_seconds is not None else ""
+        since = f"; {info.appends} append(s) since" if info.appends else ""
+        lines.append(f"built from  {info.corpus}{built}{since}")
+    if info.clipped_impacts:
+        lines.append(f"clipped     {info.clipped_impacts:,} appended impacts above the build's largest (stored as 255)")
+    if info.unfinished:
+        lines.append(f"unfinished  {info.unfinished} (an interrupted build; the same ckqti index command resumes it)")
+    lines.append("checksums   " + ("verified" if info.verified else "not checked (--verify)"))
+    return lines
+
+
 @cli.command("search")
 @click.argument("query")
 @index_option

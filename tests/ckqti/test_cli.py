@@ -59,6 +59,24 @@ def test_search_prints_rank_docid_score_and_title(scifact_index):
     assert line[0] == "1" and line[1] == first.docid and float(line[2]) == pytest.approx(first.score, abs=1e-4)
 
 
+def test_info_prints_what_the_api_reports(scifact_index):
+    info = api.info(scifact_index)
+    res = invoke("info", "--index", scifact_index)
+    assert res.exit_code == 0
+    lines = {line.split()[0]: line for line in res.stdout.splitlines()}
+    assert lines["documents"].split()[1:5] == ["600", "in", "3", "shard(s)"]
+    assert lines["postings"].split()[1] == f"{info.num_postings:,}"
+    assert "ndrm2-untrained" in lines["model"] and "not checked" in lines["checksums"]
+    res = invoke("info", "--index", scifact_index, "--json", "--verify")
+    assert res.exit_code == 0 and json.loads(res.stdout) == {**info.to_dict(), "verified": True}
+
+
+def test_info_of_a_missing_index_is_one_line(tmp_path):
+    res = invoke("info", "--index", tmp_path / "none")
+    assert res.exit_code != 0 and "no such index directory" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
 def test_search_notices_oov_and_empty_queries(scifact_index):
     res = invoke("search", "qqzzxx white", "--index", scifact_index)
     assert res.exit_code == 0 and "skipped: qqzzxx" in res.stderr

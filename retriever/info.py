@@ -1,0 +1,94 @@
+"""What an index holds (``ckqti info``): counts, model, analyzer, channels and bytes on disk,
+read from its manifest and file sizes without opening a shard; optionally every checksum."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ckqti.errors import IndexFormatError
+from indexer.format import MANIFEST, SHARD_FILES, Manifest
+from retriever.index import verify_files
+
+DOCUMENT_STORE = "docs.arrow"  # the shard file that holds document text, not postings
+
+
+@dataclass(frozen=True)
+class IndexInfo:
+    """An index's summary.
+
+    Attributes:
+        bytes: on disk, ``postings`` (postings, segments and term directory of every shard),
+            ``documents`` (the document stores), ``vocabulary`` and ``total`` (with the manifest).
+        shards: ``name``, ``docs``, ``postings`` of each shard.
+        unfinished: a build, append or compaction left unfinished beside the index (its
+            ``.partial`` directory), else None.
+        verified: whether every file's checksum was checked (and matched).
+    """
+
+    path: str
+    format_version: int
+    model: dict
+    analyzer: dict
+    num_docs: int
+    num_postings: int
+    vocab_size: int
+    channels: list[str]
+    quantization: dict
+    shards: list[dict]
+    bytes: dict
+    corpus: str | None
+    build_seconds: float | None
+    generation: int
+    appends: int
+    clipped_impacts: int
+    unfinished: str | None
+    verified: bool
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def file_bytes(path: Path) -> int:
+    return path.stat().st_size if path.is_file() else 0
+
+
+def index_info(path: str | Path, verify: bool = False) -> IndexInfo:
+    """Summary of the index at ``path``; ``verify`` checks every file's sha256 as search does
+    (an :class:`~ckqti.errors.IndexFormatError` names the first missing or corrupted file)."""
+    path = Path(path)
+    partial = path.with_name(path.name + ".partial")
+    if not path.exists() and partial.is_dir():
+        raise IndexFormatError(f"no index here yet: an unfinished build is in {partial.name}/ (the same ckqti index "
+                               "command resumes it)", path)
+    m = Manifest.read(path)
+    if verify:
+        verify_files(path, m)
+    postings = documents = 0
+    for s in m.shards:
+        for f in SHARD_FILES:
+            size = file_bytes(path / s.name / f)
+            documents += size if f == DOCUMENT_STORE else 0
+            postings += 0 if f == DOCUMENT_STORE else size
+    vocabulary = file_bytes(path / m.vocab_file)
+    total = postings + documents + vocabulary + file_bytes(path / MANIFEST)
+    return IndexInfo(
+        path=str(path),
+        format_version=m.format_version,
+        model={k: m.model.get(k) for k in ("id", "name", "variant") if m.model.get(k) is not None},
+        analyzer=dict(m.analyzer),
+        num_docs=m.num_docs,
+        num_postings=m.num_postings,
+        vocab_size=m.vocab_size,
+        channels=[c["weight"] for c in m.channels],
+        quantization=dict(m.quantization),
+        shards=[{"name": s.name, "docs": s.num_docs, "postings": s.num_postings} for s in m.shards],
+        bytes={"postings": postings, "documents": documents, "vocabulary": vocabulary, "total": total},
+        corpus=m.corpus.get("path"),
+        build_seconds=m.build.get("seconds"),
+        generation=m.generation,
+        appends=len(m.appends),
+        clipped_impacts=m.clipped_impacts,
+        unfinished=str(partial) if partial.is_dir() else None,
+        verified=verify,
+    )

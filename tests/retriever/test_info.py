@@ -1,0 +1,54 @@
+import shutil
+
+import pytest
+
+from ckqti.errors import IndexFormatError
+from retriever.index import Index
+from retriever.info import index_info
+
+
+def test_counts_match_the_opened_index(scifact_index):
+    info = index_info(scifact_index)
+    idx = Index(scifact_index)
+    assert info.num_docs == idx.num_docs == sum(s.num_docs for s in idx.shards) == 600
+    assert info.num_postings == sum(int(s.postings.size) for s in idx.shards)
+    assert [s["docs"] for s in info.shards] == [s.num_docs for s in idx.shards]
+    assert [s["postings"] for s in info.shards] == [int(s.postings.size) for s in idx.shards]
+    assert len(info.shards) == 3 and info.vocab_size == len(idx.terms)
+    assert info.model["id"] == idx.model_id == "ndrm2-untrained"
+    assert info.channels == list(idx.quantizer.weights) and info.analyzer == idx.manifest.analyzer
+    assert info.unfinished is None and not info.verified
+
+
+def test_bytes_add_up_to_the_files_on_disk(scifact_index):
+    b = index_info(scifact_index).bytes
+    on_disk = sum(f.stat().st_size for f in scifact_index.rglob("*") if f.is_file())
+    docs = sum(f.stat().st_size for f in scifact_index.rglob("docs.arrow"))
+    assert b["total"] == on_disk
+    assert b["documents"] == docs > 0 and b["postings"] > 0 and b["vocabulary"] > 0
+    assert b["postings"] + b["documents"] + b["vocabulary"] < b["total"]  # the manifest too
+
+
+def test_verify_finds_a_corrupted_file_that_the_summary_does_not_read(tmp_path, scifact_index):
+    out = tmp_path / "idx"
+    shutil.copytree(scifact_index, out)
+    f = out / "shard-00002" / "postings.arrow"
+    data = bytearray(f.read_bytes())
+    data[-50] ^= 0xFF
+    f.write_bytes(bytes(data))
+    assert index_info(out).num_docs == 600  # the manifest alone
+    with pytest.raises(IndexFormatError, match="shard-00002/postings.arrow: index file corrupted"):
+        index_info(out, verify=True)
+    assert index_info(scifact_index, verify=True).verified
+
+
+def test_unfinished_builds_are_named(tmp_path, scifact_index):
+    out = tmp_path / "idx"
+    shutil.copytree(scifact_index, out)
+    (tmp_path / "idx.partial").mkdir()
+    assert index_info(out).unfinished == str(tmp_path / "idx.partial")
+    (tmp_path / "new.partial").mkdir()
+    with pytest.raises(IndexFormatError, match="unfinished build is in new.partial/"):
+        index_info(tmp_path / "new")
+    with pytest.raises(IndexFormatError, match="no such index directory"):
+        index_info(tmp_path / "other")
