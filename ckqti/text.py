@@ -26,6 +26,7 @@ ENGLISH_STOPWORDS: frozenset[str] = frozenset(
 )
 
 _NON_ALNUM = re.compile(r"[^0-9a-z]+")
+PREFIX_CHARS_PER_TERM = 12  # Analyzer.prefix's first chunk: English text has ~7-9 characters an analyzed term
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,25 @@ class Analyzer:
     def __call__(self, text: str) -> list[str]:
         """Analyze ``text`` into a list of terms, in document order."""
         return [self.stem(t) for t in self.tokens(text)]
+
+    def prefix(self, text: str, n: int | None) -> list[str]:
+        """``self(text)[:n]``, analyzing no more of ``text`` than that needs (a model that reads a
+        document's first 200 terms need not stem its other 2,000): chunks of growing size, each
+        cut at a separator so that no token spans two chunks. ``n=None``: the whole text."""
+        if n is None:
+            return self(text)
+        if self.lowercase:
+            text = text.lower()
+        out: list[str] = []
+        pos, size = 0, max(PREFIX_CHARS_PER_TERM * n, 64)
+        while pos < len(text) and len(out) < n:
+            cut = len(text)
+            if pos + size < len(text):
+                sep = _NON_ALNUM.search(text, pos + size)
+                cut = sep.start() if sep else len(text)
+            out += [self.stem(t) for t in _NON_ALNUM.split(text[pos:cut]) if t and t not in self._stop]
+            pos, size = cut, 2 * size
+        return out[:n]
 
     def to_dict(self) -> dict:
         return {"stemmer": self.stemmer, "stopwords": self.stopwords, "lowercase": self.lowercase}

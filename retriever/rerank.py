@@ -73,11 +73,17 @@ class DocumentRows:
     rows: dict[str, np.ndarray] = field(default_factory=dict)
     lengths: dict[str, int] = field(default_factory=dict)
 
+    def add(self, docids: Sequence[str]) -> None:
+        """Compute the rows of those not yet here, in one :meth:`Reranker.doc_rows` call."""
+        new = [d for d in dict.fromkeys(docids) if d not in self.rows]
+        if new:
+            rows, lengths = self.reranker.doc_rows([self.texts[d] for d in new])
+            self.rows.update(zip(new, rows))
+            self.lengths.update(zip(new, lengths))
+
     def get(self, docid: str) -> tuple[np.ndarray, int]:
         if docid not in self.rows:
-            text = self.texts[docid]
-            self.rows[docid] = self.reranker.doc_ids(text)
-            self.lengths[docid] = self.reranker.doc_length(text) if self.reranker.kind in QTI_KINDS else 0
+            self.add([docid])
         return self.rows[docid], self.lengths[docid]
 
 
@@ -99,6 +105,7 @@ def rerank_candidates(
     out = {}
     for qid in tqdm([q for q in queries if candidates.get(q)], desc="rerank", unit="q", disable=not progress):
         docs = list(dict.fromkeys(candidates[qid]))
+        cache.add(docs)
         got = [cache.get(d) for d in docs]
         lengths = [n for _, n in got] if reranker.kind in QTI_KINDS else None
         scores = reranker.score_rows(reranker.query_ids(queries[qid]), [r for r, _ in got], lengths, batch_size)

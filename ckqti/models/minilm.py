@@ -285,6 +285,9 @@ def load_minilm(model_dir: str | Path | None = None, device: str | torch.device 
     return model.to(device)
 
 
+PREFIX_CHARS_PER_PIECE = 6  # WordPieceTokenizer.encode's first prefix: English prose has ~4-5 characters a piece
+
+
 class WordPieceTokenizer:
     """BERT uncased WordPiece tokenization from a ``vocab.txt`` (via ``tokenizers``).
 
@@ -319,9 +322,37 @@ class WordPieceTokenizer:
         return self._tok.get_vocab_size()
 
     def encode(self, text: str, max_length: int | None = None) -> list[int]:
-        """WordPiece ids of ``text`` (no special tokens), cut to ``max_length``."""
-        ids = self._tok.encode(text, add_special_tokens=False).ids
-        return ids if max_length is None else ids[:max_length]
+        """WordPiece ids of ``text`` (no special tokens), cut to ``max_length``. Only as much text
+        as that needs is tokenized: a prefix ending at a space (BERT splits words there, and
+        normalises character by character, so a prefix's pieces are the whole text's first
+        ones), doubled until it yields ``max_length`` pieces."""
+        if max_length is None:
+            return self._tok.encode(text, add_special_tokens=False).ids
+        chars = PREFIX_CHARS_PER_PIECE * max(max_length, 1)
+        while chars < len(text):
+            cut = text.find(" ", chars)
+            if cut < 0:
+                break
+            ids = self._tok.encode(text[:cut], add_special_tokens=False).ids
+            if len(ids) >= max_length:
+                return ids[:max_length]
+            chars = 2 * cut
+        return self._tok.encode(text, add_special_tokens=False).ids[:max_length]
+
+    def encode_many(self, texts: Sequence[str], max_length: int | None = None) -> list[list[int]]:
+        """:meth:`encode` of every text, the first prefixes in one ``encode_batch`` call (the
+        tokenizers library spreads it over the cores); a text whose prefix fell short is redone alone."""
+        chars = None if max_length is None else PREFIX_CHARS_PER_PIECE * max(max_length, 1)
+        cuts = [len(t) if chars is None or chars >= len(t) or t.find(" ", chars) < 0 else t.find(" ", chars)
+                for t in texts]
+        encoded = self._tok.encode_batch([t[:c] for t, c in zip(texts, cuts)], add_special_tokens=False)
+        out = []
+        for text, cut, enc in zip(texts, cuts, encoded):
+            ids = enc.ids
+            if max_length is not None and len(ids) < max_length and cut < len(text):
+                ids = self.encode(text, max_length)
+            out.append(ids if max_length is None else ids[:max_length])
+        return out
 
     def encode_with_offsets(self, text: str, max_length: int | None = None) -> tuple[list[int], list[tuple[int, int]]]:
         """Ids and the character span ``(start, end)`` in ``text`` of every token."""

@@ -112,11 +112,19 @@ class TermText:
     vocab: Vocabulary
 
     def ids(self, text: str, limit: int | None = None) -> np.ndarray:
-        """int64 term ids (unknown words -> 1), the first ``limit``."""
-        return np.asarray(self.vocab.ids(self.analyzer(text)[:limit]), dtype=np.int64)
+        """int64 term ids (unknown words -> 1), the first ``limit`` (only that much text is analyzed)."""
+        return np.asarray(self.vocab.ids(self.analyzer.prefix(text, limit)), dtype=np.int64)
 
     def length(self, text: str) -> int:
         return len(self.analyzer(text))
+
+    def ids_many(self, texts: Sequence[str], limit: int | None = None) -> list[np.ndarray]:
+        return [self.ids(t, limit) for t in texts]
+
+    def ids_and_length(self, text: str, limit: int | None = None) -> tuple[np.ndarray, int]:
+        """``(ids(text, limit), length(text))`` from one analysis."""
+        terms = self.analyzer(text)
+        return np.asarray(self.vocab.ids(terms[:limit]), dtype=np.int64), len(terms)
 
     def spans(self, text: str) -> list[TokenSpan]:
         return analyzed_spans(self.analyzer, text)
@@ -133,6 +141,14 @@ class WordPieceText:
 
     def length(self, text: str) -> int:
         return len(self.tokenizer.encode(text))
+
+    def ids_many(self, texts: Sequence[str], limit: int | None = None) -> list[np.ndarray]:
+        """:meth:`ids` of every text, tokenized in one batch (on every core)."""
+        return [np.asarray(ids, dtype=np.int64) for ids in self.tokenizer.encode_many(texts, limit)]
+
+    def ids_and_length(self, text: str, limit: int | None = None) -> tuple[np.ndarray, int]:
+        ids = self.tokenizer.encode(text)
+        return np.asarray(ids[:limit], dtype=np.int64), len(ids)
 
     def spans(self, text: str) -> list[TokenSpan]:
         ids, offsets = self.tokenizer.encode_with_offsets(text)
@@ -203,6 +219,15 @@ class Reranker:
         """Tokens of the whole document (NDRM's length normalisation reads the untruncated length)."""
         return self.text.length(doc)
 
+    def doc_rows(self, docs: Sequence[str]) -> tuple[list[np.ndarray], list[int]]:
+        """Every document's ``(doc_ids, doc_length)``: from one analysis each for NDRM models,
+        which read the length; other models' lengths are 0 and their text is read only up to
+        their cap (WordPiece texts in one batch)."""
+        if self.kind in QTI_KINDS:
+            pairs = [self.text.ids_and_length(d, self.max_doc_length) for d in docs]
+            return [r for r, _ in pairs], [n for _, n in pairs]
+        return self.text.ids_many(docs, self.max_doc_length), [0] * len(docs)
+
     def score_rows(self, query: np.ndarray, rows: Sequence[np.ndarray], lengths: Sequence[int] | None = None,
                    batch_size: int = 32) -> np.ndarray:
         """Scores of one query's ids against document id rows, in batches of similar length."""
@@ -216,9 +241,8 @@ class Reranker:
 
     def score(self, query: str, docs: Sequence[str], batch_size: int = 32) -> np.ndarray:
         """Scores of ``query`` against every text of ``docs``."""
-        rows = [self.doc_ids(t) for t in docs]
-        lengths = [self.doc_length(t) for t in docs] if self.kind in QTI_KINDS else None
-        return self.score_rows(self.query_ids(query), rows, lengths, batch_size)
+        rows, lengths = self.doc_rows(docs)
+        return self.score_rows(self.query_ids(query), rows, lengths if self.kind in QTI_KINDS else None, batch_size)
 
 
 def pad_rows(rows: Sequence[np.ndarray], min_width: int = 1) -> Tensor:

@@ -71,6 +71,40 @@ def test_tokenizer_matches_the_shipped_tokenizer_json():
     assert tok.tokens(ids) == ["hello", "brave", "world"] and offsets[1] == (6, 11)
 
 
+TRICKY = [
+    "word " * 3000,  # many short pieces: the first prefix is more than enough
+    "x" * 50_000 + " tail",  # one huge word and no space until the end: the whole text
+    "pneumonoultramicroscopicsilicovolcanoconiosis " * 400,  # long words, many pieces each
+    ("Café  naïve\u00a0résumé\tİstanbul  " * 300).strip(),  # accents, odd spaces, dotted İ
+    " " * 200 + "late start " * 100,
+    "",
+]
+
+
+@pytest.mark.parametrize("cap", [1, 5, 200, 2000])
+def test_capped_encoding_equals_the_whole_texts_first_pieces(cap):
+    """encode(text, cap) tokenizes a prefix only; its pieces are the whole text's first cap."""
+    tok = WordPieceTokenizer.minilm()
+    texts = scifact_texts(200)
+    long = [" ".join(texts[i : i + 40]) for i in range(0, 200, 40)]  # ~8,000 pieces each
+    for text in texts + long + TRICKY:
+        whole = tok.encode(text)
+        assert tok.encode(text, cap) == whole[:cap]
+    assert tok.encode_many(texts + long + TRICKY, cap) == [tok.encode(t)[:cap] for t in texts + long + TRICKY]
+    assert tok.encode_many(TRICKY[:2]) == [tok.encode(t) for t in TRICKY[:2]]
+
+
+def test_capped_encoding_reads_a_prefix_of_a_long_text(monkeypatch):
+    tok = WordPieceTokenizer.minilm()
+    text = " ".join(scifact_texts(60))  # ~15,000 pieces
+    seen = []
+    encode = tok._tok.encode
+    monkeypatch.setattr(tok, "_tok", type("Spy", (), {
+        "encode": lambda self, t, **kw: seen.append(len(t)) or encode(t, **kw)})())
+    assert len(tok.encode(text, 100)) == 100
+    assert max(seen) < len(text) / 20
+
+
 def test_batch_and_special_tokens_pack_real_tokens_left():
     tok = WordPieceTokenizer.minilm()
     ids = tok.batch(["hello world", "hello"], max_length=8)

@@ -15,6 +15,7 @@ from ckqti.errors import CkqtiError
 from ckqti.text import Analyzer
 from ckqti.train.rerankers import (
     PairData,
+    Reranker,
     RerankerTrainConfig,
     TermText,
     analyzed_spans,
@@ -207,6 +208,13 @@ def test_ndrm_checkpoints_load_as_rerankers(tmp_path):
     rr = load_reranker(tmp_path / "n2.pt", device="cpu")
     s = rr.score("tumor gene", docs)
     assert s[0] > 0 and s[1] == s[2] == s[3] == 0
+    rr.max_doc_length = 2  # NDRM reads the whole length, however few ids it keeps
+    long = docs + [" ".join(docs * 50)]
+    assert [list(r) for r in rr.doc_rows(long)[0]] == [list(rr.doc_ids(d)) for d in long]
+    assert rr.doc_rows(long)[1] == [rr.doc_length(d) for d in long] and rr.doc_rows(long)[1][-1] == 50 * (4 + 3 + 2 + 2)
+    tk = Reranker("tk", rr.model, rr.text, "tk-test", 30, 3, rr.device)  # other kinds: capped ids, length 0
+    assert [list(r) for r in tk.doc_rows(long)[0]] == [list(rr.text.ids(d))[:3] for d in long]
+    assert tk.doc_rows(long)[1] == [0] * 5
 
 
 def test_idcm_three_stages_and_wordpiece_checkpoint(tiny_scifact, tmp_path):
