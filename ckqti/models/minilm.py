@@ -288,6 +288,13 @@ def load_minilm(model_dir: str | Path | None = None, device: str | torch.device 
 PREFIX_CHARS_PER_PIECE = 6  # WordPieceTokenizer.encode's first prefix: English prose has ~4-5 characters a piece
 
 
+def prefix_end(text: str, chars: int) -> int:
+    """End of the shortest prefix of ``text`` of at least ``chars`` characters that ends before a
+    space (the whole text when there is none)."""
+    cut = text.find(" ", chars) if chars < len(text) else -1
+    return len(text) if cut < 0 else cut
+
+
 class WordPieceTokenizer:
     """BERT uncased WordPiece tokenization from a ``vocab.txt`` (via ``tokenizers``).
 
@@ -329,30 +336,21 @@ class WordPieceTokenizer:
         if max_length is None:
             return self._tok.encode(text, add_special_tokens=False).ids
         chars = PREFIX_CHARS_PER_PIECE * max(max_length, 1)
-        while chars < len(text):
-            cut = text.find(" ", chars)
-            if cut < 0:
-                break
+        while True:
+            cut = prefix_end(text, chars)
             ids = self._tok.encode(text[:cut], add_special_tokens=False).ids
-            if len(ids) >= max_length:
+            if len(ids) >= max_length or cut == len(text):
                 return ids[:max_length]
             chars = 2 * cut
-        return self._tok.encode(text, add_special_tokens=False).ids[:max_length]
 
     def encode_many(self, texts: Sequence[str], max_length: int | None = None) -> list[list[int]]:
         """:meth:`encode` of every text, the first prefixes in one ``encode_batch`` call (the
         tokenizers library spreads it over the cores); a text whose prefix fell short is redone alone."""
-        chars = None if max_length is None else PREFIX_CHARS_PER_PIECE * max(max_length, 1)
-        cuts = [len(t) if chars is None or chars >= len(t) or t.find(" ", chars) < 0 else t.find(" ", chars)
+        cuts = [len(t) if max_length is None else prefix_end(t, PREFIX_CHARS_PER_PIECE * max(max_length, 1))
                 for t in texts]
         encoded = self._tok.encode_batch([t[:c] for t, c in zip(texts, cuts)], add_special_tokens=False)
-        out = []
-        for text, cut, enc in zip(texts, cuts, encoded):
-            ids = enc.ids
-            if max_length is not None and len(ids) < max_length and cut < len(text):
-                ids = self.encode(text, max_length)
-            out.append(ids if max_length is None else ids[:max_length])
-        return out
+        return [enc.ids[:max_length] if max_length is None or len(enc.ids) >= max_length or cut == len(text)
+                else self.encode(text, max_length) for text, cut, enc in zip(texts, cuts, encoded)]
 
     def encode_with_offsets(self, text: str, max_length: int | None = None) -> tuple[list[int], list[tuple[int, int]]]:
         """Ids and the character span ``(start, end)`` in ``text`` of every token."""

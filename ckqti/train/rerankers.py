@@ -976,7 +976,7 @@ def train_reranker(
     text, docids, doc_texts, collection = build_text(kind, corpus, config, fmt)
     model_defaults = _config_defaults(kind, config)
     max_q, max_d = model_defaults
-    doc_rows = ([text.ids(t, max_d) for t in doc_texts] if doc_texts is not None
+    doc_rows = (text.ids_many(doc_texts, max_d) if doc_texts is not None
                 else [np.asarray(collection.doc(i)[:max_d], dtype=np.int64) for i in range(len(collection))])
     p_queries, p_qrels = {}, {}
     if config.weak_supervision == "titles":
