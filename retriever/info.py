@@ -64,12 +64,9 @@ def index_info(path: str | Path, verify: bool = False) -> IndexInfo:
     m = Manifest.read(path)
     if verify:
         verify_files(path, m)
-    postings = documents = 0
-    for s in m.shards:
-        for f in SHARD_FILES:
-            size = file_bytes(path / s.name / f)
-            documents += size if f == DOCUMENT_STORE else 0
-            postings += 0 if f == DOCUMENT_STORE else size
+    sizes = {f: sum(file_bytes(path / s.name / f) for s in m.shards) for f in SHARD_FILES}
+    documents = sizes[DOCUMENT_STORE]
+    postings = sum(sizes.values()) - documents
     vocabulary = file_bytes(path / m.vocab_file)
     total = postings + documents + vocabulary + file_bytes(path / MANIFEST)
     return IndexInfo(
