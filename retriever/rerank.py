@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 
 from ckqti.errors import InputError, QueryError
-from ckqti.train.checkpoint import QTI_KINDS
 from ckqti.train.rerankers import Reranker, load_reranker
 
 Candidates = dict[str, list[str]]
@@ -107,8 +106,8 @@ def rerank_candidates(
         docs = list(dict.fromkeys(candidates[qid]))
         cache.add(docs)
         got = [cache.get(d) for d in docs]
-        lengths = [n for _, n in got] if reranker.kind in QTI_KINDS else None
-        scores = reranker.score_rows(reranker.query_ids(queries[qid]), [r for r, _ in got], lengths, batch_size)
+        scores = reranker.score_rows(reranker.query_ids(queries[qid]), [r for r, _ in got], [n for _, n in got],
+                                     batch_size)
         out[qid] = sorted(zip(docs, scores.tolist()), key=lambda p: (p[1], p[0]), reverse=True)
     return out
 

@@ -146,10 +146,6 @@ class WordPieceText:
         """:meth:`ids` of every text, tokenized in one batch (on every core)."""
         return [np.asarray(ids, dtype=np.int64) for ids in self.tokenizer.encode_many(texts, limit)]
 
-    def ids_and_length(self, text: str, limit: int | None = None) -> tuple[np.ndarray, int]:
-        ids = self.tokenizer.encode(text)
-        return np.asarray(ids[:limit], dtype=np.int64), len(ids)
-
     def spans(self, text: str) -> list[TokenSpan]:
         ids, offsets = self.tokenizer.encode_with_offsets(text)
         return [TokenSpan(tok, s, e) for tok, (s, e) in zip(self.tokenizer.tokens(ids), offsets)]
@@ -241,8 +237,8 @@ class Reranker:
 
     def score(self, query: str, docs: Sequence[str], batch_size: int = 32) -> np.ndarray:
         """Scores of ``query`` against every text of ``docs``."""
-        rows, lengths = self.doc_rows(docs)
-        return self.score_rows(self.query_ids(query), rows, lengths if self.kind in QTI_KINDS else None, batch_size)
+        rows, lengths = self.doc_rows(docs)  # lengths: read by NDRM models only (score_ids)
+        return self.score_rows(self.query_ids(query), rows, lengths, batch_size)
 
 
 def pad_rows(rows: Sequence[np.ndarray], min_width: int = 1) -> Tensor:
