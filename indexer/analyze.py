@@ -17,8 +17,9 @@ import pyarrow as pa
 from ckqti.errors import InputError
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
+from indexer.format import DOCS_FILE
 from indexer.readers import read_corpus
-from indexer.shards import write_table
+from indexer.shards import write_documents
 
 
 @dataclass
@@ -50,15 +51,7 @@ class AnalyzedCorpus:
         directory.mkdir(parents=True, exist_ok=True)
         np.save(directory / "offsets.npy", self.offsets)
         np.save(directory / "tokens.npy", self.tokens)
-        write_table(
-            directory / "docs.arrow",
-            {
-                "docid": pa.array(self.docs["docid"], pa.string()),
-                "title": pa.array(self.docs["title"], pa.string()),
-                "text": pa.array(self.docs["text"], pa.large_string()),
-                "length": np.asarray(self.docs["length"], np.int32),
-            },
-        )
+        write_documents(directory / DOCS_FILE, self.docs)
         self.vocab.save(directory / "vocab.json")
         (directory / "DONE").write_text(json.dumps({"docs": len(self)}))
 
@@ -66,7 +59,7 @@ class AnalyzedCorpus:
     def load(cls, directory: Path) -> "AnalyzedCorpus | None":
         if not (directory / "DONE").is_file():
             return None
-        table = pa.ipc.open_file(str(directory / "docs.arrow")).read_all()
+        table = pa.ipc.open_file(str(directory / DOCS_FILE)).read_all()
         docs = {c: table.column(c).to_pylist() for c in ("docid", "title", "text", "length")}
         return cls(
             np.load(directory / "offsets.npy"),

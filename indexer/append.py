@@ -35,7 +35,7 @@ from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 from indexer.analyze import AnalyzedCorpus, analyze_corpus
 from indexer.build import quantize_raw, score_shard, shard_ranges, write_vocab
-from indexer.format import MANIFEST, Manifest, ShardInfo, file_checksum, shard_name, vocab_file_name
+from indexer.format import DOCS_FILE, MANIFEST, Manifest, ShardInfo, file_checksum, shard_name, vocab_file_name
 from indexer.impacts import ImpactConfig, ImpactScorer
 from indexer.quantize import Quantizer
 from indexer.shards import write_shard
@@ -186,7 +186,7 @@ def check_docids(index: Path, manifest: Manifest, corpus: AnalyzedCorpus, corpus
     """Refuse new documents whose docid the index already holds (naming the corpus line)."""
     new = set(corpus.docs["docid"])
     for s in manifest.shards:
-        docs = pa.ipc.open_file(pa.memory_map(str(index / s.name / "docs.arrow"), "r")).read_all()
+        docs = pa.ipc.open_file(pa.memory_map(str(index / s.name / DOCS_FILE), "r")).read_all()
         clash = next((d for d in docs.column("docid").to_pylist() if d in new), None)
         if clash is not None:
             raise InputError(f"docid {clash!r} is already in the index {index}", corpus_path, _line_of(corpus_path, fmt, clash))

@@ -47,7 +47,11 @@ FORMAT_NAME = "ckqti-index"
 FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 VOCAB_FILE = "vocab.arrow"
-SHARD_FILES = ("postings.arrow", "segments.arrow", "terms.arrow", "docs.arrow")
+POSTINGS_FILE = "postings.arrow"
+SEGMENTS_FILE = "segments.arrow"
+TERMS_FILE = "terms.arrow"
+DOCS_FILE = "docs.arrow"  # the document store: text for snippets, not postings
+SHARD_FILES = (POSTINGS_FILE, SEGMENTS_FILE, TERMS_FILE, DOCS_FILE)
 CHANNEL_WEIGHTS = ("one", "idf")  # the same as ckqti.models.qti.CHANNEL_WEIGHTS (not imported: no torch here)
 
 

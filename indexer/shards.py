@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
-from indexer.format import SHARD_FILES, ShardInfo, file_checksum
+from indexer.format import DOCS_FILE, POSTINGS_FILE, SEGMENTS_FILE, SHARD_FILES, TERMS_FILE, ShardInfo, file_checksum
 
 
 def write_table(path: str | Path, columns: dict[str, np.ndarray | list]) -> None:
@@ -17,6 +17,19 @@ def write_table(path: str | Path, columns: dict[str, np.ndarray | list]) -> None
     table = pa.table({k: (pa.array(v) if not isinstance(v, pa.Array) else v) for k, v in columns.items()})
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table, max_chunksize=max(table.num_rows, 1))
+
+
+def write_documents(path: str | Path, docs: dict) -> None:
+    """Write a document store: ``docid``, ``title``, ``text`` (strings) and ``length`` (int32, analyzed terms)."""
+    write_table(
+        path,
+        {
+            "docid": pa.array(docs["docid"], pa.string()),
+            "title": pa.array(docs["title"], pa.string()),
+            "text": pa.array(docs["text"], pa.large_string()),
+            "length": np.asarray(docs["length"], dtype=np.int32),
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -126,18 +139,10 @@ def write_shard(
     d = Path(directory, name)
     d.mkdir(parents=True, exist_ok=True)
     seg = segment_postings(postings, vocab_size * postings.channels)
-    write_table(d / "postings.arrow", {"doc": seg["postings"]})
-    write_table(d / "segments.arrow", {"start": seg["seg_start"], "impact": seg["seg_impact"]})
-    write_table(d / "terms.arrow", {"seg_ptr": seg["seg_ptr"]})
-    write_table(
-        d / "docs.arrow",
-        {
-            "docid": pa.array(docs["docid"], pa.string()),
-            "title": pa.array(docs["title"], pa.string()),
-            "text": pa.array(docs["text"], pa.large_string()),
-            "length": np.asarray(docs["length"], dtype=np.int32),
-        },
-    )
+    write_table(d / POSTINGS_FILE, {"doc": seg["postings"]})
+    write_table(d / SEGMENTS_FILE, {"start": seg["seg_start"], "impact": seg["seg_impact"]})
+    write_table(d / TERMS_FILE, {"seg_ptr": seg["seg_ptr"]})
+    write_documents(d / DOCS_FILE, docs)
     files = {f: file_checksum(d / f) for f in SHARD_FILES}
     size = sum((d / f).stat().st_size for f in SHARD_FILES)
     return ShardInfo(name, len(docs["docid"]), int(seg["postings"].size), files, size)

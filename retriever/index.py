@@ -11,7 +11,16 @@ import pyarrow as pa
 
 from ckqti.errors import IndexFormatError
 from ckqti.text import Analyzer
-from indexer.format import MANIFEST, SHARD_FILES, Manifest, file_checksum
+from indexer.format import (
+    DOCS_FILE,
+    MANIFEST,
+    POSTINGS_FILE,
+    SEGMENTS_FILE,
+    SHARD_FILES,
+    TERMS_FILE,
+    Manifest,
+    file_checksum,
+)
 from indexer.quantize import Quantizer
 from retriever.kernels import build_skips, posting_impacts
 
@@ -77,8 +86,8 @@ class Shard:
 
 def open_shard(directory: Path, name: str) -> Shard:
     d = directory / name
-    seg = read_mapped(d / "segments.arrow")
-    postings = column(read_mapped(d / "postings.arrow"), "doc")
+    seg = read_mapped(d / SEGMENTS_FILE)
+    postings = column(read_mapped(d / POSTINGS_FILE), "doc")
     seg_start = column(seg, "start")
     skips, skip_ptr = build_skips(postings, seg_start)
     seg_impact = column(seg, "impact")
@@ -87,8 +96,8 @@ def open_shard(directory: Path, name: str) -> Shard:
         postings=postings,
         seg_start=seg_start,
         seg_impact=seg_impact,
-        seg_ptr=column(read_mapped(d / "terms.arrow"), "seg_ptr"),
-        docs=read_mapped(d / "docs.arrow"),
+        seg_ptr=column(read_mapped(d / TERMS_FILE), "seg_ptr"),
+        docs=read_mapped(d / DOCS_FILE),
         skips=skips,
         skip_ptr=skip_ptr,
         post_impact=posting_impacts(postings, seg_start, seg_impact),

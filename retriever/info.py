@@ -7,10 +7,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ckqti.errors import IndexFormatError
-from indexer.format import MANIFEST, SHARD_FILES, Manifest
+from indexer.format import DOCS_FILE, MANIFEST, SHARD_FILES, Manifest
 from retriever.index import verify_files
-
-DOCUMENT_STORE = "docs.arrow"  # the shard file that holds document text, not postings
 
 
 @dataclass(frozen=True)
@@ -65,7 +63,7 @@ def index_info(path: str | Path, verify: bool = False) -> IndexInfo:
     if verify:
         verify_files(path, m)
     sizes = {f: sum(file_bytes(path / s.name / f) for s in m.shards) for f in SHARD_FILES}
-    documents = sizes[DOCUMENT_STORE]
+    documents = sizes[DOCS_FILE]
     postings = sum(sizes.values()) - documents
     vocabulary = file_bytes(path / m.vocab_file)
     total = postings + documents + vocabulary + file_bytes(path / MANIFEST)
