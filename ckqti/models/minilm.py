@@ -295,6 +295,11 @@ def prefix_end(text: str, chars: int) -> int:
     return len(text) if cut < 0 else cut
 
 
+def first_prefix_end(text: str, max_length: int) -> int:
+    """Where :meth:`WordPieceTokenizer.encode` first cuts ``text`` for ``max_length`` pieces."""
+    return prefix_end(text, PREFIX_CHARS_PER_PIECE * max(max_length, 1))
+
+
 class WordPieceTokenizer:
     """BERT uncased WordPiece tokenization from a ``vocab.txt`` (via ``tokenizers``).
 
@@ -335,19 +340,17 @@ class WordPieceTokenizer:
         ones), doubled until it yields ``max_length`` pieces."""
         if max_length is None:
             return self._tok.encode(text, add_special_tokens=False).ids
-        chars = PREFIX_CHARS_PER_PIECE * max(max_length, 1)
+        cut = first_prefix_end(text, max_length)
         while True:
-            cut = prefix_end(text, chars)
             ids = self._tok.encode(text[:cut], add_special_tokens=False).ids
             if len(ids) >= max_length or cut == len(text):
                 return ids[:max_length]
-            chars = 2 * cut
+            cut = prefix_end(text, 2 * cut)
 
     def encode_many(self, texts: Sequence[str], max_length: int | None = None) -> list[list[int]]:
         """:meth:`encode` of every text, the first prefixes in one ``encode_batch`` call (the
         tokenizers library spreads it over the cores); a text whose prefix fell short is redone alone."""
-        cuts = [len(t) if max_length is None else prefix_end(t, PREFIX_CHARS_PER_PIECE * max(max_length, 1))
-                for t in texts]
+        cuts = [len(t) if max_length is None else first_prefix_end(t, max_length) for t in texts]
         encoded = self._tok.encode_batch([t[:c] for t, c in zip(texts, cuts)], add_special_tokens=False)
         return [enc.ids[:max_length] if max_length is None or len(enc.ids) >= max_length or cut == len(text)
                 else self.encode(text, max_length) for text, cut, enc in zip(texts, cuts, encoded)]
