@@ -444,7 +444,7 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
 @click.option("--color/--no-color", default=None, help="ANSI colours (default: when stdout is a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="JSON output for programs.")
-@click.option("--device", default=None)
+@click.option("--device", default=None, help="torch device (default: cuda if available).")
 def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, color, as_json, device):
     """Why the model scores DOCID as it does for QUERY: regions, kernels or term contributions."""
     from ckqti.explain import explain
