@@ -122,9 +122,10 @@ CONFIG = dict(
 
 def test_runs(checkpoint: Path, work: Path, depth: int = 100) -> dict[str, dict]:
     """SciFact test runs: Pyserini BM25, and the checkpoint reranking BM25's top ``depth``."""
+    from ckqti.models.loading import pick_device
     from ckqti.train.checkpoint import load_for_indexing
     from ckqti.train.data import analyze_queries, candidate_indices, load_collection
-    from ckqti.train.loop import bm25_candidates, pick_device
+    from ckqti.train.loop import bm25_candidates
     from ckqti.train.scoring import as_run, score_pairs
     from indexer.readers import read_qrels, read_queries
 

@@ -23,7 +23,8 @@ from ckqti.vocab import Vocabulary
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[1] / "data" / "models" / "ndrm3-scifact.pt"
 
 
-def pick_device(device: str | None = None) -> torch.device:
+def pick_device(device: str | torch.device | None = None) -> torch.device:
+    """``device`` as a torch device; None: CUDA when present, else the CPU."""
     if device:
         return torch.device(device)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")

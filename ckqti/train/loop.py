@@ -37,6 +37,7 @@ import torch
 from torch import Tensor, nn
 
 from ckqti.errors import CkqtiError, InputError
+from ckqti.models.loading import pick_device
 from ckqti.train import pseudo
 from ckqti.train.checkpoint import Checkpoint, save_checkpoint
 from ckqti.train.data import (
@@ -212,10 +213,6 @@ class RunState:
     since_best: int = 0
     history: list[dict] = field(default_factory=list)
     best_id: str = ""
-
-
-def pick_device(device: str | None) -> torch.device:
-    return torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def bm25_candidates(

@@ -58,6 +58,7 @@ import torch
 from torch import Tensor, nn
 
 from ckqti.errors import CkqtiError, InputError
+from ckqti.models.loading import pick_device
 from ckqti.text import Analyzer
 from ckqti.train.checkpoint import QTI_KINDS, Checkpoint, load_checkpoint, save_checkpoint
 from ckqti.vocab import Vocabulary
@@ -281,7 +282,7 @@ def model_lengths(kind: str, config: Any) -> tuple[int, int]:
 def reranker_from_checkpoint(ckpt: Checkpoint, device: torch.device | str | None = None,
                              max_doc_length: int | None = None) -> Reranker:
     """A :class:`Reranker` of a loaded checkpoint of any kind (see :func:`load_reranker`)."""
-    dev = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = pick_device(device)
     if ckpt.kind in QTI_KINDS:
         model = ckpt.build(dev)
         text: TermText | WordPieceText = TermText(Analyzer.from_dict(ckpt.analyzer), ckpt.vocab)
@@ -344,7 +345,7 @@ def adapt_reranker(ckpt: Checkpoint, vocab: Vocabulary, device: torch.device | s
     """
     from ckqti.train.checkpoint import adapt_to_vocabulary, remap_rows
 
-    dev = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = pick_device(device)
     if ckpt.kind in QTI_KINDS:
         model = adapt_to_vocabulary(ckpt, vocab, dev)
     elif ckpt.kind in ("tk", "tkl"):
@@ -967,7 +968,7 @@ def train_reranker(
     out = Path(out)
     work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
     work.mkdir(parents=True, exist_ok=True)
-    device = torch.device(config.device) if config.device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = pick_device(config.device)
     q_texts, qrels_map = read_training_inputs(queries, qrels)
     text, docids, doc_texts, collection = build_text(kind, corpus, config, fmt)
     model_defaults = _config_defaults(kind, config)
