@@ -256,8 +256,8 @@ def test_cli_explain_prints_the_api_report(setup, tmp_path):
 
     e = explain(setup["query"], "long-1", setup["paths"]["tkl"], corpus=setup["corpus"], device="cpu")
     args = ["explain", setup["query"], "long-1", "--model", str(setup["paths"]["tkl"]), "--corpus", str(setup["corpus"])]
-    # the same device as the API call: on a GPU machine the CLI's default (cuda) rounds differently
-    res = CliRunner().invoke(cli, [*args, "--no-color", "--device", "cpu", "--html", str(tmp_path / "e.html")])
+    args += ["--device", "cpu"]  # the API call's: on a GPU machine the CLI's default (CUDA) rounds differently
+    res = CliRunner().invoke(cli, [*args, "--no-color", "--html", str(tmp_path / "e.html")])
     assert res.exit_code == 0, res.output
     assert res.stdout.rstrip("\n") == e.render_terminal(color=False)
     assert (tmp_path / "e.html").read_text() == e.to_html()
