@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from indexer.build import write_prebuilt_index  # noqa: E402
+from indexer.format import DOCS_FILE  # noqa: E402
 from indexer.shards import ImpactPostings  # noqa: E402
 from retriever.index import Index  # noqa: E402
 from retriever.search import Searcher  # noqa: E402
@@ -77,7 +78,7 @@ class CkqtiEngine:
         return [(docs[i, :counts[i]], vals[i, :counts[i]]) for i in range(len(queries))]
 
     def index_bytes(self) -> int:
-        return sum(f.stat().st_size for f in self.path.rglob("*.arrow") if "docs.arrow" not in f.name)
+        return sum(f.stat().st_size for f in self.path.rglob("*.arrow") if f.name != DOCS_FILE)
 
 
 def zipf_triples(num_docs, per_doc, vocab, exponent, rng, chunk=100_000):
