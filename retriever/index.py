@@ -34,11 +34,19 @@ def read_mapped(path: Path) -> pa.Table:
 
 
 def column(table: pa.Table, name: str) -> np.ndarray:
+    """A column as a numpy array, a view of the (memory-mapped) file's buffer where it is one chunk."""
     col = table.column(name)
     if col.num_chunks != 1:
         col = pa.concat_arrays(col.chunks)
     else:
         col = col.chunk(0)
+    if (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)) and col.null_count == 0:
+        # the data buffer viewed directly: Array.to_numpy imports pandas on the way (0.16 s of a
+        # `ckqti search` that takes 1 s)
+        dtype = np.dtype(col.type.to_pandas_dtype())
+        if len(col) == 0:
+            return np.zeros(0, dtype)
+        return np.frombuffer(col.buffers()[1], dtype=dtype, count=len(col), offset=col.offset * dtype.itemsize)
     return col.to_numpy(zero_copy_only=True)
 
 
