@@ -12,7 +12,7 @@ untimed, then ``--steps`` timed; an epoch's time is projected from that rate and
 an epoch of SciFact train takes (validation not counted). What differs from a real run: each
 training claim's candidates are 100 documents drawn at random (seed 0) instead of Pyserini's BM25
 top 100, which needs Java; a step's cost depends on how many documents it scores and how long they
-are, not on which. TK and TKL start from random embeddings here (their default, skip-gram, needs
+are, and these are as many, their lengths drawn from the whole corpus rather than from BM25's top. TK and TKL start from random embeddings here (their default, skip-gram, needs
 gensim and a minute of training first; the start does not change a step's cost); NDRM3 starts
 from MiniLM's, as bundled, since its latent gate's cost depends on which pairs the vectors open.
 """
