@@ -92,7 +92,7 @@ class Analyzer:
             if pos + size < len(text):
                 sep = _NON_ALNUM.search(text, pos + size)
                 cut = sep.start() if sep else len(text)
-            out += [self.stem(t) for t in _NON_ALNUM.split(text[pos:cut]) if t and t not in self._stop]
+            out += self(text[pos:cut])  # already lower-cased, which a second time leaves as it is
             pos, size = cut, 2 * size
         return out[:n]
 
