@@ -172,6 +172,51 @@ def evaluate(run_path: str | Path, qrels: str | Path, per_query: bool = False, c
     return evaluate_files(run_path, qrels, per_query=per_query, compare=compare, qrels_format=qrels_format)
 
 
+def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path, out: str | Path, *,
+          dev_qrels: str | Path | None = None, fmt: str | None = None, resume: bool = False, **options):
+    """Train ``model`` (``ndrm1``, ``ndrm2``, ``ndrm3``, ``tk``, ``tkl`` or ``idcm``) on judged
+    queries with BM25 candidates; writes the best dev epoch's checkpoint to ``out``.
+
+    ``options`` are :func:`ckqti.train.options.train_config`'s (``epochs``, ``lr``, ``loss``,
+    ``negatives``, ``latent_gate``, ...), checked against the model before any work.
+    ``dev_qrels`` and ``resume`` are NDRM's (TK, TKL and IDCM carve dev from ``qrels``).
+
+    Returns:
+        :class:`ckqti.train.TrainResult` (NDRM) or :class:`ckqti.train.rerankers.RerankerTrainResult`.
+
+    Raises:
+        OptionError: an option the model does not take, or options that do not combine.
+    """
+    from ckqti.train.options import RERANKER_MODELS, train_config
+
+    config = train_config(model, resume=resume, dev_qrels=dev_qrels, **options)
+    if model in RERANKER_MODELS:
+        from ckqti.train import rerankers
+
+        return rerankers.train_reranker(model, corpus, queries, qrels, out, config, fmt=fmt)
+    import ckqti.train
+
+    return ckqti.train.train(corpus, queries, qrels, out, config, dev_qrels=dev_qrels, fmt=fmt, resume=resume)
+
+
+def rerank(queries: str | Path, candidates: str | Path, model: str | Path, out: str | Path, depth: int = 100,
+           corpus: str | Path | None = None, **options):
+    """Rerank every query's top ``depth`` candidates (``"bm25"``, an index or a run) with a model
+    of any kind and write a TREC run; ``options`` as :func:`retriever.rerank.rerank`'s."""
+    from retriever.rerank import rerank as rerank_run
+
+    return rerank_run(queries, candidates, model, out, depth, corpus, **options)
+
+
+def explain(query: str, docid: str, model: str | Path, corpus: str | Path | None = None,
+            index_path: str | Path | None = None, html_out: str | Path | None = None, **options):
+    """Why ``model`` scores ``docid`` (from ``corpus`` or ``index_path``) as it does for ``query``;
+    ``options`` as :func:`ckqti.explain.explain`'s."""
+    from ckqti.explain import explain as explain_score
+
+    return explain_score(query, docid, model, corpus, index_path, html_out, **options)
+
+
 def serve(
     index_path: str | Path,
     host: str = "127.0.0.1",

@@ -8,7 +8,7 @@ import sys
 import click
 
 from ckqti import api
-from ckqti.errors import CkqtiError
+from ckqti.errors import CkqtiError, OptionError
 
 POSITIVE = click.IntRange(min=1)  # counts: results, shard and batch sizes, threads, epochs
 
@@ -264,42 +264,6 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format):
     click.echo(api.evaluate(run, qrels, per_query, compare, qrels_format).table())
 
 
-def refuse_ndrm_only_options(lr: float | None, resume: bool, dev_qrels: str | None) -> None:
-    """TK/TKL/IDCM training has no single learning rate, resume file or separate dev judgements."""
-    if lr is not None:
-        raise click.UsageError("--lr is for NDRM (TK/TKL/IDCM train with the SPEC's two rates: 1e-4 for embeddings "
-                               "and Transformer or cross-encoder, 1e-3 for the rest)")
-    if resume:
-        raise click.UsageError("--resume is for NDRM (IDCM resumes after its last finished stage by itself)")
-    if dev_qrels is not None:
-        raise click.UsageError("--dev-qrels is for NDRM (TK/TKL/IDCM carve dev from --qrels, --dev-fraction)")
-
-
-def refuse_other_models_options(variant: str, tail_windows: str | None, explicit: bool, fixed_bm25: bool,
-                                frozen_embeddings: bool = False) -> None:
-    """Options that belong to one or two models."""
-    if frozen_embeddings and variant in ("ndrm2", "idcm"):
-        raise click.UsageError("--frozen-embeddings is for NDRM1, NDRM3, TK and TKL (the models with word vectors)")
-    if tail_windows is not None and variant != "tkl":
-        raise click.UsageError("--tail-windows is for TKL")
-    if fixed_bm25 and variant not in ("ndrm2", "ndrm3"):
-        raise click.UsageError("--fixed-bm25 is for NDRM2 and NDRM3 (the models with an explicit channel of their own)")
-    if explicit and variant not in ("tk", "tkl"):
-        raise click.UsageError("--explicit is for TK and TKL (NDRM3 is NDRM1 with the explicit channel)")
-
-
-def refuse_idcm_options(term_weights: str, teacher: str | None, weak_supervision: str | None, embeddings: str | None,
-                        init: str | None) -> None:
-    """IDCM starts from all-MiniLM-L6-v2 and distils its own cross-encoder: the word-model options do not apply."""
-    if term_weights != "none":
-        raise click.UsageError("--term-weights is for TK and TKL")
-    if teacher:
-        raise click.UsageError("--teacher is for NDRM, TK and TKL (IDCM distils its own cross-encoder)")
-    for option, value in (("--weak-supervision", weak_supervision), ("--embeddings", embeddings), ("--init", init)):
-        if value is not None:
-            raise click.UsageError(f"{option} is for NDRM, TK and TKL (IDCM starts from all-MiniLM-L6-v2)")
-
-
 @cli.command("train")
 @click.option("--model", "variant", type=click.Choice(["ndrm1", "ndrm2", "ndrm3", "tk", "tkl", "idcm"]), default="ndrm3", show_default=True)
 @click.option("--corpus", required=True, type=click.Path(exists=True), help="Corpus file (TSV, JSONL, TREC, SMART).")
@@ -310,7 +274,8 @@ def refuse_idcm_options(term_weights: str, teacher: str | None, weak_supervision
 @click.option("--dev-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.1, show_default=True, help="Share of training queries held out as dev.")
 @click.option("--epochs", type=POSITIVE, default=10, show_default=True)
 @click.option("--patience", type=POSITIVE, default=3, show_default=True, help="Epochs without a better dev nDCG@10 before stopping.")
-@click.option("--batch-size", type=POSITIVE, default=32, show_default=True, help="Queries per step (4 documents each).")
+@click.option("--batch-size", type=POSITIVE, default=32, show_default=True, help="Queries per step (NDRM: the relevant, --negatives BM25 and 2 random documents each; "
+                   "TK/TKL/IDCM: a triple each, or with --loss lce the relevant and --negatives).")
 @click.option("--lr", type=click.FloatRange(0, min_open=True), default=None,
               help="NDRM learning rate [default: 1e-4] (TK/TKL/IDCM train with the SPEC's two rates).")
 @click.option("--seed", default=0, show_default=True)
@@ -357,55 +322,17 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
               device, weak_supervision, embeddings, init, fmt, resume, loss, negatives, term_weights, teacher, distill_docs,
               distill_weight, latent_gate, tail_windows, explicit, fixed_bm25, frozen_embeddings):
     """Train a model on BM25 candidates (NDRM: RankNet or listwise; TK/TKL/IDCM: pairwise or listwise); writes the best dev epoch to --out."""
-    refuse_other_models_options(variant, tail_windows, explicit, fixed_bm25, frozen_embeddings)
-    if variant in ("tk", "tkl", "idcm"):
-        from ckqti.train.rerankers import RerankerTrainConfig, train_reranker
-
-        refuse_ndrm_only_options(lr=lr, resume=resume, dev_qrels=dev_qrels)
-        loss = loss or "margin"
-        if negatives > 1 and loss != "lce":
-            raise click.UsageError("--negatives > 1 needs --loss lce")
-        if latent_gate is not None:
-            raise click.UsageError("--latent-gate is for NDRM1 and NDRM3")
-        if variant == "idcm":
-            refuse_idcm_options(term_weights=term_weights, teacher=teacher, weak_supervision=weak_supervision,
-                                embeddings=embeddings, init=init)
-        term_options = {k: v for k, v in (("embeddings", embeddings), ("init", init)) if v is not None}
-        model_options = {} if variant == "idcm" else {"term_weights": term_weights}
-        if tail_windows is not None:
-            model_options["tail_windows"] = tail_windows
-        if explicit:
-            model_options["explicit"] = True
-        if frozen_embeddings:
-            model_options["train_embeddings"] = False
-        config = RerankerTrainConfig(kind=variant, epochs=epochs, patience=patience, batch_size=batch_size, seed=seed,
-                                     dev_fraction=dev_fraction, device=device, loss=loss, negatives=negatives,
-                                     teacher=teacher, distill_docs=distill_docs, distill_weight=distill_weight,
-                                     weak_supervision=weak_supervision, **term_options,
-                                     model_options=model_options)
-        r = train_reranker(variant, corpus, queries, qrels, out, config, fmt=fmt)
-        click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} -> {out}")
-        return
-    if loss == "margin" or term_weights != "none":
-        raise click.UsageError("--loss margin and --term-weights are for TK, TKL and IDCM (NDRM trains with RankNet or lce)")
-    if latent_gate is not None and variant == "ndrm2":
-        raise click.UsageError("--latent-gate is for NDRM1 and NDRM3 (NDRM2 has no latent channel)")
-    from ckqti.models.ndrm import ANSERINI_BM25
-    from ckqti.train import TrainConfig, train
-
-    model_options = {} if latent_gate is None else {"latent_gate": latent_gate}
-    if fixed_bm25:
-        model_options.update(bm25_init=ANSERINI_BM25, explicit_fixed=True)
-    if frozen_embeddings:
-        model_options["train_embeddings"] = False
-    config = TrainConfig(model=variant, epochs=epochs, patience=patience, batch_size=batch_size,
-                         lr=1e-4 if lr is None else lr, seed=seed, dev_fraction=dev_fraction,
-                         weak_supervision=weak_supervision, embeddings=embeddings or "skipgram", init=init or "paper",
-                         device=device, teacher=teacher, distill_docs=distill_docs, distill_weight=distill_weight,
-                         negatives=negatives, loss=loss or "ranknet",
-                         model_options=model_options)
-    r = train(corpus, queries, qrels, out, config, dev_qrels=dev_qrels, fmt=fmt, resume=resume)
-    click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} at epoch {r.best_epoch} of {r.epochs_run} -> {out}")
+    try:
+        r = api.train(variant, corpus, queries, qrels, out, dev_qrels=dev_qrels, fmt=fmt, resume=resume, epochs=epochs,
+                      patience=patience, batch_size=batch_size, lr=lr, seed=seed, dev_fraction=dev_fraction, device=device,
+                      weak_supervision=weak_supervision, embeddings=embeddings, init=init, loss=loss, negatives=negatives,
+                      term_weights=term_weights, tail_windows=tail_windows, explicit=explicit, teacher=teacher,
+                      distill_docs=distill_docs, distill_weight=distill_weight, latent_gate=latent_gate,
+                      fixed_bm25=fixed_bm25, frozen_embeddings=frozen_embeddings)
+    except OptionError as e:
+        raise click.UsageError(e.as_flags()) from None
+    epoch = f" at epoch {r.best_epoch} of {r.epochs_run}" if hasattr(r, "best_epoch") else ""
+    click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f}{epoch} -> {out}")
 
 
 @cli.command("rerank")
@@ -424,10 +351,8 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
 def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_size, device, tag, max_doc_length,
                adapt_vocabulary):
     """Rerank each query's top --depth candidates with a model; writes a TREC run."""
-    from retriever.rerank import rerank
-
-    s = rerank(queries, candidates, model_path, out, depth, corpus, fmt=fmt, batch_size=batch_size, device=device,
-               tag=tag, max_doc_length=max_doc_length, adapt_vocabulary=adapt_vocabulary)
+    s = api.rerank(queries, candidates, model_path, out, depth, corpus, fmt=fmt, batch_size=batch_size, device=device,
+                   tag=tag, max_doc_length=max_doc_length, adapt_vocabulary=adapt_vocabulary)
     if s.skipped:
         click.echo(f"note: {len(s.skipped)} queries had no candidates: {' '.join(s.skipped[:10])}", err=True)
     click.echo(f"{s.reranked} queries, {s.pairs} documents reranked by {s.model_id} in {s.seconds:.2f}s "
@@ -447,9 +372,7 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
 @click.option("--device", default=None, help="torch device (default: cuda if available).")
 def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, color, as_json, device):
     """Why the model scores DOCID as it does for QUERY: regions, kernels or term contributions."""
-    from ckqti.explain import explain
-
-    e = explain(query, docid, model_path, corpus, index_path, html_out, fmt=fmt, device=device)
+    e = api.explain(query, docid, model_path, corpus, index_path, html_out, fmt=fmt, device=device)
     if as_json:
         click.echo(json.dumps(e.to_dict()))
         return

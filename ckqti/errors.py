@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,22 @@ class InputError(CkqtiError):
 
 class IndexFormatError(CkqtiError):
     """A missing, corrupt or mismatched index."""
+
+
+class OptionError(CkqtiError):
+    """Options that do not apply to the model asked for, or do not combine. ``options`` are the
+    keyword arguments the message names; the CLI shows them as its flags (:meth:`as_flags`)."""
+
+    def __init__(self, message: str, options: tuple[str, ...] = ()):
+        self.options = tuple(options)
+        super().__init__(message)
+
+    def as_flags(self) -> str:
+        """The message with each named option written as the CLI's flag (``dev_qrels`` -> ``--dev-qrels``)."""
+        if not self.options:
+            return self.message
+        names = "|".join(sorted(map(re.escape, self.options), key=len, reverse=True))
+        return re.sub(rf"\b({names})\b", lambda m: "--" + m.group(1).replace("_", "-"), self.message)
 
 
 class QueryError(CkqtiError):

@@ -1,0 +1,150 @@
+"""What the training options mean for each model: which apply, which combine, and the training
+config they make (:func:`train_config`, behind :func:`ckqti.api.train` and ``ckqti train``).
+
+Light to import (no torch): the configs are built lazily, after every check has passed, so a
+refused combination costs nothing and writes nothing.
+"""
+
+from __future__ import annotations
+
+from ckqti.errors import OptionError
+
+NDRM_MODELS = ("ndrm1", "ndrm2", "ndrm3")
+RERANKER_MODELS = ("tk", "tkl", "idcm")
+MODELS = NDRM_MODELS + RERANKER_MODELS
+
+
+def train_config(
+    model: str,
+    *,
+    resume: bool = False,
+    dev_qrels: object = None,
+    epochs: int = 10,
+    patience: int = 3,
+    batch_size: int = 32,
+    lr: float | None = None,
+    seed: int = 0,
+    dev_fraction: float = 0.1,
+    device: str | None = None,
+    weak_supervision: str | None = None,
+    embeddings: str | None = None,
+    init: str | None = None,
+    loss: str | None = None,
+    negatives: int = 1,
+    term_weights: str = "none",
+    tail_windows: str | None = None,
+    explicit: bool = False,
+    teacher: str | None = None,
+    distill_docs: int = 8,
+    distill_weight: float = 1.0,
+    latent_gate: float | None = None,
+    fixed_bm25: bool = False,
+    frozen_embeddings: bool = False,
+):
+    """The :class:`~ckqti.train.loop.TrainConfig` (NDRM) or
+    :class:`~ckqti.train.rerankers.RerankerTrainConfig` (TK, TKL, IDCM) of ``ckqti train``'s
+    options, after checking that each applies to ``model`` (``resume`` and ``dev_qrels`` are
+    checked only: they are arguments of the NDRM training call).
+
+    Options left at None take the model's default: ``lr`` 1e-4 (NDRM; TK/TKL/IDCM train with
+    the SPEC's two rates), ``loss`` RankNet (NDRM) or margin (TK/TKL/IDCM), ``embeddings``
+    skip-gram, ``init`` paper (NDRM) or match (TK/TKL).
+
+    Raises:
+        OptionError: an option the model does not take, or options that do not combine.
+    """
+    if model not in MODELS:
+        raise OptionError(f"model must be one of {', '.join(MODELS)}, got {model!r}", ("model",))
+    refuse_other_models_options(model, tail_windows, explicit, fixed_bm25, frozen_embeddings)
+    common = dict(epochs=epochs, patience=patience, batch_size=batch_size, seed=seed, dev_fraction=dev_fraction,
+                  device=device, teacher=teacher, distill_docs=distill_docs, distill_weight=distill_weight,
+                  negatives=negatives, weak_supervision=weak_supervision)
+    if model in RERANKER_MODELS:
+        refuse_ndrm_only_options(lr, resume, dev_qrels)
+        loss = loss or "margin"
+        if negatives > 1 and loss != "lce":
+            raise OptionError("negatives > 1 needs loss lce", ("negatives", "loss"))
+        if latent_gate is not None:
+            raise OptionError("latent_gate is for NDRM1 and NDRM3", ("latent_gate",))
+        if model == "idcm":
+            refuse_idcm_options(term_weights, teacher, weak_supervision, embeddings, init)
+        from ckqti.train.rerankers import RerankerTrainConfig
+
+        model_options = reranker_model_options(model, term_weights, tail_windows, explicit, frozen_embeddings)
+        starts = {k: v for k, v in (("embeddings", embeddings), ("init", init)) if v is not None}
+        return RerankerTrainConfig(kind=model, loss=loss, model_options=model_options, **starts, **common)
+    if loss == "margin" or term_weights != "none":
+        raise OptionError("loss margin and term_weights are for TK, TKL and IDCM (NDRM trains with RankNet or lce)",
+                          ("loss", "term_weights"))
+    if latent_gate is not None and model == "ndrm2":
+        raise OptionError("latent_gate is for NDRM1 and NDRM3 (NDRM2 has no latent channel)", ("latent_gate",))
+    from ckqti.train.loop import TrainConfig
+
+    return TrainConfig(model=model, lr=1e-4 if lr is None else lr, embeddings=embeddings or "skipgram",
+                       init=init or "paper", loss=loss or "ranknet",
+                       model_options=ndrm_model_options(latent_gate, fixed_bm25, frozen_embeddings), **common)
+
+
+def reranker_model_options(model: str, term_weights: str, tail_windows: str | None, explicit: bool,
+                           frozen_embeddings: bool) -> dict:
+    """TKConfig / TKLConfig / IDCMConfig fields the options set."""
+    options = {} if model == "idcm" else {"term_weights": term_weights}
+    if tail_windows is not None:
+        options["tail_windows"] = tail_windows
+    if explicit:
+        options["explicit"] = True
+    if frozen_embeddings:
+        options["train_embeddings"] = False
+    return options
+
+
+def ndrm_model_options(latent_gate: float | None, fixed_bm25: bool, frozen_embeddings: bool) -> dict:
+    """NDRMConfig fields the options set."""
+    from ckqti.models.ndrm import ANSERINI_BM25
+
+    options = {} if latent_gate is None else {"latent_gate": latent_gate}
+    if fixed_bm25:
+        options.update(bm25_init=ANSERINI_BM25, explicit_fixed=True)
+    if frozen_embeddings:
+        options["train_embeddings"] = False
+    return options
+
+
+def refuse_ndrm_only_options(lr: float | None, resume: bool, dev_qrels: object) -> None:
+    """TK/TKL/IDCM training has no single learning rate, resume file or separate dev judgements."""
+    if lr is not None:
+        raise OptionError("lr is for NDRM (TK/TKL/IDCM train with the SPEC's two rates: 1e-4 for embeddings "
+                          "and Transformer or cross-encoder, 1e-3 for the rest)", ("lr",))
+    if resume:
+        raise OptionError("resume is for NDRM (IDCM resumes after its last finished stage by itself)", ("resume",))
+    if dev_qrels is not None:
+        raise OptionError("dev_qrels is for NDRM (TK/TKL/IDCM carve dev from qrels, dev_fraction)",
+                          ("dev_qrels", "qrels", "dev_fraction"))
+
+
+def refuse_other_models_options(model: str, tail_windows: str | None, explicit: bool, fixed_bm25: bool,
+                                frozen_embeddings: bool) -> None:
+    """Options that belong to one or two models."""
+    if frozen_embeddings and model in ("ndrm2", "idcm"):
+        raise OptionError("frozen_embeddings is for NDRM1, NDRM3, TK and TKL (the models with word vectors)",
+                          ("frozen_embeddings",))
+    if tail_windows is not None and model != "tkl":
+        raise OptionError("tail_windows is for TKL", ("tail_windows",))
+    if fixed_bm25 and model not in ("ndrm2", "ndrm3"):
+        raise OptionError("fixed_bm25 is for NDRM2 and NDRM3 (the models with a BM25-like channel of their own)",
+                          ("fixed_bm25",))
+    if explicit and model not in ("tk", "tkl"):
+        raise OptionError("explicit is for TK and TKL (NDRM3 already combines NDRM1 with NDRM2's channel)",
+                          ("explicit",))
+
+
+def refuse_idcm_options(term_weights: str, teacher: str | None, weak_supervision: str | None, embeddings: str | None,
+                        init: str | None) -> None:
+    """IDCM starts from all-MiniLM-L6-v2 and distils its own cross-encoder: the word-model options do not apply."""
+    if term_weights != "none":
+        raise OptionError("term_weights is for TK and TKL", ("term_weights",))
+    if teacher:
+        raise OptionError("teacher is for NDRM, TK and TKL (IDCM distils its own cross-encoder)", ("teacher",))
+    for option, value in (("weak_supervision", weak_supervision), ("embeddings", embeddings), ("init", init)):
+        if value is not None:
+            raise OptionError(f"{option} is for NDRM, TK and TKL (IDCM starts from all-MiniLM-L6-v2)", (option,))

@@ -1,0 +1,49 @@
+"""Training options against the models they belong to (ckqti.train.options, behind ckqti.api.train)."""
+
+import pytest
+
+from ckqti import api
+from ckqti.errors import OptionError
+from ckqti.train.options import train_config
+
+
+def test_reranker_options_make_their_config():
+    config = train_config("tkl", loss="lce", negatives=7, term_weights="idf", explicit=True, frozen_embeddings=True,
+                          tail_windows="whole", epochs=2, batch_size=8, embeddings="minilm")
+    assert (config.kind, config.loss, config.negatives, config.epochs, config.batch_size) == ("tkl", "lce", 7, 2, 8)
+    assert config.embeddings == "minilm"
+    assert dict(config.model_options) == {"term_weights": "idf", "tail_windows": "whole", "explicit": True,
+                                          "train_embeddings": False}
+    assert train_config("tk").loss == "margin"
+    assert dict(train_config("idcm").model_options) == {}
+
+
+def test_ndrm_options_make_their_config():
+    config = train_config("ndrm3", latent_gate=0.6, fixed_bm25=True, lr=1e-3, negatives=7, loss="lce")
+    assert (config.model, config.lr, config.loss, config.negatives) == ("ndrm3", 1e-3, "lce", 7)
+    assert dict(config.model_options) == {"latent_gate": 0.6, "bm25_init": (0.9, 0.4), "explicit_fixed": True}
+    default = train_config("ndrm1")
+    assert (default.lr, default.loss, default.embeddings, default.init) == (1e-4, "ranknet", "skipgram", "paper")
+
+
+@pytest.mark.parametrize("model, options, named", [
+    ("tk", {"negatives": 4}, "negatives > 1 needs loss lce"),
+    ("ndrm3", {"loss": "margin"}, "loss margin and term_weights are for TK, TKL and IDCM"),
+    ("ndrm2", {"latent_gate": 0.6}, "latent_gate is for NDRM1 and NDRM3"),
+    ("idcm", {"embeddings": "minilm"}, "embeddings is for NDRM, TK and TKL"),
+    ("tkl", {"dev_qrels": "dev.tsv"}, "dev_qrels is for NDRM"),
+    ("bm25", {}, "model must be one of"),
+])
+def test_api_train_refuses_options_before_any_work(tmp_path, model, options, named):
+    """Python callers see the keyword names; nothing is read (the files do not exist) or written."""
+    with pytest.raises(OptionError) as err:
+        api.train(model, tmp_path / "c.jsonl", tmp_path / "q.tsv", tmp_path / "r.tsv", tmp_path / "m.pt", **options)
+    assert str(err.value).startswith(named)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_option_error_names_the_cli_flags():
+    err = OptionError("dev_qrels is for NDRM (TK/TKL/IDCM carve dev from qrels, dev_fraction)",
+                      ("dev_qrels", "qrels", "dev_fraction"))
+    assert err.as_flags() == "--dev-qrels is for NDRM (TK/TKL/IDCM carve dev from --qrels, --dev-fraction)"
+    assert OptionError("lr is for NDRM (already)", ("lr",)).as_flags() == "--lr is for NDRM (already)"
