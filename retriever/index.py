@@ -36,7 +36,9 @@ def read_mapped(path: Path) -> pa.Table:
 def column(table: pa.Table, name: str) -> np.ndarray:
     """A column as a numpy array, a view of the (memory-mapped) file's buffer where it is one chunk."""
     col = table.column(name)
-    if col.num_chunks != 1:
+    if col.num_chunks == 0:  # an empty column (a shard of documents without index terms) may hold no chunk
+        col = pa.array([], type=col.type)
+    elif col.num_chunks != 1:
         col = pa.concat_arrays(col.chunks)
     else:
         col = col.chunk(0)

@@ -414,3 +414,25 @@ def test_latent_two_channel_index_appends_and_searches_exactly(tmp_path, short_p
         if i % 2:  # new terms only: just the appended shards can hold them
             assert all(sh >= 3 for _, sh, _ in got)
     shutil.rmtree(idx)
+
+
+def test_a_shard_without_postings_stays_searchable(tmp_path, index_a):
+    """Documents whose text has no index terms (only stopwords) make a shard of no postings: an
+    append of one, a build of one, and a build where one shard of several is empty all still
+    search, run and compact (pyarrow reads an empty column as no chunk at all)."""
+    idx = copy_of(index_a, tmp_path)
+    before = Searcher(Index(idx)).search("cell membrane protein", 10).hits
+    stop = write_lines(tmp_path / "stop.tsv", ["s1\tthe and of\n"])
+    api.append(stop, idx, progress=False)
+    after = Searcher(Index(idx)).search("cell membrane protein", 10).hits
+    assert [h.docid for h in after] == [h.docid for h in before]
+    compact_index(idx, shard_size=1000)
+    assert Manifest.read(idx).num_docs == 241
+    assert [h.docid for h in Searcher(Index(idx)).search("cell membrane protein", 10).hits] == [h.docid for h in before]
+
+    api.index(stop, tmp_path / "only", model="ndrm2", progress=False)
+    assert Searcher(Index(tmp_path / "only")).search("membrane", 10).hits == []
+    mixed = write_lines(tmp_path / "mixed.tsv", ["d1\tthe cat sat\n", "d2\tthe and of\n", "d3\tdogs run\n"])
+    api.index(mixed, tmp_path / "mixed", model="ndrm2", shard_size=1, progress=False)
+    hits = Searcher(Index(tmp_path / "mixed")).search("cat dogs", 10).hits
+    assert sorted(h.docid for h in hits) == ["d1", "d3"]
