@@ -143,8 +143,9 @@ def run(
 ) -> RunStats:
     """Search every query of a queries file and write a TREC run."""
     from indexer.readers import read_queries
-    from retriever.runs import write_run
+    from retriever.runs import check_run_path, write_run
 
+    check_run_path(out)
     searcher = open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack)
     qs = read_queries(queries, fmt=fmt)
     stats = RunStats(queries=len(qs), searched=0)

@@ -30,13 +30,17 @@ class EmbeddingStart(click.ParamType):
 
 
 class Group(click.Group):
-    """Turns every :class:`CkqtiError` into a one-line message and a non-zero exit."""
+    """Turns every :class:`CkqtiError`, and an operating system's refusal (a read-only folder, a
+    full disk), into a one-line message and a non-zero exit."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except CkqtiError as e:
             raise click.ClickException(str(e)) from None
+        except OSError as e:
+            where = e.filename2 or e.filename
+            raise click.ClickException(f"{where}: {e.strerror or e}" if where else str(e)) from None
 
 
 def index_option(f):

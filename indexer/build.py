@@ -27,7 +27,7 @@ from ckqti.errors import CkqtiError
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 from indexer.analyze import AnalyzedCorpus, analyze_corpus
-from indexer.format import FORMAT_VERSION, VOCAB_FILE, Manifest, ShardInfo, file_checksum, shard_name
+from indexer.format import FORMAT_VERSION, MANIFEST, VOCAB_FILE, Manifest, ShardInfo, file_checksum, shard_name
 from indexer.impacts import ImpactConfig, ImpactScorer
 from indexer.quantize import Quantizer
 from indexer.shards import ImpactPostings, write_shard, write_table
@@ -266,6 +266,30 @@ def write_prebuilt_index(out: Path, shards: list[ImpactPostings], vocab_size: in
     return write_index(Path(out), zip(shards, columns), vocab, np.zeros(vocab_size), Quantizer(step), model, analyzer)
 
 
+def check_build_paths(corpus_path: Path, orcas: Path | None, out: Path, force: bool) -> None:
+    """Refuse a build before any work: a missing corpus or ORCAS file, an existing ``out``
+    without ``force``, and with ``force`` anything but a ckqti index (or an empty directory)
+    there, the working directory or one above it, or an ``out`` holding an input (``force``
+    replaces the whole directory)."""
+    if not corpus_path.is_file():
+        raise CkqtiError("corpus file not found", corpus_path)
+    if orcas is not None and not orcas.is_file():
+        raise CkqtiError("ORCAS file not found", orcas)
+    if not out.exists() and not out.is_symlink():
+        return
+    if not force:
+        raise CkqtiError("output exists; pass --force to replace it", out)
+    here = Path.cwd().resolve()
+    target = out.resolve()
+    if target == here or target in here.parents:
+        raise CkqtiError("is the working directory or holds it; --force would delete it, choose another output", out)
+    if not target.is_dir() or (any(target.iterdir()) and not (target / MANIFEST).is_file()):
+        raise CkqtiError(f"exists and is not a ckqti index (no {MANIFEST}); --force replaces only an index", out)
+    for f in (corpus_path, orcas):
+        if f is not None and target in f.resolve().parents:
+            raise CkqtiError("holds an input file, which --force would delete; choose another output", out)
+
+
 def install(final: Path, out: Path, force: bool) -> None:
     """Rename the finished index into place; an existing index is replaced only with ``force``."""
     if out.exists():
@@ -298,10 +322,7 @@ def build_index(
     """
     corpus_path, out = Path(corpus_path), Path(out)
     orcas = Path(orcas) if orcas else None
-    if not corpus_path.is_file():
-        raise CkqtiError("corpus file not found", corpus_path)
-    if out.exists() and not force:
-        raise CkqtiError("output exists; pass --force to replace it", out)
+    check_build_paths(corpus_path, orcas, out, force)
     work = out.with_name(out.name + ".partial")
     prepare_workdir(work, fingerprint(corpus_path, fmt, orcas, model_info, config), resume)
     try:

@@ -53,6 +53,7 @@ from indexer.analyze import AnalyzedCorpus, analyze_corpus
 from indexer.build import (
     BuildConfig,
     build_record,
+    check_build_paths,
     fingerprint,
     finish_index,
     fit_quantizer,
@@ -406,10 +407,7 @@ def build_index_ray(
     if model_spec is not None and model_spec not in UNTRAINED and Path(model_spec).is_file():
         model_spec = str(Path(model_spec).resolve())  # workers may run elsewhere than this directory
     inputs = BuildInputs(Path(corpus_path), fmt, Path(orcas) if orcas else None, model_spec, model_info, config)
-    if not inputs.corpus_path.is_file():
-        raise CkqtiError("corpus file not found", inputs.corpus_path)
-    if out.exists() and not force:
-        raise CkqtiError("output exists; pass --force to replace it", out)
+    check_build_paths(inputs.corpus_path, inputs.orcas, out, force)
     if num_workers is not None and num_workers < 1:
         raise CkqtiError("--workers must be >= 1")
     check_address(address)

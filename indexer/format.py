@@ -126,7 +126,7 @@ class Manifest:
             d = json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise IndexFormatError(f"manifest is not valid JSON ({e.msg if hasattr(e, 'msg') else e})", path) from None
-        if d.get("format") != FORMAT_NAME:
+        if not isinstance(d, dict) or d.get("format") != FORMAT_NAME:
             raise IndexFormatError("not a ckqti index manifest", path)
         if d.get("format_version") != FORMAT_VERSION:
             raise IndexFormatError(
@@ -136,10 +136,18 @@ class Manifest:
         try:
             d["shards"] = [ShardInfo(**s) for s in d["shards"]]
             manifest = cls(**d)
+            manifest.check_counts(path)
         except (TypeError, KeyError) as e:
             raise IndexFormatError(f"manifest is malformed ({e})", path) from None
         manifest.check_channels(path)
         return manifest
+
+    def check_counts(self, path: Path) -> None:
+        """The shards' documents add up to the index's (a hand-edited manifest may disagree)."""
+        listed = sum(s.num_docs for s in self.shards)
+        if listed != self.num_docs:
+            raise IndexFormatError(f"manifest is malformed (its shards hold {listed} documents, "
+                                   f"its num_docs says {self.num_docs})", path)
 
     @property
     def num_channels(self) -> int:

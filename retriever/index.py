@@ -153,7 +153,10 @@ class Index:
         self.term_ids = {t: i for i, t in enumerate(self.terms)}
         self.df = column(vocab, "df")
         self.offsets = column(vocab, "offset")
-        self.analyzer = Analyzer.from_dict(self.manifest.analyzer)
+        try:
+            self.analyzer = Analyzer.from_dict(self.manifest.analyzer)
+        except (ValueError, TypeError, AttributeError) as e:
+            raise IndexFormatError(f"manifest's analyzer is not one this ckqti has ({e})", self.path / MANIFEST) from None
         self.quantizer = Quantizer.from_manifest(self.manifest.quantization, self.manifest.channels)
         self.idf = collection_idf(self.df, self.manifest.collection.get("num_docs", self.manifest.num_docs))
         self.shards = [open_shard(self.path, s.name) for s in self.manifest.shards]

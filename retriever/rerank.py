@@ -229,8 +229,9 @@ def rerank(
         CkqtiError: an unreadable checkpoint.
     """
     from indexer.readers import read_queries
-    from retriever.runs import write_run
+    from retriever.runs import check_run_path, write_run
 
+    check_run_path(out)
     if depth < 1:
         raise InputError(f"depth must be at least 1, got {depth}")
     if adapt_vocabulary and corpus is None:

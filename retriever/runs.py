@@ -22,6 +22,12 @@ Ranking = Mapping[str, float] | Iterable[tuple[str, float]]
 _WHITESPACE = re.compile(r"\s")
 
 
+def check_run_path(path: str | Path) -> None:
+    """Refuse a run path that is a directory before any work is done for the run."""
+    if Path(path).is_dir():
+        raise InputError("is a directory; a run is written to a file", path)
+
+
 def trec_order(docs: Ranking) -> list[tuple[str, float]]:
     """``(docid, score)`` pairs sorted by score descending, then docid descending (trec_eval's order)."""
     items = docs.items() if isinstance(docs, Mapping) else docs

@@ -154,6 +154,7 @@ class Searcher:
         self._pool_size = 0
         self._pool_lock = threading.Lock()
         self._max_docs = max((s.num_docs for s in self.index.shards), default=1)
+        self._num_docs = sum(s.num_docs for s in self.index.shards)  # k beyond it asks for hits that cannot exist
         self._ones = np.ones(MAX_QUERY_TERMS, np.int64)  # weights of 1, read-only, for topk_arrays(weights=None)
         self._shard0 = np.zeros(0, np.int64)  # read-only shard numbers of a one-shard index's last hits, reused
 
@@ -232,6 +233,7 @@ class Searcher:
         weights (int64; ``None``: 1 each); an id given twice adds up, as once with the summed
         weight would. A shard written before a list existed holds it as empty. A one-shard
         index's ``shards`` is a read-only array of zeros (shared between calls)."""
+        k = min(k, self._num_docs)
         if terms.size == 0 or k < 1:
             empty = np.zeros(0, np.int64)
             return empty, empty, empty, 0
@@ -287,14 +289,14 @@ class Searcher:
         repeated id adds up) and of integer weights per query; ``weights=None`` weighs every list 1.
 
         Returns:
-            ``(scores, shards, docs, counts, processed)``: int64 ``[nq, k]`` arrays whose row
+            ``(scores, shards, docs, counts, processed)``: int64 ``[nq, min(k, documents)]`` arrays whose row
             ``q`` holds query ``q``'s hits in :meth:`topk_arrays`'s order up to ``counts[q]``
             (the rest is -1), and int64 ``[nq]`` postings processed.
         """
         nq = len(lists)
         if weights is not None and len(weights) != nq:
             raise ValueError(f"{nq} queries but {len(weights)} weight arrays")
-        k = max(int(k), 0)
+        k = max(min(int(k), self._num_docs), 0)  # a row per query of k hits: never longer than the collection
         out = np.full((3, nq, k), -1, np.int64)
         counts = np.zeros(nq, np.int64)
         processed = np.zeros(nq, np.int64)

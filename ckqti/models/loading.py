@@ -24,10 +24,23 @@ DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[1] / "data" / "models" / "
 
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:
-    """``device`` as a torch device; None: CUDA when present, else the CPU."""
-    if device:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """``device`` as a torch device; None: CUDA when present, else the CPU.
+
+    Raises:
+        CkqtiError: a name torch does not know, or CUDA where there is none.
+    """
+    if not device:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise CkqtiError(f"device {device!r} is not a torch device (e.g. cpu, cuda, cuda:1)") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise CkqtiError(f"device {device!r}: CUDA is not available here (use cpu)")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise CkqtiError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return dev
 
 
 UNTRAINED = {"ndrm2": None, "ndrm2-anserini": ANSERINI_BM25}  # spec -> NDRMConfig.bm25_init

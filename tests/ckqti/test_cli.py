@@ -259,3 +259,27 @@ def test_train_loss_options_are_checked_before_any_work(tmp_path):
     res = invoke("train", "--model", "ndrm3", "--loss", "margin", *common)
     assert res.exit_code == 2 and "TK, TKL and IDCM" in res.output
     assert not (tmp_path / "m.pt").exists()
+
+
+def test_os_errors_and_bad_devices_are_one_line_errors(tmp_path, scifact_index, monkeypatch):
+    """A run written onto a directory, a refusal by the operating system (a read-only folder) and a
+    device torch does not know or this machine lacks: one line each, no traceback."""
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\twhite matter\n")
+    res = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path)
+    assert res.exit_code == 1 and res.output.strip().splitlines() == [f"Error: {tmp_path}: is a directory; a run is written to a file"]
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(tmp_path / "ro" / "run.trec.ckqti-tmp"))
+
+    monkeypatch.setattr(api, "run", refused)
+    res = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "ro" / "run.trec")
+    assert res.exit_code == 1 and res.output.strip().splitlines() == [
+        f"Error: {tmp_path / 'ro' / 'run.trec.ckqti-tmp'}: Permission denied"]
+    monkeypatch.undo()
+    corpus = tmp_path / "c.tsv"
+    corpus.write_text("d1\tthe cat sat\n")
+    for device, why in (("bogus", "is not a torch device"), ("cuda:99", "CUDA")):
+        res = invoke("index", corpus, "--out", tmp_path / "idx", "--model", "ndrm2", "--device", device)
+        assert res.exit_code == 1 and why in res.output and len(res.output.strip().splitlines()) == 1, res.output
+    assert not (tmp_path / "idx").exists() and not (tmp_path / "idx.partial").exists()

@@ -97,3 +97,35 @@ def test_existing_output_needs_force(tmp_path, scifact_small):
     out.mkdir()
     with pytest.raises(CkqtiError, match="--force"):
         api.index(scifact_small, out, model="ndrm2", progress=False)
+
+
+def test_force_replaces_only_an_index(tmp_path, scifact_small, monkeypatch):
+    """--force removes the whole output directory, so it refuses one that is not an index, one
+    holding an input, and the working directory or one above it; an empty directory is fine."""
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "keep.txt").write_text("mine")
+    with pytest.raises(CkqtiError, match="not a ckqti index"):
+        api.index(scifact_small, other, model="ndrm2", force=True, progress=False)
+    assert (other / "keep.txt").read_text() == "mine" and not (tmp_path / "notes.partial").exists()
+    idx = tmp_path / "idx"
+    api.index(scifact_small, idx, model="ndrm2", progress=False)
+    inside = idx / "corpus.jsonl"
+    inside.write_bytes(scifact_small.read_bytes())
+    with pytest.raises(CkqtiError, match="holds an input file"):
+        api.index(inside, idx, model="ndrm2", force=True, progress=False)
+    assert inside.is_file()
+    monkeypatch.chdir(idx)
+    for out in (".", ".."):
+        with pytest.raises(CkqtiError, match="working directory"):
+            api.index(scifact_small, out, model="ndrm2", force=True, progress=False)
+    monkeypatch.chdir(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert api.index(scifact_small, empty, model="ndrm2", force=True, progress=False).num_docs > 0
+
+
+def test_a_missing_orcas_file_is_named_before_any_work(tmp_path, scifact_small):
+    with pytest.raises(CkqtiError, match="nosuch.tsv: ORCAS file not found"):
+        api.index(scifact_small, tmp_path / "idx", model="ndrm2", orcas=tmp_path / "nosuch.tsv", progress=False)
+    assert list(tmp_path.iterdir()) == []

@@ -224,3 +224,32 @@ def test_channel_weights_scale_a_channel_and_reject_unknown_channels(scifact_ind
     # two channels: only the named one moves
     assert channel_multipliers(("one", "idf"), {"one": 4.0}).tolist() == [4.0, 1.0]
     assert channel_multipliers(("one", "idf"), None).tolist() == [1.0, 1.0]
+
+
+def test_hand_edited_manifests_are_one_line_errors(tmp_path, scifact_index):
+    """A manifest that is not an object, names an analyzer this ckqti lacks, or lists shards that
+    do not hold its documents is refused as an index format error, not a traceback."""
+    import json
+    import shutil
+
+    edits = {
+        "list": lambda m: [],
+        "stemmer": lambda m: {**m, "analyzer": {**m["analyzer"], "stemmer": "porter"}},
+        "shards": lambda m: {**m, "shards": []},
+    }
+    for name, edit in edits.items():
+        idx = shutil.copytree(scifact_index, tmp_path / name)
+        path = idx / "manifest.json"
+        path.write_text(json.dumps(edit(json.loads(path.read_text()))))
+        with pytest.raises(IndexFormatError, match="manifest"):
+            Index(idx)
+
+
+def test_k_is_capped_at_the_collection_size(scifact_index):
+    """A k far beyond the documents asks for no more memory than the collection's hits."""
+    s = Searcher(scifact_index)
+    n = s.index.manifest.num_docs
+    q = s.plan(s.parse("white matter diffusion"))
+    vals, shards, docs, counts, _ = s.topk_batch([q.lists], [q.weights], 10**15)
+    assert vals.shape == (1, n) and counts[0] <= n
+    assert len(s.search("white matter diffusion", 10**15).hits) == counts[0]
