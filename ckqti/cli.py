@@ -366,17 +366,21 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
 @cli.command("explain")
 @click.argument("query")
 @click.argument("docid")
-@click.option("--model", "model_path", required=True, type=click.Path(exists=True), help="Checkpoint of any kind.")
+@click.option("--model", "model_path", required=True,
+              help="Checkpoint of any kind, or 'ndrm2' / 'ndrm2-anserini' (untrained, on the collection's statistics).")
 @click.option("--corpus", type=click.Path(exists=True), default=None, help="Corpus file holding DOCID.")
-@click.option("--index", "index_path", type=click.Path(exists=True), default=None, help="Or an index holding DOCID.")
+@click.option("--index", "index_path", type=click.Path(exists=True), default=None,
+              help="Or an index holding DOCID (an NDRM model then reads with the index's vocabulary: its score).")
 @click.option("--html", "html_out", type=click.Path(), default=None, help="Also write a self-contained HTML page.")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
 @click.option("--color/--no-color", default=None, help="ANSI colours (default: when stdout is a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="JSON output for programs.")
 @click.option("--device", default=None, help="torch device (default: cuda if available).")
-def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, color, as_json, device):
+@click.option("--adapt-vocabulary", is_flag=True, help="Read text with the corpus's (or index's) vocabulary (zero-shot).")
+def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, color, as_json, device, adapt_vocabulary):
     """Why the model scores DOCID as it does for QUERY: regions, kernels or term contributions."""
-    e = api.explain(query, docid, model_path, corpus, index_path, html_out, fmt=fmt, device=device)
+    e = api.explain(query, docid, model_path, corpus, index_path, html_out, fmt=fmt, device=device,
+                    adapt_vocabulary=adapt_vocabulary)
     if as_json:
         click.echo(json.dumps(e.to_dict()))
         return

@@ -36,7 +36,8 @@ import torch
 
 from ckqti.errors import InputError
 from ckqti.train.checkpoint import QTI_KINDS
-from ckqti.train.rerankers import Reranker, TokenSpan, load_reranker
+from ckqti.train.rerankers import Reranker, TokenSpan
+from ckqti.vocab import Vocabulary
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ class Explanation:
         term_scores: NDRM: each query token's contribution (aligned with ``query_tokens``).
         parts: ``(name, value)`` pairs that sum to the score, for a model combining channels (TK or
             TKL with an explicit channel); empty otherwise.
+        unknown: query tokens the model's vocabulary lacks (read as its one unknown word).
     """
 
     kind: str
@@ -111,6 +113,7 @@ class Explanation:
     kernels: KernelView | None = None
     term_scores: tuple[float, ...] = field(default_factory=tuple)
     parts: tuple[tuple[str, float], ...] = ()
+    unknown: tuple[str, ...] = ()
 
     @property
     def unread_from(self) -> int:
@@ -219,8 +222,10 @@ def explain_text(reranker: Reranker, query: str, docid: str, text: str) -> Expla
     q, d = _tensors(reranker, query, text)
     query_tokens = tuple(t.token for t in reranker.text.spans(query))[: reranker.max_query_length]
     read = min(len(tokens), reranker.max_doc_length)
+    vocab = getattr(reranker.text, "vocab", None)  # WordPiece (IDCM) has no unknown words to name
+    unknown = tuple(dict.fromkeys(t for t in query_tokens if vocab is not None and t not in vocab))
     base = dict(kind=reranker.kind, model_id=reranker.model_id, query=query, docid=docid, text=text,
-                query_tokens=query_tokens, tokens=tokens, tokens_read=read)
+                query_tokens=query_tokens, tokens=tokens, tokens_read=read, unknown=unknown)
     with torch.no_grad():
         if reranker.kind == "tkl":
             score, regions, parts = tkl_regions(reranker, q, d, tokens)
@@ -260,6 +265,64 @@ def find_document(docid: str, corpus: str | Path | None = None, index: str | Pat
     raise InputError(f"document {docid!r} is not in the index", index)
 
 
+def open_explainer(model: str | Path, corpus: str | Path | None, index: str | Path | None, fmt: str | None,
+                   device: str | None, max_doc_length: int | None, adapt_vocabulary: bool) -> Reranker:
+    """The model as :func:`explain` reads with it: a checkpoint with its training vocabulary or
+    adapted to the corpus's or the index's (see :func:`explain`'s ``adapt_vocabulary``), or an
+    untrained NDRM2 (``"ndrm2"``, ``"ndrm2-anserini"``) on the collection's statistics."""
+    from ckqti.models.loading import UNTRAINED
+    from ckqti.train.checkpoint import load_checkpoint
+    from ckqti.train.rerankers import adapt_reranker, reranker_from_checkpoint
+
+    if str(model) in UNTRAINED:
+        return untrained_explainer(str(model), corpus, index, fmt, device, max_doc_length)
+    ckpt = load_checkpoint(model)
+    if ckpt.kind == "idcm" or not (adapt_vocabulary or (index is not None and ckpt.kind in QTI_KINDS)):
+        return reranker_from_checkpoint(ckpt, device, max_doc_length)  # IDCM reads WordPiece: nothing to adapt
+    vocab, constants = explained_collection(corpus, index, fmt, ckpt.analyzer)
+    reranker = adapt_reranker(ckpt, vocab, device, max_doc_length)
+    if ckpt.kind in QTI_KINDS and constants:
+        reranker.model.set_index_constants(constants)
+    return reranker
+
+
+def untrained_explainer(spec: str, corpus: str | Path | None, index: str | Path | None, fmt: str | None,
+                        device: str | None, max_doc_length: int | None) -> Reranker:
+    """The untrained NDRM2 of ``spec`` on the corpus's or the index's statistics, as it fills an index."""
+    from ckqti.models.loading import pick_device, untrained_id, untrained_ndrm2
+    from ckqti.text import Analyzer
+    from ckqti.train.rerankers import TermText, model_lengths, set_max_doc_length
+
+    analyzer = Analyzer()
+    vocab, constants = explained_collection(corpus, index, fmt, analyzer.to_dict())
+    dev = pick_device(device)
+    model = untrained_ndrm2(dev, spec)[0](vocab)
+    if constants:
+        model.set_index_constants(constants)
+    if max_doc_length is not None:
+        set_max_doc_length(model, "ndrm2", max_doc_length)
+    return Reranker("ndrm2", model, TermText(analyzer, vocab), untrained_id(spec), *model_lengths("ndrm2", model.config), dev)
+
+
+def explained_collection(corpus: str | Path | None, index: str | Path | None, fmt: str | None,
+                         analyzer: dict) -> tuple[Vocabulary, dict]:
+    """The vocabulary of the collection a document is explained in (``analyzer``'s terms), and from
+    an index the build's model constants (:meth:`ckqti.models.ndrm.NDRM2.index_constants`)."""
+    if index is not None:
+        from retriever.index import Index
+
+        idx = Index(index, verify=False)
+        if idx.manifest.analyzer != analyzer:
+            raise InputError("the index analyzed text otherwise than the model; read the document from a corpus "
+                             "file (--corpus)", index)
+        return idx.vocabulary(), dict(idx.manifest.model_constants)
+    from ckqti.text import Analyzer
+    from ckqti.train.rerankers import collection_vocabulary
+    from retriever.rerank import corpus_texts
+
+    return collection_vocabulary(corpus_texts(corpus, fmt).values(), Analyzer.from_dict(analyzer)), {}
+
+
 def explain(
     query: str,
     docid: str,
@@ -271,6 +334,7 @@ def explain(
     fmt: str | None = None,
     device: str | None = None,
     max_doc_length: int | None = None,
+    adapt_vocabulary: bool = False,
 ) -> Explanation:
     """Explain a model's score of document ``docid`` for ``query``.
 
@@ -283,13 +347,18 @@ def explain(
         fmt: corpus format (None: from the file).
         device: torch device (default CUDA when available).
         max_doc_length: read this many document tokens instead of the model's trained cap.
+        adapt_vocabulary: read text with the collection's vocabulary (the corpus's or the index's;
+            TK, TKL, NDRM), as ``ckqti rerank --adapt-vocabulary`` does. With ``index``, an NDRM
+            model always does, with the build's constants too: the explanation is then of the
+            score the index holds (up to its quantization). ``model_path`` ``"ndrm2"`` or
+            ``"ndrm2-anserini"`` (untrained) always reads the collection's statistics.
 
     Raises:
         InputError: no such document, or neither / both of corpus and index given.
         CkqtiError: an unreadable checkpoint.
     """
     text = find_document(docid, corpus, index, fmt)
-    reranker = load_reranker(model_path, device, max_doc_length)
+    reranker = open_explainer(model_path, corpus, index, fmt, device, max_doc_length, adapt_vocabulary)
     result = explain_text(reranker, query, docid, text)
     if html_out is not None:
         Path(html_out).parent.mkdir(parents=True, exist_ok=True)
@@ -348,6 +417,8 @@ def terminal_lines(e: Explanation, color: bool) -> list[str]:
         f"document: {e.docid}   model: {e.model_id}   score: {e.score:.4f}",
         f"read {e.tokens_read} of {len(e.tokens)} document tokens; query tokens: {' '.join(e.query_tokens)}",
     ]
+    if e.unknown:
+        lines.append(f"not in the model's vocabulary (read as its unknown word): {' '.join(e.unknown)}")
     if e.parts:
         lines.append("score = " + " + ".join(f"{name} {value:.4f}" for name, value in e.parts))
     lines.append("")

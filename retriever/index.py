@@ -152,6 +152,7 @@ class Index:
         self.terms: list[str] = vocab.column("term").to_pylist()
         self.term_ids = {t: i for i, t in enumerate(self.terms)}
         self.df = column(vocab, "df")
+        self.cf = column(vocab, "cf")
         self.offsets = column(vocab, "offset")
         try:
             self.analyzer = Analyzer.from_dict(self.manifest.analyzer)
@@ -163,6 +164,16 @@ class Index:
         bad = [s.name for s, info in zip(self.shards, self.manifest.shards) if s.num_docs != info.num_docs]
         if bad:
             raise IndexFormatError(f"shard {bad[0]} does not match the manifest", self.path / MANIFEST)
+
+    def vocabulary(self):
+        """The collection's :class:`ckqti.vocab.Vocabulary` as the index holds it (terms, df, cf,
+        documents, total length): a checkpoint adapted to it reads text with the index's term ids
+        and statistics, as the build did (explanations of the index's scores)."""
+        from ckqti.vocab import Vocabulary
+
+        stats = self.manifest.collection
+        return Vocabulary(list(self.terms), np.array(self.df, np.int64), np.array(self.cf, np.int64),
+                          int(stats.get("num_docs", self.manifest.num_docs)), int(stats.get("total_terms", 0)))
 
     @property
     def num_docs(self) -> int:

@@ -266,3 +266,36 @@ def test_cli_explain_prints_the_api_report(setup, tmp_path):
     missing = CliRunner().invoke(cli, ["explain", "q", "nope", "--model", str(setup["paths"]["tk"]),
                                        "--corpus", str(setup["corpus"])])
     assert missing.exit_code != 0 and "nope" in missing.output and "Traceback" not in missing.output
+
+
+def test_explaining_from_an_index_explains_the_index_score(scifact_index, scifact_small, tmp_path):
+    """With --index an NDRM model reads the index's vocabulary and statistics, so the explained
+    score is the one search gives (up to quantization), even for words the checkpoint never saw;
+    read from the corpus with its own vocabulary, those words are named as unknown."""
+    from ckqti import api
+    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+    from ckqti.train.checkpoint import save_checkpoint
+    from retriever.search import Searcher
+
+    docs = [json.loads(line) for line in scifact_small.read_text().splitlines()]
+    analyzer = Analyzer()
+    narrow = Vocabulary.build([analyzer(d["title"] + "\n" + d["text"]) for d in docs[:5]])  # the model's words
+    model = build_ndrm(NDRMConfig(vocab_size=len(narrow), variant="ndrm2", bm25_init=(0.9, 0.4)), narrow)
+    path = tmp_path / "ndrm2.pt"
+    save_checkpoint(path, model, "ndrm2", model.config.to_dict(), narrow, analyzer)
+    index = tmp_path / "idx"
+    api.index(scifact_small, index, model=str(path), progress=False)
+    query = docs[40]["title"]
+    hits = Searcher(index).search(query, 5).hits
+    unknown_to_model = [t for t in analyzer(query) if t not in narrow]
+    assert unknown_to_model  # the test needs query words the checkpoint lacks
+    for h in hits:
+        e = explain(query, h.docid, path, index=index, device="cpu")
+        assert e.score == pytest.approx(h.score, rel=0.02, abs=0.02) and e.unknown == ()
+    plain = explain(query, hits[0].docid, path, corpus=scifact_small, device="cpu")
+    assert set(plain.unknown) == set(unknown_to_model)
+    assert "not in the model's vocabulary" in plain.render_terminal(color=False)
+    # the untrained NDRM2 an index was built with is explained by its name
+    top = Searcher(scifact_index).search(query, 1).hits[0]
+    e = explain(query, top.docid, "ndrm2", index=scifact_index, device="cpu")
+    assert e.model_id == "ndrm2-untrained" and e.score == pytest.approx(top.score, rel=0.02, abs=0.02)
