@@ -121,6 +121,7 @@ class RunStats:
     skipped: list[str] = field(default_factory=list)
     oov_terms: int = 0
     seconds: float = 0.0
+    documents: int = 0  # lines written: retrieved documents over all queries
 
     @property
     def qps(self) -> float:
@@ -162,6 +163,7 @@ def run(
         stats.searched += 1
         stats.oov_terms += len(res.oov)
         run_results[qid] = [(h.docid, h.score) for h in res.hits]
+        stats.documents += len(res.hits)
     write_run(out, run_results, tag)
     return stats
 

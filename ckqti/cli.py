@@ -254,6 +254,8 @@ def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack,
     s = api.run(index_path, queries, out, k, threads, mode, budget, fmt, tag, model, channel_weights, slack)
     if s.skipped:
         click.echo(f"note: {len(s.skipped)} queries had no searchable terms: {' '.join(s.skipped[:10])}", err=True)
+    if not s.documents:
+        click.echo("note: no query retrieved a document; the run file is empty", err=True)
     click.echo(f"{s.searched} queries in {s.seconds:.2f}s ({s.qps:.0f} q/s) -> {out}")
 
 

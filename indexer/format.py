@@ -118,6 +118,8 @@ class Manifest:
     @classmethod
     def read(cls, directory: str | Path) -> "Manifest":
         path = Path(directory, MANIFEST)
+        if Path(directory).is_file():
+            raise IndexFormatError("is a file; an index is a directory", directory)
         if not Path(directory).is_dir():
             raise IndexFormatError("no such index directory", directory)
         if not path.is_file():

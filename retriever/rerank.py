@@ -243,6 +243,10 @@ def rerank(
     cands, texts, where = gather_candidates(candidates, queries, depth, corpus, fmt, work)
     if texts is None:
         texts = corpus_texts(corpus, fmt, {d for docs in cands.values() for d in docs})
+        missing = next(((q, d) for q, docs in cands.items() for d in docs if d not in texts), None)
+        if missing is not None:
+            raise InputError(f"candidate document {missing[1]!r} of query {missing[0]!r} ({where}) is not in the corpus",
+                             corpus)
     started = time.perf_counter()
     results = rerank_candidates(reranker, queries, cands, texts, batch_size, progress)
     seconds = time.perf_counter() - started

@@ -162,7 +162,8 @@ class Searcher:
         """Analyze ``query`` and map its terms to ids; out-of-vocabulary terms are set aside."""
         analyzed = self.index.analyzer(query)
         if not analyzed:
-            raise QueryError(f"query {query!r} has no searchable terms (empty or only stopwords)")
+            raise QueryError(f"query {query!r} has no searchable terms (empty or only stopwords; the analyzer keeps "
+                             f"ASCII letters and digits only)")
         counts = Counter(analyzed)
         known = [t for t in counts if t in self.index.term_ids]
         oov = [t for t in counts if t not in self.index.term_ids]

@@ -149,6 +149,8 @@ def _parse_trec(path: str | Path) -> Iterator[tuple[int, Document]]:
         if docno is None:
             raise InputError("<DOC> without <DOCNO>", path, number)
         body = raw[: docno.start()] + raw[docno.end() :]
+        if _DOCNO.search(body):
+            raise InputError("<DOC> with two <DOCNO>s (a missing </DOC>?)", path, number)
         title = " ".join(_TAG.sub(" ", " ".join(m.group(2) for m in _TITLE.finditer(body))).split())
         body = _TITLE.sub("\n", body)
         blocks = _TEXT.findall(body)

@@ -283,3 +283,12 @@ def test_os_errors_and_bad_devices_are_one_line_errors(tmp_path, scifact_index, 
         res = invoke("index", corpus, "--out", tmp_path / "idx", "--model", "ndrm2", "--device", device)
         assert res.exit_code == 1 and why in res.output and len(res.output.strip().splitlines()) == 1, res.output
     assert not (tmp_path / "idx").exists() and not (tmp_path / "idx.partial").exists()
+
+
+def test_run_that_retrieves_nothing_says_so(tmp_path, scifact_index):
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tthe\nq2\tzzzqqq\n")
+    res = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "r.trec")
+    assert res.exit_code == 0, res.output
+    assert "no query retrieved a document; the run file is empty" in res.stderr
+    assert (tmp_path / "r.trec").read_text() == ""

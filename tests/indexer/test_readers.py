@@ -324,6 +324,10 @@ def test_trec_structure_errors(tmp_path):
     assert_names(error_of(read_corpus, path), path, 1)
     path = write(tmp_path / "d.trec", "<DOC><DOCNO>1</DOCNO></DOC>\nstray\n")
     assert_names(error_of(read_corpus, path), path, 2)
+    path = write(tmp_path / "e.trec", "<DOC>\n<DOCNO>1</DOCNO>\none\n<DOCNO>2</DOCNO>\ntwo\n</DOC>\n")
+    err = error_of(read_corpus, path)
+    assert_names(err, path, 1)
+    assert "two <DOCNO>s" in str(err)
 
 
 def test_smart_text_before_record(tmp_path):

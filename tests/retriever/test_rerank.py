@@ -89,8 +89,10 @@ def test_rerank_input_errors(scifact_small, tk_model, queries, tmp_path):
     write_run(tmp_path / "first.trec", {"q0": {"not-in-corpus": 1.0}}, "x")
     with pytest.raises(InputError):
         rerank(queries, tmp_path / "first.trec", tk_model, tmp_path / "r.trec")  # run file needs the corpus
-    with pytest.raises(InputError):
+    with pytest.raises(InputError, match=f"{scifact_small}: candidate document 'not-in-corpus' of query 'q0'"):
         rerank(queries, tmp_path / "first.trec", tk_model, tmp_path / "r.trec", corpus=scifact_small)  # unknown docid
+    with pytest.raises(InputError, match="is a directory"):
+        rerank(queries, "bm25", tk_model, tmp_path, corpus=scifact_small)
     with pytest.raises(InputError):
         rerank(queries, tmp_path / "missing", tk_model, tmp_path / "r.trec", corpus=scifact_small)
     with pytest.raises(InputError):

@@ -243,6 +243,8 @@ def test_hand_edited_manifests_are_one_line_errors(tmp_path, scifact_index):
         path.write_text(json.dumps(edit(json.loads(path.read_text()))))
         with pytest.raises(IndexFormatError, match="manifest"):
             Index(idx)
+    with pytest.raises(IndexFormatError, match="is a file; an index is a directory"):
+        Index(tmp_path / "list" / "manifest.json")
 
 
 def test_k_is_capped_at_the_collection_size(scifact_index):
