@@ -280,7 +280,8 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format):
 @click.option("--dev-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.1, show_default=True, help="Share of training queries held out as dev.")
 @click.option("--epochs", type=POSITIVE, default=10, show_default=True)
 @click.option("--patience", type=POSITIVE, default=3, show_default=True, help="Epochs without a better dev nDCG@10 before stopping.")
-@click.option("--batch-size", type=POSITIVE, default=32, show_default=True, help="Queries per step (NDRM: the relevant, --negatives BM25 and 2 random documents each; "
+@click.option("--batch-size", type=POSITIVE, default=32, show_default=True,
+              help="Queries per step (NDRM: the relevant, --negatives BM25 and 2 random documents each; "
                    "TK/TKL/IDCM: a triple each, or with --loss lce the relevant and --negatives).")
 @click.option("--lr", type=click.FloatRange(0, min_open=True), default=None,
               help="NDRM learning rate [default: 1e-4] (TK/TKL/IDCM train with the SPEC's two rates).")
