@@ -271,10 +271,10 @@ def check_build_paths(corpus_path: Path, orcas: Path | None, out: Path, force: b
     without ``force``, and with ``force`` anything but a ckqti index (or an empty directory)
     there, the working directory or one above it, or an ``out`` holding an input (``force``
     replaces the whole directory)."""
-    if not corpus_path.is_file():
-        raise CkqtiError("corpus file not found", corpus_path)
-    if orcas is not None and not orcas.is_file():
-        raise CkqtiError("ORCAS file not found", orcas)
+    for path, kind in ((corpus_path, "corpus"), (orcas, "ORCAS")):
+        if path is not None and not path.is_file():
+            why = "is not a regular file (a pipe is read once only; write it to a file first)" if path.exists() else "not found"
+            raise CkqtiError(f"{kind} file {why}", path)
     if not out.exists() and not out.is_symlink():
         return
     if not force:

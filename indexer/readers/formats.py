@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import stat
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -40,6 +41,8 @@ def open_binary(path: str | Path) -> IO[bytes]:
         raise InputError("no such file", path)
     if path.is_dir():
         raise InputError("is a directory, expected a file", path)
+    if stat.S_ISFIFO(path.stat().st_mode):  # `<(...)`: readers open a file more than once (format, repeated ids)
+        raise InputError("is a pipe, which can be read once only; write it to a file first", path)
     with open(path, "rb") as probe:
         magic = probe.read(2)
     return gzip.open(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")

@@ -382,3 +382,17 @@ def test_qrels_errors(tmp_path):
     path = write(tmp_path / "e.txt", "q1 0 d1 1\n")
     assert "unknown qrels format" in str(error_of(read_qrels, path, fmt="csv"))
     assert "empty qrels" in str(error_of(read_qrels, write(tmp_path / "f.txt", "\n")))
+
+
+def test_a_pipe_is_refused_before_it_is_read(tmp_path):
+    """Readers open a file more than once (format detection, a repeated id's first line): a named
+    pipe, as ``<(...)`` gives, is refused by name instead of read as empty the second time."""
+    import os
+
+    from indexer.readers import read_qrels, read_queries
+
+    pipe = tmp_path / "queries.tsv"
+    os.mkfifo(pipe)
+    for reader in (read_queries, read_qrels, read_corpus):
+        err = error_of(reader, pipe)
+        assert "is a pipe" in str(err) and str(pipe) in str(err)
