@@ -346,7 +346,8 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
 @click.option("--queries", required=True, type=click.Path(exists=True), help="Queries file (TSV, JSONL, TREC, SMART).")
 @click.option("--candidates", required=True, help="'bm25' (needs --corpus), an index directory, or a TREC run file.")
 @click.option("--model", "model_path", required=True, type=click.Path(exists=True), help="Checkpoint: TK, TKL, IDCM or NDRM.")
-@click.option("--out", required=True, type=click.Path(), help="TREC run file to write.")
+@click.option("--out", required=True, type=click.Path(),
+              help="TREC run file to write (BM25's Lucene index is kept in OUT.work for later runs on the same corpus).")
 @click.option("--depth", type=POSITIVE, default=100, show_default=True, help="Candidates reranked per query.")
 @click.option("--corpus", type=click.Path(exists=True), default=None, help="Corpus for BM25 and document text.")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)

@@ -230,6 +230,17 @@ def bm25_candidates(
         return pool.submit(_bm25_search, str(corpus), dict(queries), str(work), depth, fmt, threads).result()
 
 
+BM25_SOURCE = "ckqti-source.json"  # in the BM25 work index: the corpus it was built from
+
+
+def bm25_source(corpus: str | Path, fmt: str | None) -> str:
+    """What a kept BM25 index was built from (the corpus file's path, size and modification time,
+    and its format): a run on another corpus, or on this one edited, rebuilds the index."""
+    st = Path(corpus).stat()
+    return json.dumps({"corpus": str(Path(corpus).resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                       "format": fmt}, sort_keys=True)
+
+
 def _bm25_search(
     corpus: str, queries: dict[str, str], work: str, depth: int, fmt: str | None, threads: int
 ) -> dict[str, list[str]]:
@@ -237,9 +248,12 @@ def _bm25_search(
     from indexer.readers import read_corpus
 
     index_dir = Path(work) / "bm25"
-    if not any(index_dir.glob("segments_*")):
+    source = index_dir / BM25_SOURCE
+    stamp = bm25_source(corpus, fmt)
+    if not (any(index_dir.glob("segments_*")) and source.is_file() and source.read_text() == stamp):
         docs = ((d.docid, d.full_text()) for d in read_corpus(corpus, fmt=fmt))
         build_bm25_index(docs, index_dir, threads=threads, overwrite=index_dir.exists())
+        source.write_text(stamp)
     searcher = BM25Searcher(index_dir)
     try:
         hits = searcher.batch_search(dict(queries), k=depth, threads=threads)

@@ -136,3 +136,20 @@ def test_overwrite_replaces_a_previous_index(tmp_path):
     finally:
         small.close()
     assert [p.name for p in tmp_path.iterdir()] == ["small"]
+
+
+def test_kept_bm25_index_is_rebuilt_for_another_corpus(tmp_path):
+    """rerank and train keep BM25's index in their work folder; a later run on another corpus (or
+    on the same file edited) must not search the old one."""
+    import os
+
+    from ckqti.train.loop import bm25_candidates
+
+    corpus = tmp_path / "corpus.tsv"
+    corpus.write_text("a1\tgene expression in cells\na2\tprotein folding\n")
+    queries = {"q": "gene protein"}
+    assert sorted(bm25_candidates(corpus, queries, tmp_path / "work", 10)["q"]) == ["a1", "a2"]
+    corpus.write_text("b1\tgene regulation\nb2\tprotein structure\nb3\tcell biology\n")
+    st = corpus.stat()
+    os.utime(corpus, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # an edit within the clock's resolution
+    assert sorted(bm25_candidates(corpus, queries, tmp_path / "work", 10)["q"]) == ["b1", "b2"]
