@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ckqti.errors import CkqtiError
 from ckqti.models.qti import DocumentEncoding, QTIModel
 from indexer.cosine_bound import ThresholdCosines
 
@@ -86,6 +87,13 @@ class DocImpacts:
 
     lists: np.ndarray
     scores: np.ndarray
+
+
+def refuse_non_finite(finite: bool) -> None:
+    """Stop a build whose model scores NaN or infinity: such impacts would be dropped as not
+    positive, leaving an index without postings (a model trained into NaN weights)."""
+    if not finite:
+        raise CkqtiError("the model scores some terms NaN or infinite (are its weights finite?); nothing was indexed")
 
 
 def pad_batch(docs: Sequence[np.ndarray], max_len: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -258,9 +266,10 @@ class ImpactScorer:
         packed = torch.zeros(cand.shape[0], width, dtype=torch.long, device=self.device)
         packed[rows, slots] = terms
         s = self.model.channel_scores(packed, enc).float()  # [B, T, C]
+        real = torch.arange(width, device=self.device) < counts.unsqueeze(1)  # [B, T]
+        refuse_non_finite(bool(torch.isfinite(s[real]).all()))
         if self.offset_channel is not None:
             s[..., self.offset_channel] -= torch.from_numpy(self.offsets).to(self.device)[packed]
-        real = torch.arange(width, device=self.device) < counts.unsqueeze(1)  # [B, T]
         keep = (s > 0) & real.unsqueeze(-1)  # [B, T, C]
         s, packed, keep = s.cpu().numpy(), packed.cpu().numpy(), keep.cpu().numpy()
         out = []
@@ -277,6 +286,7 @@ class ImpactScorer:
         if terms.numel() == 0:
             return DocImpacts(np.zeros(0, np.int32), np.zeros(0, np.float32))
         s = self.model.channel_scores(terms, slice_encoding(enc, b))[0].float().cpu().numpy()  # [T, C]
+        refuse_non_finite(bool(np.isfinite(s).all()))
         t = terms.cpu().numpy()
         if self.offset_channel is not None:
             s[:, self.offset_channel] -= self.offsets[t]

@@ -23,7 +23,6 @@ and seeded with ``seed``; skip-gram training uses one gensim worker and the same
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import time
@@ -49,7 +48,7 @@ from ckqti.train.data import (
     relevant_docs,
     split_dev,
 )
-from ckqti.train.losses import distill_loss, listwise_loss, ranknet_loss
+from ckqti.train.losses import distill_loss, finite_loss, listwise_loss, ranknet_loss
 from ckqti.train.sampling import Example, sample_epoch
 from ckqti.train.scoring import as_run, score_pairs
 
@@ -316,16 +315,26 @@ def read_teacher(path: str | Path, index: Mapping[str, int], train_qrels: Mappin
     """Teacher scores of training queries only (a dev query's never reach training): ``qid -> (indices, scores)``.
 
     Raises:
-        InputError: an unreadable file, or no training query with two scored documents.
+        InputError: an unreadable file, a query whose scores are not a ``{docid: number}`` object, a
+            score that is not a finite number (NaN would train a NaN model), or no training query
+            with two scored documents.
     """
+    from indexer.readers.formats import open_binary
 
     try:
-        with (gzip.open if str(path).endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
-            scores = json.load(f)["scores"]
-    except (OSError, ValueError, KeyError, TypeError) as err:
+        with open_binary(path) as raw:  # gzip by its magic bytes, whatever the name
+            scores = json.loads(raw.read().decode("utf-8"))["scores"]
+        items = scores.items()
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise InputError(f"not a teacher scores file ({err})", path) from err
     out = {}
-    for qid, docs in scores.items():
+    for qid, docs in items:
+        if not isinstance(docs, dict):
+            raise InputError(f"query {qid!r}: scores must be an object of docid -> score, found {type(docs).__name__}", path)
+        bad = next(((d, s) for d, s in docs.items() if isinstance(s, bool) or not isinstance(s, (int, float))
+                    or not np.isfinite(s)), None)
+        if bad is not None:
+            raise InputError(f"query {qid!r}, document {bad[0]!r}: score {bad[1]!r} is not a finite number", path)
         known = [(index[d], float(s)) for d, s in docs.items() if d in index]
         if qid in train_qrels and len(known) >= 2:
             out[qid] = (np.array([i for i, _ in known], dtype=np.int64), np.array([s for _, s in known], np.float32))
@@ -495,8 +504,9 @@ def run_epoch(
     steps = range(0, len(examples), config.batch_size)
     bar = tqdm(steps, desc=f"epoch {epoch + 1}/{config.epochs}", unit="step", disable=not config.progress)
     for start in bar:
-        losses.append(train_step(model, optimizer, examples[start : start + config.batch_size], data, doc_terms, device,
-                                 config, rng))
+        loss = train_step(model, optimizer, examples[start : start + config.batch_size], data, doc_terms, device, config,
+                          rng)
+        losses.append(finite_loss(loss, f"epoch {epoch + 1}, step {len(losses) + 1}"))
         bar.set_postfix(loss=f"{np.mean(losses[-20:]):.4f}")
     return {"loss": float(np.mean(losses)) if losses else 0.0, "examples": len(examples)}
 

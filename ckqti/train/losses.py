@@ -4,9 +4,13 @@ teacher's scores."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from ckqti.errors import CkqtiError
 
 
 def ranknet_loss(scores: Tensor, labels: Tensor, valid: Tensor | None = None) -> Tensor:
@@ -62,3 +66,13 @@ def distill_loss(student: Tensor, teacher: Tensor) -> Tensor:
     teacher's entropy, so its gradient is the KL's.
     """
     return -(torch.softmax(teacher, dim=-1) * torch.log_softmax(student, dim=-1)).sum(-1).mean()
+
+
+def finite_loss(loss: Tensor | float, where: str) -> float:
+    """A step's loss as a float; a NaN or infinite one stops training, so that no model whose
+    weights it has turned to NaN is saved (such a model fills an index with no postings)."""
+    value = float(loss.detach()) if isinstance(loss, Tensor) else float(loss)
+    if not math.isfinite(value):
+        raise CkqtiError(f"training diverged: the loss is {value} at {where}; nothing of this epoch is saved "
+                         "(try a lower learning rate; a teacher's scores must be finite)")
+    return value

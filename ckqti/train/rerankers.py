@@ -740,7 +740,7 @@ def train_epoch(score: ScoreFn | None, loss_fn: LossFn | None, model: nn.Module,
     plus the teacher's distillation loss when ``data.teacher`` is set (``score`` only)."""
     from tqdm.auto import tqdm
 
-    from ckqti.train.losses import distill_loss
+    from ckqti.train.losses import distill_loss, finite_loss
 
     rng = np.random.default_rng([config.seed, epoch, 2])  # the teacher's documents (drawn only with a teacher)
     listwise = config.loss == "lce" and loss_fn is None
@@ -771,7 +771,7 @@ def train_epoch(score: ScoreFn | None, loss_fn: LossFn | None, model: nn.Module,
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        losses.append(float(loss.detach()))
+        losses.append(finite_loss(loss, f"epoch {epoch + 1}, step {len(losses) + 1}"))
     return {"loss": float(np.mean(losses)) if losses else 0.0, "steps": len(losses)}
 
 

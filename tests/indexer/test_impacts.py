@@ -146,3 +146,23 @@ def test_batched_impacts_equal_document_by_document():
                 common = sorted(set(da) & set(db))
                 np.testing.assert_allclose([da[k] for k in common], [db[k] for k in common], rtol=1e-5, atol=1e-6)
         assert sum(len(x.lists) for x in many.score_batch(ids[1:6])) > 0
+
+
+def test_a_model_scoring_nan_stops_the_build():
+    """NaN impacts would be dropped as not positive, leaving an index without postings (a model
+    trained into NaN weights did exactly that): both scoring paths refuse them."""
+    import pytest
+
+    from ckqti.errors import CkqtiError
+
+    docs = corpus(num_docs=6)
+    vocab = Vocabulary.build(docs)
+    ids = [np.array(vocab.ids(d), np.int64) for d in docs]
+    model = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm2"), vocab).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.fill_(float("nan"))
+    for batched in (False, True):
+        scorer = ImpactScorer(model, vocab.df, ImpactConfig(batch_size=3, batched=batched))
+        with pytest.raises(CkqtiError, match="NaN or infinite"):
+            scorer.score_batch(ids[:3])

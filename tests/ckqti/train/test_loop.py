@@ -179,6 +179,30 @@ def test_teacher_scores_reach_training_queries_only(tmp_path, tiny_scifact):
     only_dev = write_teacher(tmp_path / "dev.json.gz", tiny_scifact, data.dev_qids)
     with pytest.raises(InputError, match="no training query"):
         read_teacher(only_dev, coll.index(), {q: tiny_scifact["qrels"][q] for q in data.train_qids})
+    docid = coll.docids[0]
+    for body, why in (('{"scores": {"q": {"%s": NaN}}}' % docid, "not a finite number"),
+                      ('{"scores": {"q": {"%s": 1e400}}}' % docid, "not a finite number"),
+                      ('{"scores": {"q": {"%s": "high"}}}' % docid, "not a finite number"),
+                      ('{"scores": {"q": 5}}', "must be an object")):
+        (tmp_path / "odd.json").write_text(body)
+        with pytest.raises(InputError, match=why):
+            read_teacher(tmp_path / "odd.json", coll.index(), {"q": {}})
+    gz = tmp_path / "named-plain.json"  # gzip whatever the name says
+    gz.write_bytes(path.read_bytes())
+    assert read_teacher(gz, coll.index(), tiny_scifact["qrels"]).keys() == read_teacher(path, coll.index(),
+                                                                                      tiny_scifact["qrels"]).keys()
+
+
+def test_a_non_finite_loss_stops_training():
+    import torch
+
+    from ckqti.errors import CkqtiError
+    from ckqti.train.losses import finite_loss
+
+    assert finite_loss(torch.tensor(0.5), "step 1") == 0.5
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(CkqtiError, match="training diverged: the loss is .* at epoch 2, step 3"):
+            finite_loss(torch.tensor(bad), "epoch 2, step 3")
 
 
 def test_teacher_scores_of_title_pseudo_queries_reach_training_with_weak_supervision(tmp_path, tiny_scifact):
