@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ckqti.errors import CkqtiError, QueryError
+from ckqti.errors import CkqtiError, InputError, QueryError
 
 
 def index(
@@ -193,6 +193,7 @@ def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path
     from ckqti.train.options import RERANKER_MODELS, train_config
 
     config = train_config(model, resume=resume, dev_qrels=dev_qrels, **options)
+    check_checkpoint_path(out)
     if model in RERANKER_MODELS:
         from ckqti.train import rerankers
 
@@ -200,6 +201,21 @@ def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path
     import ckqti.train
 
     return ckqti.train.train(corpus, queries, qrels, out, config, dev_qrels=dev_qrels, fmt=fmt, resume=resume)
+
+
+def check_checkpoint_path(out: str | Path) -> None:
+    """Before any training: ``out`` may be new or an earlier checkpoint (replaced), never a folder or
+    another kind of file."""
+    out = Path(out)
+    if out.is_dir():
+        raise InputError("is a directory; a checkpoint is written to a file", out)
+    if out.exists():
+        from ckqti.train.checkpoint import load_checkpoint
+
+        try:
+            load_checkpoint(out)
+        except CkqtiError:
+            raise InputError("exists and is not a ckqti checkpoint; training replaces only a checkpoint", out) from None
 
 
 def rerank(queries: str | Path, candidates: str | Path, model: str | Path, out: str | Path, depth: int = 100,

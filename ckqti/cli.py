@@ -354,7 +354,8 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
 @click.option("--batch-size", type=POSITIVE, default=32, show_default=True, help="Documents scored at once.")
 @click.option("--device", default=None, help="torch device (default: cuda if available).")
 @click.option("--tag", default=None, help="Run tag (default: ckqti-<kind>).")
-@click.option("--max-doc-length", type=POSITIVE, default=None, help="Document tokens read (default: the model's cap).")
+@click.option("--max-doc-length", type=POSITIVE, default=None,
+              help="Document tokens read (default: the model's cap; TKL, IDCM and NDRM).")
 @click.option("--adapt-vocabulary", is_flag=True, help="Read text with the corpus's vocabulary (zero-shot).")
 def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_size, device, tag, max_doc_length,
                adapt_vocabulary):

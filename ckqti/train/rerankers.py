@@ -305,7 +305,8 @@ def reranker_from_checkpoint(ckpt: Checkpoint, device: torch.device | str | None
 def set_max_doc_length(model: nn.Module, kind: str, length: int) -> None:
     """Let a model read ``length`` document tokens (TKL, NDRM and IDCM; TK's 200 cap is its definition)."""
     if kind == "tk":
-        raise ValueError("TK's document cap is part of the model (its positions); it cannot be changed")
+        raise CkqtiError("TK's 200-token document cap is part of the model (its positions); --max-doc-length "
+                         "is for TKL, IDCM and NDRM")
     name = "max_doc_terms" if kind in QTI_KINDS else "max_doc_length"
     model.config = replace(model.config, **{name: int(length)})
 

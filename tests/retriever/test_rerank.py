@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ckqti.errors import InputError
+from ckqti.errors import CkqtiError, InputError
 from ckqti.text import Analyzer
 from ckqti.train.rerankers import TermText, build_model, load_reranker, match_init, save_reranker
 from ckqti.vocab import Vocabulary
@@ -93,6 +93,8 @@ def test_rerank_input_errors(scifact_small, tk_model, queries, tmp_path):
         rerank(queries, tmp_path / "first.trec", tk_model, tmp_path / "r.trec", corpus=scifact_small)  # unknown docid
     with pytest.raises(InputError, match="is a directory"):
         rerank(queries, "bm25", tk_model, tmp_path, corpus=scifact_small)
+    with pytest.raises(CkqtiError, match="TK's 200-token document cap"):
+        rerank(queries, "bm25", tk_model, tmp_path / "r.trec", corpus=scifact_small, max_doc_length=50)
     with pytest.raises(InputError):
         rerank(queries, tmp_path / "missing", tk_model, tmp_path / "r.trec", corpus=scifact_small)
     with pytest.raises(InputError):

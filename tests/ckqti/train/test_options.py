@@ -47,3 +47,17 @@ def test_option_error_names_the_cli_flags():
                       ("dev_qrels", "qrels", "dev_fraction"))
     assert err.as_flags() == "--dev-qrels is for NDRM (TK/TKL/IDCM carve dev from --qrels, --dev-fraction)"
     assert OptionError("lr is for NDRM (already)", ("lr",)).as_flags() == "--lr is for NDRM (already)"
+
+
+def test_api_train_refuses_an_output_that_is_not_a_checkpoint(tmp_path):
+    """Checked before BM25 or any epoch: a folder, or a file that is not a checkpoint, is never overwritten."""
+    from ckqti.errors import InputError
+
+    args = (tmp_path / "c.jsonl", tmp_path / "q.tsv", tmp_path / "r.tsv")
+    with pytest.raises(InputError, match="is a directory"):
+        api.train("ndrm2", *args, tmp_path)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    with pytest.raises(InputError, match="not a ckqti checkpoint"):
+        api.train("tk", *args, notes)
+    assert notes.read_text() == "mine" and not (tmp_path / "notes.txt.work").exists()
