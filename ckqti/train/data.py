@@ -140,7 +140,8 @@ def split_dev(qrels: Qrels, fraction: float, seed: int) -> tuple[dict, dict]:
         raise ValueError(f"dev fraction must be in (0, 1), got {fraction}")
     qids = sorted(q for q, judged in qrels.items() if any(g > 0 for g in judged.values()))
     if len(qids) < 2:
-        raise InputError("need at least 2 judged queries to carve a dev split")
+        raise InputError(f"need at least 2 queries with a relevant judgement (grade > 0) to carve a dev split; "
+                         f"{len(qids)} of the {len(qrels)} judged queries have one")
     order = np.random.default_rng(seed).permutation(len(qids))
     n_dev = min(len(qids) - 1, max(1, round(fraction * len(qids))))
     dev = {qids[i] for i in order[:n_dev]}

@@ -275,6 +275,10 @@ def prepare_data(
         train_qrels, dev = split_dev(qrels, config.dev_fraction, config.seed)
     else:
         train_qrels, dev = dict(qrels), {q: dict(j) for q, j in dev_qrels.items()}
+        both = sorted(set(train_qrels) & set(dev))
+        if both:
+            raise InputError(f"{len(both)} queries are judged in both the training and the dev qrels (first: "
+                             f"{both[0]!r}): dev would choose the model on queries it trained on")
     texts = {q: queries[q] for q in list(train_qrels) + list(dev) if q in queries}
     missing = [q for q in list(train_qrels) + list(dev) if q not in queries]
     if missing:
@@ -287,6 +291,10 @@ def prepare_data(
         all_qrels.update(p_qrels)
     pseudo_qids = list(p_qrels)
     index = collection.index()
+    relevant = relevant_docs(all_qrels, index)
+    if not any(relevant.get(q) for q in [*train_qrels, *pseudo_qids]):
+        raise InputError("no training query has a relevant document in the corpus (are the qrels and the corpus of "
+                         "one collection?)")
     # training claims' and title pseudo-queries' scores (dev claims' never); before BM25: a bad file fails at once
     teacher = read_teacher(config.teacher, index, {**p_qrels, **train_qrels}) if config.teacher else {}
     if candidates is None:
@@ -301,7 +309,7 @@ def prepare_data(
     return TrainingData(
         collection=collection,
         query_ids=query_ids,
-        relevant=relevant_docs(all_qrels, index),
+        relevant=relevant,
         candidates=candidate_indices(candidates, index, max(config.depth, config.dev_depth)),
         train_qids=sorted(q for q in train_qrels if q in usable),
         pseudo_qids=sorted(q for q in pseudo_qids if q in usable),

@@ -269,3 +269,20 @@ def test_distillation_moves_the_student_towards_the_teacher(tiny_scifact, tmp_pa
                 train_step(model, opt, examples[start: start + cfg.batch_size], data, 120, torch.device("cpu"), cfg, rng)
         after[weight] = probe_loss()
     assert after[1.0] < before and after[1.0] < after[0.0]
+
+
+def test_judgements_that_cannot_train_are_refused_before_bm25(tiny_scifact):
+    """Qrels naming no document of the corpus, qrels without a relevant grade, and dev qrels that
+    judge training queries: each an error before any candidate is fetched (no BM25 function here)."""
+    from ckqti.errors import InputError
+
+    coll = load_collection(tiny_scifact["corpus"])
+    elsewhere = {q: {f"nodoc-{d}": g for d, g in j.items()} for q, j in tiny_scifact["qrels"].items()}
+    with pytest.raises(InputError, match="no training query has a relevant document in the corpus"):
+        prepare_data(coll, tiny_scifact["queries"], elsewhere, CONFIG)
+    zeros = {q: {d: 0 for d in j} for q, j in tiny_scifact["qrels"].items()}
+    with pytest.raises(InputError, match=r"grade > 0\) to carve a dev split; 0 of the"):
+        prepare_data(coll, tiny_scifact["queries"], zeros, CONFIG)
+    first = next(iter(tiny_scifact["qrels"]))
+    with pytest.raises(InputError, match=f"judged in both the training and the dev qrels \\(first: '{first}'\\)"):
+        prepare_data(coll, tiny_scifact["queries"], tiny_scifact["qrels"], CONFIG, dev_qrels=tiny_scifact["qrels"])
