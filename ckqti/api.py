@@ -122,6 +122,7 @@ class RunStats:
     oov_terms: int = 0
     seconds: float = 0.0
     documents: int = 0  # lines written: retrieved documents over all queries
+    reasons: dict[str, str] = field(default_factory=dict)  # skipped query -> why it could not be searched
 
     @property
     def qps(self) -> float:
@@ -152,13 +153,13 @@ def run(
     stats = RunStats(queries=len(qs), searched=0)
 
     t0 = time.perf_counter()
-    found = searcher.search_many(list(qs.values()), k, threads=max(1, threads))
-    results = [(qid, None if isinstance(res, QueryError) else res) for qid, res in zip(qs, found)]
+    found = searcher.search_many(list(qs.values()), k, threads=threads)
     stats.seconds = time.perf_counter() - t0
     run_results = {}
-    for qid, res in results:
-        if res is None:
+    for qid, res in zip(qs, found):
+        if isinstance(res, QueryError):
             stats.skipped.append(qid)
+            stats.reasons[qid] = res.message
             continue
         stats.searched += 1
         stats.oov_terms += len(res.oov)

@@ -253,7 +253,8 @@ def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack,
     """Batch fullrank: search every query and write a TREC run."""
     s = api.run(index_path, queries, out, k, threads, mode, budget, fmt, tag, model, channel_weights, slack)
     if s.skipped:
-        click.echo(f"note: {len(s.skipped)} queries had no searchable terms: {' '.join(s.skipped[:10])}", err=True)
+        why = "; ".join(f"{q}: {s.reasons[q]}" for q in s.skipped[:3]) + ("; ..." if len(s.skipped) > 3 else "")
+        click.echo(f"note: {len(s.skipped)} queries skipped ({why})", err=True)
     if not s.documents:
         click.echo("note: no query retrieved a document; the run file is empty", err=True)
     click.echo(f"{s.searched} queries in {s.seconds:.2f}s ({s.qps:.0f} q/s) -> {out}")
@@ -412,8 +413,11 @@ def serve_cmd(index_path, port, host, api_key_env, workers, max_k, access_log, m
     api_key = None
     if api_key_env is not None:
         api_key = os.environ.get(api_key_env)
-        if not api_key:
+        if not api_key or not api_key.strip():
             raise click.ClickException(f"--api-key-env: environment variable {api_key_env} is not set or empty")
+        if api_key != api_key.strip():  # HTTP drops a header value's surrounding blanks: no request could match
+            raise click.ClickException(f"--api-key-env: the key in {api_key_env} starts or ends with whitespace, "
+                                       "which an X-API-Key header cannot carry")
     if not is_loopback(host):
         guard = "API key required" if api_key else "NO API key: anyone who can reach it can use it"
         click.echo(f"warning: binding {host}, not loopback: the index is reachable from the network ({guard})", err=True)

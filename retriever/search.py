@@ -142,6 +142,8 @@ class Searcher:
             raise ValueError("slack below 1 needs anytime mode (exact mode never drops a document it could rank)")
         if resolution < 1:
             raise ValueError(f"resolution must be >= 1, got {resolution}")
+        if mode == "anytime":
+            positive_int(budget, "budget")
         self.index = index if isinstance(index, Index) else Index(index)
         self.channel_mult = channel_multipliers(self.index.quantizer.weights, channel_weights)
         self.mode = mode
@@ -372,6 +374,8 @@ class Searcher:
     def search_many(self, queries: list[str], k: int = 10, threads: int = 1) -> list[SearchResult | QueryError]:
         """:meth:`search` for many query strings through :meth:`topk_batch`; a query that
         cannot be searched (empty, only stopwords, too long) gives its :class:`QueryError`."""
+        positive_int(k, "k")
+        positive_int(threads, "threads")
         parsed: list[ParsedQuery | QueryError] = []
         for text in queries:
             try:
@@ -401,6 +405,7 @@ class Searcher:
 
     def search(self, query: str, k: int = 10) -> SearchResult:
         """Top-k documents for a query string."""
+        positive_int(k, "k")
         q = self.parse(query)
         plan = self.plan(q)
         top, processed = self.search_ids(plan.lists, plan.weights, k)
@@ -411,6 +416,12 @@ class Searcher:
 
     def document(self, hit: Hit) -> dict:
         return self.index.shards[hit.shard].document(hit.doc)
+
+
+def positive_int(value, name: str) -> None:
+    """A count the caller gives (k, threads, a postings budget): an integer of at least 1."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise QueryError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 def batch_chunk(nq: int, threads: int, num_shards: int, k: int) -> int:

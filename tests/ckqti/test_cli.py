@@ -291,4 +291,5 @@ def test_run_that_retrieves_nothing_says_so(tmp_path, scifact_index):
     res = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "r.trec")
     assert res.exit_code == 0, res.output
     assert "no query retrieved a document; the run file is empty" in res.stderr
+    assert "note: 1 queries skipped (q1: query 'the' has no searchable terms" in res.stderr
     assert (tmp_path / "r.trec").read_text() == ""

@@ -255,3 +255,20 @@ def test_k_is_capped_at_the_collection_size(scifact_index):
     vals, shards, docs, counts, _ = s.topk_batch([q.lists], [q.weights], 10**15)
     assert vals.shape == (1, n) and counts[0] <= n
     assert len(s.search("white matter diffusion", 10**15).hits) == counts[0]
+
+
+def test_counts_given_by_a_caller_are_checked(scifact_index):
+    """k, threads and an anytime budget are integers >= 1 (the CLI's types check them; the API
+    returned nothing for k 0, searched without limit for budget -5, and failed in numba for k 2.5)."""
+    s = Searcher(scifact_index)
+    for k in (0, -1, 2.5, "3", True):
+        with pytest.raises(QueryError, match="k must be an integer >= 1"):
+            s.search("white matter", k)
+        with pytest.raises(QueryError, match="k must be an integer >= 1"):
+            s.search_many(["white matter"], k)
+    with pytest.raises(QueryError, match="threads must be an integer >= 1"):
+        s.search_many(["white matter"], 10, threads=0)
+    for budget in (0, -5):
+        with pytest.raises(QueryError, match="budget must be an integer >= 1"):
+            Searcher(scifact_index, mode="anytime", budget=budget)
+    assert len(s.search("white matter", np.int64(3)).hits) == 3

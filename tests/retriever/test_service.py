@@ -263,6 +263,10 @@ def test_cli_serve_reads_the_key_from_the_environment_and_warns_off_loopback(mon
     assert calls[-1][1:4] == ("0.0.0.0", 8000, None)
     res = CliRunner().invoke(cli, ["serve", "--index", str(sample_index), "--api-key-env", "CKQTI_UNSET_VARIABLE"])
     assert res.exit_code != 0 and "CKQTI_UNSET_VARIABLE is not set" in res.output
+    for padded, why in ((f" {KEY} ", "starts or ends with whitespace"), ("   ", "is not set or empty")):
+        monkeypatch.setenv("CKQTI_TEST_KEY", padded)  # a .env line 'KEY=abc ' would never match a request
+        res = CliRunner().invoke(cli, ["serve", "--index", str(sample_index), "--api-key-env", "CKQTI_TEST_KEY"])
+        assert res.exit_code != 0 and why in res.output
 
 
 def test_ckqti_serve_runs_and_stops(sample_index):
