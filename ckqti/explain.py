@@ -260,8 +260,7 @@ def find_document(docid: str, corpus: str | Path | None = None, index: str | Pat
     for shard in idx.shards:
         ids = shard.docs.column("docid").to_pylist()
         if docid in ids:
-            doc = shard.document(ids.index(docid))
-            return "\n".join(f for f in (doc["title"], doc["text"]) if f)
+            return shard.indexed_text(ids.index(docid))  # ORCAS clicks and URL too, as the index read it
     raise InputError(f"document {docid!r} is not in the index", index)
 
 

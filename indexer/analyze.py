@@ -19,14 +19,14 @@ from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 from indexer.format import DOCS_FILE
 from indexer.readers import read_corpus
-from indexer.shards import write_documents
+from indexer.shards import DOC_COLUMNS, document_column, write_documents
 
 
 @dataclass
 class AnalyzedCorpus:
     """Attributes:
     offsets: int64[n+1] into ``tokens``; tokens: int32 term ids of every document in order.
-    docs: document store columns (docid, title, text, length).
+    docs: document store columns (docid, title, text, length, prefix: see :func:`indexer.shards.write_documents`).
     vocab: terms and collection statistics.
     """
 
@@ -60,7 +60,7 @@ class AnalyzedCorpus:
         if not (directory / "DONE").is_file():
             return None
         table = pa.ipc.open_file(str(directory / DOCS_FILE)).read_all()
-        docs = {c: table.column(c).to_pylist() for c in ("docid", "title", "text", "length")}
+        docs = {c: document_column(table, c) for c in DOC_COLUMNS}
         return cls(
             np.load(directory / "offsets.npy"),
             np.load(directory / "tokens.npy"),
@@ -78,7 +78,7 @@ def analyze_corpus(
 ) -> AnalyzedCorpus:
     """Read and analyze every document of a corpus file."""
     vocab = Vocabulary()
-    docs: dict[str, list] = {"docid": [], "title": [], "text": [], "length": []}
+    docs: dict[str, list] = {"docid": [], "title": [], "text": [], "length": [], "prefix": []}
     chunks: list[np.ndarray] = []
     lengths: list[int] = []
     for doc in read_corpus(path, fmt=fmt, orcas=orcas):
@@ -89,6 +89,7 @@ def analyze_corpus(
         docs["title"].append(doc.title)
         docs["text"].append(doc.text)
         docs["length"].append(len(ids))
+        docs["prefix"].append("\n".join(f for f in (doc.orcas, doc.url) if f))
         if progress is not None:
             progress.update(1)
     if not docs["docid"]:

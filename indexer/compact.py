@@ -19,13 +19,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 
 from indexer.append import next_shard_number, publish, remove_strays, writer_lock
 from indexer.format import Manifest, ShardInfo, shard_name
-from indexer.shards import ImpactPostings, decode_segments, write_shard
-
-DOC_COLUMNS = ("docid", "title", "text", "length")
+from indexer.shards import DOC_COLUMNS, ImpactPostings, decode_segments, document_column, write_shard
 
 
 def shard_groups(sizes: list[int], shard_size: int) -> list[list[int]]:
@@ -56,8 +53,7 @@ def merge_shards(directory: Path, name: str, shards: list, vocab_size: int, chan
     if base >= 1 << 32:
         raise ValueError(f"a shard of {base} documents exceeds uint32 document numbers")
     postings = ImpactPostings(np.concatenate(lists), np.concatenate(docs).astype(np.uint32), np.concatenate(impacts), channels)
-    table = pa.concat_tables([sh.docs.select(list(DOC_COLUMNS)) for sh in shards])
-    columns = {c: table.column(c).to_pylist() for c in DOC_COLUMNS}
+    columns = {c: [v for sh in shards for v in document_column(sh.docs, c)] for c in DOC_COLUMNS}
     return write_shard(directory, name, postings, vocab_size, columns)
 
 

@@ -19,8 +19,22 @@ def write_table(path: str | Path, columns: dict[str, np.ndarray | list]) -> None
         writer.write_table(table, max_chunksize=max(table.num_rows, 1))
 
 
+DOC_COLUMNS = ("docid", "title", "text", "length", "prefix")  # a document store's columns (write_documents)
+
+
+def document_column(table: pa.Table, name: str) -> list:
+    """A document store's column as a list; ``prefix``, missing from stores written before it was
+    kept, reads as empty strings."""
+    if name == "prefix" and name not in table.column_names:
+        return [""] * table.num_rows
+    return table.column(name).to_pylist()
+
+
 def write_documents(path: str | Path, docs: dict) -> None:
-    """Write a document store: ``docid``, ``title``, ``text`` (strings) and ``length`` (int32, analyzed terms)."""
+    """Write a document store: ``docid``, ``title``, ``text`` (strings), ``length`` (int32, analyzed
+    terms) and ``prefix`` (the fields indexed before the title that snippets leave out: ORCAS clicks
+    and an MS MARCO document's URL; empty where there are none)."""
+    n = len(docs["docid"])
     write_table(
         path,
         {
@@ -28,6 +42,7 @@ def write_documents(path: str | Path, docs: dict) -> None:
             "title": pa.array(docs["title"], pa.string()),
             "text": pa.array(docs["text"], pa.large_string()),
             "length": np.asarray(docs["length"], dtype=np.int32),
+            "prefix": pa.array(docs.get("prefix") or [""] * n, pa.large_string()),
         },
     )
 

@@ -91,7 +91,16 @@ class Shard:
         return self.docs.column("docid")[i].as_py()
 
     def document(self, i: int) -> dict:
-        return {c: self.docs.column(c)[i].as_py() for c in ("docid", "title", "text")}
+        """``docid``, ``title``, ``text`` and ``prefix`` (the fields indexed before the title: ORCAS
+        clicks, a URL; empty in an index written before it was stored) of document ``i``."""
+        doc = {c: self.docs.column(c)[i].as_py() for c in ("docid", "title", "text")}
+        doc["prefix"] = self.docs.column("prefix")[i].as_py() if "prefix" in self.docs.column_names else ""
+        return doc
+
+    def indexed_text(self, i: int) -> str:
+        """Every field of document ``i`` the index read, in its order (prefix, title, text)."""
+        doc = self.document(i)
+        return "\n".join(f for f in (doc["prefix"], doc["title"], doc["text"]) if f)
 
 
 def open_shard(directory: Path, name: str) -> Shard:

@@ -135,9 +135,8 @@ def index_candidates(index_path: str | Path, queries: Mapping[str, str], depth: 
         cands[qid] = [h.docid for h in hits]
         if with_text:
             for h in hits:
-                if h.docid not in texts:
-                    doc = searcher.document(h)
-                    texts[h.docid] = "\n".join(f for f in (doc["title"], doc["text"]) if f)
+                if h.docid not in texts:  # every field the index read: ORCAS clicks and URL too
+                    texts[h.docid] = searcher.index.shards[h.shard].indexed_text(h.doc)
     return cands, texts
 
 

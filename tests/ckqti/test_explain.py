@@ -299,3 +299,40 @@ def test_explaining_from_an_index_explains_the_index_score(scifact_index, scifac
     top = Searcher(scifact_index).search(query, 1).hits[0]
     e = explain(query, top.docid, "ndrm2", index=scifact_index, device="cpu")
     assert e.model_id == "ndrm2-untrained" and e.score == pytest.approx(top.score, rel=0.02, abs=0.02)
+
+
+def test_orcas_clicks_are_stored_and_explained_as_indexed(scifact_small, tmp_path):
+    """The document store keeps the fields indexed before the title (ORCAS clicks), compaction
+    carries them, and explain --index reads them: its score is the index's for a query that only
+    the clicks match."""
+    from ckqti import api
+    from indexer.compact import compact_index
+    from retriever.index import Index
+    from retriever.search import Searcher
+
+    docs = [json.loads(line) for line in scifact_small.read_text().splitlines()[:40]]
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    target = docs[7]["_id"]
+    (tmp_path / "orcas.tsv").write_text(f"{target}\txylophone quokka\n{target}\tquokka habitat\n")
+    index = tmp_path / "idx"
+    api.index(corpus, index, model="ndrm2", orcas=tmp_path / "orcas.tsv", shard_size=10, progress=False)
+    idx = Index(index)
+    shard, doc = divmod(7, 10)
+    assert idx.shards[shard].document(doc)["prefix"] == "xylophone quokka quokka habitat"
+    assert idx.shards[0].document(0)["prefix"] == ""
+    hit = Searcher(idx).search("xylophone quokka", 1).hits[0]
+    assert hit.docid == target
+    e = explain("xylophone quokka", target, "ndrm2", index=index, device="cpu")
+    assert e.score > 0 and e.score == pytest.approx(hit.score, rel=0.02, abs=0.02)
+    compact_index(index, shard_size=100)
+    assert Index(index).shards[0].document(7)["prefix"] == "xylophone quokka quokka habitat"
+
+
+def test_a_document_store_written_before_prefixes_reads_them_empty():
+    import pyarrow as pa
+
+    from indexer.shards import document_column
+
+    old = pa.table({"docid": ["a", "b"], "title": ["", ""], "text": ["x", "y"], "length": [1, 1]})
+    assert document_column(old, "prefix") == ["", ""] and document_column(old, "text") == ["x", "y"]

@@ -55,7 +55,7 @@ def test_sharded_index_equals_single_shard(tmp_path, scifact_small, scifact_inde
 def test_document_text_is_addressable(scifact_index, scifact_small):
     first = json.loads(scifact_small.read_text().splitlines()[0])
     sh = Index(scifact_index).shards[0]
-    assert sh.document(0) == {"docid": first["_id"], "title": first["title"], "text": first["text"]}
+    assert sh.document(0) == {"docid": first["_id"], "title": first["title"], "text": first["text"], "prefix": ""}
 
 
 class Interrupt(Exception):
