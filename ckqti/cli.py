@@ -172,7 +172,8 @@ def info_lines(info) -> list[str]:
     if info.corpus:
         built = f" in {info.build_seconds:.1f} s" if info.build_seconds is not None else ""
         since = f"; {info.appends} append(s) since" if info.appends else ""
-        lines.append(f"built from  {info.corpus}{built}{since}")
+        clicks = f" with ORCAS clicks from {info.orcas}" if info.orcas else ""
+        lines.append(f"built from  {info.corpus}{clicks}{built}{since}")
     if info.clipped_impacts:
         lines.append(f"clipped     {info.clipped_impacts:,} appended impacts above the build's largest (stored as 255)")
     if info.unfinished:

@@ -36,6 +36,7 @@ class IndexInfo:
     shards: list[dict]
     bytes: dict
     corpus: str | None
+    orcas: str | None
     build_seconds: float | None
     generation: int
     appends: int
@@ -80,6 +81,7 @@ def index_info(path: str | Path, verify: bool = False) -> IndexInfo:
         shards=[{"name": s.name, "docs": s.num_docs, "postings": s.num_postings} for s in m.shards],
         bytes={"postings": postings, "documents": documents, "vocabulary": vocabulary, "total": total},
         corpus=m.corpus.get("path"),
+        orcas=m.corpus.get("orcas"),
         build_seconds=m.build.get("seconds"),
         generation=m.generation,
         appends=len(m.appends),

@@ -82,11 +82,12 @@ def read_corpus(
     """
     fmt = resolve_format(path, fmt, CORPUS_FORMATS, "corpus")
     clicks = load_orcas(orcas) if isinstance(orcas, (str, Path)) else orcas
-    return _checked(path, fmt, clicks)
+    return _checked(path, fmt, clicks, orcas if isinstance(orcas, (str, Path)) else None)
 
 
-def _checked(path: str | Path, fmt: str, clicks: Orcas | None) -> Iterator[Document]:
+def _checked(path: str | Path, fmt: str, clicks: Orcas | None, orcas_path: str | Path | None) -> Iterator[Document]:
     seen: set[str] = set()
+    clicked = 0
     for number, doc in _PARSERS[fmt](path):
         docid = check_id(doc.docid, "docid", path, number)
         if docid in seen:
@@ -94,9 +95,13 @@ def _checked(path: str | Path, fmt: str, clicks: Orcas | None) -> Iterator[Docum
             raise InputError(f"duplicate docid {docid!r} (first at line {first})", path, number)
         seen.add(docid)
         queries = clicks.get(docid) if clicks else None
+        clicked += bool(queries)
         yield replace(doc, docid=docid, orcas=orcas_field(queries) if queries else doc.orcas)
     if not seen:
         raise InputError("no documents in corpus", path)
+    if clicks and not clicked:  # another id scheme, or the wrong file: the field would silently stay empty
+        raise InputError(f"no document of the corpus {path} has a click in the ORCAS file (do their docids match?)",
+                         orcas_path or path)
 
 
 def _first_line_of(path: str | Path, fmt: str, docid: str) -> int:

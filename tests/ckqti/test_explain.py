@@ -318,6 +318,7 @@ def test_orcas_clicks_are_stored_and_explained_as_indexed(scifact_small, tmp_pat
     index = tmp_path / "idx"
     api.index(corpus, index, model="ndrm2", orcas=tmp_path / "orcas.tsv", shard_size=10, progress=False)
     idx = Index(index)
+    assert api.info(index).orcas == str(tmp_path / "orcas.tsv")
     shard, doc = divmod(7, 10)
     assert idx.shards[shard].document(doc)["prefix"] == "xylophone quokka quokka habitat"
     assert idx.shards[0].document(0)["prefix"] == ""

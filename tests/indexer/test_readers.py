@@ -396,3 +396,14 @@ def test_a_pipe_is_refused_before_it_is_read(tmp_path):
     for reader in (read_queries, read_qrels, read_corpus):
         err = error_of(reader, pipe)
         assert "is a pipe" in str(err) and str(pipe) in str(err)
+
+
+def test_orcas_clicks_that_match_no_document_are_refused(tmp_path):
+    """Clicks for documents the corpus lacks are dropped, but a file none of whose docids is in the
+    corpus (another id scheme, the wrong file) is named instead of leaving every field empty."""
+    corpus = write(tmp_path / "c.tsv", "D1\tsome text\nD2\tother text\n")
+    other = write(tmp_path / "o.tsv", "d1\tlower-case ids\nX9\tnot here\n")
+    err = error_of(lambda p: list(read_corpus(corpus, orcas=p)), other)
+    assert str(other) in str(err) and "no document of the corpus" in str(err)
+    some = write(tmp_path / "s.tsv", "D2\tclicked\nX9\tnot here\n")
+    assert [d.orcas for d in read_corpus(corpus, orcas=some)] == ["", "clicked"]
