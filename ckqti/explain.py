@@ -98,6 +98,7 @@ class Explanation:
         parts: ``(name, value)`` pairs that sum to the score, for a model combining channels (TK or
             TKL with an explicit channel); empty otherwise.
         unknown: query tokens the model's vocabulary lacks (read as its one unknown word).
+        query_tokens_cut: query tokens past the model's query cap, not read.
     """
 
     kind: str
@@ -114,6 +115,7 @@ class Explanation:
     term_scores: tuple[float, ...] = field(default_factory=tuple)
     parts: tuple[tuple[str, float], ...] = ()
     unknown: tuple[str, ...] = ()
+    query_tokens_cut: int = 0
 
     @property
     def unread_from(self) -> int:
@@ -220,12 +222,14 @@ def explain_text(reranker: Reranker, query: str, docid: str, text: str) -> Expla
     """Explain ``reranker``'s score of a document ``text`` for ``query``."""
     tokens = tuple(reranker.text.spans(text))
     q, d = _tensors(reranker, query, text)
-    query_tokens = tuple(t.token for t in reranker.text.spans(query))[: reranker.max_query_length]
+    all_query_tokens = tuple(t.token for t in reranker.text.spans(query))
+    query_tokens = all_query_tokens[: reranker.max_query_length]
     read = min(len(tokens), reranker.max_doc_length)
     vocab = getattr(reranker.text, "vocab", None)  # WordPiece (IDCM) has no unknown words to name
     unknown = tuple(dict.fromkeys(t for t in query_tokens if vocab is not None and t not in vocab))
     base = dict(kind=reranker.kind, model_id=reranker.model_id, query=query, docid=docid, text=text,
-                query_tokens=query_tokens, tokens=tokens, tokens_read=read, unknown=unknown)
+                query_tokens=query_tokens, tokens=tokens, tokens_read=read, unknown=unknown,
+                query_tokens_cut=len(all_query_tokens) - len(query_tokens))
     with torch.no_grad():
         if reranker.kind == "tkl":
             score, regions, parts = tkl_regions(reranker, q, d, tokens)
@@ -244,7 +248,8 @@ def explain_text(reranker: Reranker, query: str, docid: str, text: str) -> Expla
 
 def find_document(docid: str, corpus: str | Path | None = None, index: str | Path | None = None,
                   fmt: str | None = None) -> str:
-    """The text (title and text) of ``docid`` from a corpus file or an index's document store."""
+    """The text of ``docid`` from a corpus file (its fields joined) or an index's document store (every
+    field the index read: ORCAS clicks, URL, title, text)."""
     if (corpus is None) == (index is None):
         raise InputError("give exactly one of a corpus file or an index to read the document from")
     if corpus is not None:
@@ -360,6 +365,9 @@ def explain(
     reranker = open_explainer(model_path, corpus, index, fmt, device, max_doc_length, adapt_vocabulary)
     result = explain_text(reranker, query, docid, text)
     if html_out is not None:
+        blocking = next((d for d in Path(html_out).absolute().parents if d.exists()), None)
+        if blocking is not None and not blocking.is_dir():
+            raise InputError(f"cannot write the HTML page: {blocking} is a file, not a directory", html_out)
         Path(html_out).parent.mkdir(parents=True, exist_ok=True)
         Path(html_out).write_text(result.to_html(), encoding="utf-8")
     return result
@@ -418,6 +426,8 @@ def terminal_lines(e: Explanation, color: bool) -> list[str]:
     ]
     if e.unknown:
         lines.append(f"not in the model's vocabulary (read as its unknown word): {' '.join(e.unknown)}")
+    if e.query_tokens_cut:
+        lines.append(f"the model reads {len(e.query_tokens)} query tokens; the last {e.query_tokens_cut} were not read")
     if e.parts:
         lines.append("score = " + " + ".join(f"{name} {value:.4f}" for name, value in e.parts))
     lines.append("")

@@ -179,8 +179,9 @@ def open_reranker(model_path: str | Path, device: str | None = None, max_doc_len
     from ckqti.train.rerankers import collection_vocabulary
 
     analyzer = load_checkpoint(model_path).analyzer
-    if "tokenizer" in analyzer:  # WordPiece (IDCM): nothing to adapt
-        return load_reranker(model_path, device, max_doc_length)
+    if "tokenizer" in analyzer:
+        raise InputError("IDCM reads WordPiece pieces, which every text shares: there is no vocabulary to adapt "
+                         "(--adapt-vocabulary is for TK, TKL and NDRM)", model_path)
     vocab = collection_vocabulary(corpus_texts(adapt_to, fmt).values(), Analyzer.from_dict(analyzer))
     return load_reranker(model_path, device, max_doc_length, vocab)
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ckqti.errors import InputError
 from ckqti.text import Analyzer
 
 PREFIX = "title:"
@@ -25,6 +26,10 @@ def title_pseudo_queries(
 
     Returns:
         queries: ``"title:<docid>" -> title``; qrels: ``"title:<docid>" -> {docid: 1}``.
+
+    Raises:
+        InputError: no document has a title of ``min_terms`` analyzed terms (a corpus without
+            titles: weak supervision would silently add nothing).
     """
     if min_terms < 1:
         raise ValueError(f"min_terms must be >= 1, got {min_terms}")
@@ -36,6 +41,9 @@ def title_pseudo_queries(
         qid = PREFIX + docid
         queries[qid] = title
         qrels[qid] = {docid: 1}
+    if not queries:
+        raise InputError(f"weak supervision by titles: no document has a title of {min_terms} or more terms "
+                         "(does the corpus format carry titles?)")
     return queries, qrels
 
 

@@ -337,3 +337,21 @@ def test_a_document_store_written_before_prefixes_reads_them_empty():
 
     old = pa.table({"docid": ["a", "b"], "title": ["", ""], "text": ["x", "y"], "length": [1, 1]})
     assert document_column(old, "prefix") == ["", ""] and document_column(old, "text") == ["x", "y"]
+
+
+def test_a_cut_query_and_an_html_path_under_a_file_are_reported(setup, tmp_path):
+    long_query = " ".join(f"gene{i}" for i in range(40))
+    e = explain(long_query, "long-1", setup["paths"]["tk"], corpus=setup["corpus"], device="cpu")
+    assert len(e.query_tokens) == 30 and e.query_tokens_cut == 10
+    assert "the last 10 were not read" in e.render_terminal(color=False)
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(InputError, match="afile is a file, not a directory"):
+        explain("gene", "long-1", setup["paths"]["tk"], corpus=setup["corpus"], html_out=tmp_path / "afile" / "e.html")
+
+
+def test_adapting_idcm_to_a_vocabulary_is_refused(setup):
+    """IDCM reads WordPiece: --adapt-vocabulary would do nothing, so rerank says so."""
+    from retriever.rerank import open_reranker
+
+    with pytest.raises(InputError, match="no vocabulary to adapt"):
+        open_reranker(setup["paths"]["idcm"], "cpu", None, setup["corpus"])

@@ -45,3 +45,11 @@ def test_titles_become_pseudo_queries_for_their_own_documents():
     assert queries == {"title:d1": "Aspirin lowers fever"}
     assert qrels == {"title:d1": {"d1": 1}}
     assert is_pseudo("title:d1") and not is_pseudo("12")
+
+
+def test_title_pseudo_queries_need_titles():
+    """A corpus without titles (a TSV corpus) gives no pseudo-query: an error, not a silent no-op."""
+    from ckqti.errors import InputError
+
+    with pytest.raises(InputError, match="no document has a title of 2 or more terms"):
+        title_pseudo_queries(["d1", "d2"], ["", "The"], Analyzer())
