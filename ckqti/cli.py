@@ -347,7 +347,9 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
 @cli.command("rerank")
 @click.option("--queries", required=True, type=click.Path(exists=True), help="Queries file (TSV, JSONL, TREC, SMART).")
 @click.option("--candidates", required=True, help="'bm25' (needs --corpus), an index directory, or a TREC run file.")
-@click.option("--model", "model_path", required=True, type=click.Path(exists=True), help="Checkpoint: TK, TKL, IDCM or NDRM.")
+@click.option("--model", "model_path", required=True,
+              help="Checkpoint (TK, TKL, IDCM or NDRM), or 'ndrm2' / 'ndrm2-anserini' (untrained, on the collection's "
+                   "statistics: --corpus's, else the index of --candidates).")
 @click.option("--out", required=True, type=click.Path(),
               help="TREC run file to write (BM25's Lucene index is kept in OUT.work for later runs on the same corpus).")
 @click.option("--depth", type=POSITIVE, default=100, show_default=True, help="Candidates reranked per query.")

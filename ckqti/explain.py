@@ -37,7 +37,6 @@ import torch
 from ckqti.errors import InputError
 from ckqti.train.checkpoint import QTI_KINDS
 from ckqti.train.rerankers import Reranker, TokenSpan
-from ckqti.vocab import Vocabulary
 
 
 @dataclass(frozen=True)
@@ -275,56 +274,22 @@ def open_explainer(model: str | Path, corpus: str | Path | None, index: str | Pa
     adapted to the corpus's or the index's (see :func:`explain`'s ``adapt_vocabulary``), or an
     untrained NDRM2 (``"ndrm2"``, ``"ndrm2-anserini"``) on the collection's statistics."""
     from ckqti.models.loading import UNTRAINED
+    from ckqti.text import Analyzer
     from ckqti.train.checkpoint import load_checkpoint
-    from ckqti.train.rerankers import adapt_reranker, reranker_from_checkpoint
+    from ckqti.train.rerankers import adapt_reranker, reranker_from_checkpoint, untrained_reranker
+    from retriever.rerank import collection_of
 
     if str(model) in UNTRAINED:
-        return untrained_explainer(str(model), corpus, index, fmt, device, max_doc_length)
+        vocab, constants = collection_of(corpus, index, fmt, Analyzer().to_dict())
+        return untrained_reranker(str(model), vocab, constants, device, max_doc_length)
     ckpt = load_checkpoint(model)
     if ckpt.kind == "idcm" or not (adapt_vocabulary or (index is not None and ckpt.kind in QTI_KINDS)):
         return reranker_from_checkpoint(ckpt, device, max_doc_length)  # IDCM reads WordPiece: nothing to adapt
-    vocab, constants = explained_collection(corpus, index, fmt, ckpt.analyzer)
+    vocab, constants = collection_of(corpus, index, fmt, ckpt.analyzer)
     reranker = adapt_reranker(ckpt, vocab, device, max_doc_length)
     if ckpt.kind in QTI_KINDS and constants:
         reranker.model.set_index_constants(constants)
     return reranker
-
-
-def untrained_explainer(spec: str, corpus: str | Path | None, index: str | Path | None, fmt: str | None,
-                        device: str | None, max_doc_length: int | None) -> Reranker:
-    """The untrained NDRM2 of ``spec`` on the corpus's or the index's statistics, as it fills an index."""
-    from ckqti.models.loading import pick_device, untrained_id, untrained_ndrm2
-    from ckqti.text import Analyzer
-    from ckqti.train.rerankers import TermText, model_lengths, set_max_doc_length
-
-    analyzer = Analyzer()
-    vocab, constants = explained_collection(corpus, index, fmt, analyzer.to_dict())
-    dev = pick_device(device)
-    model = untrained_ndrm2(dev, spec)[0](vocab)
-    if constants:
-        model.set_index_constants(constants)
-    if max_doc_length is not None:
-        set_max_doc_length(model, "ndrm2", max_doc_length)
-    return Reranker("ndrm2", model, TermText(analyzer, vocab), untrained_id(spec), *model_lengths("ndrm2", model.config), dev)
-
-
-def explained_collection(corpus: str | Path | None, index: str | Path | None, fmt: str | None,
-                         analyzer: dict) -> tuple[Vocabulary, dict]:
-    """The vocabulary of the collection a document is explained in (``analyzer``'s terms), and from
-    an index the build's model constants (:meth:`ckqti.models.ndrm.NDRM2.index_constants`)."""
-    if index is not None:
-        from retriever.index import Index
-
-        idx = Index(index, verify=False)
-        if idx.manifest.analyzer != analyzer:
-            raise InputError("the index analyzed text otherwise than the model; read the document from a corpus "
-                             "file (--corpus)", index)
-        return idx.vocabulary(), dict(idx.manifest.model_constants)
-    from ckqti.text import Analyzer
-    from ckqti.train.rerankers import collection_vocabulary
-    from retriever.rerank import corpus_texts
-
-    return collection_vocabulary(corpus_texts(corpus, fmt).values(), Analyzer.from_dict(analyzer)), {}
 
 
 def explain(

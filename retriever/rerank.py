@@ -26,6 +26,7 @@ import numpy as np
 
 from ckqti.errors import InputError, QueryError
 from ckqti.train.rerankers import Reranker, load_reranker
+from ckqti.vocab import Vocabulary
 
 Candidates = dict[str, list[str]]
 
@@ -169,9 +170,41 @@ def gather_candidates(candidates: str | Path, queries: Mapping[str, str], depth:
     raise InputError("candidates must be 'bm25', an index directory or a TREC run file", path)
 
 
+def collection_of(corpus: str | Path | None, index: str | Path | None, fmt: str | None,
+                  analyzer: dict) -> tuple[Vocabulary, dict]:
+    """A collection's vocabulary in ``analyzer``'s terms: an index's as it holds it, with its build's
+    model constants (:meth:`retriever.index.Index.vocabulary`), or a corpus file's (no constants)."""
+    if index is not None:
+        from retriever.index import Index
+
+        idx = Index(index, verify=False)
+        if idx.manifest.analyzer != analyzer:
+            raise InputError("the index analyzed text otherwise than the model; read the documents from a corpus "
+                             "file (--corpus)", index)
+        return idx.vocabulary(), dict(idx.manifest.model_constants)
+    if corpus is None:
+        raise InputError("the collection's statistics need the corpus (--corpus) or an index")
+    from ckqti.text import Analyzer
+    from ckqti.train.rerankers import collection_vocabulary
+
+    return collection_vocabulary(corpus_texts(corpus, fmt).values(), Analyzer.from_dict(analyzer)), {}
+
+
 def open_reranker(model_path: str | Path, device: str | None = None, max_doc_length: int | None = None,
                   adapt_to: str | Path | None = None, fmt: str | None = None) -> Reranker:
-    """Load a checkpoint; with ``adapt_to`` (a corpus file) it reads that corpus's vocabulary."""
+    """Load a checkpoint; with ``adapt_to`` (a corpus file) it reads that corpus's vocabulary.
+    ``"ndrm2"`` or ``"ndrm2-anserini"`` (untrained) reads the statistics of ``adapt_to``, a corpus
+    file or an index directory."""
+    from ckqti.models.loading import UNTRAINED
+
+    if str(model_path) in UNTRAINED:
+        from ckqti.text import Analyzer
+        from ckqti.train.rerankers import untrained_reranker
+
+        is_index = adapt_to is not None and Path(adapt_to).is_dir()
+        vocab, constants = collection_of(None if is_index else adapt_to, adapt_to if is_index else None, fmt,
+                                         Analyzer().to_dict())
+        return untrained_reranker(str(model_path), vocab, constants, device, max_doc_length)
     if adapt_to is None:
         return load_reranker(model_path, device, max_doc_length)
     from ckqti.text import Analyzer
@@ -237,7 +270,13 @@ def rerank(
     if adapt_vocabulary and corpus is None:
         raise InputError("adapting the model to the corpus vocabulary needs the corpus (--corpus)")
     out = Path(out)
-    reranker = open_reranker(model_path, device, max_doc_length, corpus if adapt_vocabulary else None, fmt)
+    from ckqti.models.loading import UNTRAINED
+
+    untrained = str(model_path) in UNTRAINED  # reads the collection's statistics: the corpus's, else the index's
+    collection = (corpus or (candidates if Path(candidates).is_dir() else None)) if untrained else None
+    if untrained and collection is None:
+        raise InputError(f"an untrained {model_path} reads the collection's statistics: give --corpus")
+    reranker = open_reranker(model_path, device, max_doc_length, collection or (corpus if adapt_vocabulary else None), fmt)
     queries = read_queries(queries_path)
     work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
     cands, texts, where = gather_candidates(candidates, queries, depth, corpus, fmt, work)

@@ -302,6 +302,22 @@ def reranker_from_checkpoint(ckpt: Checkpoint, device: torch.device | str | None
     return Reranker(ckpt.kind, model, text, ckpt.id, q, d, dev)
 
 
+def untrained_reranker(spec: str, vocab: Vocabulary, constants: Mapping[str, float] | None = None,
+                       device: torch.device | str | None = None, max_doc_length: int | None = None) -> Reranker:
+    """The untrained NDRM2 of ``spec`` (``"ndrm2"``, ``"ndrm2-anserini"``) on a collection's
+    vocabulary and statistics, with an index's build ``constants`` when given: as it fills an index."""
+    from ckqti.models.loading import untrained_id, untrained_ndrm2
+
+    dev = pick_device(device)
+    model = untrained_ndrm2(dev, spec)[0](vocab)
+    if constants:
+        model.set_index_constants(dict(constants))
+    if max_doc_length is not None:
+        set_max_doc_length(model, "ndrm2", max_doc_length)
+    text = TermText(Analyzer(), vocab)
+    return Reranker("ndrm2", model, text, untrained_id(spec), *model_lengths("ndrm2", model.config), dev)
+
+
 def set_max_doc_length(model: nn.Module, kind: str, length: int) -> None:
     """Let a model read ``length`` document tokens (TKL, NDRM and IDCM; TK's 200 cap is its definition)."""
     if kind == "tk":
@@ -1039,6 +1055,7 @@ __all__ = [
     "load_reranker",
     "match_init",
     "reranker_from_checkpoint",
+    "untrained_reranker",
     "save_reranker",
     "train_reranker",
 ]

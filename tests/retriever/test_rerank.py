@@ -72,6 +72,25 @@ def test_rerank_index_candidates_with_stored_text(scifact_index, scifact_small, 
     assert lines[0].split()[-1] == "ckqti-tk" and lines[0].split()[3] == "1"
 
 
+def test_untrained_ndrm2_reranks_an_index_of_its_own_as_the_index_scores(scifact_index, scifact_small, queries,
+                                                                          tmp_path):
+    """rerank --model ndrm2 reads the collection's statistics (the index's, or the corpus's): over
+    the candidates of an NDRM2 index its scores are the index's, up to quantization."""
+    stats = rerank(queries, scifact_index, "ndrm2", tmp_path / "run.trec", depth=10)
+    assert stats.model_id == "ndrm2-untrained" and stats.reranked == 3
+    searcher = Searcher(str(scifact_index))
+    run = read_run(tmp_path / "run.trec")
+    for i, text in enumerate(QUERIES[:3]):
+        indexed = {h.docid: h.score for h in searcher.search(text, 10).hits}
+        assert set(run[f"q{i}"]) == set(indexed)
+        for docid, score in run[f"q{i}"].items():
+            assert score == pytest.approx(indexed[docid], rel=0.01, abs=0.01)
+    from_corpus = rerank(queries, scifact_index, "ndrm2", tmp_path / "c.trec", depth=10, corpus=scifact_small)
+    assert from_corpus.reranked == 3
+    with pytest.raises(InputError, match="give --corpus"):
+        rerank(queries, "bm25", "ndrm2", tmp_path / "b.trec")
+
+
 def test_rerank_run_file_candidates_with_corpus_text(scifact_small, tk_model, queries, tmp_path):
     docids = [json.loads(line)["_id"] for line in scifact_small.read_text().splitlines()]
     first = {"q0": {d: float(-i) for i, d in enumerate(docids[:30])}, "q1": {d: 1.0 for d in docids[100:112]}}
