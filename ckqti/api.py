@@ -33,6 +33,7 @@ def index(
     :class:`indexer.impacts.ImpactConfig`'s; more = closer to exhaustive scoring, larger index,
     see docs/INDEX.md); a gated latent model stores exactly the pairs its gate opens instead."""
     from ckqti.models.loading import load_qti_model
+    from ckqti.text import Analyzer
     from indexer.build import BuildConfig, build_index
     from indexer.impacts import ImpactConfig
 
@@ -42,7 +43,9 @@ def index(
                          f"{info['latent_gate']} and its index stores exactly the pairs the gate opens",
                          info.get("path") or model)
     impacts = ImpactConfig(batch_size=batch_size, **({} if neighbours is None else {"neighbours": neighbours}))
-    config = BuildConfig(shard_size=shard_size, impacts=impacts)
+    # a checkpoint reads text with the analyzer it was trained with (the untrained NDRM2: the default)
+    analyzer = Analyzer.from_dict(info["analyzer"]) if info.get("analyzer") else Analyzer()
+    config = BuildConfig(shard_size=shard_size, impacts=impacts, analyzer=analyzer)
     if ray_address is not None:
         from indexer.distributed import build_index_ray
 

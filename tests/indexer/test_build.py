@@ -129,3 +129,21 @@ def test_a_missing_orcas_file_is_named_before_any_work(tmp_path, scifact_small):
     with pytest.raises(CkqtiError, match="nosuch.tsv: ORCAS file not found"):
         api.index(scifact_small, tmp_path / "idx", model="ndrm2", orcas=tmp_path / "nosuch.tsv", progress=False)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_checkpoint_indexes_with_its_own_analyzer(tmp_path, scifact_small):
+    """The index reads text as the model was trained to (the manifest records it), not with the
+    default analyzer whatever the checkpoint says."""
+    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+    from ckqti.text import Analyzer
+    from ckqti.train.checkpoint import save_checkpoint
+    from ckqti.vocab import Vocabulary
+
+    plain = Analyzer(stemmer="none")
+    docs = [json.loads(line) for line in scifact_small.read_text().splitlines()[:50]]
+    vocab = Vocabulary.build([plain(d["title"] + "\n" + d["text"]) for d in docs])
+    model = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm2"), vocab)
+    path = save_checkpoint(tmp_path / "m.pt", model, "ndrm2", model.config.to_dict(), vocab, plain).path
+    m = api.index(scifact_small, tmp_path / "idx", model=str(path), progress=False)
+    assert m.analyzer == plain.to_dict() and m.model["analyzer"] == plain.to_dict()
+    assert "cells" in Index(tmp_path / "idx").term_ids  # unstemmed (krovetz would give "cell")
