@@ -172,11 +172,14 @@ def run(
     return stats
 
 
-def evaluate(run_path: str | Path, qrels: str | Path, per_query: bool = False, compare: str | Path | None = None, qrels_format: str | None = None):
-    """Evaluate a TREC run against qrels (and optionally test it against a second run)."""
+def evaluate(run_path: str | Path, qrels: str | Path, per_query: bool = False, compare: str | Path | None = None,
+             qrels_format: str | None = None, rel_level: int = 1):
+    """Evaluate a TREC run against qrels (and optionally test it against a second run); binary
+    measures (RR, AP, P, R) count a document relevant from grade ``rel_level`` (TREC DL passages: 2)."""
     from ckqti.evaluate import evaluate_files
 
-    return evaluate_files(run_path, qrels, per_query=per_query, compare=compare, qrels_format=qrels_format)
+    return evaluate_files(run_path, qrels, per_query=per_query, compare=compare, qrels_format=qrels_format,
+                          rel_level=rel_level)
 
 
 def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path, out: str | Path, *,

@@ -11,6 +11,7 @@ from ckqti import api
 from ckqti.errors import CkqtiError, OptionError
 
 POSITIVE = click.IntRange(min=1)  # counts: results, shard and batch sizes, threads, epochs
+SNIPPET_CHARS = 100  # of a search hit's title and snippet lines
 
 
 class EmbeddingStart(click.ParamType):
@@ -232,11 +233,12 @@ def search_lines(searcher, res) -> list[str]:
     lines = []
     for h in res.hits:
         doc = searcher.document(h)
-        text = snippet(doc["text"], set(res.terms), searcher.index.analyzer)
+        text = snippet(doc["text"], set(res.terms), searcher.index.analyzer, mark=("[", "]"))  # query terms marked
+        title = " ".join(doc["title"].split())  # a title's line breaks would break the columns
         head = f"{h.rank:>3}  {h.docid:<14} {h.score:9.4f}  "
-        lines.append(head + (doc["title"] or text)[:100])
-        if doc["title"]:
-            lines.append(" " * len(head) + text[:100])
+        lines.append(head + (title or text)[:SNIPPET_CHARS])
+        if title:
+            lines.append(" " * len(head) + text[:SNIPPET_CHARS])
     return lines
 
 
@@ -267,9 +269,12 @@ def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack,
 @click.option("--per-query", is_flag=True, help="Also print every query's measures.")
 @click.option("--compare", type=click.Path(), default=None, help="A second run: paired t-test against RUN.")
 @click.option("--qrels-format", type=click.Choice(["trec", "beir", "cranfield"]), default=None)
-def eval_cmd(run, qrels, per_query, compare, qrels_format):
-    """Evaluate a TREC RUN against QRELS: nDCG@10, RR@10, AP@100, NCG@100, P@10."""
-    click.echo(api.evaluate(run, qrels, per_query, compare, qrels_format).table())
+@click.option("--rel-level", type=POSITIVE, default=1, show_default=True,
+              help="Grade from which RR, AP, P and R count a document relevant (TREC DL passages: 2).")
+def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level):
+    """Evaluate a TREC RUN against QRELS: nDCG@10, RR@10, AP@100, NCG@100, P@10, R@100 (with --compare,
+    paired t-test and Wilcoxon signed-rank test)."""
+    click.echo(api.evaluate(run, qrels, per_query, compare, qrels_format, rel_level).table())
 
 
 @cli.command("train")

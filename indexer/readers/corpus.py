@@ -8,6 +8,7 @@ attaches ORCAS clicked queries when given. Malformed input raises
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -146,20 +147,22 @@ _DOCNO = re.compile(r"<DOCNO>(.*?)</DOCNO>", re.IGNORECASE | re.DOTALL)
 _TITLE = re.compile(r"<(TITLE|HEADLINE|HEAD)>(.*?)</\1>", re.IGNORECASE | re.DOTALL)
 _TEXT = re.compile(r"<TEXT>(.*?)</TEXT>", re.IGNORECASE | re.DOTALL)
 _TAG = re.compile(r"</?[A-Za-z][^<>]*>")
+_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 
 
 def _parse_trec(path: str | Path) -> Iterator[tuple[int, Document]]:
     for number, raw in tagged_blocks(path, "DOC"):
+        raw = _COMMENT.sub(" ", raw)  # SGML comments are not text
         docno = _DOCNO.search(raw)
         if docno is None:
             raise InputError("<DOC> without <DOCNO>", path, number)
         body = raw[: docno.start()] + raw[docno.end() :]
         if _DOCNO.search(body):
             raise InputError("<DOC> with two <DOCNO>s (a missing </DOC>?)", path, number)
-        title = " ".join(_TAG.sub(" ", " ".join(m.group(2) for m in _TITLE.finditer(body))).split())
+        title = " ".join(html.unescape(_TAG.sub(" ", " ".join(m.group(2) for m in _TITLE.finditer(body)))).split())
         body = _TITLE.sub("\n", body)
         blocks = _TEXT.findall(body)
-        text = _TAG.sub(" ", "\n".join(blocks) if blocks else body)
+        text = html.unescape(_TAG.sub(" ", "\n".join(blocks) if blocks else body))  # &amp; is "&", not a word
         lines = (" ".join(line.split()) for line in text.splitlines())
         yield number, Document(docno.group(1), title, "\n".join(x for x in lines if x))
 

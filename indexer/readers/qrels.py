@@ -82,8 +82,8 @@ def _resolve(path: str | Path, fmt: str | None) -> str:
     if "cran" in Path(path).name.lower():
         return "cranfield"
     raise InputError(
-        "space-separated 3-column qrels: pass fmt 'beir' (third column is the gain) "
-        "or 'cranfield' (codes 1 best .. 4, -1 not relevant)",
+        "space-separated 3-column qrels: give the format, 'beir' (third column is the gain) or 'cranfield' "
+        "(codes 1 best .. 4, -1 not relevant): --qrels-format, or fmt in Python",
         path,
         number,
     )

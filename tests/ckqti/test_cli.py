@@ -293,3 +293,16 @@ def test_run_that_retrieves_nothing_says_so(tmp_path, scifact_index):
     assert "no query retrieved a document; the run file is empty" in res.stderr
     assert "note: 1 queries skipped (q1: query 'the' has no searchable terms" in res.stderr
     assert (tmp_path / "r.trec").read_text() == ""
+
+
+def test_eval_rel_level_reaches_the_binary_measures(tmp_path):
+    """--rel-level is the grade from which RR, AP, P and R count a document (TREC DL reports 2);
+    graded nDCG does not change."""
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq1 0 d2 2\n")
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\n")
+    one = api.evaluate(tmp_path / "run.trec", tmp_path / "qrels.txt")
+    two = api.evaluate(tmp_path / "run.trec", tmp_path / "qrels.txt", rel_level=2)
+    assert one.results[0].mean["RR@10"] == 1.0 and two.results[0].mean["RR@10"] == 0.5
+    assert one.results[0].mean["nDCG@10"] == two.results[0].mean["nDCG@10"]
+    res = invoke("eval", tmp_path / "run.trec", tmp_path / "qrels.txt", "--rel-level", 2)
+    assert res.exit_code == 0 and res.stdout == two.table() + "\n"

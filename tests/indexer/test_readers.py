@@ -160,6 +160,12 @@ def test_trec_tags_and_one_line_documents(tmp_path):
     ]
 
 
+def test_trec_comments_are_dropped_and_entities_decoded(tmp_path):
+    path = write(tmp_path / "d.trec", "<DOC><DOCNO>c1</DOCNO><!-- okapi\nnote --><TITLE>R&amp;D</TITLE>"
+                                      "<TEXT>x &lt; y &amp;&amp; z</TEXT></DOC>\n")
+    assert list(read_corpus(path)) == [Document("c1", "R&D", "x < y && z")]
+
+
 @pytest.mark.parametrize("name", ["copy.all.1400", "nameless", "docs.txt"])
 def test_smart_is_sniffed_whatever_the_name(tmp_path, name):
     path = write(tmp_path / name, ".I 5\n.T\nA Title\n.A\nsomeone\n.W\nline one\nline two\n.I 9\n.W\nonly text\n")
@@ -372,7 +378,7 @@ def test_qrels_errors(tmp_path):
     assert_names(err, path, 2)
     assert "relevance must be an integer" in str(err)
     path = write(tmp_path / "c.txt", "1 2 1\n")
-    assert "pass fmt" in str(error_of(read_qrels, path))  # space-separated 3 columns are ambiguous
+    assert "--qrels-format" in str(error_of(read_qrels, path))  # space-separated 3 columns are ambiguous
     path = write(tmp_path / "cranqrel", "1 2 1\n1 3 7\n")
     assert_names(error_of(read_qrels, path), path, 2)
     path = write(tmp_path / "d.txt", "q1 0 d1 1\nq2 0 d1 1\nq1 0 d1 0\n")
