@@ -197,7 +197,7 @@ def corpus_slice(n: int | None, work: Path) -> Path:
 @click.command()
 @click.option("--models", default="ndrm2,default", show_default=True, help="'ndrm2', 'default' (bundled NDRM3) or checkpoints")
 @click.option("--modes", default="single,ray1,ray2", show_default=True, help="comma-separated: single, ray1, ray2")
-@click.option("--docs", type=int, default=None, help="only the first N SciFact documents (default: all)")
+@click.option("--docs", type=click.IntRange(min=1), default=None, help="only the first N SciFact documents (default: all)")
 @click.option("--corpus", type=click.Path(path_type=Path), default=None, help="another corpus (default: SciFact)")
 @click.option("--shard-size", default=500, show_default=True)
 @click.option("--threads", default=os.cpu_count() or 1, show_default=True, help="torch threads of the single-process build")

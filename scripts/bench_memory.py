@@ -240,7 +240,7 @@ def bench_memory(lengths: list[int], device: str, repeats: int, backward: bool, 
 @click.command()
 @click.option("--lengths", default=DEFAULT_LENGTHS, show_default=True, help="comma-separated document lengths")
 @click.option("--device", default=None, help="cpu or cuda (default: cuda when available)")
-@click.option("--repeats", default=3, show_default=True, help="timed forwards per point (median)")
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True, help="timed forwards per point (median)")
 @click.option("--backward", is_flag=True, help="time and measure forward + backward")
 @click.option("--threads", default=1, show_default=True, help="torch CPU threads")
 @click.option("--max-attention-gib", default=None, type=float, help="skip points whose n x n tensor exceeds this")

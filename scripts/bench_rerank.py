@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,11 +34,24 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ckqti.text import Analyzer
-from ckqti.train.checkpoint import QTI_KINDS
-from ckqti.train.rerankers import Reranker, TermText, WordPieceText, build_model, collection_vocabulary, load_reranker
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as `python scripts/bench_rerank.py`
+    sys.path.insert(0, str(ROOT))
+
+from ckqti.text import Analyzer  # noqa: E402
+from ckqti.train.checkpoint import QTI_KINDS  # noqa: E402
+from ckqti.train.rerankers import (  # noqa: E402
+    Reranker,
+    TermText,
+    WordPieceText,
+    build_model,
+    collection_vocabulary,
+    load_reranker,
+)
+from scripts.args import names_from, positive_int  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
+MODELS = ("TK", "TKL", "NDRM3", "IDCM")  # --models, in any case
 LENGTHS = (200, 2000, 4000)
 
 
@@ -189,9 +203,9 @@ def main() -> None:
         ap.add_argument(f"--{name}", default=None, help=f"{name.upper()} checkpoint (default: random weights)")
     ap.add_argument("--batch", type=int, default=16, help="documents per batch")
     ap.add_argument("--seconds", type=float, default=6.0, help="minimum timing per cell (best of 3 rounds)")
-    ap.add_argument("--latency-queries", type=int, default=5)
+    ap.add_argument("--latency-queries", type=positive_int, default=5)
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    ap.add_argument("--models", default="TK,TKL,NDRM3,IDCM")
+    ap.add_argument("--models", type=names_from(MODELS), default=list(MODELS))
     ap.add_argument("--devices", default="cpu,cuda", help="devices to measure on (cuda only when torch sees one)")
     ap.add_argument("--work", default="out/bench_rerank.work", help="BM25 index folder")
     ap.add_argument("--out", default="out/bench_rerank.json")
@@ -205,7 +219,7 @@ def main() -> None:
     texts = long_texts(list(docs.values()), Analyzer(), count=args.batch)
     devices = [torch.device(d) for d in args.devices.split(",") if d == "cpu" or torch.cuda.is_available()]
     paths = {"TK": args.tk, "TKL": args.tkl, "NDRM3": args.ndrm3, "IDCM": args.idcm}
-    wanted = args.models.split(",")
+    wanted = args.models
     old_threads = torch.get_num_threads()
     rows = []
     try:

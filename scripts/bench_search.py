@@ -42,6 +42,7 @@ from indexer.shards import ImpactPostings  # noqa: E402
 from retriever.index import Index  # noqa: E402
 from retriever.search import Searcher  # noqa: E402
 from scripts import peers as peer_mod  # noqa: E402
+from scripts.args import positive_int  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 
@@ -275,17 +276,17 @@ def print_row(r):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--docs", type=int, default=1_000_000)
-    ap.add_argument("--per-doc", type=int, default=150)
-    ap.add_argument("--vocab", type=int, default=100_000)
+    ap.add_argument("--docs", type=positive_int, default=1_000_000)
+    ap.add_argument("--per-doc", type=positive_int, default=150)
+    ap.add_argument("--vocab", type=positive_int, default=100_000)
     ap.add_argument("--zipf", type=float, default=1.0)
     ap.add_argument("--impacts", choices=["idf", "empirical", "uniform"], default="idf")
-    ap.add_argument("--queries", type=int, default=500)
+    ap.add_argument("--queries", type=positive_int, default=500)
     ap.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",") if x], default=[20_000, 50_000])
     ap.add_argument("--slacks", type=lambda s: [float(x) for x in s.split(",") if x], default=[0.8],
                     help="anytime rows pruning with the remaining-score bound scaled by each (no postings budget)")
     ap.add_argument("--peers", default="bm25s,pisa,lucene")
-    ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds; columns are their medians")
+    ap.add_argument("--rounds", type=positive_int, default=3, help="interleaved timing rounds; columns are their medians")
     ap.add_argument("--skip-scifact", action="store_true")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--peer-cache", default=None, help="Keep PISA's index here and reuse it when it holds the same "

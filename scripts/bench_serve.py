@@ -43,6 +43,7 @@ from ckqti import api  # noqa: E402
 from ckqti.cli import search_json  # noqa: E402
 from ckqti.errors import QueryError  # noqa: E402
 from indexer.readers import read_queries  # noqa: E402
+from scripts.args import positive_int  # noqa: E402
 
 SAMPLE = ROOT / "ckqti" / "data" / "sample"
 
@@ -258,7 +259,7 @@ def parse_args(argv=None):
     p.add_argument("--queries", type=Path, default=SAMPLE / "queries.tsv")
     p.add_argument("-k", "--k", type=int, default=10)
     p.add_argument("--levels", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 16], help="Client counts.")
-    p.add_argument("--requests", type=int, default=5000, help="Requests per level (at most).")
+    p.add_argument("--requests", type=positive_int, default=5000, help="Requests per level (at most).")
     p.add_argument("--max-seconds", type=float, default=30.0, help="Seconds per level (at most).")
     p.add_argument("--workers", type=int, default=None, help="Server search threads (ckqti serve --workers).")
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "bench_serve.json")

@@ -35,6 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from scripts.args import positive_int  # noqa: E402
+
 DATA = ROOT.parent / "shared" / "data" / "scifact"
 MODELS = ("ndrm3", "tk", "tkl", "idcm")
 CANDIDATES = 100
@@ -145,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, among {', '.join(MODELS)}")
     ap.add_argument("--devices", default="cpu,cuda", help="comma-separated; cuda is skipped where absent")
-    ap.add_argument("--steps", type=int, default=8, help="timed steps a row (after 2 untimed)")
+    ap.add_argument("--steps", type=positive_int, default=8, help="timed steps a row (after 2 untimed)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "bench_train.json")
     args = ap.parse_args(argv)
     models = [m for m in args.models.split(",") if m]

@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -44,7 +45,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ckqti.text import Analyzer
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as `python scripts/long_documents.py`
+    sys.path.insert(0, str(ROOT))
+
+from ckqti.text import Analyzer  # noqa: E402
+from scripts.args import positive_int  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 COLLECTIONS = {"scifact": ("scifact", "test.tsv", 1), "trecdl": ("trecdl19-passage-subset", "test.tsv", 2)}
@@ -403,7 +409,7 @@ def main() -> None:
     ap.add_argument("--merge", default=None, metavar="JSON",
                     help="an earlier run's long_documents.json: keep its models' rows and add this run's")
     ap.add_argument("--collections", default="scifact,trecdl")
-    ap.add_argument("--queries", type=int, default=LongDocConfig.queries)
+    ap.add_argument("--queries", type=positive_int, default=LongDocConfig.queries)
     ap.add_argument("--long-cap", type=int, default=4000, help="terms TKL, NDRM and TKL-like --model checkpoints read")
     ap.add_argument("--device", default=None)
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")

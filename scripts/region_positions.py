@@ -44,6 +44,7 @@ if str(ROOT) not in sys.path:
 from ckqti.explain import Region, explain_text  # noqa: E402
 from ckqti.text import Analyzer  # noqa: E402
 from ckqti.train.rerankers import Reranker, analyzed_spans  # noqa: E402
+from scripts.args import positive_int  # noqa: E402
 from scripts.long_documents import (  # noqa: E402
     BM25,
     LongDocConfig,
@@ -232,7 +233,7 @@ def main() -> None:
     ap.add_argument("--model", action="append", default=[], metavar="NAME=PATH",
                     help="another TKL or IDCM checkpoint under its own name (repeatable)")
     ap.add_argument("--collections", default="scifact,trecdl")
-    ap.add_argument("--queries", type=int, default=LongDocConfig.queries, help="queries of the planted experiment")
+    ap.add_argument("--queries", type=positive_int, default=LongDocConfig.queries, help="queries of the planted experiment")
     ap.add_argument("--natural-queries", type=int, default=300, help="queries of the natural experiment")
     ap.add_argument("--long-cap", type=int, default=4000, help="terms TKL reads")
     ap.add_argument("--device", default=None)
