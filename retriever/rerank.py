@@ -196,9 +196,9 @@ def open_reranker(model_path: str | Path, device: str | None = None, max_doc_len
     ``"ndrm2"`` or ``"ndrm2-anserini"`` (untrained) reads the statistics of ``adapt_to``, a corpus
     file or an index directory."""
     from ckqti.models.loading import UNTRAINED
+    from ckqti.text import Analyzer
 
     if str(model_path) in UNTRAINED:
-        from ckqti.text import Analyzer
         from ckqti.train.rerankers import untrained_reranker
 
         is_index = adapt_to is not None and Path(adapt_to).is_dir()
@@ -207,16 +207,13 @@ def open_reranker(model_path: str | Path, device: str | None = None, max_doc_len
         return untrained_reranker(str(model_path), vocab, constants, device, max_doc_length)
     if adapt_to is None:
         return load_reranker(model_path, device, max_doc_length)
-    from ckqti.text import Analyzer
     from ckqti.train.checkpoint import load_checkpoint
-    from ckqti.train.rerankers import collection_vocabulary
 
     analyzer = load_checkpoint(model_path).analyzer
     if "tokenizer" in analyzer:
         raise InputError("IDCM reads WordPiece pieces, which every text shares: there is no vocabulary to adapt "
                          "(--adapt-vocabulary is for TK, TKL and NDRM)", model_path)
-    vocab = collection_vocabulary(corpus_texts(adapt_to, fmt).values(), Analyzer.from_dict(analyzer))
-    return load_reranker(model_path, device, max_doc_length, vocab)
+    return load_reranker(model_path, device, max_doc_length, collection_of(adapt_to, None, fmt, analyzer)[0])
 
 
 def rerank(
@@ -261,6 +258,7 @@ def rerank(
         InputError: unreadable inputs, missing corpus, candidates without text.
         CkqtiError: an unreadable checkpoint.
     """
+    from ckqti.models.loading import UNTRAINED
     from indexer.readers import read_queries
     from retriever.runs import check_run_path, write_run
 
@@ -270,8 +268,6 @@ def rerank(
     if adapt_vocabulary and corpus is None:
         raise InputError("adapting the model to the corpus vocabulary needs the corpus (--corpus)")
     out = Path(out)
-    from ckqti.models.loading import UNTRAINED
-
     untrained = str(model_path) in UNTRAINED  # reads the collection's statistics: the corpus's, else the index's
     collection = (corpus or (candidates if Path(candidates).is_dir() else None)) if untrained else None
     if untrained and collection is None:
