@@ -270,26 +270,18 @@ def find_document(docid: str, corpus: str | Path | None = None, index: str | Pat
 
 def open_explainer(model: str | Path, corpus: str | Path | None, index: str | Path | None, fmt: str | None,
                    device: str | None, max_doc_length: int | None, adapt_vocabulary: bool) -> Reranker:
-    """The model as :func:`explain` reads with it: a checkpoint with its training vocabulary or
-    adapted to the corpus's or the index's (see :func:`explain`'s ``adapt_vocabulary``), or an
-    untrained NDRM2 (``"ndrm2"``, ``"ndrm2-anserini"``) on the collection's statistics."""
-    from ckqti.models.loading import UNTRAINED
-    from ckqti.text import Analyzer
-    from ckqti.train.checkpoint import load_checkpoint
-    from ckqti.train.rerankers import adapt_reranker, reranker_from_checkpoint, untrained_reranker
-    from retriever.rerank import collection_of
+    """The model as :func:`explain` reads with it (:func:`retriever.rerank.open_reranker`): a
+    checkpoint with its training vocabulary, or adapted to the corpus's or the index's (see
+    :func:`explain`'s ``adapt_vocabulary``; IDCM is read as trained), or an untrained NDRM2
+    (``"ndrm2"``, ``"ndrm2-anserini"``) on the collection's statistics."""
+    from retriever.rerank import open_reranker
 
-    if str(model) in UNTRAINED:
-        vocab, constants = collection_of(corpus, index, fmt, Analyzer().to_dict())
-        return untrained_reranker(str(model), vocab, constants, device, max_doc_length)
-    ckpt = load_checkpoint(model)
-    if ckpt.kind == "idcm" or not (adapt_vocabulary or (index is not None and ckpt.kind in QTI_KINDS)):
-        return reranker_from_checkpoint(ckpt, device, max_doc_length)  # IDCM reads WordPiece: nothing to adapt
-    vocab, constants = collection_of(corpus, index, fmt, ckpt.analyzer)
-    reranker = adapt_reranker(ckpt, vocab, device, max_doc_length)
-    if ckpt.kind in QTI_KINDS and constants:
-        reranker.model.set_index_constants(constants)
-    return reranker
+    collection = index if index is not None else corpus
+    if adapt_vocabulary:  # TK, TKL and NDRM read the collection's vocabulary
+        return open_reranker(model, device, max_doc_length, collection, fmt, ("tk", "tkl", *QTI_KINDS))
+    if index is not None:  # an NDRM model reads the index's: its score is the index's
+        return open_reranker(model, device, max_doc_length, index, fmt, QTI_KINDS)
+    return open_reranker(model, device, max_doc_length, collection, fmt, ())  # untrained NDRM2 only
 
 
 def explain(

@@ -267,11 +267,11 @@ class ImpactScorer:
         packed[rows, slots] = terms
         s = self.model.channel_scores(packed, enc).float()  # [B, T, C]
         real = torch.arange(width, device=self.device) < counts.unsqueeze(1)  # [B, T]
-        refuse_non_finite(bool(torch.isfinite(s[real]).all()))
         if self.offset_channel is not None:
             s[..., self.offset_channel] -= torch.from_numpy(self.offsets).to(self.device)[packed]
         keep = (s > 0) & real.unsqueeze(-1)  # [B, T, C]
         s, packed, keep = s.cpu().numpy(), packed.cpu().numpy(), keep.cpu().numpy()
+        refuse_non_finite(bool(np.isfinite(s[real.cpu().numpy()]).all()))  # on the host copy: no extra device sync
         out = []
         for b in range(s.shape[0]):
             ti, ci = np.nonzero(keep[b])

@@ -18,7 +18,7 @@ trec_eval breaks them).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -191,29 +191,40 @@ def collection_of(corpus: str | Path | None, index: str | Path | None, fmt: str 
 
 
 def open_reranker(model_path: str | Path, device: str | None = None, max_doc_length: int | None = None,
-                  adapt_to: str | Path | None = None, fmt: str | None = None) -> Reranker:
-    """Load a checkpoint; with ``adapt_to`` (a corpus file) it reads that corpus's vocabulary.
-    ``"ndrm2"`` or ``"ndrm2-anserini"`` (untrained) reads the statistics of ``adapt_to``, a corpus
-    file or an index directory."""
+                  adapt_to: str | Path | None = None, fmt: str | None = None,
+                  adapt_kinds: Collection[str] | None = None) -> Reranker:
+    """Load a checkpoint, reading text with its training vocabulary, or with ``adapt_to``'s: a
+    corpus file's, or an index directory's as it holds it (an NDRM model then takes the build's
+    constants too: it scores as the index does). ``"ndrm2"`` or ``"ndrm2-anserini"`` (untrained)
+    always reads ``adapt_to``'s statistics.
+
+    ``adapt_kinds``: adapt only checkpoints of these kinds and read the others as trained; None
+    adapts every kind and refuses IDCM, whose WordPiece pieces every text shares.
+    """
     from ckqti.models.loading import UNTRAINED
     from ckqti.text import Analyzer
+    from ckqti.train.checkpoint import QTI_KINDS, load_checkpoint
+    from ckqti.train.rerankers import adapt_reranker, reranker_from_checkpoint, untrained_reranker
 
-    if str(model_path) in UNTRAINED:
-        from ckqti.train.rerankers import untrained_reranker
-
-        is_index = adapt_to is not None and Path(adapt_to).is_dir()
-        vocab, constants = collection_of(None if is_index else adapt_to, adapt_to if is_index else None, fmt,
-                                         Analyzer().to_dict())
-        return untrained_reranker(str(model_path), vocab, constants, device, max_doc_length)
-    if adapt_to is None:
+    untrained = str(model_path) in UNTRAINED
+    if adapt_to is None and not untrained:
         return load_reranker(model_path, device, max_doc_length)
-    from ckqti.train.checkpoint import load_checkpoint
-
-    analyzer = load_checkpoint(model_path).analyzer
-    if "tokenizer" in analyzer:
+    is_index = adapt_to is not None and Path(adapt_to).is_dir()
+    corpus, index = (None, adapt_to) if is_index else (adapt_to, None)
+    if untrained:
+        vocab, constants = collection_of(corpus, index, fmt, Analyzer().to_dict())
+        return untrained_reranker(str(model_path), vocab, constants, device, max_doc_length)
+    ckpt = load_checkpoint(model_path)  # once: its analyzer, then its weights
+    if adapt_kinds is not None and ckpt.kind not in adapt_kinds:
+        return reranker_from_checkpoint(ckpt, device, max_doc_length)
+    if "tokenizer" in ckpt.analyzer:
         raise InputError("IDCM reads WordPiece pieces, which every text shares: there is no vocabulary to adapt "
                          "(--adapt-vocabulary is for TK, TKL and NDRM)", model_path)
-    return load_reranker(model_path, device, max_doc_length, collection_of(adapt_to, None, fmt, analyzer)[0])
+    vocab, constants = collection_of(corpus, index, fmt, ckpt.analyzer)
+    reranker = adapt_reranker(ckpt, vocab, device, max_doc_length)
+    if ckpt.kind in QTI_KINDS and constants:
+        reranker.model.set_index_constants(constants)
+    return reranker
 
 
 def rerank(

@@ -1221,7 +1221,8 @@ def rerank(row: Row, spec: CollectionSpec, work: Path, ranked: Mapping[str, list
 
     queries, _ = judged_queries(spec)
     path = str(checkpoint_path(row.model, work))
-    reranker = open_reranker(path, None, None, spec.corpus if spec.zero_shot else None)
+    # zero-shot: TK, TKL and NDRM read the collection's vocabulary; IDCM's WordPiece needs no adapting
+    reranker = open_reranker(path, None, None, spec.corpus if spec.zero_shot else None, None, ("tk", "tkl", *QTI_KINDS))
     cands = {q: ranked.get(q, [])[: row.depth] for q in queries}
     texts = corpus_texts(spec.corpus, keep={d for docs in cands.values() for d in docs})
     started = time.perf_counter()

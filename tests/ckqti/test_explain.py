@@ -355,3 +355,5 @@ def test_adapting_idcm_to_a_vocabulary_is_refused(setup):
 
     with pytest.raises(InputError, match="no vocabulary to adapt"):
         open_reranker(setup["paths"]["idcm"], "cpu", None, setup["corpus"])
+    # a caller adapting only word models (scripts/effectiveness.py's zero-shot rows) reads IDCM as trained
+    assert open_reranker(setup["paths"]["idcm"], "cpu", None, setup["corpus"], None, ("tk", "tkl")).kind == "idcm"
