@@ -38,10 +38,20 @@ class Group(click.Group):
         try:
             return super().invoke(ctx)
         except CkqtiError as e:
+            close_progress_bars()
             raise click.ClickException(str(e)) from None
         except OSError as e:
+            close_progress_bars()
             where = e.filename2 or e.filename
             raise click.ClickException(f"{where}: {e.strerror or e}" if where else str(e)) from None
+
+
+def close_progress_bars() -> None:
+    """Close the progress bars a failed command left open, so that its error starts a line of its own."""
+    from tqdm.auto import tqdm
+
+    for bar in list(getattr(tqdm, "_instances", ())):
+        bar.close()
 
 
 def index_option(f):

@@ -368,12 +368,27 @@ def evaluate_files(
 
     qrels = read_qrels(qrels_path, qrels_format)
     paths = [Path(run_path)] + ([Path(compare)] if compare is not None else [])
-    results = tuple(evaluate(read_run(p), qrels, measures, per_query, rel_level) for p in paths)
+    runs = [read_run(p) for p in paths]
+    for path, run in zip(paths, runs):
+        check_overlap(run, qrels, path, qrels_path)
+    results = tuple(evaluate(run, qrels, measures, per_query, rel_level) for run in runs)
     names = tuple(p.name for p in paths)
     if len(set(names)) < len(names):
         names = tuple(str(p) for p in paths)
     comparisons = compare_results(results[0], results[1]) if len(results) == 2 else ()
     return EvalReport(names, results, comparisons)
+
+
+def check_overlap(run: Mapping[str, Ranking], qrels: Mapping[str, Mapping[str, int]], run_path: str | Path,
+                  qrels_path: str | Path) -> None:
+    """A run that ranks documents for none of the judged queries is evaluated against the wrong
+    qrels (or query ids written differently): an error, where trec_eval would print zeros."""
+    judged = {str(q) for q, docs in qrels.items() if docs}
+    ranked = [str(q) for q, docs in run.items() if docs]
+    if ranked and judged and judged.isdisjoint(ranked):
+        raise InputError(f"none of its {len(ranked)} queries is judged in {qrels_path} "
+                         f"(query ids such as {ranked[0]!r} against {min(judged)!r} there): "
+                         "are these the qrels of this run's queries?", run_path)
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]], markdown: bool = False) -> str:

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -78,13 +79,24 @@ def _file_id(path: Path) -> dict:
     return {"path": str(path.resolve()), "size": st.st_size, "mtime": st.st_mtime_ns}
 
 
-def prepare_workdir(work: Path, fp: str, resume: bool) -> None:
-    """Reuse ``work`` if it holds a build of the same inputs (and resume is on), else start clean."""
+def prepare_workdir(work: Path, fp: str, resume: bool, progress: bool = False) -> None:
+    """Reuse ``work`` if it holds a build of the same inputs (and resume is on), else start clean.
+    With ``progress``, a note on stderr says whether an interrupted build found there was resumed
+    or discarded."""
     stamp = work / "FINGERPRINT"
-    if work.exists() and not (resume and stamp.is_file() and stamp.read_text() == fp):
-        shutil.rmtree(work)
+    note = None
+    if work.exists():
+        same = stamp.is_file() and stamp.read_text() == fp
+        if resume and same:
+            note = f"resuming the interrupted build in {work}"
+        else:
+            why = "asked not to resume" if same or not stamp.is_file() else "it was of other inputs or settings"
+            note = f"discarding the interrupted build in {work} ({why}): starting over"
+            shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
     stamp.write_text(fp)
+    if note and progress:
+        tqdm.write(f"note: {note}", file=sys.stderr)
 
 
 def save_npz_atomic(path: Path, **arrays: np.ndarray) -> None:
@@ -324,7 +336,7 @@ def build_index(
     orcas = Path(orcas) if orcas else None
     check_build_paths(corpus_path, orcas, out, force)
     work = out.with_name(out.name + ".partial")
-    prepare_workdir(work, fingerprint(corpus_path, fmt, orcas, model_info, config), resume)
+    prepare_workdir(work, fingerprint(corpus_path, fmt, orcas, model_info, config), resume, progress)
     try:
         return _build(corpus_path, out, work, model, model_info, config, fmt, orcas, force, progress)
     except CkqtiError:

@@ -412,7 +412,7 @@ def build_index_ray(
         raise CkqtiError("--workers must be >= 1")
     check_address(address)
     work = out.with_name(out.name + ".partial")
-    prepare_workdir(work, fingerprint(inputs.corpus_path, fmt, inputs.orcas, model_info, config), resume)
+    prepare_workdir(work, fingerprint(inputs.corpus_path, fmt, inputs.orcas, model_info, config), resume, progress)
     try:
         corpus = analyzed_corpus(work, inputs, progress)
     except CkqtiError:

@@ -132,8 +132,9 @@ def test_bad_corpus_gives_one_line_error_and_no_index(tmp_path, name):
     out = tmp_path / "idx"
     res = invoke("index", corpus, "--out", out, "--model", "ndrm2")
     assert res.exit_code != 0
-    msg = res.output.strip().splitlines()
-    assert len(msg) == 1 and where in msg[0] and "Traceback" not in res.output
+    msg = res.output.strip().splitlines()  # progress bars so far (closed: their own lines), then the error
+    assert msg[-1].startswith("Error: ") and where in msg[-1] and "Traceback" not in res.output
+    assert all(line.startswith("analyze: ") for line in msg[:-1]), res.output
     assert not out.exists() and not (tmp_path / "idx.partial").exists()
 
 
@@ -306,3 +307,24 @@ def test_eval_rel_level_reaches_the_binary_measures(tmp_path):
     assert one.results[0].mean["nDCG@10"] == two.results[0].mean["nDCG@10"]
     res = invoke("eval", tmp_path / "run.trec", tmp_path / "qrels.txt", "--rel-level", 2)
     assert res.exit_code == 0 and res.stdout == two.table() + "\n"
+
+
+def test_error_starts_its_own_line_after_an_open_progress_bar(tmp_path, monkeypatch):
+    """A command that fails with a progress bar drawn leaves the bar's line finished before its error."""
+    import sys
+
+    from tqdm.auto import tqdm
+
+    from ckqti.errors import InputError
+
+    def fails_midway(*args, **kwargs):
+        bar = tqdm(total=10, desc="scoring", file=sys.stderr, mininterval=0)
+        bar.update(3)
+        raise InputError("bad thing", tmp_path / "c.tsv", 7)
+
+    monkeypatch.setattr(api, "info", fails_midway)
+    res = invoke("info", "--index", tmp_path)
+    assert res.exit_code == 1
+    last = res.stderr.splitlines()[-1]
+    assert last == f"Error: {tmp_path / 'c.tsv'}:7: bad thing", res.stderr
+    assert "scoring" in res.stderr and not list(getattr(tqdm, "_instances", ()))

@@ -248,6 +248,19 @@ def test_evaluate_files_names_bad_input(tmp_path):
         evaluate_files(run, DATA / "vaswani" / "qrels")
 
 
+def test_evaluate_files_refuses_a_run_of_other_queries(tmp_path):
+    """Qrels that judge none of a run's queries are the wrong qrels: an error, not zeros; a
+    run judged for some of its queries is scored (missing ones count 0)."""
+    run, other = tmp_path / "r.run", tmp_path / "other.run"
+    run.write_text("q1 Q0 1 1 1.0 t\nq2 Q0 2 1 1.0 t\n")
+    other.write_text("1 Q0 1 1 1.0 t\n")
+    with pytest.raises(InputError, match=r"r\.run: none of its 2 queries is judged in .*qrels \(query ids such as 'q1'"):
+        evaluate_files(run, DATA / "vaswani" / "qrels")
+    with pytest.raises(InputError, match=r"r\.run: none of its 2 queries"):
+        evaluate_files(other, DATA / "vaswani" / "qrels", compare=run)
+    assert evaluate_files(other, DATA / "vaswani" / "qrels").results[0].num_queries == 93
+
+
 def test_result_table_for_one_run():
     text = EvalResult(("P@10",), {"P@10": 0.25}, {"q": {"P@10": 0.25}}).table(name="mine")
     assert text.splitlines()[:2] == ["run   queries    P@10", "mine        1  0.2500"]

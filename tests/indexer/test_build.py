@@ -92,6 +92,24 @@ def test_interrupted_build_keeps_old_index_and_resumes(tmp_path, scifact_small, 
     assert [s.files for s in resumed.shards] == [s.files for s in clean.shards]
 
 
+def test_workdir_notes_what_it_does_with_an_interrupted_build(tmp_path, capsys):
+    work = tmp_path / "idx.partial"
+    build_mod.prepare_workdir(work, "fp-a", resume=True, progress=True)
+    assert capsys.readouterr().err == ""  # nothing interrupted: nothing to say
+    (work / "raw").mkdir()
+    build_mod.prepare_workdir(work, "fp-a", resume=True, progress=True)
+    assert capsys.readouterr().err == f"note: resuming the interrupted build in {work}\n" and (work / "raw").is_dir()
+    build_mod.prepare_workdir(work, "fp-b", resume=True, progress=True)
+    err = capsys.readouterr().err
+    assert "discarding the interrupted build" in err and "other inputs" in err and not (work / "raw").exists()
+    (work / "raw").mkdir()
+    build_mod.prepare_workdir(work, "fp-b", resume=False, progress=True)
+    assert "(asked not to resume)" in capsys.readouterr().err and not (work / "raw").exists()
+    (work / "raw").mkdir()
+    build_mod.prepare_workdir(work, "fp-c", resume=True)  # the API's default: quiet
+    assert capsys.readouterr().err == "" and (work / "FINGERPRINT").read_text() == "fp-c"
+
+
 def test_existing_output_needs_force(tmp_path, scifact_small):
     out = tmp_path / "idx"
     out.mkdir()
