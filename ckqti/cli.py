@@ -355,8 +355,8 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
                       fixed_bm25=fixed_bm25, frozen_embeddings=frozen_embeddings)
     except OptionError as e:
         raise click.UsageError(e.as_flags()) from None
-    epoch = f" at epoch {r.best_epoch} of {r.epochs_run}" if hasattr(r, "best_epoch") else ""
-    click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f}{epoch} -> {out}")
+    stage = f" of stage {r.history[-1]['stage']}" if variant == "idcm" else ""
+    click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} at epoch {r.best_epoch} of {r.epochs_run}{stage} -> {out}")
 
 
 @cli.command("rerank")

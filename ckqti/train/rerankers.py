@@ -566,6 +566,20 @@ class RerankerTrainResult:
     history: tuple[dict, ...]
     work_dir: Path
 
+    def _last_stage(self) -> list[dict]:
+        return [h for h in self.history if h["stage"] == self.history[-1]["stage"]]
+
+    @property
+    def best_epoch(self) -> int:
+        """Epoch of the saved model in the last stage (0: validation before training was not beaten;
+        the first of equal scores, as training keeps only a strictly better epoch)."""
+        return max(self._last_stage(), key=lambda h: h["dev_ndcg10"])["epoch"]
+
+    @property
+    def epochs_run(self) -> int:
+        """Epochs trained in the last stage."""
+        return max(h["epoch"] for h in self._last_stage())
+
 
 # -- training data ---------------------------------------------------------------------------
 

@@ -165,3 +165,19 @@ def test_cli_embeddings_take_a_named_start_or_a_checkpoint_file(tmp_path, tiny_s
     for bad in ("glove", tmp_path / "missing.pt"):
         res = CliRunner().invoke(cli, [str(a) for a in args + [bad]])
         assert res.exit_code == 2 and "neither one of skipgram" in res.output
+
+
+@pytest.mark.parametrize("model, stage", [("tk", ""), ("idcm", " of stage 2")])
+def test_cli_names_the_saved_epoch_of_a_reranker(tmp_path, monkeypatch, model, stage):
+    from ckqti import api
+    from ckqti.train.rerankers import RerankerTrainResult
+
+    history = tuple({"stage": 2, "epoch": e, "dev_ndcg10": d} for e, d in enumerate((0.1, 0.4, 0.3)))
+    out = tmp_path / "m.pt"
+    monkeypatch.setattr(api, "train", lambda *a, **k: RerankerTrainResult(out, f"{model}-abc", 0.4, history, tmp_path))
+    given = tmp_path / "given.tsv"
+    given.write_text("")
+    args = ["train", "--model", model, "--corpus", given, "--queries", given, "--qrels", given, "--out", out]
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    assert res.exit_code == 0, res.output
+    assert res.output.strip() == f"{model}-abc: best dev nDCG@10 0.4000 at epoch 1 of 2{stage} -> {out}"

@@ -17,6 +17,7 @@ from ckqti.train.rerankers import (
     PairData,
     Reranker,
     RerankerTrainConfig,
+    RerankerTrainResult,
     TermText,
     analyzed_spans,
     build_model,
@@ -167,7 +168,8 @@ def test_train_tk_writes_a_checkpoint_that_reranks(tiny_scifact, tmp_path):
     assert out.is_file() and res.model_id.startswith("tk-")
     assert [h["epoch"] for h in res.history] == [0, 1, 2]  # validated before training, then each epoch
     assert [h["steps"] for h in res.history] == [0, 3, 3]
-    assert 0.0 <= res.best_dev_ndcg10 <= 1.0
+    assert 0.0 <= res.best_dev_ndcg10 <= 1.0 and res.epochs_run == 2
+    assert res.history[res.best_epoch]["dev_ndcg10"] == res.best_dev_ndcg10
     rr = load_reranker(out, device="cpu")
     assert rr.kind == "tk" and rr.model_id == res.model_id and rr.max_doc_length == 200
     docs = list(tiny_scifact["docs"].values())[:5]
@@ -227,6 +229,7 @@ def test_idcm_three_stages_and_wordpiece_checkpoint(tiny_scifact, tmp_path):
     res = train_reranker("idcm", tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], out,
                          config, candidates=tiny_scifact["candidates"])
     assert [(h["stage"], h["epoch"]) for h in res.history] == [(1, 0), (1, 1), (2, 0), (2, 1), (3, 0), (3, 1)]
+    assert res.epochs_run == 1 and res.history[4 + res.best_epoch]["dev_ndcg10"] == res.best_dev_ndcg10
     assert all((res.work_dir / f"stage{s}.pt").is_file() for s in (1, 2, 3))
     rr = load_reranker(out, device="cpu")
     text = "Vitamin D deficiency and tuberculosis risk in adults"
@@ -444,3 +447,13 @@ def test_train_tkl_with_title_pseudo_queries(tiny_scifact, tmp_path):
     steps = {w: r.history[-1]["steps"] for w, r in runs.items()}
     assert steps["titles"] == steps[None] + 5  # 40 more triples, 8 a step
     assert load_reranker(tmp_path / "tkl-titles.pt").kind == "tkl"
+
+
+def test_train_result_names_the_saved_epoch_of_the_last_stage(tmp_path):
+    """The first epoch of the best score (training keeps only a strictly better one), in the last stage."""
+    rows = [(1, 0, 0.2), (1, 1, 0.9), (2, 0, 0.3), (2, 1, 0.5), (2, 2, 0.5), (2, 3, 0.4)]
+    history = tuple({"stage": s, "epoch": e, "dev_ndcg10": d} for s, e, d in rows)
+    res = RerankerTrainResult(tmp_path / "m.pt", "idcm-x", 0.5, history, tmp_path)
+    assert (res.best_epoch, res.epochs_run) == (1, 3)
+    untrained = RerankerTrainResult(tmp_path / "m.pt", "tk-x", 0.4, history[:1], tmp_path)
+    assert (untrained.best_epoch, untrained.epochs_run) == (0, 0)
