@@ -148,23 +148,28 @@ _TITLE = re.compile(r"<(TITLE|HEADLINE|HEAD)>(.*?)</\1>", re.IGNORECASE | re.DOT
 _TEXT = re.compile(r"<TEXT>(.*?)</TEXT>", re.IGNORECASE | re.DOTALL)
 _TAG = re.compile(r"</?[A-Za-z][^<>]*>")
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+_ID_ATTRIBUTE = re.compile(r"""\bid\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""", re.IGNORECASE)
 
 
 def _parse_trec(path: str | Path) -> Iterator[tuple[int, Document]]:
-    for number, raw in tagged_blocks(path, "DOC"):
+    for number, attributes, raw in tagged_blocks(path, "DOC"):
         raw = _COMMENT.sub(" ", raw)  # SGML comments are not text
         docno = _DOCNO.search(raw)
-        if docno is None:
-            raise InputError("<DOC> without <DOCNO>", path, number)
-        body = raw[: docno.start()] + raw[docno.end() :]
-        if _DOCNO.search(body):
-            raise InputError("<DOC> with two <DOCNO>s (a missing </DOC>?)", path, number)
+        if docno is not None:
+            body, docid = raw[: docno.start()] + raw[docno.end() :], docno.group(1)
+            if _DOCNO.search(body):
+                raise InputError("<DOC> with two <DOCNO>s (a missing </DOC>?)", path, number)
+        else:  # AQUAINT-2, Gigaword: <DOC id="APW_ENG_20041001.0001" type="story">
+            ident = _ID_ATTRIBUTE.search(attributes)
+            if ident is None:
+                raise InputError('<DOC> without <DOCNO> or an id attribute (<DOC id="...">)', path, number)
+            body, docid = raw, html.unescape(next(g for g in ident.groups() if g is not None))
         title = " ".join(html.unescape(_TAG.sub(" ", " ".join(m.group(2) for m in _TITLE.finditer(body)))).split())
         body = _TITLE.sub("\n", body)
         blocks = _TEXT.findall(body)
         text = html.unescape(_TAG.sub(" ", "\n".join(blocks) if blocks else body))  # &amp; is "&", not a word
         lines = (" ".join(line.split()) for line in text.splitlines())
-        yield number, Document(docno.group(1), title, "\n".join(x for x in lines if x))
+        yield number, Document(docid, title, "\n".join(x for x in lines if x))
 
 
 def _parse_smart(path: str | Path) -> Iterator[tuple[int, Document]]:

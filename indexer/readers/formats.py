@@ -174,15 +174,17 @@ def parse_int(value: str, what: str, path: str | Path, number: int) -> int:
         raise InputError(f"{what} must be an integer, found {value!r}", path, number) from None
 
 
-def tagged_blocks(path: str | Path, tag: str) -> Iterator[tuple[int, str]]:
-    """Yield ``(opening_line, inner_text)`` for every ``<tag> ... </tag>`` block (tag case-insensitive).
+def tagged_blocks(path: str | Path, tag: str) -> Iterator[tuple[int, str, str]]:
+    """Yield ``(opening_line, attributes, inner_text)`` for every ``<tag> ... </tag>`` block (tag
+    case-insensitive); ``attributes`` is the opening tag's text after its name (``' id="x"'`` of
+    ``<DOC id="x">``, else empty).
 
     Blocks may span lines or share one; inner lines are joined with newlines. Text outside
     the blocks, nested or unclosed blocks are errors naming the line.
     """
-    pattern = re.compile(rf"<(/?){re.escape(tag)}>", re.IGNORECASE)
+    pattern = re.compile(rf"<(/?){re.escape(tag)}(\s[^<>]*)?>", re.IGNORECASE)
     parts: list[str] | None = None
-    start = 0
+    start, attributes = 0, ""
     for number, line in iter_lines(path):
         pos = 0
         for match in pattern.finditer(line):
@@ -191,7 +193,7 @@ def tagged_blocks(path: str | Path, tag: str) -> Iterator[tuple[int, str]]:
                 if parts is None:
                     raise InputError(f"</{tag}> without an opening <{tag}>", path, number)
                 parts.append(before)
-                yield start, "\n".join(parts)
+                yield start, attributes, "\n".join(parts)
                 parts = None
             else:
                 if parts is not None:
@@ -199,7 +201,7 @@ def tagged_blocks(path: str | Path, tag: str) -> Iterator[tuple[int, str]]:
                         f"<{tag}> inside the <{tag}> opened at line {start} (missing </{tag}>?)", path, number
                     )
                 _nothing_outside(before, tag, path, number)
-                parts, start = [], number
+                parts, start, attributes = [], number, match.group(2) or ""
         if parts is None:
             _nothing_outside(line[pos:], tag, path, number)
         else:

@@ -84,7 +84,7 @@ _TITLE = re.compile(r"<title>\s*(?:Topic:)?(.*?)(?=<|\Z)", re.IGNORECASE | re.DO
 
 
 def _parse_trec(path: str | Path) -> Iterator[tuple[int, str, str]]:
-    for number, raw in tagged_blocks(path, "top"):
+    for number, _attributes, raw in tagged_blocks(path, "top"):
         num, title = _NUM.search(raw), _TITLE.search(raw)
         if num is None:
             raise InputError("<top> without <num>", path, number)

@@ -160,6 +160,26 @@ def test_trec_tags_and_one_line_documents(tmp_path):
     ]
 
 
+def test_trec_documents_named_by_an_id_attribute(tmp_path):
+    """AQUAINT-2 and Gigaword name a document by its tag's id attribute, with no <DOCNO>; a
+    <DOCNO> wins over the attribute."""
+    path = write(
+        tmp_path / "giga.trec",
+        '<DOC id="AFP_ENG_1.0001" type="story">\n<HEADLINE>\nRain &amp; sun\n</HEADLINE>\n<TEXT>\n<P>\nWet.\n</P>\n'
+        "</TEXT>\n</DOC>\n<doc ID='b2'>two</doc>\n<DOC id=c3>three</DOC>\n<DOC id=\"x\"><DOCNO>d4</DOCNO>four</DOC>\n",
+    )
+    assert list(read_corpus(path)) == [
+        Document("AFP_ENG_1.0001", "Rain & sun", "Wet."),
+        Document("b2", "", "two"),
+        Document("c3", "", "three"),
+        Document("d4", "", "four"),
+    ]
+    path = write(tmp_path / "typed.trec", '<DOC type="story">\ntext\n</DOC>\n')
+    err = error_of(read_corpus, path)
+    assert_names(err, path, 1)
+    assert "without <DOCNO> or an id attribute" in str(err)
+
+
 def test_trec_comments_are_dropped_and_entities_decoded(tmp_path):
     path = write(tmp_path / "d.trec", "<DOC><DOCNO>c1</DOCNO><!-- okapi\nnote --><TITLE>R&amp;D</TITLE>"
                                       "<TEXT>x &lt; y &amp;&amp; z</TEXT></DOC>\n")
