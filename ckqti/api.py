@@ -150,7 +150,7 @@ def run(
     from indexer.readers import read_queries
     from retriever.runs import check_run_path, write_run
 
-    check_run_path(out)
+    check_run_path(out, tag)
     searcher = open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack)
     qs = read_queries(queries, fmt=fmt)
     stats = RunStats(queries=len(qs), searched=0)

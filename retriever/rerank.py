@@ -273,9 +273,11 @@ def rerank(
     from indexer.readers import read_queries
     from retriever.runs import check_run_path, write_run
 
-    check_run_path(out)
+    check_run_path(out, tag)
     if depth < 1:
         raise InputError(f"depth must be at least 1, got {depth}")
+    if str(candidates) != "bm25" and not Path(candidates).exists():
+        raise InputError("candidates must be 'bm25', an index directory or a TREC run file", candidates)
     if adapt_vocabulary and corpus is None:
         raise InputError("adapting the model to the corpus vocabulary needs the corpus (--corpus)")
     out = Path(out)
@@ -296,7 +298,7 @@ def rerank(
     started = time.perf_counter()
     results = rerank_candidates(reranker, queries, cands, texts, batch_size, progress)
     seconds = time.perf_counter() - started
-    write_run(out, results, tag or f"ckqti-{reranker.kind}")
+    write_run(out, results, f"ckqti-{reranker.kind}" if tag is None else tag)
     skipped = tuple(q for q in queries if q not in results)
     pairs = sum(len(r) for r in results.values())
     return RerankStats(len(queries), len(results), skipped, pairs, seconds, reranker.model_id, reranker.kind, where, out)

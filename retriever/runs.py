@@ -22,10 +22,20 @@ Ranking = Mapping[str, float] | Iterable[tuple[str, float]]
 _WHITESPACE = re.compile(r"\s")
 
 
-def check_run_path(path: str | Path) -> None:
-    """Refuse a run path that is a directory before any work is done for the run."""
-    if Path(path).is_dir():
+def check_run_path(path: str | Path, tag: str | None = None) -> None:
+    """Before any work for a run: ``path`` may be new, empty or an earlier run (which the run
+    replaces), never a folder or another kind of file (a queries file, an index's manifest);
+    ``tag``, when given, must be a run tag :func:`write_run` can write."""
+    if tag is not None and (not isinstance(tag, str) or not tag or _WHITESPACE.search(tag)):
+        raise InputError(f"run tag {tag!r} must be a non-empty string without whitespace")
+    path = Path(path)
+    if path.is_dir():
         raise InputError("is a directory; a run is written to a file", path)
+    if path.exists():
+        try:
+            next(_run_rows(path), None)  # the first line
+        except InputError:
+            raise InputError("exists and is not a TREC run; a run replaces only a run file", path) from None
 
 
 def trec_order(docs: Ranking) -> list[tuple[str, float]]:

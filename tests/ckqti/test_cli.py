@@ -328,3 +328,26 @@ def test_error_starts_its_own_line_after_an_open_progress_bar(tmp_path, monkeypa
     last = res.stderr.splitlines()[-1]
     assert last == f"Error: {tmp_path / 'c.tsv'}:7: bad thing", res.stderr
     assert "scoring" in res.stderr and not list(getattr(tqdm, "_instances", ()))
+
+
+def test_run_refuses_a_bad_tag_and_an_output_that_is_not_a_run(tmp_path, scifact_index, monkeypatch):
+    """Checked before any search: a tag with whitespace, and --out naming a file a run would destroy."""
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\twhite matter\n")
+
+    def no_search(*args, **kwargs):
+        raise AssertionError("searched before the checks")
+
+    monkeypatch.setattr(api, "open_searcher", no_search)
+    res = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "r.trec", "--tag", "my tag")
+    assert res.exit_code == 1 and res.output.strip() == "Error: run tag 'my tag' must be a non-empty string without whitespace"
+    manifest = scifact_index / "manifest.json"
+    before = manifest.read_bytes()
+    for target in (manifest, queries):
+        res = invoke("run", "--index", scifact_index, "--queries", queries, "--out", target)
+        assert res.exit_code == 1 and res.output.strip() == (
+            f"Error: {target}: exists and is not a TREC run; a run replaces only a run file")
+    assert manifest.read_bytes() == before and queries.read_text() == "q1\twhite matter\n"
+    res = invoke("rerank", "--queries", queries, "--candidates", tmp_path / "nope", "--model", "ndrm2",
+                 "--out", tmp_path / "r.trec")
+    assert res.exit_code == 1 and "candidates must be 'bm25', an index directory or a TREC run file" in res.output

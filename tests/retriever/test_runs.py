@@ -9,7 +9,7 @@ import pytest
 
 from ckqti.errors import InputError
 from ckqti.evaluate import evaluate
-from retriever.runs import read_run, trec_order, write_run
+from retriever.runs import check_run_path, read_run, trec_order, write_run
 
 
 def test_trec_order_breaks_ties_by_docid_descending():
@@ -89,3 +89,27 @@ def test_read_run_errors_name_file_and_line(tmp_path, text, line, words):
 
 def test_read_run_empty(tmp_path):
     assert "no results" in str(read_error(tmp_path, "\n"))
+
+
+def test_check_run_path_replaces_only_a_run(tmp_path):
+    """A run may replace an earlier run (plain or gzip) or an empty file, never another file or a
+    folder; a bad tag is refused before any work."""
+    earlier = tmp_path / "earlier.trec"
+    write_run(earlier, {"q": [("d", 1.0)]}, "t")
+    gz = tmp_path / "earlier.trec.gz"
+    write_run(gz, {"q": [("d", 1.0)]}, "t")
+    (tmp_path / "empty.trec").write_text("")
+    for fine in (earlier, gz, tmp_path / "empty.trec", tmp_path / "new.trec"):
+        check_run_path(fine, "mine")
+    (tmp_path / "queries.tsv").write_text("q1\twhite matter\n")
+    (tmp_path / "manifest.json").write_text('{"format_version": 1}\n')
+    (tmp_path / "model.pt").write_bytes(b"PK\x03\x04\xff\xfe binary")
+    for other in ("queries.tsv", "manifest.json", "model.pt"):
+        with pytest.raises(InputError, match=rf"{other}: exists and is not a TREC run; a run replaces only a run file"):
+            check_run_path(tmp_path / other)
+    assert (tmp_path / "queries.tsv").read_text() == "q1\twhite matter\n"
+    with pytest.raises(InputError, match="is a directory"):
+        check_run_path(tmp_path)
+    for tag in ("my tag", "", 7):
+        with pytest.raises(InputError, match="run tag .* must be a non-empty string without whitespace"):
+            check_run_path(tmp_path / "new.trec", tag)
