@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ckqti.errors import CkqtiError, InputError, QueryError
+from ckqti.errors import CkqtiError, InputError, OptionError, QueryError
 
 
 def index(
@@ -199,6 +200,7 @@ def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path
     """
     from ckqti.train.options import RERANKER_MODELS, train_config
 
+    check_keywords(train_config, options, passed=("resume", "dev_qrels"))
     config = train_config(model, resume=resume, dev_qrels=dev_qrels, **options)
     check_checkpoint_path(out)
     if model in RERANKER_MODELS:
@@ -208,6 +210,16 @@ def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path
     import ckqti.train
 
     return ckqti.train.train(corpus, queries, qrels, out, config, dev_qrels=dev_qrels, fmt=fmt, resume=resume)
+
+
+def check_keywords(fn, options: dict, passed: tuple[str, ...] = ()) -> None:
+    """``options`` must be keyword-only arguments of ``fn`` other than those the caller ``passed``
+    itself (an :class:`OptionError` naming the others and listing those it takes)."""
+    takes = [name for name, p in inspect.signature(fn).parameters.items() if p.kind is p.KEYWORD_ONLY
+             and name not in passed]
+    unknown = sorted(set(options) - set(takes))
+    if unknown:
+        raise OptionError(f"unknown option(s) {', '.join(unknown)}; the options are {', '.join(sorted(takes))}")
 
 
 def check_checkpoint_path(out: str | Path) -> None:
@@ -231,6 +243,7 @@ def rerank(queries: str | Path, candidates: str | Path, model: str | Path, out: 
     of any kind and write a TREC run; ``options`` as :func:`retriever.rerank.rerank`'s."""
     from retriever.rerank import rerank as rerank_run
 
+    check_keywords(rerank_run, options)
     return rerank_run(queries, candidates, model, out, depth, corpus, **options)
 
 

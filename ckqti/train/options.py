@@ -7,6 +7,9 @@ refused combination costs nothing and writes nothing.
 
 from __future__ import annotations
 
+import math
+import numbers
+
 from ckqti.errors import OptionError
 
 NDRM_MODELS = ("ndrm1", "ndrm2", "ndrm3")
@@ -55,6 +58,11 @@ def train_config(
     """
     if model not in MODELS:
         raise OptionError(f"model must be one of {', '.join(MODELS)}, got {model!r}", ("model",))
+    check_numbers(epochs=epochs, patience=patience, batch_size=batch_size, seed=seed, negatives=negatives,
+                  distill_docs=distill_docs, lr=lr, dev_fraction=dev_fraction, distill_weight=distill_weight,
+                  latent_gate=latent_gate)
+    epochs, patience, batch_size, seed, negatives, distill_docs = (  # numpy's integers are not JSON's (checkpoint meta)
+        int(v) for v in (epochs, patience, batch_size, seed, negatives, distill_docs))
     refuse_other_models_options(model, tail_windows, explicit, fixed_bm25, frozen_embeddings)
     common = dict(epochs=epochs, patience=patience, batch_size=batch_size, seed=seed, dev_fraction=dev_fraction,
                   device=device, teacher=teacher, distill_docs=distill_docs, distill_weight=distill_weight,
@@ -72,7 +80,7 @@ def train_config(
 
         model_options = reranker_model_options(model, term_weights, tail_windows, explicit, frozen_embeddings)
         starts = {k: v for k, v in (("embeddings", embeddings), ("init", init)) if v is not None}
-        return RerankerTrainConfig(kind=model, loss=loss, model_options=model_options, **starts, **common)
+        return checked(RerankerTrainConfig, kind=model, loss=loss, model_options=model_options, **starts, **common)
     if loss == "margin" or term_weights != "none":
         raise OptionError("loss margin and term_weights are for TK, TKL and IDCM (NDRM trains with RankNet or lce)",
                           ("loss", "term_weights"))
@@ -80,9 +88,41 @@ def train_config(
         raise OptionError("latent_gate is for NDRM1 and NDRM3 (NDRM2 has no latent channel)", ("latent_gate",))
     from ckqti.train.loop import TrainConfig
 
-    return TrainConfig(model=model, lr=1e-4 if lr is None else lr, embeddings=embeddings or "skipgram",
+    return checked(TrainConfig, model=model, lr=1e-4 if lr is None else lr, embeddings=embeddings or "skipgram",
                        init=init or "paper", loss=loss or "ranknet",
                        model_options=ndrm_model_options(latent_gate, fixed_bm25, frozen_embeddings), **common)
+
+
+def checked(config_type, **fields):
+    """``config_type(**fields)``, its own refusals (a value not among a choice's) as :class:`OptionError`."""
+    try:
+        return config_type(**fields)
+    except ValueError as e:
+        raise OptionError(str(e)) from None
+
+
+COUNTS = {"epochs": 1, "patience": 1, "batch_size": 1, "negatives": 1, "distill_docs": 1, "seed": 0}  # least value
+REALS = {  # the range of each real-valued option (None: the default)
+    "lr": ("> 0", lambda v: v > 0),
+    "dev_fraction": ("in (0, 1)", lambda v: 0 < v < 1),
+    "distill_weight": (">= 0", lambda v: v >= 0),
+    "latent_gate": ("in (0, 1]", lambda v: 0 < v <= 1),
+}
+
+
+def check_numbers(**values) -> None:
+    """The numeric options' types and ranges, as the CLI's flag types check them there (Python
+    callers get the same refusals as :class:`OptionError`)."""
+    for name, value in values.items():
+        if name in COUNTS:
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < COUNTS[name]:
+                raise OptionError(f"{name} must be an integer >= {COUNTS[name]}, got {value!r}", (name,))
+            continue
+        if value is None:
+            continue
+        bound, ok = REALS[name]
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or not ok(value):
+            raise OptionError(f"{name} must be a number {bound}, got {value!r}", (name,))
 
 
 def reranker_model_options(model: str, term_weights: str, tail_windows: str | None, explicit: bool,

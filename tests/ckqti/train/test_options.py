@@ -61,3 +61,35 @@ def test_api_train_refuses_an_output_that_is_not_a_checkpoint(tmp_path):
     with pytest.raises(InputError, match="not a ckqti checkpoint"):
         api.train("tk", *args, notes)
     assert notes.read_text() == "mine" and not (tmp_path / "notes.txt.work").exists()
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"bogus": 1}, "unknown option(s) bogus; the options are batch_size, "),
+    ({"epochs": 0}, "epochs must be an integer >= 1, got 0"),
+    ({"epochs": "3"}, "epochs must be an integer >= 1, got '3'"),
+    ({"batch_size": 2.0}, "batch_size must be an integer >= 1, got 2.0"),
+    ({"seed": -1}, "seed must be an integer >= 0, got -1"),
+    ({"lr": -1}, "lr must be a number > 0, got -1"),
+    ({"lr": float("nan")}, "lr must be a number > 0, got nan"),
+    ({"dev_fraction": 1.0}, "dev_fraction must be a number in (0, 1), got 1.0"),
+    ({"latent_gate": "0.5"}, "latent_gate must be a number in (0, 1], got '0.5'"),
+    ({"loss": "bogus"}, "loss must be one of ('ranknet', 'lce'), got 'bogus'"),
+])
+def test_api_train_refuses_bad_values_as_option_errors(tmp_path, options, message):
+    """Python callers get the refusals the CLI's flag types give, as OptionError, before any work."""
+    with pytest.raises(OptionError) as err:
+        api.train("ndrm3", tmp_path / "none", tmp_path / "none", tmp_path / "none", tmp_path / "m.pt", **options)
+    assert str(err.value).startswith(message)
+    assert not (tmp_path / "m.pt").exists() and not (tmp_path / "m.pt.work").exists()
+
+
+def test_numpy_integers_are_counts():
+    import numpy as np
+
+    config = train_config("tk", epochs=np.int64(2), batch_size=np.int32(4))
+    assert (config.epochs, config.batch_size) == (2, 4) and type(config.epochs) is int and type(config.batch_size) is int
+
+
+def test_api_rerank_refuses_unknown_options(tmp_path):
+    with pytest.raises(OptionError, match=r"unknown option\(s\) bogus; the options are adapt_vocabulary, batch_size"):
+        api.rerank(tmp_path / "q.tsv", "bm25", "ndrm2", tmp_path / "r.trec", bogus=2)
