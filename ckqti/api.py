@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ckqti.errors import CkqtiError, InputError, OptionError, QueryError
+from ckqti.errors import CkqtiError, InputError, OptionError, QueryError, option_count
 
 
 def index(
@@ -38,7 +38,16 @@ def index(
     from indexer.build import BuildConfig, build_index
     from indexer.impacts import ImpactConfig
 
+    shard_size, batch_size = option_count(shard_size, "shard_size"), option_count(batch_size, "batch_size")
+    neighbours = None if neighbours is None else option_count(neighbours, "neighbours", 0)
+    if workers is not None:
+        if ray_address is None:
+            raise OptionError("workers needs ray_address (the Ray build's model replicas)", ("workers", "ray_address"))
+        workers = option_count(workers, "workers")
     factory, info = load_qti_model(model, device)
+    if neighbours is not None and info.get("variant") == "ndrm2":
+        raise OptionError("neighbours are for dense latent models; NDRM2 has no latent channel (it stores each "
+                          "document's own terms)", ("neighbours",))
     if neighbours is not None and info.get("latent_gate") is not None:
         raise CkqtiError(f"neighbours are for dense latent models; this model's latent channel is gated at cosine "
                          f"{info['latent_gate']} and its index stores exactly the pairs the gate opens",
@@ -72,6 +81,8 @@ def append(
     from indexer.append import append_index, index_model_spec
     from indexer.format import Manifest
 
+    shard_size = option_count(shard_size, "shard_size")
+    batch_size = None if batch_size is None else option_count(batch_size, "batch_size")
     if model is None:
         model = index_model_spec(Path(index_path), Manifest.read(index_path))
     factory, info = load_qti_model(model, device)
@@ -83,7 +94,7 @@ def compact(index_path: str | Path, shard_size: int = 100_000):
     """Merge an index's consecutive shards into shards of up to ``shard_size`` documents; returns the new manifest."""
     from indexer.compact import compact_index
 
-    return compact_index(index_path, shard_size)
+    return compact_index(index_path, option_count(shard_size, "shard_size"))
 
 
 def info(index_path: str | Path, verify: bool = False):
@@ -114,7 +125,10 @@ def open_searcher(index_path: str | Path, mode: str = "exact", budget: int = 200
 
 def search(query: str, index_path: str | Path, k: int = 10, mode: str = "exact", budget: int = 200_000,
            model: str | None = None, channel_weights: dict[str, float] | None = None, slack: float = 1.0):
-    """Search an index for one query; returns a :class:`retriever.search.SearchResult`."""
+    """Search an index for one query; returns a :class:`retriever.search.SearchResult`.
+
+    Opens (and checksum-verifies) the index for this one query: to search many, open it once
+    with :func:`open_searcher` and call its ``search`` or ``search_many``."""
     return open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack).search(query, k)
 
 
@@ -276,6 +290,12 @@ def serve(
     """
     from retriever.service import create_app, listen_socket, run_server
 
+    if option_count(port, "port", 0) > 65535:
+        raise OptionError(f"port must be in 0..65535, got {port}", ("port",))
+    if api_key is not None and (not isinstance(api_key, str) or not api_key or api_key != api_key.strip()):
+        raise OptionError("api_key must be a non-empty string without surrounding whitespace, or None", ("api_key",))
+    max_k = option_count(max_k, "max_k")
+    workers = None if workers is None else option_count(workers, "workers")
     app = create_app(open_searcher(index_path, mode, budget, model, slack=slack), api_key=api_key, max_k=max_k, workers=workers)
     try:
         sock = listen_socket(host, port)

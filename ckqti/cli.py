@@ -78,6 +78,8 @@ def parse_channel_weights(ctx, param, values) -> dict[str, float] | None:
             raise click.BadParameter(f"{v!r}: expected NAME=WEIGHT, e.g. one=0.5") from None
         if not sep or not name:
             raise click.BadParameter(f"{v!r}: expected NAME=WEIGHT, e.g. one=0.5")
+        if sum(other.partition("=")[0] == name for other in values) > 1:
+            raise click.BadParameter(f"channel {name!r} is weighted twice")
     return weights or None
 
 
@@ -103,7 +105,7 @@ def cli() -> None:
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
 @click.option("--orcas", type=click.Path(), default=None, help="docid<TAB>query clicked queries, a leading field.")
 @click.option("--shard-size", type=POSITIVE, default=100_000, show_default=True, help="Documents per shard.")
-@click.option("--batch-size", type=POSITIVE, default=32, show_default=True, help="Documents scored at once.")
+@click.option("--batch-size", type=POSITIVE, default=None, help="Documents scored at once (default 32; --append: the index's).")
 @click.option("--device", default=None, help="torch device (default: cuda if available).")
 @click.option("--force", is_flag=True, help="Replace an existing index.")
 @click.option("--no-resume", is_flag=True, help="Discard a previous interrupted build.")
@@ -131,8 +133,9 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
         return
     if out is None:
         raise click.UsageError("missing option '--out' (or use --append --index INDEX)")
-    m = api.index(corpus, out, model, fmt, orcas, shard_size, batch_size, force, not no_resume, device,
-                  ray_address=ray_address, workers=workers, neighbours=neighbours)
+    m = api.index(corpus, out, model, fmt, orcas, shard_size, force=force, resume=not no_resume, device=device,
+                  ray_address=ray_address, workers=workers, neighbours=neighbours,
+                  **({} if batch_size is None else {"batch_size": batch_size}))
     click.echo(f"indexed {m.num_docs} documents, {m.num_postings} postings, {len(m.shards)} shard(s) -> {out}")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,3 +57,11 @@ class QueryError(CkqtiError):
 class Location:
     path: str
     line: int
+
+
+def option_count(value, name: str, least: int = 1) -> int:
+    """``value`` as an ``int`` when it is an integer (numpy's too) of at least ``least``, else an
+    :class:`OptionError` naming ``name``: what the CLI's integer flags check, for Python callers."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+        raise OptionError(f"{name} must be an integer >= {least}, got {value!r}", (name,))
+    return int(value)

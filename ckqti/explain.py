@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ckqti.errors import InputError
+from ckqti.errors import InputError, QueryError
 from ckqti.train.checkpoint import QTI_KINDS
 from ckqti.train.rerankers import Reranker, TokenSpan
 
@@ -219,9 +219,13 @@ def ndrm_terms(reranker: Reranker, q: torch.Tensor, d: torch.Tensor, length: int
 
 def explain_text(reranker: Reranker, query: str, docid: str, text: str) -> Explanation:
     """Explain ``reranker``'s score of a document ``text`` for ``query``."""
+    if not isinstance(query, str):
+        raise QueryError(f"a query is a string, got {type(query).__name__}")
+    all_query_tokens = tuple(t.token for t in reranker.text.spans(query))
+    if not all_query_tokens:
+        raise QueryError(f"query {query!r} has no terms the model reads (empty, or only stopwords)")
     tokens = tuple(reranker.text.spans(text))
     q, d = _tensors(reranker, query, text)
-    all_query_tokens = tuple(t.token for t in reranker.text.spans(query))
     query_tokens = all_query_tokens[: reranker.max_query_length]
     read = min(len(tokens), reranker.max_doc_length)
     vocab = getattr(reranker.text, "vocab", None)  # WordPiece (IDCM) has no unknown words to name

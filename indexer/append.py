@@ -34,7 +34,7 @@ from ckqti.errors import CkqtiError, IndexFormatError, InputError
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 from indexer.analyze import AnalyzedCorpus, analyze_corpus
-from indexer.build import quantize_raw, score_shard, shard_ranges, write_vocab
+from indexer.build import corpus_record, quantize_raw, score_shard, shard_ranges, write_vocab
 from indexer.format import DOCS_FILE, MANIFEST, Manifest, ShardInfo, file_checksum, shard_name, vocab_file_name
 from indexer.impacts import ImpactConfig, ImpactScorer
 from indexer.quantize import Quantizer
@@ -266,7 +266,7 @@ def _append(index, work, manifest, corpus_path, model_factory, model_info, shard
     gen = manifest.generation + 1
     write_vocab(work / vocab_file_name(gen), vocab, offsets)
     entry = {
-        "corpus": {"path": str(corpus_path), "format": fmt, "orcas": str(orcas) if orcas else None},
+        "corpus": corpus_record(corpus_path, fmt, orcas),
         "num_docs": len(corpus),
         "new_terms": len(vocab) - len(base),
         "shards": [i.name for i in infos],

@@ -344,6 +344,12 @@ def build_index(
         raise
 
 
+def corpus_record(corpus_path: Path, fmt: str | None, orcas: Path | None) -> dict:
+    """The manifest's ``corpus`` entry: where the documents came from, as absolute paths (``info``
+    names them wherever it runs)."""
+    return {"path": str(Path(corpus_path).absolute()), "format": fmt, "orcas": str(Path(orcas).absolute()) if orcas else None}
+
+
 def build_record(config: BuildConfig, t0: float, vocab: Vocabulary, **extra) -> dict:
     """The manifest's ``build`` entry: settings, seconds since ``t0``, collection size."""
     return {
@@ -378,7 +384,7 @@ def _build(corpus_path, out, work, model, model_info, config, fmt, orcas, force,
         quantizer,
         model_info,
         config.analyzer.to_dict(),
-        corpus={"path": str(corpus_path), "format": fmt, "orcas": str(orcas) if orcas else None},
+        corpus=corpus_record(corpus_path, fmt, orcas),
         build=build_record(config, t0, corpus.vocab),
         constants=qti.index_constants(),
         clipped=count_clipped(corpus, quantizer, config, work / "raw"),

@@ -54,6 +54,7 @@ from indexer.build import (
     BuildConfig,
     build_record,
     check_build_paths,
+    corpus_record,
     fingerprint,
     finish_index,
     fit_quantizer,
@@ -367,7 +368,7 @@ class BuildInputs:
     config: BuildConfig
 
     def corpus_entry(self) -> dict:
-        return {"path": str(self.corpus_path), "format": self.fmt, "orcas": str(self.orcas) if self.orcas else None}
+        return corpus_record(self.corpus_path, self.fmt, self.orcas)
 
 
 def build_index_ray(

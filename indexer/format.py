@@ -130,11 +130,12 @@ class Manifest:
             raise IndexFormatError(f"manifest is not valid JSON ({e.msg if hasattr(e, 'msg') else e})", path) from None
         if not isinstance(d, dict) or d.get("format") != FORMAT_NAME:
             raise IndexFormatError("not a ckqti index manifest", path)
-        if d.get("format_version") != FORMAT_VERSION:
+        version = d.get("format_version")
+        if version != FORMAT_VERSION:
+            newer = isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION
+            fix = "written by a newer ckqti: upgrade ckqti to read it" if newer else "rebuild the index"
             raise IndexFormatError(
-                f"index format version {d.get('format_version')} is not supported (this ckqti reads {FORMAT_VERSION}); rebuild the index",
-                path,
-            )
+                f"index format version {version} is not supported (this ckqti reads {FORMAT_VERSION}); {fix}", path)
         try:
             d["shards"] = [ShardInfo(**s) for s in d["shards"]]
             manifest = cls(**d)

@@ -14,6 +14,7 @@ channel (NDRM1, and ``write_prebuilt_index``'s) is searched with ``w = n`` and
 from __future__ import annotations
 
 import itertools
+import numbers
 import threading
 from collections import Counter
 from collections.abc import Mapping
@@ -136,8 +137,8 @@ class Searcher:
                  channel_weights: Mapping[str, float] | None = None, slack: float = 1.0):
         if mode not in ("exact", "anytime"):
             raise ValueError(f"mode must be 'exact' or 'anytime', got {mode!r}")
-        if not 0 < slack <= 1:
-            raise ValueError(f"slack must be in (0, 1], got {slack}")
+        if isinstance(slack, bool) or not isinstance(slack, numbers.Real) or not 0 < slack <= 1:
+            raise ValueError(f"slack must be a number in (0, 1], got {slack!r}")
         if slack < 1 and mode != "anytime":
             raise ValueError("slack below 1 needs anytime mode (exact mode never drops a document it could rank)")
         if resolution < 1:
@@ -147,7 +148,7 @@ class Searcher:
         self.index = index if isinstance(index, Index) else Index(index)
         self.channel_mult = channel_multipliers(self.index.quantizer.weights, channel_weights)
         self.mode = mode
-        self.budget = int(budget)
+        self.budget = int(budget) if mode == "anytime" else budget  # exact mode does not read it
         self.slack = float(slack)
         self._slack = max(1, round(slack * EXACT_SLACK))  # the kernels' integer form, in 1/EXACT_SLACK
         self.resolution = int(resolution)
@@ -162,6 +163,8 @@ class Searcher:
 
     def parse(self, query: str) -> ParsedQuery:
         """Analyze ``query`` and map its terms to ids; out-of-vocabulary terms are set aside."""
+        if not isinstance(query, str):
+            raise QueryError(f"a query is a string, got {type(query).__name__}")
         analyzed = self.index.analyzer(query)
         if not analyzed:
             raise QueryError(f"query {query!r} has no searchable terms (empty or only stopwords; the analyzer keeps "
@@ -172,7 +175,7 @@ class Searcher:
         ids = np.array([self.index.term_ids[t] for t in known], dtype=np.int64)
         weights = np.array([counts[t] for t in known], dtype=np.int64)
         if ids.size > MAX_QUERY_TERMS:
-            raise QueryError(f"query has {ids.size} distinct terms; at most {MAX_QUERY_TERMS} are searched")
+            raise QueryError(f"query has {ids.size} distinct known terms; a query may have at most {MAX_QUERY_TERMS}")
         return ParsedQuery(ids, weights, known, oov)
 
     def plan(self, q: ParsedQuery) -> QueryPlan:
@@ -376,6 +379,8 @@ class Searcher:
         cannot be searched (empty, only stopwords, too long) gives its :class:`QueryError`."""
         positive_int(k, "k")
         positive_int(threads, "threads")
+        if isinstance(queries, str):
+            raise QueryError("search_many takes a list of query strings, got one string (search takes one)")
         parsed: list[ParsedQuery | QueryError] = []
         for text in queries:
             try:
@@ -477,11 +482,13 @@ def merge_shard_hits(vals: np.ndarray, docs: np.ndarray, n: np.ndarray, out: np.
 def channel_multipliers(names: tuple[str, ...], weights: Mapping[str, float] | None) -> np.ndarray:
     """float64 [C] multipliers of an index's channels (named by their weighting) from ``weights``."""
     mult = np.ones(len(names))
+    if weights is not None and not isinstance(weights, Mapping):
+        raise ValueError(f"channel weights must be a mapping of channel name to weight, got {type(weights).__name__}")
     for name, w in (weights or {}).items():
         hits = [i for i, n in enumerate(names) if n == name]
         if len(hits) != 1:
             raise ValueError(f"channel weight {name!r}: the index's channels are {list(names)}")
-        if not (np.isfinite(w) and w > 0):
-            raise ValueError(f"channel weight {name!r} must be a positive number, got {w}")
+        if isinstance(w, bool) or not isinstance(w, numbers.Real) or not (np.isfinite(w) and w > 0):
+            raise ValueError(f"channel weight {name!r} must be a positive number, got {w!r}")
         mult[hits[0]] = float(w)
     return mult

@@ -76,6 +76,10 @@ class Checkpoint:
     def id(self) -> str:
         return f"{self.kind}-{self.content_hash[:12]}"
 
+    def __repr__(self) -> str:  # not the dataclass's: that prints every weight and the whole vocabulary
+        size = sum(t.numel() for t in self.state_dict.values())
+        return f"Checkpoint(id={self.id!r}, parameters={size:,}, vocabulary={len(self.vocab):,}, path={self.path})"
+
     def build(self, device: torch.device | str | None = None) -> nn.Module:
         """The model exactly as saved (training vocabulary), in eval mode."""
         model = _builder(self.kind, self.path)(self.config)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from ckqti.errors import OptionError
+from ckqti.errors import OptionError, option_count
 
 NDRM_MODELS = ("ndrm1", "ndrm2", "ndrm3")
 RERANKER_MODELS = ("tk", "tkl", "idcm")
@@ -115,8 +115,7 @@ def check_numbers(**values) -> None:
     callers get the same refusals as :class:`OptionError`)."""
     for name, value in values.items():
         if name in COUNTS:
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < COUNTS[name]:
-                raise OptionError(f"{name} must be an integer >= {COUNTS[name]}, got {value!r}", (name,))
+            option_count(value, name, COUNTS[name])
             continue
         if value is None:
             continue

@@ -39,6 +39,8 @@ def test_channel_weight_option_reaches_the_searcher_and_bad_values_fail_cleanly(
     assert bad.exit_code != 0 and "channels are" in bad.output and "Traceback" not in bad.output
     malformed = invoke("search", q, "--index", scifact_index, "--channel-weight", "idf")
     assert malformed.exit_code != 0 and "NAME=WEIGHT" in malformed.output
+    twice = invoke("search", q, "--index", scifact_index, "--channel-weight", "idf=1", "--channel-weight", "idf=2")
+    assert twice.exit_code == 2 and "channel 'idf' is weighted twice" in twice.output
 
 
 def test_slack_option_reaches_the_searcher_and_misuse_fails_cleanly(scifact_index):
@@ -351,3 +353,21 @@ def test_run_refuses_a_bad_tag_and_an_output_that_is_not_a_run(tmp_path, scifact
     res = invoke("rerank", "--queries", queries, "--candidates", tmp_path / "nope", "--model", "ndrm2",
                  "--out", tmp_path / "r.trec")
     assert res.exit_code == 1 and "candidates must be 'bm25', an index directory or a TREC run file" in res.output
+
+
+def test_append_keeps_the_index_batch_size_unless_given(tmp_path, monkeypatch):
+    """--append without --batch-size scores with the build's batch size (the API's None), not the flag's 32."""
+    from types import SimpleNamespace
+
+    seen = []
+
+    def fake_append(corpus, index_path, model, fmt, orcas, shard_size, batch_size, device):
+        seen.append(batch_size)
+        return SimpleNamespace(appends=[{"num_docs": 1}], num_docs=2, num_postings=3, shards=[1, 2])
+
+    monkeypatch.setattr(api, "append", fake_append)
+    corpus = tmp_path / "c.tsv"
+    corpus.write_text("d1\tthe cat sat\n")
+    for extra, want in (([], None), (["--batch-size", "8"], 8)):
+        res = invoke("index", corpus, "--append", "--index", tmp_path, *extra)
+        assert res.exit_code == 0 and seen[-1] == want, res.output

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ckqti.errors import InputError
+from ckqti.errors import InputError, QueryError
 from ckqti.explain import explain
 from ckqti.models.minilm import WordPieceTokenizer
 from ckqti.text import Analyzer
@@ -240,6 +240,9 @@ def test_unknown_document_and_source_errors(setup):
         explain("q", "no-such-doc", setup["paths"]["tk"], corpus=setup["corpus"])
     with pytest.raises(InputError):
         explain("q", "long-1", setup["paths"]["tk"])  # neither corpus nor index
+    for kind, query in (("tk", ""), ("tk", "the of and"), ("idcm", "  ")):  # as search refuses them
+        with pytest.raises(QueryError, match="has no terms the model reads"):
+            explain(query, "long-1", setup["paths"][kind], corpus=setup["corpus"], device="cpu")
 
 
 def test_explain_reads_the_document_from_an_index(scifact_index, scifact_small, setup):

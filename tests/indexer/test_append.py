@@ -277,6 +277,10 @@ def test_version_1_index_is_refused_with_the_rebuild_message(tmp_path, parts, in
     for call in (lambda: Index(idx), lambda: api.append(b, idx, progress=False), lambda: api.compact(idx)):
         with pytest.raises(IndexFormatError, match="version 1 is not supported .*rebuild the index"):
             call()
+    d["format_version"] = 99  # a newer ckqti's index: upgrading, not rebuilding, is the fix
+    (idx / MANIFEST).write_text(json.dumps(d))
+    with pytest.raises(IndexFormatError, match="version 99 is not supported .*written by a newer ckqti: upgrade ckqti"):
+        Index(idx)
 
 
 def test_append_refuses_another_model_and_precomputed_indexes(tmp_path, parts, index_a):

@@ -165,3 +165,9 @@ def test_a_checkpoint_indexes_with_its_own_analyzer(tmp_path, scifact_small):
     m = api.index(scifact_small, tmp_path / "idx", model=str(path), progress=False)
     assert m.analyzer == plain.to_dict() and m.model["analyzer"] == plain.to_dict()
     assert "cells" in Index(tmp_path / "idx").term_ids  # unstemmed (krovetz would give "cell")
+
+
+def test_manifest_names_the_corpus_by_its_absolute_path(tmp_path, scifact_small, monkeypatch):
+    monkeypatch.chdir(scifact_small.parent)
+    m = api.index(scifact_small.name, tmp_path / "idx", model="ndrm2", progress=False)
+    assert m.corpus["path"] == str(scifact_small.absolute()) and Manifest.read(tmp_path / "idx").corpus == m.corpus

@@ -164,7 +164,7 @@ def test_anytime_slack_prunes_sooner_and_is_checked(scifact_index):
     want = exact.search(q, 10)
     assert [h.docid for h in full.search(q, 10).hits] == [h.docid for h in want.hits]
     assert loose.search(q, 10).postings <= want.postings
-    for bad in (0.0, 1.5, -1.0):
+    for bad in (0.0, 1.5, -1.0, None, "0.5", True):
         with pytest.raises(ValueError, match="slack"):
             Searcher(scifact_index, mode="anytime", slack=bad)
     with pytest.raises(ValueError, match="anytime"):
@@ -219,8 +219,11 @@ def test_channel_weights_scale_a_channel_and_reject_unknown_channels(scifact_ind
     assert [h.score for h in b.hits] == pytest.approx([2 * h.score for h in a.hits])
     with pytest.raises(ValueError, match="channels are"):
         Searcher(scifact_index, channel_weights={"one": 2.0})
-    with pytest.raises(ValueError, match="positive"):
-        Searcher(scifact_index, channel_weights={"idf": 0.0})
+    for bad in (0.0, "2", None, float("nan")):
+        with pytest.raises(ValueError, match="positive"):
+            Searcher(scifact_index, channel_weights={"idf": bad})
+    with pytest.raises(ValueError, match="a mapping of channel name to weight, got list"):
+        Searcher(scifact_index, channel_weights=[("idf", 2.0)])
     # two channels: only the named one moves
     assert channel_multipliers(("one", "idf"), {"one": 4.0}).tolist() == [4.0, 1.0]
     assert channel_multipliers(("one", "idf"), None).tolist() == [1.0, 1.0]
@@ -271,4 +274,11 @@ def test_counts_given_by_a_caller_are_checked(scifact_index):
     for budget in (0, -5):
         with pytest.raises(QueryError, match="budget must be an integer >= 1"):
             Searcher(scifact_index, mode="anytime", budget=budget)
+    for query in (None, 123, b"white matter"):
+        with pytest.raises(QueryError, match="a query is a string, got"):
+            s.search(query, 10)
+    with pytest.raises(QueryError, match="a list of query strings, got one string"):
+        s.search_many("white matter", 10)
+    bad, good = s.search_many([None, "white matter"], 3)  # one bad query of many is that query's error
+    assert isinstance(bad, QueryError) and len(good.hits) == 3
     assert len(s.search("white matter", np.int64(3)).hits) == 3

@@ -202,3 +202,11 @@ def test_other_kinds_round_trip_but_cannot_fill_an_index(tmp_path):
         assert torch.equal(loaded.build()(q, d), model(q, d))
     with pytest.raises(CkqtiError, match="query-term independent"):
         load_for_indexing(tmp_path / "tk.pt")
+
+
+def test_repr_is_a_line_not_the_weights():
+    from ckqti.models.loading import DEFAULT_CHECKPOINT
+
+    ckpt = load_checkpoint(DEFAULT_CHECKPOINT)
+    text = repr(ckpt)
+    assert text.startswith(f"Checkpoint(id={ckpt.id!r}, parameters=") and len(text) < 200 and "\n" not in text
