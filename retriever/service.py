@@ -320,12 +320,53 @@ def listen_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:
     return sock
 
 
-def run_server(app: FastAPI, sock: socket.socket, access_log: bool = False, max_connections: int = 256) -> None:
+#: Seconds a connection may take to send a request's headers (from when it opens, or from the end
+#: of its previous answer) before it is closed: without it, a few hundred connections that never
+#: finish their headers hold every slot of ``max_connections`` and everyone else gets 503.
+HEADER_TIMEOUT_S = 10.0
+
+
+def header_timeout_protocol(seconds: float):
+    """uvicorn's h11 protocol, closing a connection whose next request's headers are not complete
+    ``seconds`` after it opened or after its last answer (uvicorn times out only idle keep-alive
+    connections, and stops that timer at the first byte)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderTimeoutProtocol(H11Protocol):
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._arm_header_timer()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm_header_timer()
+
+        def _arm_header_timer(self) -> None:
+            waiting_after = self.cycle  # a new request replaces the cycle once its headers are in
+            self.loop.call_later(seconds, self._header_deadline, waiting_after)
+
+        def _header_deadline(self, waiting_after) -> None:
+            if self.cycle is waiting_after and not self.transport.is_closing():
+                self.transport.close()
+
+    return HeaderTimeoutProtocol
+
+
+def server_config(app: FastAPI, access_log: bool = False, max_connections: int = 256,
+                  header_timeout: float = HEADER_TIMEOUT_S):
+    """The ``uvicorn.Config`` :func:`run_server` serves ``app`` with: at most ``max_connections``
+    open at once (more get 503), each given ``header_timeout`` seconds to send a request's headers."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app, log_level="info" if access_log else "warning", access_log=access_log, server_header=False,
+        limit_concurrency=max_connections, http=header_timeout_protocol(header_timeout),
+    )
+
+
+def run_server(app: FastAPI, sock: socket.socket, access_log: bool = False, max_connections: int = 256,
+               header_timeout: float = HEADER_TIMEOUT_S) -> None:
     """Serve ``app`` with uvicorn on an already listening socket until interrupted (Ctrl-C, SIGTERM)."""
     import uvicorn
 
-    config = uvicorn.Config(
-        app, log_level="info" if access_log else "warning", access_log=access_log, server_header=False,
-        limit_concurrency=max_connections,
-    )
-    uvicorn.Server(config).run(sockets=[sock])
+    uvicorn.Server(server_config(app, access_log, max_connections, header_timeout)).run(sockets=[sock])

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from ckqti import api
 from ckqti.cli import cli, search_json
-from retriever.service import ServiceConfig, create_app, is_loopback, listen_socket
+from retriever.service import ServiceConfig, create_app, is_loopback, listen_socket, server_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "ckqti" / "data" / "sample"
@@ -47,10 +47,11 @@ def searcher(sample_index):
 
 
 @contextmanager
-def running(app):
-    """``app`` served by uvicorn in a background thread on a free loopback port; yields the port."""
+def running(app, **config):
+    """``app`` served by uvicorn as ``ckqti serve`` serves it (:func:`server_config`'s ``config``), in a
+    background thread on a free loopback port; yields the port."""
     sock = listen_socket("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    server = uvicorn.Server(server_config(app, **config))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
@@ -285,3 +286,29 @@ def test_ckqti_serve_runs_and_stops(sample_index):
         proc.terminate()
         proc.wait(timeout=30)
     assert KEY not in " ".join(cmd)
+
+
+def test_connections_that_never_finish_their_headers_are_closed(searcher):
+    """Connections stuck mid-headers (slowloris) hold every slot until the header timeout closes
+    them; then the service answers again. A request that completes in time is unaffected."""
+    with running(create_app(searcher, **LIMITS), max_connections=3, header_timeout=1.0) as p:
+        stuck = []
+        for _ in range(3):
+            conn = socket.create_connection(("127.0.0.1", p))
+            conn.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\n")  # headers never end
+            stuck.append(conn)
+        time.sleep(0.2)
+        conn = http.client.HTTPConnection("127.0.0.1", p, timeout=10)
+        conn.request("GET", "/health")
+        assert conn.getresponse().status == 503  # every slot held
+        conn.close()
+        for s in stuck:
+            s.settimeout(10)
+            assert s.recv(1024) == b""  # closed by the server
+            s.close()
+        assert call(p, "GET", "/health")[0] == 200
+        keep = http.client.HTTPConnection("127.0.0.1", p, timeout=10)  # one keep-alive connection, two requests
+        assert call(p, "POST", "/search", {"query": "cell", "k": 2}, conn=keep)[0] == 200
+        time.sleep(0.5)
+        assert call(p, "POST", "/search", {"query": "cell", "k": 2}, conn=keep)[0] == 200
+        keep.close()
