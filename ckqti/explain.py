@@ -264,7 +264,7 @@ def find_document(docid: str, corpus: str | Path | None = None, index: str | Pat
         raise InputError(f"document {docid!r} is not in the corpus", corpus)
     from retriever.index import Index
 
-    idx = Index(index, verify=False)
+    idx = Index(index)  # checksums verified: a corrupted store or vocabulary would explain a wrong score
     for shard in idx.shards:
         ids = shard.docs.column("docid").to_pylist()
         if docid in ids:

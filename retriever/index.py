@@ -29,7 +29,7 @@ def read_mapped(path: Path) -> pa.Table:
     """Memory-map a single-batch Arrow IPC file (no copy)."""
     try:
         return pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()
-    except (pa.ArrowInvalid, OSError) as e:
+    except (pa.ArrowException, OSError) as e:  # any of Arrow's refusals of a damaged file
         raise IndexFormatError(f"cannot read Arrow file ({e})", path) from None
 
 
@@ -123,6 +123,18 @@ def open_shard(directory: Path, name: str) -> Shard:
     )
 
 
+OPEN_ATTEMPTS = 3  # opens of an index whose manifest an append or compaction replaces meanwhile
+
+
+def manifest_version(directory: Path) -> tuple[int, int, int] | None:
+    """Identity of the manifest file now (writers replace it by a rename: a new inode)."""
+    try:
+        st = (directory / MANIFEST).stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
 def verify_files(directory: Path, manifest: Manifest) -> None:
     """Check that every file the manifest names exists with its recorded checksum."""
     expected = [(directory / manifest.vocab_file, manifest.vocab_checksum)]
@@ -154,6 +166,18 @@ class Index:
 
     def __init__(self, path: str | Path, verify: bool = True):
         self.path = Path(path)
+        for attempt in range(1, OPEN_ATTEMPTS + 1):
+            version = manifest_version(self.path)
+            try:
+                self._open(verify)
+                return
+            except IndexFormatError:
+                if attempt == OPEN_ATTEMPTS or manifest_version(self.path) == version:
+                    raise
+                # an append or compaction replaced the manifest (and removed files of the old one)
+                # while this opened them: open the index it now holds
+
+    def _open(self, verify: bool) -> None:
         self.manifest = Manifest.read(self.path)
         if verify:
             verify_files(self.path, self.manifest)
@@ -169,7 +193,11 @@ class Index:
             raise IndexFormatError(f"manifest's analyzer is not one this ckqti has ({e})", self.path / MANIFEST) from None
         self.quantizer = Quantizer.from_manifest(self.manifest.quantization, self.manifest.channels)
         self.idf = collection_idf(self.df, self.manifest.collection.get("num_docs", self.manifest.num_docs))
-        self.shards = [open_shard(self.path, s.name) for s in self.manifest.shards]
+        try:
+            self.shards = [open_shard(self.path, s.name) for s in self.manifest.shards]
+        except ValueError as e:  # unchecked files (verify=False) whose columns do not fit together
+            raise IndexFormatError(f"a shard is damaged ({e}); `ckqti info --verify` checks every file",
+                                   self.path) from None
         bad = [s.name for s, info in zip(self.shards, self.manifest.shards) if s.num_docs != info.num_docs]
         if bad:
             raise IndexFormatError(f"shard {bad[0]} does not match the manifest", self.path / MANIFEST)

@@ -177,7 +177,7 @@ def collection_of(corpus: str | Path | None, index: str | Path | None, fmt: str 
     if index is not None:
         from retriever.index import Index
 
-        idx = Index(index, verify=False)
+        idx = Index(index)  # checksums verified, as search does: a corrupted vocabulary gave NaN scores
         if idx.manifest.analyzer != analyzer:
             raise InputError("the index analyzed text otherwise than the model; read the documents from a corpus "
                              "file (--corpus)", index)

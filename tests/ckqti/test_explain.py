@@ -360,3 +360,21 @@ def test_adapting_idcm_to_a_vocabulary_is_refused(setup):
         open_reranker(setup["paths"]["idcm"], "cpu", None, setup["corpus"])
     # a caller adapting only word models (scripts/effectiveness.py's zero-shot rows) reads IDCM as trained
     assert open_reranker(setup["paths"]["idcm"], "cpu", None, setup["corpus"], None, ("tk", "tkl")).kind == "idcm"
+
+
+def test_explaining_from_a_corrupted_index_is_refused(scifact_index, scifact_small, tmp_path):
+    """explain --index verifies checksums as search does: a flipped byte in the vocabulary once
+    explained a NaN score (its df read as 2**40)."""
+    import shutil
+
+    from ckqti.errors import IndexFormatError
+
+    idx = tmp_path / "idx"
+    shutil.copytree(scifact_index, idx)
+    vocab = next(idx.glob("vocab*.arrow"))
+    data = bytearray(vocab.read_bytes())
+    data[len(data) // 2] ^= 1
+    vocab.write_bytes(bytes(data))
+    first = json.loads(scifact_small.read_text().splitlines()[0])
+    with pytest.raises(IndexFormatError, match="checksum mismatch"):
+        explain(first["title"], first["_id"], "ndrm2", index=idx, device="cpu")
