@@ -57,16 +57,22 @@ class AnalyzedCorpus:
 
     @classmethod
     def load(cls, directory: Path) -> "AnalyzedCorpus | None":
+        """A finished save, or ``None`` when there is none or it cannot be read (a damaged work
+        folder is analyzed again, not a traceback at every rerun)."""
         if not (directory / "DONE").is_file():
             return None
-        table = pa.ipc.open_file(str(directory / DOCS_FILE)).read_all()
-        docs = {c: document_column(table, c) for c in DOC_COLUMNS}
-        return cls(
-            np.load(directory / "offsets.npy"),
-            np.load(directory / "tokens.npy"),
-            docs,
-            Vocabulary.load(directory / "vocab.json"),
-        )
+        try:
+            table = pa.ipc.open_file(str(directory / DOCS_FILE)).read_all()
+            docs = {c: document_column(table, c) for c in DOC_COLUMNS}
+            corpus = cls(np.load(directory / "offsets.npy"), np.load(directory / "tokens.npy"), docs,
+                         Vocabulary.load(directory / "vocab.json"))
+        except (OSError, ValueError, KeyError, EOFError, pa.ArrowException):  # JSONDecodeError is a ValueError
+            (directory / "DONE").unlink(missing_ok=True)
+            return None
+        if len(corpus.offsets) != len(docs["docid"]) + 1 or corpus.offsets[-1] != len(corpus.tokens):
+            (directory / "DONE").unlink(missing_ok=True)
+            return None
+        return corpus
 
 
 def analyze_corpus(

@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 import time
+import zipfile
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -105,6 +106,27 @@ def save_npz_atomic(path: Path, **arrays: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
+RAW_ARRAYS = ("lists", "docs", "scores", "weights", "maxima")
+
+
+def read_saved_shard(path: Path) -> dict[str, np.ndarray] | None:
+    """A shard's saved float impacts, all read once to check them; ``None`` (and the file removed)
+    when there are none or they cannot be read (a damaged work folder is scored again, not a
+    traceback at every rerun)."""
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path) as z:
+            saved = {name: z[name] for name in RAW_ARRAYS}
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        path.unlink(missing_ok=True)
+        return None
+    if not saved["lists"].shape == saved["docs"].shape == saved["scores"].shape:
+        path.unlink(missing_ok=True)
+        return None
+    return saved
+
+
 def shard_ranges(num_docs: int, shard_size: int) -> list[tuple[int, int]]:
     """``[start, stop)`` document ranges of the shards, in order."""
     return [(s, min(num_docs, s + shard_size)) for s in range(0, num_docs, shard_size)]
@@ -113,10 +135,10 @@ def shard_ranges(num_docs: int, shard_size: int) -> list[tuple[int, int]]:
 def score_shard(corpus: AnalyzedCorpus, scorer: ImpactScorer, start: int, stop: int, path: Path, progress=None) -> np.ndarray:
     """Float impacts of documents ``[start, stop)`` saved to ``path`` (npz: ``lists``, ``docs``,
     ``scores``, ``maxima``, ``weights``); returns the largest impact of each channel (float64[C]).
-    An existing ``path`` is a finished shard and is only read."""
-    if path.is_file():
-        with np.load(path) as z:
-            return z["maxima"].astype(np.float64)
+    An existing ``path`` is a finished shard and is only read (scored again if it cannot be)."""
+    saved = read_saved_shard(path)
+    if saved is not None:
+        return saved["maxima"].astype(np.float64)
     lists, docs, scores = [], [], []
     for j, imp in enumerate(scorer.score_all(corpus.token_lists(start, stop), progress=progress)):
         lists.append(imp.lists)

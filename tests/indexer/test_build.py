@@ -92,6 +92,33 @@ def test_interrupted_build_keeps_old_index_and_resumes(tmp_path, scifact_small, 
     assert [s.files for s in resumed.shards] == [s.files for s in clean.shards]
 
 
+@pytest.mark.parametrize("damaged", ["raw/shard-00000.npz", "analyzed/tokens.npy", "analyzed/vocab.json",
+                                     "analyzed/docs.arrow"])
+def test_a_damaged_interrupted_build_is_redone_not_a_traceback(tmp_path, scifact_small, monkeypatch, damaged):
+    """A work folder damaged after the interruption (truncated files): the rerun redoes what it
+    cannot read and builds the same index as a clean build."""
+    out = tmp_path / "idx"
+    real = build_mod.save_npz_atomic
+    calls = {"n": 0}
+
+    def flaky(path, **arrays):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise Interrupt()
+        real(path, **arrays)
+
+    monkeypatch.setattr(build_mod, "save_npz_atomic", flaky)
+    with pytest.raises(Interrupt):
+        api.index(scifact_small, out, model="ndrm2", shard_size=200, progress=False)
+    path = tmp_path / "idx.partial" / damaged
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    calls["n"] = -100
+    api.index(scifact_small, out, model="ndrm2", shard_size=200, progress=False)
+    clean = tmp_path / "clean"
+    api.index(scifact_small, clean, model="ndrm2", shard_size=200, progress=False)
+    assert [s.files for s in Manifest.read(out).shards] == [s.files for s in Manifest.read(clean).shards]
+
+
 def test_workdir_notes_what_it_does_with_an_interrupted_build(tmp_path, capsys):
     work = tmp_path / "idx.partial"
     build_mod.prepare_workdir(work, "fp-a", resume=True, progress=True)
