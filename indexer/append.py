@@ -35,7 +35,16 @@ from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 from indexer.analyze import AnalyzedCorpus, analyze_corpus
 from indexer.build import corpus_record, quantize_raw, score_shard, shard_ranges, write_vocab
-from indexer.format import DOCS_FILE, MANIFEST, Manifest, ShardInfo, file_checksum, shard_name, vocab_file_name
+from indexer.format import (
+    DOCS_FILE,
+    MANIFEST,
+    Manifest,
+    ShardInfo,
+    file_checksum,
+    shard_name,
+    verify_files,
+    vocab_file_name,
+)
 from indexer.impacts import ImpactConfig, ImpactScorer
 from indexer.quantize import Quantizer
 from indexer.shards import write_shard
@@ -234,6 +243,7 @@ def append_index(
     manifest = Manifest.read(index)
     with writer_lock(index):
         manifest = Manifest.read(index)
+        verify_files(index, manifest)  # as compact does: growing a damaged index hides the damage
         remove_strays(index, manifest)
         work = index / f".append-{os.getpid()}"
         work.mkdir()

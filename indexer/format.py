@@ -163,3 +163,15 @@ class Manifest:
         )
         if not ok:
             raise IndexFormatError(f"manifest channels are malformed ({self.channels})", path)
+
+
+def verify_files(directory: Path, manifest: Manifest) -> None:
+    """Check that every file the manifest names exists with its recorded checksum."""
+    expected = [(directory / manifest.vocab_file, manifest.vocab_checksum)]
+    for s in manifest.shards:
+        expected += [(directory / s.name / f, s.files[f]) for f in SHARD_FILES]
+    for path, digest in expected:
+        if not path.is_file():
+            raise IndexFormatError("index file missing", path)
+        if file_checksum(path) != digest:
+            raise IndexFormatError("index file corrupted (checksum mismatch); rebuild the index", path)

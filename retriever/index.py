@@ -16,10 +16,9 @@ from indexer.format import (
     MANIFEST,
     POSTINGS_FILE,
     SEGMENTS_FILE,
-    SHARD_FILES,
     TERMS_FILE,
     Manifest,
-    file_checksum,
+    verify_files,
 )
 from indexer.quantize import Quantizer
 from retriever.kernels import build_skips, posting_impacts
@@ -133,18 +132,6 @@ def manifest_version(directory: Path) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return st.st_ino, st.st_mtime_ns, st.st_size
-
-
-def verify_files(directory: Path, manifest: Manifest) -> None:
-    """Check that every file the manifest names exists with its recorded checksum."""
-    expected = [(directory / manifest.vocab_file, manifest.vocab_checksum)]
-    for s in manifest.shards:
-        expected += [(directory / s.name / f, s.files[f]) for f in SHARD_FILES]
-    for path, digest in expected:
-        if not path.is_file():
-            raise IndexFormatError("index file missing", path)
-        if file_checksum(path) != digest:
-            raise IndexFormatError("index file corrupted (checksum mismatch); rebuild the index", path)
 
 
 def collection_idf(df: np.ndarray, num_docs: int) -> np.ndarray:

@@ -7,8 +7,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ckqti.errors import IndexFormatError
-from indexer.format import DOCS_FILE, MANIFEST, SHARD_FILES, Manifest
-from retriever.index import verify_files
+from indexer.format import DOCS_FILE, MANIFEST, SHARD_FILES, Manifest, verify_files
 
 
 @dataclass(frozen=True)

@@ -440,3 +440,22 @@ def test_a_shard_without_postings_stays_searchable(tmp_path, index_a):
     api.index(mixed, tmp_path / "mixed", model="ndrm2", shard_size=1, progress=False)
     hits = Searcher(Index(tmp_path / "mixed")).search("cat dogs", 10).hits
     assert sorted(h.docid for h in hits) == ["d1", "d3"]
+
+
+@pytest.mark.parametrize("name", ["postings.arrow", "terms.arrow", "docs.arrow"])
+def test_append_refuses_a_damaged_index(tmp_path, parts, index_a, name):
+    """Append verifies every file as compact does: growing a damaged index used to succeed (a
+    missing postings file) or fail with a message naming no file (a damaged footer)."""
+    a, b, _ = parts
+    idx = copy_of(index_a, tmp_path)
+    target = idx / "shard-00000" / name
+    data = bytearray(target.read_bytes())
+    data[len(data) - 12] ^= 1
+    target.write_bytes(bytes(data))
+    before = (idx / MANIFEST).read_text()
+    with pytest.raises(IndexFormatError, match=rf"shard-00000/{name}: index file corrupted"):
+        api.append(b, idx, progress=False)
+    target.unlink()
+    with pytest.raises(IndexFormatError, match=rf"shard-00000/{name}: index file missing"):
+        api.append(b, idx, progress=False)
+    assert (idx / MANIFEST).read_text() == before
