@@ -25,6 +25,7 @@ Shards are the Ray build's unit of work, so every run uses ``--shard-size`` (def
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import os
@@ -36,13 +37,24 @@ import threading
 import time
 from pathlib import Path
 
-import click
-
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from ckqti.errors import InputError  # noqa: E402
+from scripts.args import (  # noqa: E402
+    HelpFormatter,
+    existing_file,
+    names_from,
+    output_file,
+    positive_int,
+    run,
+    torch_device,
+)
+
 MODES = {"single": 0, "ray1": 1, "ray2": 2}
+NAMED_MODELS = ("ndrm2", "ndrm2-anserini", "default")  # --models besides checkpoints ("default": the bundled NDRM3)
 
 
 def tree_rss_kib(root: int) -> dict[int, int]:
@@ -155,7 +167,7 @@ def bench(corpus: Path, models: list[str], modes: list[str], shard_size: int, th
         load = os.getloadavg()[0]
         res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         if res.returncode != 0:
-            raise click.ClickException(f"{model} {mode} failed:\n{res.stderr[-3000:]}")
+            raise SystemExit(f"{Path(__file__).name}: error: the {model} {mode} build failed:\n{res.stderr[-3000:]}")
         row = json.loads(res.stdout.strip().splitlines()[-1])
         row["load_before"], row["load_after"] = round(load, 2), round(os.getloadavg()[0], 2)
         single = work / f"{model}-single"
@@ -165,14 +177,20 @@ def bench(corpus: Path, models: list[str], modes: list[str], shard_size: int, th
     return rows
 
 
+def same(row: dict) -> str:
+    """The table's last column: whether a Ray index equals the single-process one (n/a: a
+    single-process row, or no single-process index of that model in this run to compare with)."""
+    return {True: "yes", False: "NO"}.get(row.get("same_as_single"), "n/a")
+
+
 def table(rows: list[dict], header: bool = True) -> str:
-    head = f"{'model':<20} {'mode':<7} {'thr':>3} {'docs':>6} {'shards':>6} {'s':>8} {'docs/s':>8} {'driver MiB':>10} {'worker MiB':>10} {'tree MiB':>9} {'load':>5} same"
+    head = f"{'model':<20} {'mode':<7} {'thr':>3} {'docs':>6} {'shards':>6} {'s':>8} {'docs/s':>8} {'driver MiB':>10} {'worker MiB':>10} {'tree MiB':>9} {'load':>5} same as single"
     lines = [head] if header else []
     for r in rows:
         mem = r["peak_rss_mib"]
         lines.append(
             f"{r['model_id']:<20} {r['mode'] + ('/gpu' if r.get('device', 'cpu') != 'cpu' else ''):<7} {r['torch_threads']:>3} {r['docs']:>6} {r['shards']:>6} {r['seconds']:>8.1f} {r['docs_per_s']:>8.1f} "
-            f"{mem['driver']:>10.0f} {mem['other']:>10.0f} {mem['total']:>9.0f} {r.get('load_before', 0):>5.1f} {r.get('same_as_single')}"
+            f"{mem['driver']:>10.0f} {mem['other']:>10.0f} {mem['total']:>9.0f} {r.get('load_before', 0):>5.1f} {same(r)}"
         )
     return "\n".join(lines)
 
@@ -194,39 +212,77 @@ def corpus_slice(n: int | None, work: Path) -> Path:
     return out
 
 
-@click.command()
-@click.option("--models", default="ndrm2,default", show_default=True, help="'ndrm2', 'default' (bundled NDRM3) or checkpoints")
-@click.option("--modes", default="single,ray1,ray2", show_default=True, help="comma-separated: single, ray1, ray2")
-@click.option("--docs", type=click.IntRange(min=1), default=None, help="only the first N SciFact documents (default: all)")
-@click.option("--corpus", type=click.Path(path_type=Path), default=None, help="another corpus (default: SciFact)")
-@click.option("--shard-size", default=500, show_default=True)
-@click.option("--threads", default=os.cpu_count() or 1, show_default=True, help="torch threads of the single-process build")
-@click.option("--out", "out", default="docs/results/bench_index.json", show_default=True, type=click.Path(path_type=Path))
-@click.option("--merge", is_flag=True, help="keep --out's other rows (a row of the same run and corpus size: replaced)")
-@click.option("--device", default="cpu", show_default=True, help="torch device of the builds (cuda: single mode only)")
-@click.option("--child", nargs=3, default=None, hidden=True)
-def main(models, modes, docs, corpus, shard_size, threads, out, merge, device, child):
+def model_names(text: str) -> list[str]:
+    """argparse type: comma-separated models, each ``ndrm2``, ``ndrm2-anserini``, ``default`` or a checkpoint file."""
+    names = [n.strip() for n in text.split(",")]
+    bad = [n for n in names if n not in NAMED_MODELS and not Path(n).is_file()]
+    if bad or not text.strip():
+        raise argparse.ArgumentTypeError(f"expected {', '.join(NAMED_MODELS)} or checkpoint files, got {text!r}")
+    return names
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options; a bad value is a usage error here, before any build."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    ap.add_argument("--models", type=model_names, default="ndrm2,default",
+                    help="comma-separated: 'ndrm2', 'default' (bundled NDRM3) or checkpoints")
+    ap.add_argument("--modes", type=names_from(tuple(MODES)), default=",".join(MODES), help="comma-separated runs")
+    ap.add_argument("--docs", type=positive_int, default=None, help="only the first N SciFact documents (default: all)")
+    ap.add_argument("--corpus", type=existing_file, default=None, help="another corpus (default: SciFact)")
+    ap.add_argument("--shard-size", type=positive_int, default=500, help="documents a shard")
+    ap.add_argument("--threads", type=positive_int, default=os.cpu_count() or 1,
+                    help="torch threads of the single-process build")
+    ap.add_argument("--out", type=output_file, default="docs/results/bench_index.json", help="JSON to write")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep --out's other rows (a row of the same run and corpus size: replaced)")
+    ap.add_argument("--device", type=torch_device, default="cpu", help="torch device of the builds (cuda: single mode only)")
+    ap.add_argument("--child", nargs=3, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.docs is not None and args.corpus is not None:
+        ap.error("--docs cuts SciFact: give --docs or --corpus, not both")
+    return args
+
+
+def earlier_report(out: Path) -> dict | None:
+    """``--merge``: the report at ``out`` when there is one, checked before any build.
+
+    Raises:
+        InputError: ``out`` is not a report this script wrote.
+    """
+    if not out.is_file():
+        return None
+    try:
+        old = json.loads(out.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise InputError("not JSON: --merge keeps the rows of a report this script wrote", out) from None
+    if not isinstance(old, dict) or not isinstance(old.get("rows"), list):
+        raise InputError("not a bench_index report (no rows): drop --merge or pick another --out", out)
+    return old
+
+
+def main(argv: list[str] | None = None) -> None:
     """Documents per second, seconds and peak memory of single-process and Ray index builds."""
-    if child:
-        print(json.dumps(run_one(corpus, Path(child[2]), child[0], child[1], shard_size, threads, device)))
+    args = parse_args(argv)
+    if args.child:
+        model, mode, out = args.child
+        print(json.dumps(run_one(args.corpus, Path(out), model, mode, args.shard_size, args.threads, args.device)))
         return
-    bad = [m for m in modes.split(",") if m not in MODES]
-    if bad:
-        raise click.BadParameter(f"unknown modes {bad}; use {list(MODES)}", param_hint="--modes")
+    out = args.out
+    old = earlier_report(out) if args.merge else None
+    models, modes = ",".join(args.models), ",".join(args.modes)
     with tempfile.TemporaryDirectory(prefix="bench_index-") as tmp:
-        corpus = corpus or corpus_slice(docs, Path(tmp))
+        corpus = args.corpus or corpus_slice(args.docs, Path(tmp))
         start = [round(x, 2) for x in os.getloadavg()]
-        rows = bench(corpus, models.split(","), modes.split(","), shard_size, threads, Path(tmp), device)
+        rows = bench(corpus, args.models, args.modes, args.shard_size, args.threads, Path(tmp), args.device)
     for r in rows:
         r.pop("index")
-    runs = [{"models": models, "modes": modes, "single_threads": threads, "device": device, "loadavg_at_start": start,
-             "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]}]
-    if merge and out.is_file():
-        old = json.loads(out.read_text())
+    runs = [{"models": models, "modes": modes, "single_threads": args.threads, "device": args.device,
+             "loadavg_at_start": start, "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]}]
+    if old is not None:
         rows, runs = merged(old["rows"], rows), old.get("invocations", []) + runs
     report = {
-        "platform": platform.platform(), "cpus": os.cpu_count(), "corpus": os.path.relpath(corpus, ROOT), "shard_size": shard_size,
-        "invocations": runs, "rows": rows,
+        "platform": platform.platform(), "cpus": os.cpu_count(), "corpus": os.path.relpath(corpus, ROOT),
+        "shard_size": args.shard_size, "invocations": runs, "rows": rows,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
@@ -234,4 +290,4 @@ def main(models, modes, docs, corpus, shard_size, threads, out, merge, device, c
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

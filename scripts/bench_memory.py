@@ -30,6 +30,7 @@ skipped and reported as such (that is the Transformer running out of memory).
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -42,9 +43,20 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import click
-
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from scripts.args import (  # noqa: E402
+    HelpFormatter,
+    output_file,
+    positive_float,
+    positive_int,
+    positive_ints,
+    run,
+    torch_device,
+)
+
 ENCODERS = {"conformer": dict(attention="separable", conv=True), "transformer": dict(attention="standard", conv=False)}
 DEFAULT_LENGTHS = "256,512,1024,2048,4096,8192"
 
@@ -237,40 +249,55 @@ def bench_memory(lengths: list[int], device: str, repeats: int, backward: bool, 
     }
 
 
-@click.command()
-@click.option("--lengths", default=DEFAULT_LENGTHS, show_default=True, help="comma-separated document lengths")
-@click.option("--device", default=None, help="cpu or cuda (default: cuda when available)")
-@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True, help="timed forwards per point (median)")
-@click.option("--backward", is_flag=True, help="time and measure forward + backward")
-@click.option("--threads", default=1, show_default=True, help="torch CPU threads")
-@click.option("--max-attention-gib", default=None, type=float, help="skip points whose n x n tensor exceeds this")
-@click.option("--timeout", default=120.0, show_default=True, help="seconds per point")
-@click.option("--out", "out", default="out/bench_memory.json", show_default=True, type=click.Path(path_type=Path))
-@click.option("--plot", "plot_path", default="out/bench_memory.png", show_default=True, type=click.Path(path_type=Path))
-@click.option("--child", nargs=2, default=None, hidden=True)
-def main(lengths, device, repeats, backward, threads, max_attention_gib, timeout, out, plot_path, child):
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options; a bad value (CUDA asked for where there is none, a length or count below 1, a
+    limit that is not a positive number, an output path that cannot be written) is a usage error
+    here, before any point is measured."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    ap.add_argument("--lengths", type=positive_ints, default=DEFAULT_LENGTHS, help="comma-separated document lengths")
+    ap.add_argument("--device", type=torch_device, default=None, help="cpu or cuda (default: cuda when available)")
+    ap.add_argument("--repeats", type=positive_int, default=3, help="timed forwards per point (median)")
+    ap.add_argument("--backward", action="store_true", help="time and measure forward + backward")
+    ap.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads")
+    ap.add_argument("--max-attention-gib", type=positive_float, default=None,
+                    help="skip points whose n x n tensor exceeds this (default: 2.5 on the CPU, 40 on CUDA)")
+    ap.add_argument("--timeout", type=positive_float, default=120.0, help="seconds per point")
+    ap.add_argument("--out", type=output_file, default="out/bench_memory.json", help="JSON to write")
+    ap.add_argument("--plot", dest="plot_path", type=output_file, default="out/bench_memory.png", help="PNG to write")
+    ap.add_argument("--child", nargs=2, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child and (args.child[0] not in ENCODERS or not args.child[1].isdigit()):
+        ap.error(f"--child takes an encoder ({', '.join(ENCODERS)}) and a length, got {' '.join(args.child)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
     """Peak memory and time of the Conformer and Transformer encoders against document length."""
+    args = parse_args(argv)
+    device = args.device
     if device is None:
         import torch
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    if child:
-        point = measure(child[0], int(child[1]), device, repeats, backward, threads)
+    if args.child:
+        point = measure(args.child[0], int(args.child[1]), device, args.repeats, args.backward, args.threads)
         print(json.dumps(asdict(point)))
         return
+    max_attention_gib = args.max_attention_gib
     if max_attention_gib is None:
         max_attention_gib = 2.5 if device == "cpu" else 40.0
-    sizes = [int(s) for s in lengths.split(",") if s.strip()]
-    report = bench_memory(sizes, device, repeats, backward, threads, max_attention_gib, timeout)
+    report = bench_memory(args.lengths, device, args.repeats, args.backward, args.threads, max_attention_gib,
+                          args.timeout)
     points = [Point(**p) for p in report["points"]]
     print(table(points))
     print("memory growth exponent (log-log slope, two longest points):", report["memory_growth_exponent"])
     print("time growth exponent:", report["time_growth_exponent"])
+    out = args.out
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
-    plot(points, plot_path, device)
-    print(f"wrote {out} and {plot_path}")
+    plot(points, args.plot_path, device)
+    print(f"wrote {out} and {args.plot_path}")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

@@ -48,7 +48,17 @@ from ckqti.train.rerankers import (  # noqa: E402
     collection_vocabulary,
     load_reranker,
 )
-from scripts.args import names_from, positive_int  # noqa: E402
+from scripts.args import (  # noqa: E402
+    HelpFormatter,
+    existing_file,
+    names_from,
+    output_dir,
+    output_file,
+    positive_float,
+    positive_int,
+    run,
+    usable_devices,
+)
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
 MODELS = ("TK", "TKL", "NDRM3", "IDCM")  # --models, in any case
@@ -80,7 +90,7 @@ def random_models(vocab_texts: list[str], device: torch.device, names: set[str])
     return out
 
 
-def checkpoint_models(paths: Mapping[str, str | None], device: torch.device) -> dict[str, Reranker]:
+def checkpoint_models(paths: Mapping[str, str | Path | None], device: torch.device) -> dict[str, Reranker]:
     return {name: load_reranker(p, device, 4000 if name == "TKL" else None) for name, p in paths.items() if p}
 
 
@@ -195,21 +205,34 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+DEVICES = ("cpu", "cuda")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options; a bad value (a count below 1, an unknown device, a missing checkpoint, an output
+    path that cannot be written) is a usage error here, before any timing."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    for name in ("tk", "tkl", "ndrm3", "idcm"):
+        ap.add_argument(f"--{name}", type=existing_file, default=None,
+                        help=f"{name.upper()} checkpoint (default: random weights)")
+    ap.add_argument("--batch", type=positive_int, default=16, help="documents per batch")
+    ap.add_argument("--seconds", type=positive_float, default=6.0, help="minimum timing per cell (best of 3 rounds)")
+    ap.add_argument("--latency-queries", type=positive_int, default=5, help="SciFact test claims timed per query")
+    ap.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's)")
+    ap.add_argument("--models", type=names_from(MODELS), default=",".join(MODELS), help="comma-separated models")
+    ap.add_argument("--devices", type=names_from(DEVICES), default=",".join(DEVICES),
+                    help="comma-separated devices to measure on (cuda only when torch sees one)")
+    ap.add_argument("--work", type=output_dir, default="out/bench_rerank.work", help="BM25 index folder")
+    ap.add_argument("--out", type=output_file, default="out/bench_rerank.json", help="JSON to write")
+    args = ap.parse_args(argv)
+    args.devices = usable_devices(ap, args.devices)
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
     from indexer.readers import read_corpus, read_qrels, read_queries
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    for name in ("tk", "tkl", "ndrm3", "idcm"):
-        ap.add_argument(f"--{name}", default=None, help=f"{name.upper()} checkpoint (default: random weights)")
-    ap.add_argument("--batch", type=int, default=16, help="documents per batch")
-    ap.add_argument("--seconds", type=float, default=6.0, help="minimum timing per cell (best of 3 rounds)")
-    ap.add_argument("--latency-queries", type=positive_int, default=5)
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    ap.add_argument("--models", type=names_from(MODELS), default=list(MODELS))
-    ap.add_argument("--devices", default="cpu,cuda", help="devices to measure on (cuda only when torch sees one)")
-    ap.add_argument("--work", default="out/bench_rerank.work", help="BM25 index folder")
-    ap.add_argument("--out", default="out/bench_rerank.json")
-    args = ap.parse_args()
+    args = parse_args(argv)
     docs = {d.docid: d.full_text() for d in read_corpus(DATA / "corpus.jsonl")}
     queries = read_queries(DATA / "queries.jsonl")
     test = [q for q in read_qrels(DATA / "qrels" / "test.tsv") if q in queries][: args.latency_queries]
@@ -217,7 +240,6 @@ def main() -> None:
     cands = bm25_top100(lq, Path(args.work)) if lq else {}
     latency_inputs = (lq, cands, docs) if lq else None
     texts = long_texts(list(docs.values()), Analyzer(), count=args.batch)
-    devices = [torch.device(d) for d in args.devices.split(",") if d == "cpu" or torch.cuda.is_available()]
     paths = {"TK": args.tk, "TKL": args.tkl, "NDRM3": args.ndrm3, "IDCM": args.idcm}
     wanted = args.models
     old_threads = torch.get_num_threads()
@@ -225,7 +247,7 @@ def main() -> None:
     try:
         if args.threads:
             torch.set_num_threads(args.threads)
-        for device in devices:
+        for device in args.devices:
             given = {k: p for k, p in paths.items() if p and k in wanted}
             models = random_models(list(docs.values()), device, set(wanted) - set(given))
             models.update(checkpoint_models(given, device))
@@ -243,4 +265,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

@@ -42,9 +42,21 @@ from indexer.shards import ImpactPostings  # noqa: E402
 from retriever.index import Index  # noqa: E402
 from retriever.search import Searcher  # noqa: E402
 from scripts import peers as peer_mod  # noqa: E402
-from scripts.args import positive_int  # noqa: E402
+from scripts.args import (  # noqa: E402
+    HelpFormatter,
+    comma_list,
+    existing_dir,
+    fraction,
+    names_from,
+    output_dir,
+    output_file,
+    positive_float,
+    positive_int,
+    run,
+)
 
 DATA = ROOT.parent / "shared" / "data"
+PEERS = ("bm25s", "pisa", "lucene")
 
 
 class CkqtiEngine:
@@ -209,7 +221,7 @@ def engine_factories(args, workdir: Path, postings, num_docs, vocab, csr):
         t = time.perf_counter()
         eng = CkqtiEngine(path, mode, budget, slack=slack).load()
         yield eng, build, time.perf_counter() - t
-    wanted = set(args.peers.split(",")) if args.peers else set()
+    wanted = set(args.peers)
     if "bm25s" in wanted:
         t = time.perf_counter()
         eng = peer_mod.Bm25sPeer().build(csr)
@@ -274,25 +286,34 @@ def print_row(r):
           f"{r['p99_ms']:.3f} | {r['top10_agreement']:.3f} | {r['top10_agreement_ties']:.3f} | {r['index_mb']:.1f} | {r['build_s']:.1f} | {r['load_s']:.2f} |", flush=True)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--docs", type=positive_int, default=1_000_000)
-    ap.add_argument("--per-doc", type=positive_int, default=150)
-    ap.add_argument("--vocab", type=positive_int, default=100_000)
-    ap.add_argument("--zipf", type=float, default=1.0)
-    ap.add_argument("--impacts", choices=["idf", "empirical", "uniform"], default="idf")
-    ap.add_argument("--queries", type=positive_int, default=500)
-    ap.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",") if x], default=[20_000, 50_000])
-    ap.add_argument("--slacks", type=lambda s: [float(x) for x in s.split(",") if x], default=[0.8],
-                    help="anytime rows pruning with the remaining-score bound scaled by each (no postings budget)")
-    ap.add_argument("--peers", default="bm25s,pisa,lucene")
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options; a bad value is a usage error here, before any index is built."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    ap.add_argument("--docs", type=positive_int, default=1_000_000, help="synthetic documents")
+    ap.add_argument("--per-doc", type=positive_int, default=150, help="postings drawn a synthetic document")
+    ap.add_argument("--vocab", type=positive_int, default=100_000, help="synthetic vocabulary")
+    ap.add_argument("--zipf", type=positive_float, default=1.0, help="exponent of the Zipf law of synthetic terms")
+    ap.add_argument("--impacts", choices=["idf", "empirical", "uniform"], default="idf", help="synthetic impacts")
+    ap.add_argument("--queries", type=positive_int, default=500, help="synthetic queries a set")
+    ap.add_argument("--budgets", type=comma_list(positive_int, allow_empty=True), default="20000,50000",
+                    help="anytime rows' postings budgets, comma-separated ('': no such rows)")
+    ap.add_argument("--slacks", type=comma_list(fraction, allow_empty=True), default="0.8",
+                    help="anytime rows pruning with the remaining-score bound scaled by each, in (0, 1] "
+                    "(no postings budget; '': no such rows)")
+    ap.add_argument("--peers", type=names_from(PEERS, allow_empty=True), default=",".join(PEERS),
+                    help="peer engines, comma-separated ('': ckqti alone)")
     ap.add_argument("--rounds", type=positive_int, default=3, help="interleaved timing rounds; columns are their medians")
-    ap.add_argument("--skip-scifact", action="store_true")
-    ap.add_argument("--workdir", default=None)
-    ap.add_argument("--peer-cache", default=None, help="Keep PISA's index here and reuse it when it holds the same "
-                    "impacts (sha256); its build time is then the one measured when it was built.")
-    ap.add_argument("--out", default="out/bench_search.json")
-    args = ap.parse_args()
+    ap.add_argument("--skip-scifact", action="store_true", help="time the synthetic collection only")
+    ap.add_argument("--workdir", type=existing_dir, default=None, help="where the temporary indexes go "
+                    "(default: the system's temporary folder)")
+    ap.add_argument("--peer-cache", type=output_dir, default=None, help="Keep PISA's index here and reuse it when it "
+                    "holds the same impacts (sha256); its build time is then the one measured when it was built.")
+    ap.add_argument("--out", type=output_file, default="out/bench_search.json", help="JSON to write")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     rng = np.random.default_rng(0)
     rows = []
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
@@ -309,8 +330,8 @@ def main() -> None:
             "tail": draw_queries(csr, args.queries, rng, False),
         })
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
+    Path(args.out).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2, default=str))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import inspect
 import itertools
 import json
 import os
@@ -41,11 +42,22 @@ sys.path.insert(0, str(ROOT))
 
 from ckqti import api  # noqa: E402
 from ckqti.cli import search_json  # noqa: E402
-from ckqti.errors import QueryError  # noqa: E402
+from ckqti.errors import InputError, QueryError  # noqa: E402
 from indexer.readers import read_queries  # noqa: E402
-from scripts.args import positive_int  # noqa: E402
+from scripts.args import (  # noqa: E402
+    HelpFormatter,
+    existing_dir,
+    existing_file,
+    int_range,
+    output_file,
+    positive_float,
+    positive_int,
+    positive_ints,
+    run,
+)
 
 SAMPLE = ROOT / "ckqti" / "data" / "sample"
+MAX_K = inspect.signature(api.serve).parameters["max_k"].default  # the largest k ``ckqti serve`` answers by default
 
 
 @dataclass
@@ -229,12 +241,12 @@ def shown(path: Path) -> str:
     return os.path.relpath(Path(path).resolve(), ROOT)
 
 
-def run(args, index: Path) -> dict:
+def bench(args, index: Path) -> dict:
     load_before = os.getloadavg()
     searcher = api.open_searcher(index)
     texts, want, skipped = references(searcher, read_queries(args.queries), args.k)
     if not texts:
-        raise SystemExit(f"{args.queries}: no searchable queries")
+        raise InputError("no searchable queries", args.queries)
     cli_ok = cli_answer(index, texts[0], args.k) == want[texts[0]]
     levels = measure(index, args, texts, want, searcher)
     idx = searcher.index
@@ -253,16 +265,18 @@ def run(args, index: Path) -> dict:
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--index", type=Path, default=None, help="An existing index (else one is built from --corpus).")
-    p.add_argument("--corpus", type=Path, default=SAMPLE / "corpus.jsonl", help="Corpus indexed with NDRM2 without --index.")
-    p.add_argument("--queries", type=Path, default=SAMPLE / "queries.tsv")
-    p.add_argument("-k", "--k", type=int, default=10)
-    p.add_argument("--levels", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 16], help="Client counts.")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
+    p.add_argument("--index", type=existing_dir, default=None, help="An existing index (default: one built from --corpus).")
+    p.add_argument("--corpus", type=existing_file, default=str(SAMPLE / "corpus.jsonl"), help="Corpus indexed with NDRM2 without --index.")
+    p.add_argument("--queries", type=existing_file, default=str(SAMPLE / "queries.tsv"), help="Queries sent in turn.")
+    p.add_argument("-k", "--k", type=int_range(1, MAX_K), default=10,
+                   help=f"Hits a request asks for (at most ckqti serve's --max-k, {MAX_K}).")
+    p.add_argument("--levels", type=positive_ints, default="1,4,16", help="Client counts, comma-separated.")
     p.add_argument("--requests", type=positive_int, default=5000, help="Requests per level (at most).")
-    p.add_argument("--max-seconds", type=float, default=30.0, help="Seconds per level (at most).")
-    p.add_argument("--workers", type=int, default=None, help="Server search threads (ckqti serve --workers).")
-    p.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "bench_serve.json")
+    p.add_argument("--max-seconds", type=positive_float, default=30.0, help="Seconds per level (at most).")
+    p.add_argument("--workers", type=positive_int, default=None,
+                   help="Server search threads (ckqti serve --workers; default: its own).")
+    p.add_argument("--out", type=output_file, default=str(ROOT / "docs" / "results" / "bench_serve.json"), help="JSON to write.")
     return p.parse_args(argv)
 
 
@@ -273,7 +287,7 @@ def main(argv=None) -> int:
         if index is None:
             index = Path(tmp) / "index"
             api.index(args.corpus, index, model="ndrm2", progress=False)
-        result = run(args, index)
+        result = bench(args, index)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     levels = [Level(**lv) for lv in result["levels"]]
@@ -287,4 +301,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from scripts.args import positive_int  # noqa: E402
+from scripts.args import HelpFormatter, names_from, output_file, positive_int, run, usable_devices  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "scifact"
 MODELS = ("ndrm3", "tk", "tkl", "idcm")
@@ -141,19 +141,27 @@ def print_table(rows: list[dict]) -> None:
               f"{r['documents_per_second']:>9.1f} {r['epoch_seconds']:>8.1f} {peak:>8}")
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options; unknown models or devices, a count below 1 or an output path that cannot be
+    written are usage errors here, before any training step."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
+    ap.add_argument("--models", type=names_from(MODELS), default=",".join(MODELS),
+                    help=f"comma-separated, among {', '.join(MODELS)}")
+    ap.add_argument("--devices", type=names_from(("cpu", "cuda")), default="cpu,cuda",
+                    help="comma-separated; cuda is skipped where absent")
+    ap.add_argument("--steps", type=positive_int, default=8, help="timed steps a row (after 2 untimed)")
+    ap.add_argument("--out", type=output_file, default=str(ROOT / "docs" / "results" / "bench_train.json"),
+                    help="JSON to write")
+    args = ap.parse_args(argv)
+    args.devices = usable_devices(ap, args.devices)
+    return args
+
+
 def main(argv: list[str] | None = None) -> None:
     from indexer.readers import read_qrels, read_queries
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, among {', '.join(MODELS)}")
-    ap.add_argument("--devices", default="cpu,cuda", help="comma-separated; cuda is skipped where absent")
-    ap.add_argument("--steps", type=positive_int, default=8, help="timed steps a row (after 2 untimed)")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "bench_train.json")
-    args = ap.parse_args(argv)
-    models = [m for m in args.models.split(",") if m]
-    if unknown := sorted(set(models) - set(MODELS)):
-        ap.error(f"unknown models: {', '.join(unknown)}")
-    devices = [torch.device(d) for d in args.devices.split(",") if d and (d != "cuda" or torch.cuda.is_available())]
+    args = parse_args(argv)
+    models, devices = list(dict.fromkeys(args.models)), args.devices
     queries, qrels = read_queries(DATA / "queries.jsonl"), read_qrels(DATA / "qrels" / "train.tsv")
     rows = []
     for device in devices:
@@ -172,4 +180,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

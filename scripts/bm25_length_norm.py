@@ -28,7 +28,8 @@ if str(ROOT) not in sys.path:
 from ckqti.evaluate import evaluate  # noqa: E402
 from ckqti.text import Analyzer  # noqa: E402
 from indexer.readers import read_corpus, read_qrels, read_queries  # noqa: E402
-from scripts.effectiveness import collections  # noqa: E402
+from scripts.args import HelpFormatter, names_from, output_file, run  # noqa: E402
+from scripts.effectiveness import ALL, collections  # noqa: E402
 
 GRID = ((0.9, 0.4), (1.2, 0.75), (1.0, 1.0), (1.0, 0.5), (1.0, 0.0))
 
@@ -69,17 +70,22 @@ def bm25_run(tf: sp.csc_matrix, vocab: dict[str, int], queries: dict[str, list[s
     return run
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--collections", default="vaswani,cranfield,scifact,trecdl")
-    ap.add_argument("--out", default="out/bm25_length_norm.json")
-    args = ap.parse_args()
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    ap.add_argument("--collections", type=names_from(ALL), default="vaswani,cranfield,scifact,trecdl",
+                    help="comma-separated collections")
+    ap.add_argument("--out", type=output_file, default="out/bm25_length_norm.json", help="JSON to write")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     specs = collections()
     analyzer = Analyzer()
     results = {}
     print("| collection | avg. terms | " + " | ".join(f"k1 {k1}, b {b}" for k1, b in GRID) + " |")
     print("|---|---|" + "---|" * len(GRID))
-    for name in args.collections.split(","):
+    for name in args.collections:
         spec = specs[name]
         docs = list(read_corpus(spec.corpus))
         qrels = read_qrels(spec.qrels, spec.qrels_format)
@@ -98,4 +104,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

@@ -26,11 +26,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ckqti.errors import IndexFormatError  # noqa: E402
 from ckqti.evaluate import evaluate, paired_ttest  # noqa: E402
 from ckqti.train.data import split_dev  # noqa: E402
 from ckqti.train.loop import bm25_candidates  # noqa: E402
 from indexer.readers import read_qrels, read_queries  # noqa: E402
+from retriever.index import Index  # noqa: E402
 from retriever.search import Searcher  # noqa: E402
+from scripts.args import HelpFormatter, existing_dir, output_dir, output_file, positive_floats, run  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "scifact"
 MEASURES = ("nDCG@10", "RR@10", "AP@100", "NCG@100")
@@ -42,17 +45,44 @@ def fullrank(searcher: Searcher, queries: dict[str, str], k: int = 100) -> dict[
     return {q: [(h.docid, h.score) for h in r.hits] for q, r in zip(queries, found) if not isinstance(r, Exception)}
 
 
+def latent_index(path: Path) -> Index:
+    """The index at ``path``, refused unless it has the latent ``"one"`` channel the sweep re-weights.
+
+    Raises:
+        IndexFormatError: not an index, or one without a latent channel (NDRM2's).
+    """
+    index = Index(path)
+    channels = list(index.quantizer.weights)
+    if "one" not in channels:
+        raise IndexFormatError(f"the sweep needs an index with a latent 'one' channel, built with NDRM3 (the bundled "
+                               f"model) or NDRM1; this one, built with {index.model_id or 'an unknown model'}, has "
+                               f"the channels {channels}", path)
+    return index
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    ap.add_argument("--index", type=existing_dir, required=True, help="a SciFact index built with the bundled NDRM3")
+    ap.add_argument("--grid", type=positive_floats, default=",".join(f"{w:g}" for w in GRID),
+                    help="latent channel weights tried on dev, comma-separated (each > 0)")
+    ap.add_argument("--out", type=output_file, default=str(ROOT / "out" / "channel_sweep.json"), help="JSON to write")
+    ap.add_argument("--work", type=output_dir, default=str(ROOT / "out" / "channel-sweep"),
+                    help="Pyserini's BM25 index goes here")
+    return ap.parse_args(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--index", type=Path, required=True, help="a SciFact index built with the bundled NDRM3")
-    ap.add_argument("--grid", type=lambda s: tuple(float(x) for x in s.split(",")), default=GRID)
-    ap.add_argument("--out", type=Path, default=ROOT / "out" / "channel_sweep.json")
-    ap.add_argument("--work", type=Path, default=ROOT / "out" / "channel-sweep", help="Pyserini's BM25 index goes here")
-    args = ap.parse_args(argv)
+    args = parse_args(argv)
+    index = latent_index(args.index)
 
     queries = read_queries(DATA / "queries.jsonl")
     _, dev_qrels = split_dev(read_qrels(DATA / "qrels" / "train.tsv"), 0.1, 0)
     test_qrels = read_qrels(DATA / "qrels" / "test.tsv")
+    judged = {d for qrels in (dev_qrels, test_qrels) for docs in qrels.values() for d in docs}
+    held = {d for sh in index.shards for d in sh.docs.column("docid").to_pylist()}
+    if not judged & held:
+        raise IndexFormatError(f"holds none of SciFact's judged abstracts ({index.num_docs} documents): the sweep "
+                               "needs an index of SciFact's corpus", args.index)
     dev_q = {q: queries[q] for q in dev_qrels}
     test_q = {q: queries[q] for q in test_qrels}
 
@@ -60,14 +90,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"dev: {len(dev_q)} claims carved from SciFact train (seed 0), fullrank top 100")
     print("| latent weight | dev nDCG@10 | dev RR@10 |\n|---|---|---|")
     for w in args.grid:
-        res = evaluate(fullrank(Searcher(args.index, channel_weights={"one": w}), dev_q), dev_qrels, MEASURES)
+        res = evaluate(fullrank(Searcher(index, channel_weights={"one": w}), dev_q), dev_qrels, MEASURES)
         dev[w] = res.mean
         print(f"| {w:g} | {res.mean['nDCG@10']:.4f} | {res.mean['RR@10']:.4f} |", flush=True)
     best = max(dev, key=lambda w: (dev[w]["nDCG@10"], -abs(w - 1.0)))
 
     test = {}
     for w in sorted({1.0, best}):
-        test[w] = evaluate(fullrank(Searcher(args.index, channel_weights={"one": w}), test_q), test_qrels, MEASURES)
+        test[w] = evaluate(fullrank(Searcher(index, channel_weights={"one": w}), test_q), test_qrels, MEASURES)
     bm25_top = bm25_candidates(DATA / "corpus.jsonl", test_q, args.work, 100)
     bm25 = evaluate({q: [(d, 1000.0 - r) for r, d in enumerate(ds)] for q, ds in bm25_top.items()}, test_qrels, MEASURES)
 
@@ -94,4 +124,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

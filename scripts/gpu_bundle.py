@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from scripts.args import HelpFormatter, output_dir, run  # noqa: E402
+
 DATA = ROOT.parent / "shared" / "data"
 COLLECTIONS = ("scifact", "trecdl19-passage-subset", "cranfield", "vaswani")
 WHEELS = ("ir-measures==0.4.3", "pytrec-eval-terrier==0.5.11")
@@ -94,8 +96,8 @@ def pack_caches(out: Path, depth: int = 100) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=ROOT / ".gpu")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    ap.add_argument("--out", type=output_dir, default=str(ROOT / ".gpu"), help="folder to fill")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     pack_data(args.out)
@@ -109,4 +111,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

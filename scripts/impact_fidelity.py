@@ -20,28 +20,63 @@ if str(ROOT) not in sys.path:  # runs from a checkout without the editable insta
     sys.path.insert(0, str(ROOT))
 
 from ckqti import api  # noqa: E402
+from ckqti.errors import IndexFormatError, InputError  # noqa: E402
+from ckqti.models.loading import UNTRAINED  # noqa: E402
 from indexer.fidelity import measure_fidelity  # noqa: E402
 from indexer.format import Manifest  # noqa: E402
+from scripts.args import HelpFormatter, existing_dir, file_or_names, output_file, run  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
+FILES = ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv")  # what --data must hold
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=None, help="'ndrm2' or a checkpoint (default: the bundled model)")
-    ap.add_argument("--data", default=str(DATA / "scifact"))
-    ap.add_argument("--index", default=None, help="an index of the corpus already built with --model")
-    ap.add_argument("--out", default="out/fidelity.json")
-    args = ap.parse_args()
-    data = Path(args.data)
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options; an unknown model, a missing folder or file, an output path that cannot be
+    written are usage errors here, before any work."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    ap.add_argument("--model", type=file_or_names(UNTRAINED), default=None,
+                    help="'ndrm2', 'ndrm2-anserini' or a checkpoint (default: the bundled model)")
+    ap.add_argument("--data", type=existing_dir, default=str(DATA / "scifact"),
+                    help=f"a collection folder holding {', '.join(FILES)}")
+    ap.add_argument("--index", type=existing_dir, default=None, help="an index of the corpus already built with --model")
+    ap.add_argument("--out", type=output_file, default="out/fidelity.json", help="JSON to write")
+    args = ap.parse_args(argv)
+    if missing := [f for f in FILES if not (args.data / f).is_file()]:
+        ap.error(f"--data {args.data}: no {', '.join(missing)} there")
+    return args
+
+
+def check_index(index: Path, model: str | None, corpus: Path) -> Manifest:
+    """``index``'s manifest, refused unless it was built with ``model`` from ``corpus``'s documents.
+
+    Raises:
+        IndexFormatError: not an index, or one of another model.
+        InputError: the index holds other documents than the corpus (measure_fidelity would find out
+            only after analyzing the corpus, with a ValueError).
+    """
+    from ckqti.models.loading import DEFAULT_CHECKPOINT, load_qti_model
+    from indexer.readers import read_corpus
+    from retriever.index import Index
+
+    idx = Index(index)
+    wanted = load_qti_model(model or str(DEFAULT_CHECKPOINT))[1]["id"]
+    if idx.model_id != wanted:
+        raise IndexFormatError(f"built with {idx.model_id}, not {wanted} (give --model the index's model)", index)
+    held = {d for sh in idx.shards for d in sh.docs.column("docid").to_pylist()}
+    docs = {d.docid for d in read_corpus(corpus)}
+    if held != docs:
+        raise InputError(f"holds {len(held)} documents, {len(held - docs)} of them not in {corpus} ({len(docs)} "
+                         "documents): --index was built from another corpus than --data's", index)
+    return idx.manifest
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    data = args.data
     if args.index:
-        from ckqti.models.loading import DEFAULT_CHECKPOINT, load_qti_model
-
-        wanted = load_qti_model(args.model or str(DEFAULT_CHECKPOINT))[1]["id"]
-        if Manifest.read(args.index).model["id"] != wanted:
-            sys.exit(f"{args.index}: built with {Manifest.read(args.index).model['id']}, not {wanted}")
+        check_index(args.index, args.model, data / "corpus.jsonl")
     with tempfile.TemporaryDirectory() as tmp:
-        idx = Path(args.index) if args.index else Path(tmp) / "idx"
+        idx = args.index or Path(tmp) / "idx"
         manifest = Manifest.read(idx) if args.index else api.index(data / "corpus.jsonl", idx, model=args.model)
         rep = measure_fidelity(idx, data / "corpus.jsonl", args.model, data / "queries.jsonl", data / "qrels" / "test.tsv", progress=True)
     row = {"model": manifest.model["id"], "postings": manifest.num_postings, **rep.to_dict()}
@@ -53,4 +88,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

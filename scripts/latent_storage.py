@@ -41,13 +41,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from ckqti.errors import OptionError  # noqa: E402
 from ckqti.evaluate import evaluate  # noqa: E402
-from ckqti.models.loading import load_qti_model  # noqa: E402
+from ckqti.models.loading import UNTRAINED, load_qti_model  # noqa: E402
 from ckqti.text import Analyzer  # noqa: E402
 from indexer.analyze import analyze_corpus  # noqa: E402
 from indexer.fidelity import top_k_run  # noqa: E402
 from indexer.impacts import ImpactConfig, ImpactScorer, pad_batch  # noqa: E402
 from indexer.readers import read_qrels, read_queries  # noqa: E402
+from scripts.args import HelpFormatter, existing_dir, file_or_names, output_file, positive_int, run  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "scifact"
 NEIGHBOURS = (64, 256, 1024, 4096)
@@ -129,13 +131,19 @@ def parse_queries(texts: dict, analyzer, terms: list[str]) -> dict[str, dict[int
     return parsed
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=None, help="a latent checkpoint (default: the bundled NDRM3)")
-    ap.add_argument("--data", default=str(DATA))
-    ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--out", default="docs/results/latent_storage.json")
-    args = ap.parse_args()
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    ap.add_argument("--model", type=file_or_names(UNTRAINED), default=None,
+                    help="a latent checkpoint (default: the bundled NDRM3)")
+    ap.add_argument("--data", type=existing_dir, default=str(DATA),
+                    help="a collection folder (corpus.jsonl, queries.jsonl, qrels/test.tsv)")
+    ap.add_argument("--batch-size", type=positive_int, default=16, help="documents scored together")
+    ap.add_argument("--out", type=output_file, default="docs/results/latent_storage.json", help="JSON to write")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     started = time.perf_counter()
     data = Path(args.data)
     analyzer = Analyzer()
@@ -144,7 +152,7 @@ def main() -> None:
     factory, info = load_qti_model(args.model)
     model = factory(vocab)
     if not model.is_latent or "one" not in model.impact_channels:
-        raise SystemExit(f"{info.get('id')}: not a latent model; nothing to simulate")
+        raise OptionError(f"{info.get('id')}: not a latent model (NDRM1 or NDRM3); nothing to simulate", ("model",))
     documents = corpus.token_lists(0, len(corpus))
     scorer = ImpactScorer(model, np.asarray(vocab.df[:len(vocab)]), ImpactConfig(batch_size=args.batch_size))
     offsets = scorer.fit_offsets(documents, len(vocab))  # the indexer's offsets
@@ -189,4 +197,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

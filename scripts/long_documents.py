@@ -50,7 +50,15 @@ if str(ROOT) not in sys.path:  # run as `python scripts/long_documents.py`
     sys.path.insert(0, str(ROOT))
 
 from ckqti.text import Analyzer  # noqa: E402
-from scripts.args import positive_int  # noqa: E402
+from scripts.args import (  # noqa: E402
+    HelpFormatter,
+    existing_file,
+    names_from,
+    output_dir,
+    positive_int,
+    run,
+    torch_device,
+)
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 COLLECTIONS = {"scifact": ("scifact", "test.tsv", 1), "trecdl": ("trecdl19-passage-subset", "test.tsv", 2)}
@@ -353,15 +361,45 @@ def plot(results: Mapping[str, dict], config: LongDocConfig, out: Path) -> list[
     return [depth_png, length_png]
 
 
-def named_paths(parser: argparse.ArgumentParser, paths: dict[str, str | None], specs: Sequence[str]) -> dict[str, str | None]:
-    """``paths`` plus each ``NAME=PATH`` of ``specs`` (``--model``); a malformed one is a usage error."""
-    out = dict(paths)
+def named_paths(parser: argparse.ArgumentParser, paths: Mapping[str, str | Path | None],
+                specs: Sequence[str]) -> dict[str, str | None]:
+    """``paths`` (as strings) plus each ``NAME=PATH`` of ``specs`` (``--model``); a malformed one, or
+    one whose file does not exist, is a usage error."""
+    out = {name: None if p is None else str(p) for name, p in paths.items()}
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
             parser.error(f"--model takes NAME=PATH, got {spec!r}")
+        if not Path(path).is_file():
+            parser.error(f"--model {spec}: {path}: no such file")
         out[name] = path
     return out
+
+
+def read_earlier(path: str | Path, config: LongDocConfig, collections: Sequence[str]) -> dict:
+    """An earlier run's ``long_documents.json`` for ``--merge``, checked before any work: JSON of a
+    run with the same settings, over collections this run ranks too.
+
+    Raises:
+        InputError: not such a file, or one that cannot be merged with this run.
+    """
+    from ckqti.errors import InputError
+
+    try:
+        earlier = json.loads(Path(path).read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise InputError("not JSON: --merge takes an earlier run's long_documents.json", path) from None
+    if not isinstance(earlier, dict) or not all(isinstance(earlier.get(k), dict) for k in ("config", "models", "results")):
+        raise InputError("not a long_documents.json (config, models and results expected)", path)
+    parts = ("queries", "ranks", "mean_rank", "found", "p_retrieved")
+    for name, res in earlier["results"].items():
+        if not isinstance(res, dict) or not all(k in res for k in parts) or "BM25" not in res["ranks"]:
+            raise InputError(f"results of {name!r} lack some of {', '.join(parts)} (or BM25's ranks)", path)
+    if earlier["config"] != json.loads(json.dumps(asdict(config))):
+        raise InputError("the earlier run has other settings: rerun it or drop --merge", path)
+    if missing := sorted(set(earlier["results"]) - set(collections)):
+        raise InputError(f"the earlier run ranked {', '.join(missing)} too: add it to --collections", path)
+    return earlier
 
 
 def merge_results(earlier: Mapping, results: Mapping[str, dict], config: LongDocConfig) -> dict[str, dict]:
@@ -400,32 +438,41 @@ def table(results: Mapping[str, dict], config: LongDocConfig) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[str, str | None]]:
+    """The options and the checkpoints by name; a bad value is a usage error here, before any work."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     for name in ("tk", "tkl", "ndrm3", "idcm"):
-        ap.add_argument(f"--{name}", default=None, help=f"{name.upper()} checkpoint (left out when not given)")
+        ap.add_argument(f"--{name}", type=existing_file, default=None,
+                        help=f"{name.upper()} checkpoint (left out when not given)")
     ap.add_argument("--model", action="append", default=[], metavar="NAME=PATH",
                     help="another checkpoint of any kind under its own name (repeatable)")
-    ap.add_argument("--merge", default=None, metavar="JSON",
+    ap.add_argument("--merge", type=existing_file, default=None, metavar="JSON",
                     help="an earlier run's long_documents.json: keep its models' rows and add this run's")
-    ap.add_argument("--collections", default="scifact,trecdl")
-    ap.add_argument("--queries", type=positive_int, default=LongDocConfig.queries)
-    ap.add_argument("--long-cap", type=int, default=4000, help="terms TKL, NDRM and TKL-like --model checkpoints read")
-    ap.add_argument("--device", default=None)
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    ap.add_argument("--out", default="out")
-    args = ap.parse_args()
+    ap.add_argument("--collections", type=names_from(tuple(COLLECTIONS)), default=",".join(COLLECTIONS),
+                    help="comma-separated collections")
+    ap.add_argument("--queries", type=positive_int, default=LongDocConfig.queries, help="queries a collection")
+    ap.add_argument("--long-cap", type=positive_int, default=4000,
+                    help="terms TKL, NDRM and TKL-like --model checkpoints read")
+    ap.add_argument("--device", type=torch_device, default=None, help="torch device (default: cuda if available)")
+    ap.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's)")
+    ap.add_argument("--out", type=output_dir, default="out", help="folder of the plots and the JSON")
+    args = ap.parse_args(argv)
+    paths = named_paths(ap, {"TK": args.tk, "TKL": args.tkl, "NDRM3": args.ndrm3, "IDCM": args.idcm}, args.model)
+    return args, paths
+
+
+def main(argv: list[str] | None = None) -> None:
+    args, paths = parse_args(argv)
     config = LongDocConfig(queries=args.queries)
+    earlier = read_earlier(args.merge, config, args.collections) if args.merge else None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    paths = named_paths(ap, {"TK": args.tk, "TKL": args.tkl, "NDRM3": args.ndrm3, "IDCM": args.idcm}, args.model)
-    earlier = json.loads(Path(args.merge).read_text()) if args.merge else None
     results = {}
     threads = torch.get_num_threads()
     try:
         if args.threads:
             torch.set_num_threads(args.threads)
-        for name in args.collections.split(","):
+        for name in args.collections:
             source = load_source(name)
             models = load_models(paths, source, args.long_cap, args.device)
             results[name] = run_source(source, models, config, progress=True)
@@ -433,7 +480,7 @@ def main() -> None:
         torch.set_num_threads(threads)
     models = {k: v for k, v in paths.items() if v}
     if earlier is not None:
-        results = merge_results(earlier, results, config)
+        results = merged_or_refused(earlier, results, config, args.merge)
         models = {**earlier["models"], **models}
     pngs = plot(results, config, out)
     print(table(results, config))
@@ -444,5 +491,16 @@ def main() -> None:
     print("wrote", *pngs, out / "long_documents.json")
 
 
+def merged_or_refused(earlier: Mapping, results: Mapping[str, dict], config: LongDocConfig, path) -> dict[str, dict]:
+    """:func:`merge_results`; the runs' disagreement it finds after the work (BM25 ranked other
+    documents) is the ``--merge`` file's error, not a bug."""
+    from ckqti.errors import InputError
+
+    try:
+        return merge_results(earlier, results, config)
+    except ValueError as err:  # merge_results' documented refusals only: it raises nothing else
+        raise InputError(f"cannot merge: {err}", path) from None
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

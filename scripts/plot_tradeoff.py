@@ -17,6 +17,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from ckqti.errors import InputError  # noqa: E402
+from scripts.args import HelpFormatter, existing_file, output_file, run  # noqa: E402
+
 RESULTS = ROOT / "docs" / "results" / "effectiveness.json"
 OUT = ROOT / "docs" / "results" / "ndrm_tradeoff.png"
 ZERO_SHOT = ("trecdl", "cranfield", "vaswani")
@@ -78,12 +84,41 @@ def plot(points: list[dict], out: Path) -> None:
     plt.close(fig)
 
 
+def read_report(path: Path) -> dict:
+    """``scripts/effectiveness.py``'s JSON report.
+
+    Raises:
+        InputError: not JSON, or no ``collections`` of rows in it.
+    """
+    try:
+        report = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise InputError("not JSON: --results takes scripts/effectiveness.py's report", path) from None
+    colls = report.get("collections") if isinstance(report, dict) else None
+    if not isinstance(colls, dict) or not all(isinstance(rows, dict) for rows in colls.values()):
+        raise InputError("not an effectiveness report: no 'collections' of rows", path)
+    for coll, rows in colls.items():
+        for key, row in rows.items():
+            test = row.get("ttest_vs_bm25") if isinstance(row, dict) else {}
+            if test is None:  # a row without a t-test (BM25's own)
+                continue
+            ndcg = test.get("nDCG@10") if isinstance(test, dict) else None
+            if not (isinstance(ndcg, dict) and all(isinstance(ndcg.get(k), (int, float)) for k in ("delta", "p"))):
+                raise InputError(f"row {key!r} of {coll!r} is not a row of the report (a t-test's nDCG@10 delta "
+                                 "and p expected)", path)
+    return report
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    parser.add_argument("--results", type=existing_file, default=str(RESULTS), help="scripts/effectiveness.py's JSON")
+    parser.add_argument("--out", type=output_file, default=str(OUT), help="PNG to write")
+    return parser.parse_args(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", type=Path, default=RESULTS)
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
-    points = tradeoff_points(json.loads(args.results.read_text()))
+    args = parse_args(argv)
+    points = tradeoff_points(read_report(args.results))
     print(f"{'row':<16}{'SciFact Δ':>11}{'p':>9}{'worst zero-shot Δ':>19}  on")
     for p in sorted(points, key=lambda p: -p["scifact"]):
         print(f"{p['key']:<16}{p['scifact']:>+11.4f}{p['p']:>9.4f}{p['worst']:>+19.4f}  {p['worst_on']}")
@@ -93,4 +128,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

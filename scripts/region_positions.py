@@ -44,9 +44,18 @@ if str(ROOT) not in sys.path:
 from ckqti.explain import Region, explain_text  # noqa: E402
 from ckqti.text import Analyzer  # noqa: E402
 from ckqti.train.rerankers import Reranker, analyzed_spans  # noqa: E402
-from scripts.args import positive_int  # noqa: E402
+from scripts.args import (  # noqa: E402
+    HelpFormatter,
+    existing_file,
+    names_from,
+    output_dir,
+    positive_int,
+    run,
+    torch_device,
+)
 from scripts.long_documents import (  # noqa: E402
     BM25,
+    COLLECTIONS,
     LongDocConfig,
     QuerySetup,
     Source,
@@ -226,30 +235,37 @@ def table(results: Mapping[str, dict], config: LongDocConfig) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tkl", default=None, help="TKL checkpoint")
-    ap.add_argument("--idcm", default=None, help="IDCM checkpoint")
+def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[str, str | None]]:
+    """The options and the checkpoints by name; a bad value is a usage error here, before any work."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    ap.add_argument("--tkl", type=existing_file, default=None, help="TKL checkpoint")
+    ap.add_argument("--idcm", type=existing_file, default=None, help="IDCM checkpoint")
     ap.add_argument("--model", action="append", default=[], metavar="NAME=PATH",
                     help="another TKL or IDCM checkpoint under its own name (repeatable)")
-    ap.add_argument("--collections", default="scifact,trecdl")
+    ap.add_argument("--collections", type=names_from(tuple(COLLECTIONS)), default="scifact,trecdl",
+                    help="comma-separated collections")
     ap.add_argument("--queries", type=positive_int, default=LongDocConfig.queries, help="queries of the planted experiment")
-    ap.add_argument("--natural-queries", type=int, default=300, help="queries of the natural experiment")
-    ap.add_argument("--long-cap", type=int, default=4000, help="terms TKL reads")
-    ap.add_argument("--device", default=None)
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    ap.add_argument("--out", default="out")
-    args = ap.parse_args()
+    ap.add_argument("--natural-queries", type=positive_int, default=300, help="queries of the natural experiment")
+    ap.add_argument("--long-cap", type=positive_int, default=4000, help="terms TKL reads")
+    ap.add_argument("--device", type=torch_device, default=None, help="torch device (default: cuda if available)")
+    ap.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's)")
+    ap.add_argument("--out", type=output_dir, default="out", help="folder of the plot and the JSON")
+    args = ap.parse_args(argv)
     paths = named_paths(ap, {"TKL": args.tkl, "IDCM": args.idcm}, args.model)
     if not any(paths.values()):
         ap.error("give --tkl, --idcm or --model NAME=PATH")
+    return args, paths
+
+
+def main(argv: list[str] | None = None) -> None:
+    args, paths = parse_args(argv)
     config = LongDocConfig(queries=args.queries)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.threads:
         torch.set_num_threads(args.threads)
     results, caps = {}, {}
-    for name in args.collections.split(","):
+    for name in args.collections:
         source = load_source(name)
         models = load_rerankers(paths, source, args.long_cap, args.device)
         caps = {m: rr.max_doc_length for m, rr in models.items() if rr.kind == "tkl"}
@@ -262,4 +278,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

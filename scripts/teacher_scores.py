@@ -27,6 +27,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from scripts import effectiveness as eff  # noqa: E402
+from scripts.args import HelpFormatter, nonnegative_int, output_dir, output_file, run  # noqa: E402
 
 
 def teacher_inputs(work: Path, titles: int) -> tuple[dict[str, str], dict[str, list[str]]]:
@@ -41,22 +42,29 @@ def teacher_inputs(work: Path, titles: int) -> tuple[dict[str, str], dict[str, l
     return queries, scored
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--checkpoint", default="idcm-gpu-lce", help="a checkpoint key of scripts/effectiveness.py")
-    ap.add_argument("--titles", type=int, default=0, help="also score each title pseudo-query's BM25 top N (0: none)")
-    ap.add_argument("--out", type=Path, default=None, help="teacher file (.json.gz)")
-    ap.add_argument("--work", type=Path, default=eff.WORK, help="effectiveness.py's cache folder")
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options; an unknown checkpoint key, a negative count or an output path that cannot be
+    written are usage errors here, before any work."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
+    ap.add_argument("--checkpoint", choices=sorted(eff.CHECKPOINTS), default="idcm-gpu-lce", metavar="KEY",
+                    help="a checkpoint key of scripts/effectiveness.py's CHECKPOINTS")
+    ap.add_argument("--titles", type=nonnegative_int, default=0,
+                    help="also score each title pseudo-query's BM25 top N (0: none)")
+    ap.add_argument("--out", type=output_file, default=None, help="teacher file (.json.gz)")
+    ap.add_argument("--work", type=output_dir, default=str(eff.WORK), help="effectiveness.py's cache folder")
     ap.add_argument("--candidates-only", action="store_true", help="only fill the BM25 caches (needs Java)")
     args = ap.parse_args(argv)
-    if args.titles < 0:
-        ap.error("--titles must be >= 0")
+    if args.out is None and not args.candidates_only:
+        ap.error("--out is required unless --candidates-only")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     queries, cands = teacher_inputs(args.work, args.titles)
     print(f"{len(queries)} queries, {sum(map(len, cands.values()))} candidates", flush=True)
     if args.candidates_only:
         return 0
-    if args.out is None:
-        ap.error("--out is required unless --candidates-only")
     from retriever.rerank import corpus_texts, open_reranker, rerank_candidates
 
     record = eff.ensure_checkpoint(args.checkpoint, args.work)
@@ -84,4 +92,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

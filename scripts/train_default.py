@@ -96,6 +96,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from scripts.args import HelpFormatter, output_dir, output_file, run, torch_device  # noqa: E402
+
 DATA = ROOT.parent / "shared" / "data" / "scifact"
 OUT = ROOT / "ckqti" / "data" / "models" / "ndrm3-scifact.pt"
 WORK = ROOT / "runs" / "train-default"  # git-ignored
@@ -200,17 +202,26 @@ def print_table(report: dict) -> None:
         print(f"{name:<48}" + "".join(f"{row['mean'][m]:>10.4f}" for m in MEASURES) + tail)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=OUT, help="checkpoint to write")
-    parser.add_argument("--work", type=Path, default=WORK, help="work folder (BM25 index, training state)")
-    parser.add_argument("--device", default=None, help="torch device (default: cuda if available)")
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    parser.add_argument("--out", type=output_file, default=str(OUT), help="checkpoint to write")
+    parser.add_argument("--work", type=output_dir, default=str(WORK), help="work folder (BM25 index, training state)")
+    parser.add_argument("--device", type=torch_device, default=None, help="torch device (default: cuda if available)")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run")
     parser.add_argument("--eval-only", action="store_true", help="evaluate an existing checkpoint")
     parser.add_argument("--fullrank", action="store_true", help="also evaluate full retrieval through a learned index")
     parser.add_argument("--dev-fullrank", action="store_true",
                         help="with --fullrank: also retrieve the dev claims through the learned index")
     args = parser.parse_args(argv)
+    if args.eval_only and not args.out.is_file():
+        parser.error(f"--eval-only evaluates an existing checkpoint: {args.out}: no such file")
+    if args.dev_fullrank and not args.fullrank:
+        parser.error("--dev-fullrank needs --fullrank (it reads the learned index --fullrank builds)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     from ckqti.train import TrainConfig, train
     from ckqti.train.checkpoint import load_checkpoint
 
@@ -247,4 +258,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))
