@@ -13,12 +13,11 @@ Writing is safe: new shard directories and the new vocabulary file (``vocab-NNNN
 are prepared in ``INDEX/.append-PID/``, moved into the index under names the current
 manifest does not use, and the manifest is replaced last by an atomic rename. An append
 interrupted before that rename leaves the old index valid (the stray files are removed by
-the next append or compaction). One writer at a time: ``INDEX/.writer.lock``.
+the next append or compaction). One writer at a time: ``INDEX/.writer.lock`` (:mod:`indexer.locks`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -46,6 +45,7 @@ from indexer.format import (
     vocab_file_name,
 )
 from indexer.impacts import ImpactConfig, ImpactScorer
+from indexer.locks import exclusive
 from indexer.quantize import Quantizer
 from indexer.shards import write_shard
 
@@ -56,43 +56,10 @@ _SHARD_RE = re.compile(r"shard-(\d+)$")
 # --- writing next to a live index -------------------------------------------------------
 
 
-@contextlib.contextmanager
-def writer_lock(index: Path):
-    """Hold ``INDEX/.writer.lock`` (created exclusively) while an append or compaction writes;
-    a lock left by a process that no longer runs is taken over."""
-    path = index / LOCK
-    for attempt in range(2):
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            break
-        except FileExistsError:
-            pid = _lock_owner(path)
-            if attempt or (pid is not None and _alive(pid)):
-                raise CkqtiError(f"another append or compaction is writing this index (process {pid})", index) from None
-            path.unlink(missing_ok=True)
-    try:
-        os.write(fd, str(os.getpid()).encode())
-        os.close(fd)
-        yield
-    finally:
-        path.unlink(missing_ok=True)
-
-
-def _lock_owner(path: Path) -> int | None:
-    try:
-        return int(path.read_text().strip() or "0") or None
-    except (OSError, ValueError):
-        return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def writer_lock(index: Path, wait: bool = False):
+    """Hold ``INDEX/.writer.lock`` (:func:`indexer.locks.exclusive`) while an append, a compaction or
+    a rebuild's install writes the index; another writer is refused (or, with ``wait``, waited for)."""
+    return exclusive(index / LOCK, "another append, compaction or build is writing this index", index, wait)
 
 
 def remove_strays(index: Path, manifest: Manifest) -> None:

@@ -10,6 +10,8 @@ inputs; a build with other inputs starts over.
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import hashlib
 import json
 import os
@@ -31,6 +33,7 @@ from ckqti.vocab import Vocabulary
 from indexer.analyze import AnalyzedCorpus, analyze_corpus
 from indexer.format import FORMAT_VERSION, MANIFEST, VOCAB_FILE, Manifest, ShardInfo, file_checksum, shard_name
 from indexer.impacts import ImpactConfig, ImpactScorer
+from indexer.locks import exclusive
 from indexer.quantize import Quantizer
 from indexer.shards import ImpactPostings, write_shard, write_table
 
@@ -325,16 +328,55 @@ def check_build_paths(corpus_path: Path, orcas: Path | None, out: Path, force: b
 
 
 def install(final: Path, out: Path, force: bool) -> None:
-    """Rename the finished index into place; an existing index is replaced only with ``force``."""
-    if out.exists():
-        if not force:
-            raise CkqtiError("output exists; pass --force to replace it", out)
-        old = out.with_name(out.name + f".old-{os.getpid()}")
+    """Rename the finished index into place; an existing index is replaced only with ``force``, in
+    one atomic exchange of the two directories where the system has it (Linux), while holding the
+    old index's writer lock (an append or compaction of it finishes first)."""
+    if not out.exists():
+        os.replace(final, out)
+        return
+    if not force:
+        raise CkqtiError("output exists; pass --force to replace it", out)
+    from indexer.append import writer_lock
+
+    with writer_lock(out, wait=True):
+        if exchange(final, out):
+            shutil.rmtree(final, ignore_errors=True)  # the old index, now at final's name
+            return
+        old = out.with_name(out.name + f".old-{os.getpid()}")  # two renames: a crash between them hides it there
         os.replace(out, old)
         os.replace(final, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(final, out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+_RENAME_EXCHANGE, _AT_FDCWD = 2, -100
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap two existing paths in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``): no moment
+    without either. False where the C library or the filesystem lacks it (then nothing moved)."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(a), None, str(b))
+
+
+def build_lock(out: Path):
+    """One build of ``out`` at a time (``OUT.lock`` beside it, :func:`indexer.locks.exclusive`): a
+    second one would resume, or delete, the first's ``OUT.partial``."""
+    return exclusive(out.with_name(out.name + ".lock"), "another build is writing this index", out)
+
+
+def output_path(out: str | Path) -> Path:
+    """Where a build installs: ``out``, or the directory a symbolic link ``out`` points to (a
+    rebuild replaces the index behind the link and keeps the link)."""
+    out = Path(out)
+    return out.resolve() if out.is_symlink() else out
 
 
 def build_index(
@@ -354,16 +396,17 @@ def build_index(
     ``model`` may be a callable ``vocab -> QTIModel`` so that models needing the
     corpus vocabulary (idf, embedding rows) are prepared after analysis.
     """
-    corpus_path, out = Path(corpus_path), Path(out)
+    corpus_path, out = Path(corpus_path), output_path(out)
     orcas = Path(orcas) if orcas else None
     check_build_paths(corpus_path, orcas, out, force)
     work = out.with_name(out.name + ".partial")
-    prepare_workdir(work, fingerprint(corpus_path, fmt, orcas, model_info, config), resume, progress)
-    try:
-        return _build(corpus_path, out, work, model, model_info, config, fmt, orcas, force, progress)
-    except CkqtiError:
-        shutil.rmtree(work, ignore_errors=True)  # bad input: nothing worth resuming
-        raise
+    with build_lock(out):
+        prepare_workdir(work, fingerprint(corpus_path, fmt, orcas, model_info, config), resume, progress)
+        try:
+            return _build(corpus_path, out, work, model, model_info, config, fmt, orcas, force, progress)
+        except CkqtiError:
+            shutil.rmtree(work, ignore_errors=True)  # bad input: nothing worth resuming
+            raise
 
 
 def corpus_record(corpus_path: Path, fmt: str | None, orcas: Path | None) -> dict:

@@ -52,6 +52,7 @@ from ckqti.models.loading import UNTRAINED
 from indexer.analyze import AnalyzedCorpus, analyze_corpus
 from indexer.build import (
     BuildConfig,
+    build_lock,
     build_record,
     check_build_paths,
     corpus_record,
@@ -413,25 +414,26 @@ def build_index_ray(
         raise CkqtiError("--workers must be >= 1")
     check_address(address)
     work = out.with_name(out.name + ".partial")
-    prepare_workdir(work, fingerprint(inputs.corpus_path, fmt, inputs.orcas, model_info, config), resume, progress)
-    try:
-        corpus = analyzed_corpus(work, inputs, progress)
-    except CkqtiError:
-        shutil.rmtree(work, ignore_errors=True)  # bad input: nothing worth resuming
-        raise
-    scorer = driver_scorer(work, corpus, inputs, device)
-    started = connect(address)
-    try:
-        slots, gpu = cluster_slots(device)
-        ranges = shard_ranges(len(corpus), config.shard_size)
-        plan = RayPlan(work, min(num_workers or slots, slots, len(ranges)), "cuda" if gpu else "cpu", max_retries)
-        manifest = _build(corpus, scorer, inputs, plan, gpu, progress, t0, address)
-    finally:
-        if started:
-            _import_ray().shutdown()
-    install(work / "final", out, force)
-    shutil.rmtree(work, ignore_errors=True)
-    return manifest
+    with build_lock(out):
+        prepare_workdir(work, fingerprint(inputs.corpus_path, fmt, inputs.orcas, model_info, config), resume, progress)
+        try:
+            corpus = analyzed_corpus(work, inputs, progress)
+        except CkqtiError:
+            shutil.rmtree(work, ignore_errors=True)  # bad input: nothing worth resuming
+            raise
+        scorer = driver_scorer(work, corpus, inputs, device)
+        started = connect(address)
+        try:
+            slots, gpu = cluster_slots(device)
+            ranges = shard_ranges(len(corpus), config.shard_size)
+            plan = RayPlan(work, min(num_workers or slots, slots, len(ranges)), "cuda" if gpu else "cpu", max_retries)
+            manifest = _build(corpus, scorer, inputs, plan, gpu, progress, t0, address)
+        finally:
+            if started:
+                _import_ray().shutdown()
+        install(work / "final", out, force)
+        shutil.rmtree(work, ignore_errors=True)
+        return manifest
 
 
 def _build(corpus, scorer, inputs: BuildInputs, plan: RayPlan, gpu: bool, progress: bool, t0: float, address) -> Manifest:

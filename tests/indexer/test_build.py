@@ -198,3 +198,62 @@ def test_manifest_names_the_corpus_by_its_absolute_path(tmp_path, scifact_small,
     monkeypatch.chdir(scifact_small.parent)
     m = api.index(scifact_small.name, tmp_path / "idx", model="ndrm2", progress=False)
     assert m.corpus["path"] == str(scifact_small.absolute()) and Manifest.read(tmp_path / "idx").corpus == m.corpus
+
+
+def test_a_second_build_of_the_same_output_is_refused(tmp_path, scifact_small):
+    """Two builds of one OUT would resume, or delete, each other's OUT.partial."""
+    out = tmp_path / "idx"
+    with build_mod.build_lock(out):
+        with pytest.raises(CkqtiError, match=r"idx: another build is writing this index \(process \d+\)"):
+            api.index(scifact_small, out, model="ndrm2", progress=False)
+    api.index(scifact_small, out, model="ndrm2", progress=False)  # released: builds
+    assert not (tmp_path / "idx.lock").exists()
+
+
+def test_force_swaps_the_index_whole_and_waits_for_a_writer(tmp_path, scifact_small):
+    """--force installs by one atomic exchange (no moment without an index, no old-PID leftover),
+    after an append or compaction holding the old index's lock has finished."""
+    import threading
+    import time
+
+    from indexer.append import writer_lock
+
+    out = tmp_path / "idx"
+    api.index(scifact_small, out, model="ndrm2", shard_size=10_000, progress=False)
+    released = []
+
+    def writer():
+        with writer_lock(out):
+            held.set()
+            time.sleep(0.5)
+            released.append(time.monotonic())
+
+    held = threading.Event()
+    thread = threading.Thread(target=writer)
+    thread.start()
+    held.wait(10)
+    m = api.index(scifact_small, out, model="ndrm2", shard_size=200, force=True, progress=False)
+    installed = time.monotonic()
+    thread.join()
+    assert released and installed >= released[0]
+    assert Manifest.read(out).to_json() == m.to_json() and len(m.shards) > 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
+
+
+def test_force_through_a_symbolic_link_rebuilds_the_index_it_names(tmp_path, scifact_small):
+    real, link = tmp_path / "real", tmp_path / "link"
+    api.index(scifact_small, real, model="ndrm2", shard_size=10_000, progress=False)
+    link.symlink_to(real)
+    api.index(scifact_small, link, model="ndrm2", shard_size=200, force=True, progress=False)
+    assert link.is_symlink() and link.resolve() == real.resolve() and len(Manifest.read(real).shards) > 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]
+
+
+def test_exchange_swaps_two_directories(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "mark").write_text("a")
+    if not build_mod.exchange(a, b):
+        pytest.skip("no renameat2(RENAME_EXCHANGE) here")
+    assert (b / "mark").read_text() == "a" and not (a / "mark").exists()

@@ -1,0 +1,72 @@
+"""One writer at a time: exclusive locks on lock files, held by the operating system.
+
+A lock is ``flock`` on a small file that names its holder's process id. The kernel drops it when
+the holder's process ends, however it ends (``kill -9``, a reboot), so a lock is never left
+behind: a leftover file is only a file, taken over by the next writer. The file is removed on
+release; a writer that locked a file its holder had just removed notices (the path no longer
+names what it locked) and locks the new one.
+
+Used by builds (``OUT.lock`` beside the index they will install) and by appends and compactions
+(``INDEX/.writer.lock``); installing a rebuilt index over an old one takes the old one's writer
+lock too, so a build never swaps an index out from under an append.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from ckqti.errors import CkqtiError
+
+WAIT_POLL_S = 0.2
+
+
+@contextlib.contextmanager
+def exclusive(path: Path, busy: str, where: Path | None = None, wait: bool = False) -> Iterator[None]:
+    """Hold the lock ``path`` while the block runs. Held by another process: a :class:`CkqtiError`
+    ``"{busy} (process N)"`` naming ``where`` (default ``path``), or with ``wait``, wait for it."""
+    fd = _acquire(path, busy, where or path, wait)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        os.close(fd)
+
+
+def _acquire(path: Path, busy: str, where: Path, wait: bool) -> int:
+    while True:
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            os.close(fd)
+            if not wait:
+                raise CkqtiError(f"{busy} (process {holder})" if holder else busy, where) from None
+            time.sleep(WAIT_POLL_S)
+            continue
+        if _same_file(fd, path):
+            return fd
+        os.close(fd)  # locked a file its holder removed on release: lock the one the path names now
+
+
+def _holder(fd: int) -> int | None:
+    try:
+        return int(os.pread(fd, 32, 0).decode().strip() or "0") or None
+    except (OSError, ValueError):
+        return None
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        now = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
