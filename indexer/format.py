@@ -113,7 +113,10 @@ class Manifest:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
 
     def write(self, directory: str | Path) -> None:
-        Path(directory, MANIFEST).write_text(self.to_json())
+        """``manifest.json``, with the checksum of its own content (:data:`CHECKSUM_KEY`)."""
+        body = asdict(self)
+        body[CHECKSUM_KEY] = manifest_digest(body)
+        Path(directory, MANIFEST).write_text(json.dumps(body, indent=2, sort_keys=True))
 
     @classmethod
     def read(cls, directory: str | Path) -> "Manifest":
@@ -136,6 +139,7 @@ class Manifest:
             fix = "written by a newer ckqti: upgrade ckqti to read it" if newer else "rebuild the index"
             raise IndexFormatError(
                 f"index format version {version} is not supported (this ckqti reads {FORMAT_VERSION}); {fix}", path)
+        recorded = d.pop(CHECKSUM_KEY, None)  # manifests written before it have none
         try:
             d["shards"] = [ShardInfo(**s) for s in d["shards"]]
             manifest = cls(**d)
@@ -143,6 +147,12 @@ class Manifest:
         except (TypeError, KeyError) as e:
             raise IndexFormatError(f"manifest is malformed ({e})", path) from None
         manifest.check_channels(path)
+        if not isinstance(manifest.vocab_file, str) or Path(manifest.vocab_file).name != manifest.vocab_file:
+            raise IndexFormatError(f"manifest is malformed (vocab_file {manifest.vocab_file!r} is not a file "
+                                   "name inside the index)", path)
+        if recorded is not None and recorded != manifest_digest(asdict(manifest)):
+            raise IndexFormatError("manifest was edited or damaged (its content does not match its checksum); "
+                                   "rebuild the index", path)
         return manifest
 
     def check_counts(self, path: Path) -> None:
@@ -163,6 +173,14 @@ class Manifest:
         )
         if not ok:
             raise IndexFormatError(f"manifest channels are malformed ({self.channels})", path)
+
+
+CHECKSUM_KEY = "manifest_checksum"
+
+
+def manifest_digest(body: dict) -> str:
+    """sha256 of a manifest's content (without its checksum), as :meth:`Manifest.write` lays it out."""
+    return hashlib.sha256(json.dumps(body, indent=2, sort_keys=True).encode()).hexdigest()
 
 
 def verify_files(directory: Path, manifest: Manifest) -> None:

@@ -257,3 +257,27 @@ def test_exchange_swaps_two_directories(tmp_path):
     if not build_mod.exchange(a, b):
         pytest.skip("no renameat2(RENAME_EXCHANGE) here")
     assert (b / "mark").read_text() == "a" and not (a / "mark").exists()
+
+
+def test_an_edited_manifest_is_refused_by_its_checksum(tmp_path, scifact_index):
+    """Edits no structural check sees (the collection size idf reads, a channel's step) changed
+    every score silently; the manifest's checksum of its own content refuses them. A manifest
+    written before the checksum (none recorded) still reads."""
+    import json
+    import shutil
+
+    from ckqti.errors import IndexFormatError
+    from indexer.format import CHECKSUM_KEY, MANIFEST
+
+    idx = tmp_path / "idx"
+    shutil.copytree(scifact_index, idx)
+    original = json.loads((idx / MANIFEST).read_text())
+    assert CHECKSUM_KEY in original
+    for edit in ({"collection": {**original["collection"], "num_docs": 3000}},
+                 {"channels": [{**original["channels"][0], "step": original["channels"][0]["step"] * 10}]},
+                 {"vocab_file": "../other/vocab.arrow"}):
+        (idx / MANIFEST).write_text(json.dumps({**original, **edit}))
+        with pytest.raises(IndexFormatError, match="edited or damaged|not a file name inside the index"):
+            Manifest.read(idx)
+    (idx / MANIFEST).write_text(json.dumps({k: v for k, v in original.items() if k != CHECKSUM_KEY}))
+    assert Manifest.read(idx).to_json() == Manifest.read(scifact_index).to_json()
