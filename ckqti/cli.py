@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -40,6 +41,9 @@ class Group(click.Group):
         except CkqtiError as e:
             close_progress_bars()
             raise click.ClickException(str(e)) from None
+        except BrokenPipeError:  # the reader left (`ckqti info | head -1`): nothing to say to it
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit must not fail again
+            sys.exit(1)
         except OSError as e:
             close_progress_bars()
             where = e.filename2 or e.filename

@@ -124,7 +124,10 @@ class Manifest:
         if Path(directory).is_file():
             raise IndexFormatError("is a file; an index is a directory", directory)
         if not Path(directory).is_dir():
-            raise IndexFormatError("no such index directory", directory)
+            partial = Path(directory).with_name(Path(directory).name + ".partial")
+            why = (f"no index here yet: an unfinished build is in {partial}; the same ckqti index command resumes it"
+                   if partial.is_dir() else "no such index directory")
+            raise IndexFormatError(why, directory)
         if not path.is_file():
             raise IndexFormatError("not a ckqti index (manifest.json missing)", directory)
         try:

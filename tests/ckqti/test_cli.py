@@ -371,3 +371,25 @@ def test_append_keeps_the_index_batch_size_unless_given(tmp_path, monkeypatch):
     for extra, want in (([], None), (["--batch-size", "8"], 8)):
         res = invoke("index", corpus, "--append", "--index", tmp_path, *extra)
         assert res.exit_code == 0 and seen[-1] == want, res.output
+
+
+def test_a_reader_that_left_gets_no_error(tmp_path, scifact_index):
+    """`ckqti info | head -1`: the closed pipe is not reported as an error of the command."""
+    import os
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before anything is written
+    try:
+        res = subprocess.run([sys.executable, "-m", "ckqti.cli", "info", "--index", str(scifact_index)],
+                             stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert res.returncode == 1 and res.stderr == "", res.stderr
+
+
+def test_an_index_still_being_built_is_named(tmp_path):
+    (tmp_path / "idx.partial").mkdir()
+    res = invoke("search", "cell", "--index", tmp_path / "idx")
+    assert res.exit_code == 1 and "an unfinished build is in" in res.output and "idx.partial" in res.output
