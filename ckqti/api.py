@@ -141,6 +141,7 @@ class RunStats:
     seconds: float = 0.0
     documents: int = 0  # lines written: retrieved documents over all queries
     reasons: dict[str, str] = field(default_factory=dict)  # skipped query -> why it could not be searched
+    empty: dict[str, str] = field(default_factory=dict)  # searched query that retrieved nothing -> why
 
     @property
     def qps(self) -> float:
@@ -183,6 +184,9 @@ def run(
         stats.oov_terms += len(res.oov)
         run_results[qid] = [(h.docid, h.score) for h in res.hits]
         stats.documents += len(res.hits)
+        if not res.hits:  # no line in the run: say why, as search does
+            stats.empty[qid] = (f"not in the index vocabulary: {' '.join(res.oov)}" if not res.terms
+                                else f"no document scores above 0 for {' '.join(res.terms)}")
     write_run(out, run_results, tag)
     return stats
 

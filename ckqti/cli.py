@@ -275,6 +275,9 @@ def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack,
     if s.skipped:
         why = "; ".join(f"{q}: {s.reasons[q]}" for q in s.skipped[:3]) + ("; ..." if len(s.skipped) > 3 else "")
         click.echo(f"note: {len(s.skipped)} queries skipped ({why})", err=True)
+    if s.empty:
+        why = "; ".join(f"{q}: {r}" for q, r in list(s.empty.items())[:3]) + ("; ..." if len(s.empty) > 3 else "")
+        click.echo(f"note: {len(s.empty)} queries retrieved nothing ({why})", err=True)
     if not s.documents:
         click.echo("note: no query retrieved a document; the run file is empty", err=True)
     click.echo(f"{s.searched} queries in {s.seconds:.2f}s ({s.qps:.0f} q/s) -> {out}")

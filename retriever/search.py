@@ -389,18 +389,41 @@ class Searcher:
                 parsed.append(err)
         plans = [self.plan(q) if isinstance(q, ParsedQuery) else None for q in parsed]
         empty = np.zeros(0, np.int64)
-        vals, shards, docs, counts, processed = self.topk_batch(
-            [p.lists if p else empty for p in plans], [p.weights if p else empty for p in plans], k, threads)
+        k = min(k, self._num_docs)
+        vals, shards, docs, counts, processed = self.topk_batch(  # one more than asked: a tie at the cut shows
+            [p.lists if p else empty for p in plans], [p.weights if p else empty for p in plans], k + 1, threads)
         results: list[SearchResult | QueryError] = []
         for i, (text, q, plan) in enumerate(zip(queries, parsed, plans)):
             if plan is None:
                 results.append(q)
                 continue
-            hits = [Hit(r + 1, self.index.shards[s].docid(d), v * plan.unit + plan.base, s, d)
-                    for r, (v, s, d) in enumerate(zip(vals[i, :counts[i]].tolist(), shards[i, :counts[i]].tolist(),
-                                                      docs[i, :counts[i]].tolist()))]
-            results.append(SearchResult(text, q.known, hits, q.oov, int(processed[i]), self.unweighted(q, plan)))
+            top = (vals[i, :counts[i]], shards[i, :counts[i]], docs[i, :counts[i]], int(processed[i]))
+            if tie_at_cut(top[0], k):  # rare: this query alone, until every document of the k-th score is in
+                top = self.topk_with_ties(plan.lists, plan.weights, k)
+            results.append(SearchResult(text, q.known, self.hits(plan, *top[:3], k), q.oov, top[3],
+                                        self.unweighted(q, plan)))
         return results
+
+    def topk_with_ties(self, terms: np.ndarray, weights: np.ndarray | None, k: int):
+        """:meth:`topk_arrays`'s top ``k`` and every document tied with the k-th score (so that the
+        cut can be made as trec_eval orders ties, by docid; the kernels break them by internal
+        number): ``k + 1`` hits, doubled while the last still ties the k-th."""
+        k = min(k, self._num_docs)
+        want = k + 1
+        while True:
+            top = self.topk_arrays(terms, weights, want)
+            if not tie_at_cut(top[0], k) or want >= self._num_docs:
+                return top
+            want = min(2 * want, self._num_docs)
+
+    def hits(self, plan: QueryPlan, vals: np.ndarray, shards: np.ndarray, docs: np.ndarray, k: int) -> list[Hit]:
+        """The first ``k`` of hits holding every tie of the k-th score (:meth:`topk_with_ties`),
+        ranked as ``ckqti run`` writes them and trec_eval reads them: score descending, then docid
+        descending. So a run's top 10 is the first 10 lines of its top 1,000, and search's ranks are
+        the run's."""
+        rows = [(v, self.index.shards[s].docid(d), s, d) for v, s, d in zip(vals.tolist(), shards.tolist(), docs.tolist())]
+        rows.sort(key=lambda r: (r[0], r[1]), reverse=True)
+        return [Hit(r + 1, docid, v * plan.unit + plan.base, s, d) for r, (v, docid, s, d) in enumerate(rows[:k])]
 
     def search_ids(self, terms: np.ndarray, weights: np.ndarray, k: int) -> tuple[list[tuple[int, int, int]], int]:
         """Top-k ``(integer score, shard, doc)`` over all shards for posting lists ``terms`` with
@@ -409,18 +432,22 @@ class Searcher:
         return list(zip(vals.tolist(), shards.tolist(), docs.tolist())), processed
 
     def search(self, query: str, k: int = 10) -> SearchResult:
-        """Top-k documents for a query string."""
+        """Top-k documents for a query string, ranked as :meth:`hits` says (ties by docid, descending)."""
         positive_int(k, "k")
         q = self.parse(query)
         plan = self.plan(q)
-        top, processed = self.search_ids(plan.lists, plan.weights, k)
-        hits = [
-            Hit(r + 1, self.index.shards[s].docid(d), v * plan.unit + plan.base, s, d) for r, (v, s, d) in enumerate(top)
-        ]
-        return SearchResult(query, q.known, hits, q.oov, processed, self.unweighted(q, plan))
+        vals, shards, docs, processed = self.topk_with_ties(plan.lists, plan.weights, k)
+        return SearchResult(query, q.known, self.hits(plan, vals, shards, docs, k), q.oov, processed,
+                            self.unweighted(q, plan))
 
     def document(self, hit: Hit) -> dict:
         return self.index.shards[hit.shard].document(hit.doc)
+
+
+def tie_at_cut(vals: np.ndarray, k: int) -> bool:
+    """Whether hits ``vals`` (descending, up to k + 1 or more) may leave out a document tied with
+    the k-th: the last one returned, beyond the k-th, still scores as the k-th does."""
+    return vals.size > k and vals[-1] == vals[k - 1]
 
 
 def positive_int(value, name: str) -> None:

@@ -295,6 +295,7 @@ def test_run_that_retrieves_nothing_says_so(tmp_path, scifact_index):
     assert res.exit_code == 0, res.output
     assert "no query retrieved a document; the run file is empty" in res.stderr
     assert "note: 1 queries skipped (q1: query 'the' has no searchable terms" in res.stderr
+    assert "note: 1 queries retrieved nothing (q2: not in the index vocabulary: zzzqqq)" in res.stderr
     assert (tmp_path / "r.trec").read_text() == ""
 
 
