@@ -138,6 +138,10 @@ def evaluate(
     judged = {str(q): {str(d): int(g) for d, g in docs.items()} for q, docs in qrels.items() if docs}
     if not judged:
         raise InputError("the qrels judge no query")
+    top = max(g for docs in judged.values() for g in docs.values())
+    if rel_level > 1 and top < rel_level:  # asked for a level these qrels do not have
+        raise InputError(f"no judgement reaches grade {rel_level} (the highest is {top}): every binary measure "
+                         "would be 0; lower rel_level")
     ranked = {str(q): dict(trec_order(docs)) for q, docs in run.items()}
     ranked = {q: docs for q, docs in ranked.items() if docs and q in judged}
     by_query: dict[str, dict[str, float]] = {q: dict.fromkeys((m.name for m in parsed), 0.0) for q in judged}

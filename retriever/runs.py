@@ -8,6 +8,7 @@ writing in the same order makes the file's ranks the ones that get evaluated.
 from __future__ import annotations
 
 import gzip
+import io
 import math
 import os
 import re
@@ -62,15 +63,22 @@ def write_run(path: str | Path, results: Mapping[str, Ranking], tag: str) -> Non
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".ckqti-tmp")
-    opener = gzip.open if path.name.endswith(".gz") else open
     try:
-        with opener(tmp, "wt", encoding="utf-8", newline="\n") as out:
+        with open(tmp, "wb") as raw, _text_writer(raw, path) as out:
             for qid, docs in results.items():
                 _check_token(qid, "query id")
                 out.writelines(_run_lines(qid, trec_order(docs), tag))
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _text_writer(raw, path: Path):
+    """UTF-8 text into ``raw``, gzip-compressed when ``path`` ends in ``.gz`` (its header names ``path``,
+    not the temporary file written first: ``gunzip -N`` restores that name)."""
+    if path.name.endswith(".gz"):
+        raw = gzip.GzipFile(filename=path.name, mode="wb", fileobj=raw)
+    return io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
 
 
 def _run_lines(qid: str, ranked: list[tuple[str, float]], tag: str) -> list[str]:

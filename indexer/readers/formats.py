@@ -135,7 +135,8 @@ def parse_json_object(line: str, path: str | Path, number: int) -> dict:
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as err:
-        raise InputError(f"bad JSON ({err.msg} at column {err.colno})", path, number) from None
+        msg = err.msg.removesuffix(" at")  # "Invalid control character at": json's own message ends so
+        raise InputError(f"bad JSON ({msg} at column {err.colno})", path, number) from None
     if not isinstance(obj, dict):
         raise InputError(f"expected a JSON object, found {type(obj).__name__}", path, number)
     return obj

@@ -26,9 +26,9 @@ def read_qrels(path: str | Path, fmt: str | None = None) -> Qrels:
             tab- or space-separated, with or without that header line) or ``"cranfield"``
             (``qid docid code``: code 1 best .. 4 minimal becomes gain ``5 - code``; -1,
             not relevant, becomes 0). ``None`` detects it from the first line: 4 columns
-            are TREC; 3 columns are BEIR when tab-separated or headed, Cranfield when the
-            file name holds ``cran``; other space-separated 3-column files are ambiguous and
-            need ``fmt``.
+            are TREC; 3 columns are BEIR when headed or tab-separated, Cranfield when
+            space-separated and the file name holds ``cran``; other 3-column files (space-
+            separated, or tab-separated and named like Cranfield's) are ambiguous and need ``fmt``.
 
     Raises:
         InputError: unknown or ambiguous format, wrong column count, a non-integer grade,
@@ -77,12 +77,16 @@ def _resolve(path: str | Path, fmt: str | None) -> str:
         return "trec"
     if len(cols) != 3:
         raise InputError(f"expected 4 qrels columns (TREC) or 3 (BEIR, Cranfield), found {len(cols)}", path, number)
-    if "\t" in line or not _is_int(cols[2]):
+    if not _is_int(cols[2]):  # BEIR's header line
         return "beir"
-    if "cran" in Path(path).name.lower():
+    cranfield_name = "cran" in Path(path).name.lower()
+    if "\t" in line and not cranfield_name:
+        return "beir"
+    if cranfield_name and "\t" not in line:
         return "cranfield"
+    kind = "tab-separated 3-column qrels named like Cranfield's" if cranfield_name else "space-separated 3-column qrels"
     raise InputError(
-        "space-separated 3-column qrels: give the format, 'beir' (third column is the gain) or 'cranfield' "
+        f"{kind}: give the format, 'beir' (third column is the gain) or 'cranfield' "
         "(codes 1 best .. 4, -1 not relevant): --qrels-format, or fmt in Python",
         path,
         number,

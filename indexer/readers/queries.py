@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -75,7 +76,8 @@ def _parse_jsonl(path: str | Path) -> Iterator[tuple[int, str, str]]:
         qid = json_string(obj, QID_KEYS, path, number)
         if qid is None:
             raise InputError(f"missing query id (one of {', '.join(QID_KEYS)})", path, number)
-        yield number, qid, json_string(obj, QUERY_TEXT_KEYS, path, number) or ""
+        texts = (json_string(obj, (key,), path, number) for key in QUERY_TEXT_KEYS)  # the first not blank
+        yield number, qid, next((t for t in texts if t and t.strip()), "")
 
 
 # A topic field runs from its tag to the next tag (old TREC topics have no closing tags).
@@ -90,7 +92,7 @@ def _parse_trec(path: str | Path) -> Iterator[tuple[int, str, str]]:
             raise InputError("<top> without <num>", path, number)
         if title is None:
             raise InputError("<top> without <title>", path, number)
-        yield number, num.group(1), title.group(1)
+        yield number, html.unescape(num.group(1)), html.unescape(title.group(1))  # AT&amp;T is "AT&T"
 
 
 def _parse_smart(path: str | Path) -> Iterator[tuple[int, str, str]]:

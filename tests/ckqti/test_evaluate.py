@@ -128,6 +128,9 @@ def test_measure_names_and_bad_arguments():
             parse_measure(bad)
     with pytest.raises(InputError):
         evaluate(RUN, QRELS, rel_level=0)
+    with pytest.raises(InputError, match="no judgement reaches grade 3 \\(the highest is 2\\)"):
+        evaluate(RUN, QRELS, rel_level=3)  # TREC DL's grades stop at 3: --rel-level 5 scored every query 0
+    assert evaluate(RUN, QRELS, rel_level=2).mean["P@10"] == pytest.approx(0.1)
     with pytest.raises(InputError):
         evaluate(RUN, {"q": {}})
     for twice in (["P@10", "P@10"], ["AP@100", "MAP@100"]):

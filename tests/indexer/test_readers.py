@@ -401,6 +401,10 @@ def test_qrels_errors(tmp_path):
     assert "--qrels-format" in str(error_of(read_qrels, path))  # space-separated 3 columns are ambiguous
     path = write(tmp_path / "cranqrel", "1 2 1\n1 3 7\n")
     assert_names(error_of(read_qrels, path), path, 2)
+    path = write(tmp_path / "cranqrel.tsv", "1\t2\t1\n")  # BEIR's separator, Cranfield's name: the gains differ
+    err = error_of(read_qrels, path)
+    assert "tab-separated 3-column qrels named like Cranfield's" in str(err) and "--qrels-format" in str(err)
+    assert read_qrels(path, "cranfield") == {"1": {"2": 4}} and read_qrels(path, "beir") == {"1": {"2": 1}}
     path = write(tmp_path / "d.txt", "q1 0 d1 1\nq2 0 d1 1\nq1 0 d1 0\n")
     err = error_of(read_qrels, path)
     assert_names(err, path, 3)
@@ -433,3 +437,16 @@ def test_orcas_clicks_that_match_no_document_are_refused(tmp_path):
     assert str(other) in str(err) and "no document of the corpus" in str(err)
     some = write(tmp_path / "s.tsv", "D2\tclicked\nX9\tnot here\n")
     assert [d.orcas for d in read_corpus(corpus, orcas=some)] == ["", "clicked"]
+
+
+def test_query_text_falls_back_past_blank_fields_and_topics_decode_entities(tmp_path):
+    path = write(tmp_path / "q.jsonl", '{"_id": "1", "text": "", "title": "microwave"}\n{"_id": "2", "query": " ", "title": "ovens"}\n')
+    assert read_queries(path) == {"1": "microwave", "2": "ovens"}
+    path = write(tmp_path / "t.trec", "<top>\n<num> Number: 7\n<title> AT&amp;T phones\n</top>\n")
+    assert read_queries(path) == {"7": "AT&T phones"}
+
+
+def test_a_raw_tab_in_json_is_named_once(tmp_path):
+    path = write(tmp_path / "q.jsonl", '{"_id": "1", "text": "a\tb"}\n')
+    message = str(error_of(read_queries, path))
+    assert "Invalid control character at column" in message and "at at" not in message

@@ -113,3 +113,10 @@ def test_check_run_path_replaces_only_a_run(tmp_path):
     for tag in ("my tag", "", 7):
         with pytest.raises(InputError, match="run tag .* must be a non-empty string without whitespace"):
             check_run_path(tmp_path / "new.trec", tag)
+
+
+def test_a_gzip_run_names_itself_in_its_header(tmp_path):
+    write_run(tmp_path / "r.trec.gz", {"q": [("d", 1.0)]}, "t")
+    raw = (tmp_path / "r.trec.gz").read_bytes()
+    assert raw[10:17] == b"r.trec\x00" and b"ckqti-tmp" not in raw  # FNAME: gunzip -N restores r.trec
+    assert read_run(tmp_path / "r.trec.gz") == {"q": {"d": 1.0}}
