@@ -62,10 +62,9 @@ class Interrupt(Exception):
     pass
 
 
-def test_interrupted_build_keeps_old_index_and_resumes(tmp_path, scifact_small, monkeypatch):
-    out = tmp_path / "idx"
-    api.index(scifact_small, out, model="ndrm2", shard_size=10_000, progress=False)
-    before = Manifest.read(out).to_json()
+def interrupt_second_save(monkeypatch) -> dict:
+    """Make a build stop (:class:`Interrupt`) at its second saved shard of float impacts; returns the
+    count of saves (``calls["n"]``), which a test may reset to let later saves through."""
     real = build_mod.save_npz_atomic
     calls = {"n": 0}
 
@@ -76,6 +75,14 @@ def test_interrupted_build_keeps_old_index_and_resumes(tmp_path, scifact_small, 
         real(path, **arrays)
 
     monkeypatch.setattr(build_mod, "save_npz_atomic", flaky)
+    return calls
+
+
+def test_interrupted_build_keeps_old_index_and_resumes(tmp_path, scifact_small, monkeypatch):
+    out = tmp_path / "idx"
+    api.index(scifact_small, out, model="ndrm2", shard_size=10_000, progress=False)
+    before = Manifest.read(out).to_json()
+    calls = interrupt_second_save(monkeypatch)
     with pytest.raises(Interrupt):
         api.index(scifact_small, out, model="ndrm2", shard_size=200, force=True, progress=False)
     assert Manifest.read(out).to_json() == before  # the previous index is intact
@@ -98,16 +105,7 @@ def test_a_damaged_interrupted_build_is_redone_not_a_traceback(tmp_path, scifact
     """A work folder damaged after the interruption (truncated files): the rerun redoes what it
     cannot read and builds the same index as a clean build."""
     out = tmp_path / "idx"
-    real = build_mod.save_npz_atomic
-    calls = {"n": 0}
-
-    def flaky(path, **arrays):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise Interrupt()
-        real(path, **arrays)
-
-    monkeypatch.setattr(build_mod, "save_npz_atomic", flaky)
+    calls = interrupt_second_save(monkeypatch)
     with pytest.raises(Interrupt):
         api.index(scifact_small, out, model="ndrm2", shard_size=200, progress=False)
     path = tmp_path / "idx.partial" / damaged
