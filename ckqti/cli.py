@@ -366,6 +366,9 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
     except OptionError as e:
         raise click.UsageError(e.as_flags()) from None
     stage = f" of stage {r.history[-1]['stage']}" if variant == "idcm" else ""
+    if r.best_dev_ndcg10 == 0:
+        click.echo("note: dev nDCG@10 was 0 at every epoch (the dev queries' relevant documents were never ranked in "
+                   "the top 10): dev did not choose this model", err=True)
     click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} at epoch {r.best_epoch} of {r.epochs_run}{stage} -> {out}")
 
 
@@ -392,7 +395,8 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
     s = api.rerank(queries, candidates, model_path, out, depth, corpus, fmt=fmt, batch_size=batch_size, device=device,
                    tag=tag, max_doc_length=max_doc_length, adapt_vocabulary=adapt_vocabulary)
     if s.skipped:
-        click.echo(f"note: {len(s.skipped)} queries had no candidates: {' '.join(s.skipped[:10])}", err=True)
+        click.echo(f"note: {len(s.skipped)} queries skipped (no candidates, or no term the model reads): "
+                   f"{' '.join(s.skipped[:10])}", err=True)
     click.echo(f"{s.reranked} queries, {s.pairs} documents reranked by {s.model_id} in {s.seconds:.2f}s "
                f"({s.ms_per_query:.0f} ms/query) -> {out}")
 

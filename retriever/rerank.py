@@ -104,11 +104,13 @@ def rerank_candidates(
     cache = DocumentRows(reranker, texts)
     out = {}
     for qid in tqdm([q for q in queries if candidates.get(q)], desc="rerank", unit="q", disable=not progress):
+        query = reranker.query_ids(queries[qid])
+        if not len(query):  # no term the model reads (stopwords, other scripts): every score would be 0, the
+            continue  # candidates left in docid order; skipped as the BM25 and index candidates skip it
         docs = list(dict.fromkeys(candidates[qid]))
         cache.add(docs)
         got = [cache.get(d) for d in docs]
-        scores = reranker.score_rows(reranker.query_ids(queries[qid]), [r for r, _ in got], [n for _, n in got],
-                                     batch_size)
+        scores = reranker.score_rows(query, [r for r, _ in got], [n for _, n in got], batch_size)
         out[qid] = sorted(zip(docs, scores.tolist()), key=lambda p: (p[1], p[0]), reverse=True)
     return out
 
@@ -289,6 +291,9 @@ def rerank(
     queries = read_queries(queries_path)
     work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
     cands, texts, where = gather_candidates(candidates, queries, depth, corpus, fmt, work)
+    if not any(cands.values()):
+        raise InputError(f"no query has candidates from {where} (query ids such as {next(iter(queries), '')!r}: "
+                         "another query set?)", candidates if where != "bm25" else queries_path)
     if texts is None:
         texts = corpus_texts(corpus, fmt, {d for docs in cands.values() for d in docs})
         missing = next(((q, d) for q, docs in cands.items() for d in docs if d not in texts), None)

@@ -349,6 +349,11 @@ def load_for_indexing(path: str | Path, device: torch.device | str | None = None
     ckpt = load_checkpoint(path)
     if ckpt.kind not in QTI_KINDS:
         raise CkqtiError(f"a {ckpt.kind!r} model is not query-term independent: it cannot fill an index", ckpt.path)
+    if ckpt.kind == "ndrm3":  # before any work: its channels must be storable as impacts (checked again when scoring)
+        b = ckpt.build("cpu").combination()[1]
+        if b < 0:
+            raise CkqtiError(f"this NDRM3 weighs exact-match evidence negatively (b = {b:.4g}): its idf channel cannot "
+                             "be stored as impacts (train it longer, or use it to rerank)", ckpt.path)
 
     def factory(vocab: Vocabulary) -> nn.Module:
         return adapt_to_vocabulary(ckpt, vocab, device)

@@ -9,6 +9,8 @@ at indexing time. The training vocabulary is the corpus vocabulary, optionally b
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,3 +148,22 @@ def split_dev(qrels: Qrels, fraction: float, seed: int) -> tuple[dict, dict]:
     n_dev = min(len(qids) - 1, max(1, round(fraction * len(qids))))
     dev = {qids[i] for i in order[:n_dev]}
     return {q: dict(j) for q, j in qrels.items() if q not in dev}, {q: dict(qrels[q]) for q in sorted(dev)}
+
+
+def inputs_digest(*parts) -> str:
+    """sha256 of what a training run read (arrays by their bytes, lists of arrays, JSON-able values,
+    files named by a :class:`pathlib.Path` by their content): a resumed run, or an IDCM stage
+    reused, must have read the same, not only files of the same names and sizes."""
+    h = hashlib.sha256()
+    for part in parts:
+        if isinstance(part, np.ndarray):
+            h.update(str(part.dtype).encode() + np.ascontiguousarray(part).tobytes())
+        elif isinstance(part, (list, tuple)) and part and isinstance(part[0], np.ndarray):
+            for row in part:
+                h.update(np.ascontiguousarray(row).tobytes() + b"|")
+        elif isinstance(part, Path):
+            h.update(part.read_bytes() if part.is_file() else b"<no file>")
+        else:
+            h.update(json.dumps(part, sort_keys=True, default=str).encode())
+        h.update(b"\0")
+    return h.hexdigest()

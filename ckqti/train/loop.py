@@ -38,11 +38,12 @@ from torch import Tensor, nn
 from ckqti.errors import CkqtiError, InputError
 from ckqti.models.loading import pick_device
 from ckqti.train import pseudo
-from ckqti.train.checkpoint import Checkpoint, save_checkpoint
+from ckqti.train.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from ckqti.train.data import (
     Collection,
     analyze_queries,
     candidate_indices,
+    inputs_digest,
     load_collection,
     pad_rows,
     relevant_docs,
@@ -555,6 +556,14 @@ def save_state(path: Path, model: nn.Module, optimizer, state: RunState, fp: str
         tmp.unlink(missing_ok=True)
 
 
+def saved_id(path: Path) -> str | None:
+    """The id of the checkpoint at ``path``, or None when there is none to read."""
+    try:
+        return load_checkpoint(path).id if path.is_file() else None
+    except CkqtiError:
+        return None
+
+
 def load_state(path: Path, model: nn.Module, optimizer, fp: str) -> RunState:
     """Restore model, optimizer and RNG from ``path``; returns the run state."""
     try:
@@ -563,8 +572,11 @@ def load_state(path: Path, model: nn.Module, optimizer, fp: str) -> RunState:
         raise CkqtiError(f"cannot read the training state ({type(err).__name__}); rerun without --resume", path) from None
     if payload.get("fingerprint") != fp:
         raise CkqtiError("the saved training state has other settings or data; rerun without --resume", path)
-    model.load_state_dict(payload["model"])
-    optimizer.load_state_dict(payload["optimizer"])
+    try:
+        model.load_state_dict(payload["model"])
+        optimizer.load_state_dict(payload["optimizer"])
+    except (RuntimeError, ValueError, KeyError):  # a state of another vocabulary or model shape
+        raise CkqtiError("the saved training state has other settings or data; rerun without --resume", path) from None
     torch.set_rng_state(payload["torch_rng"])
     if payload["cuda_rng"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(payload["cuda_rng"])
@@ -661,7 +673,9 @@ def train(
         raise InputError("no training query has a term in the corpus vocabulary", qrels if isinstance(qrels, (str, Path)) else None)
     sources = {"corpus": str(Path(corpus).resolve()), "documents": len(collection), "train_queries": data.train_qids,
                "dev_queries": data.dev_qids, "pseudo_queries": len(data.pseudo_qids),
-               "candidates": "given" if candidates is not None else "pyserini-bm25"}
+               "candidates": "given" if candidates is not None else "pyserini-bm25",
+               "data": inputs_digest(collection.docids, collection.titles, collection.tokens, q_texts, qrels_map,
+                                     dev_map, Path(config.teacher) if config.teacher else None)}
     fp = fingerprint(config, sources)
     meta = {"trained_by": "ckqti train", "config": config.to_dict(), "corpus": Path(corpus).name,
             "documents": len(collection), "train_queries": len(data.train_qids), "dev_queries": len(data.dev_qids),
@@ -674,6 +688,9 @@ def train(
         model = build_model(data, config, device, init=not resuming, matrix=init_embeddings)
         optimizer = torch.optim.Adam(parameter_groups(model, config.lr, config.head_lr))
         state = load_state(paths["state"], model, optimizer, fp) if resuming else RunState()
+        if resuming and state.best_id and saved_id(out) != state.best_id:
+            raise CkqtiError(f"the best epoch's checkpoint ({state.best_id}, epoch {state.best_epoch}) is no longer at "
+                             "--out, and resuming cannot restore it: put it back, or rerun without --resume", out)
         state = fit(model, optimizer, data, config, state, paths, fp, meta, device)
     return TrainResult(out, state.best_id, state.best_epoch, state.best, state.epoch,
                        state.since_best >= config.patience and state.epoch < config.epochs,

@@ -155,7 +155,8 @@ def refuse_ndrm_only_options(lr: float | None, resume: bool, dev_qrels: object) 
         raise OptionError("lr is for NDRM (TK/TKL/IDCM train with the SPEC's two rates: 1e-4 for embeddings "
                           "and Transformer or cross-encoder, 1e-3 for the rest)", ("lr",))
     if resume:
-        raise OptionError("resume is for NDRM (IDCM resumes after its last finished stage by itself)", ("resume",))
+        raise OptionError("resume is for NDRM (TK and TKL train in one go; IDCM resumes after its last finished stage "
+                          "by itself)", ("resume",))
     if dev_qrels is not None:
         raise OptionError("dev_qrels is for NDRM (TK/TKL/IDCM carve dev from qrels, dev_fraction)",
                           ("dev_qrels", "qrels", "dev_fraction"))

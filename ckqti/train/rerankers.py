@@ -46,6 +46,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -61,6 +62,7 @@ from ckqti.errors import CkqtiError, InputError
 from ckqti.models.loading import pick_device
 from ckqti.text import Analyzer
 from ckqti.train.checkpoint import QTI_KINDS, Checkpoint, load_checkpoint, save_checkpoint
+from ckqti.train.data import inputs_digest
 from ckqti.vocab import Vocabulary
 
 RERANKER_KINDS = ("tk", "tkl", "idcm")
@@ -947,6 +949,12 @@ def train_idcm(data: PairData, text: WordPieceText, config: RerankerTrainConfig,
     best, ckpt = -1.0, None
     for stage in config.stages:
         path = work / f"stage{stage}.pt"
+        if path.is_file() and load_checkpoint(path).meta.get("inputs") != meta["inputs"]:
+            stale = [work / f"stage{s}.pt" for s in config.stages if s >= stage]
+            for old in stale:
+                old.unlink(missing_ok=True)
+            print(f"note: IDCM stage checkpoints in {work} are of other inputs or settings: training stage {stage} "
+                  "on", file=sys.stderr, flush=True)
         if path.is_file():
             ckpt = load_checkpoint(path)
             model.load_state_dict(ckpt.state_dict)
@@ -1025,7 +1033,11 @@ def train_reranker(
         raise InputError("no training query has a relevant document and a known term")
     meta = {"trained_by": "ckqti.train.rerankers", "config": config.to_dict(), "corpus": Path(corpus).name,
             "documents": len(docids), "train_queries": len(data.train_qids), "dev_queries": len(data.dev_qids),
-            "pseudo_queries": len(data.pseudo_qids)}
+            "pseudo_queries": len(data.pseudo_qids),
+            # what IDCM's stage checkpoints must share to be reused (settings but the device, and the data read)
+            "inputs": inputs_digest({k: v for k, v in config.to_dict().items() if k != "device"}, docids, doc_rows,
+                                    {**q_texts, **p_queries}, qrels_map, candidates,
+                                    Path(config.teacher) if config.teacher else None)}
     cuda = [device.index or 0] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=cuda):
         torch.manual_seed(config.seed)

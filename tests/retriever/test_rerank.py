@@ -146,3 +146,19 @@ def test_cli_rerank_writes_what_the_api_writes(scifact_index, tk_model, queries,
     bad = CliRunner().invoke(cli, ["rerank", "--queries", str(queries), "--candidates", "bm25", "--model",
                                    str(tk_model), "--out", str(tmp_path / "x.trec")])
     assert bad.exit_code != 0 and "corpus" in bad.output and "Traceback" not in bad.output
+
+
+def test_rerank_skips_queries_the_model_cannot_read_and_refuses_a_run_of_other_queries(scifact_small, tk_model,
+                                                                                         tmp_path):
+    """A query of only stopwords scored every candidate 0 and wrote them in docid order; a run file
+    of another query set wrote an empty run with exit 0."""
+    docids = [json.loads(line)["_id"] for line in scifact_small.read_text().splitlines()]
+    queries = tmp_path / "q.tsv"
+    queries.write_text("a1\tthe of and\na2\tcell growth\n")
+    write_run(tmp_path / "first.trec", {"a1": {d: float(-i) for i, d in enumerate(docids[:5])},
+                                        "a2": {d: float(-i) for i, d in enumerate(docids[:5])}}, "first")
+    stats = rerank(queries, tmp_path / "first.trec", tk_model, tmp_path / "r.trec", corpus=scifact_small)
+    assert stats.skipped == ("a1",) and set(read_run(tmp_path / "r.trec")) == {"a2"}
+    write_run(tmp_path / "other.trec", {"Qa1": {docids[0]: 1.0}}, "other")
+    with pytest.raises(InputError, match="no query has candidates from run:.*another query set"):
+        rerank(queries, tmp_path / "other.trec", tk_model, tmp_path / "r2.trec", corpus=scifact_small)

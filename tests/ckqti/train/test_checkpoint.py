@@ -210,3 +210,17 @@ def test_repr_is_a_line_not_the_weights():
     ckpt = load_checkpoint(DEFAULT_CHECKPOINT)
     text = repr(ckpt)
     assert text.startswith(f"Checkpoint(id={ckpt.id!r}, parameters=") and len(text) < 200 and "\n" not in text
+
+
+def test_an_ndrm3_that_cannot_fill_an_index_is_refused_at_load(tmp_path, collection):
+    """A negative weight on exact-match evidence is found when the checkpoint is opened for
+    indexing, not after the corpus was analyzed (a traceback, and OUT.partial left behind)."""
+    from ckqti.train.checkpoint import load_for_indexing
+
+    model = trained(collection, "ndrm3")
+    with torch.no_grad():
+        model.combine.linear.weight[0, 1] = -abs(model.combine.linear.weight[0, 1]) - 0.1
+    assert model.combination()[1] < 0
+    save_checkpoint(tmp_path / "m.pt", model, "ndrm3", model.config.to_dict(), collection.vocab, collection.analyzer)
+    with pytest.raises(CkqtiError, match=r"m\.pt: this NDRM3 weighs exact-match evidence negatively"):
+        load_for_indexing(tmp_path / "m.pt")

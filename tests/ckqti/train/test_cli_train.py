@@ -167,6 +167,20 @@ def test_cli_embeddings_take_a_named_start_or_a_checkpoint_file(tmp_path, tiny_s
         assert res.exit_code == 2 and "neither one of skipgram" in res.output
 
 
+def test_cli_says_when_dev_chose_nothing(tmp_path, monkeypatch):
+    from ckqti import api
+    from ckqti.train.rerankers import RerankerTrainResult
+
+    history = tuple({"stage": 0, "epoch": e, "dev_ndcg10": 0.0} for e in range(3))
+    out = tmp_path / "m.pt"
+    monkeypatch.setattr(api, "train", lambda *a, **k: RerankerTrainResult(out, "tk-abc", 0.0, history, tmp_path))
+    given = tmp_path / "given.tsv"
+    given.write_text("")
+    res = CliRunner().invoke(cli, [str(a) for a in ["train", "--model", "tk", "--corpus", given, "--queries", given,
+                                                    "--qrels", given, "--out", out]])
+    assert res.exit_code == 0 and "dev did not choose this model" in res.stderr
+
+
 @pytest.mark.parametrize("model, stage", [("tk", ""), ("idcm", " of stage 2")])
 def test_cli_names_the_saved_epoch_of_a_reranker(tmp_path, monkeypatch, model, stage):
     from ckqti import api

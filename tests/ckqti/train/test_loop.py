@@ -92,6 +92,27 @@ def test_resume_refuses_other_settings(tmp_path, tiny_scifact):
         run(tiny_scifact, tmp_path / "m.pt", config={"epochs": 2, "lr": 1e-3}, resume=True)
 
 
+def test_resume_refuses_other_data_and_a_lost_best_checkpoint(tmp_path, tiny_scifact):
+    """Other judgements or an edited corpus of the same name and size are other data (the state's
+    vocabulary then failed to load with a traceback, or other labels trained on silently); a best
+    epoch whose checkpoint is gone from --out cannot be reported as written."""
+    run(tiny_scifact, tmp_path / "m.pt", config={"epochs": 1})
+    qid, judged = next(iter(tiny_scifact["qrels"].items()))
+    other_doc = next(d for d in tiny_scifact["docs"] if d not in judged)
+    relabelled = {**tiny_scifact["qrels"], qid: {other_doc: 1}}
+    with pytest.raises(CkqtiError, match="other settings or data"):
+        train(tiny_scifact["corpus"], tiny_scifact["queries"], relabelled, tmp_path / "m.pt",
+              dataclasses.replace(CONFIG, epochs=2), candidates=tiny_scifact["candidates"], resume=True)
+    edited = tmp_path / "corpus.jsonl"
+    edited.write_text(tiny_scifact["corpus"].read_text().replace("cell", "cella", 1))
+    with pytest.raises(CkqtiError, match="other settings or data"):
+        train(edited, tiny_scifact["queries"], tiny_scifact["qrels"], tmp_path / "m.pt",
+              dataclasses.replace(CONFIG, epochs=2), candidates=tiny_scifact["candidates"], resume=True)
+    (tmp_path / "m.pt").unlink()
+    with pytest.raises(CkqtiError, match="is no longer at --out"):
+        run(tiny_scifact, tmp_path / "m.pt", config={"epochs": 2}, resume=True)
+
+
 def test_early_stopping_when_dev_stops_improving(tmp_path, tiny_scifact):
     result = run(tiny_scifact, tmp_path / "m.pt", config={"epochs": 6, "patience": 1, "lr": 1e-9, "model": "ndrm2"})
     assert result.stopped_early and result.epochs_run == 2 and result.best_epoch == 1

@@ -219,7 +219,7 @@ def test_ndrm_checkpoints_load_as_rerankers(tmp_path):
     assert tk.doc_rows(long)[1] == [0] * 5
 
 
-def test_idcm_three_stages_and_wordpiece_checkpoint(tiny_scifact, tmp_path):
+def test_idcm_three_stages_and_wordpiece_checkpoint(tiny_scifact, tmp_path, capsys):
     """All three IDCM stages run on a tiny random BERT; the checkpoint carries its WordPiece vocabulary."""
     from ckqti.models.minilm import WordPieceTokenizer
 
@@ -236,8 +236,20 @@ def test_idcm_three_stages_and_wordpiece_checkpoint(tiny_scifact, tmp_path):
     assert list(rr.query_ids(text)) == WordPieceTokenizer.minilm().encode(text, 30)
     # a rerun finds every stage done and only rewrites the final checkpoint with the same weights
     res2 = train_reranker("idcm", tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], out,
-                          replace(config, epochs=5), candidates=tiny_scifact["candidates"])
+                          config, candidates=tiny_scifact["candidates"])
     assert res2.model_id == res.model_id
+    # stages of other settings or data are not reused (they were, whatever the corpus, epochs or seed)
+    qid, judged = next(iter(tiny_scifact["qrels"].items()))
+    other = next(d for d in tiny_scifact["docs"] if d not in judged)
+    relabelled = {**tiny_scifact["qrels"], qid: {other: 1}}
+    for changed in ({"config": replace(config, seed=5)}, {"qrels": relabelled}):
+        args = {"config": config, "qrels": tiny_scifact["qrels"], **changed}
+        before = (res.work_dir / "stage1.pt").stat().st_mtime_ns
+        capsys.readouterr()
+        train_reranker("idcm", tiny_scifact["corpus"], tiny_scifact["queries"], args["qrels"], out, args["config"],
+                       candidates=tiny_scifact["candidates"])
+        assert capsys.readouterr().err.count("are of other inputs or settings: training stage 1 on") == 1
+        assert (res.work_dir / "stage1.pt").stat().st_mtime_ns != before  # trained again, not reused
 
 
 def test_adapted_vocabulary_keeps_known_rows_and_stops_unknown_words_matching(tmp_path):
