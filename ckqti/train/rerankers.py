@@ -907,16 +907,21 @@ def new_term_model(kind: str, text: TermText, collection, config: RerankerTrainC
 
 def train_term_model(data: PairData, text: TermText, collection, config: RerankerTrainConfig, out: Path,
                      meta: dict, device: torch.device) -> tuple[Checkpoint | None, StageResult]:
-    """Train TK or TKL; each better epoch is written to ``out``."""
+    """Train TK or TKL; each epoch better than the last is written to ``out``, and the starting model
+    only at the end if none beat it (so a run interrupted before it improves leaves ``out`` as it was)."""
     model = new_term_model(config.kind, text, collection, config).to(device)
     optimizer = torch.optim.Adam(model.parameter_groups(config.lr_encoder, config.lr_rest))
     saved: list[Checkpoint] = []
 
     def on_best(dev: float, history: list[dict]) -> None:
-        saved.append(save_reranker(out, model, config.kind, text, {**meta, "dev_ndcg10": dev, "history": history}))
+        if len(history) > 1:  # a trained epoch (history[0] is the validation before training)
+            saved.append(save_reranker(out, model, config.kind, text, {**meta, "dev_ndcg10": dev, "history": history}))
 
     result = fit_stage(0, model, None, model, optimizer, data, config, config.epochs, device, on_best)
-    return (saved[-1] if saved else None), result
+    if not saved:  # no epoch beat the start: fit_stage restored it
+        saved.append(save_reranker(out, model, config.kind, text,
+                                   {**meta, "dev_ndcg10": result.best, "history": result.history}))
+    return saved[-1], result
 
 
 # -- IDCM -------------------------------------------------------------------------------------

@@ -469,3 +469,30 @@ def test_train_result_names_the_saved_epoch_of_the_last_stage(tmp_path):
     assert (res.best_epoch, res.epochs_run) == (1, 3)
     untrained = RerankerTrainResult(tmp_path / "m.pt", "tk-x", 0.4, history[:1], tmp_path)
     assert (untrained.best_epoch, untrained.epochs_run) == (0, 0)
+
+
+def test_tk_keeps_an_existing_checkpoint_until_an_epoch_improves(tiny_scifact, tmp_path, monkeypatch):
+    """The untrained start is no longer written at once: a rerun interrupted before its first better
+    epoch left --out holding an untrained model in place of the trained one."""
+    import ckqti.train.rerankers as rerankers_mod
+
+    out = tmp_path / "tk.pt"
+    train_reranker("tk", tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], out, quick("tk"),
+                   candidates=tiny_scifact["candidates"])
+    before = out.read_bytes()
+
+    class Interrupt(Exception):
+        pass
+
+    def interrupted(*args, **kwargs):
+        raise Interrupt()
+
+    monkeypatch.setattr(rerankers_mod, "train_epoch", interrupted)
+    with pytest.raises(Interrupt):
+        train_reranker("tk", tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], out,
+                       quick("tk", seed=3), candidates=tiny_scifact["candidates"])
+    assert out.read_bytes() == before
+    monkeypatch.undo()
+    res = train_reranker("tk", tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], out,
+                         quick("tk", lr_encoder=1e-30, lr_rest=1e-30, seed=3), candidates=tiny_scifact["candidates"])
+    assert res.best_epoch == 0 and load_reranker(out, device="cpu").model_id == res.model_id  # the start, at the end
