@@ -48,7 +48,11 @@ class IndexInfo:
 
 
 def file_bytes(path: Path) -> int:
-    return path.stat().st_size if path.is_file() else 0
+    """Size of an index file the manifest names; a missing one is an error even without ``verify``
+    (a summary of what is not there would understate the index silently)."""
+    if not path.is_file():
+        raise IndexFormatError("index file missing", path)
+    return path.stat().st_size
 
 
 def index_info(path: str | Path, verify: bool = False) -> IndexInfo:

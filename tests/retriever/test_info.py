@@ -52,3 +52,11 @@ def test_unfinished_builds_are_named(tmp_path, scifact_index):
         index_info(tmp_path / "new")
     with pytest.raises(IndexFormatError, match="no such index directory"):
         index_info(tmp_path / "other")
+
+
+def test_a_missing_file_is_named_without_verify(tmp_path, scifact_index):
+    idx = tmp_path / "idx"
+    shutil.copytree(scifact_index, idx)
+    shutil.rmtree(idx / "shard-00001")
+    with pytest.raises(IndexFormatError, match=r"shard-00001/\w+\.arrow: index file missing"):
+        index_info(idx)
