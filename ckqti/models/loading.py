@@ -75,4 +75,4 @@ def load_qti_model(spec: str | None = None, device: str | None = None):
         raise CkqtiError(f"model not found (use {MODEL_SPECS})", path)
     from ckqti.train.checkpoint import load_for_indexing
 
-    return load_for_indexing(path, dev)
+    return load_for_indexing(path, dev, check_impacts=True)

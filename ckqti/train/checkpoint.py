@@ -335,7 +335,7 @@ def replace_vocab_size(config: Mapping[str, Any], size: int) -> dict[str, Any]:
     return {**config, "vocab_size": int(size)}
 
 
-def load_for_indexing(path: str | Path, device: torch.device | str | None = None):
+def load_for_indexing(path: str | Path, device: torch.device | str | None = None, check_impacts: bool = False):
     """``(factory, info)`` for :func:`ckqti.models.loading.load_qti_model`.
 
     ``factory(corpus_vocab)`` returns the checkpoint's model, in eval mode on ``device``, whose
@@ -343,13 +343,17 @@ def load_for_indexing(path: str | Path, device: torch.device | str | None = None
     ``name``, ``variant``, ``path``, ``content_hash`` and ``analyzer`` (the index must analyze
     text the same way).
 
+    With ``check_impacts`` (an index is about to be built), a model whose scores cannot be stored
+    as impacts is refused here, before any work, rather than when its first batch is scored.
+
     Raises:
-        CkqtiError: unreadable checkpoint, or a model that is not query-term independent.
+        CkqtiError: unreadable checkpoint, a model that is not query-term independent, or (with
+            ``check_impacts``) an NDRM3 weighing exact-match evidence negatively.
     """
     ckpt = load_checkpoint(path)
     if ckpt.kind not in QTI_KINDS:
         raise CkqtiError(f"a {ckpt.kind!r} model is not query-term independent: it cannot fill an index", ckpt.path)
-    if ckpt.kind == "ndrm3":  # before any work: its channels must be storable as impacts (checked again when scoring)
+    if check_impacts and ckpt.kind == "ndrm3":
         b = ckpt.build("cpu").combination()[1]
         if b < 0:
             raise CkqtiError(f"this NDRM3 weighs exact-match evidence negatively (b = {b:.4g}): its idf channel cannot "
