@@ -368,7 +368,8 @@ def exchange(a: Path, b: Path) -> bool:
 
 def build_lock(out: Path):
     """One build of ``out`` at a time (``OUT.lock`` beside it, :func:`indexer.locks.exclusive`): a
-    second one would resume, or delete, the first's ``OUT.partial``."""
+    second one would resume, or delete, the first's ``OUT.partial``. Folders above ``out`` are made."""
+    out.parent.mkdir(parents=True, exist_ok=True)
     return exclusive(out.with_name(out.name + ".lock"), "another build is writing this index", out)
 
 

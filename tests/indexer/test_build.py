@@ -279,3 +279,10 @@ def test_an_edited_manifest_is_refused_by_its_checksum(tmp_path, scifact_index):
             Manifest.read(idx)
     (idx / MANIFEST).write_text(json.dumps({k: v for k, v in original.items() if k != CHECKSUM_KEY}))
     assert Manifest.read(idx).to_json() == Manifest.read(scifact_index).to_json()
+
+
+def test_an_output_below_folders_that_do_not_exist_yet(tmp_path, scifact_small):
+    """`make demo` on a clean clone writes out/sample-index before out/ exists."""
+    out = tmp_path / "not" / "yet" / "idx"
+    api.index(scifact_small, out, model="ndrm2", progress=False)
+    assert Manifest.read(out).num_docs > 0 and sorted(p.name for p in out.parent.iterdir()) == ["idx"]
