@@ -10,6 +10,7 @@ inputs; a build with other inputs starts over.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import hashlib
@@ -336,9 +337,7 @@ def install(final: Path, out: Path, force: bool) -> None:
         return
     if not force:
         raise CkqtiError("output exists; pass --force to replace it", out)
-    from indexer.append import writer_lock
-
-    with writer_lock(out, wait=True):
+    with old_index_lock(out):
         if exchange(final, out):
             shutil.rmtree(final, ignore_errors=True)  # the old index, now at final's name
             return
@@ -346,6 +345,21 @@ def install(final: Path, out: Path, force: bool) -> None:
         os.replace(out, old)
         os.replace(final, out)
     shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def old_index_lock(out: Path):
+    """The writer lock of the index a build replaces (an append or compaction of it finishes first);
+    none where its folder cannot be written in (read-only: no append or compaction can be writing it)."""
+    from indexer.append import writer_lock
+
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(writer_lock(out, wait=True))
+        except OSError as e:
+            if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+        yield
 
 
 _RENAME_EXCHANGE, _AT_FDCWD = 2, -100

@@ -286,3 +286,21 @@ def test_an_output_below_folders_that_do_not_exist_yet(tmp_path, scifact_small):
     out = tmp_path / "not" / "yet" / "idx"
     api.index(scifact_small, out, model="ndrm2", progress=False)
     assert Manifest.read(out).num_docs > 0 and sorted(p.name for p in out.parent.iterdir()) == ["idx"]
+
+
+def test_force_replaces_an_index_whose_folder_is_read_only(tmp_path, scifact_small, monkeypatch):
+    """No lock can be made in a read-only index folder, and no append can be writing it: the rebuild
+    installs without waiting (root passes permission checks, so the refusal is simulated)."""
+    import errno
+
+    import indexer.append as append_mod
+
+    out = tmp_path / "idx"
+    api.index(scifact_small, out, model="ndrm2", shard_size=10_000, progress=False)
+
+    def read_only(index, wait=False):
+        raise OSError(errno.EROFS, "Read-only file system", str(index / ".writer.lock"))
+
+    monkeypatch.setattr(append_mod, "writer_lock", read_only)
+    m = api.index(scifact_small, out, model="ndrm2", shard_size=200, force=True, progress=False)
+    assert Manifest.read(out).to_json() == m.to_json() and len(m.shards) > 1
