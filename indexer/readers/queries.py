@@ -58,14 +58,22 @@ def read_queries(path: str | Path, fmt: str | None = None) -> dict[str, str]:
     return queries
 
 
+TSV_HEADER_IDS = ("qid", "query_id", "query-id", "queryid", "id", "_id")
+TSV_HEADER_TEXTS = ("text", "query", "query_text", "title")
+
+
 def _parse_tsv(path: str | Path) -> Iterator[tuple[int, str, str]]:
+    first = True
     for number, line in iter_lines(path):
         if not line.strip():
             continue
         cols = line.split("\t")
         if len(cols) != 2:
             raise InputError(f"expected 2 tab-separated columns (qid, text), found {len(cols)}", path, number)
-        yield number, cols[0], cols[1]
+        header = first and cols[0].strip().lower() in TSV_HEADER_IDS and cols[1].strip().lower() in TSV_HEADER_TEXTS
+        first = False
+        if not header:  # a header line ("qid<TAB>text", as pandas writes one) is not a query
+            yield number, cols[0], cols[1]
 
 
 def _parse_jsonl(path: str | Path) -> Iterator[tuple[int, str, str]]:

@@ -450,3 +450,10 @@ def test_a_raw_tab_in_json_is_named_once(tmp_path):
     path = write(tmp_path / "q.jsonl", '{"_id": "1", "text": "a\tb"}\n')
     message = str(error_of(read_queries, path))
     assert "Invalid control character at column" in message and "at at" not in message
+
+
+def test_a_tsv_queries_header_is_not_a_query(tmp_path):
+    path = write(tmp_path / "q.tsv", "qid\ttext\n1\tmicrowave\n")
+    assert read_queries(path) == {"1": "microwave"}
+    path = write(tmp_path / "q2.tsv", "1\tqid text\nqid\ttext\n")  # only a first line can be a header
+    assert read_queries(path) == {"1": "qid text", "qid": "text"}
