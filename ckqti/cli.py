@@ -262,11 +262,13 @@ def search_lines(searcher, res) -> list[str]:
 @cli.command("run")
 @index_option
 @click.option("--queries", required=True, type=click.Path(), help="Queries file (TSV, JSONL, TREC, SMART).")
-@click.option("--out", required=True, type=click.Path(), help="TREC run file to write.")
-@click.option("-k", type=POSITIVE, default=1000, show_default=True)
-@click.option("--threads", type=POSITIVE, default=1, show_default=True)
-@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
-@click.option("--tag", default="ckqti", show_default=True)
+@click.option("--out", required=True, type=click.Path(),
+              help="TREC run file to write (an existing file is replaced only if it is a run, or empty).")
+@click.option("-k", type=POSITIVE, default=1000, show_default=True, help="Documents per query.")
+@click.option("--threads", type=POSITIVE, default=1, show_default=True, help="Search threads.")
+@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None,
+              help="Queries format (default: from the file).")
+@click.option("--tag", default="ckqti", show_default=True, help="Run tag, the last column (no whitespace).")
 @mode_options
 @channel_option
 def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack, model, channel_weights):
@@ -287,8 +289,11 @@ def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack,
 @click.argument("run", type=click.Path())
 @click.argument("qrels", type=click.Path())
 @click.option("--per-query", is_flag=True, help="Also print every query's measures.")
-@click.option("--compare", type=click.Path(), default=None, help="A second run: paired t-test against RUN.")
-@click.option("--qrels-format", type=click.Choice(["trec", "beir", "cranfield"]), default=None)
+@click.option("--compare", type=click.Path(), default=None,
+              help="A second run: its delta against RUN, paired t-test and Wilcoxon signed-rank test.")
+@click.option("--qrels-format", type=click.Choice(["trec", "beir", "cranfield"]), default=None,
+              help="trec: qid iter docid grade; beir: query-id corpus-id grade; cranfield: qid docid code "
+                   "(1 best .. 4, -1 not relevant). Default: from the first line (ambiguous 3-column files ask).")
 @click.option("--rel-level", type=POSITIVE, default=1, show_default=True,
               help="Grade from which RR, AP, P and R count a document relevant (TREC DL passages: 2).")
 def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level):
@@ -303,7 +308,8 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level):
 @click.option("--queries", required=True, type=click.Path(exists=True), help="Queries file.")
 @click.option("--qrels", required=True, type=click.Path(exists=True), help="Training judgements.")
 @click.option("--out", required=True, type=click.Path(), help="Checkpoint to write (best dev epoch).")
-@click.option("--dev-qrels", type=click.Path(exists=True), default=None, help="Dev judgements (else carved from --qrels).")
+@click.option("--dev-qrels", type=click.Path(exists=True), default=None,
+              help="NDRM: dev judgements (else carved from --qrels, as TK, TKL and IDCM always do).")
 @click.option("--dev-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.1, show_default=True, help="Share of training queries held out as dev.")
 @click.option("--epochs", type=POSITIVE, default=10, show_default=True)
 @click.option("--patience", type=POSITIVE, default=3, show_default=True, help="Epochs without a better dev nDCG@10 before stopping.")
@@ -321,7 +327,9 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level):
 @click.option("--init", "init", type=click.Choice(["paper", "match"]), default=None,
               help="Initial weights (NDRM, TK, TKL) [default: paper for NDRM, match for TK/TKL].")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
-@click.option("--resume", is_flag=True, help="Continue an interrupted run from <out>.work/state.pt.")
+@click.option("--resume", is_flag=True,
+              help="NDRM: continue an interrupted run from <out>.work/state.pt (same settings and data). IDCM reuses "
+                   "its finished stages in <out>.work by itself when settings and data match.")
 @click.option("--loss", type=click.Choice(["margin", "ranknet", "lce"]), default=None,
               help="Pairwise margin (TK/TKL/IDCM's default), RankNet (NDRM's default), or listwise (lce: the relevant "
                    "document's softmax cross-entropy against the query's other documents).")
@@ -385,7 +393,7 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
 @click.option("--batch-size", type=POSITIVE, default=32, show_default=True, help="Documents scored at once.")
 @click.option("--device", default=None, help="torch device (default: cuda if available).")
-@click.option("--tag", default=None, help="Run tag (default: ckqti-<kind>).")
+@click.option("--tag", default=None, help="Run tag, no whitespace (default: ckqti-<kind>).")
 @click.option("--max-doc-length", type=POSITIVE, default=None,
               help="Document tokens read (default: the model's cap; TKL, IDCM and NDRM).")
 @click.option("--adapt-vocabulary", is_flag=True, help="Read text with the corpus's vocabulary (zero-shot).")

@@ -141,7 +141,7 @@ def evaluate(
     top = max(g for docs in judged.values() for g in docs.values())
     if rel_level > 1 and top < rel_level:  # asked for a level these qrels do not have
         raise InputError(f"no judgement reaches grade {rel_level} (the highest is {top}): every binary measure "
-                         "would be 0; lower rel_level")
+                         "would be 0; lower the level (--rel-level)")
     ranked = {str(q): dict(trec_order(docs)) for q, docs in run.items()}
     ranked = {q: docs for q, docs in ranked.items() if docs and q in judged}
     by_query: dict[str, dict[str, float]] = {q: dict.fromkeys((m.name for m in parsed), 0.0) for q in judged}
