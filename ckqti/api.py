@@ -265,11 +265,20 @@ def rerank(queries: str | Path, candidates: str | Path, model: str | Path, out: 
     return rerank_run(queries, candidates, model, out, depth, corpus, **options)
 
 
-def explain(query: str, docid: str, model: str | Path, corpus: str | Path | None = None,
+def explain(query: str, docid: str, model: str | Path | None, corpus: str | Path | None = None,
             index_path: str | Path | None = None, html_out: str | Path | None = None, **options):
     """Why ``model`` scores ``docid`` (from ``corpus`` or ``index_path``) as it does for ``query``;
-    ``options`` as :func:`ckqti.explain.explain`'s."""
+    ``options`` as :func:`ckqti.explain.explain`'s. ``model`` None: the model the index was built with."""
     from ckqti.explain import explain as explain_score
+
+    if model is None:
+        if index_path is None:
+            raise OptionError("model is needed with a corpus (with an index, the index's model is the default)",
+                              ("model",))
+        from indexer.append import index_model_spec
+        from indexer.format import Manifest
+
+        model = index_model_spec(Path(index_path), Manifest.read(index_path))
 
     return explain_score(query, docid, model, corpus, index_path, html_out, **options)
 

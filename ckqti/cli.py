@@ -396,7 +396,8 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
 @click.option("--tag", default=None, help="Run tag, no whitespace (default: ckqti-<kind>).")
 @click.option("--max-doc-length", type=POSITIVE, default=None,
               help="Document tokens read (default: the model's cap; TKL, IDCM and NDRM).")
-@click.option("--adapt-vocabulary", is_flag=True, help="Read text with the corpus's vocabulary (zero-shot).")
+@click.option("--adapt-vocabulary", is_flag=True,
+              help="Read text with the collection's vocabulary (zero-shot): --corpus's, else the --candidates index's.")
 def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_size, device, tag, max_doc_length,
                adapt_vocabulary):
     """Rerank each query's top --depth candidates with a model; writes a TREC run."""
@@ -412,8 +413,9 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
 @cli.command("explain")
 @click.argument("query")
 @click.argument("docid")
-@click.option("--model", "model_path", required=True,
-              help="Checkpoint of any kind, or 'ndrm2' / 'ndrm2-anserini' (untrained, on the collection's statistics).")
+@click.option("--model", "model_path", default=None,
+              help="Checkpoint of any kind, or 'ndrm2' / 'ndrm2-anserini' (untrained, on the collection's statistics); "
+                   "with --index, default: the index's model.")
 @click.option("--corpus", type=click.Path(exists=True), default=None, help="Corpus file holding DOCID.")
 @click.option("--index", "index_path", type=click.Path(exists=True), default=None,
               help="Or an index holding DOCID (an NDRM model then reads with the index's vocabulary: its score).")
@@ -425,8 +427,11 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
 @click.option("--adapt-vocabulary", is_flag=True, help="Read text with the corpus's (or index's) vocabulary (zero-shot).")
 def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, color, as_json, device, adapt_vocabulary):
     """Why the model scores DOCID as it does for QUERY: regions, kernels or term contributions."""
-    e = api.explain(query, docid, model_path, corpus, index_path, html_out, fmt=fmt, device=device,
-                    adapt_vocabulary=adapt_vocabulary)
+    try:
+        e = api.explain(query, docid, model_path, corpus, index_path, html_out, fmt=fmt, device=device,
+                        adapt_vocabulary=adapt_vocabulary)
+    except OptionError as err:
+        raise click.UsageError(err.as_flags()) from None
     if as_json:
         click.echo(json.dumps(e.to_dict()))
         return

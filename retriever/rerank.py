@@ -262,9 +262,9 @@ def rerank(
         tag: run tag (default ``ckqti-<kind>``).
         work_dir: where the BM25 index is kept (default ``<out>.work``).
         max_doc_length: read this many document tokens instead of the model's trained cap.
-        adapt_vocabulary: read text with the corpus's own vocabulary (TK, TKL, NDRM: zero-shot
-            use on another collection; see :func:`ckqti.train.rerankers.adapt_reranker`); needs
-            ``corpus``.
+        adapt_vocabulary: read text with the collection's own vocabulary (TK, TKL, NDRM: zero-shot
+            use on another collection; see :func:`ckqti.train.rerankers.adapt_reranker`): the
+            corpus's, else the candidate index's (its terms as the index read them, ORCAS clicks too).
         progress: show a progress bar.
 
     Raises:
@@ -280,14 +280,16 @@ def rerank(
         raise InputError(f"depth must be at least 1, got {depth}")
     if str(candidates) != "bm25" and not Path(candidates).exists():
         raise InputError("candidates must be 'bm25', an index directory or a TREC run file", candidates)
-    if adapt_vocabulary and corpus is None:
-        raise InputError("adapting the model to the corpus vocabulary needs the corpus (--corpus)")
+    # the collection whose vocabulary and statistics a model may read: the corpus's, else the candidate index's
+    source = corpus or (candidates if str(candidates) != "bm25" and Path(candidates).is_dir() else None)
+    if adapt_vocabulary and source is None:
+        raise InputError("adapting the model to a collection's vocabulary needs the corpus (--corpus) or an index "
+                         "as --candidates")
     out = Path(out)
-    untrained = str(model_path) in UNTRAINED  # reads the collection's statistics: the corpus's, else the index's
-    collection = (corpus or (candidates if Path(candidates).is_dir() else None)) if untrained else None
-    if untrained and collection is None:
+    untrained = str(model_path) in UNTRAINED  # reads the collection's statistics
+    if untrained and source is None:
         raise InputError(f"an untrained {model_path} reads the collection's statistics: give --corpus")
-    reranker = open_reranker(model_path, device, max_doc_length, collection or (corpus if adapt_vocabulary else None), fmt)
+    reranker = open_reranker(model_path, device, max_doc_length, source if untrained or adapt_vocabulary else None, fmt)
     queries = read_queries(queries_path)
     work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
     cands, texts, where = gather_candidates(candidates, queries, depth, corpus, fmt, work)

@@ -378,3 +378,15 @@ def test_explaining_from_a_corrupted_index_is_refused(scifact_index, scifact_sma
     first = json.loads(scifact_small.read_text().splitlines()[0])
     with pytest.raises(IndexFormatError, match="checksum mismatch"):
         explain(first["title"], first["_id"], "ndrm2", index=idx, device="cpu")
+
+
+def test_explain_from_an_index_defaults_to_the_index_model(scifact_index, scifact_small):
+    from ckqti import api
+    from ckqti.errors import OptionError
+
+    first = json.loads(scifact_small.read_text().splitlines()[0])
+    default = api.explain(first["title"], first["_id"], None, index_path=scifact_index, device="cpu")
+    named = api.explain(first["title"], first["_id"], "ndrm2", index_path=scifact_index, device="cpu")
+    assert default.score == named.score and default.model_id == named.model_id
+    with pytest.raises(OptionError, match="model is needed with a corpus"):
+        api.explain(first["title"], first["_id"], None, corpus=scifact_small)

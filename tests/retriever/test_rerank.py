@@ -162,3 +162,14 @@ def test_rerank_skips_queries_the_model_cannot_read_and_refuses_a_run_of_other_q
     write_run(tmp_path / "other.trec", {"Qa1": {docids[0]: 1.0}}, "other")
     with pytest.raises(InputError, match="no query has candidates from run:.*another query set"):
         rerank(queries, tmp_path / "other.trec", tk_model, tmp_path / "r2.trec", corpus=scifact_small)
+
+
+def test_adapting_to_the_candidate_index_needs_no_corpus(scifact_index, scifact_small, tk_model, queries, tmp_path):
+    """--adapt-vocabulary reads the candidate index's vocabulary when no corpus is given (it asked for
+    one, whose text then replaced the index's: ORCAS clicks lost), as with the corpus of the same text."""
+    rerank(queries, scifact_index, tk_model, tmp_path / "a.trec", depth=10, adapt_vocabulary=True)
+    rerank(queries, scifact_index, tk_model, tmp_path / "b.trec", depth=10, corpus=scifact_small, adapt_vocabulary=True)
+    a, b = read_run(tmp_path / "a.trec"), read_run(tmp_path / "b.trec")
+    assert a.keys() == b.keys() and all(a[q] == pytest.approx(b[q], rel=1e-5, abs=1e-6) for q in a)
+    with pytest.raises(InputError, match="needs the corpus \\(--corpus\\) or an index as --candidates"):
+        rerank(queries, "bm25", tk_model, tmp_path / "c.trec", adapt_vocabulary=True)
