@@ -93,7 +93,7 @@ def channel_option(f):
                         "(e.g. one=0.5: NDRM3's latent channel at half weight, see scripts/channel_sweep.py).")(f)
 
 
-@click.group(cls=Group)
+@click.group(cls=Group, context_settings={"max_content_width": 120})
 @click.version_option(package_name="ckqti")
 def cli() -> None:
     """Full-retrieval neural search with a learned impact index."""
