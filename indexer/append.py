@@ -106,13 +106,9 @@ def publish(index: Path, work: Path, new_files: list[str], old: Manifest, new: M
 
 
 def read_vocabulary(index: Path, manifest: Manifest) -> tuple[Vocabulary, np.ndarray]:
-    """The index's vocabulary with its collection statistics, and the per-term offsets."""
-    path = index / manifest.vocab_file
-    if not path.is_file():
-        raise IndexFormatError("index file missing", path)
-    if file_checksum(path) != manifest.vocab_checksum:
-        raise IndexFormatError("index file corrupted (checksum mismatch); rebuild the index", path)
-    table = pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()
+    """The index's vocabulary with its collection statistics, and the per-term offsets (its file
+    verified already: :func:`append_index` checks every file first)."""
+    table = pa.ipc.open_file(pa.memory_map(str(index / manifest.vocab_file), "r")).read_all()
     stats = manifest.collection
     vocab = Vocabulary(
         table.column("term").to_pylist(),

@@ -95,7 +95,7 @@ def prepare_workdir(work: Path, fp: str, resume: bool, progress: bool = False) -
         if resume and same:
             note = f"resuming the interrupted build in {work}"
         else:
-            why = "asked not to resume" if same or not stamp.is_file() else "it was of other inputs or settings"
+            why = "asked not to resume" if not resume else "it was of other inputs or settings"
             note = f"discarding the interrupted build in {work} ({why}): starting over"
             shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)

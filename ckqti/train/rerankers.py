@@ -954,14 +954,15 @@ def train_idcm(data: PairData, text: WordPieceText, config: RerankerTrainConfig,
     best, ckpt = -1.0, None
     for stage in config.stages:
         path = work / f"stage{stage}.pt"
-        if path.is_file() and load_checkpoint(path).meta.get("inputs") != meta["inputs"]:
-            stale = [work / f"stage{s}.pt" for s in config.stages if s >= stage]
-            for old in stale:
+        done = load_checkpoint(path) if path.is_file() else None
+        if done is not None and done.meta.get("inputs") != meta["inputs"]:
+            for old in (work / f"stage{s}.pt" for s in config.stages if s >= stage):
                 old.unlink(missing_ok=True)
             print(f"note: IDCM stage checkpoints in {work} are of other inputs or settings: training stage {stage} "
                   "on", file=sys.stderr, flush=True)
-        if path.is_file():
-            ckpt = load_checkpoint(path)
+            done = None
+        if done is not None:
+            ckpt = done
             model.load_state_dict(ckpt.state_dict)
             history, best = list(ckpt.meta.get("history", [])), float(ckpt.meta.get("dev_ndcg10", -1.0))
             continue
