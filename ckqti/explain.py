@@ -30,6 +30,7 @@ import os
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -37,6 +38,9 @@ import torch
 from ckqti.errors import InputError, QueryError
 from ckqti.train.checkpoint import QTI_KINDS
 from ckqti.train.rerankers import Reranker, TokenSpan
+
+if TYPE_CHECKING:
+    from retriever.index import Index
 
 
 @dataclass(frozen=True)
@@ -249,7 +253,7 @@ def explain_text(reranker: Reranker, query: str, docid: str, text: str) -> Expla
     raise InputError(f"cannot explain a {reranker.kind!r} model")
 
 
-def find_document(docid: str, corpus: str | Path | None = None, index: str | Path | None = None,
+def find_document(docid: str, corpus: str | Path | None = None, index: str | Path | Index | None = None,
                   fmt: str | None = None) -> str:
     """The text of ``docid`` from a corpus file (its fields joined) or an index's document store (every
     field the index read: ORCAS clicks, URL, title, text)."""
@@ -262,17 +266,17 @@ def find_document(docid: str, corpus: str | Path | None = None, index: str | Pat
             if doc.docid == docid:
                 return doc.full_text()
         raise InputError(f"document {docid!r} is not in the corpus", corpus)
-    from retriever.index import Index
+    from retriever.index import open_index
 
-    idx = Index(index)  # checksums verified: a corrupted store or vocabulary would explain a wrong score
+    idx = open_index(index)  # checksums verified: a corrupted store or vocabulary would explain a wrong score
     for shard in idx.shards:
         ids = shard.docs.column("docid").to_pylist()
         if docid in ids:
             return shard.indexed_text(ids.index(docid))  # ORCAS clicks and URL too, as the index read it
-    raise InputError(f"document {docid!r} is not in the index", index)
+    raise InputError(f"document {docid!r} is not in the index", idx.path)
 
 
-def open_explainer(model: str | Path, corpus: str | Path | None, index: str | Path | None, fmt: str | None,
+def open_explainer(model: str | Path, corpus: str | Path | None, index: str | Path | Index | None, fmt: str | None,
                    device: str | None, max_doc_length: int | None, adapt_vocabulary: bool) -> Reranker:
     """The model as :func:`explain` reads with it (:func:`retriever.rerank.open_reranker`): a
     checkpoint with its training vocabulary, or adapted to the corpus's or the index's (see
@@ -322,6 +326,10 @@ def explain(
         InputError: no such document, or neither / both of corpus and index given.
         CkqtiError: an unreadable checkpoint.
     """
+    if index is not None and corpus is None:
+        from retriever.index import Index
+
+        index = Index(index)  # once: checksums are read for the document and for the model's statistics
     text = find_document(docid, corpus, index, fmt)
     reranker = open_explainer(model_path, corpus, index, fmt, device, max_doc_length, adapt_vocabulary)
     result = explain_text(reranker, query, docid, text)

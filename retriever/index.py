@@ -24,6 +24,12 @@ from indexer.quantize import Quantizer
 from retriever.kernels import build_skips, posting_impacts
 
 
+def open_index(index: str | Path | Index) -> Index:
+    """``index`` itself when it is open, else the directory opened with its checksums verified
+    (commands that read one index several ways open it once)."""
+    return index if isinstance(index, Index) else Index(index)
+
+
 def read_mapped(path: Path) -> pa.Table:
     """Memory-map a single-batch Arrow IPC file (no copy)."""
     try:

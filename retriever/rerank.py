@@ -27,6 +27,7 @@ import numpy as np
 from ckqti.errors import InputError, QueryError
 from ckqti.train.rerankers import Reranker, load_reranker
 from ckqti.vocab import Vocabulary
+from retriever.index import Index, open_index
 
 Candidates = dict[str, list[str]]
 
@@ -122,12 +123,13 @@ def corpus_texts(corpus: str | Path, fmt: str | None = None, keep: set[str] | No
     return {d.docid: d.full_text() for d in read_corpus(corpus, fmt=fmt) if keep is None or d.docid in keep}
 
 
-def index_candidates(index_path: str | Path, queries: Mapping[str, str], depth: int,
+def index_candidates(index: str | Path | Index, queries: Mapping[str, str], depth: int,
                      with_text: bool) -> tuple[Candidates, dict[str, str]]:
-    """Top ``depth`` of the learned index per query, and the candidates' stored text when asked."""
+    """Top ``depth`` of the learned index (a directory or an open :class:`Index`) per query, and
+    the candidates' stored text when asked."""
     from retriever.search import Searcher
 
-    searcher = Searcher(str(index_path))
+    searcher = Searcher(index if isinstance(index, Index) else str(index))
     cands: Candidates = {}
     texts: dict[str, str] = {}
     for qid, text in queries.items():
@@ -151,7 +153,7 @@ def run_candidates(path: str | Path, queries: Mapping[str, str], depth: int) -> 
     return {q: [d for d, _ in trec_order(run[q])[:depth]] for q in queries if q in run}
 
 
-def gather_candidates(candidates: str | Path, queries: Mapping[str, str], depth: int, corpus: str | Path | None,
+def gather_candidates(candidates: str | Path | Index, queries: Mapping[str, str], depth: int, corpus: str | Path | None,
                       fmt: str | None, work: Path) -> tuple[Candidates, dict[str, str] | None, str]:
     """``(candidates, texts or None, description)`` from ``"bm25"``, an index directory or a run file."""
     if str(candidates) == "bm25":
@@ -161,10 +163,10 @@ def gather_candidates(candidates: str | Path, queries: Mapping[str, str], depth:
 
         work.mkdir(parents=True, exist_ok=True)
         return bm25_candidates(corpus, dict(queries), work, depth, fmt), None, "bm25"
+    if isinstance(candidates, Index) or Path(candidates).is_dir():
+        cands, texts = index_candidates(candidates, queries, depth, with_text=corpus is None)
+        return cands, (texts if corpus is None else None), f"index:{candidates.path if isinstance(candidates, Index) else candidates}"
     path = Path(candidates)
-    if path.is_dir():
-        cands, texts = index_candidates(path, queries, depth, with_text=corpus is None)
-        return cands, (texts if corpus is None else None), f"index:{path}"
     if path.is_file():
         if corpus is None:
             raise InputError("candidates from a run file need the corpus for their text (--corpus)", path)
@@ -172,17 +174,16 @@ def gather_candidates(candidates: str | Path, queries: Mapping[str, str], depth:
     raise InputError("candidates must be 'bm25', an index directory or a TREC run file", path)
 
 
-def collection_of(corpus: str | Path | None, index: str | Path | None, fmt: str | None,
+def collection_of(corpus: str | Path | None, index: str | Path | Index | None, fmt: str | None,
                   analyzer: dict) -> tuple[Vocabulary, dict]:
-    """A collection's vocabulary in ``analyzer``'s terms: an index's as it holds it, with its build's
-    model constants (:meth:`retriever.index.Index.vocabulary`), or a corpus file's (no constants)."""
+    """A collection's vocabulary in ``analyzer``'s terms: an index's (a directory, or an open
+    :class:`Index`) as it holds it, with its build's model constants
+    (:meth:`retriever.index.Index.vocabulary`), or a corpus file's (no constants)."""
     if index is not None:
-        from retriever.index import Index
-
-        idx = Index(index)  # checksums verified, as search does: a corrupted vocabulary gave NaN scores
+        idx = open_index(index)  # checksums verified, as search does: a corrupted vocabulary gave NaN scores
         if idx.manifest.analyzer != analyzer:
             raise InputError("the index analyzed text otherwise than the model; read the documents from a corpus "
-                             "file (--corpus)", index)
+                             "file (--corpus)", idx.path)
         return idx.vocabulary(), dict(idx.manifest.model_constants)
     if corpus is None:
         raise InputError("the collection's statistics need the corpus (--corpus) or an index")
@@ -193,7 +194,7 @@ def collection_of(corpus: str | Path | None, index: str | Path | None, fmt: str 
 
 
 def open_reranker(model_path: str | Path, device: str | None = None, max_doc_length: int | None = None,
-                  adapt_to: str | Path | None = None, fmt: str | None = None,
+                  adapt_to: str | Path | Index | None = None, fmt: str | None = None,
                   adapt_kinds: Collection[str] | None = None) -> Reranker:
     """Load a checkpoint, reading text with its training vocabulary, or with ``adapt_to``'s: a
     corpus file's, or an index directory's as it holds it (an NDRM model then takes the build's
@@ -211,7 +212,7 @@ def open_reranker(model_path: str | Path, device: str | None = None, max_doc_len
     untrained = str(model_path) in UNTRAINED
     if adapt_to is None and not untrained:
         return load_reranker(model_path, device, max_doc_length)
-    is_index = adapt_to is not None and Path(adapt_to).is_dir()
+    is_index = isinstance(adapt_to, Index) or (adapt_to is not None and Path(adapt_to).is_dir())
     corpus, index = (None, adapt_to) if is_index else (adapt_to, None)
     if untrained:
         vocab, constants = collection_of(corpus, index, fmt, Analyzer().to_dict())
@@ -280,8 +281,10 @@ def rerank(
         raise InputError(f"depth must be at least 1, got {depth}")
     if str(candidates) != "bm25" and not Path(candidates).exists():
         raise InputError("candidates must be 'bm25', an index directory or a TREC run file", candidates)
+    if str(candidates) != "bm25" and Path(candidates).is_dir():
+        candidates = Index(candidates)  # once: its checksums are read for its statistics and for its candidates
     # the collection whose vocabulary and statistics a model may read: the corpus's, else the candidate index's
-    source = corpus or (candidates if str(candidates) != "bm25" and Path(candidates).is_dir() else None)
+    source = corpus or (candidates if isinstance(candidates, Index) else None)
     if adapt_vocabulary and source is None:
         raise InputError("adapting the model to a collection's vocabulary needs the corpus (--corpus) or an index "
                          "as --candidates")
@@ -295,7 +298,7 @@ def rerank(
     cands, texts, where = gather_candidates(candidates, queries, depth, corpus, fmt, work)
     if not any(cands.values()):
         raise InputError(f"no query has candidates from {where} (query ids such as {next(iter(queries), '')!r}: "
-                         "another query set?)", candidates if where != "bm25" else queries_path)
+                         "another query set?)", where.partition(":")[2] or queries_path)
     if texts is None:
         texts = corpus_texts(corpus, fmt, {d for docs in cands.values() for d in docs})
         missing = next(((q, d) for q, docs in cands.items() for d in docs if d not in texts), None)

@@ -304,6 +304,19 @@ def test_explaining_from_an_index_explains_the_index_score(scifact_index, scifac
     assert e.model_id == "ndrm2-untrained" and e.score == pytest.approx(top.score, rel=0.02, abs=0.02)
 
 
+def test_explaining_from_an_index_reads_its_checksums_once(scifact_index, monkeypatch):
+    """The index is opened once for the document and the model's statistics."""
+    import retriever.index
+    from retriever.search import Searcher
+
+    top = Searcher(scifact_index).search("cancer", 1).hits[0]
+    verified = []
+    real = retriever.index.verify_files
+    monkeypatch.setattr(retriever.index, "verify_files", lambda d, m: (verified.append(d), real(d, m)))
+    explain("cancer", top.docid, "ndrm2", index=scifact_index, device="cpu")
+    assert verified == [Path(scifact_index)]
+
+
 def test_orcas_clicks_are_stored_and_explained_as_indexed(scifact_small, tmp_path):
     """The document store keeps the fields indexed before the title (ORCAS clicks), compaction
     carries them, and explain --index reads them: its score is the index's for a query that only

@@ -173,3 +173,15 @@ def test_adapting_to_the_candidate_index_needs_no_corpus(scifact_index, scifact_
     assert a.keys() == b.keys() and all(a[q] == pytest.approx(b[q], rel=1e-5, abs=1e-6) for q in a)
     with pytest.raises(InputError, match="needs the corpus \\(--corpus\\) or an index as --candidates"):
         rerank(queries, "bm25", tk_model, tmp_path / "c.trec", adapt_vocabulary=True)
+
+
+def test_rerank_reads_a_candidate_index_checksums_once(scifact_index, tk_model, queries, tmp_path, monkeypatch):
+    """The candidate index is opened once for its statistics and its candidates: its checksums are
+    read once, not once for each (a second pass over every file of a large index)."""
+    import retriever.index
+
+    verified = []
+    real = retriever.index.verify_files
+    monkeypatch.setattr(retriever.index, "verify_files", lambda d, m: (verified.append(d), real(d, m)))
+    rerank(queries, scifact_index, tk_model, tmp_path / "a.trec", depth=5, adapt_vocabulary=True)
+    assert verified == [Path(scifact_index)]
