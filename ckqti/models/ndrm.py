@@ -92,7 +92,8 @@ class NDRMConfig:
         pool_window, pool_stride: kernel pooling windows (300, 100).
         mlp_hidden: hidden units of the per-window MLP (256).
         max_query_terms, max_doc_terms: input caps the data pipeline applies (20, 4,000);
-            the model itself accepts any length.
+            the model itself accepts any length. The query cap applies to training only: under
+            QTI a query's score is the sum of its terms' scores, so search and rerank read them all.
         eps: NDRM2's denominator epsilon and the ``log(x + eps)`` of the kernel windows (1e-6).
         score_chunk_elements: bound on the largest intermediate of ``score_encoded``
             (terms are scored in chunks so that ``B * L * chunk * K`` stays below it).

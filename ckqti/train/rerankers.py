@@ -68,6 +68,9 @@ from ckqti.vocab import Vocabulary
 RERANKER_KINDS = ("tk", "tkl", "idcm")
 WEAK_SUPERVISION = ("titles",)
 ALL_KINDS = RERANKER_KINDS + QTI_KINDS
+# Query terms a QTI model reads at inference: every term of any query search takes (it allows 1,024
+# distinct terms, retriever.search.MAX_QUERY_TERMS), so a rerank or explanation scores what the index does.
+QTI_QUERY_TERMS = 1024
 LOSSES = ("margin", "ranknet", "lce")
 INITS = ("paper", "match")
 WORDPIECE_ANALYZER = {"tokenizer": "wordpiece", "lowercase": True}
@@ -275,9 +278,11 @@ def build_model(kind: str, config: Mapping[str, Any]) -> nn.Module:
 
 
 def model_lengths(kind: str, config: Any) -> tuple[int, int]:
-    """``(max query tokens, max document tokens)`` a model of ``kind`` reads."""
+    """``(max query tokens, max document tokens)`` a model of ``kind`` reads. A QTI model's score
+    is a sum over query terms, so it reads every term of a query (up to :data:`QTI_QUERY_TERMS`)
+    as the index's search does; its ``max_query_terms`` caps training queries only."""
     if kind in QTI_KINDS:
-        return config.max_query_terms, config.max_doc_terms
+        return QTI_QUERY_TERMS, config.max_doc_terms
     return config.max_query_length, config.max_doc_length
 
 

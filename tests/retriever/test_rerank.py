@@ -91,6 +91,21 @@ def test_untrained_ndrm2_reranks_an_index_of_its_own_as_the_index_scores(scifact
         rerank(queries, "bm25", "ndrm2", tmp_path / "b.trec")
 
 
+def test_an_ndrm_rerank_reads_every_term_of_a_long_query_as_the_index_does(scifact_index, scifact_small, tmp_path):
+    """Under QTI a query's score is the sum of its terms': search sums every term, so rerank does too
+    (the model's 20-term cap is for training queries; it dropped the rest of a longer query)."""
+    doc = json.loads(scifact_small.read_text().splitlines()[7])
+    words = list(dict.fromkeys(Analyzer()(doc["text"])))[:30]
+    assert len(words) == 30
+    (tmp_path / "q.tsv").write_text("long\t" + " ".join(words) + "\n")
+    rerank(tmp_path / "q.tsv", scifact_index, "ndrm2", tmp_path / "run.trec", depth=10)
+    indexed = {h.docid: h.score for h in Searcher(str(scifact_index)).search(" ".join(words), 10).hits}
+    run = read_run(tmp_path / "run.trec")["long"]
+    assert run.keys() == indexed.keys()
+    for docid, score in run.items():
+        assert score == pytest.approx(indexed[docid], rel=0.01, abs=0.01)
+
+
 def test_rerank_run_file_candidates_with_corpus_text(scifact_small, tk_model, queries, tmp_path):
     docids = [json.loads(line)["_id"] for line in scifact_small.read_text().splitlines()]
     first = {"q0": {d: float(-i) for i, d in enumerate(docids[:30])}, "q1": {d: 1.0 for d in docids[100:112]}}
