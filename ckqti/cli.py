@@ -360,9 +360,12 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level):
 @click.option("--frozen-embeddings", is_flag=True,
               help="NDRM1/NDRM3/TK/TKL: keep the initial word vectors (e.g. --embeddings minilm) as they are; the "
                    "rest of the model trains.")
+@click.option("--selector-loss", type=click.Choice(["lambda", "mse", "kl"]), default=None,
+              help="IDCM: stage 3's loss distilling the window selector from the cross-encoder: LambdaLoss over its "
+                   "top windows (the paper's), or the MSE / KL alternatives [default: lambda].")
 def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epochs, patience, batch_size, lr, seed,
               device, weak_supervision, embeddings, init, fmt, resume, loss, negatives, term_weights, teacher, distill_docs,
-              distill_weight, latent_gate, tail_windows, explicit, fixed_bm25, frozen_embeddings):
+              distill_weight, latent_gate, tail_windows, explicit, fixed_bm25, frozen_embeddings, selector_loss):
     """Train a model on BM25 candidates (NDRM: RankNet or listwise; TK/TKL/IDCM: pairwise or listwise); writes the best dev epoch to --out."""
     try:
         r = api.train(variant, corpus, queries, qrels, out, dev_qrels=dev_qrels, fmt=fmt, resume=resume, epochs=epochs,
@@ -370,7 +373,7 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
                       weak_supervision=weak_supervision, embeddings=embeddings, init=init, loss=loss, negatives=negatives,
                       term_weights=term_weights, tail_windows=tail_windows, explicit=explicit, teacher=teacher,
                       distill_docs=distill_docs, distill_weight=distill_weight, latent_gate=latent_gate,
-                      fixed_bm25=fixed_bm25, frozen_embeddings=frozen_embeddings)
+                      fixed_bm25=fixed_bm25, frozen_embeddings=frozen_embeddings, selector_loss=selector_loss)
     except OptionError as e:
         raise click.UsageError(e.as_flags()) from None
     stage = f" of stage {r.history[-1]['stage']}" if variant == "idcm" else ""

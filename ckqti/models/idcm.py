@@ -43,9 +43,9 @@ from torch import Tensor, nn
 from ckqti.models.kernels import TK_MUS, RBFKernels
 from ckqti.models.minilm import BertConfig, BertEncoder, WordPieceTokenizer, load_minilm
 from ckqti.models.tkl import split_windows
-from ckqti.train.losses_idcm import selector_lambda_loss, selector_mse_loss
+from ckqti.train.losses_idcm import selector_kl_loss, selector_lambda_loss, selector_mse_loss
 
-DISTILLATION_LOSSES = ("lambda", "mse")
+DISTILLATION_LOSSES = ("lambda", "mse", "kl")  # SPEC: LambdaLoss; MSE/KL alternatives
 
 
 @dataclass(frozen=True)
@@ -323,7 +323,8 @@ class IDCM(nn.Module):
         """Selector loss against the frozen cross-encoder's window scores (training stage 3).
 
         The teacher runs in eval mode without gradients; ``kind`` is ``"lambda"`` (LambdaLoss,
-        gains ``sample_n - i`` for the teacher's top windows) or ``"mse"``.
+        gains ``sample_n - i`` for the teacher's top windows), ``"mse"`` or ``"kl"`` (see
+        :mod:`ckqti.train.losses_idcm`).
         """
         if kind not in DISTILLATION_LOSSES:
             raise ValueError(f"kind must be one of {DISTILLATION_LOSSES}, got {kind!r}")
@@ -337,6 +338,8 @@ class IDCM(nn.Module):
         student = self.selector_scores(query_ids, doc_ids)
         if kind == "mse":
             return selector_mse_loss(student.scores, teacher.scores, teacher.valid)
+        if kind == "kl":
+            return selector_kl_loss(student.scores, teacher.scores, teacher.valid)
         return selector_lambda_loss(student.scores, teacher.scores, teacher.valid, self.config.sample_n)
 
     def explain(self, query_ids: Tensor, doc_ids: Tensor) -> IDCMExplanation:

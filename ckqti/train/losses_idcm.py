@@ -2,12 +2,14 @@
 
 The teacher scores every window of a document; the student (the kernel selector) should
 rank the teacher's best windows first, since only its top ``sample_n`` windows reach the
-cross-encoder at inference. Two losses (IDCM, seed 003, and its reference code):
+cross-encoder at inference. Three losses (IDCM, seed 003, and its reference code):
 
 * :func:`selector_lambda_loss`: LambdaLoss (Wang et al., CIKM 2018) with the NDCG-Loss2
   weighting, over gains ``sample_n - i`` for the teacher's ``i``-th best window (``i < sample_n``)
   and 0 for the others; windows that do not exist are left out of every pair.
-* :func:`selector_mse_loss`: mean squared error between student and teacher window scores.
+* :func:`selector_mse_loss`: mean squared error between student and teacher window scores;
+* :func:`selector_kl_loss`: KL divergence from the teacher's softmax over a document's windows
+  to the student's.
 """
 
 from __future__ import annotations
@@ -77,3 +79,17 @@ def selector_mse_loss(student: Tensor, teacher: Tensor, valid: Tensor) -> Tensor
     """
     diff = (student - teacher.detach()) * valid
     return diff.pow(2).sum() / valid.sum().clamp(min=1)
+
+
+def selector_kl_loss(student: Tensor, teacher: Tensor, valid: Tensor) -> Tensor:
+    """KL divergence ``KL(p_teacher || p_student)`` of the softmax distributions over each document's
+    valid windows, averaged over documents (a document without a valid window adds 0).
+
+    Shape:
+        student, teacher ``[B, W]``, valid ``[B, W]`` bool -> scalar.
+    """
+    low = torch.finfo(student.dtype).min
+    log_s = torch.log_softmax(student.masked_fill(~valid, low), dim=1)  # [B, W]
+    log_t = torch.log_softmax(teacher.detach().masked_fill(~valid, low), dim=1)  # [B, W]
+    kl = (log_t.exp() * (log_t - log_s)).masked_fill(~valid, 0.0)  # [B, W]
+    return kl.sum() / student.shape[0]

@@ -43,6 +43,7 @@ def train_config(
     latent_gate: float | None = None,
     fixed_bm25: bool = False,
     frozen_embeddings: bool = False,
+    selector_loss: str | None = None,
 ):
     """The :class:`~ckqti.train.loop.TrainConfig` (NDRM) or
     :class:`~ckqti.train.rerankers.RerankerTrainConfig` (TK, TKL, IDCM) of ``ckqti train``'s
@@ -51,7 +52,7 @@ def train_config(
 
     Options left at None take the model's default: ``lr`` 1e-4 (NDRM; TK/TKL/IDCM train with
     the SPEC's two rates), ``loss`` RankNet (NDRM) or margin (TK/TKL/IDCM), ``embeddings``
-    skip-gram, ``init`` paper (NDRM) or match (TK/TKL).
+    skip-gram, ``init`` paper (NDRM) or match (TK/TKL), ``selector_loss`` lambda (IDCM's stage 3).
 
     Raises:
         OptionError: an option the model does not take, or options that do not combine.
@@ -64,6 +65,8 @@ def train_config(
     epochs, patience, batch_size, seed, negatives, distill_docs = (  # numpy's integers are not JSON's (checkpoint meta)
         int(v) for v in (epochs, patience, batch_size, seed, negatives, distill_docs))
     refuse_other_models_options(model, tail_windows, explicit, fixed_bm25, frozen_embeddings)
+    if selector_loss is not None and model != "idcm":
+        raise OptionError("selector_loss is for IDCM (its stage 3 distils the window selector)", ("selector_loss",))
     common = dict(epochs=epochs, patience=patience, batch_size=batch_size, seed=seed, dev_fraction=dev_fraction,
                   device=device, teacher=teacher, distill_docs=distill_docs, distill_weight=distill_weight,
                   negatives=negatives, weak_supervision=weak_supervision)
@@ -79,7 +82,8 @@ def train_config(
         from ckqti.train.rerankers import RerankerTrainConfig
 
         model_options = reranker_model_options(model, term_weights, tail_windows, explicit, frozen_embeddings)
-        starts = {k: v for k, v in (("embeddings", embeddings), ("init", init)) if v is not None}
+        starts = {k: v for k, v in (("embeddings", embeddings), ("init", init), ("selector_loss", selector_loss))
+                  if v is not None}
         return checked(RerankerTrainConfig, kind=model, loss=loss, model_options=model_options, **starts, **common)
     if loss == "margin" or term_weights != "none":
         raise OptionError("loss margin and term_weights are for TK, TKL and IDCM (NDRM trains with RankNet or lce)",

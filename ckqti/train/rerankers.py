@@ -72,6 +72,9 @@ ALL_KINDS = RERANKER_KINDS + QTI_KINDS
 # distinct terms, retriever.search.MAX_QUERY_TERMS), so a rerank or explanation scores what the index does.
 QTI_QUERY_TERMS = 1024
 LOSSES = ("margin", "ranknet", "lce")
+SELECTOR_LOSSES = ("lambda", "mse", "kl")  # IDCM stage 3 (ckqti.models.idcm.DISTILLATION_LOSSES; no torch import here)
+# Settings only IDCM's stage 3 reads: a change retrains the selector, not the cross-encoder (stages 1-2)
+STAGE3_SETTINGS = ("distill_epochs", "selector_loss")
 INITS = ("paper", "match")
 WORDPIECE_ANALYZER = {"tokenizer": "wordpiece", "lowercase": True}
 _ALNUM = re.compile(r"[0-9a-z]+")  # what ckqti.text.Analyzer keeps after lower-casing
@@ -440,6 +443,9 @@ class RerankerTrainConfig:
         kind: ``"tk"``, ``"tkl"`` or ``"idcm"``.
         epochs: most epochs (IDCM: per cross-encoder stage 1 and 2).
         distill_epochs: IDCM stage 3 epochs.
+        selector_loss: IDCM stage 3's distillation loss of the selector from the cross-encoder's
+            window scores: ``"lambda"`` (LambdaLoss, the paper's), ``"mse"`` or ``"kl"``
+            (:meth:`ckqti.models.idcm.IDCM.distillation_loss`).
         stages: IDCM stages to run, in order (a subset of 1, 2, 3).
         batch_size: triples per optimizer step.
         lr_encoder, lr_rest: Adam learning rates of the embeddings / Transformer (IDCM: the
@@ -482,6 +488,7 @@ class RerankerTrainConfig:
     kind: str = "tkl"
     epochs: int = 5
     distill_epochs: int = 1
+    selector_loss: str = "lambda"
     stages: tuple[int, ...] = (1, 2, 3)
     batch_size: int = 16
     lr_encoder: float = 1e-4
@@ -514,7 +521,7 @@ class RerankerTrainConfig:
         object.__setattr__(self, "model_options", dict(self.model_options))
         from ckqti.train.loop import check_embedding_start
 
-        checks = {"kind": RERANKER_KINDS, "loss": LOSSES, "init": INITS}
+        checks = {"kind": RERANKER_KINDS, "loss": LOSSES, "init": INITS, "selector_loss": SELECTOR_LOSSES}
         for name, allowed in checks.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
@@ -936,7 +943,8 @@ def idcm_stage_setup(model: nn.Module, stage: int, config: RerankerTrainConfig) 
     """Scoring function, optional loss and optimizer of one IDCM stage."""
     if stage == 3:
         params = [*model.conv.parameters(), model.kernel_scale, *model.bin_weights.parameters()]
-        return model, (lambda q, d: model.distillation_loss(q, d)), torch.optim.Adam(params, lr=config.lr_rest)
+        return (model, (lambda q, d: model.distillation_loss(q, d, config.selector_loss)),
+                torch.optim.Adam(params, lr=config.lr_rest))
     groups = [{"params": list(model.bert.parameters()), "lr": config.lr_encoder},
               {"params": [*model.classifier.parameters(), model.top_k_weights], "lr": config.lr_rest}]
     if stage == 1:
@@ -959,8 +967,9 @@ def train_idcm(data: PairData, text: WordPieceText, config: RerankerTrainConfig,
     best, ckpt = -1.0, None
     for stage in config.stages:
         path = work / f"stage{stage}.pt"
+        inputs = meta["inputs"] if stage < 3 else inputs_digest(meta["inputs"], {k: getattr(config, k) for k in STAGE3_SETTINGS})
         done = load_checkpoint(path) if path.is_file() else None
-        if done is not None and done.meta.get("inputs") != meta["inputs"]:
+        if done is not None and done.meta.get("inputs") != inputs:
             for old in (work / f"stage{s}.pt" for s in config.stages if s >= stage):
                 old.unlink(missing_ok=True)
             print(f"note: IDCM stage checkpoints in {work} are of other inputs or settings: training stage {stage} "
@@ -976,7 +985,8 @@ def train_idcm(data: PairData, text: WordPieceText, config: RerankerTrainConfig,
         result = fit_stage(stage, score, loss_fn, model, optimizer, data, config, epochs, device)
         history += result.history
         best = result.best
-        ckpt = save_reranker(path, model, "idcm", text, {**meta, "stage": stage, "dev_ndcg10": best, "history": history})
+        ckpt = save_reranker(path, model, "idcm", text, {**meta, "inputs": inputs, "stage": stage, "dev_ndcg10": best,
+                                                         "history": history})
     if ckpt is not None:
         ckpt = save_reranker(out, model, "idcm", text, {**dict(ckpt.meta), **meta, "dev_ndcg10": best, "history": history})
     return ckpt, history, best
@@ -1046,7 +1056,8 @@ def train_reranker(
             "documents": len(docids), "train_queries": len(data.train_qids), "dev_queries": len(data.dev_qids),
             "pseudo_queries": len(data.pseudo_qids),
             # what IDCM's stage checkpoints must share to be reused (settings but the device, and the data read)
-            "inputs": inputs_digest({k: v for k, v in config.to_dict().items() if k != "device"}, docids, doc_rows,
+            "inputs": inputs_digest({k: v for k, v in config.to_dict().items()
+                                     if k not in ("device", "stages", *STAGE3_SETTINGS)}, docids, doc_rows,
                                     {**q_texts, **p_queries}, qrels_map, candidates,
                                     Path(config.teacher) if config.teacher else None)}
     cuda = [device.index or 0] if device.type == "cuda" else []

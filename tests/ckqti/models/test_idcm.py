@@ -12,7 +12,13 @@ from torch import nn
 
 from ckqti.models.idcm import IDCM, IDCMConfig, idcm_inputs
 from ckqti.models.minilm import BertConfig, WordPieceTokenizer
-from ckqti.train.losses_idcm import lambda_loss, selector_lambda_loss, selector_mse_loss, teacher_gains
+from ckqti.train.losses_idcm import (
+    lambda_loss,
+    selector_kl_loss,
+    selector_lambda_loss,
+    selector_mse_loss,
+    teacher_gains,
+)
 
 DATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "data"
 TINY_BERT = BertConfig(vocab_size=60, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
@@ -184,7 +190,29 @@ def test_teacher_gains_and_lambda_loss():
     torch.testing.assert_close(selector_mse_loss(teacher, teacher, valid), torch.tensor(0.0))
 
 
-@pytest.mark.parametrize("kind", ["lambda", "mse"])
+def test_selector_kl_loss_is_the_kl_divergence_over_valid_windows():
+    """SPEC's KL alternative: KL(teacher softmax || student softmax) over a document's valid windows."""
+    teacher = torch.tensor([[2.0, 0.0, 1.0, 5.0], [0.5, -1.0, 3.0, 0.0]])
+    student = torch.tensor([[0.0, 1.0, 0.5, -7.0], [1.0, 1.0, 1.0, 1.0]], requires_grad=True)
+    valid = torch.tensor([[True, True, True, False], [True, True, True, True]])
+    expected = 0.0
+    for b in range(2):
+        n = int(valid[b].sum())
+        p, r = teacher[b, :n].softmax(0), student[b, :n].detach().softmax(0)
+        expected += float((p * (p / r).log()).sum())
+    loss = selector_kl_loss(student, teacher, valid)
+    assert loss.item() == pytest.approx(expected / 2, rel=1e-6)
+    changed = student.detach().clone()
+    changed[0, 3] = 100.0  # an invalid window does not count, whatever its score
+    assert selector_kl_loss(changed, teacher, valid).item() == pytest.approx(loss.item(), rel=1e-6)
+    assert selector_kl_loss(teacher + 3.0, teacher, valid).item() == pytest.approx(0.0, abs=1e-6)  # shift-invariant
+    loss.backward()
+    assert student.grad[0, 3] == 0 and student.grad[0, 0] < 0  # the teacher's best valid window pushed up
+    none = torch.zeros(1, 4, dtype=torch.bool)  # a document without a valid window adds nothing, no NaN
+    assert selector_kl_loss(student.detach()[:1], teacher[:1], none).item() == 0.0
+
+
+@pytest.mark.parametrize("kind", ["lambda", "mse", "kl"])
 def test_distillation_lowers_the_selector_loss(kind):
     torch.manual_seed(0)
     model = IDCM(tiny())

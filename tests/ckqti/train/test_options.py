@@ -16,6 +16,7 @@ def test_reranker_options_make_their_config():
                                           "train_embeddings": False}
     assert train_config("tk").loss == "margin"
     assert dict(train_config("idcm").model_options) == {}
+    assert (train_config("idcm").selector_loss, train_config("idcm", selector_loss="kl").selector_loss) == ("lambda", "kl")
 
 
 def test_ndrm_options_make_their_config():
@@ -32,6 +33,8 @@ def test_ndrm_options_make_their_config():
     ("ndrm2", {"latent_gate": 0.6}, "latent_gate is for NDRM1 and NDRM3"),
     ("idcm", {"embeddings": "minilm"}, "embeddings is for NDRM, TK and TKL"),
     ("tkl", {"dev_qrels": "dev.tsv"}, "dev_qrels is for NDRM"),
+    ("tk", {"selector_loss": "kl"}, "selector_loss is for IDCM"),
+    ("idcm", {"selector_loss": "hinge"}, "selector_loss must be one of"),
     ("bm25", {}, "model must be one of"),
 ])
 def test_api_train_refuses_options_before_any_work(tmp_path, model, options, named):

@@ -250,6 +250,17 @@ def test_idcm_three_stages_and_wordpiece_checkpoint(tiny_scifact, tmp_path, caps
                        candidates=tiny_scifact["candidates"])
         assert capsys.readouterr().err.count("are of other inputs or settings: training stage 1 on") == 1
         assert (res.work_dir / "stage1.pt").stat().st_mtime_ns != before  # trained again, not reused
+    # a setting only stage 3 reads retrains the selector alone: the cross-encoder's stages are reused
+    train_reranker("idcm", tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], out, config,
+                   candidates=tiny_scifact["candidates"])
+    before = {s: (res.work_dir / f"stage{s}.pt").stat().st_mtime_ns for s in (1, 2, 3)}
+    capsys.readouterr()
+    res3 = train_reranker("idcm", tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], out,
+                          replace(config, selector_loss="kl"), candidates=tiny_scifact["candidates"])
+    assert capsys.readouterr().err.count("training stage 3 on") == 1
+    after = {s: (res.work_dir / f"stage{s}.pt").stat().st_mtime_ns for s in (1, 2, 3)}
+    assert after[1] == before[1] and after[2] == before[2] and after[3] != before[3]
+    assert [h["stage"] for h in res3.history] == [1, 1, 2, 2, 3, 3]
 
 
 def test_adapted_vocabulary_keeps_known_rows_and_stops_unknown_words_matching(tmp_path):
