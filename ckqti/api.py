@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,6 +113,8 @@ def open_searcher(index_path: str | Path, mode: str = "exact", budget: int = 200
     from retriever.index import Index
     from retriever.search import Searcher
 
+    if not isinstance(index_path, (str, os.PathLike)):
+        raise OptionError(f"index_path must be a path, got {type(index_path).__name__}", ("index_path",))
     idx = Index(index_path, verify=verify)
     if model is not None:
         from ckqti.models.loading import load_qti_model
@@ -172,7 +175,8 @@ def run(
     stats = RunStats(queries=len(qs), searched=0)
 
     t0 = time.perf_counter()
-    found = searcher.search_many(list(qs.values()), k, threads=threads)
+    with searcher:  # its helper threads stop with the run
+        found = searcher.search_many(list(qs.values()), k, threads=threads)
     stats.seconds = time.perf_counter() - t0
     run_results = {}
     for qid, res in zip(qs, found):
@@ -196,6 +200,8 @@ def evaluate(run_path: str | Path, qrels: str | Path, per_query: bool = False, c
     """Evaluate a TREC run against qrels (and optionally test it against a second run); binary
     measures (RR, AP, P, R) count a document relevant from grade ``rel_level`` (TREC DL passages: 2)."""
     from ckqti.evaluate import evaluate_files
+
+    rel_level = option_count(rel_level, "rel_level")
 
     return evaluate_files(run_path, qrels, per_query=per_query, compare=compare, qrels_format=qrels_format,
                           rel_level=rel_level)
@@ -262,7 +268,17 @@ def rerank(queries: str | Path, candidates: str | Path, model: str | Path, out: 
     from retriever.rerank import rerank as rerank_run
 
     check_keywords(rerank_run, options)
+    depth = option_count(depth, "depth")
+    check_counts(options, "batch_size", "max_doc_length")
     return rerank_run(queries, candidates, model, out, depth, corpus, **options)
+
+
+def check_counts(options: dict, *names: str) -> None:
+    """The count options among ``names`` that were passed (None: the default) must be integers >= 1,
+    as the CLI's flags check them."""
+    for name in names:
+        if options.get(name) is not None:
+            options[name] = option_count(options[name], name)
 
 
 def explain(query: str, docid: str, model: str | Path | None, corpus: str | Path | None = None,
@@ -271,6 +287,8 @@ def explain(query: str, docid: str, model: str | Path | None, corpus: str | Path
     ``options`` as :func:`ckqti.explain.explain`'s. ``model`` None: the model the index was built with."""
     from ckqti.explain import explain as explain_score
 
+    check_keywords(explain_score, options)
+    check_counts(options, "max_doc_length")
     if model is None:
         if index_path is None:
             raise OptionError("model is needed with a corpus (with an index, the index's model is the default)",

@@ -37,7 +37,7 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ckqti.errors import IndexFormatError, InputError, QueryError
+from ckqti.errors import CkqtiError, IndexFormatError, InputError, QueryError
 
 _VECTOR_MODULE_OPTION = "--add-modules=jdk.incubator.vector"
 _OPENAI_PLACEHOLDER = "placeholder-not-used-by-ckqti"
@@ -268,6 +268,12 @@ def _serve(conn, index_dir: str, k1: float, b: float) -> None:
             conn.send(("error", err))
 
 
+# The JVM's child process is started the spawn way, which imports the calling script again: unguarded
+# top-level calls then run twice and the child dies while starting.
+CHILD_ENDED = ("the BM25 (Pyserini) process ended before answering; a script calling ckqti.api.train or rerank "
+               "must put its calls under `if __name__ == \"__main__\":` (the process imports the script again)")
+
+
 class _Isolated:
     """A Lucene searcher in a child process, so that no JVM lives in the caller's process.
 
@@ -290,7 +296,7 @@ class _Isolated:
         try:
             status, value = self._conn.recv()
         except EOFError:
-            raise IndexFormatError("the BM25 search process ended unexpectedly") from None
+            raise CkqtiError(CHILD_ENDED) from None
         if status == "error":
             raise value
         return value

@@ -326,6 +326,12 @@ def explain(
         InputError: no such document, or neither / both of corpus and index given.
         CkqtiError: an unreadable checkpoint.
     """
+    if html_out is not None:  # before any work
+        blocking = next((d for d in Path(html_out).absolute().parents if d.exists()), None)
+        if blocking is not None and not blocking.is_dir():
+            raise InputError(f"cannot write the HTML page: {blocking} is a file, not a directory", html_out)
+        if Path(html_out).is_dir():
+            raise InputError("is a directory; the HTML page is written to a file", html_out)
     if index is not None and corpus is None:
         from retriever.index import Index
 
@@ -334,9 +340,6 @@ def explain(
     reranker = open_explainer(model_path, corpus, index, fmt, device, max_doc_length, adapt_vocabulary)
     result = explain_text(reranker, query, docid, text)
     if html_out is not None:
-        blocking = next((d for d in Path(html_out).absolute().parents if d.exists()), None)
-        if blocking is not None and not blocking.is_dir():
-            raise InputError(f"cannot write the HTML page: {blocking} is a file, not a directory", html_out)
         Path(html_out).parent.mkdir(parents=True, exist_ok=True)
         Path(html_out).write_text(result.to_html(), encoding="utf-8")
     return result

@@ -316,7 +316,7 @@ def check_build_paths(corpus_path: Path, orcas: Path | None, out: Path, force: b
     if not out.exists() and not out.is_symlink():
         return
     if not force:
-        raise CkqtiError("output exists; pass --force to replace it", out)
+        raise CkqtiError("output exists; pass --force (Python: force=True) to replace it", out)
     here = Path.cwd().resolve()
     target = out.resolve()
     if target == here or target in here.parents:
@@ -336,7 +336,7 @@ def install(final: Path, out: Path, force: bool) -> None:
         os.replace(final, out)
         return
     if not force:
-        raise CkqtiError("output exists; pass --force to replace it", out)
+        raise CkqtiError("output exists; pass --force (Python: force=True) to replace it", out)
     with old_index_lock(out):
         if exchange(final, out):
             shutil.rmtree(final, ignore_errors=True)  # the old index, now at final's name

@@ -18,7 +18,7 @@ import numbers
 import threading
 from collections import Counter
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -351,28 +351,40 @@ class Searcher:
             processed[lo:hi] = done.sum(0)
             merge_shard_hits(vals, docs, n, out[:, lo:hi], counts[lo:hi])
 
-        run_chunks(chunk, starts, threads, self._helpers(threads - 1) if threads > 1 and len(starts) > 1 else None)
+        run_chunks(chunk, starts, threads, self._submit if threads > 1 and len(starts) > 1 else None)
         if single:
             out[1] = np.where(np.arange(k)[None, :] < counts[:, None], 0, -1)
         return out[0], out[1], out[2], counts, processed
 
-    def _helpers(self, n: int) -> ThreadPoolExecutor:
-        """A pool of at least ``n`` helper threads, kept for later batches: starting threads costs
-        ~0.2 ms a batch, as much as a batch of short queries takes on one thread."""
+    def _submit(self, fn, n: int) -> list[Future]:
+        """``fn`` started on ``n`` helper threads of a pool kept for later batches (starting threads
+        costs ~0.2 ms a batch, as much as a batch of short queries takes on one thread). Submitted
+        under the pool's lock, so that a :meth:`close` from another thread cannot shut the pool
+        down between choosing it and submitting to it."""
         with self._pool_lock:
             if self._pool is None or self._pool_size < n:
-                # a smaller pool is not shut down: a concurrent batch may still submit to it; its idle
+                # a smaller pool is not shut down: a concurrent batch may still run on it; its idle
                 # threads exit once it is garbage-collected
                 self._pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="ckqti-search")
                 self._pool_size = n
-            return self._pool
+            return [self._pool.submit(fn) for _ in range(n)]
 
     def close(self) -> None:
-        """Stop batch search's helper threads (a later batch starts new ones)."""
+        """Stop batch search's helper threads, after the batches running on them (a later batch
+        starts new ones; safe from any thread, at any time)."""
         with self._pool_lock:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
                 self._pool, self._pool_size = None, 0
+
+    def __enter__(self) -> Searcher:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Searcher({str(self.index.path)!r}, mode={self.mode!r})"
 
     def search_many(self, queries: list[str], k: int = 10, threads: int = 1) -> list[SearchResult | QueryError]:
         """:meth:`search` for many query strings through :meth:`topk_batch`; a query that
@@ -381,6 +393,10 @@ class Searcher:
         positive_int(threads, "threads")
         if isinstance(queries, str):
             raise QueryError("search_many takes a list of query strings, got one string (search takes one)")
+        try:
+            queries = list(queries)  # an iterator is read once: by the parse below, then by the results
+        except TypeError:
+            raise QueryError(f"search_many takes a list of query strings, got {type(queries).__name__}") from None
         parsed: list[ParsedQuery | QueryError] = []
         for text in queries:
             try:
@@ -466,11 +482,12 @@ def batch_chunk(nq: int, threads: int, num_shards: int, k: int) -> int:
     return max(1, size)
 
 
-def run_chunks(fn, starts: list[int], threads: int, pool: ThreadPoolExecutor | None = None) -> None:
-    """``fn(start)`` for every start: in this thread, or on this thread and ``threads - 1`` of
-    ``pool``'s, which take the next start from a shared counter (``next()`` on it is atomic under
-    the GIL), so a batch pays one hand-off per helper, not per chunk."""
-    if threads <= 1 or len(starts) <= 1 or pool is None:
+def run_chunks(fn, starts: list[int], threads: int, submit=None) -> None:
+    """``fn(start)`` for every start: in this thread, or on this thread and ``threads - 1`` helpers
+    (``submit(worker, n)`` starts ``worker`` on ``n`` threads and returns their futures), which
+    take the next start from a shared counter (``next()`` on it is atomic under the GIL), so a
+    batch pays one hand-off per helper, not per chunk."""
+    if threads <= 1 or len(starts) <= 1 or submit is None:
         for lo in starts:
             fn(lo)
         return
@@ -480,7 +497,7 @@ def run_chunks(fn, starts: list[int], threads: int, pool: ThreadPoolExecutor | N
         while (i := next(taken)) < len(starts):
             fn(starts[i])
 
-    helpers = [pool.submit(worker) for _ in range(threads - 1)]
+    helpers = submit(worker, threads - 1)
     try:
         worker()
     finally:  # the helpers write into the caller's arrays: never return before they are done

@@ -225,9 +225,15 @@ def bm25_candidates(
     """
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
-    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(_bm25_search, str(corpus), dict(queries), str(work), depth, fmt, threads).result()
+    from ckqti.bm25 import CHILD_ENDED
+
+    try:
+        with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            return pool.submit(_bm25_search, str(corpus), dict(queries), str(work), depth, fmt, threads).result()
+    except BrokenProcessPool:
+        raise CkqtiError(CHILD_ENDED) from None
 
 
 BM25_SOURCE = "ckqti-source.json"  # in the BM25 work index: the corpus it was built from

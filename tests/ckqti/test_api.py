@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from ckqti import api
-from ckqti.errors import OptionError
+from ckqti.errors import InputError, OptionError
 
 
 @pytest.mark.parametrize("options, message", [
@@ -58,3 +58,53 @@ def test_neighbours_are_refused_for_ndrm2(tmp_path, scifact_small):
     with pytest.raises(OptionError, match="NDRM2 has no latent channel"):
         api.index(scifact_small, tmp_path / "idx", model="ndrm2", neighbours=8, progress=False)
     assert not (tmp_path / "idx.partial").exists()
+
+
+def test_rerank_explain_evaluate_and_open_searcher_check_their_arguments(tmp_path, scifact_index):
+    """Checked as the CLI's flags check them, before any work (a fractional depth used to be read as
+    'no query has candidates', batch_size 0 failed deep inside after loading the model)."""
+    q = tmp_path / "q.tsv"
+    q.write_text("q1\tcancer\n")
+    for options, name in (({"depth": 1.5}, "depth"), ({"depth": "5"}, "depth"), ({"batch_size": 0}, "batch_size"),
+                          ({"max_doc_length": 0}, "max_doc_length")):
+        with pytest.raises(OptionError, match=f"{name} must be an integer >= 1"):
+            api.rerank(q, scifact_index, "ndrm2", tmp_path / "r.trec", **options)
+    with pytest.raises(OptionError, match="unknown option\\(s\\) bogus"):
+        api.explain("cancer", "x", "ndrm2", index_path=scifact_index, bogus=1)
+    with pytest.raises(InputError, match="is a directory"):
+        api.explain("cancer", "x", "ndrm2", index_path=scifact_index, html_out=tmp_path)
+    for level in ("2", 2.5, 0):
+        with pytest.raises(OptionError, match="rel_level must be an integer >= 1"):
+            api.evaluate(tmp_path / "r.trec", tmp_path / "qrels", rel_level=level)
+    with pytest.raises(OptionError, match="index_path must be a path, got NoneType"):
+        api.open_searcher(None)
+    assert not (tmp_path / "r.trec").exists()
+
+
+def test_run_stops_its_helper_threads(tmp_path, scifact_index):
+    import threading
+
+    q = tmp_path / "q.tsv"
+    q.write_text("".join(f"q{i}\t{t}\n" for i, t in enumerate(["cancer cells", "brain imaging", "vitamin d"] * 10)))
+    api.run(scifact_index, q, tmp_path / "r.trec", k=10, threads=4)
+    assert not [t for t in threading.enumerate() if t.name.startswith("ckqti-search")]
+
+
+def test_an_unguarded_script_calling_bm25_gets_a_one_line_reason(tmp_path, scifact_small):
+    """BM25 runs in a spawned process, which imports the calling script again: without a main guard
+    the child dies while starting. The caller is told why, not shown a BrokenProcessPool."""
+    import subprocess
+    import sys
+
+    (tmp_path / "q.tsv").write_text("q1\tcancer\n")
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "from ckqti import api\n"
+        "from ckqti.errors import CkqtiError\n"
+        "try:\n"
+        f"    api.rerank({str(tmp_path / 'q.tsv')!r}, 'bm25', 'ndrm2', {str(tmp_path / 'r.trec')!r}, depth=5,\n"
+        f"               corpus={str(scifact_small)!r})\n"
+        "except CkqtiError as e:\n"
+        "    print('ERROR', e)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert 'ERROR' in done.stdout and 'if __name__ == "__main__":' in done.stdout

@@ -110,6 +110,52 @@ def test_batch_helper_threads_are_kept_grown_and_closed(scifact_index):
     searcher.close()
 
 
+def test_close_from_another_thread_never_breaks_a_running_batch(scifact_index):
+    """close() may run at any time: it used to shut the pool down between a batch choosing it and
+    submitting to it (RuntimeError 'cannot schedule new futures after shutdown', hundreds of
+    times in 10 s)."""
+    import threading
+    import time
+
+    searcher = Searcher(scifact_index)
+    queries = ["cell growth cancer treatment", "diffusion tensor imaging"] * 20
+    expected = [[h.docid for h in r.hits] for r in searcher.search_many(queries, 5)]
+    errors, stop = [], threading.Event()
+
+    def batches():
+        while not stop.is_set():
+            try:
+                got = searcher.search_many(queries, 5, threads=4)
+                assert [[h.docid for h in r.hits] for r in got] == expected
+            except Exception as e:  # noqa: BLE001 - any failure is the finding
+                errors.append(e)
+                return
+
+    worker = threading.Thread(target=batches)
+    worker.start()
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline and not errors:
+        searcher.close()
+    stop.set()
+    worker.join()
+    searcher.close()
+    assert errors == []
+
+
+def test_searcher_is_a_context_manager_and_takes_any_iterable(scifact_index):
+    """search_many of a generator used to return [] (the parse read it up); `with` closes the helpers."""
+    queries = ["cell growth cancer treatment", "diffusion tensor imaging"]
+    with Searcher(scifact_index) as searcher:
+        listed = [[h.docid for h in r.hits] for r in searcher.search_many(queries, 5, threads=2)]
+        assert searcher._pool is not None
+        generated = [[h.docid for h in r.hits] for r in searcher.search_many((q for q in queries), 5)]
+        assert generated == listed and len(listed) == 2
+        assert repr(searcher) == f"Searcher({str(searcher.index.path)!r}, mode='exact')"
+        with pytest.raises(QueryError, match="takes a list of query strings, got NoneType"):
+            searcher.search_many(None)
+    assert searcher._pool is None
+
+
 def test_search_many_equals_search_and_returns_errors_in_place(scifact_index):
     searcher = Searcher(scifact_index)
     queries = ["cell growth cancer treatment", "the of and", "diffusion tensor imaging", "zzqx unknownword"]
