@@ -447,7 +447,8 @@ class RerankerTrainConfig:
             window scores: ``"lambda"`` (LambdaLoss, the paper's), ``"mse"`` or ``"kl"``
             (:meth:`ckqti.models.idcm.IDCM.distillation_loss`).
         stages: IDCM stages to run, in order (a subset of 1, 2, 3).
-        batch_size: triples per optimizer step.
+        batch_size: triples per optimizer step (16: the CPU budget of scripts/effectiveness.py's rows;
+            SPEC's TKL trained with 32, the default of ``ckqti train`` and :func:`ckqti.api.train`).
         lr_encoder, lr_rest: Adam learning rates of the embeddings / Transformer (IDCM: the
             cross-encoder) and of everything else.
         loss: ``"margin"`` (margin ranking, ``margin``), ``"ranknet"`` or ``"lce"`` (listwise: softmax
