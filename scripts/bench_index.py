@@ -218,7 +218,8 @@ def model_names(text: str) -> list[str]:
     bad = [n for n in names if n not in NAMED_MODELS and not Path(n).is_file()]
     if bad or not text.strip():
         raise argparse.ArgumentTypeError(f"expected {', '.join(NAMED_MODELS)} or checkpoint files, got {text!r}")
-    return names
+    # checkpoints made absolute: the builds run in child processes started from the repository root
+    return [n if n in NAMED_MODELS else str(Path(n).resolve()) for n in names]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -435,7 +435,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from scripts.train_default import CONFIG as BUNDLED_CONFIG  # noqa: E402  (needs ROOT on the path)
+from scripts.args import output_dir  # noqa: E402  (needs ROOT on the path)
+from scripts.train_default import CONFIG as BUNDLED_CONFIG  # noqa: E402
 from scripts.train_default import MEASURES  # noqa: E402
 from scripts.train_default import OUT as BUNDLED  # noqa: E402
 
@@ -1747,7 +1748,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=None, help="comma-separated row keys/patterns and collection names")
     parser.add_argument("--force", action="store_true", help="redo the selected runs and learned indexes")
     parser.add_argument("--retrain", action="store_true", help="also retrain the selected rows' checkpoints")
-    parser.add_argument("--work", type=Path, default=WORK, help="cache folder")
+    parser.add_argument("--work", type=output_dir, default=WORK, help="cache folder")
     parser.add_argument("--experiment", choices=sorted(EXPERIMENTS), default=None,
                         help="also train NDRM3 with that experiment's settings (EXPERIMENTS; see the docstring)")
     parser.add_argument("--render", action="store_true",

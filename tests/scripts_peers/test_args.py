@@ -384,3 +384,18 @@ def test_bench_index_table_says_whether_a_ray_index_is_the_same():
 
     assert [same({"same_as_single": v}) for v in (True, False, None)] == ["yes", "NO", "n/a"]
     assert same({}) == "n/a"
+
+
+def test_bench_index_checkpoints_are_made_absolute(tmp_path, monkeypatch):
+    """The builds run in children started from the repository root: a checkpoint given relative to
+    the caller's folder must still be found there."""
+    from scripts.bench_index import parse_args
+
+    (tmp_path / "m.pt").write_bytes(b"x")
+    monkeypatch.chdir(tmp_path)
+    assert parse_args(["--models", "ndrm2,m.pt"]).models == ["ndrm2", str(tmp_path / "m.pt")]
+
+
+def test_effectiveness_work_folder_is_checked_at_parsing(blocker):
+    done = run_script("effectiveness", "--work", str(blocker))
+    assert done.returncode == 2 and "--work" in done.stderr and "is a file, not a directory" in done.stderr
