@@ -129,7 +129,7 @@ def index_candidates(index: str | Path | Index, queries: Mapping[str, str], dept
     the candidates' stored text when asked."""
     from retriever.search import Searcher
 
-    searcher = Searcher(index if isinstance(index, Index) else str(index))
+    searcher = Searcher(open_index(index))
     cands: Candidates = {}
     texts: dict[str, str] = {}
     for qid, text in queries.items():
@@ -164,8 +164,9 @@ def gather_candidates(candidates: str | Path | Index, queries: Mapping[str, str]
         work.mkdir(parents=True, exist_ok=True)
         return bm25_candidates(corpus, dict(queries), work, depth, fmt), None, "bm25"
     if isinstance(candidates, Index) or Path(candidates).is_dir():
-        cands, texts = index_candidates(candidates, queries, depth, with_text=corpus is None)
-        return cands, (texts if corpus is None else None), f"index:{candidates.path if isinstance(candidates, Index) else candidates}"
+        index = open_index(candidates)
+        cands, texts = index_candidates(index, queries, depth, with_text=corpus is None)
+        return cands, (texts if corpus is None else None), f"index:{index.path}"
     path = Path(candidates)
     if path.is_file():
         if corpus is None:
