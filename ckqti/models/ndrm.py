@@ -379,8 +379,11 @@ class NDRM2(QTIScorer):
         return self.idf_free_scores(query, docs).unsqueeze(-1)  # [B, Q, 1]
 
     def index_constants(self) -> dict[str, float]:
-        """The prior mean document length: the length mean of an untrained model (a trained one's
-        mean comes from its training samples and is part of the checkpoint)."""
+        """The prior mean document length where it is the length mean: an untrained or fixed
+        (``explicit_fixed``) model's. A trained one's mean comes from its training samples and is
+        part of the checkpoint, so it has no constant to record."""
+        if self.length_scale.count > 0 and not self.length_scale.frozen:
+            return {}
         return {"length_prior": float(self.length_scale.prior)}
 
     def set_index_constants(self, constants: dict[str, float]) -> None:

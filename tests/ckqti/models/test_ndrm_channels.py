@@ -115,5 +115,18 @@ def test_index_constants_round_trip(corpus):
     assert model(vocab, "ndrm1").index_constants() == {}
 
 
+def test_a_trained_length_mean_records_no_prior(corpus):
+    """Once training samples set the length mean, the prior no longer counts: an index of the
+    trained model records no length_prior (it read as if it mattered), a fixed BM25 channel does."""
+    vocab, ids = corpus
+    m = model(vocab, "ndrm2")
+    m.train().length_scale(torch.tensor([10.0, 30.0]))  # a training batch's lengths
+    assert m.eval().index_constants() == {}
+    fixed = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm2", bm25_init=(0.9, 0.4), explicit_fixed=True),
+                       vocab)
+    fixed.train().length_scale(torch.tensor([10.0, 30.0]))
+    assert fixed.eval().index_constants() == {"length_prior": pytest.approx(vocab.mean_doc_length)}
+
+
 def test_channel_weight_names_agree_with_the_index_format():
     assert CHANNEL_WEIGHTS == index_format.CHANNEL_WEIGHTS
