@@ -46,3 +46,25 @@ def test_prefix_stems_only_what_it_returns_and_a_little_more():
     object.__setattr__(analyzer, "stem", lambda t: calls.append(t) or stem(t))
     assert len(analyzer.prefix(text, 200)) == 200
     assert 200 <= len(calls) < 800
+
+
+def test_digits_are_kept_as_terms():
+    """The tokenizer keeps ASCII digits (``[^0-9a-z]+`` separates tokens): a number is a term of
+    its own, and a hyphen splits a code like COVID-19 into two."""
+    assert Analyzer()("COVID-19 cases in 2020") == ["covid", "19", "case", "2020"]
+    assert Analyzer(stemmer="none", stopwords="none")("COVID-19 cases in 2020") == ["covid", "19", "cases", "in", "2020"]
+
+
+def test_prefix_lower_cases_before_cutting_chunks():
+    """``prefix`` lower-cases the whole text before it looks for a separator to cut a chunk at:
+    on the original text an upper-case letter matches ``[^0-9a-z]``, so a chunk could end
+    inside a word and split it into two terms. Words longer than the first chunk's 12
+    characters a term leave ``prefix`` short after its first chunk, so a cut word would show."""
+    a = Analyzer()
+    words = ["PneumonoUltraMicroscopicSilicoVolcano", "HIPPOPOTOMONSTROSESQUIPPEDALIOPHOBIA",
+             "FloccinaucinihilipilificationIsLong"]
+    text = " ".join(words * 150)
+    whole = a(text)
+    assert whole[:3] == [w.lower() for w in words] and len(whole) == 450
+    for n in (1, 2, 3, 5, 7, 17, 50, 200):
+        assert a.prefix(text, n) == whole[:n], n

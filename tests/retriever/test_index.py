@@ -62,3 +62,61 @@ def test_a_missing_file_without_a_writer_is_not_retried_forever(tmp_path, scifac
         Index(idx)
     with pytest.raises(IndexFormatError, match="cannot read Arrow file"):
         Index(idx, verify=False)
+
+
+def test_a_changed_vocabulary_file_is_refused_by_its_checksum(tmp_path, scifact_index):
+    """The vocabulary file the manifest names (``vocab_file``) is checked like the shards' files:
+    one letter of a term changed inside it leaves a file Arrow reads without complaint (only
+    the checksum notices), and opening the index, or ``ckqti info --verify``, is a one-line
+    checksum error naming the file."""
+    from click.testing import CliRunner
+
+    from ckqti.cli import cli
+    from indexer.format import Manifest
+
+    idx = copy_of(scifact_index, tmp_path)
+    vocab = idx / Manifest.read(idx).vocab_file
+    data = bytearray(vocab.read_bytes())
+    at = data.find(b"cancer")
+    assert at > 0
+    data[at] = ord("d")  # cancer -> dancer, a term the analyzer could have made
+    vocab.write_bytes(bytes(data))
+    assert "dancer" in Index(idx, verify=False).term_ids  # Arrow alone does not notice
+    want = f"{vocab}: index file corrupted (checksum mismatch); rebuild the index"
+    with pytest.raises(IndexFormatError) as e:
+        Index(idx)
+    assert str(e.value) == want
+    res = CliRunner().invoke(cli, ["info", "--index", str(idx), "--verify"])
+    assert res.exit_code != 0 and res.output.strip().splitlines() == [f"Error: {want}"]
+    assert CliRunner().invoke(cli, ["info", "--index", str(idx)]).exit_code == 0  # the summary reads the manifest only
+
+
+def test_manifest_read_refuses_a_checksummed_manifest_that_does_not_add_up(tmp_path, scifact_index):
+    """A manifest rewritten through :meth:`Manifest.write` carries a valid checksum of its own
+    content, so only :meth:`Manifest.read`'s own checks stand between a bad value and the
+    reader: documents that the shards do not hold (one too many as well as one too few), a
+    vocabulary file outside the index directory, and a channel's quantization step of 0."""
+    import copy
+
+    from indexer.format import Manifest
+
+    idx = copy_of(scifact_index, tmp_path)
+    good = Manifest.read(idx)
+    edits = {
+        "one document too many": (lambda m: setattr(m, "num_docs", m.num_docs + 1), "its shards hold 600 documents, its num_docs says 601"),
+        "one document too few": (lambda m: setattr(m, "num_docs", m.num_docs - 1), "its num_docs says 599"),
+        "vocab_file outside": (lambda m: setattr(m, "vocab_file", "../x.arrow"), "vocab_file '../x.arrow' is not a file name inside"),
+        "vocab_file in a folder": (lambda m: setattr(m, "vocab_file", "sub/vocab.arrow"), "is not a file name inside"),
+        "step 0": (lambda m: m.channels[0].update(step=0.0), "channels are malformed"),
+        "step -1": (lambda m: m.channels[0].update(step=-1.0), "channels are malformed"),
+    }
+    for edit, message in edits.values():
+        m = copy.deepcopy(good)
+        edit(m)
+        m.write(idx)
+        with pytest.raises(IndexFormatError, match=message):
+            Manifest.read(idx)
+        with pytest.raises(IndexFormatError, match=message):
+            Index(idx)
+    good.write(idx)
+    assert Manifest.read(idx).to_json() == good.to_json() and Index(idx).num_docs == 600

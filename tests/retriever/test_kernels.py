@@ -23,6 +23,7 @@ from retriever.kernels import (
     build_skips,
     dense_select,
     dense_topk,
+    merge_segment,
     posting_impacts,
     saat_topk,
 )
@@ -271,9 +272,14 @@ def test_slack_misses_only_narrowly(warmup):
 
 
 def test_kernels_run_without_jit():
+    """Hand cases in plain Python (NUMBA_DISABLE_JIT), where an index past an array's end raises
+    instead of reading whatever memory follows it (a list id equal to the list count, say)."""
     code = (
         "import numpy as np, tests.retriever.test_kernels as t;"
         "t.test_hand_built_exact_results(0); t.test_hand_built_exact_results(8192); t.test_anytime_budget_stops_at_segment_boundary(8192);"
+        "[t.test_a_list_id_equal_to_the_list_count_is_empty(w) for w in (0, 8192)];"
+        "t.test_ties_with_the_kth_score_are_kept_in_and_mode(0);"
+        "t.test_merge_segment_finds_every_posting_through_the_skip_entries();"
         "import retriever.kernels as k; assert not hasattr(k.saat_topk, 'py_func')"
     )
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
@@ -288,3 +294,60 @@ def test_posting_impacts_only_for_short_segments():
     assert imps.tolist() == [5, 3, 3, 9, 4, 1]  # term 2: 5 | 3 3; term 3: 9 | 4; term 4: 1 (segments by impact)
     long = build([(2, d, 7) for d in range(40)], 3)  # one segment of 40 postings
     assert posting_impacts(long["postings"], long["seg_start"], long["seg_impact"]).shape == (0,)
+
+
+def test_merge_segment_finds_every_posting_through_the_skip_entries():
+    """The finish by lookup's merge (:func:`merge_segment`) on one segment of 334 postings
+    (docs 0, 3, ..., 999: six skip blocks of 64) against every document 0..1000 as a candidate:
+    exactly the members are found, each gaining ``c`` once. Pins the edges of the skip walk:
+    the segment's first posting (equal to the first skip entry), a document exactly on a skip
+    entry (posting 64, 128, ...: the walk must step onto it, not stop in the block before), and
+    the last posting of a 64-block (the block search must include it). The same segment placed
+    second in the postings (its blocks offset by the first's), and without skip entries."""
+    first = np.arange(1, 700, 5).astype(np.uint32)
+    post = np.arange(0, 1000, 3).astype(np.uint32)
+    for postings, seg_start, s in ((post, np.array([0, post.size], np.int64), 0),
+                                   (np.concatenate([first, post]), np.array([0, first.size, first.size + post.size], np.int64), 1)):
+        docs = np.arange(0, 1001, dtype=np.int64)
+        member = docs % 3 == 0
+        skip_sets = (build_skips(postings, seg_start), (NO_SKIPS, NO_SKIP_PTR))
+        assert skip_sets[0][0][skip_sets[0][1][s]:skip_sets[0][1][s + 1]].tolist() == [0, 192, 384, 576, 768, 960]
+        for skips, skip_ptr in skip_sets:
+            found = np.zeros(docs.size, np.bool_)
+            vals = np.zeros(docs.size, np.int64)
+            blk = np.empty(docs.size, np.int64)
+            merge_segment(postings, seg_start, skips, skip_ptr, s, docs, found, docs.size, 7, vals, blk)
+            assert np.flatnonzero(found ^ member).tolist() == []
+            assert (vals == 7 * member).all()
+            # candidates already found in this term are left alone
+            again = found.copy()
+            merge_segment(postings, seg_start, skips, skip_ptr, s, docs, again, docs.size, 7, vals, blk)
+            assert (again == found).all() and (vals == 7 * member).all()
+
+
+@pytest.mark.parametrize("lookup_cost", [LOOKUP_COST, 0])
+def test_ties_with_the_kth_score_are_kept_in_and_mode(lookup_cost):
+    """A document that can at best tie the k-th score must be kept: ties go to the lower
+    document, so doc 0 (10 from term 3, read second) beats doc 5 (10 from term 2). AND mode may
+    start only once theta is strictly above the remaining bound (a theta equal to it lets an
+    unseen document still tie), and AND mode drops a document only when its accumulator plus
+    the bound is strictly below theta. Many documents (1000), so exact mode's dense restart
+    does not fire; warmup 0: the histogram and pruning work from the first segment."""
+    # two terms of one posting each, impact 10: after term 2, theta = 10 = the bound of term 3
+    a = build([(2, 5, 10), (3, 0, 10)], 4)
+    assert search(a, 1000, [2, 3], [1, 1], 1, warmup=0, lookup_cost=lookup_cost)[:2] == ([0], [10])
+    # doc 0 has 6 after term 3; with term 4's 4 still to come it reaches 10 = theta (doc 5's)
+    a = build([(2, 5, 10), (3, 0, 6), (4, 0, 4)], 5)
+    assert search(a, 1000, [2, 3, 4], [1, 1, 1], 1, warmup=0, lookup_cost=lookup_cost)[:2] == ([0], [10])
+    assert search(a, 1000, [2, 3, 4], [1, 1, 1], 2, warmup=0, lookup_cost=lookup_cost)[:2] == ([0, 5], [10, 10])
+
+
+@pytest.mark.parametrize("warmup", [0, 1, 8192])
+def test_a_list_id_equal_to_the_list_count_is_empty(warmup):
+    """A shard written when the vocabulary had 5 lists has ``seg_ptr`` of 6 entries: list id 5
+    (the first term added after it was written) has no postings there, and the kernel must
+    not read ``seg_ptr[5:7]`` (one past its end) for it."""
+    a = build(HAND, 5)
+    assert a["seg_ptr"].shape[0] - 1 == 5
+    assert search(a, 4, [2, 3, 5], [1, 1, 1], 10, warmup=warmup)[:2] == ([2, 1, 0, 3], [9, 7, 5, 3])
+    assert search(a, 4, [5], [1], 10, warmup=warmup)[:2] == ([], [])

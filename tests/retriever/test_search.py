@@ -349,3 +349,95 @@ def test_ties_at_the_cut_are_broken_as_trec_eval_breaks_them(scifact_index):
         batch = s.search_many([q, "white matter"], 10)[0].hits
         assert [h.docid for h in batch] == [h.docid for h in deep[:10]]
     assert cut_ties > 0  # the case was met
+
+
+def hand_index(path, postings, num_docs, vocab_size, quantizer, offsets=None, df=None):
+    """A one-shard index written by hand: ``postings`` maps a posting list id to ``[(doc, impact)]``;
+    term ``i`` is named ``t{i}``, document ``j`` ``d{j}``; ``df`` (default: from the postings)
+    and ``num_docs`` are the collection statistics idf is computed from."""
+    from ckqti.vocab import Vocabulary
+    from indexer.build import write_index
+    from indexer.shards import ImpactPostings
+
+    rows = [(t, d, i) for t, pairs in postings.items() for d, i in pairs]
+    lists = np.array([r[0] for r in rows], np.int32)
+    if df is None:
+        df = np.bincount(lists // quantizer.channels, minlength=vocab_size)
+    df = np.asarray(df, np.int64)
+    vocab = Vocabulary([f"t{i}" for i in range(vocab_size)], df, df.copy(), num_docs, int(df.sum()))
+    shard = ImpactPostings(lists, np.array([r[1] for r in rows], np.uint32), np.array([r[2] for r in rows], np.uint8),
+                           channels=quantizer.channels)
+    docs = {"docid": [f"d{j}" for j in range(num_docs)], "title": [""] * num_docs, "text": [""] * num_docs,
+            "length": [1] * num_docs}
+    write_index(path, [(shard, docs)], vocab, np.zeros(vocab_size) if offsets is None else np.asarray(offsets),
+                quantizer, {"id": "hand", "name": "hand"}, {"stemmer": "none", "stopwords": "none", "lowercase": True})
+    return Index(path)
+
+
+# term 2: d0 4, d1 2, d3 10; term 3: d1 6, d2 1; term 4: d0 3 (d4 in no list)
+HAND_ONE = {2: [(0, 4), (1, 2), (3, 10)], 3: [(1, 6), (2, 1)], 4: [(0, 3)]}
+
+
+def test_offsets_are_added_once_per_query_term_occurrence(tmp_path):
+    """A latent model's index (NDRM1, NDRM3) stores each term's offset ``c_t`` in the vocabulary
+    (docs/INDEX.md): a pair's score is ``impact * step + c_t``, so a query term given twice adds
+    its offset twice. ``plan.base`` is the offsets weighted by the query's term counts, and every
+    hit's score is the brute-force sum over query term occurrences of ``impact * step + c_t``."""
+    from indexer.quantize import Quantizer
+
+    offsets = [0.0, 0.0, 0.25, -1.5, 0.75]
+    idx = hand_index(tmp_path / "idx", HAND_ONE, 5, 5, Quantizer(0.5), offsets=offsets)
+    assert idx.quantizer.weights == ("one",) and np.asarray(idx.offsets).tolist() == offsets
+    s = Searcher(idx)
+    q = s.parse("t2 t3 t2")
+    assert q.terms.tolist() == [2, 3] and q.weights.tolist() == [2, 1]
+    plan = s.plan(q)
+    assert plan.base == 2 * 0.25 - 1.5 and plan.unit == 0.5 and plan.weights.tolist() == [2, 1]
+    res = s.search("t2 t3 t2", 10)
+    impact = {(t, d): i for t, pairs in HAND_ONE.items() for d, i in pairs}
+    want = {f"d{d}": sum(impact.get((t, d), 0) * 0.5 + offsets[t] for t in (2, 3, 2)) for d in range(4)}
+    assert [h.docid for h in res.hits] == ["d3", "d1", "d0", "d2"]
+    assert [h.score for h in res.hits] == pytest.approx([want[h.docid] for h in res.hits]) == [9.0, 4.0, 3.0, -0.5]
+
+
+def test_a_one_channel_weight_scales_a_single_one_channel_index(tmp_path):
+    """``channel_weights={"one": 2.0}`` on an index whose only channel is ``"one"`` (NDRM1's,
+    ``write_prebuilt_index``'s) doubles every score: the exact one-channel plan's unit is the
+    step times the channel's multiplier."""
+    from indexer.quantize import Quantizer
+
+    idx = hand_index(tmp_path / "idx", HAND_ONE, 5, 5, Quantizer(0.5))
+    plain, doubled = Searcher(idx), Searcher(idx, channel_weights={"one": 2.0})
+    q = plain.parse("t2 t3 t2")
+    assert plain.plan(q).unit == 0.5 and doubled.plan(q).unit == 1.0
+    a, b = plain.search("t2 t3 t4", 10), doubled.search("t2 t3 t4", 10)
+    assert [h.docid for h in a.hits] == [h.docid for h in b.hits] == ["d3", "d1", "d0", "d2"]
+    assert [h.score for h in a.hits] == [5.0, 4.0, 3.5, 0.5]
+    assert [h.score for h in b.hits] == [10.0, 8.0, 7.0, 1.0]
+
+
+def test_a_weight_rounding_to_zero_stays_one_unless_its_list_adds_less_than_a_unit(tmp_path):
+    """The plan's rule for idf-weighted lists (module docstring): a factor ``f`` whose weight
+    ``rint(f / unit)`` is 0 keeps weight 1 when its list's largest contribution ``255 f`` is at
+    least one unit, and is dropped only below that. One "idf" channel, 1000 documents: t2 (df 1,
+    idf 6.50) sets the unit; t3 (df 343, idf 0.649: f 0.0998 of the largest) and t4 (df 497,
+    idf 0.0120: 0.00184 of it)."""
+    from indexer.quantize import Quantizer
+
+    postings = {2: [(0, 200)], 3: [(d, 100) for d in range(343)], 4: [(d, 50) for d in range(497)]}
+    idx = hand_index(tmp_path / "idx", postings, 1000, 5, Quantizer(0.5, weights=("idf",)))
+    idf = idx.idf[[2, 3, 4]]
+    assert idf[1] / idf[0] == pytest.approx(0.0998, abs=1e-4) and idf[2] / idf[0] == pytest.approx(0.00184, abs=1e-5)
+    q = Searcher(idx).parse("t2 t3 t4")
+    # resolution 128: t3 rounds to 13; t4 to 0, but 255 * f = 0.47 units: kept at 1
+    plan = Searcher(idx).plan(q)
+    assert plan.lists.tolist() == [2, 3, 4] and plan.weights.tolist() == [128, 13, 1]
+    # resolution 1 (unit = the largest f): t3 rounds to 0 with 255 * f = 25 units, kept at 1; t4's
+    # 255 * f = 0.47 of a unit: dropped
+    coarse = Searcher(idx, resolution=1)
+    plan = coarse.plan(q)
+    assert plan.lists.tolist() == [2, 3] and plan.weights.tolist() == [1, 1]
+    assert coarse.unweighted(q, plan) == ["t4"]
+    hits = coarse.search("t2 t3 t4", 3).hits
+    assert plan.unit == pytest.approx(0.5 * idf[0])
+    assert hits[0].docid == "d0" and [h.score for h in hits] == pytest.approx([300 * plan.unit] + [100 * plan.unit] * 2)
