@@ -27,8 +27,11 @@ def check_run_path(path: str | Path, tag: str | None = None) -> None:
     """Before any work for a run: ``path`` may be new, empty or an earlier run (which the run
     replaces), never a folder or another kind of file (a queries file, an index's manifest);
     ``tag``, when given, must be a run tag :func:`write_run` can write."""
-    if tag is not None and (not isinstance(tag, str) or not tag or _WHITESPACE.search(tag)):
-        raise InputError(f"run tag {tag!r} must be a non-empty string without whitespace")
+    if tag is not None:
+        try:
+            _check_token(tag, "run tag")
+        except ValueError as e:
+            raise InputError(str(e)) from None
     path = Path(path)
     if path.is_dir():
         raise InputError("is a directory; a run is written to a file", path)
@@ -96,8 +99,9 @@ def _run_lines(qid: str, ranked: list[tuple[str, float]], tag: str) -> list[str]
 
 
 def _check_token(value: str, what: str) -> None:
-    if not value or _WHITESPACE.search(value):
-        raise ValueError(f"{what} {value!r} must be non-empty and hold no whitespace")
+    """A run's column value: a non-empty string without whitespace (a ValueError otherwise)."""
+    if not isinstance(value, str) or not value or _WHITESPACE.search(value):
+        raise ValueError(f"{what} {value!r} must be a non-empty string without whitespace")
 
 
 def read_run(path: str | Path) -> dict[str, dict[str, float]]:
