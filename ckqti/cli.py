@@ -10,6 +10,7 @@ import click
 
 from ckqti import api
 from ckqti.errors import CkqtiError, OptionError
+from ckqti.terminal import decoded_argument, visible
 
 POSITIVE = click.IntRange(min=1)  # counts: results, shard and batch sizes, threads, epochs
 SNIPPET_CHARS = 100  # of a search hit's title and snippet lines
@@ -40,14 +41,20 @@ class Group(click.Group):
             return super().invoke(ctx)
         except CkqtiError as e:
             close_progress_bars()
-            raise click.ClickException(str(e)) from None
+            raise click.ClickException(visible(str(e))) from None
         except BrokenPipeError:  # the reader left (`ckqti info | head -1`): nothing to say to it
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit must not fail again
             sys.exit(1)
         except OSError as e:
             close_progress_bars()
             where = e.filename2 or e.filename
-            raise click.ClickException(f"{where}: {e.strerror or e}" if where else str(e)) from None
+            raise click.ClickException(visible(f"{where}: {e.strerror or e}" if where else str(e))) from None
+
+
+def echo(text: str, err: bool = False) -> None:
+    """``click.echo`` of a line that may hold document text, ids or paths: what would act on the
+    terminal (escape sequences, carriage returns, bidirectional overrides) is written as escapes."""
+    click.echo(visible(text), err=err)
 
 
 def close_progress_bars() -> None:
@@ -132,7 +139,7 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
         if index_path is None or out is not None:
             raise click.UsageError("--append takes the index to grow as --index INDEX (not --out)")
         m = api.append(corpus, index_path, model, fmt, orcas, shard_size, batch_size, device)
-        click.echo(f"appended {m.appends[-1]['num_docs']} documents: {m.num_docs} documents, {m.num_postings} postings, "
+        echo(f"appended {m.appends[-1]['num_docs']} documents: {m.num_docs} documents, {m.num_postings} postings, "
                    f"{len(m.shards)} shard(s) in {index_path}")
         return
     if out is None:
@@ -140,7 +147,7 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
     m = api.index(corpus, out, model, fmt, orcas, shard_size, force=force, resume=not no_resume, device=device,
                   ray_address=ray_address, workers=workers, neighbours=neighbours,
                   **({} if batch_size is None else {"batch_size": batch_size}))
-    click.echo(f"indexed {m.num_docs} documents, {m.num_postings} postings, {len(m.shards)} shard(s) -> {out}")
+    echo(f"indexed {m.num_docs} documents, {m.num_postings} postings, {len(m.shards)} shard(s) -> {out}")
 
 
 @cli.command("compact")
@@ -149,7 +156,7 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
 def compact_cmd(index_path, shard_size):
     """Merge an index's consecutive shards into fewer (no rescoring; results are unchanged)."""
     m = api.compact(index_path, shard_size)
-    click.echo(f"{len(m.shards)} shard(s), {m.num_docs} documents in {index_path}")
+    echo(f"{len(m.shards)} shard(s), {m.num_docs} documents in {index_path}")
 
 
 @cli.command("info")
@@ -163,7 +170,7 @@ def info_cmd(index_path, verify, as_json):
         click.echo(json.dumps(info.to_dict()))
         return
     for line in info_lines(info):
-        click.echo(line)
+        echo(line)
 
 
 def human_bytes(n: int) -> str:
@@ -209,17 +216,18 @@ def info_lines(info) -> list[str]:
 @channel_option
 def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channel_weights):
     """Search an index with QUERY."""
+    query = decoded_argument(query)  # bytes that are not UTF-8 would go into --json as lone surrogates
     searcher = api.open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack)
     res = searcher.search(query, k)
     if res.oov:
-        click.echo(f"note: not in the index vocabulary, skipped: {' '.join(res.oov)}", err=True)
+        echo(f"note: not in the index vocabulary, skipped: {' '.join(res.oov)}", err=True)
     if res.unweighted:
-        click.echo(unweighted_note(searcher, res.unweighted), err=True)
+        echo(unweighted_note(searcher, res.unweighted), err=True)
     if as_json:
         click.echo(json.dumps(search_json(searcher, res)))
         return
     for line in search_lines(searcher, res):
-        click.echo(line)
+        echo(line)
 
 
 def search_json(searcher, res) -> dict:
@@ -276,13 +284,13 @@ def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack,
     s = api.run(index_path, queries, out, k, threads, mode, budget, fmt, tag, model, channel_weights, slack)
     if s.skipped:
         why = "; ".join(f"{q}: {s.reasons[q]}" for q in s.skipped[:3]) + ("; ..." if len(s.skipped) > 3 else "")
-        click.echo(f"note: {len(s.skipped)} queries skipped ({why})", err=True)
+        echo(f"note: {len(s.skipped)} queries skipped ({why})", err=True)
     if s.empty:
         why = "; ".join(f"{q}: {r}" for q, r in list(s.empty.items())[:3]) + ("; ..." if len(s.empty) > 3 else "")
-        click.echo(f"note: {len(s.empty)} queries retrieved nothing ({why})", err=True)
+        echo(f"note: {len(s.empty)} queries retrieved nothing ({why})", err=True)
     if not s.documents:
-        click.echo("note: no query retrieved a document; the run file is empty", err=True)
-    click.echo(f"{s.searched} queries in {s.seconds:.2f}s ({s.qps:.0f} q/s) -> {out}")
+        echo("note: no query retrieved a document; the run file is empty", err=True)
+    echo(f"{s.searched} queries in {s.seconds:.2f}s ({s.qps:.0f} q/s) -> {out}")
 
 
 @cli.command("eval")
@@ -299,7 +307,7 @@ def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack,
 def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level):
     """Evaluate a TREC RUN against QRELS: nDCG@10, RR@10, AP@100, NCG@100, P@10, R@100 (with --compare,
     paired t-test and Wilcoxon signed-rank test)."""
-    click.echo(api.evaluate(run, qrels, per_query, compare, qrels_format, rel_level).table())
+    echo(api.evaluate(run, qrels, per_query, compare, qrels_format, rel_level).table())
 
 
 @cli.command("train")
@@ -378,9 +386,9 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
         raise click.UsageError(e.as_flags()) from None
     stage = f" of stage {r.history[-1]['stage']}" if variant == "idcm" else ""
     if r.best_dev_ndcg10 == 0:
-        click.echo("note: dev nDCG@10 was 0 at every epoch (the dev queries' relevant documents were never ranked in "
+        echo("note: dev nDCG@10 was 0 at every epoch (the dev queries' relevant documents were never ranked in "
                    "the top 10): dev did not choose this model", err=True)
-    click.echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} at epoch {r.best_epoch} of {r.epochs_run}{stage} -> {out}")
+    echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} at epoch {r.best_epoch} of {r.epochs_run}{stage} -> {out}")
 
 
 @cli.command("rerank")
@@ -407,9 +415,9 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
     s = api.rerank(queries, candidates, model_path, out, depth, corpus, fmt=fmt, batch_size=batch_size, device=device,
                    tag=tag, max_doc_length=max_doc_length, adapt_vocabulary=adapt_vocabulary)
     if s.skipped:
-        click.echo(f"note: {len(s.skipped)} queries skipped (no candidates, or no term the model reads): "
+        echo(f"note: {len(s.skipped)} queries skipped (no candidates, or no term the model reads): "
                    f"{' '.join(s.skipped[:10])}", err=True)
-    click.echo(f"{s.reranked} queries, {s.pairs} documents reranked by {s.model_id} in {s.seconds:.2f}s "
+    echo(f"{s.reranked} queries, {s.pairs} documents reranked by {s.model_id} in {s.seconds:.2f}s "
                f"({s.ms_per_query:.0f} ms/query) -> {out}")
 
 
@@ -430,6 +438,7 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
 @click.option("--adapt-vocabulary", is_flag=True, help="Read text with the corpus's (or index's) vocabulary (zero-shot).")
 def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, color, as_json, device, adapt_vocabulary):
     """Why the model scores DOCID as it does for QUERY: regions, kernels or term contributions."""
+    query = decoded_argument(query)
     try:
         e = api.explain(query, docid, model_path, corpus, index_path, html_out, fmt=fmt, device=device,
                         adapt_vocabulary=adapt_vocabulary)
@@ -440,7 +449,7 @@ def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, col
         return
     click.echo(e.render_terminal(color), color=color)
     if html_out:
-        click.echo(f"wrote {html_out}", err=True)
+        echo(f"wrote {html_out}", err=True)
 
 
 @cli.command("serve")
@@ -468,9 +477,9 @@ def serve_cmd(index_path, port, host, api_key_env, workers, max_k, access_log, m
                                        "which an X-API-Key header cannot carry")
     if not is_loopback(host):
         guard = "API key required" if api_key else "NO API key: anyone who can reach it can use it"
-        click.echo(f"warning: binding {host}, not loopback: the index is reachable from the network ({guard})", err=True)
+        echo(f"warning: binding {host}, not loopback: the index is reachable from the network ({guard})", err=True)
     api.serve(index_path, host, port, api_key, mode, budget, model, workers, max_k, access_log,
-              on_ready=lambda url: click.echo(f"serving {index_path} at {url} (Ctrl-C to stop)"), slack=slack)
+              on_ready=lambda url: echo(f"serving {index_path} at {url} (Ctrl-C to stop)"), slack=slack)
 
 
 def main() -> None:

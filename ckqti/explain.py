@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from ckqti.errors import InputError, QueryError
+from ckqti.terminal import visible
 from ckqti.train.checkpoint import QTI_KINDS
 from ckqti.train.rerankers import Reranker, TokenSpan
 
@@ -332,6 +333,9 @@ def explain(
             raise InputError(f"cannot write the HTML page: {blocking} is a file, not a directory", html_out)
         if Path(html_out).is_dir():
             raise InputError("is a directory; the HTML page is written to a file", html_out)
+        if not replaceable_page(Path(html_out)):  # a corpus or a manifest given by mistake is not overwritten
+            raise InputError("exists and is not an explanation page; --html replaces only an earlier page or an "
+                             "empty file", html_out)
     if index is not None and corpus is None:
         from retriever.index import Index
 
@@ -340,9 +344,32 @@ def explain(
     reranker = open_explainer(model_path, corpus, index, fmt, device, max_doc_length, adapt_vocabulary)
     result = explain_text(reranker, query, docid, text)
     if html_out is not None:
-        Path(html_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(html_out).write_text(result.to_html(), encoding="utf-8")
+        write_page(Path(html_out), result.to_html())
     return result
+
+
+PAGE_MARK = b"<title>ckqti explain:"  # in the head of every page explain_html writes
+
+
+def replaceable_page(path: Path) -> bool:
+    """``path`` is new, empty, or an earlier explanation page."""
+    if not path.exists():
+        return True
+    with open(path, "rb") as f:
+        head = f.read(256)
+    return not head or PAGE_MARK in head
+
+
+def write_page(path: Path, html: str) -> None:
+    """Write ``html`` whole or not at all (a temporary file renamed into place); text that is not
+    Unicode (a lone surrogate from undecodable bytes) becomes '?'."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".ckqti-tmp")
+    try:
+        tmp.write_bytes(html.encode("utf-8", "replace"))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 # -- terminal rendering ----------------------------------------------------------------------
@@ -372,7 +399,7 @@ def marked_text(e: Explanation, marks: list[Mark], color: bool, elide: int = 400
     out, pos = [], 0
     for start, end, code, opening, closing in sorted(marks):
         out.append(_plain(e.text[pos:start], elide))
-        inner = e.text[start:end]
+        inner = visible(e.text[start:end])
         out.append(paint(inner, code, color) if color else f"{opening}{inner}{closing}")
         pos = end
     cut = max(pos, e.unread_from)
@@ -384,20 +411,21 @@ def marked_text(e: Explanation, marks: list[Mark], color: bool, elide: int = 400
 
 
 def _plain(text: str, elide: int) -> str:
+    """Unmarked document text, long stretches elided, terminal controls escaped (:func:`visible`)."""
     if len(text) <= elide:
-        return text
+        return visible(text)
     half = elide // 2
-    return f"{text[:half]} [... {len(text) - elide} characters ...] {text[-half:]}"
+    return visible(f"{text[:half]} [... {len(text) - elide} characters ...] {text[-half:]}")
 
 
 def terminal_lines(e: Explanation, color: bool) -> list[str]:
-    lines = [
+    lines = [visible(line) for line in (  # text from the query and the document: no terminal controls
         f"query:    {e.query}",
         f"document: {e.docid}   model: {e.model_id}   score: {e.score:.4f}",
         f"read {e.tokens_read} of {len(e.tokens)} document tokens; query tokens: {' '.join(e.query_tokens)}",
-    ]
+    )]
     if e.unknown:
-        lines.append(f"not in the model's vocabulary (read as its unknown word): {' '.join(e.unknown)}")
+        lines.append(visible(f"not in the model's vocabulary (read as its unknown word): {' '.join(e.unknown)}"))
     if e.query_tokens_cut:
         lines.append(f"the model reads {len(e.query_tokens)} query tokens; the last {e.query_tokens_cut} were not read")
     if e.parts:
@@ -421,7 +449,7 @@ def region_lines(e: Explanation, color: bool) -> list[str]:
         code = REGION_COLOURS[(r.rank - 1) % len(REGION_COLOURS)]
         extra = f" (selector {r.selector_score:.3f}{'' if r.used else ', not combined'})" if r.selector_score is not None else ""
         lines.append(f"  #{r.rank} tokens {r.token_start}-{r.token_end}  score {r.score:.4f}{extra}: "
-                     f"{paint(' '.join(e.region_text(r).split()), code, color)}")
+                     f"{paint(visible(' '.join(e.region_text(r).split())), code, color)}")
         marks.append((r.char_start, r.char_end, code, f"[#{r.rank} ", "]"))
     return lines + ["", marked_text(e, marks, color)]
 
@@ -431,7 +459,7 @@ def kernel_lines(e: Explanation, color: bool) -> list[str]:
     head = "term".ljust(16) + "".join(paint(f"{m:>8.1f}", kernel_colour(i, len(k.mus)), color) for i, m in enumerate(k.mus))
     lines = ["TK: score share of each (query term, kernel mu); document words by closest kernel", head]
     for term, row in zip(e.query_tokens, k.cells):
-        lines.append(term[:15].ljust(16) + "".join(f"{x:>8.3f}" for x in row))
+        lines.append(visible(term[:15]).ljust(16) + "".join(f"{x:>8.3f}" for x in row))
     lines.append("total".ljust(16) + "".join(f"{x:>8.3f}" for x in np.sum(k.cells, axis=0)) if k.cells else "")
     marks = []
     for i, kern in enumerate(k.doc_kernels):
@@ -447,7 +475,7 @@ def term_lines(e: Explanation, color: bool) -> list[str]:
     lines = ["query term contributions s(t, d) (the score is their sum)"]
     top = max((abs(s) for s in e.term_scores), default=0.0) or 1.0
     for term, s in zip(e.query_tokens, e.term_scores):
-        lines.append(f"  {term[:20]:<20} {s:>9.4f}  {'#' * round(20 * abs(s) / top)}")
+        lines.append(f"  {visible(term[:20]):<20} {s:>9.4f}  {'#' * round(20 * abs(s) / top)}")
     wanted = set(e.query_tokens)
     marks = [(t.start, t.end, MATCH_COLOUR, "[", "]") for t in e.tokens[: e.tokens_read] if t.token in wanted]
     return lines + ["", marked_text(e, marks, color)]

@@ -32,6 +32,7 @@ EXTENSIONS: dict[str, str] = {
 }
 
 _WHITESPACE = re.compile(r"\s")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # what json.loads leaves of an unpaired \ud800-\udfff escape
 
 
 def open_binary(path: str | Path) -> IO[bytes]:
@@ -153,6 +154,9 @@ def json_string(obj: dict, keys: Sequence[str], path: str | Path, number: int) -
             continue
         if isinstance(value, bool) or not isinstance(value, (str, int)):
             raise InputError(f"field {key!r} must be a string, found {type(value).__name__}", path, number)
+        if isinstance(value, str) and (lone := _LONE_SURROGATE.search(value)):  # JSON's \ud800 escape, unpaired
+            raise InputError(f"field {key!r} holds a lone surrogate (\\u{ord(lone.group()):04x}), which is not "
+                             "Unicode text", path, number)
         return str(value)
     return None
 

@@ -365,6 +365,29 @@ def test_a_cut_query_and_an_html_path_under_a_file_are_reported(setup, tmp_path)
         explain("gene", "long-1", setup["paths"]["tk"], corpus=setup["corpus"], html_out=tmp_path / "afile" / "e.html")
 
 
+def test_the_html_page_replaces_only_an_earlier_page_and_is_written_whole(setup, tmp_path, monkeypatch):
+    """--html given the corpus (or a manifest) by mistake used to overwrite it; a failed write emptied
+    the old page."""
+    corpus_bytes = setup["corpus"].read_bytes()
+    with pytest.raises(InputError, match="exists and is not an explanation page"):
+        explain("gene", "long-1", setup["paths"]["tk"], corpus=setup["corpus"], html_out=setup["corpus"], device="cpu")
+    assert setup["corpus"].read_bytes() == corpus_bytes
+    page = tmp_path / "p.html"
+    explain("gene", "long-1", setup["paths"]["tk"], corpus=setup["corpus"], html_out=page, device="cpu")
+    first = page.read_bytes()
+    explain("gene cells", "long-1", setup["paths"]["tk"], corpus=setup["corpus"], html_out=page, device="cpu")
+    assert page.read_bytes() != first  # an earlier page is replaced
+    explain("gene \udcff", "long-1", setup["paths"]["tk"], corpus=setup["corpus"], html_out=page, device="cpu")
+    assert b"gene ?" in page.read_bytes()  # undecodable bytes of a query: '?' in the page, not a traceback
+    import ckqti.explain as module
+
+    monkeypatch.setattr(module.os, "replace", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left")))
+    before = page.read_bytes()
+    with pytest.raises(OSError):
+        explain("gene", "long-1", setup["paths"]["tk"], corpus=setup["corpus"], html_out=page, device="cpu")
+    assert page.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["p.html"]
+
+
 def test_adapting_idcm_to_a_vocabulary_is_refused(setup):
     """IDCM reads WordPiece: --adapt-vocabulary would do nothing, so rerank says so."""
     from retriever.rerank import open_reranker

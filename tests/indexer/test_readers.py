@@ -332,6 +332,19 @@ def test_invalid_utf8_names_the_line(tmp_path):
     assert "invalid UTF-8" in str(err)
 
 
+def test_a_lone_surrogate_escape_in_jsonl_names_the_line(tmp_path):
+    """JSON may escape half a surrogate pair (\\ud800): not Unicode text, so it failed later with a
+    traceback from Arrow (index) or the run writer (queries); the pair itself is text."""
+    from indexer.readers import read_queries
+
+    path = write(tmp_path / "c.jsonl", '{"_id": "ok", "text": "pair \\ud83d\\ude00"}\n{"_id": "x", "title": "lone \\ud800"}\n')
+    err = error_of(read_corpus, path)
+    assert_names(err, path, 2)
+    assert "field 'title' holds a lone surrogate (\\ud800)" in str(err)
+    queries = write(tmp_path / "q.jsonl", '{"_id": "s\\udc00", "text": "apple"}\n')
+    assert_names(error_of(read_queries, queries), queries, 1)
+
+
 def test_empty_and_spaced_docids(tmp_path):
     path = write(tmp_path / "c.tsv", "d1\tx\n\ty\n")
     err = error_of(read_corpus, path)

@@ -1,0 +1,47 @@
+"""Text from documents, queries and paths printed on a terminal (ckqti.terminal)."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from ckqti import api
+from ckqti.cli import cli
+from ckqti.terminal import decoded_argument, visible
+
+HOSTILE_TITLE = "evil\x1b]0;PWNED\x07title"
+HOSTILE_TEXT = "apple \x1b[2J\x1b[H cleared back\rOVERWRITE \u202eapple\b\b\bXYZ click"
+
+
+def test_visible_escapes_what_acts_on_a_terminal_and_keeps_text():
+    assert visible("a\x1b[2Jb") == "a\\x1b[2Jb"
+    assert visible("x\ry\bz\x07\x7f\x9b") == "x\\x0dy\\x08z\\x07\\x7f\\x9b"
+    assert visible("\u202eevil\u2066") == "\\u202eevil\\u2066"
+    assert visible("caf\u00e9 na\u00efve \u4e2d\u6587 \U0001f600\tand\nlines") == "caf\u00e9 na\u00efve \u4e2d\u6587 \U0001f600\tand\nlines"
+    assert visible("lone \udcff") == "lone \\udcff"
+
+
+def test_decoded_argument_replaces_bytes_that_are_not_utf8():
+    assert decoded_argument("cleared \udcff\udcfe") == "cleared \ufffd\ufffd"
+    assert decoded_argument("caf\u00e9") == "caf\u00e9"
+
+
+def test_search_and_explain_print_no_terminal_controls_from_documents(tmp_path):
+    corpus = tmp_path / "c.jsonl"
+    docs = [{"_id": "ctrl\x1b[31mid", "title": HOSTILE_TITLE, "text": HOSTILE_TEXT},
+            *({"_id": f"plain{i}", "title": "other", "text": f"pears and plums {i}"} for i in range(5))]
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    api.index(corpus, tmp_path / "idx", model="ndrm2", progress=False)
+    runner = CliRunner()
+    found = runner.invoke(cli, ["search", "cleared apple", "--index", str(tmp_path / "idx")])
+    assert found.exit_code == 0 and "\x1b" not in found.output and "\r" not in found.output
+    assert "\\x1b]0;PWNED\\x07" in found.output and "ctrl\\x1b[31mid" in found.output
+    shown = runner.invoke(cli, ["explain", "cleared apple", "ctrl\x1b[31mid", "--model", "ndrm2", "--index",
+                                str(tmp_path / "idx"), "--no-color"])
+    assert shown.exit_code == 0, shown.output
+    assert not any(c in shown.output for c in "\x1b\r\b\u202e") and "back\\x0dOVERWRITE" in shown.output
+    missing = runner.invoke(cli, ["explain", "apple", "gone\x1b[2J", "--model", "ndrm2", "--index", str(tmp_path / "idx")])
+    assert missing.exit_code == 1 and "gone\\x1b[2J" in missing.output and "\x1b" not in missing.output
+    as_json = runner.invoke(cli, ["search", "cleared \udcff", "--index", str(tmp_path / "idx"), "--json"])
+    assert json.loads(as_json.output)["query"] == "cleared \ufffd" and "\\ud" not in as_json.output
