@@ -135,6 +135,9 @@ def search(query: str, index_path: str | Path, k: int = 10, mode: str = "exact",
     return open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack).search(query, k)
 
 
+RUN_CHUNK = 4096  # queries ckqti run searches at a time (one search_many call) before writing them
+
+
 @dataclass
 class RunStats:
     queries: int
@@ -174,24 +177,31 @@ def run(
     qs = read_queries(queries, fmt=fmt)
     stats = RunStats(queries=len(qs), searched=0)
 
-    t0 = time.perf_counter()
+    def rankings():
+        """Each query's ranking, searched a chunk of queries at a time and written as it comes: the
+        run is never held whole (100,000 queries at k = 1,000 would be ~37 GB of hits)."""
+        qids = list(qs)
+        for lo in range(0, len(qids), RUN_CHUNK):
+            chunk = qids[lo:lo + RUN_CHUNK]
+            t0 = time.perf_counter()
+            found = searcher.search_many([qs[q] for q in chunk], k, threads=threads)
+            stats.seconds += time.perf_counter() - t0
+            for qid, res in zip(chunk, found):
+                if isinstance(res, QueryError):
+                    stats.skipped.append(qid)
+                    stats.reasons[qid] = res.message
+                    continue
+                stats.searched += 1
+                stats.oov_terms += len(res.oov)
+                stats.documents += len(res.hits)
+                if not res.hits:  # no line in the run: say why, as search does
+                    stats.empty[qid] = (f"not in the index vocabulary: {' '.join(res.oov)}" if not res.terms
+                                        else f"no document scores above 0 for {' '.join(res.terms)}")
+                    continue
+                yield qid, [(h.docid, h.score) for h in res.hits]
+
     with searcher:  # its helper threads stop with the run
-        found = searcher.search_many(list(qs.values()), k, threads=threads)
-    stats.seconds = time.perf_counter() - t0
-    run_results = {}
-    for qid, res in zip(qs, found):
-        if isinstance(res, QueryError):
-            stats.skipped.append(qid)
-            stats.reasons[qid] = res.message
-            continue
-        stats.searched += 1
-        stats.oov_terms += len(res.oov)
-        run_results[qid] = [(h.docid, h.score) for h in res.hits]
-        stats.documents += len(res.hits)
-        if not res.hits:  # no line in the run: say why, as search does
-            stats.empty[qid] = (f"not in the index vocabulary: {' '.join(res.oov)}" if not res.terms
-                                else f"no document scores above 0 for {' '.join(res.terms)}")
-    write_run(out, run_results, tag)
+        write_run(out, rankings(), tag)
     return stats
 
 

@@ -48,13 +48,15 @@ def trec_order(docs: Ranking) -> list[tuple[str, float]]:
     return sorted(((str(d), float(s)) for d, s in items), key=lambda pair: (pair[1], pair[0]), reverse=True)
 
 
-def write_run(path: str | Path, results: Mapping[str, Ranking], tag: str) -> None:
+def write_run(path: str | Path, results: Mapping[str, Ranking] | Iterable[tuple[str, Ranking]], tag: str) -> None:
     """Write a TREC run file (gzip when ``path`` ends in ``.gz``), replacing ``path`` atomically.
 
     Args:
         path: the run file; parent folders are created.
-        results: ``qid -> [(docid, score), ...]`` (or ``qid -> {docid: score}``); queries are
-            written in the mapping's order, documents in :func:`trec_order`, ranks from 1.
+        results: ``qid -> [(docid, score), ...]`` (or ``qid -> {docid: score}``), or an iterable
+            of such ``(qid, ranking)`` pairs (a generator is written as it goes: a large run need
+            not be held in memory); queries are written in the given order, documents in
+            :func:`trec_order`, ranks from 1.
             Scores are written with ``repr`` so they read back exactly.
         tag: the run tag (last column), without whitespace.
 
@@ -68,7 +70,7 @@ def write_run(path: str | Path, results: Mapping[str, Ranking], tag: str) -> Non
     tmp = path.with_name(path.name + ".ckqti-tmp")
     try:
         with open(tmp, "wb") as raw, _text_writer(raw, path) as out:
-            for qid, docs in results.items():
+            for qid, docs in (results.items() if isinstance(results, Mapping) else results):
                 _check_token(qid, "query id")
                 out.writelines(_run_lines(qid, trec_order(docs), tag))
         os.replace(tmp, path)
