@@ -37,7 +37,8 @@ BATCH_CHUNK = 64  # queries a kernel call takes at a time in one-thread batch se
 # 85k QPS at 8 chunks a thread, 91k at 4, 99k at 2, 104k at 1; head-heavy 7.1k, 7.4k, 7.2k, 6.9k).
 # Two keep a slow query from holding up the whole batch on one thread.
 CHUNKS_PER_THREAD = 2
-MAX_CHUNK_HITS = 1 << 21  # a multi-shard chunk holds [shards, queries, k] hits twice: at most this many (16 MB) each, unless k is so deep that BATCH_CHUNK queries hold more
+MAX_BATCH_HITS = 1 << 22  # hits a search_many holds at a time ([queries, k + 1] rows, 3 int64 each: 96 MB)
+MAX_CHUNK_HITS = 1 << 21  # a multi-shard chunk holds [shards, queries, k] hits twice: at most this many (16 MB) each, unless one query holds more
 WARMUP = 16384  # a query with at most this many postings is added whole before any pruning (retriever.kernels.saat_topk)
 RESOLUTION = 128  # the largest query weight; see docs/INDEX.md for the measured trade-off
 
@@ -324,7 +325,8 @@ class Searcher:
         budget, slack = self._traversal()
         shards = self.index.shards
 
-        size = batch_chunk(nq, threads, len(shards), k)
+        shard_k = min(k, max(sh.num_docs for sh in shards))  # no shard has more hits (2,000 one-document shards: 1)
+        size = batch_chunk(nq, threads, len(shards), shard_k)
         starts = list(range(0, nq, size))
         single = len(shards) == 1
 
@@ -340,12 +342,12 @@ class Searcher:
                                ws.acc(max_score), ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact, WARMUP, LOOKUP_COST, slack,
                                out[2, lo:hi], out[0, lo:hi], counts[lo:hi], processed[lo:hi])
                     return
-                docs = np.empty((len(shards), hi - lo, k), np.int64)
-                vals = np.full((len(shards), hi - lo, k), -1, np.int64)
+                docs = np.empty((len(shards), hi - lo, shard_k), np.int64)
+                vals = np.full((len(shards), hi - lo, shard_k), -1, np.int64)
                 n = np.zeros((len(shards), hi - lo), np.int64)
                 done = np.zeros((len(shards), hi - lo), np.int64)
                 for si, sh in enumerate(shards):
-                    saat_batch(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, w, ptr, k, budget,
+                    saat_batch(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, w, ptr, shard_k, budget,
                                ws.acc(max_score), ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact, WARMUP, LOOKUP_COST, slack,
                                docs[si], vals[si], n[si], done[si])
             processed[lo:hi] = done.sum(0)
@@ -406,14 +408,20 @@ class Searcher:
         plans = [self.plan(q) if isinstance(q, ParsedQuery) else None for q in parsed]
         empty = np.zeros(0, np.int64)
         k = min(k, self._num_docs)
-        vals, shards, docs, counts, processed = self.topk_batch(  # one more than asked: a tie at the cut shows
-            [p.lists if p else empty for p in plans], [p.weights if p else empty for p in plans], k + 1, threads)
+        step = max(1, MAX_BATCH_HITS // (k + 1))  # queries a topk_batch call takes: its [queries, k] rows stay bounded
         results: list[SearchResult | QueryError] = []
+        searched = -1  # the first query of the part searched last
         for i, (text, q, plan) in enumerate(zip(queries, parsed, plans)):
             if plan is None:
                 results.append(q)
                 continue
-            top = (vals[i, :counts[i]], shards[i, :counts[i]], docs[i, :counts[i]], int(processed[i]))
+            lo = i - i % step
+            if lo != searched:
+                part, searched = plans[lo:lo + step], lo
+                vals, shards, docs, counts, processed = self.topk_batch(  # one more than asked: a tie at the cut shows
+                    [p.lists if p else empty for p in part], [p.weights if p else empty for p in part], k + 1, threads)
+            j = i - lo
+            top = (vals[j, :counts[j]], shards[j, :counts[j]], docs[j, :counts[j]], int(processed[j]))
             if tie_at_cut(top[0], k):  # rare: this query alone, until every document of the k-th score is in
                 top = self.topk_with_ties(plan.lists, plan.weights, k)
             results.append(SearchResult(text, q.known, self.hits(plan, *top[:3], k), q.oov, top[3],
@@ -474,11 +482,9 @@ def positive_int(value, name: str) -> None:
 
 def batch_chunk(nq: int, threads: int, num_shards: int, k: int) -> int:
     """Queries a kernel call takes at a time in a batch of ``nq`` (see :data:`CHUNKS_PER_THREAD`)."""
-    if threads <= 1:
-        return BATCH_CHUNK
-    size = -(-nq // (CHUNKS_PER_THREAD * threads))
-    if num_shards > 1:
-        size = min(size, max(BATCH_CHUNK, MAX_CHUNK_HITS // (num_shards * k)))
+    size = BATCH_CHUNK if threads <= 1 else -(-nq // (CHUNKS_PER_THREAD * threads))
+    if num_shards > 1:  # a chunk's [shards, queries, k] hits: at most MAX_CHUNK_HITS unless one query holds more
+        size = min(size, MAX_CHUNK_HITS // (num_shards * k))
     return max(1, size)
 
 
@@ -512,7 +518,7 @@ def merge_shard_hits(vals: np.ndarray, docs: np.ndarray, n: np.ndarray, out: np.
         vals, docs: [S, Q, k] per-shard hits, the first ``n[s, q]`` valid; n: [S, Q];
         out: [3, Q, k] (scores, shards, docs) written up to ``counts[q]``; counts: [Q].
     """
-    num_shards, nq, k = vals.shape
+    num_shards, nq, k = vals.shape[0], vals.shape[1], out.shape[2]
     for j in range(nq):
         v = np.concatenate([vals[si, j, :n[si, j]] for si in range(num_shards)])
         s = np.concatenate([np.full(n[si, j], si, np.int64) for si in range(num_shards)])

@@ -69,7 +69,11 @@ def test_batch_chunks_few_per_thread_and_bounded_in_memory():
         assert -(-nq // size) == min(nq, CHUNKS_PER_THREAD * threads)  # so many chunks, each thread takes its share
     size = batch_chunk(1_000_000, 2, 4, 1000)  # several shards: the chunk's hit arrays stay bounded
     assert size * 4 * 1000 <= MAX_CHUNK_HITS and size >= 1
-    assert batch_chunk(1_000_000, 2, 8, 100_000) == BATCH_CHUNK  # however deep k goes, never below one-thread chunks
+    # however deep k goes, a chunk's hits stay bounded, down to one query a chunk (at one thread too):
+    # 2,000 one-document shards at k = 1,000 took 2.3 GB for 200 queries
+    assert batch_chunk(1_000_000, 2, 8, 100_000) == MAX_CHUNK_HITS // 800_000
+    assert batch_chunk(300, 1, 4, 100_000) * 4 * 100_000 <= MAX_CHUNK_HITS
+    assert batch_chunk(10, 1, 2, 10**7) == 1
 
 
 def test_search_takes_plain_lists_and_default_weights(scifact_index):
@@ -441,3 +445,25 @@ def test_a_weight_rounding_to_zero_stays_one_unless_its_list_adds_less_than_a_un
     hits = coarse.search("t2 t3 t4", 3).hits
     assert plan.unit == pytest.approx(0.5 * idf[0])
     assert hits[0].docid == "d0" and [h.score for h in hits] == pytest.approx([300 * plan.unit] + [100 * plan.unit] * 2)
+
+
+def test_search_many_in_bounded_parts_and_deep_k_over_small_shards(tmp_path, scifact_small, monkeypatch):
+    """search_many takes its queries a bounded part at a time (a [queries, k] array of hits at k
+    near the collection size passed 4 GB), and a shard holds at most its own documents' hits
+    (one-document shards used to get k-wide arrays each): results equal one query at a time."""
+    import retriever.search as module
+    from ckqti import api
+
+    api.index(scifact_small, tmp_path / "idx", model="ndrm2", shard_size=150, progress=False)
+    searcher = Searcher(tmp_path / "idx")
+    assert len(searcher.index.shards) == 4
+    queries = ["the of", "cell growth cancer treatment", "zzqx", "diffusion tensor imaging", "vitamin d", "the"]
+    monkeypatch.setattr(module, "MAX_BATCH_HITS", 3 * 601)  # parts of 3 queries at k = 600
+    got = searcher.search_many(queries, 600, threads=2)
+    for q, r in zip(queries, got):
+        if isinstance(r, QueryError):
+            assert q in ("the of", "the")
+            continue
+        one = searcher.search(q, 600)
+        assert [(h.docid, h.score) for h in r.hits] == [(h.docid, h.score) for h in one.hits]
+        assert len(r.hits) > 10 or q == "zzqx"
