@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from ckqti.errors import InputError, QueryError
+from ckqti.files import replacing
 from ckqti.terminal import visible
 from ckqti.train.checkpoint import QTI_KINDS
 from ckqti.train.rerankers import Reranker, TokenSpan
@@ -363,13 +364,8 @@ def replaceable_page(path: Path) -> bool:
 def write_page(path: Path, html: str) -> None:
     """Write ``html`` whole or not at all (a temporary file renamed into place); text that is not
     Unicode (a lone surrogate from undecodable bytes) becomes '?'."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".ckqti-tmp")
-    try:
+    with replacing(path) as tmp:
         tmp.write_bytes(html.encode("utf-8", "replace"))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 # -- terminal rendering ----------------------------------------------------------------------

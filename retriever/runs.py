@@ -10,12 +10,12 @@ from __future__ import annotations
 import gzip
 import io
 import math
-import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from ckqti.errors import InputError
+from ckqti.files import replacing
 from indexer.readers.formats import iter_lines
 
 Ranking = Mapping[str, float] | Iterable[tuple[str, float]]
@@ -66,16 +66,10 @@ def write_run(path: str | Path, results: Mapping[str, Ranking] | Iterable[tuple[
     """
     _check_token(tag, "run tag")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".ckqti-tmp")
-    try:
-        with open(tmp, "wb") as raw, _text_writer(raw, path) as out:
-            for qid, docs in (results.items() if isinstance(results, Mapping) else results):
-                _check_token(qid, "query id")
-                out.writelines(_run_lines(qid, trec_order(docs), tag))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with replacing(path) as tmp, open(tmp, "wb") as raw, _text_writer(raw, path) as out:
+        for qid, docs in (results.items() if isinstance(results, Mapping) else results):
+            _check_token(qid, "query id")
+            out.writelines(_run_lines(qid, trec_order(docs), tag))
 
 
 def _text_writer(raw, path: Path):
