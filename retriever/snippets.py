@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import re
+import numpy as np
 
 from ckqti.text import Analyzer
 
-_WORD = re.compile(r"\S+")
 MAX_WORD = 40  # characters a snippet shows of one word (a URL or a run of text without spaces)
 
 
@@ -15,17 +14,16 @@ def snippet(text: str, query_terms: set[str], analyzer: Analyzer, width: int = 3
     """The ``width``-word window of ``text`` with the most words analyzing to a query term,
     starting ``context`` words before its first such word (so that a display cut short still shows
     it), each such word wrapped in ``mark`` and every word cut at :data:`MAX_WORD` characters."""
-    words = _WORD.findall(text)
+    words = text.split()  # runs of non-whitespace (str.split's whitespace is re's \s)
     if not words:
         return ""
-    hits = [1 if set(analyzer(w)) & query_terms else 0 for w in words]
-    best, best_at, run = -1, 0, 0
-    for i, h in enumerate(hits):
-        run += h
-        if i >= width:
-            run -= hits[i - width]
-        if run > best:
-            best, best_at = run, max(0, i - width + 1)
+    hit_of: dict[str, int] = {}  # a word's verdict, analyzed once however often it recurs
+    hits = [hit_of[w] if w in hit_of else hit_of.setdefault(w, 1 if set(analyzer(w)) & query_terms else 0)
+            for w in words]
+    ends = np.cumsum(hits)  # ends[i]: hits in words[: i + 1]
+    window = ends - np.concatenate((np.zeros(min(width, len(hits)), ends.dtype), ends[:-width]))
+    last = int(np.argmax(window))  # the first window (by its last word) holding the most hits
+    best_at = max(0, last - width + 1)
     first = next((i for i in range(best_at, min(best_at + width, len(words))) if hits[i]), best_at)
     start = max(best_at, first - context)  # the words dropped before it hold no hit: the window keeps them all
     shown = [shorten(w) for w in words[start : start + width]]

@@ -22,3 +22,31 @@ def test_no_hit_gives_the_beginning_and_long_words_are_cut():
     out = snippet(f"{long} cell", {"cell"}, Analyzer(), mark=("[", "]"))
     assert len(out) < MAX_WORD + 10 and out.endswith("[cell]")
     assert snippet("", {"cell"}, Analyzer()) == ""
+
+
+def _reference(text, query_terms, analyzer, width, context, mark):
+    """The window rule written plainly: every word analyzed, every window summed."""
+    words = text.split()
+    hits = [1 if set(analyzer(w)) & query_terms else 0 for w in words]
+    best, best_at = -1, 0
+    for last in range(len(words)):
+        at = max(0, last - width + 1)
+        if sum(hits[at : last + 1]) > best:
+            best, best_at = sum(hits[at : last + 1]), at
+    first = next((i for i in range(best_at, min(best_at + width, len(words))) if hits[i]), best_at)
+    start = max(best_at, first - context)
+    shown = [f"{mark[0]}{w}{mark[1]}" if hits[start + i] else w for i, w in enumerate(words[start : start + width])]
+    return ("... " if start else "") + " ".join(shown) + (" ..." if start + width < len(words) else "")
+
+
+def test_matches_the_plain_rule_on_random_texts():
+    import random
+
+    rng, analyzer = random.Random(7), Analyzer()
+    vocab = ["cells", "Cell", "membrane,", "the", "of", "protein", "x", "Proteins.", "\u00a0", "\t", "\n"]
+    for _ in range(300):
+        text = " ".join(rng.choice(vocab) for _ in range(rng.randrange(0, 60)))
+        width, context = rng.randrange(1, 12), rng.randrange(0, 4)
+        terms = set(analyzer(" ".join(rng.sample(["cell", "membrane", "protein", "zeta"], 2))))
+        assert snippet(text, terms, analyzer, width, context, ("[", "]")) == _reference(
+            text, terms, analyzer, width, context, ("[", "]")), (text, terms, width, context)
