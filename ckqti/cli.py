@@ -238,6 +238,11 @@ def search_json(searcher, res) -> dict:
     return {"query": res.query, "terms": res.terms, "oov": res.oov, "unweighted": res.unweighted, "hits": hits}
 
 
+def skipped_reasons(skipped, reasons: dict[str, str], shown: int = 3) -> str:
+    """The first ``shown`` skipped queries with their reasons, for a one-line note."""
+    return "; ".join(f"{q}: {reasons.get(q, '?')}" for q in skipped[:shown]) + ("; ..." if len(skipped) > shown else "")
+
+
 def unweighted_note(searcher, terms: list[str]) -> str:
     """Why known query terms add nothing: an idf of 0 (NDRM2's ``max(log((N - df + 0.5) /
     (df + 0.5)), 0)``) where every channel is idf-weighted, else a weight too small to count."""
@@ -283,8 +288,7 @@ def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack,
     """Batch fullrank: search every query and write a TREC run."""
     s = api.run(index_path, queries, out, k, threads, mode, budget, fmt, tag, model, channel_weights, slack)
     if s.skipped:
-        why = "; ".join(f"{q}: {s.reasons[q]}" for q in s.skipped[:3]) + ("; ..." if len(s.skipped) > 3 else "")
-        echo(f"note: {len(s.skipped)} queries skipped ({why})", err=True)
+        echo(f"note: {len(s.skipped)} queries skipped ({skipped_reasons(s.skipped, s.reasons)})", err=True)
     if s.empty:
         why = "; ".join(f"{q}: {r}" for q, r in list(s.empty.items())[:3]) + ("; ..." if len(s.empty) > 3 else "")
         echo(f"note: {len(s.empty)} queries retrieved nothing ({why})", err=True)
@@ -415,8 +419,7 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
     s = api.rerank(queries, candidates, model_path, out, depth, corpus, fmt=fmt, batch_size=batch_size, device=device,
                    tag=tag, max_doc_length=max_doc_length, adapt_vocabulary=adapt_vocabulary)
     if s.skipped:
-        echo(f"note: {len(s.skipped)} queries skipped (no candidates, or no term the model reads): "
-                   f"{' '.join(s.skipped[:10])}", err=True)
+        echo(f"note: {len(s.skipped)} queries skipped ({skipped_reasons(s.skipped, s.reasons)})", err=True)
     echo(f"{s.reranked} queries, {s.pairs} documents reranked by {s.model_id} in {s.seconds:.2f}s "
                f"({s.ms_per_query:.0f} ms/query) -> {out}")
 

@@ -39,6 +39,7 @@ class RerankStats:
     Attributes:
         queries: queries read; reranked: queries with at least one candidate.
         skipped: ids of queries without candidates (no searchable term, or none retrieved).
+        reasons: why each skipped query was skipped.
         pairs: (query, document) pairs scored.
         seconds: scoring time (candidate retrieval and reading text excluded).
         model_id, kind: the model's checkpoint id and kind.
@@ -55,6 +56,7 @@ class RerankStats:
     kind: str
     candidates: str
     out: Path
+    reasons: dict[str, str] = field(default_factory=dict)
 
     @property
     def ms_per_query(self) -> float:
@@ -124,25 +126,27 @@ def corpus_texts(corpus: str | Path, fmt: str | None = None, keep: set[str] | No
 
 
 def index_candidates(index: str | Path | Index, queries: Mapping[str, str], depth: int,
-                     with_text: bool) -> tuple[Candidates, dict[str, str]]:
-    """Top ``depth`` of the learned index (a directory or an open :class:`Index`) per query, and
-    the candidates' stored text when asked."""
+                     with_text: bool) -> tuple[Candidates, dict[str, str], dict[str, str]]:
+    """Top ``depth`` of the learned index (a directory or an open :class:`Index`) per query, the
+    candidates' stored text when asked, and why search refused a query (``qid -> message``)."""
     from retriever.search import Searcher
 
     searcher = Searcher(open_index(index))
     cands: Candidates = {}
     texts: dict[str, str] = {}
+    refused: dict[str, str] = {}
     for qid, text in queries.items():
         try:
             hits = searcher.search(text, depth).hits
-        except QueryError:
+        except QueryError as e:
+            refused[qid] = e.message
             continue
         cands[qid] = [h.docid for h in hits]
         if with_text:
             for h in hits:
                 if h.docid not in texts:  # every field the index read: ORCAS clicks and URL too
                     texts[h.docid] = searcher.index.shards[h.shard].indexed_text(h.doc)
-    return cands, texts
+    return cands, texts, refused
 
 
 def run_candidates(path: str | Path, queries: Mapping[str, str], depth: int) -> Candidates:
@@ -154,24 +158,25 @@ def run_candidates(path: str | Path, queries: Mapping[str, str], depth: int) -> 
 
 
 def gather_candidates(candidates: str | Path | Index, queries: Mapping[str, str], depth: int, corpus: str | Path | None,
-                      fmt: str | None, work: Path) -> tuple[Candidates, dict[str, str] | None, str]:
-    """``(candidates, texts or None, description)`` from ``"bm25"``, an index directory or a run file."""
+                      fmt: str | None, work: Path) -> tuple[Candidates, dict[str, str] | None, str, dict[str, str]]:
+    """``(candidates, texts or None, description, refused)`` from ``"bm25"``, an index directory or a
+    run file; ``refused``: why the index's search refused a query (``qid -> message``)."""
     if str(candidates) == "bm25":
         if corpus is None:
             raise InputError("BM25 candidates need the corpus (--corpus)")
         from ckqti.train.loop import bm25_candidates
 
         work.mkdir(parents=True, exist_ok=True)
-        return bm25_candidates(corpus, dict(queries), work, depth, fmt), None, "bm25"
+        return bm25_candidates(corpus, dict(queries), work, depth, fmt), None, "bm25", {}
     if isinstance(candidates, Index) or Path(candidates).is_dir():
         index = open_index(candidates)
-        cands, texts = index_candidates(index, queries, depth, with_text=corpus is None)
-        return cands, (texts if corpus is None else None), f"index:{index.path}"
+        cands, texts, refused = index_candidates(index, queries, depth, with_text=corpus is None)
+        return cands, (texts if corpus is None else None), f"index:{index.path}", refused
     path = Path(candidates)
     if path.is_file():
         if corpus is None:
             raise InputError("candidates from a run file need the corpus for their text (--corpus)", path)
-        return run_candidates(path, queries, depth), None, f"run:{path}"
+        return run_candidates(path, queries, depth), None, f"run:{path}", {}
     raise InputError("candidates must be 'bm25', an index directory or a TREC run file", path)
 
 
@@ -296,7 +301,7 @@ def rerank(
     reranker = open_reranker(model_path, device, max_doc_length, source if untrained or adapt_vocabulary else None, fmt)
     queries = read_queries(queries_path)
     work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
-    cands, texts, where = gather_candidates(candidates, queries, depth, corpus, fmt, work)
+    cands, texts, where, refused = gather_candidates(candidates, queries, depth, corpus, fmt, work)
     if not any(cands.values()):
         raise InputError(f"no query has candidates from {where} (query ids such as {next(iter(queries), '')!r}: "
                          "another query set?)", where.partition(":")[2] or queries_path)
@@ -311,5 +316,8 @@ def rerank(
     seconds = time.perf_counter() - started
     write_run(out, results, f"ckqti-{reranker.kind}" if tag is None else tag)
     skipped = tuple(q for q in queries if q not in results)
+    reasons = {q: refused.get(q) or (f"no candidates from {where}" if not cands.get(q) else
+                                     "no term the model reads") for q in skipped}
     pairs = sum(len(r) for r in results.values())
-    return RerankStats(len(queries), len(results), skipped, pairs, seconds, reranker.model_id, reranker.kind, where, out)
+    return RerankStats(len(queries), len(results), skipped, pairs, seconds, reranker.model_id, reranker.kind, where, out,
+                       reasons)

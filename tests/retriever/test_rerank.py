@@ -67,6 +67,7 @@ def test_rerank_index_candidates_with_stored_text(scifact_index, scifact_small, 
     run = read_run(out)
     check_reranked(run, candidates, tk_model, corpus_texts(scifact_small))
     assert stats.skipped == ("q3",) and stats.reranked == 3 and stats.pairs == 60 and stats.kind == "tk"
+    assert "no searchable terms" in stats.reasons["q3"]  # search's own reason, not a guess
     assert any(list(dict(trec_order(run[q]))) != candidates[q] for q in run)  # the model reordered something
     lines = out.read_text().splitlines()
     assert lines[0].split()[-1] == "ckqti-tk" and lines[0].split()[3] == "1"
@@ -157,6 +158,7 @@ def test_cli_rerank_writes_what_the_api_writes(scifact_index, tk_model, queries,
                                    "--model", str(tk_model), "--out", str(tmp_path / "cli.trec"), "--depth", "10"])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "cli.trec").read_text() == (tmp_path / "api.trec").read_text()
+    assert "note: 1 queries skipped (q3: query 'the and of' has no searchable terms" in res.stderr
     assert "3 queries, 30 documents reranked by tk-" in res.output
     bad = CliRunner().invoke(cli, ["rerank", "--queries", str(queries), "--candidates", "bm25", "--model",
                                    str(tk_model), "--out", str(tmp_path / "x.trec")])
@@ -174,6 +176,7 @@ def test_rerank_skips_queries_the_model_cannot_read_and_refuses_a_run_of_other_q
                                         "a2": {d: float(-i) for i, d in enumerate(docids[:5])}}, "first")
     stats = rerank(queries, tmp_path / "first.trec", tk_model, tmp_path / "r.trec", corpus=scifact_small)
     assert stats.skipped == ("a1",) and set(read_run(tmp_path / "r.trec")) == {"a2"}
+    assert stats.reasons == {"a1": "no term the model reads"}
     write_run(tmp_path / "other.trec", {"Qa1": {docids[0]: 1.0}}, "other")
     with pytest.raises(InputError, match="no query has candidates from run:.*another query set"):
         rerank(queries, tmp_path / "other.trec", tk_model, tmp_path / "r2.trec", corpus=scifact_small)
