@@ -140,14 +140,21 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
             raise click.UsageError("--append takes the index to grow as --index INDEX (not --out)")
         m = api.append(corpus, index_path, model, fmt, orcas, shard_size, batch_size, device)
         echo(f"appended {m.appends[-1]['num_docs']} documents: {m.num_docs} documents, {m.num_postings} postings, "
-                   f"{len(m.shards)} shard(s) in {index_path}")
+             f"{len(m.shards)} shard(s) in {index_path}"
+             + (clicked_note(m.appends[-1]["corpus"].get("orcas_documents")) if orcas else ""))
         return
     if out is None:
         raise click.UsageError("missing option '--out' (or use --append --index INDEX)")
     m = api.index(corpus, out, model, fmt, orcas, shard_size, force=force, resume=not no_resume, device=device,
                   ray_address=ray_address, workers=workers, neighbours=neighbours,
                   **({} if batch_size is None else {"batch_size": batch_size}))
-    echo(f"indexed {m.num_docs} documents, {m.num_postings} postings, {len(m.shards)} shard(s) -> {out}")
+    echo(f"indexed {m.num_docs} documents, {m.num_postings} postings, {len(m.shards)} shard(s) -> {out}"
+         + (clicked_note(m.corpus.get("orcas_documents")) if orcas else ""))
+
+
+def clicked_note(documents: int | None) -> str:
+    """How many documents ORCAS clicks were joined to, where the manifest says (older builds do not)."""
+    return "" if documents is None else f" (clicks joined to {documents:,} documents)"
 
 
 @cli.command("compact")
@@ -197,7 +204,7 @@ def info_lines(info) -> list[str]:
     if info.corpus:
         built = f" in {info.build_seconds:.1f} s" if info.build_seconds is not None else ""
         since = f"; {info.appends} append(s) since" if info.appends else ""
-        clicks = f" with ORCAS clicks from {info.orcas}" if info.orcas else ""
+        clicks = f" with ORCAS clicks from {info.orcas}{clicked_note(info.orcas_documents)}" if info.orcas else ""
         lines.append(f"built from  {info.corpus}{clicks}{built}{since}")
     if info.clipped_impacts:
         lines.append(f"clipped     {info.clipped_impacts:,} appended impacts above the build's largest (stored as 255)")

@@ -28,12 +28,14 @@ class AnalyzedCorpus:
     offsets: int64[n+1] into ``tokens``; tokens: int32 term ids of every document in order.
     docs: document store columns (docid, title, text, length, prefix: see :func:`indexer.shards.write_documents`).
     vocab: terms and collection statistics.
+    clicked: documents that ORCAS clicks were joined to.
     """
 
     offsets: np.ndarray
     tokens: np.ndarray
     docs: dict[str, list]
     vocab: Vocabulary
+    clicked: int = 0
 
     def __len__(self) -> int:
         return len(self.docs["docid"])
@@ -53,7 +55,7 @@ class AnalyzedCorpus:
         np.save(directory / "tokens.npy", self.tokens)
         write_documents(directory / DOCS_FILE, self.docs)
         self.vocab.save(directory / "vocab.json")
-        (directory / "DONE").write_text(json.dumps({"docs": len(self)}))
+        (directory / "DONE").write_text(json.dumps({"docs": len(self), "clicked": self.clicked}))
 
     @classmethod
     def load(cls, directory: Path) -> "AnalyzedCorpus | None":
@@ -65,7 +67,8 @@ class AnalyzedCorpus:
             table = pa.ipc.open_file(str(directory / DOCS_FILE)).read_all()
             docs = {c: document_column(table, c) for c in DOC_COLUMNS}
             corpus = cls(np.load(directory / "offsets.npy"), np.load(directory / "tokens.npy"), docs,
-                         Vocabulary.load(directory / "vocab.json"))
+                         Vocabulary.load(directory / "vocab.json"),
+                         int(json.loads((directory / "DONE").read_text()).get("clicked", 0)))
         except (OSError, ValueError, KeyError, EOFError, pa.ArrowException):  # JSONDecodeError is a ValueError
             (directory / "DONE").unlink(missing_ok=True)
             return None
@@ -87,7 +90,9 @@ def analyze_corpus(
     docs: dict[str, list] = {"docid": [], "title": [], "text": [], "length": [], "prefix": []}
     chunks: list[np.ndarray] = []
     lengths: list[int] = []
+    clicked = 0
     for doc in read_corpus(path, fmt=fmt, orcas=orcas):
+        clicked += bool(doc.orcas)
         ids = vocab.add_document(analyzer(doc.full_text()))
         chunks.append(np.asarray(ids, dtype=np.int32))
         lengths.append(len(ids))
@@ -103,4 +108,4 @@ def analyze_corpus(
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     tokens = np.concatenate(chunks) if chunks else np.zeros(0, np.int32)
-    return AnalyzedCorpus(offsets, tokens, docs, vocab.trimmed())
+    return AnalyzedCorpus(offsets, tokens, docs, vocab.trimmed(), clicked)

@@ -239,7 +239,7 @@ def _append(index, work, manifest, corpus_path, model_factory, model_info, shard
     gen = manifest.generation + 1
     write_vocab(work / vocab_file_name(gen), vocab, offsets)
     entry = {
-        "corpus": corpus_record(corpus_path, fmt, orcas),
+        "corpus": corpus_record(corpus_path, fmt, orcas, new.clicked),
         "num_docs": len(corpus),
         "new_terms": len(vocab) - len(base),
         "shards": [i.name for i in infos],

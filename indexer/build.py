@@ -424,10 +424,12 @@ def build_index(
             raise
 
 
-def corpus_record(corpus_path: Path, fmt: str | None, orcas: Path | None) -> dict:
+def corpus_record(corpus_path: Path, fmt: str | None, orcas: Path | None, clicked: int = 0) -> dict:
     """The manifest's ``corpus`` entry: where the documents came from, as absolute paths (``info``
-    names them wherever it runs)."""
-    return {"path": str(Path(corpus_path).absolute()), "format": fmt, "orcas": str(Path(orcas).absolute()) if orcas else None}
+    names them wherever it runs), and with ORCAS clicks how many documents got any."""
+    record = {"path": str(Path(corpus_path).absolute()), "format": fmt,
+              "orcas": str(Path(orcas).absolute()) if orcas else None}
+    return record | ({"orcas_documents": clicked} if orcas else {})
 
 
 def build_record(config: BuildConfig, t0: float, vocab: Vocabulary, **extra) -> dict:
@@ -464,7 +466,7 @@ def _build(corpus_path, out, work, model, model_info, config, fmt, orcas, force,
         quantizer,
         model_info,
         config.analyzer.to_dict(),
-        corpus=corpus_record(corpus_path, fmt, orcas),
+        corpus=corpus_record(corpus_path, fmt, orcas, corpus.clicked),
         build=build_record(config, t0, corpus.vocab),
         constants=qti.index_constants(),
         clipped=count_clipped(corpus, quantizer, config, work / "raw"),

@@ -36,6 +36,7 @@ class IndexInfo:
     bytes: dict
     corpus: str | None
     orcas: str | None
+    orcas_documents: int | None
     build_seconds: float | None
     generation: int
     appends: int
@@ -85,6 +86,7 @@ def index_info(path: str | Path, verify: bool = False) -> IndexInfo:
         bytes={"postings": postings, "documents": documents, "vocabulary": vocabulary, "total": total},
         corpus=m.corpus.get("path"),
         orcas=m.corpus.get("orcas"),
+        orcas_documents=m.corpus.get("orcas_documents"),
         build_seconds=m.build.get("seconds"),
         generation=m.generation,
         appends=len(m.appends),

@@ -394,3 +394,25 @@ def test_an_index_still_being_built_is_named(tmp_path):
     (tmp_path / "idx.partial").mkdir()
     res = invoke("search", "cell", "--index", tmp_path / "idx")
     assert res.exit_code == 1 and "an unfinished build is in" in res.output and "idx.partial" in res.output
+
+
+def test_orcas_coverage_is_reported_by_index_append_and_info(tmp_path):
+    """How many documents ORCAS clicks reached was never said: a file whose docids mostly miss the
+    corpus (another id scheme for part of it) looked the same as one covering every document."""
+    corpus, more, clicks = tmp_path / "c.tsv", tmp_path / "more.tsv", tmp_path / "orcas.tsv"
+    corpus.write_text("D1\tcells divide\nD2\tmembranes hold\nD3\tproteins fold\n")
+    more.write_text("D4\tgenes express\nD5\tenzymes bind\n")
+    clicks.write_text("D1\tcell division\nD3\tfolding\nD3\tprotein shape\nX9\tnot here\nD5\tbinding\n")
+    idx = tmp_path / "idx"
+    built = invoke("index", corpus, "--out", idx, "--model", "ndrm2", "--orcas", clicks)
+    assert built.exit_code == 0, built.output
+    assert "(clicks joined to 2 documents)" in built.stdout
+    assert Manifest.read(idx).corpus["orcas_documents"] == 2
+    info = invoke("info", "--index", idx)
+    assert "with ORCAS clicks from" in info.stdout and "(clicks joined to 2 documents)" in info.stdout
+    assert api.info(idx).orcas_documents == 2
+    grown = invoke("index", more, "--append", "--index", idx, "--model", "ndrm2", "--orcas", clicks)
+    assert grown.exit_code == 0, grown.output
+    assert "(clicks joined to 1 documents)" in grown.stdout
+    plain = invoke("index", corpus, "--out", tmp_path / "plain", "--model", "ndrm2")
+    assert "clicks" not in plain.stdout and "orcas_documents" not in Manifest.read(tmp_path / "plain").corpus

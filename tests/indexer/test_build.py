@@ -304,3 +304,16 @@ def test_force_replaces_an_index_whose_folder_is_read_only(tmp_path, scifact_sma
     monkeypatch.setattr(append_mod, "writer_lock", read_only)
     m = api.index(scifact_small, out, model="ndrm2", shard_size=200, force=True, progress=False)
     assert Manifest.read(out).to_json() == m.to_json() and len(m.shards) > 1
+
+
+def test_the_analyzed_pass_keeps_its_orcas_count_for_a_resumed_build(tmp_path):
+    from ckqti.text import Analyzer
+    from indexer.analyze import AnalyzedCorpus, analyze_corpus
+
+    corpus, clicks = tmp_path / "c.tsv", tmp_path / "orcas.tsv"
+    corpus.write_text("D1\tcells divide\nD2\tmembranes hold\nD3\tproteins fold\n")
+    clicks.write_text("D1\tcell division\nD3\tfolding\nX9\tnot here\n")
+    analyzed = analyze_corpus(corpus, Analyzer(), orcas=clicks)
+    assert analyzed.clicked == 2 and analyze_corpus(corpus, Analyzer()).clicked == 0
+    analyzed.save(tmp_path / "analyzed")
+    assert AnalyzedCorpus.load(tmp_path / "analyzed").clicked == 2
