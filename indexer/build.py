@@ -29,6 +29,7 @@ import pyarrow as pa
 from tqdm.auto import tqdm
 
 from ckqti.errors import CkqtiError
+from ckqti.files import replacing
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 from indexer.analyze import AnalyzedCorpus, analyze_corpus
@@ -105,9 +106,8 @@ def prepare_workdir(work: Path, fp: str, resume: bool, progress: bool = False) -
 
 
 def save_npz_atomic(path: Path, **arrays: np.ndarray) -> None:
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
+    with replacing(path) as tmp, open(tmp, "wb") as f:  # a file object: np.savez adds no ".npz" to its name
+        np.savez(f, **arrays)
 
 
 RAW_ARRAYS = ("lists", "docs", "scores", "weights", "maxima")

@@ -1142,6 +1142,7 @@ def ensure_checkpoint(key: str, work: Path, retrain: bool = False) -> dict:
 
 def orcas_file(work: Path) -> Path:
     """``docid<TAB>claim`` lines from SciFact *train* claims (:func:`orcas_pairs`)."""
+    from ckqti.files import replacing
     from indexer.readers import read_qrels, read_queries
 
     sf = collections()["scifact"]
@@ -1149,10 +1150,8 @@ def orcas_file(work: Path) -> Path:
     if not path.is_file():
         pairs = orcas_pairs(read_qrels(sf.corpus.parent / "qrels" / "train.tsv"), read_queries(sf.queries),
                             read_qrels(sf.qrels))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("".join(f"{d}\t{q}\n" for d, q in pairs), encoding="utf-8")
-        os.replace(tmp, path)
+        with replacing(path) as tmp:
+            tmp.write_text("".join(f"{d}\t{q}\n" for d, q in pairs), encoding="utf-8")
     return path
 
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from pathlib import Path
@@ -45,6 +44,7 @@ import torch
 from torch import Tensor, nn
 
 from ckqti.errors import CkqtiError
+from ckqti.files import replacing
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 
@@ -236,13 +236,8 @@ def save_checkpoint(
         "content_hash": digest,
     }
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    try:
+    with replacing(target) as tmp:
         torch.save(payload, tmp)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
     return Checkpoint(kind, dict(config), state, vocab, analyzer_dict, payload["meta"], digest, target.resolve(), fallback)
 
 

@@ -24,7 +24,6 @@ and seeded with ``seed``; skip-gram training uses one gensim worker and the same
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -36,6 +35,7 @@ import torch
 from torch import Tensor, nn
 
 from ckqti.errors import CkqtiError, InputError
+from ckqti.files import replacing
 from ckqti.models.loading import pick_device
 from ckqti.train import pseudo
 from ckqti.train.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
@@ -554,12 +554,8 @@ def save_state(path: Path, model: nn.Module, optimizer, state: RunState, fp: str
         "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
         "run": asdict(state),
     }
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
+    with replacing(path) as tmp:
         torch.save(payload, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def saved_id(path: Path) -> str | None:

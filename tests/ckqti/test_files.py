@@ -1,0 +1,28 @@
+"""Files written whole or not at all (ckqti.files.replacing)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ckqti.files import replacing
+
+
+def test_the_old_file_stays_whole_when_writing_fails(tmp_path):
+    path = tmp_path / "run.trec"
+    path.write_text("old\n")
+    with pytest.raises(OSError), replacing(path) as tmp:
+        tmp.write_text("half")
+        raise OSError("disk full")
+    assert path.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["run.trec"]
+
+
+def test_two_writers_of_one_path_never_share_a_temporary_file(tmp_path):
+    """A fixed temporary name let a second writer (another process, or a thread) write into, rename
+    or delete the first one's half-written file."""
+    path = tmp_path / "sub" / "model.pt"
+    with replacing(path) as first, replacing(path) as second:
+        assert first != second and first.parent == path.parent and first.name.startswith(".")
+        first.write_text("first")
+        second.write_text("second")
+    assert path.read_text() == "first"  # the outer block finished last: its file, whole
+    assert [p.name for p in path.parent.iterdir()] == ["model.pt"]
