@@ -121,16 +121,33 @@ def read_vocabulary(index: Path, manifest: Manifest) -> tuple[Vocabulary, np.nda
 
 
 def index_model_spec(index: Path, manifest: Manifest) -> str:
-    """The model spec (for :func:`ckqti.models.loading.load_qti_model`) the index was built with."""
+    """The model spec (for :func:`ckqti.models.loading.load_qti_model`) the index was built with:
+    the recorded checkpoint path, or, where that is gone (the package reinstalled elsewhere, the
+    index copied to another machine), this install's bundled checkpoint when it is the same model."""
+    from ckqti.models.loading import DEFAULT_CHECKPOINT, UNTRAINED, untrained_id
+
     model = manifest.model
     if model.get("path"):
-        return str(model["path"])
-    from ckqti.models.loading import UNTRAINED, untrained_id
+        path = Path(model["path"])
+        if path.is_file():
+            return str(path)
+        if DEFAULT_CHECKPOINT.is_file() and model.get("content_hash") == bundled_content_hash():
+            return str(DEFAULT_CHECKPOINT)
+        raise CkqtiError(f"the index's model {path} is not there: give that checkpoint (model id {model.get('id')}) "
+                         "with --model", index / MANIFEST)
 
     for spec in UNTRAINED:
         if model.get("id") == untrained_id(spec):
             return spec
     raise CkqtiError(f"index was built with model {model.get('id')!r}, which cannot score new documents", index / MANIFEST)
+
+
+def bundled_content_hash() -> str:
+    """The content hash of the bundled checkpoint (loaded whole: only where a recorded path is gone)."""
+    from ckqti.models.loading import DEFAULT_CHECKPOINT
+    from ckqti.train.checkpoint import load_checkpoint
+
+    return load_checkpoint(DEFAULT_CHECKPOINT).content_hash
 
 
 def merge_vocabulary(base: Vocabulary, new: Vocabulary) -> tuple[Vocabulary, np.ndarray]:

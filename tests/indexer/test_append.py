@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from ckqti import api
 from ckqti.cli import cli
 from ckqti.errors import CkqtiError, IndexFormatError, InputError
-from ckqti.models.loading import untrained_ndrm2
+from ckqti.models.loading import DEFAULT_CHECKPOINT, untrained_ndrm2
 from ckqti.models.ndrm import NDRMConfig, build_ndrm
 from ckqti.vocab import Vocabulary
 from indexer import append as append_mod
@@ -463,3 +463,28 @@ def test_append_refuses_a_damaged_index(tmp_path, parts, index_a, name):
     with pytest.raises(IndexFormatError, match=rf"shard-00000/{name}: index file missing"):
         api.append(b, idx, progress=False)
     assert (idx / MANIFEST).read_text() == before
+
+
+@pytest.mark.skipif(not DEFAULT_CHECKPOINT.is_file(), reason="no bundled NDRM3 checkpoint")
+def test_an_index_of_the_bundled_model_outlives_the_install_that_built_it(tmp_path):
+    """The manifest records the checkpoint's absolute path: once that install was gone (a venv
+    moved, the package reinstalled, the index copied elsewhere) append and explain failed with
+    'model not found' though this install bundles the very same model."""
+    old_install = tmp_path / "old-site" / "ndrm3-scifact.pt"
+    old_install.parent.mkdir()
+    shutil.copy(DEFAULT_CHECKPOINT, old_install)
+    corpus, more = tmp_path / "c.tsv", tmp_path / "more.tsv"
+    corpus.write_text("D1\tcells divide quickly\nD2\tmembranes hold proteins\nD3\tproteins fold slowly\n")
+    more.write_text("D4\tgenes express proteins\n")
+    idx = tmp_path / "idx"
+    api.index(corpus, idx, model=str(old_install), progress=False)
+    shutil.rmtree(old_install.parent)
+    assert append_mod.index_model_spec(idx, Manifest.read(idx)) == str(DEFAULT_CHECKPOINT)
+    assert api.append(more, idx, progress=False).num_docs == 4
+    assert api.explain("proteins", "D4", None, index_path=idx).docid == "D4"
+    other = tmp_path / "other"
+    api.index(corpus, other, model="ndrm2", progress=False)
+    manifest = Manifest.read(other)
+    manifest.model.update(path=str(tmp_path / "gone.pt"), id="ndrm3-000000000000", content_hash="0" * 64)
+    with pytest.raises(CkqtiError, match=r"gone.pt is not there: give that checkpoint \(model id ndrm3-000000000000\)"):
+        append_mod.index_model_spec(other, manifest)
