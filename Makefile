@@ -20,5 +20,8 @@ test: setup
 	ruff check ckqti indexer retriever scripts tests
 	$(PYTHON) -m pytest -q tests
 
+lint:
+	ruff check ckqti indexer retriever scripts tests
+
 bench: setup
 	$(PYTHON) scripts/bench_search.py
