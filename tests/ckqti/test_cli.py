@@ -416,3 +416,15 @@ def test_orcas_coverage_is_reported_by_index_append_and_info(tmp_path):
     assert "(clicks joined to 1 documents)" in grown.stdout
     plain = invoke("index", corpus, "--out", tmp_path / "plain", "--model", "ndrm2")
     assert "clicks" not in plain.stdout and "orcas_documents" not in Manifest.read(tmp_path / "plain").corpus
+
+
+def test_python_dash_m_runs_the_cli_and_the_version_has_one_source():
+    import subprocess
+    import sys
+    from importlib.metadata import version
+
+    import ckqti
+
+    res = subprocess.run([sys.executable, "-m", "ckqti", "--version"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == f"ckqti, version {version('ckqti')}" and ckqti.__version__ == version("ckqti")
