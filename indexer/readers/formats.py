@@ -31,6 +31,7 @@ EXTENSIONS: dict[str, str] = {
     ".qry": "smart",
 }
 
+MAX_LINE_BYTES = 64 * 2**20  # longer is no document line: a file without line breaks (JSON, not JSONL), or a gzip bomb
 _WHITESPACE = re.compile(r"\s")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # what json.loads leaves of an unpaired \ud800-\udfff escape
 
@@ -53,12 +54,17 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line)`` for every line of ``path``, numbered from 1, without terminator.
 
     Raises:
-        InputError: invalid UTF-8 (with the line number) or a corrupt gzip stream.
+        InputError: invalid UTF-8 (with the line number), a line over :data:`MAX_LINE_BYTES` (found
+            before it is read whole: it would take ~25x its size in memory as a document), or a
+            corrupt gzip stream.
     """
     number = 0
     try:
         with open_binary(path) as stream:
-            for number, raw in enumerate(stream, 1):
+            for number, raw in enumerate(iter(lambda: stream.readline(MAX_LINE_BYTES + 1), b""), 1):
+                if len(raw) > MAX_LINE_BYTES:
+                    raise InputError(f"line longer than {MAX_LINE_BYTES:,} bytes: a file without line breaks? "
+                                     "(one document or query a line; split longer documents)", path, number)
                 yield number, _decode(raw, path, number)
     except (EOFError, gzip.BadGzipFile, zlib.error) as err:
         raise InputError(f"corrupt gzip data ({err})", path, number + 1) from None

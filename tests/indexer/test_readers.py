@@ -488,3 +488,40 @@ def test_tag_pairs_are_found_as_the_lazy_regex_finds_them():
         text = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 30)))
         expected = [(m.start(), m.start(2), m.end(2), m.end()) for m in regex.finditer(text)]
         assert paired(text, opening, lambda m: f"</{m.group(1)}>") == expected, text
+
+
+def test_a_line_over_the_cap_is_refused_before_it_is_read_whole(tmp_path, monkeypatch):
+    """A file without line breaks (a JSON array, a gzip bomb of one line) was read whole into memory
+    before anything was checked: 6 GiB of one gzip line passed 4 GB."""
+    from indexer.readers import formats
+
+    monkeypatch.setattr(formats, "MAX_LINE_BYTES", 100)
+    ok = "d1\t" + "x" * 96  # 100 bytes with its line break: at the cap
+    for name, opener in (("c.tsv", open), ("c.tsv.gz", gzip.open)):
+        path = tmp_path / name
+        with opener(path, "wt") as f:
+            f.write(f"{ok}\nd2\t{'word ' * 400}\nd3\tlast\n")
+        err = error_of(read_corpus, path)
+        assert_names(err, path, 2)
+        assert "line longer than 100 bytes: a file without line breaks?" in str(err)
+    read: list[int] = []
+    monkeypatch.setattr(formats, "open_binary", lambda p: _CountingStream(open(p, "rb"), read))
+    with pytest.raises(InputError):
+        list(formats.iter_lines(tmp_path / "c.tsv"))
+    assert read == [100, 101]  # the first line, then the cap and one byte of the second: never all of it
+
+
+class _CountingStream:
+    def __init__(self, stream, read):
+        self.stream, self.read = stream, read
+
+    def readline(self, limit=-1):
+        line = self.stream.readline(limit)
+        self.read.append(len(line))
+        return line
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stream.close()
