@@ -531,7 +531,7 @@ CHECKPOINTS = {  # key -> (display name, how it is made)
     "ndrm3-bm25": ("NDRM3, explicit channel fixed at Anserini's BM25", "trained here"),
     "ndrm3-frozen": ("NDRM3, frozen MiniLM word vectors", "trained here"),
     "ndrm3-frozen-distill": ("NDRM3, frozen MiniLM word vectors, distilled from IDCM on claims and titles",
-                             "trained here"),
+                             "trained on a GPU"),  # a lent H200, session 22 (its record's trained_on)
     "ndrm3-wise": ("NDRM3, word vectors interpolated toward their MiniLM start, alpha chosen on dev", "derived"),
     "ndrm3-soup": ("NDRM3, the average of the bundled and the frozen-vector models' weights", "derived"),
     "ndrm3-soup-dev": ("NDRM3, the bundled and frozen-vector models' weights averaged with the bundled share chosen "
@@ -1729,10 +1729,12 @@ def write_readme_summary(report: Mapping[str, Mapping[str, dict]]) -> None:
 
 
 def render_from_results(work: Path) -> dict:
-    """Rewrite :data:`DOC` from :data:`RESULTS` without recomputing anything; finished
-    experiments' records in ``work`` replace the JSON's."""
+    """Rewrite :data:`DOC` from :data:`RESULTS` without measuring anything; finished experiments'
+    records in ``work`` replace the JSON's, and the targets are judged again from its rows (their
+    labels follow the code's)."""
     payload = json.loads(RESULTS.read_text())
     payload["experiments"] = experiment_records(work, payload)
+    payload["targets"] = target_checks(payload["collections"])
     payload.pop("experiment", None)
     RESULTS.write_text(json.dumps(payload, indent=1, default=str) + "\n")
     DOC.write_text(markdown(payload["collections"], payload["checkpoints"], payload["targets"], payload["experiments"]))
