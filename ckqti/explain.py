@@ -15,7 +15,7 @@ index's document store) and returns an :class:`Explanation`:
   model read, its closest kernel to its best-matching query term (seed paper 004, Fig. 2).
 * A TK or TKL with an explicit channel (``explicit=True``) also reports the score's parts: the
   kernels' or the regions' share, NDRM2's explicit share and the constant of their combination
-  (:attr:`Explanation.parts`); TK's cells then sum to the kernels' score.
+  (:attr:`Explanation.parts`); TK's cells then sum to the kernels' part (the kernel score times its weight).
 * **NDRM1-3**: each query term's contribution ``s(t, d)`` (the score is their sum), and the
   document words that match a query term exactly.
 
@@ -212,15 +212,22 @@ def tk_kernels(reranker: Reranker, q: torch.Tensor, d: torch.Tensor) -> tuple[fl
     def rows(t: torch.Tensor) -> tuple[tuple[float, ...], ...]:
         return tuple(tuple(float(x) for x in row) for row in t[0, :qn])
 
-    view = KernelView(tuple(float(m) for m in e.kernel_mus), rows(e.term_kernel_scores), rows(e.kernel_sums),
+    parts = combined_parts(reranker, "kernels", float(e.kernel_score[0]), e.explicit_score)
+    share = reranker.model.combiner.combination()[0] if parts else 1.0  # the cells sum to the kernels' part
+    view = KernelView(tuple(float(m) for m in e.kernel_mus), rows(e.term_kernel_scores * share), rows(e.kernel_sums),
                       tuple(int(k) for k in e.doc_term_kernel[0, :n]))
-    return float(e.score[0]), view, combined_parts(reranker, "kernels", float(e.kernel_score[0]), e.explicit_score)
+    return float(e.score[0]), view, parts
 
 
 def ndrm_terms(reranker: Reranker, q: torch.Tensor, d: torch.Tensor, length: int) -> tuple[float, tuple[float, ...]]:
+    """Each query token's ``s(t, d)`` (0 for a word the model does not know) and their sum: each
+    distinct term scored once, as :meth:`ckqti.train.rerankers.Reranker.score_ids` does."""
+    ids = q[0].cpu().numpy()
+    terms, at = np.unique(ids, return_inverse=True)
     lengths = torch.tensor([float(length)], device=reranker.device)
-    terms = reranker.model.term_scores(q, d, lengths)[0]  # [Q]
-    return float(terms.sum()), tuple(float(x) for x in terms)
+    scores = reranker.model.term_scores(torch.as_tensor(terms[None], device=reranker.device), d, lengths)[0]  # [T]
+    per_token = np.where(ids > 1, scores.double().cpu().numpy()[at], 0.0)
+    return float(per_token.sum()), tuple(float(x) for x in per_token)
 
 
 def explain_text(reranker: Reranker, query: str, docid: str, text: str) -> Explanation:
@@ -231,8 +238,10 @@ def explain_text(reranker: Reranker, query: str, docid: str, text: str) -> Expla
     if not all_query_tokens:
         raise QueryError(f"query {query!r} has no terms the model reads (empty, or only stopwords)")
     tokens = tuple(reranker.text.spans(text))
+    if why := reranker.over_cap(reranker.query_ids(query)):
+        raise QueryError(why)
     q, d = _tensors(reranker, query, text)
-    query_tokens = all_query_tokens[: reranker.max_query_length]
+    query_tokens = all_query_tokens[: None if reranker.kind in QTI_KINDS else reranker.max_query_length]
     read = min(len(tokens), reranker.max_doc_length)
     vocab = getattr(reranker.text, "vocab", None)  # WordPiece (IDCM) has no unknown words to name
     unknown = tuple(dict.fromkeys(t for t in query_tokens if vocab is not None and t not in vocab))

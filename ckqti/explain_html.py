@@ -18,8 +18,17 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
+from ckqti.terminal import visible
+
 if TYPE_CHECKING:
     from ckqti.explain import Explanation
+
+
+def shown(text: str) -> str:
+    """Text for the page: HTML-escaped, and its control and bidirectional characters written as
+    escapes (``\\x1b``, ``\\u202e``), as the terminal report shows them: a query or a document
+    cannot reorder what the page shows."""
+    return escape(visible(text))
 
 #: Kernel colours from exact match (mu = 1, red) through 0 (grey) to opposite meaning (blue).
 KERNEL_HEX = ("#d7191c", "#f46d43", "#fdae61", "#fee08b", "#d9ef8b", "#bdbdbd", "#abd9e9", "#74add1", "#4575b4",
@@ -56,11 +65,11 @@ def explanation_html(e: "Explanation") -> str:
     return "\n".join([
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>ckqti explain: {escape(e.docid)}</title>",
+        f"<title>ckqti explain: {shown(e.docid)}</title>",
         f"<style>{CSS}</style></head><body>",
-        f'<h1>Why <code>{escape(e.model_id)}</code> scored <code id="docid">{escape(e.docid)}</code> '
+        f'<h1>Why <code>{escape(e.model_id)}</code> scored <code id="docid">{shown(e.docid)}</code> '
         f'<span id="score" data-score="{e.score!r}">{e.score:.4f}</span></h1>',
-        f'<p>Query: <q id="query">{escape(e.query)}</q> (model tokens: <code>{escape(" ".join(e.query_tokens))}</code>)</p>',
+        f'<p>Query: <q id="query">{shown(e.query)}</q> (model tokens: <code>{escape(" ".join(e.query_tokens))}</code>)</p>',
         f"<p>{read}</p>",
         parts_html(e),
         summary,
@@ -86,14 +95,14 @@ def marked_html(e: "Explanation", marks: list[Mark]) -> str:
     """The escaped document text with non-overlapping marks and the unread tail wrapped."""
     out, pos = [], 0
     for start, end, opening in sorted(marks):
-        out.append(escape(e.text[pos:start]))
+        out.append(shown(e.text[pos:start]))
         name = opening[1:].split(" ", 1)[0].rstrip(">")
-        out.append(f"{opening}{escape(e.text[start:end])}</{name}>")
+        out.append(f"{opening}{shown(e.text[start:end])}</{name}>")
         pos = end
     cut = max(pos, e.unread_from)
-    out.append(escape(e.text[pos:cut]))
+    out.append(shown(e.text[pos:cut]))
     if cut < len(e.text):
-        out.append(f'<span class="unread" title="beyond the model\'s document cap">{escape(e.text[cut:])}</span>')
+        out.append(f'<span class="unread" title="beyond the model\'s document cap">{shown(e.text[cut:])}</span>')
     return "".join(out)
 
 
@@ -122,7 +131,7 @@ def region_summary(e: "Explanation") -> str:
     rows = []
     for r in e.regions:
         extra = "" if e.kind == "tkl" else f"<td>{r.selector_score:.4f}</td><td>{'yes' if r.used else 'no'}</td>"
-        text = escape(e.region_text(r))
+        text = shown(e.region_text(r))
         rows.append(f'<tr class="region-row" data-rank="{r.rank}"><td><a href="#region-{r.rank}">#{r.rank}</a></td>'
                     f"<td>{r.token_start}&ndash;{r.token_end}</td><td>{r.score:.4f}</td>{extra}"
                     f'<td class="term">{text}</td></tr>')

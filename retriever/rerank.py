@@ -92,9 +92,16 @@ class DocumentRows:
 
 def rerank_candidates(
     reranker: Reranker, queries: Mapping[str, str], candidates: Mapping[str, Sequence[str]],
-    texts: Mapping[str, str], batch_size: int = 32, progress: bool = False,
+    texts: Mapping[str, str], batch_size: int = 32, progress: bool = False, skipped: dict[str, str] | None = None,
 ) -> dict[str, list[tuple[str, float]]]:
-    """``qid -> [(docid, score), ...]`` in model order for every query with candidates.
+    """``qid -> [(docid, score), ...]`` in model order for every query with candidates the model
+    can rank; the others, and why (:meth:`Reranker.unreadable`), go into ``skipped`` when given.
+
+    Documents with the same text as the model reads it get one score (a tie broken by docid
+    whatever the batch size). A document of which the model reads nothing it knows (empty, only
+    stopwords, another script) ranks below every document it reads, scored 1 below the lowest of
+    them: a model's score there is an artefact (TKL's and IDCM's missing windows count 0, above
+    any negative window score), and the index holds no posting of it for any query term.
 
     Raises:
         InputError: a candidate without text.
@@ -108,14 +115,28 @@ def rerank_candidates(
     out = {}
     for qid in tqdm([q for q in queries if candidates.get(q)], desc="rerank", unit="q", disable=not progress):
         query = reranker.query_ids(queries[qid])
-        if not len(query):  # no term the model reads (stopwords, other scripts): every score would be 0, the
-            continue  # candidates left in docid order; skipped as the BM25 and index candidates skip it
+        if why := reranker.unreadable(query):  # every score would be equal: the candidates in docid order
+            if skipped is not None:
+                skipped[qid] = why
+            continue
         docs = list(dict.fromkeys(candidates[qid]))
         cache.add(docs)
-        got = [cache.get(d) for d in docs]
-        scores = reranker.score_rows(query, [r for r, _ in got], [n for _, n in got], batch_size)
+        scores = distinct_scores(reranker, query, [cache.get(d) for d in docs], batch_size)
         out[qid] = sorted(zip(docs, scores.tolist()), key=lambda p: (p[1], p[0]), reverse=True)
     return out
+
+
+def distinct_scores(reranker: Reranker, query: np.ndarray, rows: Sequence[tuple[np.ndarray, int]],
+                    batch_size: int) -> np.ndarray:
+    """Scores of ``(ids, length)`` rows, each distinct row scored once, unreadable rows below the rest
+    (see :func:`rerank_candidates`)."""
+    key_of = [(r.tobytes(), n) for r, n in rows]
+    first = dict(zip(reversed(key_of), reversed(range(len(rows)))))  # key -> its first row
+    readable = [i for i in first.values() if reranker.reads(rows[i][0])]
+    scored = dict(zip(readable, reranker.score_rows(query, [rows[i][0] for i in readable],
+                                                    [rows[i][1] for i in readable], batch_size).tolist()))
+    floor = min(scored.values(), default=1.0) - 1.0
+    return np.array([scored.get(first[k], floor) for k in key_of], dtype=np.float64)
 
 
 def corpus_texts(corpus: str | Path, fmt: str | None = None, keep: set[str] | None = None) -> dict[str, str]:
@@ -312,12 +333,12 @@ def rerank(
             raise InputError(f"candidate document {missing[1]!r} of query {missing[0]!r} ({where}) is not in the corpus",
                              corpus)
     started = time.perf_counter()
-    results = rerank_candidates(reranker, queries, cands, texts, batch_size, progress)
+    unread: dict[str, str] = {}
+    results = rerank_candidates(reranker, queries, cands, texts, batch_size, progress, unread)
     seconds = time.perf_counter() - started
     write_run(out, results, f"ckqti-{reranker.kind}" if tag is None else tag)
     skipped = tuple(q for q in queries if q not in results)
-    reasons = {q: refused.get(q) or (f"no candidates from {where}" if not cands.get(q) else
-                                     "no term the model reads") for q in skipped}
+    reasons = {q: refused.get(q) or unread.get(q) or f"no candidates from {where}" for q in skipped}
     pairs = sum(len(r) for r in results.values())
     return RerankStats(len(queries), len(results), skipped, pairs, seconds, reranker.model_id, reranker.kind, where, out,
                        reasons)

@@ -68,8 +68,9 @@ from ckqti.vocab import Vocabulary
 RERANKER_KINDS = ("tk", "tkl", "idcm")
 WEAK_SUPERVISION = ("titles",)
 ALL_KINDS = RERANKER_KINDS + QTI_KINDS
-# Query terms a QTI model reads at inference: every term of any query search takes (it allows 1,024
-# distinct terms, retriever.search.MAX_QUERY_TERMS), so a rerank or explanation scores what the index does.
+# Distinct known query terms a QTI model reads at inference, as search does (retriever.search.MAX_QUERY_TERMS):
+# every occurrence counts (a term twice in a query counts twice, as search weighs it), so a rerank or an
+# explanation scores what the index does; a query with more is refused, as search refuses it.
 QTI_QUERY_TERMS = 1024
 LOSSES = ("margin", "ranknet", "lce")
 SELECTOR_LOSSES = ("lambda", "mse", "kl")  # IDCM stage 3 (ckqti.models.idcm.DISTILLATION_LOSSES; no torch import here)
@@ -201,7 +202,31 @@ class Reranker:
     device: torch.device
 
     def query_ids(self, query: str) -> np.ndarray:
-        return self.text.ids(query, self.max_query_length)
+        """The query's ids as the model reads them: the first ``max_query_length`` tokens, or for a
+        QTI model every token (its score is a sum over them; :data:`QTI_QUERY_TERMS` caps distinct ones)."""
+        return self.text.ids(query, None if self.kind in QTI_KINDS else self.max_query_length)
+
+    def unreadable(self, query: np.ndarray) -> str | None:
+        """Why the model cannot rank documents for ``query`` (ids of :meth:`query_ids`), or None:
+        no token at all (stopwords, other scripts), or no word it knows (every score would be equal:
+        the candidates would come out in docid order), or, for a QTI model, more distinct known terms
+        than :data:`QTI_QUERY_TERMS` (search refuses those too)."""
+        if not len(query):
+            return "no term the model reads"
+        if not self.reads(query):
+            return "no word the model knows"
+        return self.over_cap(query)
+
+    def over_cap(self, query: np.ndarray) -> str | None:
+        """Why a QTI model refuses ``query``'s ids (more distinct known terms than :data:`QTI_QUERY_TERMS`), or None."""
+        if self.kind in QTI_KINDS and (n := len(np.unique(query[query > 1]))) > QTI_QUERY_TERMS:
+            return f"query has {n} distinct known terms; a query may have at most {QTI_QUERY_TERMS}"
+        return None
+
+    def reads(self, ids: np.ndarray) -> bool:
+        """Whether an id row holds anything the model knows: a known word (ids 0 and 1 are padding
+        and unknown words) or, for IDCM's WordPiece, any piece."""
+        return bool(len(ids)) if isinstance(self.text, WordPieceText) else bool((ids > 1).any())
 
     def doc_ids(self, doc: str) -> np.ndarray:
         return self.text.ids(doc, self.max_doc_length)
@@ -211,12 +236,17 @@ class Reranker:
         if not len(docs):
             return np.zeros(0, dtype=np.float64)
         d = pad_rows(docs).to(self.device)  # [B, L]
-        q = pad_rows([query]).to(self.device).expand(d.shape[0], -1)  # [B, Q]
         with torch.no_grad():
-            if self.kind in QTI_KINDS:
+            if self.kind in QTI_KINDS:  # each distinct term scored once, times its occurrences: what the index sums
+                terms, counts = np.unique(query[query > 1], return_counts=True)
+                if not len(terms):  # no known term: no term scores
+                    return np.zeros(len(docs), dtype=np.float64)
+                q = torch.as_tensor(terms[None], device=self.device).expand(d.shape[0], -1)  # [B, T]
                 true = torch.tensor(lengths if lengths is not None else [len(x) for x in docs], dtype=torch.float32)
-                out = self.model(q, d, true.to(self.device))
+                per_term = self.model.term_scores(q, d, true.to(self.device))  # [B, T]
+                out = per_term @ torch.as_tensor(counts, dtype=per_term.dtype, device=self.device)
             else:
+                q = pad_rows([query]).to(self.device).expand(d.shape[0], -1)  # [B, Q]
                 out = self.model(q, d)
         return out.double().cpu().numpy()
 

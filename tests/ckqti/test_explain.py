@@ -13,6 +13,7 @@ import json
 from html.parser import HTMLParser
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -167,6 +168,7 @@ def test_an_explicit_channel_reports_the_parts_of_the_score(setup, kind, own):
         a, _, _ = rr.model.combiner.combination()
         assert a * float(m.kernel_score[0]) == pytest.approx(dict(e.parts)["kernels"], rel=1e-5)
         assert float(m.term_kernel_scores.sum()) == pytest.approx(float(m.kernel_score[0]), rel=1e-4)
+        assert float(np.sum(e.kernels.cells)) == pytest.approx(dict(e.parts)["kernels"], rel=1e-4)  # the table's total
     assert f"score = {own}" in e.render_terminal(color=False)
     assert 'id="parts"' in e.to_html() and 'data-part="explicit (NDRM2)"' in e.to_html()
     plain = explain(setup["query"], "long-1", setup["paths"][kind], corpus=setup["corpus"], device="cpu")
@@ -378,7 +380,7 @@ def test_the_html_page_replaces_only_an_earlier_page_and_is_written_whole(setup,
     explain("gene cells", "long-1", setup["paths"]["tk"], corpus=setup["corpus"], html_out=page, device="cpu")
     assert page.read_bytes() != first  # an earlier page is replaced
     explain("gene \udcff", "long-1", setup["paths"]["tk"], corpus=setup["corpus"], html_out=page, device="cpu")
-    assert b"gene ?" in page.read_bytes()  # undecodable bytes of a query: '?' in the page, not a traceback
+    assert b"gene \\udcff" in page.read_bytes()  # undecodable bytes of a query: an escape in the page, not a traceback
     import ckqti.explain as module
 
     monkeypatch.setattr(module.os, "replace", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left")))
@@ -426,3 +428,14 @@ def test_explain_from_an_index_defaults_to_the_index_model(scifact_index, scifac
     assert default.score == named.score and default.model_id == named.model_id
     with pytest.raises(OptionError, match="model is needed with a corpus"):
         api.explain(first["title"], first["_id"], None, corpus=scifact_small)
+
+
+def test_the_html_page_shows_control_and_bidi_characters_as_escapes(setup):
+    """The terminal report escaped them; the page put a query's or a document's ESC and U+202E
+    (which reorders the text after it) into the page raw."""
+    query = setup["query"] + " \x1b[2J \u202eevil"
+    e = explain(query, "long-1", setup["paths"]["tkl"], corpus=setup["corpus"], device="cpu")
+    e = type(e)(**{**e.__dict__, "text": "\u202e" + e.text + "\x07", "docid": "long\x1b-1"})
+    page = e.to_html()
+    assert not any(c in page for c in "\x1b\u202e\x07")
+    assert "\\x1b[2J \\u202eevil" in page and '<code id="docid">long\\x1b-1</code>' in page and "\\x07" in page

@@ -17,7 +17,7 @@ from ckqti.errors import CkqtiError, InputError
 from ckqti.text import Analyzer
 from ckqti.train.rerankers import TermText, build_model, load_reranker, match_init, save_reranker
 from ckqti.vocab import Vocabulary
-from retriever.rerank import corpus_texts, rerank
+from retriever.rerank import corpus_texts, open_reranker, rerank
 from retriever.runs import read_run, trec_order, write_run
 from retriever.search import Searcher
 
@@ -203,3 +203,63 @@ def test_rerank_reads_a_candidate_index_checksums_once(scifact_index, tk_model, 
     monkeypatch.setattr(retriever.index, "verify_files", lambda d, m: (verified.append(d), real(d, m)))
     rerank(queries, scifact_index, tk_model, tmp_path / "a.trec", depth=5, adapt_vocabulary=True)
     assert verified == [Path(scifact_index)]
+
+
+def test_an_ndrm_rerank_counts_a_term_past_1024_query_tokens_as_search_does(scifact_index, scifact_small, tmp_path):
+    """Search weighs a repeated term by its count and caps distinct terms at 1,024; rerank cut the
+    query at 1,024 tokens, so a term after 1,024 repeats of another scored 0 (helper-25)."""
+    doc = json.loads(scifact_small.read_text().splitlines()[7])
+    index = Searcher(str(scifact_index)).index
+    a, b = sorted(set(Analyzer()(doc["text"])), key=lambda t: (index.df[index.term_ids[t]], t))[:2]  # its rarest
+    query = " ".join([a] * 1030 + [b])
+    (tmp_path / "q.tsv").write_text(f"long\t{query}\n")
+    rerank(tmp_path / "q.tsv", scifact_index, "ndrm2", tmp_path / "run.trec", depth=10)
+    indexed = {h.docid: h.score for h in Searcher(str(scifact_index)).search(query, 10).hits}
+    run = read_run(tmp_path / "run.trec")["long"]
+    assert run.keys() == indexed.keys() and doc["_id"] in run
+    for docid, score in run.items():
+        assert score == pytest.approx(indexed[docid], rel=0.01, abs=0.05)
+    from ckqti import api
+
+    e = api.explain(query, doc["_id"], None, index_path=scifact_index)  # every token read, each repeat counted
+    assert len(e.term_scores) == 1031 and e.query_tokens_cut == 0 and e.score == pytest.approx(run[doc["_id"]], rel=1e-5)
+
+
+def test_queries_the_model_cannot_rank_are_skipped_with_their_reason(scifact_small, scifact_index, tk_model, tmp_path):
+    """A query of only words the model never saw scored every candidate alike and wrote them in
+    docid order; one of more distinct terms than search takes was cut instead of refused."""
+    from retriever.rerank import rerank_candidates
+
+    docids = [json.loads(line)["_id"] for line in scifact_small.read_text().splitlines()][:6]
+    texts = corpus_texts(scifact_small)
+    many = " ".join(sorted(Searcher(str(scifact_index)).index.term_ids)[2:1100])  # over 1,024 known terms
+    queries = {"oov": "zzzqqq xxyyzz", "stop": "the of", "many": many, "ok": "vitamin deficiency"}
+    candidates = {q: docids for q in queries}
+    for model in (tk_model, "ndrm2"):
+        reranker = open_reranker(model, "cpu", None, scifact_index if model == "ndrm2" else None)
+        skipped: dict[str, str] = {}
+        out = rerank_candidates(reranker, queries, candidates, texts, skipped=skipped)
+        assert skipped["oov"] == "no word the model knows" and skipped["stop"] == "no term the model reads"
+        assert set(out) == {"ok"} | ({"many"} if model != "ndrm2" else set())  # TK reads its first 30 tokens
+        if model == "ndrm2":
+            assert skipped["many"].startswith("query has ") and "at most 1024" in skipped["many"]
+
+
+def test_unreadable_documents_rank_last_and_identical_texts_tie_by_docid(scifact_small, tk_model):
+    """A TKL scored a document with no word it knows above every real one (its missing windows count
+    0, above negative window scores); identical texts got scores 2e-7 apart by batch padding."""
+    from retriever.rerank import distinct_scores, rerank_candidates
+
+    texts = corpus_texts(scifact_small)
+    real = list(texts)[:5]
+    texts = {**texts, "empty": "", "stop": "the of and", "other": "\u4e2d\u6587 \u0627\u0644", "copy": texts[real[0]]}
+    reranker = load_reranker(tk_model, device="cpu")
+    out = rerank_candidates(reranker, {"q": "vitamin d deficiency"}, {"q": [*real, "empty", "stop", "other", "copy"]},
+                            texts, batch_size=3)["q"]
+    scores = dict(out)
+    assert [d for d, _ in out[-3:]] == ["stop", "other", "empty"]  # tied below the rest, docid order descending
+    assert scores["empty"] == scores["stop"] == min(scores[d] for d in real) - 1.0
+    assert scores["copy"] == scores[real[0]]
+    rows = [(torch.tensor([]).long().numpy(), 0), (reranker.doc_ids(texts[real[1]]), 0)]
+    assert distinct_scores(reranker, reranker.query_ids("vitamin"), rows, 32)[0] < \
+        distinct_scores(reranker, reranker.query_ids("vitamin"), rows, 32)[1]
