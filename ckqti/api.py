@@ -50,9 +50,8 @@ def index(
         raise OptionError("neighbours are for dense latent models; NDRM2 has no latent channel (it stores each "
                           "document's own terms)", ("neighbours",))
     if neighbours is not None and info.get("latent_gate") is not None:
-        raise CkqtiError(f"neighbours are for dense latent models; this model's latent channel is gated at cosine "
-                         f"{info['latent_gate']} and its index stores exactly the pairs the gate opens",
-                         info.get("path") or model)
+        raise OptionError(f"neighbours are for dense latent models; this model's latent channel is gated at cosine "
+                          f"{info['latent_gate']} and its index stores exactly the pairs the gate opens", ("neighbours",))
     impacts = ImpactConfig(batch_size=batch_size, **({} if neighbours is None else {"neighbours": neighbours}))
     # a checkpoint reads text with the analyzer it was trained with (the untrained NDRM2: the default)
     analyzer = Analyzer.from_dict(info["analyzer"]) if info.get("analyzer") else Analyzer()

@@ -39,6 +39,9 @@ class Group(click.Group):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except OptionError as e:  # options that do not apply or combine: a usage error (exit 2), as click's own
+            close_progress_bars()
+            raise click.UsageError(visible(e.as_flags())) from None
         except CkqtiError as e:
             close_progress_bars()
             raise click.ClickException(visible(str(e))) from None
@@ -71,7 +74,7 @@ def index_option(f):
 
 def mode_options(f):
     f = click.option("--model", default=None, help="Refuse an index not built with this model ('ndrm2', 'ndrm2-anserini' or a checkpoint).")(f)
-    f = click.option("--slack", default=1.0, show_default=True, type=float,
+    f = click.option("--slack", default=1.0, show_default=True, type=click.FloatRange(0, 1, min_open=True),
                      help="Anytime mode: factor (0, 1] on the pruning bound; below 1 prunes sooner, approximately.")(f)
     f = click.option("--budget", type=POSITIVE, default=200_000, show_default=True, help="Anytime mode: postings per shard.")(f)
     return click.option(
@@ -113,7 +116,8 @@ def cli() -> None:
 @click.option("--index", "index_path", default=None, type=click.Path(), help="With --append: the index to grow.")
 @click.option("--model", default=None, help="'ndrm2' (untrained, the paper's start), 'ndrm2-anserini' (untrained, BM25 k1 0.9, b 0.4) "
               "or a checkpoint; default: the bundled model (--append: the index's).")
-@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
+@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None,
+              help="Corpus format (default: from the file).")
 @click.option("--orcas", type=click.Path(), default=None, help="docid<TAB>query clicked queries, a leading field.")
 @click.option("--shard-size", type=POSITIVE, default=100_000, show_default=True, help="Documents per shard.")
 @click.option("--batch-size", type=POSITIVE, default=None, help="Documents scored at once (default 32; --append: the index's).")
@@ -223,9 +227,14 @@ def info_lines(info) -> list[str]:
 @channel_option
 def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channel_weights):
     """Search an index with QUERY."""
+    from ckqti.text import non_ascii_readings
+
     query = decoded_argument(query)  # bytes that are not UTF-8 would go into --json as lone surrogates
     searcher = api.open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack)
     res = searcher.search(query, k)
+    if readings := non_ascii_readings(query, searcher.index.analyzer):
+        shown = "; ".join(f"{w} as {' '.join(terms) or 'nothing'}" for w, terms in readings)
+        echo(f"note: the analyzer reads ASCII letters and digits only: {shown}", err=True)
     if res.oov:
         echo(f"note: not in the index vocabulary, skipped: {' '.join(res.oov)}", err=True)
     if res.unweighted:
@@ -243,6 +252,10 @@ def search_json(searcher, res) -> dict:
         doc = searcher.document(h)
         hits.append({"rank": h.rank, "docid": h.docid, "score": h.score, "title": doc["title"]})
     return {"query": res.query, "terms": res.terms, "oov": res.oov, "unweighted": res.unweighted, "hits": hits}
+
+
+def count_queries(n: int) -> str:
+    return f"{n} query" if n == 1 else f"{n} queries"
 
 
 def skipped_reasons(skipped, reasons: dict[str, str], shown: int = 3) -> str:
@@ -295,13 +308,14 @@ def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack,
     """Batch fullrank: search every query and write a TREC run."""
     s = api.run(index_path, queries, out, k, threads, mode, budget, fmt, tag, model, channel_weights, slack)
     if s.skipped:
-        echo(f"note: {len(s.skipped)} queries skipped ({skipped_reasons(s.skipped, s.reasons)})", err=True)
+        echo(f"note: {count_queries(len(s.skipped))} skipped ({skipped_reasons(s.skipped, s.reasons)})", err=True)
     if s.empty:
         why = "; ".join(f"{q}: {r}" for q, r in list(s.empty.items())[:3]) + ("; ..." if len(s.empty) > 3 else "")
-        echo(f"note: {len(s.empty)} queries retrieved nothing ({why})", err=True)
+        echo(f"note: {count_queries(len(s.empty))} retrieved nothing ({why})", err=True)
     if not s.documents:
         echo("note: no query retrieved a document; the run file is empty", err=True)
-    echo(f"{s.searched} queries in {s.seconds:.2f}s ({s.qps:.0f} q/s) -> {out}")
+    echo(f"{s.searched} of {count_queries(s.searched + len(s.skipped))} searched in {s.seconds:.2f}s ({s.qps:.0f} q/s) -> {out}"
+         if s.skipped else f"{count_queries(s.searched)} in {s.seconds:.2f}s ({s.qps:.0f} q/s) -> {out}")
 
 
 @cli.command("eval")
@@ -323,11 +337,11 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level):
 
 @cli.command("train")
 @click.option("--model", "variant", type=click.Choice(["ndrm1", "ndrm2", "ndrm3", "tk", "tkl", "idcm"]), default="ndrm3", show_default=True)
-@click.option("--corpus", required=True, type=click.Path(exists=True), help="Corpus file (TSV, JSONL, TREC, SMART).")
-@click.option("--queries", required=True, type=click.Path(exists=True), help="Queries file.")
-@click.option("--qrels", required=True, type=click.Path(exists=True), help="Training judgements.")
+@click.option("--corpus", required=True, type=click.Path(), help="Corpus file (TSV, JSONL, TREC, SMART).")
+@click.option("--queries", required=True, type=click.Path(), help="Queries file.")
+@click.option("--qrels", required=True, type=click.Path(), help="Training judgements.")
 @click.option("--out", required=True, type=click.Path(), help="Checkpoint to write (best dev epoch).")
-@click.option("--dev-qrels", type=click.Path(exists=True), default=None,
+@click.option("--dev-qrels", type=click.Path(), default=None,
               help="NDRM: dev judgements (else carved from --qrels, as TK, TKL and IDCM always do).")
 @click.option("--dev-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.1, show_default=True, help="Share of training queries held out as dev.")
 @click.option("--epochs", type=POSITIVE, default=10, show_default=True)
@@ -345,7 +359,8 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level):
                    "vectors of the same width start the model [default: skipgram].")
 @click.option("--init", "init", type=click.Choice(["paper", "match"]), default=None,
               help="Initial weights (NDRM, TK, TKL) [default: paper for NDRM, match for TK/TKL].")
-@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
+@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None,
+              help="Corpus format (default: from the file).")
 @click.option("--resume", is_flag=True,
               help="NDRM: continue an interrupted run from <out>.work/state.pt (same settings and data). IDCM reuses "
                    "its finished stages in <out>.work by itself when settings and data match.")
@@ -363,7 +378,7 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level):
 @click.option("--explicit", is_flag=True,
               help="TK/TKL: combine the score with NDRM2's explicit (BM25-like) term matching, as NDRM3 combines its "
                    "channels; the model starts as NDRM2 alone.")
-@click.option("--teacher", type=click.Path(exists=True, dir_okay=False), default=None,
+@click.option("--teacher", type=click.Path(dir_okay=False), default=None,
               help="NDRM/TK/TKL: a teacher's scores ({'scores': {qid: {docid: score}}}, .json or .json.gz) to distil "
                    "listwise beside the ranking loss (training queries only).")
 @click.option("--distill-docs", type=click.IntRange(1), default=8, show_default=True,
@@ -403,7 +418,7 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
 
 
 @cli.command("rerank")
-@click.option("--queries", required=True, type=click.Path(exists=True), help="Queries file (TSV, JSONL, TREC, SMART).")
+@click.option("--queries", required=True, type=click.Path(), help="Queries file (TSV, JSONL, TREC, SMART).")
 @click.option("--candidates", required=True, help="'bm25' (needs --corpus), an index directory, or a TREC run file.")
 @click.option("--model", "model_path", required=True,
               help="Checkpoint (TK, TKL, IDCM or NDRM), or 'ndrm2' / 'ndrm2-anserini' (untrained, on the collection's "
@@ -411,8 +426,9 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
 @click.option("--out", required=True, type=click.Path(),
               help="TREC run file to write (BM25's Lucene index is kept in OUT.work for later runs on the same corpus).")
 @click.option("--depth", type=POSITIVE, default=100, show_default=True, help="Candidates reranked per query.")
-@click.option("--corpus", type=click.Path(exists=True), default=None, help="Corpus for BM25 and document text.")
-@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
+@click.option("--corpus", type=click.Path(), default=None, help="Corpus for BM25 and document text.")
+@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None,
+              help="Corpus format (default: from the file).")
 @click.option("--batch-size", type=POSITIVE, default=32, show_default=True, help="Documents scored at once.")
 @click.option("--device", default=None, help="torch device (default: cuda if available).")
 @click.option("--tag", default=None, help="Run tag, no whitespace (default: ckqti-<kind>).")
@@ -426,9 +442,9 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
     s = api.rerank(queries, candidates, model_path, out, depth, corpus, fmt=fmt, batch_size=batch_size, device=device,
                    tag=tag, max_doc_length=max_doc_length, adapt_vocabulary=adapt_vocabulary)
     if s.skipped:
-        echo(f"note: {len(s.skipped)} queries skipped ({skipped_reasons(s.skipped, s.reasons)})", err=True)
-    echo(f"{s.reranked} queries, {s.pairs} documents reranked by {s.model_id} in {s.seconds:.2f}s "
-               f"({s.ms_per_query:.0f} ms/query) -> {out}")
+        echo(f"note: {count_queries(len(s.skipped))} skipped ({skipped_reasons(s.skipped, s.reasons)})", err=True)
+    echo(f"{count_queries(s.reranked) if s.reranked == s.queries else f'{s.reranked} of {count_queries(s.queries)}'}, "
+         f"{s.pairs} documents reranked by {s.model_id} in {s.seconds:.2f}s ({s.ms_per_query:.0f} ms/query) -> {out}")
 
 
 @cli.command("explain")
@@ -437,11 +453,12 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
 @click.option("--model", "model_path", default=None,
               help="Checkpoint of any kind, or 'ndrm2' / 'ndrm2-anserini' (untrained, on the collection's statistics); "
                    "with --index, default: the index's model.")
-@click.option("--corpus", type=click.Path(exists=True), default=None, help="Corpus file holding DOCID.")
-@click.option("--index", "index_path", type=click.Path(exists=True), default=None,
+@click.option("--corpus", type=click.Path(), default=None, help="Corpus file holding DOCID.")
+@click.option("--index", "index_path", type=click.Path(), default=None,
               help="Or an index holding DOCID (an NDRM model then reads with the index's vocabulary: its score).")
 @click.option("--html", "html_out", type=click.Path(), default=None, help="Also write a self-contained HTML page.")
-@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None)
+@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None,
+              help="Corpus format (default: from the file).")
 @click.option("--color/--no-color", default=None, help="ANSI colours (default: when stdout is a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="JSON output for programs.")
 @click.option("--device", default=None, help="torch device (default: cuda if available).")

@@ -42,11 +42,13 @@ class OptionError(CkqtiError):
         super().__init__(message)
 
     def as_flags(self) -> str:
-        """The message with each named option written as the CLI's flag (``dev_qrels`` -> ``--dev-qrels``)."""
-        if not self.options:
-            return self.message
-        names = "|".join(sorted(map(re.escape, self.options), key=len, reverse=True))
-        return re.sub(rf"\b({names})\b", lambda m: "--" + m.group(1).replace("_", "-"), self.message)
+        """The message with each named option written as the CLI's flag (``dev_qrels`` -> ``--dev-qrels``)
+        where it first appears: a later "model" may be the plain word."""
+        message = self.message
+        for name in sorted(self.options, key=len, reverse=True):
+            message = re.sub(rf"(?<![\w-])({re.escape(name)})\b", lambda m: "--" + m.group(1).replace("_", "-"),
+                             message, count=1)
+        return message
 
 
 class QueryError(CkqtiError):

@@ -88,6 +88,7 @@ class EvalResult:
         unjudged: run queries without judgements (ignored).
         rel_level: the grade from which binary measures count a document relevant.
         per_query: whether :meth:`table` lists the queries.
+        depth: documents in the run's longest ranking of a judged query.
     """
 
     measures: tuple[str, ...]
@@ -97,6 +98,7 @@ class EvalResult:
     unjudged: tuple[str, ...] = ()
     rel_level: int = 1
     per_query: bool = False
+    depth: int = 0
 
     @property
     def num_queries(self) -> int:
@@ -158,6 +160,7 @@ def evaluate(
         unjudged=tuple(str(q) for q in run if str(q) not in judged),
         rel_level=rel_level,
         per_query=per_query,
+        depth=max(map(len, ranked.values()), default=0),
     )
 
 
@@ -328,6 +331,11 @@ class EvalReport:
                 notes.append(f"{name}: judged queries without results (scored 0): {len(r.missing)}")
             if r.unjudged:
                 notes.append(f"{name}: queries without judgements (ignored): {len(r.unjudged)}")
+            longest = max(x.depth for x in self.results)
+            cut = [m for m in r.measures if "@" in m and r.depth < min(longest, int(m.rpartition("@")[2]))]
+            if cut and r.depth:  # a reranked top 10 beside a run of 1,000: AP@100 compares lengths, not rankings
+                notes.append(f"{name}: rankings hold at most {r.depth} documents, the other run's up to {longest}: "
+                             f"{', '.join(cut)} count the rest as not retrieved")
         return notes
 
     def to_dict(self) -> dict:

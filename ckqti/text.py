@@ -102,3 +102,10 @@ class Analyzer:
     @classmethod
     def from_dict(cls, d: dict) -> "Analyzer":
         return cls(stemmer=d["stemmer"], stopwords=d["stopwords"], lowercase=d["lowercase"])
+
+
+def non_ascii_readings(text: str, analyzer: Analyzer) -> list[tuple[str, list[str]]]:
+    """The words of ``text`` (runs of non-whitespace) holding a letter or digit outside ASCII, each
+    with the terms ``analyzer`` reads of it: the analyzer keeps ASCII letters and digits only, so
+    ``résumé`` is read as ``r sum`` and ``日本`` as nothing (what a search note tells the user)."""
+    return [(w, analyzer(w)) for w in dict.fromkeys(text.split()) if any(ord(c) > 127 and c.isalnum() for c in w)]

@@ -294,8 +294,8 @@ def test_run_that_retrieves_nothing_says_so(tmp_path, scifact_index):
     res = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "r.trec")
     assert res.exit_code == 0, res.output
     assert "no query retrieved a document; the run file is empty" in res.stderr
-    assert "note: 1 queries skipped (q1: query 'the' has no searchable terms" in res.stderr
-    assert "note: 1 queries retrieved nothing (q2: not in the index vocabulary: zzzqqq)" in res.stderr
+    assert "note: 1 query skipped (q1: query 'the' has no searchable terms" in res.stderr
+    assert "note: 1 query retrieved nothing (q2: not in the index vocabulary: zzzqqq)" in res.stderr
     assert (tmp_path / "r.trec").read_text() == ""
 
 
@@ -428,3 +428,39 @@ def test_python_dash_m_runs_the_cli_and_the_version_has_one_source():
     res = subprocess.run([sys.executable, "-m", "ckqti", "--version"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == f"ckqti, version {version('ckqti')}" and ckqti.__version__ == version("ckqti")
+
+
+def test_cli_messages_helper_26(tmp_path, scifact_index):
+    """What a day of use found (helper-26): option errors named the plain word too and exited 1 like an
+    input error; a missing file gave exit 2 on some commands and 1 on others; a query's accented words
+    were read as other words without a note; a short run's AP@100 looked like a worse ranking."""
+    from ckqti.errors import OptionError
+
+    assert OptionError("model is needed with a corpus (with an index, the index's model is the default)",
+                       ("model",)).as_flags() == ("--model is needed with a corpus (with an index, the index's model "
+                                                  "is the default)")
+    assert OptionError("negatives > 1 needs loss lce", ("negatives", "loss")).as_flags() == "--negatives > 1 needs --loss lce"
+    gated = invoke("search", "cell", "--index", scifact_index, "--mode", "anytime", "--slack", "0")
+    assert gated.exit_code == 2 and "--slack" in gated.output
+    neighbours = invoke("index", tmp_path / "c.tsv", "--out", tmp_path / "i", "--model", "ndrm2", "--neighbours", 5)
+    assert neighbours.exit_code == 2 and "--neighbours are for dense latent models" in neighbours.output
+    for args in (["rerank", "--queries", tmp_path / "nope.tsv", "--candidates", scifact_index, "--model", "ndrm2",
+                  "--out", tmp_path / "r.trec"],
+                 ["run", "--index", scifact_index, "--queries", tmp_path / "nope.tsv", "--out", tmp_path / "r.trec"],
+                 ["explain", "cell", "D1", "--corpus", tmp_path / "nope.tsv", "--model", "ndrm2"]):
+        res = invoke(*args)
+        assert res.exit_code == 1 and res.output.strip() == f"Error: {tmp_path / 'nope.tsv'}: no such file", args
+    accents = invoke("search", "résumé cell 日本", "--index", scifact_index, "-k", 1)
+    assert "note: the analyzer reads ASCII letters and digits only: résumé as r sum; 日本 as nothing" in accents.stderr
+    assert "analyzer reads" not in invoke("search", "cell", "--index", scifact_index).stderr
+    queries = tmp_path / "q.tsv"
+    queries.write_text("1\tcell growth\n2\tbrain white matter\n")
+    qrels = tmp_path / "qrels.txt"
+    docs = [h.docid for h in api.search("cell growth", scifact_index, k=30).hits]
+    qrels.write_text("".join(f"1 0 {d} 1\n" for d in docs[15:30]) + "2 0 x 1\n")
+    for k in (10, 1000):
+        invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / f"r{k}.trec", "-k", k)
+    short = invoke("eval", tmp_path / "r10.trec", qrels, "--compare", tmp_path / "r1000.trec")
+    assert ("r10.trec: rankings hold at most 10 documents, the other run's up to 63: AP@100, NCG@100, R@100 count "
+            "the rest as not retrieved") in short.output
+    assert "rankings hold" not in invoke("eval", tmp_path / "r1000.trec", qrels).output  # alone: nothing to compare

@@ -158,8 +158,8 @@ def test_cli_rerank_writes_what_the_api_writes(scifact_index, tk_model, queries,
                                    "--model", str(tk_model), "--out", str(tmp_path / "cli.trec"), "--depth", "10"])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "cli.trec").read_text() == (tmp_path / "api.trec").read_text()
-    assert "note: 1 queries skipped (q3: query 'the and of' has no searchable terms" in res.stderr
-    assert "3 queries, 30 documents reranked by tk-" in res.output
+    assert "note: 1 query skipped (q3: query 'the and of' has no searchable terms" in res.stderr
+    assert "3 of 4 queries, 30 documents reranked by tk-" in res.output
     bad = CliRunner().invoke(cli, ["rerank", "--queries", str(queries), "--candidates", "bm25", "--model",
                                    str(tk_model), "--out", str(tmp_path / "x.trec")])
     assert bad.exit_code != 0 and "corpus" in bad.output and "Traceback" not in bad.output
