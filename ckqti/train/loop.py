@@ -13,7 +13,9 @@ without improvement.
 Work files live in ``<out>.work/`` (or ``work_dir``): the Pyserini BM25 index of the corpus,
 ``last.pt`` (the last epoch's model, a checkpoint like ``out``) and ``state.pt`` (model,
 optimizer, torch RNG, epoch, best score, history), both rewritten atomically after every
-epoch. ``resume=True`` continues from ``state.pt``; since each epoch's examples are drawn
+epoch. A new best epoch is written beside ``out`` (``.<out>.best``) and moved onto ``out`` once
+``state.pt`` names it, so a run stopped at any moment can be resumed. ``resume=True`` continues
+from ``state.pt``; since each epoch's examples are drawn
 from a generator seeded by ``(seed, epoch)`` and the torch RNG is saved, a resumed run
 reaches the same weights as an uninterrupted one.
 
@@ -24,6 +26,7 @@ and seeded with ``seed``; skip-gram training uses one gensim worker and the same
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -604,13 +607,16 @@ def fit(
         state.epoch = epoch + 1
         state.history.append({"epoch": epoch + 1, **stats, "dev_ndcg10": dev, "seconds": time.perf_counter() - started})
         epoch_meta = {**meta, "epoch": epoch + 1, "dev_ndcg10": dev, "history": state.history}
-        if dev > state.best:
-            state.best, state.best_epoch, state.since_best = dev, epoch + 1, 0
-            state.best_id = _save_model(paths["out"], model, data, config, epoch_meta).id
+        better = dev > state.best
+        if better:  # written beside the state first, moved to --out once the state names it: a kill in between
+            state.best, state.best_epoch, state.since_best = dev, epoch + 1, 0  # leaves a state --resume can finish
+            state.best_id = _save_model(paths["best"], model, data, config, epoch_meta).id
         else:
             state.since_best += 1
         _save_model(paths["last"], model, data, config, epoch_meta)
         save_state(paths["state"], model, optimizer, state, fp)
+        if better:
+            os.replace(paths["best"], paths["out"])
         if config.progress:
             print(f"epoch {epoch + 1}: loss {stats['loss']:.4f}, dev nDCG@10 {dev:.4f} (best {state.best:.4f} at epoch "
                   f"{state.best_epoch})", flush=True)
@@ -682,7 +688,8 @@ def train(
     meta = {"trained_by": "ckqti train", "config": config.to_dict(), "corpus": Path(corpus).name,
             "documents": len(collection), "train_queries": len(data.train_qids), "dev_queries": len(data.dev_qids),
             "pseudo_queries": len(data.pseudo_qids), "dev_qids": data.dev_qids}
-    paths = {"out": out, "last": work / "last.pt", "state": work / "state.pt"}
+    # the best epoch waits beside --out (one rename from it, whatever folder work is in) until the state names it
+    paths = {"out": out, "best": out.with_name(f".{out.name}.best"), "last": work / "last.pt", "state": work / "state.pt"}
     resuming = resume and paths["state"].is_file()
     cuda = [device.index or 0] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=cuda):
@@ -690,6 +697,8 @@ def train(
         model = build_model(data, config, device, init=not resuming, matrix=init_embeddings)
         optimizer = torch.optim.Adam(parameter_groups(model, config.lr, config.head_lr))
         state = load_state(paths["state"], model, optimizer, fp) if resuming else RunState()
+        if resuming and state.best_id and saved_id(out) != state.best_id and saved_id(paths["best"]) == state.best_id:
+            os.replace(paths["best"], out)  # stopped after saving the state, before moving its best to --out
         if resuming and state.best_id and saved_id(out) != state.best_id:
             raise CkqtiError(f"the best epoch's checkpoint ({state.best_id}, epoch {state.best_epoch}) is no longer at "
                              "--out, and resuming cannot restore it: put it back, or rerun without --resume", out)

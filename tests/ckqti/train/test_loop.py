@@ -1,4 +1,5 @@
 import dataclasses
+import os
 
 import numpy as np
 import pytest
@@ -307,3 +308,27 @@ def test_judgements_that_cannot_train_are_refused_before_bm25(tiny_scifact):
     first = next(iter(tiny_scifact["qrels"]))
     with pytest.raises(InputError, match=f"judged in both the training and the dev qrels \\(first: '{first}'\\)"):
         prepare_data(coll, tiny_scifact["queries"], tiny_scifact["qrels"], CONFIG, dev_qrels=tiny_scifact["qrels"])
+
+
+def test_a_run_stopped_between_saving_its_state_and_its_best_checkpoint_resumes(tmp_path, tiny_scifact, monkeypatch):
+    """The best epoch went to --out before the state was saved: a kill in between left a state naming
+    an older best than --out held, and --resume refused (helper-22). Now the state is saved first and
+    the best moved onto --out after; a stop in between is finished by --resume."""
+    import ckqti.train.loop as loop
+
+    straight = run(tiny_scifact, tmp_path / "a.pt")
+    real = os.replace
+
+    def killed(src, dst):
+        if str(src).endswith(".best"):
+            raise KeyboardInterrupt  # stopped after the state was written, before the best reached --out
+        return real(src, dst)
+
+    monkeypatch.setattr(loop.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run(tiny_scifact, tmp_path / "b.pt", config={"epochs": 1})
+    monkeypatch.setattr(loop.os, "replace", real)
+    assert not (tmp_path / "b.pt").exists() and (tmp_path / ".b.pt.best").is_file()
+    resumed = run(tiny_scifact, tmp_path / "b.pt", config={"epochs": 2}, resume=True)
+    assert [h["dev_ndcg10"] for h in resumed.history] == [h["dev_ndcg10"] for h in straight.history]
+    assert load_checkpoint(tmp_path / "b.pt").id == resumed.model_id and not (tmp_path / ".b.pt.best").exists()
