@@ -113,19 +113,40 @@ def open_shard(directory: Path, name: str) -> Shard:
     seg = read_mapped(d / SEGMENTS_FILE)
     postings = column(read_mapped(d / POSTINGS_FILE), "doc")
     seg_start = column(seg, "start")
-    skips, skip_ptr = build_skips(postings, seg_start)
     seg_impact = column(seg, "impact")
+    seg_ptr = column(read_mapped(d / TERMS_FILE), "seg_ptr")
+    docs = read_mapped(d / DOCS_FILE)
+    check_offsets(d, postings, seg_start, seg_impact, seg_ptr, docs.num_rows)
+    skips, skip_ptr = build_skips(postings, seg_start)
     return Shard(
         name=name,
         postings=postings,
         seg_start=seg_start,
         seg_impact=seg_impact,
-        seg_ptr=column(read_mapped(d / TERMS_FILE), "seg_ptr"),
-        docs=read_mapped(d / DOCS_FILE),
+        seg_ptr=seg_ptr,
+        docs=docs,
         skips=skips,
         skip_ptr=skip_ptr,
         post_impact=posting_impacts(postings, seg_start, seg_impact),
     )
+
+
+def check_offsets(d: Path, postings: np.ndarray, seg_start: np.ndarray, seg_impact: np.ndarray, seg_ptr: np.ndarray,
+                  num_docs: int) -> None:
+    """The bounds the Numba kernels rely on (they do not check them; a damaged file read without
+    checksums, ``verify=False``, crashed the process): offsets that ascend within their arrays and
+    document numbers within the shard's documents.
+
+    Raises:
+        IndexFormatError: naming the file whose offsets do not add up.
+    """
+    if (len(seg_start) == 0 or seg_start[0] != 0 or seg_start[-1] != len(postings) or len(seg_impact) < len(seg_start) - 1
+            or (len(seg_start) > 1 and np.any(np.diff(seg_start) < 0))):
+        raise IndexFormatError("damaged: segment offsets do not cover the postings in order", d / SEGMENTS_FILE)
+    if len(seg_ptr) == 0 or seg_ptr[0] != 0 or seg_ptr[-1] != len(seg_start) - 1 or np.any(np.diff(seg_ptr) < 0):
+        raise IndexFormatError("damaged: list offsets do not cover the segments in order", d / TERMS_FILE)
+    if len(postings) and int(postings.max()) >= num_docs:
+        raise IndexFormatError(f"damaged: a posting names document {int(postings.max())} of {num_docs}", d / POSTINGS_FILE)
 
 
 OPEN_ATTEMPTS = 3  # opens of an index whose manifest an append or compaction replaces meanwhile

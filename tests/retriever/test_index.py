@@ -120,3 +120,28 @@ def test_manifest_read_refuses_a_checksummed_manifest_that_does_not_add_up(tmp_p
             Index(idx)
     good.write(idx)
     assert Manifest.read(idx).to_json() == good.to_json() and Index(idx).num_docs == 600
+
+
+@pytest.mark.parametrize("damage, file, message", [
+    ("start", "segments.arrow", "segment offsets do not cover the postings"),
+    ("seg_ptr", "terms.arrow", "list offsets do not cover the segments"),
+    ("doc", "postings.arrow", "a posting names document"),
+])
+def test_offsets_out_of_bounds_are_refused_unverified_not_a_crash(tmp_path, scifact_index, damage, file, message):
+    """Opened without checksums (verify=False), one flipped byte in a shard's offsets made the Numba
+    kernels read out of bounds: the process died of a segmentation fault (helper-22)."""
+    import numpy as np
+    import pyarrow as pa
+
+    idx = tmp_path / "idx"
+    shutil.copytree(scifact_index, idx)
+    path = idx / "shard-00000" / file
+    table = pa.ipc.open_file(str(path)).read_all()
+    values = table.column(damage).to_numpy().copy()
+    values[len(values) // 2] = np.iinfo(values.dtype).max if damage == "doc" else values[-1] + 10**6
+    damaged = table.set_column(table.schema.get_field_index(damage), damage, pa.array(values, table.schema.field(damage).type))
+    with pa.ipc.new_file(str(path), damaged.schema) as writer:
+        writer.write_table(damaged)
+    with pytest.raises(IndexFormatError, match=message) as info:
+        Index(idx, verify=False)
+    assert str(path) in str(info.value)
