@@ -326,12 +326,12 @@ class EvalReport:
 
     def _notes(self) -> list[str]:
         notes = [f"binary measures (RR, AP, P, R) count grade >= {self.results[0].rel_level} relevant"]
+        longest = max(r.depth for r in self.results)
         for name, r in zip(self.names, self.results):
             if r.missing:
                 notes.append(f"{name}: judged queries without results (scored 0): {len(r.missing)}")
             if r.unjudged:
                 notes.append(f"{name}: queries without judgements (ignored): {len(r.unjudged)}")
-            longest = max(x.depth for x in self.results)
             cut = [m for m in r.measures if "@" in m and r.depth < min(longest, int(m.rpartition("@")[2]))]
             if cut and r.depth:  # a reranked top 10 beside a run of 1,000: AP@100 compares lengths, not rankings
                 notes.append(f"{name}: rankings hold at most {r.depth} documents, the other run's up to {longest}: "

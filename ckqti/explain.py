@@ -158,8 +158,8 @@ def char_span(tokens: tuple[TokenSpan, ...], start: int, end: int) -> tuple[int,
     return tokens[start].start, tokens[end - 1].end
 
 
-def _tensors(reranker: Reranker, query: str, text: str) -> tuple[torch.Tensor, torch.Tensor]:
-    q = torch.as_tensor(reranker.query_ids(query), dtype=torch.long)[None].to(reranker.device)
+def _tensors(reranker: Reranker, query_ids: np.ndarray, text: str) -> tuple[torch.Tensor, torch.Tensor]:
+    q = torch.as_tensor(query_ids, dtype=torch.long)[None].to(reranker.device)
     d = torch.as_tensor(reranker.doc_ids(text), dtype=torch.long)[None].to(reranker.device)
     if d.shape[1] == 0:
         d = torch.zeros(1, 1, dtype=torch.long, device=reranker.device)
@@ -238,9 +238,10 @@ def explain_text(reranker: Reranker, query: str, docid: str, text: str) -> Expla
     if not all_query_tokens:
         raise QueryError(f"query {query!r} has no terms the model reads (empty, or only stopwords)")
     tokens = tuple(reranker.text.spans(text))
-    if why := reranker.over_cap(reranker.query_ids(query)):
+    query_ids = reranker.query_ids(query)
+    if why := reranker.over_cap(query_ids):
         raise QueryError(why)
-    q, d = _tensors(reranker, query, text)
+    q, d = _tensors(reranker, query_ids, text)
     query_tokens = all_query_tokens[: None if reranker.kind in QTI_KINDS else reranker.max_query_length]
     read = min(len(tokens), reranker.max_doc_length)
     vocab = getattr(reranker.text, "vocab", None)  # WordPiece (IDCM) has no unknown words to name

@@ -30,6 +30,7 @@ def shown(text: str) -> str:
     cannot reorder what the page shows."""
     return escape(visible(text))
 
+
 #: Kernel colours from exact match (mu = 1, red) through 0 (grey) to opposite meaning (blue).
 KERNEL_HEX = ("#d7191c", "#f46d43", "#fdae61", "#fee08b", "#d9ef8b", "#bdbdbd", "#abd9e9", "#74add1", "#4575b4",
               "#313695", "#1d1f6b")

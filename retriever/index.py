@@ -141,7 +141,7 @@ def check_offsets(d: Path, postings: np.ndarray, seg_start: np.ndarray, seg_impa
         IndexFormatError: naming the file whose offsets do not add up.
     """
     if (len(seg_start) == 0 or seg_start[0] != 0 or seg_start[-1] != len(postings) or len(seg_impact) < len(seg_start) - 1
-            or (len(seg_start) > 1 and np.any(np.diff(seg_start) < 0))):
+            or np.any(np.diff(seg_start) < 0)):
         raise IndexFormatError("damaged: segment offsets do not cover the postings in order", d / SEGMENTS_FILE)
     if len(seg_ptr) == 0 or seg_ptr[0] != 0 or seg_ptr[-1] != len(seg_start) - 1 or np.any(np.diff(seg_ptr) < 0):
         raise IndexFormatError("damaged: list offsets do not cover the segments in order", d / TERMS_FILE)

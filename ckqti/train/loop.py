@@ -697,11 +697,11 @@ def train(
         model = build_model(data, config, device, init=not resuming, matrix=init_embeddings)
         optimizer = torch.optim.Adam(parameter_groups(model, config.lr, config.head_lr))
         state = load_state(paths["state"], model, optimizer, fp) if resuming else RunState()
-        if resuming and state.best_id and saved_id(out) != state.best_id and saved_id(paths["best"]) == state.best_id:
-            os.replace(paths["best"], out)  # stopped after saving the state, before moving its best to --out
         if resuming and state.best_id and saved_id(out) != state.best_id:
-            raise CkqtiError(f"the best epoch's checkpoint ({state.best_id}, epoch {state.best_epoch}) is no longer at "
-                             "--out, and resuming cannot restore it: put it back, or rerun without --resume", out)
+            if saved_id(paths["best"]) != state.best_id:
+                raise CkqtiError(f"the best epoch's checkpoint ({state.best_id}, epoch {state.best_epoch}) is no longer "
+                                 "at --out, and resuming cannot restore it: put it back, or rerun without --resume", out)
+            os.replace(paths["best"], out)  # stopped after saving the state, before moving its best to --out
         state = fit(model, optimizer, data, config, state, paths, fp, meta, device)
     return TrainResult(out, state.best_id, state.best_epoch, state.best, state.epoch,
                        state.since_best >= config.patience and state.epoch < config.epochs,
