@@ -54,7 +54,10 @@ class Hit:
 
 @dataclass(frozen=True)
 class SearchResult:
-    """Hits of one query plus what was skipped or counted on the way."""
+    """Hits of one query plus what was skipped or counted on the way.
+
+    Hashable (a set member, a dict key) and equal by value like its :class:`Hit` s; its lists
+    are the searcher's own, not to be changed (the hash would no longer match)."""
 
     query: str
     terms: list[str]
@@ -62,6 +65,11 @@ class SearchResult:
     oov: list[str] = field(default_factory=list)
     postings: int = 0
     unweighted: list[str] = field(default_factory=list)  # known terms adding nothing (:meth:`Searcher.unweighted`)
+
+    def __hash__(self) -> int:
+        # the generated hash fails on the list fields: hash what __eq__ compares, lists as tuples
+        return hash((self.query, tuple(self.terms), tuple(self.hits), tuple(self.oov), self.postings,
+                     tuple(self.unweighted)))
 
 
 @dataclass(frozen=True)

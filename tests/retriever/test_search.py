@@ -172,6 +172,19 @@ def test_search_many_equals_search_and_returns_errors_in_place(scifact_index):
             assert r.oov == one.oov and r.postings == one.postings
 
 
+
+def test_results_and_hits_are_hashable_and_equal_by_value(scifact_index):
+    """Users keep hits and whole results in sets and as dict keys: a result's list fields made
+    its generated hash raise TypeError. Equal results hash alike; a different one is a new key."""
+    searcher = Searcher(scifact_index)
+    first, again = searcher.search("cell growth cancer", 5), searcher.search("cell growth cancer", 5)
+    other = searcher.search("diffusion tensor imaging", 5)
+    assert first == again and first is not again and hash(first) == hash(again)
+    assert len({first, again, other}) == 2
+    seen = {first: "a", other: "b"}
+    assert seen[again] == "a" and seen[searcher.search_many(["diffusion tensor imaging"], 5)[0]] == "b"
+    assert len(set(first.hits) | set(again.hits)) == len(first.hits) == 5
+
 def test_scores_are_dequantized_sums_plus_offsets(scifact_index):
     searcher = Searcher(scifact_index)
     res = searcher.search("diffusion tensor imaging of white matter", 5)
