@@ -33,6 +33,10 @@ class IndexFormatError(CkqtiError):
     """A missing, corrupt or mismatched index."""
 
 
+class IndexClosedError(CkqtiError):
+    """An index read after :meth:`retriever.index.Index.close` (its files are no longer mapped)."""
+
+
 class OptionError(CkqtiError):
     """Options that do not apply to the model asked for, or do not combine. ``options`` are the
     keyword arguments the message names; the CLI shows them as its flags (:meth:`as_flags`)."""

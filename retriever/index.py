@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ckqti.errors import IndexFormatError
+from ckqti.errors import IndexClosedError, IndexFormatError
 from ckqti.text import Analyzer
 from indexer.format import (
     DOCS_FILE,
@@ -171,7 +171,8 @@ def collection_idf(df: np.ndarray, num_docs: int) -> np.ndarray:
 
 
 class Index:
-    """A ckqti index opened for search.
+    """A ckqti index opened for search; :meth:`close` (or a ``with`` block) releases its
+    memory-mapped files, else they stay mapped until the object is garbage-collected.
 
     Args:
         path: index directory.
@@ -180,6 +181,7 @@ class Index:
 
     def __init__(self, path: str | Path, verify: bool = True):
         self.path = Path(path)
+        self.closed = False
         for attempt in range(1, OPEN_ATTEMPTS + 1):
             version = manifest_version(self.path)
             try:
@@ -198,9 +200,9 @@ class Index:
         vocab = read_mapped(self.path / self.manifest.vocab_file)
         self.terms: list[str] = vocab.column("term").to_pylist()
         self.term_ids = {t: i for i, t in enumerate(self.terms)}
-        self.df = column(vocab, "df")
-        self.cf = column(vocab, "cf")
-        self.offsets = column(vocab, "offset")
+        self._df = column(vocab, "df")
+        self._cf = column(vocab, "cf")
+        self._offsets = column(vocab, "offset")
         try:
             self.analyzer = Analyzer.from_dict(self.manifest.analyzer)
         except (ValueError, TypeError, AttributeError) as e:
@@ -208,13 +210,54 @@ class Index:
         self.quantizer = Quantizer.from_manifest(self.manifest.quantization, self.manifest.channels)
         self.idf = collection_idf(self.df, self.manifest.collection.get("num_docs", self.manifest.num_docs))
         try:
-            self.shards = [open_shard(self.path, s.name) for s in self.manifest.shards]
+            self._shards = [open_shard(self.path, s.name) for s in self.manifest.shards]
         except ValueError as e:  # unchecked files (verify=False) whose columns do not fit together
             raise IndexFormatError(f"a shard is damaged ({e}); `ckqti info --verify` checks every file",
                                    self.path) from None
         bad = [s.name for s, info in zip(self.shards, self.manifest.shards) if s.num_docs != info.num_docs]
         if bad:
             raise IndexFormatError(f"shard {bad[0]} does not match the manifest", self.path / MANIFEST)
+
+    def close(self) -> None:
+        """Release the memory-mapped files (a second call does nothing): once arrays taken from
+        the index before (a shard's ``postings``) are freed too, its files are unmapped, and may be
+        replaced or deleted on any platform. Reading the shards or the vocabulary's columns
+        afterwards, a search included, raises :class:`ckqti.errors.IndexClosedError`."""
+        self.closed = True
+        empty = np.zeros(0, np.int64)
+        self._shards, self._df, self._cf, self._offsets = [], empty, empty, empty
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _mapped(self, value):
+        """``value`` (read from the mapped files) while the index is open: a closed one raises
+        rather than look like an empty index."""
+        if self.closed:
+            raise IndexClosedError("the index is closed; open it again to search it", self.path)
+        return value
+
+    @property
+    def shards(self) -> list[Shard]:
+        return self._mapped(self._shards)
+
+    @property
+    def df(self) -> np.ndarray:
+        """Document frequency per term id (a view of the vocabulary file)."""
+        return self._mapped(self._df)
+
+    @property
+    def cf(self) -> np.ndarray:
+        return self._mapped(self._cf)
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Per term id, the constant added to every document's score for it, kept out of its postings
+        (a view of the vocabulary file)."""
+        return self._mapped(self._offsets)
 
     def vocabulary(self):
         """The collection's :class:`ckqti.vocab.Vocabulary` as the index holds it (terms, df, cf,

@@ -1,8 +1,11 @@
 """Opening an index: damaged files are one IndexFormatError, and an open that races a writer
 (append, compact) opens the index the writer left."""
 
+import re
 import shutil
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 import retriever.index as index_mod
@@ -145,3 +148,35 @@ def test_offsets_out_of_bounds_are_refused_unverified_not_a_crash(tmp_path, scif
     with pytest.raises(IndexFormatError, match=message) as info:
         Index(idx, verify=False)
     assert str(path) in str(info.value)
+
+
+def mapped_files(directory) -> set[str]:
+    """Files under ``directory`` that this process has memory-mapped now (Linux)."""
+    with open("/proc/self/maps") as f:
+        return {line.split(maxsplit=5)[5].strip() for line in f if str(directory) in line}
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads the process's memory maps (Linux)")
+def test_close_unmaps_the_files_and_a_later_search_is_a_clear_error(tmp_path, scifact_index):
+    """Closing an index (or leaving its ``with`` block) unmaps its files at once, not at garbage
+    collection, so they can be deleted or replaced; searching it afterwards raises IndexClosedError
+    instead of running the Numba kernels over released arrays, and closing twice is harmless."""
+    from ckqti.errors import IndexClosedError
+    from retriever.search import Searcher
+
+    idx = copy_of(scifact_index, tmp_path)
+    with Index(idx) as index:
+        searcher = Searcher(index)
+        assert searcher.search("cancer cells", 5).hits
+        assert any(name.endswith("postings.arrow") for name in mapped_files(idx))
+    assert index.closed and mapped_files(idx) == set()
+    for call in (lambda: searcher.search("cancer cells", 5), lambda: searcher.search_many(["cancer", "cell"]),
+                 lambda: searcher.topk_arrays(np.array([5]), None, 5), lambda: index.df):
+        with pytest.raises(IndexClosedError, match=f"^{re.escape(str(idx))}: the index is closed"):
+            call()
+    index.close()
+    shutil.rmtree(idx)  # replaced by another index at the same path, which opens and searches as the first did
+    shutil.copytree(scifact_index, idx)
+    with Index(idx) as again:
+        assert Searcher(again).search("cancer cells", 5).hits
+
