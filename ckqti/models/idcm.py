@@ -26,6 +26,10 @@ Choices where paper, reference code and this implementation differ:
   :func:`ckqti.models.tkl.split_windows`); the code's formula can drop or add a window.
 * The selector zeroes the embeddings of padding before its convolution, so the kernel scores
   of the last real tokens do not depend on how much padding follows.
+* A document with fewer windows than ``top_k`` counts 0 for each missing score, as the code
+  does (``score[score <= -8900] = 0`` before the weighted sum; SPEC says nothing of short documents). Its score
+  is then the weighted sum of the scores it has, the same alone or in a batch of longer
+  documents, whatever the padding (unlike the code, a window scored exactly 0 is not missing).
 * :meth:`IDCM.forward` always runs the cascade (selector -> ``sample_n`` windows) and is
   differentiable in the cross-encoder and the final weights (the selector gets no gradient
   through the top-k choice); :meth:`IDCM.forward_all_windows` scores every window (training

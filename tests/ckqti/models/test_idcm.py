@@ -119,6 +119,27 @@ def test_padding_invariance():
     torch.testing.assert_close(*all_windows, atol=1e-5, rtol=1e-5)
 
 
+
+def test_a_document_shorter_than_top_k_scores_the_windows_it_has():
+    """Missing top-k slots count 0, as the reference code's: a one-window document scores
+    ``weights[0] * its window's score``, alone, padded, or beside longer documents, also when the
+    weights and scores are negative (0 is not a neutral score there, but it never depends on
+    how many slots or how much padding there are)."""
+    torch.manual_seed(0)
+    model = IDCM(tiny(sample_n=3, top_k=3)).eval()
+    with torch.no_grad():
+        model.top_k_weights.copy_(torch.tensor([0.7, -1.3, 2.1]))
+        model.classifier.bias.fill_(-5.0)  # window scores below 0
+    q, d = random_batch()
+    d[0, 8:] = 0  # one window
+    with torch.no_grad():
+        window = model.explain(q[:1], d[:1, :8]).cross_scores[0, 0]
+        scores = [model(q, d)[0], model(q[:1], d[:1, :8])[0], model(q[:1], nn.functional.pad(d[:1, :8], (0, 90)))[0],
+                  model.forward_all_windows(q, d)[0]]
+    assert window < 0
+    for got in scores:
+        torch.testing.assert_close(got, 0.7 * window, atol=1e-5, rtol=1e-5)
+
 def test_pair_inputs_pack_query_and_window_left():
     model = IDCM(tiny())
     q = torch.tensor([[7, 8, 0, 0]])
