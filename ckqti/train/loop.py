@@ -55,6 +55,7 @@ from ckqti.train.data import (
 from ckqti.train.losses import distill_loss, finite_loss, listwise_loss, ranknet_loss
 from ckqti.train.sampling import Example, sample_epoch
 from ckqti.train.scoring import as_run, score_pairs
+from indexer.format import file_checksum
 
 EMBEDDING_INITS = ("skipgram", "minilm", "random")  # or a checkpoint file (``.pt``): its word vectors
 MODEL_INITS = ("paper", "match")
@@ -243,11 +244,13 @@ BM25_SOURCE = "ckqti-source.json"  # in the BM25 work index: the corpus it was b
 
 
 def bm25_source(corpus: str | Path, fmt: str | None) -> str:
-    """What a kept BM25 index was built from (the corpus file's path, size and modification time,
-    and its format): a run on another corpus, or on this one edited, rebuilds the index."""
-    st = Path(corpus).stat()
-    return json.dumps({"corpus": str(Path(corpus).resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                       "format": fmt}, sort_keys=True)
+    """What a kept BM25 index was built from (the corpus file's path, sha256 and format): a run on
+    another corpus, or on this one edited, rebuilds the index. Its content, not its size and
+    modification time: an edit of the same size within the clock's resolution, or a copy that
+    kept the times (``cp -p``), reused the old index's candidates. Hashing reads the file once
+    more, as training itself does to load it."""
+    return json.dumps({"corpus": str(Path(corpus).resolve()), "sha256": file_checksum(corpus), "format": fmt},
+                      sort_keys=True)
 
 
 def _bm25_search(

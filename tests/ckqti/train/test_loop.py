@@ -332,3 +332,22 @@ def test_a_run_stopped_between_saving_its_state_and_its_best_checkpoint_resumes(
     resumed = run(tiny_scifact, tmp_path / "b.pt", config={"epochs": 2}, resume=True)
     assert [h["dev_ndcg10"] for h in resumed.history] == [h["dev_ndcg10"] for h in straight.history]
     assert load_checkpoint(tmp_path / "b.pt").id == resumed.model_id and not (tmp_path / ".b.pt.best").exists()
+
+
+def test_the_kept_bm25_index_is_stamped_by_the_corpus_content(tmp_path):
+    """A corpus edited in place to the same size, its modification time as before (an edit within
+    the clock's resolution, ``cp -p``), reused the BM25 work index built from the old text: its
+    stamp was the path, size and time. Now its content is: a touch alone keeps the stamp."""
+    from ckqti.train.loop import bm25_source
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "d1", "text": "cell growth"}\n')
+    before = corpus.stat()
+    stamp = bm25_source(corpus, None)
+    corpus.write_text('{"_id": "d1", "text": "cell death!"}\n')
+    os.utime(corpus, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert corpus.stat().st_size == before.st_size and corpus.stat().st_mtime_ns == before.st_mtime_ns
+    assert bm25_source(corpus, None) != stamp
+    edited = bm25_source(corpus, None)
+    os.utime(corpus)
+    assert bm25_source(corpus, None) == edited != bm25_source(corpus, "jsonl")
