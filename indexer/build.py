@@ -81,8 +81,11 @@ def fingerprint(corpus: Path, fmt: str | None, orcas: Path | None, model_info: d
 
 
 def _file_id(path: Path) -> dict:
-    st = path.stat()
-    return {"path": str(path.resolve()), "size": st.st_size, "mtime": st.st_mtime_ns}
+    """An input file by its path and content: its size and modification time stay the same
+    through an edit within the clock's resolution or a copy that keeps the times (``cp -p``), and
+    a resume then mixed impacts of the old text into the new index. Hashing reads the file
+    once more than a resumed build would (whose analyzed corpus is saved)."""
+    return {"path": str(path.resolve()), "sha256": file_checksum(path)}
 
 
 def prepare_workdir(work: Path, fp: str, resume: bool, progress: bool = False) -> None:

@@ -117,6 +117,31 @@ def test_a_damaged_interrupted_build_is_redone_not_a_traceback(tmp_path, scifact
     assert [s.files for s in Manifest.read(out).shards] == [s.files for s in Manifest.read(clean).shards]
 
 
+
+def test_the_resume_fingerprint_reads_the_corpus_content(tmp_path):
+    """A corpus edited to the same size with its old modification time (an edit within the
+    clock's resolution, ``cp -p``) kept the fingerprint of its size and time: the rerun resumed
+    with the old text's analyzed corpus and impacts. Its content now decides; a touch alone does not."""
+    import os
+
+    corpus, orcas = tmp_path / "corpus.jsonl", tmp_path / "orcas.tsv"
+    corpus.write_text('{"_id": "d1", "text": "cell growth"}\n')
+    orcas.write_text("d1\tcell\n")
+    config = build_mod.BuildConfig()
+
+    def fp() -> str:
+        return build_mod.fingerprint(corpus, None, orcas, {"id": "ndrm2"}, config)
+
+    for path, edit in ((corpus, '{"_id": "d1", "text": "cell death!"}\n'), (orcas, "d1\tcall\n")):
+        before, stamp = path.stat(), fp()
+        path.write_text(edit)
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        assert path.stat().st_size == before.st_size and path.stat().st_mtime_ns == before.st_mtime_ns
+        assert fp() != stamp
+        edited = fp()
+        os.utime(path)
+        assert fp() == edited
+
 def test_workdir_notes_what_it_does_with_an_interrupted_build(tmp_path, capsys):
     work = tmp_path / "idx.partial"
     build_mod.prepare_workdir(work, "fp-a", resume=True, progress=True)
