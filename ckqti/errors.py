@@ -33,6 +33,10 @@ class IndexFormatError(CkqtiError):
     """A missing, corrupt or mismatched index."""
 
 
+class DiskFullError(CkqtiError):
+    """No space left on the device (or over quota) while writing a file, which the message names."""
+
+
 class OptionError(CkqtiError):
     """Options that do not apply to the model asked for, or do not combine. ``options`` are the
     keyword arguments the message names; the CLI shows them as its flags (:meth:`as_flags`)."""
