@@ -37,7 +37,8 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ckqti.errors import CkqtiError, IndexFormatError, InputError, QueryError
+from ckqti.errors import CkqtiError, DiskFullError, IndexFormatError, InputError, QueryError
+from ckqti.files import naming_full_disk
 
 _VECTOR_MODULE_OPTION = "--add-modules=jdk.incubator.vector"
 _OPENAI_PLACEHOLDER = "placeholder-not-used-by-ckqti"
@@ -107,7 +108,8 @@ def run_index_collection(
     """Run Anserini's ``IndexCollection`` in a ``java`` subprocess; returns the number of documents indexed.
 
     Raises:
-        IndexFormatError: Java failed; the message carries Anserini's last error line.
+        IndexFormatError: Java failed or left no finished index; the message carries Anserini's last error line.
+        DiskFullError: the disk filled up while Java wrote the index.
     """
     args = [
         str(java_home() / "bin" / "java"),
@@ -127,12 +129,21 @@ def run_index_collection(
         *extra_args,
     ]
     proc = subprocess.run(args, env=java_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = proc.stdout.splitlines()
-    if proc.returncode != 0:
-        errors = [line for line in lines if "ERROR" in line or "Exception" in line] or lines[-1:] or ["no output"]
-        raise IndexFormatError(
-            f"Anserini IndexCollection failed (exit {proc.returncode}): {errors[-1].strip()}", index_dir
-        )
+    return _check_run(proc.returncode, proc.stdout.splitlines(), index_dir)
+
+
+def _check_run(returncode: int, lines: list[str], index_dir: Path) -> int:
+    """The documents indexed by a finished ``IndexCollection`` run, after checking that it finished:
+    Anserini logs an error writing the index (a full disk) yet may exit 0 with its document count,
+    leaving a folder without the commit (``segments_N``) that makes it a Lucene index."""
+    errors = [line for line in lines if "ERROR" in line or "Exception" in line] or lines[-1:] or ["no output"]
+    if any("No space left on device" in line for line in lines):
+        raise DiskFullError(f"no space left on device writing {index_dir}")
+    if returncode != 0:
+        raise IndexFormatError(f"Anserini IndexCollection failed (exit {returncode}): {errors[-1].strip()}", index_dir)
+    if not any(index_dir.glob("segments_*")):
+        raise IndexFormatError(f"Anserini IndexCollection did not finish the index (no segments_* file): "
+                               f"{errors[-1].strip()}", index_dir)
     return _indexed_count(lines, index_dir)
 
 
@@ -152,7 +163,7 @@ def write_json_collection(records: Iterable[dict], path: Path) -> int:
         InputError: a duplicate id (with its line in ``path``) or no document at all.
     """
     seen: set[str] = set()
-    with open(path, "w", encoding="utf-8") as out:
+    with naming_full_disk(path), open(path, "w", encoding="utf-8") as out:
         for line, record in enumerate(records, start=1):
             docid = record["id"]
             if docid in seen:

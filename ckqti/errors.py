@@ -37,6 +37,10 @@ class IndexClosedError(CkqtiError):
     """An index read after :meth:`retriever.index.Index.close` (its files are no longer mapped)."""
 
 
+class DiskFullError(CkqtiError):
+    """No space left on the device (or over quota) while writing a file, which the message names."""
+
+
 class OptionError(CkqtiError):
     """Options that do not apply to the model asked for, or do not combine. ``options`` are the
     keyword arguments the message names; the CLI shows them as its flags (:meth:`as_flags`)."""

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import glob
 import os
+import shutil
+import stat
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from ckqti.errors import DiskFullError
 
 
 @contextmanager
@@ -21,18 +27,47 @@ def replacing(path: Path) -> Iterator[Path]:
     remove_stale(path)
     tmp = path.with_name(f".{path.name}.ckqti-tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
-        yield tmp
+        with naming_full_disk(path):
+            yield tmp
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
 
 
+@contextmanager
+def naming_full_disk(path: Path) -> Iterator[None]:
+    """A full disk (or quota) while the block writes ``path`` raises :class:`DiskFullError`
+    ``"no space left on device writing PATH"`` (the operating system's error names no file)."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(f"{os.strerror(e.errno).lower()} writing {path}") from None
+        raise
+
+
 def remove_stale(path: Path) -> None:
-    """Delete temporary files of ``path`` left by writers that were killed (their process is gone)."""
+    """Delete temporary files (or folders) of ``path`` left by writers that were killed (their
+    process is gone)."""
     for old in path.parent.glob(f".{glob.escape(path.name)}.ckqti-tmp-*"):
         pid = old.name.rsplit("-", 2)[-2]
         if pid.isdigit() and not alive(int(pid)):
-            old.unlink(missing_ok=True)
+            remove_tree(old)
+
+
+def remove_tree(path: Path) -> None:
+    """Delete the folder ``path``, making read-only folders in it writable first where they are this
+    user's (a replaced index whose folders were made read-only); what cannot be deleted stays."""
+    if not path.is_dir() or path.is_symlink():
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return
+    for folder, _, _ in os.walk(path):
+        with contextlib.suppress(OSError):
+            mode = os.lstat(folder).st_mode
+            if not mode & stat.S_IWUSR:
+                os.chmod(folder, mode | stat.S_IWUSR | stat.S_IXUSR)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def alive(pid: int) -> bool:

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from ckqti.errors import InputError
+from ckqti.files import naming_full_disk
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 from indexer.format import DOCS_FILE
@@ -51,11 +52,14 @@ class AnalyzedCorpus:
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        np.save(directory / "offsets.npy", self.offsets)
-        np.save(directory / "tokens.npy", self.tokens)
+        for name, array in (("offsets.npy", self.offsets), ("tokens.npy", self.tokens)):
+            with naming_full_disk(directory / name):
+                np.save(directory / name, array)
         write_documents(directory / DOCS_FILE, self.docs)
-        self.vocab.save(directory / "vocab.json")
-        (directory / "DONE").write_text(json.dumps({"docs": len(self), "clicked": self.clicked}))
+        with naming_full_disk(directory / "vocab.json"):
+            self.vocab.save(directory / "vocab.json")
+        with naming_full_disk(directory / "DONE"):
+            (directory / "DONE").write_text(json.dumps({"docs": len(self), "clicked": self.clicked}))
 
     @classmethod
     def load(cls, directory: Path) -> "AnalyzedCorpus | None":

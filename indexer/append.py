@@ -64,10 +64,11 @@ def writer_lock(index: Path, wait: bool = False):
 
 def remove_strays(index: Path, manifest: Manifest) -> None:
     """Delete what an interrupted append or compaction left: shard directories and vocabulary
-    files the manifest does not name, and work directories."""
+    files the manifest does not name, and work directories. A folder holding a manifest is an
+    index of its own that someone put there, never a leftover: it stays."""
     keep = {s.name for s in manifest.shards} | {manifest.vocab_file}
     for p in index.iterdir():
-        stray_shard = p.is_dir() and _SHARD_RE.match(p.name) and p.name not in keep
+        stray_shard = p.is_dir() and _SHARD_RE.match(p.name) and p.name not in keep and not (p / MANIFEST).exists()
         stray_vocab = p.is_file() and p.name.startswith("vocab") and p.suffix == ".arrow" and p.name not in keep
         work = p.is_dir() and p.name.startswith((".append-", ".compact-"))
         if stray_shard or work:

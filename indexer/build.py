@@ -10,9 +10,6 @@ inputs; a build with other inputs starts over.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import errno
 import hashlib
 import json
 import os
@@ -28,13 +25,14 @@ import numpy as np
 import pyarrow as pa
 from tqdm.auto import tqdm
 
-from ckqti.errors import CkqtiError
-from ckqti.files import replacing
+from ckqti.errors import CkqtiError, DiskFullError
+from ckqti.files import naming_full_disk, replacing
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 from indexer.analyze import AnalyzedCorpus, analyze_corpus
 from indexer.format import FORMAT_VERSION, MANIFEST, VOCAB_FILE, Manifest, ShardInfo, file_checksum, shard_name
 from indexer.impacts import ImpactConfig, ImpactScorer
+from indexer.install import install, recover
 from indexer.locks import exclusive
 from indexer.quantize import Quantizer
 from indexer.shards import ImpactPostings, write_shard, write_table
@@ -103,7 +101,8 @@ def prepare_workdir(work: Path, fp: str, resume: bool, progress: bool = False) -
             note = f"discarding the interrupted build in {work} ({why}): starting over"
             shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(fp)
+    with naming_full_disk(stamp):
+        stamp.write_text(fp)
     if note and progress:
         tqdm.write(f"note: {note}", file=sys.stderr)
 
@@ -308,14 +307,24 @@ def write_prebuilt_index(out: Path, shards: list[ImpactPostings], vocab_size: in
 
 
 def check_build_paths(corpus_path: Path, orcas: Path | None, out: Path, force: bool) -> None:
-    """Refuse a build before any work: a missing corpus or ORCAS file, an existing ``out``
-    without ``force``, and with ``force`` anything but a ckqti index (or an empty directory)
-    there, the working directory or one above it, or an ``out`` holding an input (``force``
-    replaces the whole directory)."""
+    """Refuse a build before any work: a missing corpus or ORCAS file, an ``out`` whose folder is
+    not writable, an ``out`` inside another
+    index (its appends and compactions own that folder), an existing ``out`` without ``force``,
+    and with ``force`` anything but a ckqti index (or an empty directory) there, the working
+    directory or one above it, or an ``out`` holding an input (``force`` replaces the whole
+    directory)."""
     for path, kind in ((corpus_path, "corpus"), (orcas, "ORCAS")):
         if path is not None and not path.is_file():
             why = "is not a regular file (a pipe is read once only; write it to a file first)" if path.exists() else "not found"
             raise CkqtiError(f"{kind} file {why}", path)
+    folder = next(p for p in out.resolve().parents if p.exists())
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CkqtiError(f"cannot be written: its folder {folder} is not writable (a build writes beside "
+                         "the index, then renames it into place)", out)
+    outer = next((p for p in out.resolve().parents if (p / MANIFEST).is_file()), None)
+    if outer is not None:
+        raise CkqtiError(f"is inside the index {outer}, whose appends and compactions would delete it; "
+                         "choose an output outside it", out)
     if not out.exists() and not out.is_symlink():
         return
     if not force:
@@ -329,58 +338,6 @@ def check_build_paths(corpus_path: Path, orcas: Path | None, out: Path, force: b
     for f in (corpus_path, orcas):
         if f is not None and target in f.resolve().parents:
             raise CkqtiError("holds an input file, which --force would delete; choose another output", out)
-
-
-def install(final: Path, out: Path, force: bool) -> None:
-    """Rename the finished index into place; an existing index is replaced only with ``force``, in
-    one atomic exchange of the two directories where the system has it (Linux), while holding the
-    old index's writer lock (an append or compaction of it finishes first)."""
-    if not out.exists():
-        os.replace(final, out)
-        return
-    if not force:
-        raise CkqtiError("output exists; pass --force (Python: force=True) to replace it", out)
-    with old_index_lock(out):
-        if exchange(final, out):
-            shutil.rmtree(final, ignore_errors=True)  # the old index, now at final's name
-            return
-        old = out.with_name(out.name + f".old-{os.getpid()}")  # two renames: a crash between them hides it there
-        os.replace(out, old)
-        os.replace(final, out)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def old_index_lock(out: Path):
-    """The writer lock of the index a build replaces (an append or compaction of it finishes first);
-    none where its folder cannot be written in (read-only: no append or compaction can be writing it)."""
-    from indexer.append import writer_lock
-
-    with contextlib.ExitStack() as stack:
-        try:
-            stack.enter_context(writer_lock(out, wait=True))
-        except OSError as e:
-            if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
-                raise
-        yield
-
-
-_RENAME_EXCHANGE, _AT_FDCWD = 2, -100
-
-
-def exchange(a: Path, b: Path) -> bool:
-    """Swap two existing paths in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``): no moment
-    without either. False where the C library or the filesystem lacks it (then nothing moved)."""
-    try:
-        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-    except (AttributeError, OSError):
-        return False
-    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
-        return False
-    raise OSError(err, os.strerror(err), str(a), None, str(b))
 
 
 def build_lock(out: Path):
@@ -416,12 +373,16 @@ def build_index(
     """
     corpus_path, out = Path(corpus_path), output_path(out)
     orcas = Path(orcas) if orcas else None
+    recover(out)
     check_build_paths(corpus_path, orcas, out, force)
     work = out.with_name(out.name + ".partial")
     with build_lock(out):
         prepare_workdir(work, fingerprint(corpus_path, fmt, orcas, model_info, config), resume, progress)
         try:
             return _build(corpus_path, out, work, model, model_info, config, fmt, orcas, force, progress)
+        except DiskFullError:
+            shutil.rmtree(work / "final", ignore_errors=True)  # no half index; what is finished resumes
+            raise
         except CkqtiError:
             shutil.rmtree(work, ignore_errors=True)  # bad input: nothing worth resuming
             raise

@@ -59,7 +59,6 @@ from indexer.build import (
     fingerprint,
     finish_index,
     fit_quantizer,
-    install,
     prepare_workdir,
     quantized_shard,
     save_npz_atomic,
@@ -68,6 +67,7 @@ from indexer.build import (
 )
 from indexer.format import SHARD_FILES, Manifest, ShardInfo, file_checksum, shard_name
 from indexer.impacts import ImpactConfig, ImpactScorer
+from indexer.install import install, recover
 from indexer.quantize import Quantizer
 from indexer.shards import write_shard
 
@@ -409,6 +409,7 @@ def build_index_ray(
     if model_spec is not None and model_spec not in UNTRAINED and Path(model_spec).is_file():
         model_spec = str(Path(model_spec).resolve())  # workers may run elsewhere than this directory
     inputs = BuildInputs(Path(corpus_path), fmt, Path(orcas) if orcas else None, model_spec, model_info, config)
+    recover(out)
     check_build_paths(inputs.corpus_path, inputs.orcas, out, force)
     if num_workers is not None and num_workers < 1:
         raise CkqtiError("--workers must be >= 1")

@@ -42,6 +42,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ckqti.errors import IndexFormatError
+from ckqti.files import naming_full_disk
+from indexer.install import recover
 
 FORMAT_NAME = "ckqti-index"
 FORMAT_VERSION = 2
@@ -116,13 +118,16 @@ class Manifest:
         """``manifest.json``, with the checksum of its own content (:data:`CHECKSUM_KEY`)."""
         body = asdict(self)
         body[CHECKSUM_KEY] = manifest_digest(body)
-        Path(directory, MANIFEST).write_text(json.dumps(body, indent=2, sort_keys=True))
+        with naming_full_disk(Path(directory, MANIFEST)):
+            Path(directory, MANIFEST).write_text(json.dumps(body, indent=2, sort_keys=True))
 
     @classmethod
     def read(cls, directory: str | Path) -> "Manifest":
         path = Path(directory, MANIFEST)
         if Path(directory).is_file():
             raise IndexFormatError("is a file; an index is a directory", directory)
+        if not Path(directory).exists():
+            recover(Path(directory))  # the old index a killed two-rename --force swap left in OUT.old-PID
         if not Path(directory).is_dir():
             partial = Path(directory).with_name(Path(directory).name + ".partial")
             why = (f"no index here yet: an unfinished build is in {partial}; the same ckqti index command resumes it"

@@ -9,13 +9,14 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
+from ckqti.files import naming_full_disk
 from indexer.format import DOCS_FILE, POSTINGS_FILE, SEGMENTS_FILE, SHARD_FILES, TERMS_FILE, ShardInfo, file_checksum
 
 
 def write_table(path: str | Path, columns: dict[str, np.ndarray | list]) -> None:
     """Write columns as a single-batch Arrow IPC file (so each column mmaps contiguously)."""
     table = pa.table({k: (pa.array(v) if not isinstance(v, pa.Array) else v) for k, v in columns.items()})
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+    with naming_full_disk(path), pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table, max_chunksize=max(table.num_rows, 1))
 
 

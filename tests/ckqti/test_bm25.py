@@ -153,3 +153,36 @@ def test_kept_bm25_index_is_rebuilt_for_another_corpus(tmp_path):
     st = corpus.stat()
     os.utime(corpus, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # an edit within the clock's resolution
     assert sorted(bm25_candidates(corpus, queries, tmp_path / "work", 10)["q"]) == ["b1", "b2"]
+
+
+def anserini_log(monkeypatch, returncode: int, lines: list[str]) -> None:
+    """``java`` replaced by a run that prints ``lines`` and exits ``returncode``, writing no index."""
+
+    def run(args, **kwargs):
+        index_dir = Path(args[args.index("-index") + 1])
+        index_dir.mkdir(parents=True)
+        (index_dir / "_0.fdt").write_text("half")
+        return subprocess.CompletedProcess(args, returncode, stdout="\n".join(lines))
+
+    monkeypatch.setattr(bm25.subprocess, "run", run)
+
+
+def test_a_full_disk_during_indexing_is_named_and_installs_nothing(tmp_path, monkeypatch):
+    """Anserini logs an IOException for a full disk, yet exits 0 with its document count; the
+    folder without segments_N was renamed into place, and every later search said 'not a Lucene
+    index'."""
+    from ckqti.errors import DiskFullError
+
+    log = ["2026-01-01 ERROR [main] index.AbstractIndexer - java.io.IOException: No space left on device",
+           "2026-01-01 INFO  [main] index.AbstractIndexer - indexed:               2"]
+    anserini_log(monkeypatch, 0, log)
+    with pytest.raises(DiskFullError, match=r"^no space left on device writing \S+small.ckqti-tmp-\w+/index$"):
+        bm25.build_bm25_index([("a", "alpha beta"), ("b", "beta gamma")], tmp_path / "small")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_index_without_its_commit_is_not_installed(tmp_path, monkeypatch):
+    anserini_log(monkeypatch, 0, ["2026-01-01 INFO  [main] index.AbstractIndexer - indexed:    2"])
+    with pytest.raises(IndexFormatError, match=r"did not finish the index \(no segments_\* file\)"):
+        bm25.build_bm25_index([("a", "alpha beta"), ("b", "beta gamma")], tmp_path / "small")
+    assert list(tmp_path.iterdir()) == []

@@ -45,3 +45,34 @@ def test_a_killed_writer_s_temporary_file_is_removed_by_the_next_write(tmp_path)
     with replacing(path) as tmp:
         tmp.write_text("whole")
     assert path.read_text() == "whole" and not stale.exists() and live.exists() and other.exists()
+
+
+def test_a_full_disk_names_the_file_being_written(tmp_path):
+    """The operating system's error names no file ('[Errno 28] No space left on device')."""
+    import errno
+
+    from ckqti.errors import DiskFullError
+
+    path = tmp_path / "run.trec"
+    with pytest.raises(DiskFullError, match=rf"^no space left on device writing {path}$"):
+        with replacing(path):
+            raise OSError(errno.ENOSPC, "No space left on device")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_killed_writer_s_temporary_folder_is_removed_even_read_only(tmp_path):
+    """A killed --force install leaves a staged index (or the old one it swapped out) as a hidden
+    folder; the next write of the path removes it, its read-only folders too."""
+    import subprocess
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    path = tmp_path / "idx"
+    stale = tmp_path / f".idx.ckqti-tmp-{gone.pid}-deadbeef"
+    (stale / "shard-00000").mkdir(parents=True)
+    (stale / "shard-00000" / "postings.arrow").write_text("x")
+    for folder in (stale / "shard-00000", stale):
+        folder.chmod(0o555)
+    with replacing(path) as tmp:
+        tmp.write_text("whole")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]

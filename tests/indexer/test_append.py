@@ -488,3 +488,17 @@ def test_an_index_of_the_bundled_model_outlives_the_install_that_built_it(tmp_pa
     manifest.model.update(path=str(tmp_path / "gone.pt"), id="ndrm3-000000000000", content_hash="0" * 64)
     with pytest.raises(CkqtiError, match=r"gone.pt is not there: give that checkpoint \(model id ndrm3-000000000000\)"):
         append_mod.index_model_spec(other, manifest)
+
+
+def test_an_index_nested_in_another_is_refused_and_never_taken_for_a_stray_shard(tmp_path, parts, index_a):
+    """`ckqti index c --out INDEX/shard-00005` built an index there, which the next append to INDEX
+    deleted as a leftover shard. A build inside an index is refused; a folder holding a manifest
+    (an index copied in) is not a stray of an append."""
+    idx = copy_of(index_a, tmp_path)
+    with pytest.raises(CkqtiError, match=r"shard-00005: is inside the index .*idx.*choose an output outside it"):
+        api.index(parts[1], idx / "shard-00005", model="ndrm2", progress=False)
+    assert not (idx / "shard-00005").exists() and not (idx / "shard-00005.partial").exists()
+    shutil.copytree(index_a, idx / "shard-00009")
+    api.append(parts[1], idx, shard_size=100, progress=False)
+    assert Manifest.read(idx / "shard-00009").num_docs == 240
+    assert "shard-00009" not in {s.name for s in Manifest.read(idx).shards}

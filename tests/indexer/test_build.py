@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -273,11 +275,13 @@ def test_force_through_a_symbolic_link_rebuilds_the_index_it_names(tmp_path, sci
 
 
 def test_exchange_swaps_two_directories(tmp_path):
+    from indexer.install import exchange
+
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
     (a / "mark").write_text("a")
-    if not build_mod.exchange(a, b):
+    if not exchange(a, b):
         pytest.skip("no renameat2(RENAME_EXCHANGE) here")
     assert (b / "mark").read_text() == "a" and not (a / "mark").exists()
 
@@ -342,3 +346,116 @@ def test_the_analyzed_pass_keeps_its_orcas_count_for_a_resumed_build(tmp_path):
     assert analyzed.clicked == 2 and analyze_corpus(corpus, Analyzer()).clicked == 0
     analyzed.save(tmp_path / "analyzed")
     assert AnalyzedCorpus.load(tmp_path / "analyzed").clicked == 2
+
+
+NO_ROOT_PERMISSIONS = "--bounding-set=-dac_override,-dac_read_search,-fowner"
+
+
+def as_user(code: str, cwd: Path):
+    """Run ``code`` in a Python subprocess that file permissions bind: root passes them, so as root
+    the process drops the capabilities that let it (``setpriv``)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    prefix = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv: permissions cannot bind")
+        prefix = ["setpriv", NO_ROOT_PERMISSIONS]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.run([*prefix, sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def test_force_replaces_an_index_whose_folders_are_read_only(tmp_path, scifact_small):
+    """Swapping the new index (in OUT.partial/) with the old one moved the old folder into another
+    folder, which needs write permission on the folder itself: a read-only (0555) index could not
+    be replaced ('idx: Permission denied'). Renames now stay within OUT's parent, and the old
+    index's read-only folders are deleted with it."""
+    out = tmp_path / "idx"
+    api.index(scifact_small, out, model="ndrm2", shard_size=10_000, progress=False)
+    for folder in (out, out / "shard-00000"):
+        folder.chmod(0o555)
+    code = (f"from ckqti import api; api.index({str(scifact_small)!r}, 'idx', model='ndrm2', shard_size=200, "
+            "force=True, progress=False)")
+    run = as_user(code, tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert len(Manifest.read(out).shards) > 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
+
+
+def test_an_output_whose_folder_is_read_only_is_named_before_any_work(tmp_path, scifact_small):
+    out = tmp_path / "ro" / "idx"
+    api.index(scifact_small, out, model="ndrm2", progress=False)
+    out.parent.chmod(0o555)
+    try:
+        code = (f"from ckqti import api; api.index({str(scifact_small)!r}, {str(out)!r}, model='ndrm2', "
+                "force=True, progress=False)")
+        run = as_user(code, tmp_path)
+    finally:
+        out.parent.chmod(0o755)
+    assert run.returncode != 0
+    assert f"{out}: cannot be written: its folder {out.parent} is not writable" in run.stderr
+    assert sorted(p.name for p in out.parent.iterdir()) == ["idx"]
+
+
+def test_a_full_disk_is_named_and_leaves_no_half_index(tmp_path, scifact_small, monkeypatch):
+    """The operating system's 'No space left on device' named no file; the build's half-written
+    index (OUT.partial/final) is removed, the finished passes stay to resume."""
+    import errno
+
+    import pyarrow as pa
+
+    out = tmp_path / "idx"
+    real = pa.OSFile
+
+    def full(path, mode="rb"):
+        if "final" in str(path) and "postings" in str(path):
+            raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] No space left on device")
+        return real(path, mode)
+
+    monkeypatch.setattr(pa, "OSFile", full)
+    with pytest.raises(CkqtiError, match=r"^no space left on device writing \S+idx.partial/final/shard-00000/postings"):
+        api.index(scifact_small, out, model="ndrm2", progress=False)
+    assert not out.exists() and not (tmp_path / "idx.partial" / "final").exists()
+    assert (tmp_path / "idx.partial" / "raw").is_dir()
+    monkeypatch.undo()
+    assert api.index(scifact_small, out, model="ndrm2", progress=False).num_docs > 0
+
+
+def dead_pid() -> int:
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_force_without_an_atomic_exchange_leaves_nothing_beside_the_index(tmp_path, scifact_small, monkeypatch):
+    import indexer.install as install_mod
+
+    out = tmp_path / "idx"
+    api.index(scifact_small, out, model="ndrm2", shard_size=10_000, progress=False)
+    monkeypatch.setattr(install_mod, "exchange", lambda a, b: False)
+    m = api.index(scifact_small, out, model="ndrm2", shard_size=200, force=True, progress=False)
+    assert Manifest.read(out).to_json() == m.to_json()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
+
+
+def test_a_swap_killed_between_its_two_renames_is_recovered(tmp_path, scifact_small):
+    """Without an atomic exchange, a kill after OUT -> OUT.old-PID and before the new index's rename
+    left no OUT: the old index, still the committed one, comes back at the next open; once OUT is
+    there again, a dead build's OUT.old-PID (a finished swap's leftover) goes at the next build."""
+    out = tmp_path / "idx"
+    built = api.index(scifact_small, out, model="ndrm2", shard_size=10_000, progress=False)
+    out.rename(tmp_path / f"idx.old-{dead_pid()}")
+    assert Index(out).manifest.to_json() == built.to_json()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
+
+    leftover = tmp_path / f"idx.old-{dead_pid()}"
+    shutil.copytree(out, leftover)
+    leftover.chmod(0o555)
+    api.index(scifact_small, out, model="ndrm2", shard_size=200, force=True, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
