@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -205,15 +206,24 @@ def run(
 
 
 def evaluate(run_path: str | Path, qrels: str | Path, per_query: bool = False, compare: str | Path | None = None,
-             qrels_format: str | None = None, rel_level: int = 1):
+             qrels_format: str | None = None, rel_level: int = 1, measures: Sequence[str] | None = None):
     """Evaluate a TREC run against qrels (and optionally test it against a second run); binary
-    measures (RR, AP, P, R) count a document relevant from grade ``rel_level`` (TREC DL passages: 2)."""
-    from ckqti.evaluate import evaluate_files
+    measures (RR, AP, P, R) count a document relevant from grade ``rel_level`` (TREC DL passages: 2).
+    ``measures``: names such as ``"nDCG@10"`` (see :func:`ckqti.evaluate.parse_measure`); None:
+    :data:`ckqti.evaluate.DEFAULT_MEASURES`."""
+    from ckqti.evaluate import DEFAULT_MEASURES, evaluate_files, parse_measures
 
     rel_level = option_count(rel_level, "rel_level")
-
-    return evaluate_files(run_path, qrels, per_query=per_query, compare=compare, qrels_format=qrels_format,
-                          rel_level=rel_level)
+    if measures is None:
+        measures = DEFAULT_MEASURES
+    if isinstance(measures, str):
+        raise OptionError(f"measures must be a list of names, e.g. {list(DEFAULT_MEASURES[:2])}", ("measures",))
+    try:
+        parse_measures(measures)
+    except InputError as e:
+        raise OptionError(f"measures: {e.message} (default: {','.join(DEFAULT_MEASURES)})", ("measures",)) from None
+    return evaluate_files(run_path, qrels, measures=tuple(measures), per_query=per_query, compare=compare,
+                          qrels_format=qrels_format, rel_level=rel_level)
 
 
 def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path, out: str | Path, *,

@@ -329,10 +329,23 @@ def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack,
                    "(1 best .. 4, -1 not relevant). Default: from the first line (ambiguous 3-column files ask).")
 @click.option("--rel-level", type=POSITIVE, default=1, show_default=True,
               help="Grade from which RR, AP, P and R count a document relevant (TREC DL passages: 2).")
-def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level):
+@click.option("--measures", default=None, metavar="M1,M2,...",
+              help="Comma-separated measures to report: nDCG, RR (MRR), AP (MAP), NCG, P or R, optionally @k "
+                   "[default: nDCG@10,RR@10,AP@100,NCG@100,P@10,R@100].")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object for programs: measures, means, tests (with --compare), per-query values (with --per-query).")
+@click.option("--markdown", is_flag=True, help="Markdown tables.")
+def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, as_json, markdown):
     """Evaluate a TREC RUN against QRELS: nDCG@10, RR@10, AP@100, NCG@100, P@10, R@100 (with --compare,
     paired t-test and Wilcoxon signed-rank test)."""
-    echo(api.evaluate(run, qrels, per_query, compare, qrels_format, rel_level).table())
+    if as_json and markdown:
+        raise click.UsageError("--json and --markdown do not combine")
+    chosen = None if measures is None else [m.strip() for m in measures.split(",") if m.strip()]
+    report = api.evaluate(run, qrels, per_query, compare, qrels_format, rel_level, chosen)
+    if as_json:
+        click.echo(json.dumps(report.to_dict()))
+        return
+    echo(report.table(markdown))
 
 
 @cli.command("train")
