@@ -333,10 +333,12 @@ def serve(
     access_log: bool = False,
     on_ready=None,
     slack: float = 1.0,
+    channel_weights: dict[str, float] | None = None,
 ) -> None:
     """Serve the HTTP search API (:mod:`retriever.service`) over one index until interrupted.
 
     Binds ``host:port`` first (port 0: a free one), then calls ``on_ready(url)``; see docs/SERVE.md.
+    ``channel_weights`` re-weights the index's channels in every search, as :func:`open_searcher`'s.
     """
     from retriever.service import create_app, listen_socket, run_server
 
@@ -346,7 +348,8 @@ def serve(
         raise OptionError("api_key must be a non-empty string without surrounding whitespace, or None", ("api_key",))
     max_k = option_count(max_k, "max_k")
     workers = None if workers is None else option_count(workers, "workers")
-    app = create_app(open_searcher(index_path, mode, budget, model, slack=slack), api_key=api_key, max_k=max_k, workers=workers)
+    searcher = open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack)
+    app = create_app(searcher, api_key=api_key, max_k=max_k, workers=workers)
     try:
         sock = listen_socket(host, port)
     except OSError as e:

@@ -501,7 +501,9 @@ def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, col
 @click.option("--max-k", type=POSITIVE, default=1000, show_default=True, help="Largest k a request may ask for.")
 @click.option("--access-log", is_flag=True, help="Log every request.")
 @mode_options
-def serve_cmd(index_path, port, host, api_key_env, workers, max_k, access_log, mode, budget, slack, model):
+@channel_option
+def serve_cmd(index_path, port, host, api_key_env, workers, max_k, access_log, mode, budget, slack, model,
+              channel_weights):
     """Serve an HTTP JSON search API over one index (docs/SERVE.md)."""
     import os
 
@@ -519,7 +521,8 @@ def serve_cmd(index_path, port, host, api_key_env, workers, max_k, access_log, m
         guard = "API key required" if api_key else "NO API key: anyone who can reach it can use it"
         echo(f"warning: binding {host}, not loopback: the index is reachable from the network ({guard})", err=True)
     api.serve(index_path, host, port, api_key, mode, budget, model, workers, max_k, access_log,
-              on_ready=lambda url: echo(f"serving {index_path} at {url} (Ctrl-C to stop)"), slack=slack)
+              on_ready=lambda url: echo(f"serving {index_path} at {url} (Ctrl-C to stop)"), slack=slack,
+              channel_weights=channel_weights)
 
 
 def main() -> None:
