@@ -453,7 +453,7 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
                adapt_vocabulary):
     """Rerank each query's top --depth candidates with a model; writes a TREC run."""
     s = api.rerank(queries, candidates, model_path, out, depth, corpus, fmt=fmt, batch_size=batch_size, device=device,
-                   tag=tag, max_doc_length=max_doc_length, adapt_vocabulary=adapt_vocabulary)
+                   tag=tag, max_doc_length=max_doc_length, adapt_vocabulary=adapt_vocabulary, progress=True)
     if s.skipped:
         echo(f"note: {count_queries(len(s.skipped))} skipped ({skipped_reasons(s.skipped, s.reasons)})", err=True)
     echo(f"{count_queries(s.reranked) if s.reranked == s.queries else f'{s.reranked} of {count_queries(s.queries)}'}, "

@@ -106,14 +106,14 @@ def rerank_candidates(
     Raises:
         InputError: a candidate without text.
     """
-    from tqdm.auto import tqdm
+    from ckqti.progress import progress_bar
 
     missing = next((d for docs in candidates.values() for d in docs if d not in texts), None)
     if missing is not None:
         raise InputError(f"candidate document {missing!r} is not in the corpus")
     cache = DocumentRows(reranker, texts)
     out = {}
-    for qid in tqdm([q for q in queries if candidates.get(q)], desc="rerank", unit="q", disable=not progress):
+    for qid in progress_bar([q for q in queries if candidates.get(q)], desc="rerank", unit="q", show=progress):
         query = reranker.query_ids(queries[qid])
         if why := reranker.unreadable(query):  # every score would be equal: the candidates in docid order
             if skipped is not None:
