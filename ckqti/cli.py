@@ -73,7 +73,7 @@ def index_option(f):
 
 
 def mode_options(f):
-    f = click.option("--model", default=None, help="Refuse an index not built with this model ('ndrm2', 'ndrm2-anserini' or a checkpoint).")(f)
+    f = click.option("--model", default=None, help="Refuse an index not built with this model ('ndrm2', 'ndrm2-anserini', 'ndrm3-scifact' or a checkpoint).")(f)
     f = click.option("--slack", default=1.0, show_default=True, type=click.FloatRange(0, 1, min_open=True),
                      help="Anytime mode: factor (0, 1] on the pruning bound; below 1 prunes sooner, approximately.")(f)
     f = click.option("--budget", type=POSITIVE, default=200_000, show_default=True, help="Anytime mode: postings per shard.")(f)
@@ -114,8 +114,8 @@ def cli() -> None:
 @click.option("--out", default=None, type=click.Path(), help="Index directory to create (required unless --append).")
 @click.option("--append", "append_to", is_flag=True, help="Add CORPUS to the index --index as new shards.")
 @click.option("--index", "index_path", default=None, type=click.Path(), help="With --append: the index to grow.")
-@click.option("--model", default=None, help="'ndrm2' (untrained, the paper's start), 'ndrm2-anserini' (untrained, BM25 k1 0.9, b 0.4) "
-              "or a checkpoint; default: the bundled model (--append: the index's).")
+@click.option("--model", default=None, help="'ndrm2' (untrained, the paper's start), 'ndrm2-anserini' (untrained, BM25 k1 0.9, b 0.4), "
+              "'ndrm3-scifact' (the bundled model) or a checkpoint; default: the bundled model (--append: the index's).")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None,
               help="Corpus format (default: from the file).")
 @click.option("--orcas", type=click.Path(), default=None, help="docid<TAB>query clicked queries, a leading field.")
@@ -434,8 +434,8 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
 @click.option("--queries", required=True, type=click.Path(), help="Queries file (TSV, JSONL, TREC, SMART).")
 @click.option("--candidates", required=True, help="'bm25' (needs --corpus), an index directory, or a TREC run file.")
 @click.option("--model", "model_path", required=True,
-              help="Checkpoint (TK, TKL, IDCM or NDRM), or 'ndrm2' / 'ndrm2-anserini' (untrained, on the collection's "
-                   "statistics: --corpus's, else the index of --candidates).")
+              help="Checkpoint (TK, TKL, IDCM or NDRM), 'ndrm3-scifact' (the bundled NDRM3), or 'ndrm2' / "
+                   "'ndrm2-anserini' (untrained, on the collection's statistics: --corpus's, else the index of --candidates).")
 @click.option("--out", required=True, type=click.Path(),
               help="TREC run file to write (BM25's Lucene index is kept in OUT.work for later runs on the same corpus).")
 @click.option("--depth", type=POSITIVE, default=100, show_default=True, help="Candidates reranked per query.")
@@ -464,8 +464,8 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
 @click.argument("query")
 @click.argument("docid")
 @click.option("--model", "model_path", default=None,
-              help="Checkpoint of any kind, or 'ndrm2' / 'ndrm2-anserini' (untrained, on the collection's statistics); "
-                   "with --index, default: the index's model.")
+              help="Checkpoint of any kind, 'ndrm3-scifact' (the bundled NDRM3), or 'ndrm2' / 'ndrm2-anserini' "
+                   "(untrained, on the collection's statistics); with --index, default: the index's model.")
 @click.option("--corpus", type=click.Path(), default=None, help="Corpus file holding DOCID.")
 @click.option("--index", "index_path", type=click.Path(), default=None,
               help="Or an index holding DOCID (an NDRM model then reads with the index's vocabulary: its score).")

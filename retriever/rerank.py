@@ -231,12 +231,13 @@ def open_reranker(model_path: str | Path, device: str | None = None, max_doc_len
     ``adapt_kinds``: adapt only checkpoints of these kinds and read the others as trained; None
     adapts every kind and refuses IDCM, whose WordPiece pieces every text shares.
     """
-    from ckqti.models.loading import UNTRAINED
+    from ckqti.models.loading import UNTRAINED, resolve_model
     from ckqti.text import Analyzer
     from ckqti.train.checkpoint import QTI_KINDS, load_checkpoint
     from ckqti.train.rerankers import adapt_reranker, reranker_from_checkpoint, untrained_reranker
 
-    untrained = str(model_path) in UNTRAINED
+    model_path = resolve_model(model_path)  # a short name ('ndrm3-scifact') as its checkpoint
+    untrained = model_path in UNTRAINED
     if adapt_to is None and not untrained:
         return load_reranker(model_path, device, max_doc_length)
     is_index = isinstance(adapt_to, Index) or (adapt_to is not None and Path(adapt_to).is_dir())
@@ -299,11 +300,12 @@ def rerank(
         InputError: unreadable inputs, missing corpus, candidates without text.
         CkqtiError: an unreadable checkpoint.
     """
-    from ckqti.models.loading import UNTRAINED
+    from ckqti.models.loading import UNTRAINED, resolve_model
     from indexer.readers import read_queries
     from retriever.runs import check_run_path, write_run
 
     check_run_path(out, tag)
+    model_path = resolve_model(model_path)  # before any work: a model that is not there, by name or path
     if depth < 1:
         raise InputError(f"depth must be at least 1, got {depth}")
     if str(candidates) != "bm25" and not Path(candidates).exists():

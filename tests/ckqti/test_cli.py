@@ -492,3 +492,39 @@ def test_eval_json_markdown_and_measures(tmp_path):
         assert len(bad.stderr.strip().splitlines()[-1:]) == 1 and "--measures" in bad.stderr
     assert "use nDCG, RR (MRR), AP (MAP), NCG, P or R" in invoke("eval", run, qrels, "--measures", "bogus").stderr
     assert invoke("eval", run, qrels, "--json", "--markdown").exit_code == 2
+
+
+@pytest.mark.skipif(not DEFAULT_CHECKPOINT.is_file(), reason="no bundled NDRM3 checkpoint")
+def test_the_bundled_model_has_a_short_name(tmp_path):
+    """--model ndrm3-scifact is the bundled checkpoint wherever --model is read: index builds what it
+    builds by default, search accepts it, rerank and explain score with it."""
+    corpus = tmp_path / "c.tsv"
+    corpus.write_text("".join(f"d{i}\tcells divide and grow, number {i} of the tissue samples\n" for i in range(30)))
+    named, default = tmp_path / "named", tmp_path / "default"
+    assert invoke("index", corpus, "--out", named, "--model", "ndrm3-scifact").exit_code == 0
+    assert invoke("index", corpus, "--out", default).exit_code == 0
+    assert Manifest.read(named).model == Manifest.read(default).model
+    assert Manifest.read(named).model["path"] == str(DEFAULT_CHECKPOINT)
+    assert invoke("search", "cells", "--index", named, "--model", "ndrm3-scifact").exit_code == 0
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tcells divide\n")
+    res = invoke("rerank", "--queries", queries, "--candidates", named, "--model", "ndrm3-scifact", "--depth", 5,
+                 "--out", tmp_path / "r.trec")
+    assert res.exit_code == 0 and "reranked by ndrm3-" in res.stdout, res.output
+    res = invoke("explain", "cells divide", "d3", "--index", named, "--model", "ndrm3-scifact", "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["model_id"] == Manifest.read(named).model["id"], res.output
+
+
+def test_a_model_neither_a_file_nor_a_name_is_one_line(tmp_path, scifact_index):
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tcells\n")
+    for args in (["index", queries, "--out", tmp_path / "i", "--model", "nosuch"],
+                 ["search", "cells", "--index", scifact_index, "--model", "nosuch"],
+                 ["rerank", "--queries", queries, "--candidates", scifact_index, "--model", "nosuch",
+                  "--out", tmp_path / "r.trec"],
+                 ["explain", "cells", "d1", "--corpus", queries, "--model", "nosuch"]):
+        res = invoke(*args)
+        assert res.exit_code == 1 and res.output.strip().splitlines() == [
+            "Error: nosuch: model not found: neither a file nor one of 'ndrm2', 'ndrm2-anserini', 'ndrm3-scifact' "
+            "(the bundled model) or a checkpoint written by 'ckqti train'"], (args, res.output)
+    assert not (tmp_path / "i").exists() and not (tmp_path / "r.trec").exists()
