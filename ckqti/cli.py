@@ -421,7 +421,7 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
                       term_weights=term_weights, tail_windows=tail_windows, explicit=explicit, teacher=teacher,
                       distill_docs=distill_docs, distill_weight=distill_weight, latent_gate=latent_gate,
                       fixed_bm25=fixed_bm25, frozen_embeddings=frozen_embeddings, selector_loss=selector_loss)
-    except OptionError as e:
+    except OptionError as e:  # raised in the command, not the group: click adds train's usage line
         raise click.UsageError(e.as_flags()) from None
     stage = f" of stage {r.history[-1]['stage']}" if variant == "idcm" else ""
     if r.best_dev_ndcg10 == 0:
@@ -482,7 +482,7 @@ def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, col
     try:
         e = api.explain(query, docid, model_path, corpus, index_path, html_out, fmt=fmt, device=device,
                         adapt_vocabulary=adapt_vocabulary)
-    except OptionError as err:
+    except OptionError as err:  # raised in the command, not the group: click adds explain's usage line
         raise click.UsageError(err.as_flags()) from None
     if as_json:
         click.echo(json.dumps(e.to_dict()))
