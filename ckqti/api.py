@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -205,15 +206,24 @@ def run(
 
 
 def evaluate(run_path: str | Path, qrels: str | Path, per_query: bool = False, compare: str | Path | None = None,
-             qrels_format: str | None = None, rel_level: int = 1):
+             qrels_format: str | None = None, rel_level: int = 1, measures: Sequence[str] | None = None):
     """Evaluate a TREC run against qrels (and optionally test it against a second run); binary
-    measures (RR, AP, P, R) count a document relevant from grade ``rel_level`` (TREC DL passages: 2)."""
-    from ckqti.evaluate import evaluate_files
+    measures (RR, AP, P, R) count a document relevant from grade ``rel_level`` (TREC DL passages: 2).
+    ``measures``: names such as ``"nDCG@10"`` (see :func:`ckqti.evaluate.parse_measure`); None:
+    :data:`ckqti.evaluate.DEFAULT_MEASURES`."""
+    from ckqti.evaluate import DEFAULT_MEASURES, evaluate_files, parse_measures
 
     rel_level = option_count(rel_level, "rel_level")
-
-    return evaluate_files(run_path, qrels, per_query=per_query, compare=compare, qrels_format=qrels_format,
-                          rel_level=rel_level)
+    if measures is None:
+        measures = DEFAULT_MEASURES
+    if isinstance(measures, str):
+        raise OptionError(f"measures must be a list of names, e.g. {list(DEFAULT_MEASURES[:2])}", ("measures",))
+    try:
+        parse_measures(measures)
+    except InputError as e:
+        raise OptionError(f"measures: {e.message} (default: {','.join(DEFAULT_MEASURES)})", ("measures",)) from None
+    return evaluate_files(run_path, qrels, measures=tuple(measures), per_query=per_query, compare=compare,
+                          qrels_format=qrels_format, rel_level=rel_level)
 
 
 def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path, out: str | Path, *,
@@ -306,7 +316,10 @@ def explain(query: str, docid: str, model: str | Path | None, corpus: str | Path
         from indexer.format import Manifest
 
         model = index_model_spec(Path(index_path), Manifest.read(index_path))
+    else:
+        from ckqti.models.loading import resolve_model
 
+        model = resolve_model(model)  # before the corpus is read: a model not there, by name or path
     return explain_score(query, docid, model, corpus, index_path, html_out, **options)
 
 
@@ -323,10 +336,12 @@ def serve(
     access_log: bool = False,
     on_ready=None,
     slack: float = 1.0,
+    channel_weights: dict[str, float] | None = None,
 ) -> None:
     """Serve the HTTP search API (:mod:`retriever.service`) over one index until interrupted.
 
     Binds ``host:port`` first (port 0: a free one), then calls ``on_ready(url)``; see docs/SERVE.md.
+    ``channel_weights`` re-weights the index's channels in every search, as :func:`open_searcher`'s.
     """
     from retriever.service import create_app, listen_socket, run_server
 
@@ -336,7 +351,8 @@ def serve(
         raise OptionError("api_key must be a non-empty string without surrounding whitespace, or None", ("api_key",))
     max_k = option_count(max_k, "max_k")
     workers = None if workers is None else option_count(workers, "workers")
-    app = create_app(open_searcher(index_path, mode, budget, model, slack=slack), api_key=api_key, max_k=max_k, workers=workers)
+    searcher = open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack)
+    app = create_app(searcher, api_key=api_key, max_k=max_k, workers=workers)
     try:
         sock = listen_socket(host, port)
     except OSError as e:

@@ -73,7 +73,7 @@ def index_option(f):
 
 
 def mode_options(f):
-    f = click.option("--model", default=None, help="Refuse an index not built with this model ('ndrm2', 'ndrm2-anserini' or a checkpoint).")(f)
+    f = click.option("--model", default=None, help="Refuse an index not built with this model ('ndrm2', 'ndrm2-anserini', 'ndrm3-scifact' or a checkpoint).")(f)
     f = click.option("--slack", default=1.0, show_default=True, type=click.FloatRange(0, 1, min_open=True),
                      help="Anytime mode: factor (0, 1] on the pruning bound; below 1 prunes sooner, approximately.")(f)
     f = click.option("--budget", type=POSITIVE, default=200_000, show_default=True, help="Anytime mode: postings per shard.")(f)
@@ -114,8 +114,8 @@ def cli() -> None:
 @click.option("--out", default=None, type=click.Path(), help="Index directory to create (required unless --append).")
 @click.option("--append", "append_to", is_flag=True, help="Add CORPUS to the index --index as new shards.")
 @click.option("--index", "index_path", default=None, type=click.Path(), help="With --append: the index to grow.")
-@click.option("--model", default=None, help="'ndrm2' (untrained, the paper's start), 'ndrm2-anserini' (untrained, BM25 k1 0.9, b 0.4) "
-              "or a checkpoint; default: the bundled model (--append: the index's).")
+@click.option("--model", default=None, help="'ndrm2' (untrained, the paper's start), 'ndrm2-anserini' (untrained, BM25 k1 0.9, b 0.4), "
+              "'ndrm3-scifact' (the bundled model) or a checkpoint; default: the bundled model (--append: the index's).")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None,
               help="Corpus format (default: from the file).")
 @click.option("--orcas", type=click.Path(), default=None, help="docid<TAB>query clicked queries, a leading field.")
@@ -329,10 +329,23 @@ def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack,
                    "(1 best .. 4, -1 not relevant). Default: from the first line (ambiguous 3-column files ask).")
 @click.option("--rel-level", type=POSITIVE, default=1, show_default=True,
               help="Grade from which RR, AP, P and R count a document relevant (TREC DL passages: 2).")
-def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level):
+@click.option("--measures", default=None, metavar="M1,M2,...",
+              help="Comma-separated measures to report: nDCG, RR (MRR), AP (MAP), NCG, P or R, optionally @k "
+                   "[default: nDCG@10,RR@10,AP@100,NCG@100,P@10,R@100].")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object for programs: measures, means, tests (with --compare), per-query values (with --per-query).")
+@click.option("--markdown", is_flag=True, help="Markdown tables.")
+def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, as_json, markdown):
     """Evaluate a TREC RUN against QRELS: nDCG@10, RR@10, AP@100, NCG@100, P@10, R@100 (with --compare,
     paired t-test and Wilcoxon signed-rank test)."""
-    echo(api.evaluate(run, qrels, per_query, compare, qrels_format, rel_level).table())
+    if as_json and markdown:
+        raise click.UsageError("--json and --markdown do not combine")
+    chosen = None if measures is None else [m.strip() for m in measures.split(",") if m.strip()]
+    report = api.evaluate(run, qrels, per_query, compare, qrels_format, rel_level, chosen)
+    if as_json:
+        click.echo(json.dumps(report.to_dict()))
+        return
+    echo(report.table(markdown))
 
 
 @cli.command("train")
@@ -408,7 +421,7 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
                       term_weights=term_weights, tail_windows=tail_windows, explicit=explicit, teacher=teacher,
                       distill_docs=distill_docs, distill_weight=distill_weight, latent_gate=latent_gate,
                       fixed_bm25=fixed_bm25, frozen_embeddings=frozen_embeddings, selector_loss=selector_loss)
-    except OptionError as e:
+    except OptionError as e:  # raised in the command, not the group: click adds train's usage line
         raise click.UsageError(e.as_flags()) from None
     stage = f" of stage {r.history[-1]['stage']}" if variant == "idcm" else ""
     if r.best_dev_ndcg10 == 0:
@@ -421,8 +434,8 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
 @click.option("--queries", required=True, type=click.Path(), help="Queries file (TSV, JSONL, TREC, SMART).")
 @click.option("--candidates", required=True, help="'bm25' (needs --corpus), an index directory, or a TREC run file.")
 @click.option("--model", "model_path", required=True,
-              help="Checkpoint (TK, TKL, IDCM or NDRM), or 'ndrm2' / 'ndrm2-anserini' (untrained, on the collection's "
-                   "statistics: --corpus's, else the index of --candidates).")
+              help="Checkpoint (TK, TKL, IDCM or NDRM), 'ndrm3-scifact' (the bundled NDRM3), or 'ndrm2' / "
+                   "'ndrm2-anserini' (untrained, on the collection's statistics: --corpus's, else the index of --candidates).")
 @click.option("--out", required=True, type=click.Path(),
               help="TREC run file to write (BM25's Lucene index is kept in OUT.work for later runs on the same corpus).")
 @click.option("--depth", type=POSITIVE, default=100, show_default=True, help="Candidates reranked per query.")
@@ -440,7 +453,7 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
                adapt_vocabulary):
     """Rerank each query's top --depth candidates with a model; writes a TREC run."""
     s = api.rerank(queries, candidates, model_path, out, depth, corpus, fmt=fmt, batch_size=batch_size, device=device,
-                   tag=tag, max_doc_length=max_doc_length, adapt_vocabulary=adapt_vocabulary)
+                   tag=tag, max_doc_length=max_doc_length, adapt_vocabulary=adapt_vocabulary, progress=True)
     if s.skipped:
         echo(f"note: {count_queries(len(s.skipped))} skipped ({skipped_reasons(s.skipped, s.reasons)})", err=True)
     echo(f"{count_queries(s.reranked) if s.reranked == s.queries else f'{s.reranked} of {count_queries(s.queries)}'}, "
@@ -451,8 +464,8 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
 @click.argument("query")
 @click.argument("docid")
 @click.option("--model", "model_path", default=None,
-              help="Checkpoint of any kind, or 'ndrm2' / 'ndrm2-anserini' (untrained, on the collection's statistics); "
-                   "with --index, default: the index's model.")
+              help="Checkpoint of any kind, 'ndrm3-scifact' (the bundled NDRM3), or 'ndrm2' / 'ndrm2-anserini' "
+                   "(untrained, on the collection's statistics); with --index, default: the index's model.")
 @click.option("--corpus", type=click.Path(), default=None, help="Corpus file holding DOCID.")
 @click.option("--index", "index_path", type=click.Path(), default=None,
               help="Or an index holding DOCID (an NDRM model then reads with the index's vocabulary: its score).")
@@ -469,7 +482,7 @@ def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, col
     try:
         e = api.explain(query, docid, model_path, corpus, index_path, html_out, fmt=fmt, device=device,
                         adapt_vocabulary=adapt_vocabulary)
-    except OptionError as err:
+    except OptionError as err:  # raised in the command, not the group: click adds explain's usage line
         raise click.UsageError(err.as_flags()) from None
     if as_json:
         click.echo(json.dumps(e.to_dict()))
@@ -488,7 +501,9 @@ def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, col
 @click.option("--max-k", type=POSITIVE, default=1000, show_default=True, help="Largest k a request may ask for.")
 @click.option("--access-log", is_flag=True, help="Log every request.")
 @mode_options
-def serve_cmd(index_path, port, host, api_key_env, workers, max_k, access_log, mode, budget, slack, model):
+@channel_option
+def serve_cmd(index_path, port, host, api_key_env, workers, max_k, access_log, mode, budget, slack, model,
+              channel_weights):
     """Serve an HTTP JSON search API over one index (docs/SERVE.md)."""
     import os
 
@@ -506,7 +521,8 @@ def serve_cmd(index_path, port, host, api_key_env, workers, max_k, access_log, m
         guard = "API key required" if api_key else "NO API key: anyone who can reach it can use it"
         echo(f"warning: binding {host}, not loopback: the index is reachable from the network ({guard})", err=True)
     api.serve(index_path, host, port, api_key, mode, budget, model, workers, max_k, access_log,
-              on_ready=lambda url: echo(f"serving {index_path} at {url} (Ctrl-C to stop)"), slack=slack)
+              on_ready=lambda url: echo(f"serving {index_path} at {url} (Ctrl-C to stop)"), slack=slack,
+              channel_weights=channel_weights)
 
 
 def main() -> None:

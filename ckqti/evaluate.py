@@ -63,6 +63,16 @@ def parse_measure(name: str) -> Measure:
     return Measure(family, cutoff, name.strip())
 
 
+def parse_measures(measures: Sequence[str]) -> list[Measure]:
+    """Parse each of ``measures`` (see :func:`parse_measure`); none, or one listed twice, is an error."""
+    parsed = [parse_measure(m) for m in measures]
+    if not parsed:
+        raise InputError("no measure given")
+    if len({(m.family, m.cutoff) for m in parsed}) != len(parsed):
+        raise InputError(f"a measure is listed twice in {list(measures)} (MRR is RR, MAP is AP)")
+    return parsed
+
+
 def ncg_at_k(ranking: Sequence[str], gains: Mapping[str, int], k: int | None) -> float:
     """Normalized cumulative gain: the gain of the top ``k`` retrieved over the ``k`` largest gains judged.
 
@@ -132,9 +142,7 @@ def evaluate(
     Raises:
         InputError: an unknown measure, ``rel_level`` below 1, or qrels without any judgement.
     """
-    parsed = [parse_measure(m) for m in measures]
-    if len({(m.family, m.cutoff) for m in parsed}) != len(parsed):
-        raise InputError(f"a measure is listed twice in {list(measures)} (MRR is RR, MAP is AP)")
+    parsed = parse_measures(measures)
     if rel_level < 1:
         raise InputError(f"rel_level must be at least 1, got {rel_level}")
     judged = {str(q): {str(d): int(g) for d, g in docs.items()} for q, docs in qrels.items() if docs}
@@ -339,21 +347,28 @@ class EvalReport:
         return notes
 
     def to_dict(self) -> dict:
-        """A JSON-ready summary: means per run, and the tests when comparing."""
-        return {
+        """A JSON-ready summary: the measures, means per run, the tests when comparing (a value
+        that is not a number, such as a test's p on fewer than 2 queries, is None), and each run's
+        per-query values (run -> qid -> measure -> value) when the results ask for them."""
+        out = {
+            "measures": list(self.results[0].measures),
             "runs": {n: {"queries": r.num_queries, **r.mean} for n, r in zip(self.names, self.results)},
             "rel_level": self.results[0].rel_level,
             "comparisons": [
                 {
                     "measure": c.measure,
                     **{
-                        t.test: {"statistic": t.statistic, "p": t.p_value, "mean_delta": t.mean_delta, "n": t.n}
+                        t.test: {"statistic": _json_number(t.statistic), "p": _json_number(t.p_value),
+                                 "mean_delta": _json_number(t.mean_delta), "n": t.n}
                         for t in (c.ttest, c.wilcoxon)
                     },
                 }
                 for c in self.comparisons
             ],
         }
+        if any(r.per_query for r in self.results):
+            out["per_query"] = {n: r.by_query for n, r in zip(self.names, self.results)}
+        return out
 
 
 def evaluate_files(
@@ -417,6 +432,11 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]], markdown:
         out.append("|" + "|".join(["-" * (widths[0] + 2)] + ["-" * (w + 1) + ":" for w in widths[1:]]) + "|")
     out.extend(line(r) for r in cells[1:])
     return "\n".join(out)
+
+
+def _json_number(value: float) -> float | None:
+    """``value``, or None where it is not a finite number (JSON has no NaN or infinity)."""
+    return value if math.isfinite(value) else None
 
 
 def _num(value: float, signed: bool = False) -> str:

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from tqdm.auto import tqdm
 
 from ckqti.errors import CkqtiError, IndexFormatError, InputError
+from ckqti.progress import progress_bar
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 from indexer.analyze import AnalyzedCorpus, analyze_corpus
@@ -244,7 +244,7 @@ def _append(index, work, manifest, corpus_path, model_factory, model_info, shard
             index / MANIFEST,
         )
     base, old_offsets = read_vocabulary(index, manifest)
-    bar = tqdm(desc="analyze", unit="doc", disable=not progress)
+    bar = progress_bar(desc="analyze", unit="doc", show=progress)
     new = analyze_corpus(corpus_path, Analyzer.from_dict(manifest.analyzer), fmt=fmt, orcas=orcas, progress=bar)
     bar.close()
     check_docids(index, manifest, new, corpus_path, fmt)
@@ -314,7 +314,7 @@ def score_new_shards(work: Path, corpus: AnalyzedCorpus, scorer: ImpactScorer, q
     """Score, quantize with the index's steps and write the new shards into ``work``;
     returns their manifest entries and the count of clipped impacts."""
     (work / "raw").mkdir()
-    bar = tqdm(total=len(corpus), desc="impacts", unit="doc", disable=not progress)
+    bar = progress_bar(total=len(corpus), desc="impacts", unit="doc", show=progress)
     infos, clipped = [], 0
     for i, (start, stop) in enumerate(shard_ranges(len(corpus), shard_size)):
         raw = work / "raw" / f"{shard_name(first + i)}.npz"

@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 
 from ckqti.errors import CkqtiError, DiskFullError
 from ckqti.files import naming_full_disk, replacing
+from ckqti.progress import progress_bar
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 from indexer.analyze import AnalyzedCorpus, analyze_corpus
@@ -168,7 +169,7 @@ def score_shards(corpus: AnalyzedCorpus, scorer: ImpactScorer, config: BuildConf
     raw.mkdir(exist_ok=True)
     ranges = shard_ranges(len(corpus), config.shard_size)
     done = sum(stop - start for i, (start, stop) in enumerate(ranges) if (raw / f"{shard_name(i)}.npz").is_file())
-    bar = tqdm(total=len(corpus), initial=done, desc="impacts", unit="doc", disable=not progress)
+    bar = progress_bar(total=len(corpus), initial=done, desc="impacts", unit="doc", show=progress)
     top = np.zeros(len(scorer.channels), np.float64)
     for i, (start, stop) in enumerate(ranges):
         top = np.maximum(top, score_shard(corpus, scorer, start, stop, raw / f"{shard_name(i)}.npz", progress=bar))
@@ -413,7 +414,7 @@ def _build(corpus_path, out, work, model, model_info, config, fmt, orcas, force,
     t0 = time.time()
     corpus = AnalyzedCorpus.load(work / "analyzed")
     if corpus is None:
-        bar = tqdm(desc="analyze", unit="doc", disable=not progress)
+        bar = progress_bar(desc="analyze", unit="doc", show=progress)
         corpus = analyze_corpus(corpus_path, config.analyzer, fmt=fmt, orcas=orcas, progress=bar)
         bar.close()
         corpus.save(work / "analyzed")

@@ -45,10 +45,10 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from ckqti.errors import CkqtiError
 from ckqti.models.loading import UNTRAINED
+from ckqti.progress import on_terminal, progress_bar
 from indexer.analyze import AnalyzedCorpus, analyze_corpus
 from indexer.build import (
     BuildConfig,
@@ -306,7 +306,7 @@ def run_pass(udf, kwargs: dict, ranges: list[tuple[int, int]], plan: RayPlan, gp
 
     ctx, log = DataContext.get_current(), logging.getLogger("ray.data")
     bars, level = ctx.enable_progress_bars, log.level
-    ctx.enable_progress_bars = progress
+    ctx.enable_progress_bars = progress and on_terminal()  # Ray Data's bars: on a terminal only, as ours
     log.setLevel(logging.INFO if progress else logging.WARNING)
     try:
         rows = [{"shard": i, "start": a, "stop": b} for i, (a, b) in enumerate(ranges)]
@@ -332,7 +332,7 @@ def analyzed_corpus(work: Path, inputs: BuildInputs, progress: bool) -> Analyzed
     """Pass one, on the driver, saved under ``work/analyzed`` (or read back from an earlier run)."""
     corpus = AnalyzedCorpus.load(work / "analyzed")
     if corpus is None:
-        bar = tqdm(desc="analyze", unit="doc", disable=not progress)
+        bar = progress_bar(desc="analyze", unit="doc", show=progress)
         corpus = analyze_corpus(
             inputs.corpus_path, inputs.config.analyzer, fmt=inputs.fmt, orcas=inputs.orcas, progress=bar
         )

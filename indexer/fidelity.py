@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
+from ckqti.progress import progress_bar
 from indexer.analyze import analyze_corpus
 from indexer.impacts import length_batches, model_device, pad_batch
 
@@ -43,7 +43,7 @@ def exhaustive_term_scores(model, documents: list[np.ndarray], terms: np.ndarray
     t = torch.from_numpy(terms.astype(np.int64)).to(dev)
     out = np.zeros((len(documents), len(terms)), dtype=np.float32)
     batches = list(length_batches([min(len(d), max_len) for d in documents], batch_size))
-    for batch in tqdm(batches, disable=not progress, desc="exhaustive"):
+    for batch in progress_bar(batches, show=progress, desc="exhaustive"):
         ids, lengths = pad_batch([documents[j] for j in batch], max_len, dev)
         out[batch] = model.score_encoded(t, model.encode_documents(ids, lengths)).float().cpu().numpy()
     return out

@@ -106,14 +106,14 @@ def rerank_candidates(
     Raises:
         InputError: a candidate without text.
     """
-    from tqdm.auto import tqdm
+    from ckqti.progress import progress_bar
 
     missing = next((d for docs in candidates.values() for d in docs if d not in texts), None)
     if missing is not None:
         raise InputError(f"candidate document {missing!r} is not in the corpus")
     cache = DocumentRows(reranker, texts)
     out = {}
-    for qid in tqdm([q for q in queries if candidates.get(q)], desc="rerank", unit="q", disable=not progress):
+    for qid in progress_bar([q for q in queries if candidates.get(q)], desc="rerank", unit="q", show=progress):
         query = reranker.query_ids(queries[qid])
         if why := reranker.unreadable(query):  # every score would be equal: the candidates in docid order
             if skipped is not None:
@@ -231,12 +231,13 @@ def open_reranker(model_path: str | Path, device: str | None = None, max_doc_len
     ``adapt_kinds``: adapt only checkpoints of these kinds and read the others as trained; None
     adapts every kind and refuses IDCM, whose WordPiece pieces every text shares.
     """
-    from ckqti.models.loading import UNTRAINED
+    from ckqti.models.loading import UNTRAINED, resolve_model
     from ckqti.text import Analyzer
     from ckqti.train.checkpoint import QTI_KINDS, load_checkpoint
     from ckqti.train.rerankers import adapt_reranker, reranker_from_checkpoint, untrained_reranker
 
-    untrained = str(model_path) in UNTRAINED
+    model_path = resolve_model(model_path)  # a short name ('ndrm3-scifact') as its checkpoint
+    untrained = model_path in UNTRAINED
     if adapt_to is None and not untrained:
         return load_reranker(model_path, device, max_doc_length)
     is_index = isinstance(adapt_to, Index) or (adapt_to is not None and Path(adapt_to).is_dir())
@@ -299,11 +300,12 @@ def rerank(
         InputError: unreadable inputs, missing corpus, candidates without text.
         CkqtiError: an unreadable checkpoint.
     """
-    from ckqti.models.loading import UNTRAINED
+    from ckqti.models.loading import UNTRAINED, resolve_model
     from indexer.readers import read_queries
     from retriever.runs import check_run_path, write_run
 
     check_run_path(out, tag)
+    model_path = resolve_model(model_path)  # before any work: a model that is not there, by name or path
     if depth < 1:
         raise InputError(f"depth must be at least 1, got {depth}")
     if str(candidates) != "bm25" and not Path(candidates).exists():

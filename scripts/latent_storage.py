@@ -35,7 +35,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -44,6 +43,7 @@ if str(ROOT) not in sys.path:
 from ckqti.errors import OptionError  # noqa: E402
 from ckqti.evaluate import evaluate  # noqa: E402
 from ckqti.models.loading import UNTRAINED, load_qti_model  # noqa: E402
+from ckqti.progress import progress_bar  # noqa: E402
 from ckqti.text import Analyzer  # noqa: E402
 from indexer.analyze import analyze_corpus  # noqa: E402
 from indexer.fidelity import top_k_run  # noqa: E402
@@ -78,7 +78,7 @@ def score_documents(model, scorer: ImpactScorer, documents, terms: np.ndarray, b
     sc = Scored(np.zeros((n, t), np.float32), np.zeros((n, t), np.float32), np.zeros((n, t), bool),
                 np.full((n, t), NEVER, np.int32), np.full((n, t), NEVER, np.int32))
     tt = torch.from_numpy(terms).to(scorer.device)
-    for i in tqdm(range(0, n, batch_size), desc="documents"):
+    for i in progress_bar(range(0, n, batch_size), desc="documents"):
         batch = documents[i:i + batch_size]
         ids, lengths = pad_batch(batch, scorer.config.max_doc_terms, scorer.device)
         enc = model.encode_documents(ids, lengths)

@@ -3,8 +3,8 @@
 A model spec is ``"ndrm2"`` (the untrained explicit model: BM25-like, two parameters,
 usable without training, at the paper's start: BM25 with ``k1 = 1, b = 1``),
 ``"ndrm2-anserini"`` (the same started at Anserini's BM25 defaults, ``k1 = 0.9, b = 0.4``;
-:data:`UNTRAINED`), a checkpoint path written by ``ckqti train``, or None for
-the default: the bundled NDRM3 checkpoint when the package ships one, else NDRM2.
+:data:`UNTRAINED`), ``"ndrm3-scifact"`` (the bundled checkpoint, :data:`BUNDLED`), a
+checkpoint path written by ``ckqti train``, or None for the default: the bundled NDRM3 checkpoint when the package ships one, else NDRM2.
 The loader returns a factory ``vocab -> model`` because models are set up for the
 corpus being indexed (NDRM2's idf, embedding rows of new words).
 """
@@ -44,7 +44,27 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
 
 
 UNTRAINED = {"ndrm2": None, "ndrm2-anserini": ANSERINI_BM25}  # spec -> NDRMConfig.bm25_init
-MODEL_SPECS = "'ndrm2', 'ndrm2-anserini' or a checkpoint written by 'ckqti train'"
+BUNDLED = {"ndrm3-scifact": DEFAULT_CHECKPOINT}  # short name -> a checkpoint the package ships
+MODEL_SPECS = "'ndrm2', 'ndrm2-anserini', 'ndrm3-scifact' (the bundled model) or a checkpoint written by 'ckqti train'"
+
+
+def resolve_model(spec: str | Path) -> str:
+    """``spec`` as the loaders read it: an untrained model's name as given, a bundled model's
+    short name (:data:`BUNDLED`) as its checkpoint's path, else a path that must be a file.
+
+    Raises:
+        CkqtiError: neither a file nor a known name, or a bundled model this install lacks.
+    """
+    spec = str(spec)
+    if spec in UNTRAINED:
+        return spec
+    if spec in BUNDLED:
+        if not BUNDLED[spec].is_file():
+            raise CkqtiError(f"the bundled model {spec!r} is not in this install", BUNDLED[spec])
+        return str(BUNDLED[spec])
+    if not Path(spec).is_file():
+        raise CkqtiError(f"model not found: neither a file nor one of {MODEL_SPECS}", spec)
+    return spec
 
 
 def untrained_id(spec: str) -> str:
@@ -68,11 +88,9 @@ def load_qti_model(spec: str | None = None, device: str | None = None):
     dev = pick_device(device)
     if spec is None:
         spec = str(DEFAULT_CHECKPOINT) if DEFAULT_CHECKPOINT.is_file() else "ndrm2"
+    spec = resolve_model(spec)
     if spec in UNTRAINED:
         return untrained_ndrm2(dev, spec)
-    path = Path(spec)
-    if not path.is_file():
-        raise CkqtiError(f"model not found (use {MODEL_SPECS})", path)
     from ckqti.train.checkpoint import load_for_indexing
 
-    return load_for_indexing(path, dev, check_impacts=True)
+    return load_for_indexing(Path(spec), dev, check_impacts=True)

@@ -515,7 +515,7 @@ def run_epoch(
     device: torch.device,
 ) -> dict[str, float]:
     """Train one epoch (0-based ``epoch``); returns its mean loss and example count."""
-    from tqdm.auto import tqdm
+    from ckqti.progress import progress_bar
 
     examples = epoch_examples(data, config, epoch)
     rng = np.random.default_rng([config.seed, epoch, 1])  # the teacher's documents (only drawn with a teacher)
@@ -523,7 +523,7 @@ def run_epoch(
     model.train()
     losses = []
     steps = range(0, len(examples), config.batch_size)
-    bar = tqdm(steps, desc=f"epoch {epoch + 1}/{config.epochs}", unit="step", disable=not config.progress)
+    bar = progress_bar(steps, desc=f"epoch {epoch + 1}/{config.epochs}", unit="step", show=config.progress)
     for start in bar:
         loss = train_step(model, optimizer, examples[start : start + config.batch_size], data, doc_terms, device, config,
                           rng)

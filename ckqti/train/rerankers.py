@@ -814,8 +814,7 @@ def train_epoch(score: ScoreFn | None, loss_fn: LossFn | None, model: nn.Module,
                 config: RerankerTrainConfig, epoch: int, device: torch.device) -> dict[str, float]:
     """One epoch of pairwise steps (``score``) or of a per-batch loss (``loss_fn``, IDCM stage 3),
     plus the teacher's distillation loss when ``data.teacher`` is set (``score`` only)."""
-    from tqdm.auto import tqdm
-
+    from ckqti.progress import progress_bar
     from ckqti.train.losses import distill_loss, finite_loss
 
     rng = np.random.default_rng([config.seed, epoch, 2])  # the teacher's documents (drawn only with a teacher)
@@ -825,7 +824,7 @@ def train_epoch(score: ScoreFn | None, loss_fn: LossFn | None, model: nn.Module,
     starts = list(range(0, len(triples), config.batch_size))[: config.max_steps]
     model.train()
     losses = []
-    for start in tqdm(starts, desc=f"epoch {epoch + 1}", unit="step", disable=not config.progress, leave=False):
+    for start in progress_bar(starts, desc=f"epoch {epoch + 1}", unit="step", show=config.progress, leave=False):
         part = triples[start: start + config.batch_size]
         if listwise:
             q, d = group_batch(data, part, device)

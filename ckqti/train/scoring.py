@@ -66,7 +66,7 @@ def score_pairs(
 
     The model is put in eval mode and run without gradients; its training mode is restored.
     """
-    from tqdm.auto import tqdm
+    from ckqti.progress import progress_bar
 
     device = torch.device(device) if device is not None else next(model.parameters()).device
     askers: dict[int, list[str]] = defaultdict(list)
@@ -82,7 +82,7 @@ def score_pairs(
     try:
         with torch.no_grad():
             starts = range(0, len(order), batch_size)
-            for start in tqdm(starts, desc="scoring", unit="batch", disable=not progress, leave=False):
+            for start in progress_bar(starts, desc="scoring", unit="batch", show=progress, leave=False):
                 chunk = order[start : start + batch_size]
                 for qid, d, s in _score_batch(model, chunk, askers, q_tensors, collection, max_doc_terms, device):
                     result[qid][d] = s

@@ -464,3 +464,67 @@ def test_cli_messages_helper_26(tmp_path, scifact_index):
     assert ("r10.trec: rankings hold at most 10 documents, the other run's up to 63: AP@100, NCG@100, R@100 count "
             "the rest as not retrieved") in short.output
     assert "rankings hold" not in invoke("eval", tmp_path / "r1000.trec", qrels).output  # alone: nothing to compare
+
+
+def test_eval_json_markdown_and_measures(tmp_path):
+    """eval's --json is one object (per-query values with --per-query, the tests with --compare),
+    --markdown the API's markdown table, --measures a subset; an unknown measure is a usage error."""
+    qrels, run, other = tmp_path / "qrels.txt", tmp_path / "a.trec", tmp_path / "b.trec"
+    qrels.write_text("q1 0 d1 1\nq1 0 d2 2\nq2 0 d3 1\nq3 0 d4 1\n")
+    run.write_text("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\nq2 Q0 d9 1 1.0 t\nq3 Q0 d4 1 1.0 t\n")
+    other.write_text("q1 Q0 d2 1 2.0 t\nq2 Q0 d3 1 1.0 t\nq3 Q0 d8 1 1.0 t\n")
+    res = invoke("eval", run, qrels, "--json", "--measures", "nDCG@10, RR@10")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    want = api.evaluate(run, qrels, measures=["nDCG@10", "RR@10"])
+    assert out == json.loads(json.dumps(want.to_dict())) and out["measures"] == ["nDCG@10", "RR@10"]
+    assert set(out["runs"]["a.trec"]) == {"queries", "nDCG@10", "RR@10"} and "per_query" not in out
+    both = json.loads(invoke("eval", run, qrels, "--json", "--per-query", "--compare", other, "--measures", "P@1").stdout)
+    assert both["per_query"]["a.trec"] == {"q1": {"P@1": 1.0}, "q2": {"P@1": 0.0}, "q3": {"P@1": 1.0}}
+    assert both["per_query"]["b.trec"]["q2"] == {"P@1": 1.0}
+    assert [c["measure"] for c in both["comparisons"]] == ["P@1"] and both["comparisons"][0]["t-test"]["n"] == 3
+    md = invoke("eval", run, qrels, "--markdown", "--compare", other)
+    assert md.exit_code == 0 and md.stdout == api.evaluate(run, qrels, compare=other).table(markdown=True) + "\n"
+    assert "| delta (b.trec - a.trec)" in md.stdout
+    for measures in ("nDCG@10,bogus", "P@10,P@10", ","):
+        bad = invoke("eval", run, qrels, "--measures", measures)
+        assert bad.exit_code == 2 and "Traceback" not in bad.output, bad.output
+        assert len(bad.stderr.strip().splitlines()[-1:]) == 1 and "--measures" in bad.stderr
+    assert "use nDCG, RR (MRR), AP (MAP), NCG, P or R" in invoke("eval", run, qrels, "--measures", "bogus").stderr
+    assert invoke("eval", run, qrels, "--json", "--markdown").exit_code == 2
+
+
+@pytest.mark.skipif(not DEFAULT_CHECKPOINT.is_file(), reason="no bundled NDRM3 checkpoint")
+def test_the_bundled_model_has_a_short_name(tmp_path):
+    """--model ndrm3-scifact is the bundled checkpoint wherever --model is read: index builds what it
+    builds by default, search accepts it, rerank and explain score with it."""
+    corpus = tmp_path / "c.tsv"
+    corpus.write_text("".join(f"d{i}\tcells divide and grow, number {i} of the tissue samples\n" for i in range(30)))
+    named, default = tmp_path / "named", tmp_path / "default"
+    assert invoke("index", corpus, "--out", named, "--model", "ndrm3-scifact").exit_code == 0
+    assert invoke("index", corpus, "--out", default).exit_code == 0
+    assert Manifest.read(named).model == Manifest.read(default).model
+    assert Manifest.read(named).model["path"] == str(DEFAULT_CHECKPOINT)
+    assert invoke("search", "cells", "--index", named, "--model", "ndrm3-scifact").exit_code == 0
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tcells divide\n")
+    res = invoke("rerank", "--queries", queries, "--candidates", named, "--model", "ndrm3-scifact", "--depth", 5,
+                 "--out", tmp_path / "r.trec")
+    assert res.exit_code == 0 and "reranked by ndrm3-" in res.stdout, res.output
+    res = invoke("explain", "cells divide", "d3", "--index", named, "--model", "ndrm3-scifact", "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["model_id"] == Manifest.read(named).model["id"], res.output
+
+
+def test_a_model_neither_a_file_nor_a_name_is_one_line(tmp_path, scifact_index):
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tcells\n")
+    for args in (["index", queries, "--out", tmp_path / "i", "--model", "nosuch"],
+                 ["search", "cells", "--index", scifact_index, "--model", "nosuch"],
+                 ["rerank", "--queries", queries, "--candidates", scifact_index, "--model", "nosuch",
+                  "--out", tmp_path / "r.trec"],
+                 ["explain", "cells", "d1", "--corpus", queries, "--model", "nosuch"]):
+        res = invoke(*args)
+        assert res.exit_code == 1 and res.output.strip().splitlines() == [
+            "Error: nosuch: model not found: neither a file nor one of 'ndrm2', 'ndrm2-anserini', 'ndrm3-scifact' "
+            "(the bundled model) or a checkpoint written by 'ckqti train'"], (args, res.output)
+    assert not (tmp_path / "i").exists() and not (tmp_path / "r.trec").exists()

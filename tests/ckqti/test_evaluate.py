@@ -16,7 +16,9 @@ from scipy import stats
 from ckqti.errors import InputError
 from ckqti.evaluate import (
     DEFAULT_MEASURES,
+    EvalReport,
     EvalResult,
+    compare_results,
     evaluate,
     evaluate_files,
     format_table,
@@ -277,3 +279,15 @@ def test_import_starts_no_java_and_no_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_report_dict_is_strict_json_with_per_query_values(tmp_path):
+    """A test on one query has no statistic (NaN), which JSON cannot hold: None there; per-query
+    values come with the report when asked."""
+    qrels = {"q1": {"d1": 1}}
+    a, b = evaluate({"q1": [("d1", 1.0)]}, qrels, ["P@1"], per_query=True), evaluate({"q1": [("d2", 1.0)]}, qrels, ["P@1"])
+    report = EvalReport(("a", "b"), (a, b), compare_results(a, b))
+    out = json.loads(json.dumps(report.to_dict(), allow_nan=False))
+    assert out["comparisons"][0]["t-test"] == {"statistic": None, "p": None, "mean_delta": -1.0, "n": 1}
+    assert out["per_query"] == {"a": {"q1": {"P@1": 1.0}}, "b": {"q1": {"P@1": 0.0}}} and out["measures"] == ["P@1"]
+    assert "per_query" not in EvalReport(("b",), (b,)).to_dict()

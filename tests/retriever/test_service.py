@@ -270,6 +270,25 @@ def test_cli_serve_reads_the_key_from_the_environment_and_warns_off_loopback(mon
         assert res.exit_code != 0 and why in res.output
 
 
+def test_cli_serve_takes_channel_weights_as_search_does(monkeypatch, sample_index):
+    """--channel-weight reaches the served searcher (its scores are search's with the same weights);
+    a channel the index lacks is a one-line error before anything listens."""
+    import retriever.service
+
+    served = []
+    monkeypatch.setattr(retriever.service, "create_app", lambda searcher, **kw: served.append(searcher))
+    monkeypatch.setattr(retriever.service, "listen_socket", lambda host, port: socket.socket())
+    monkeypatch.setattr(retriever.service, "run_server", lambda app, sock, **kw: sock.close())
+    res = CliRunner().invoke(cli, ["serve", "--index", str(sample_index), "--port", "0", "--channel-weight", "idf=2"])
+    assert res.exit_code == 0, res.output
+    query = sample_queries()[0]
+    want = api.search(query, sample_index, k=5, channel_weights={"idf": 2.0})
+    assert [(h.docid, h.score) for h in served[-1].search(query, 5).hits] == [(h.docid, h.score) for h in want.hits]
+    assert list(served[-1].channel_mult) == [2.0]
+    bad = CliRunner().invoke(cli, ["serve", "--index", str(sample_index), "--port", "0", "--channel-weight", "one=2"])
+    assert bad.exit_code == 1 and "the index's channels are ['idf']" in bad.output and len(served) == 1
+
+
 def test_ckqti_serve_runs_and_stops(sample_index):
     env = dict(os.environ, CKQTI_TEST_KEY=KEY)
     cmd = [sys.executable, "-m", "ckqti.cli", "serve", "--index", str(sample_index), "--port", "0",
