@@ -12,8 +12,9 @@ _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202
 def visible(text: str) -> str:
     """``text`` with every character that acts on a terminal instead of showing written as an
     escape (``\\x1b``, ``\\r``'s ``\\x0d``, ``\\u202e``): a document cannot clear the screen,
-    retitle the window, hide a link, overwrite a line or reorder what is shown."""
-    return _UNSAFE.sub(_escape, text)
+    retitle the window, hide a link, overwrite a line or reorder what is shown. A CRLF line break
+    (a Windows-made text) is a line break, not ``\\x0d`` at the end of every line."""
+    return _UNSAFE.sub(_escape, text.replace("\r\n", "\n"))
 
 
 def _escape(match: re.Match) -> str:

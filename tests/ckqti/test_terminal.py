@@ -20,6 +20,7 @@ def test_visible_escapes_what_acts_on_a_terminal_and_keeps_text():
     assert visible("\u202eevil\u2066") == "\\u202eevil\\u2066"
     assert visible("caf\u00e9 na\u00efve \u4e2d\u6587 \U0001f600\tand\nlines") == "caf\u00e9 na\u00efve \u4e2d\u6587 \U0001f600\tand\nlines"
     assert visible("lone \udcff") == "lone \\udcff"
+    assert visible("line one\r\nline two\r\rthree\n\r") == "line one\nline two\\x0d\\x0dthree\n\\x0d"  # CRLF: a line break
 
 
 def test_decoded_argument_replaces_bytes_that_are_not_utf8():
