@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import unicodedata
-
 import numpy as np
 
+from ckqti.terminal import columns_of, safe_cut
 from ckqti.text import Analyzer
 
 MAX_WORD = 40  # characters a snippet shows of one word (a URL or a run of text without spaces)
@@ -51,23 +50,6 @@ def snippet(text: str, query_terms: set[str], analyzer: Analyzer, width: int = 3
 
 def shorten(word: str) -> str:
     return word if len(word) <= MAX_WORD else word[: safe_cut(word, MAX_WORD - 1)] + "…"
-
-
-def columns_of(text: str) -> int:
-    """Terminal columns ``text`` takes: combining marks and format characters (a zero-width
-    joiner) none, wide and full-width characters (CJK, most emoji) two, others one."""
-    return sum(0 if unicodedata.category(c)[0] == "M" or unicodedata.category(c) == "Cf"
-               else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
-def safe_cut(text: str, at: int) -> int:
-    """``at`` moved back so that ``text[:at]`` does not end inside a character's sequence: not
-    before a combining mark, not after a zero-width joiner (an emoji sequence)."""
-    at = min(at, len(text))
-    while 0 < at < len(text) and (unicodedata.category(text[at])[0] == "M" or text[at - 1] == "\u200d"
-                                  or text[at] == "\u200d"):
-        at -= 1
-    return at
 
 
 def clip(line: str, columns: int) -> str:

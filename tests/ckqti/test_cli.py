@@ -90,7 +90,7 @@ def test_search_notices_oov_and_empty_queries(scifact_index):
 def test_search_lines_fit_their_columns_between_words_and_show_the_first_hit(tmp_path):
     """Titles and snippets were cut at 100 characters: inside a word and its marks (``[mem``), after
     long words that pushed the only hit out, and at 200 columns for a CJK title."""
-    from retriever.snippets import columns_of
+    from ckqti.terminal import columns_of
 
     docs = [
         {"_id": "long", "title": "", "text": "x" * 300 + " " + "y" * 80 + " " + "z" * 80 + " membrane"},

@@ -245,6 +245,19 @@ def test_a_decomposed_accent_stays_inside_the_mark_of_its_word(setup):
         assert not any(c in "\u0301" for c in plain.replace("e\u0301", ""))  # every accent on its letter
 
 
+def test_an_elided_stretch_is_cut_between_letters_not_between_a_letter_and_its_accent():
+    import re
+
+    from ckqti.explain import Explanation
+
+    text = "x" + "u\u0301" * 300 + "y"  # both cuts of the elision (200 characters from each end) fall on an accent
+    e = Explanation(kind="ndrm2", model_id="m", query="q", docid="d", text=text, score=0.0, query_tokens=("q",),
+                    tokens=(), tokens_read=0, term_scores=(0.0,))
+    shown = e.render_terminal(color=False).splitlines()[-1]
+    assert "characters ...]" in shown
+    assert not re.search("u(?!\u0301)", shown) and not re.search("(?<!u)\u0301", shown)
+
+
 def test_terminal_colours_only_when_asked(setup):
     e = explain(setup["query"], "long-1", setup["paths"]["tkl"], corpus=setup["corpus"], device="cpu")
     coloured, plain = e.render_terminal(color=True), e.render_terminal(color=False)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from ckqti.terminal import columns_of
 from ckqti.text import Analyzer
-from retriever.snippets import MAX_WORD, clip, columns_of, shorten, snippet
+from retriever.snippets import MAX_WORD, clip, shorten, snippet
 
 
 def test_the_window_with_most_hits_starts_just_before_its_first_hit():
