@@ -13,7 +13,7 @@ from ckqti.errors import CkqtiError, OptionError
 from ckqti.terminal import decoded_argument, visible
 
 POSITIVE = click.IntRange(min=1)  # counts: results, shard and batch sizes, threads, epochs
-SNIPPET_CHARS = 100  # of a search hit's title and snippet lines
+SNIPPET_COLUMNS = 100  # terminal columns of a search hit's title and snippet lines (cut between words)
 
 
 class EmbeddingStart(click.ParamType):
@@ -276,19 +276,20 @@ def unweighted_note(searcher, terms: list[str]) -> str:
 
 
 def search_lines(searcher, res) -> list[str]:
-    from retriever.snippets import snippet
+    from retriever.snippets import clip, snippet
 
     if not res.hits:
         return ["no documents match"]
     lines = []
     for h in res.hits:
         doc = searcher.document(h)
-        text = snippet(doc["text"], set(res.terms), searcher.index.analyzer, mark=("[", "]"))  # query terms marked
-        title = " ".join(doc["title"].split())  # a title's line breaks would break the columns
+        text = snippet(doc["text"], set(res.terms), searcher.index.analyzer, mark=("[", "]"),  # query terms marked
+                       columns=SNIPPET_COLUMNS)
+        title = clip(" ".join(doc["title"].split()), SNIPPET_COLUMNS)  # a title's line breaks would break the columns
         head = f"{h.rank:>3}  {h.docid:<14} {h.score:9.4f}  "
-        lines.append(head + (title or text)[:SNIPPET_CHARS])
+        lines.append(head + (title or text))
         if title:
-            lines.append(" " * len(head) + text[:SNIPPET_CHARS])
+            lines.append(" " * len(head) + text)
     return lines
 
 

@@ -37,7 +37,7 @@ import torch
 
 from ckqti.errors import InputError, QueryError
 from ckqti.files import replacing
-from ckqti.terminal import visible
+from ckqti.terminal import safe_cut, visible
 from ckqti.train.checkpoint import QTI_KINDS
 from ckqti.train.rerankers import Reranker, TokenSpan
 
@@ -420,8 +420,8 @@ def _plain(text: str, elide: int) -> str:
     """Unmarked document text, long stretches elided, terminal controls escaped (:func:`visible`)."""
     if len(text) <= elide:
         return visible(text)
-    half = elide // 2
-    return visible(f"{text[:half]} [... {len(text) - elide} characters ...] {text[-half:]}")
+    head, tail = safe_cut(text, elide // 2), safe_cut(text, len(text) - elide // 2)  # not inside a letter + accent
+    return visible(f"{text[:head]} [... {tail - head} characters ...] {text[tail:]}")
 
 
 def terminal_lines(e: Explanation, color: bool) -> list[str]:

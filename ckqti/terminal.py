@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 # C0 controls but tab and newline, DEL, C1 controls, bidirectional marks, overrides and isolates, and
 # lone surrogates (undecodable bytes of a command-line argument or file name)
@@ -12,8 +13,9 @@ _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202
 def visible(text: str) -> str:
     """``text`` with every character that acts on a terminal instead of showing written as an
     escape (``\\x1b``, ``\\r``'s ``\\x0d``, ``\\u202e``): a document cannot clear the screen,
-    retitle the window, hide a link, overwrite a line or reorder what is shown."""
-    return _UNSAFE.sub(_escape, text)
+    retitle the window, hide a link, overwrite a line or reorder what is shown. A CRLF line break
+    (a Windows-made text) is a line break, not ``\\x0d`` at the end of every line."""
+    return _UNSAFE.sub(_escape, text.replace("\r\n", "\n"))
 
 
 def _escape(match: re.Match) -> str:
@@ -25,3 +27,20 @@ def decoded_argument(text: str) -> str:
     """A command-line argument with bytes that are not UTF-8 (which Python keeps as lone
     surrogates) replaced by U+FFFD, so that it prints, encodes and goes into JSON as text."""
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def columns_of(text: str) -> int:
+    """Terminal columns ``text`` takes: combining marks and format characters (a zero-width
+    joiner) none, wide and full-width characters (CJK, most emoji) two, others one."""
+    return sum(0 if unicodedata.category(c)[0] == "M" or unicodedata.category(c) == "Cf"
+               else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def safe_cut(text: str, at: int) -> int:
+    """``at`` moved back so that ``text[:at]`` does not end inside a character's sequence: not
+    before a combining mark, not beside a zero-width joiner (an emoji sequence), not inside a CRLF."""
+    at = min(at, len(text))
+    while 0 < at < len(text) and (unicodedata.category(text[at])[0] == "M" or text[at - 1] == "\u200d"
+                                  or text[at] == "\u200d" or text[at - 1 : at + 1] == "\r\n"):
+        at -= 1
+    return at

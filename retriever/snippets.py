@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from ckqti.terminal import columns_of, safe_cut
 from ckqti.text import Analyzer
 
 MAX_WORD = 40  # characters a snippet shows of one word (a URL or a run of text without spaces)
 
 
 def snippet(text: str, query_terms: set[str], analyzer: Analyzer, width: int = 30, context: int = 3,
-            mark: tuple[str, str] = ("", "")) -> str:
+            mark: tuple[str, str] = ("", ""), columns: int | None = None) -> str:
     """The ``width``-word window of ``text`` with the most words analyzing to a query term,
     starting ``context`` words before its first such word (so that a display cut short still shows
-    it), each such word wrapped in ``mark`` and every word cut at :data:`MAX_WORD` characters."""
+    it), each such word wrapped in ``mark`` and every word cut at :data:`MAX_WORD` characters.
+
+    ``columns``: the snippet is cut (:func:`clip`) to that many terminal columns, with fewer
+    context words where they would push the first marked word past the cut."""
     words = text.split()  # runs of non-whitespace (str.split's whitespace is re's \s)
     if not words:
         return ""
@@ -26,12 +30,46 @@ def snippet(text: str, query_terms: set[str], analyzer: Analyzer, width: int = 3
     best_at = max(0, last - width + 1)
     first = next((i for i in range(best_at, min(best_at + width, len(words))) if hits[i]), best_at)
     start = max(best_at, first - context)  # the words dropped before it hold no hit: the window keeps them all
-    shown = [shorten(w) for w in words[start : start + width]]
-    shown = [f"{mark[0]}{w}{mark[1]}" if hits[start + i] else w for i, w in enumerate(shown)]
-    prefix = "... " if start > 0 else ""
-    suffix = " ..." if start + width < len(words) else ""
-    return prefix + " ".join(shown) + suffix
+
+    def shown_from(start: int) -> str:
+        shown = [shorten(w) for w in words[start : start + width]]
+        shown = [f"{mark[0]}{w}{mark[1]}" if hits[start + i] else w for i, w in enumerate(shown)]
+        prefix = "... " if start > 0 else ""
+        suffix = " ..." if start + width < len(words) else ""
+        return prefix + " ".join(shown) + suffix
+
+    if columns is None:
+        return shown_from(start)
+    def first_hit_ends(start: int) -> int:  # columns up to the first marked word's closing mark
+        return columns_of(("... " if start else "") + " ".join(shorten(w) for w in words[start : first + 1]) + "".join(mark))
+
+    while start < first and hits[first] and first_hit_ends(start) + 4 > columns:  # clip keeps 4 for " ..."
+        start += 1  # the first marked word does not fit: one context word fewer
+    return clip(shown_from(start), columns)
 
 
 def shorten(word: str) -> str:
-    return word if len(word) <= MAX_WORD else word[: MAX_WORD - 1] + "…"
+    return word if len(word) <= MAX_WORD else word[: safe_cut(word, MAX_WORD - 1)] + "…"
+
+
+def clip(line: str, columns: int) -> str:
+    """``line`` in at most ``columns`` terminal columns (:func:`columns_of`): cut at a space, never
+    inside a word (nor the marks around one), with `` ...`` where it was cut; a first word too
+    wide for that is cut between characters, with ``…``."""
+    if columns_of(line) <= columns:
+        return line
+    words, kept, used = line.split(" "), [], 0
+    for w in words:
+        need = columns_of(w) + (1 if kept else 0)
+        if used + need + 4 > columns:  # room for " ..."
+            break
+        kept.append(w)
+        used += need
+    if kept:
+        out = " ".join(kept)
+        return out if out.endswith("...") else out + " ..."
+    cut, used = 0, 0
+    while cut < len(line) and used + columns_of(line[cut]) < columns:  # room for "…"
+        used += columns_of(line[cut])
+        cut += 1
+    return line[: safe_cut(line, cut)] + "…"

@@ -43,7 +43,7 @@ if str(ROOT) not in sys.path:
 
 from ckqti.explain import Region, explain_text  # noqa: E402
 from ckqti.text import Analyzer  # noqa: E402
-from ckqti.train.rerankers import Reranker, analyzed_spans  # noqa: E402
+from ckqti.train.rerankers import Reranker, TokenSpan, analyzed_spans  # noqa: E402
 from scripts.args import (  # noqa: E402
     HelpFormatter,
     existing_file,
@@ -69,20 +69,18 @@ from scripts.long_documents import (  # noqa: E402
 )
 
 
-def term_index(starts: Sequence[int], char: int) -> int:
-    """The analyzed term holding character ``char`` (or the last one before it), given every
-    term's first character ``starts`` (ascending)."""
-    return max(0, bisect.bisect_right(starts, char) - 1)
-
-
 def overlaps(region: Region, span: tuple[int, int]) -> bool:
     """Whether a region's characters overlap ``[span[0], span[1])``."""
     return region.char_start < span[1] and span[0] < region.char_end
 
 
-def region_terms(regions: Sequence[Region], starts: Sequence[int]) -> list[tuple[int, int]]:
-    """Each region as analyzed terms ``[first, last]`` (inclusive)."""
-    return [(term_index(starts, r.char_start), term_index(starts, max(r.char_start, r.char_end - 1))) for r in regions]
+def region_terms(regions: Sequence[Region], spans: Sequence[TokenSpan]) -> list[tuple[int, int]]:
+    """Each region as the analyzed terms ``[first, last]`` (inclusive) whose characters it overlaps,
+    given every term's span (ascending); ``last = first - 1`` for a region holding none (an IDCM
+    window of stopwords and punctuation only). An IDCM region starting on a WordPiece token that is
+    no term (a stopword, a comma) starts at the next term, not at the one before it."""
+    starts, ends = [s.start for s in spans], [s.end for s in spans]
+    return [(bisect.bisect_right(ends, r.char_start), bisect.bisect_left(starts, r.char_end) - 1) for r in regions]
 
 
 def planted_regions(setup: QuerySetup, source: Source, cutter: TermCutter, models: Mapping[str, Reranker],
@@ -93,11 +91,11 @@ def planted_regions(setup: QuerySetup, source: Source, cutter: TermCutter, model
     out: dict[str, list[dict]] = {name: [] for name in models}
     for depth in config.depths:  # the same filler (pool position 0) around the planted text at every depth
         text, _, span = plant_span(cutter, setup.relevant, depth, config.total_terms, setup.filler, 0)
-        starts = [s.start for s in analyzed_spans(cutter.analyzer, text)]
+        spans = analyzed_spans(cutter.analyzer, text)
         for name, rr in models.items():
             regions = explain_text(rr, query, setup.qid, text).regions
             out[name].append({"depth": depth, "planted": [depth, depth + planted_terms - 1],
-                              "regions": region_terms(regions, starts),
+                              "regions": region_terms(regions, spans),
                               "hits": [overlaps(r, span) for r in regions]})
     return out
 
@@ -110,14 +108,14 @@ def natural_regions(source: Source, models: Mapping[str, Reranker], analyzer: An
     for qid in qids:
         docid = source.relevant[qid][0]
         text = source.docs[docid]
-        starts = [s.start for s in analyzed_spans(analyzer, text)]
-        if not starts:
+        spans = analyzed_spans(analyzer, text)
+        if not spans:
             continue
         for name, rr in models.items():
             regions = explain_text(rr, source.queries[qid], docid, text).regions
-            terms = region_terms(regions, starts)
-            out[name].append({"qid": qid, "docid": docid, "length": len(starts),
-                              "relative_starts": [first / len(starts) for first, _ in terms]})
+            terms = region_terms(regions, spans)
+            out[name].append({"qid": qid, "docid": docid, "length": len(spans),
+                              "relative_starts": [first / len(spans) for first, _ in terms]})
     return out
 
 

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from ckqti.explain import Region
-from ckqti.train.rerankers import Reranker, TermText, build_model, match_init
+from ckqti.explain import Region, explain_text
+from ckqti.text import Analyzer
+from ckqti.train.rerankers import Reranker, TermText, WordPieceText, analyzed_spans, build_model, match_init
 from scripts.long_documents import BM25, LongDocConfig, TermCutter, plant_span, query_setups
 from scripts.region_positions import (
     hit_rates,
@@ -22,7 +23,7 @@ from scripts.region_positions import (
     overlaps,
     planted_regions,
     plot,
-    term_index,
+    region_terms,
 )
 
 
@@ -30,11 +31,35 @@ def region(c0: int, c1: int) -> Region:
     return Region(1, 0, 1, c0, c1, 0.0)
 
 
-def test_term_index_and_overlap():
-    starts = [0, 5, 11, 20]
-    assert [term_index(starts, c) for c in (0, 4, 5, 10, 11, 19, 20, 99)] == [0, 0, 1, 1, 2, 2, 3, 3]
+def test_region_terms_and_overlap():
+    text = "alpha the beta, gamma of delta"
+    spans = analyzed_spans(Analyzer(), text)
+    assert [s.start for s in spans] == [0, 10, 16, 25]
+    # TKL's regions start and end on terms; IDCM's may start on a stopword or a comma (the next term
+    # is their first, not the one before) or hold no term at all (last = first - 1)
+    assert region_terms([region(0, 14), region(6, 14), region(14, 21), region(22, 24), region(10, 30)], spans) == \
+        [(0, 1), (1, 1), (2, 2), (3, 2), (1, 3)]
     assert overlaps(region(3, 8), (7, 20)) and overlaps(region(10, 12), (0, 11))
     assert not overlaps(region(3, 7), (7, 20)) and not overlaps(region(20, 25), (7, 20))
+
+
+def test_idcm_regions_map_to_the_terms_they_hold():
+    """IDCM's 50-WordPiece windows start anywhere (on "the", on a comma): each maps to exactly the
+    analyzed terms in its characters."""
+    from ckqti.models.minilm import WordPieceTokenizer
+
+    torch.manual_seed(0)
+    bert = dict(vocab_size=30522, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
+                max_position_embeddings=128, dropout=0.0)
+    idcm = build_model("idcm", dict(bert=bert, max_doc_length=600))
+    model = Reranker("idcm", idcm.eval(), WordPieceText(WordPieceTokenizer.minilm()), "idcm", 30, 600, torch.device("cpu"))
+    text = " ".join(["the cell, of a protein"] * 60)
+    analyzer = Analyzer()
+    spans = analyzed_spans(analyzer, text)
+    regions = explain_text(model, "cell protein", "d", text).regions
+    assert any(r.char_start not in {s.start for s in spans} for r in regions)  # some start on "the", "," ...
+    for r, (first, last) in zip(regions, region_terms(regions, spans)):
+        assert [s.token for s in spans[first:last + 1]] == analyzer(text[r.char_start:r.char_end])
 
 
 def test_hit_rates_count_best_and_any_region():

@@ -49,6 +49,7 @@ import re
 import sys
 import tempfile
 import time
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -93,11 +94,22 @@ class TokenSpan:
     end: int
 
 
+def past_marks(text: str, end: int, limit: int | None = None) -> int:
+    """``end`` moved past the combining marks that follow it (not beyond ``limit``): a span ending
+    at ``cafe`` of a decomposed ``cafe\u0301`` takes the accent too, so that a highlight does not
+    leave it to sit on the closing bracket or the next character."""
+    limit = len(text) if limit is None else min(limit, len(text))
+    while end < limit and unicodedata.category(text[end]).startswith("M"):
+        end += 1
+    return end
+
+
 def analyzed_spans(analyzer: Analyzer, text: str) -> list[TokenSpan]:
     """The analyzer's terms of ``text`` with their character spans in ``text``.
 
     Lower-cases character by character (keeping a map back to ``text``), so the terms are
-    exactly ``analyzer(text)`` while the spans point into the original string.
+    exactly ``analyzer(text)`` while the spans point into the original string; a span ends past
+    the combining marks after its last letter (:func:`past_marks`).
     """
     lowered, origin = [], []
     for i, ch in enumerate(text):
@@ -110,7 +122,7 @@ def analyzed_spans(analyzer: Analyzer, text: str) -> list[TokenSpan]:
         word = m.group()
         if not analyzer.tokens(word):  # a stopword
             continue
-        out.append(TokenSpan(analyzer.stem(word), origin[m.start()], origin[m.end() - 1] + 1))
+        out.append(TokenSpan(analyzer.stem(word), origin[m.start()], past_marks(text, origin[m.end() - 1] + 1)))
     return out
 
 
@@ -157,8 +169,12 @@ class WordPieceText:
         return [np.asarray(ids, dtype=np.int64) for ids in self.tokenizer.encode_many(texts, limit)]
 
     def spans(self, text: str) -> list[TokenSpan]:
+        """Tokens with their characters, each span past the combining marks after it (the
+        tokenizer strips accents and leaves a decomposed word's last one out), up to the next token."""
         ids, offsets = self.tokenizer.encode_with_offsets(text)
-        return [TokenSpan(tok, s, e) for tok, (s, e) in zip(self.tokenizer.tokens(ids), offsets)]
+        nexts = [s for s, _ in offsets[1:]] + [len(text)]
+        return [TokenSpan(tok, s, past_marks(text, e, nxt))
+                for tok, (s, e), nxt in zip(self.tokenizer.tokens(ids), offsets, nexts)]
 
 
 def wordpiece_vocabulary(tokenizer) -> Vocabulary:

@@ -87,6 +87,35 @@ def test_search_notices_oov_and_empty_queries(scifact_index):
     assert len(res.output.strip().splitlines()) == 1
 
 
+def test_search_lines_fit_their_columns_between_words_and_show_the_first_hit(tmp_path):
+    """Titles and snippets were cut at 100 characters: inside a word and its marks (``[mem``), after
+    long words that pushed the only hit out, and at 200 columns for a CJK title."""
+    from ckqti.terminal import columns_of
+
+    docs = [
+        {"_id": "long", "title": "", "text": "x" * 300 + " " + "y" * 80 + " " + "z" * 80 + " membrane"},
+        {"_id": "straddle", "title": "Membranes", "text": "membrane " + "proteins " * 9 + "cell membrane end"},
+        {"_id": "wide", "title": "\u7d30\u80de\u819c" * 40, "text": "the membrane"},
+        *({"_id": f"f{i}", "title": "", "text": f"other words {i}"} for i in range(4)),
+    ]
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    assert invoke("index", corpus, "--out", tmp_path / "idx", "--model", "ndrm2").exit_code == 0
+    res = invoke("search", "membrane", "--index", tmp_path / "idx")
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    head = len(lines[0]) - len(lines[0].split(None, 3)[3])  # rank, docid, score
+    by_doc = {}
+    for line in lines:
+        if line[:head].strip():
+            docid = line.split()[1]
+        by_doc.setdefault(docid, []).append(line[head:])
+        assert columns_of(line[head:]) <= 100 and line[head:].count("[") == line[head:].count("]"), line
+    assert by_doc["long"][0].endswith("[membrane]")  # the only hit, after three long words
+    assert by_doc["straddle"][1] == "[membrane] " + "proteins " * 9 + "cell ..."  # not "... cell [mem"
+    assert by_doc["wide"][0].endswith("\u2026") and by_doc["wide"][1] == "the [membrane]"
+
+
 def test_search_names_terms_that_add_nothing(tmp_path):
     """NDRM2's idf is 0 for a term in at least half of the documents: such a term scores no
     document, and search says so instead of a bare "no documents match"."""

@@ -228,6 +228,36 @@ def test_ndrm_terms_sum_to_the_score_and_matches_are_marked(setup, tmp_path):
     assert matched == {t for t, s in zip(e.query_tokens, e.term_scores) if s > 0}
 
 
+def test_a_decomposed_accent_stays_inside_the_mark_of_its_word(setup):
+    """``cafe`` + U+0301: the mark (terminal brackets, HTML element) used to close before the
+    accent, which then sat on the ``]`` or ``}``."""
+    from ckqti.explain import explain_text
+
+    text = "genes of the cafe\u0301 and gene\u0301 regulation"
+    for kind in ("tk", "tkl", "idcm"):
+        e = explain_text(load_reranker(setup["paths"][kind], device="cpu"), "genes cafe", "d", text)
+        plain, page = e.render_terminal(color=False), parse(e.to_html())
+        marked = [w["text"] for w in page.words] + [r["text"] for r in page.regions]
+        if kind == "tk":
+            assert "cafe\u0301" in marked and "gene\u0301" in marked and "gene\u0301{1.0}" in plain
+        else:
+            assert marked == [text[e.regions[0].char_start:]] and marked[0].endswith("regulation")
+        assert not any(c in "\u0301" for c in plain.replace("e\u0301", ""))  # every accent on its letter
+
+
+def test_an_elided_stretch_is_cut_between_letters_not_between_a_letter_and_its_accent():
+    import re
+
+    from ckqti.explain import Explanation
+
+    text = "x" + "u\u0301" * 300 + "y"  # both cuts of the elision (200 characters from each end) fall on an accent
+    e = Explanation(kind="ndrm2", model_id="m", query="q", docid="d", text=text, score=0.0, query_tokens=("q",),
+                    tokens=(), tokens_read=0, term_scores=(0.0,))
+    shown = e.render_terminal(color=False).splitlines()[-1]
+    assert "characters ...]" in shown
+    assert not re.search("u(?!\u0301)", shown) and not re.search("(?<!u)\u0301", shown)
+
+
 def test_terminal_colours_only_when_asked(setup):
     e = explain(setup["query"], "long-1", setup["paths"]["tkl"], corpus=setup["corpus"], device="cpu")
     coloured, plain = e.render_terminal(color=True), e.render_terminal(color=False)

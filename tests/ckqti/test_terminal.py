@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from ckqti import api
 from ckqti.cli import cli
-from ckqti.terminal import decoded_argument, visible
+from ckqti.terminal import decoded_argument, safe_cut, visible
 
 HOSTILE_TITLE = "evil\x1b]0;PWNED\x07title"
 HOSTILE_TEXT = "apple \x1b[2J\x1b[H cleared back\rOVERWRITE \u202eapple\b\b\bXYZ click"
@@ -20,6 +20,13 @@ def test_visible_escapes_what_acts_on_a_terminal_and_keeps_text():
     assert visible("\u202eevil\u2066") == "\\u202eevil\\u2066"
     assert visible("caf\u00e9 na\u00efve \u4e2d\u6587 \U0001f600\tand\nlines") == "caf\u00e9 na\u00efve \u4e2d\u6587 \U0001f600\tand\nlines"
     assert visible("lone \udcff") == "lone \\udcff"
+    assert visible("line one\r\nline two\r\rthree\n\r") == "line one\nline two\\x0d\\x0dthree\n\\x0d"  # CRLF: a line break
+
+
+def test_a_safe_cut_keeps_accents_emoji_sequences_and_crlf_whole():
+    assert safe_cut("cafe\u0301s", 4) == 3 and safe_cut("cafe\u0301s", 5) == 5
+    assert safe_cut("x\U0001f469\u200d\U0001f469y", 3) == 1 and safe_cut("x\U0001f469\u200d\U0001f469y", 4) == 4
+    assert safe_cut("ab\r\ncd", 3) == 2 and safe_cut("ab", 9) == 2 and safe_cut("\u0301", 0) == 0
 
 
 def test_decoded_argument_replaces_bytes_that_are_not_utf8():

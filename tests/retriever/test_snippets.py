@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from ckqti.terminal import columns_of
 from ckqti.text import Analyzer
-from retriever.snippets import MAX_WORD, snippet
+from retriever.snippets import MAX_WORD, clip, shorten, snippet
 
 
 def test_the_window_with_most_hits_starts_just_before_its_first_hit():
@@ -50,3 +51,28 @@ def test_matches_the_plain_rule_on_random_texts():
         terms = set(analyzer(" ".join(rng.sample(["cell", "membrane", "protein", "zeta"], 2))))
         assert snippet(text, terms, analyzer, width, context, ("[", "]")) == _reference(
             text, terms, analyzer, width, context, ("[", "]")), (text, terms, width, context)
+
+
+def test_clip_cuts_between_words_in_terminal_columns():
+    assert columns_of("caf\u00e9 cafe\u0301 \u7d30\u80de \U0001f469\u200d\U0001f469") == 4 + 1 + 4 + 1 + 4 + 1 + 4
+    line = "[cell] growth of the [membrane] proteins"
+    assert clip(line, 100) == line
+    assert clip(line, 30) == "[cell] growth of the ..."  # "[membrane]" would not fit whole: no "[membr"
+    assert clip("\u7d30\u80de\u819c " * 10, 12) == "\u7d30\u80de\u819c ..."  # 6 + 1 + 4 columns
+    assert clip("x" * 50, 10) == "x" * 9 + "\u2026"
+    assert clip("cafe\u0301" * 10, 5) == "cafe\u0301\u2026"  # never between a letter and its accent
+    assert clip("\U0001f469\u200d\U0001f469\u200d\U0001f467" * 3, 8) == "\U0001f469\u200d\U0001f469\u200d\U0001f467\u2026"
+
+
+def test_a_long_word_is_cut_before_an_accent_or_a_joined_emoji_not_inside():
+    word = "a" * (MAX_WORD - 2) + "e\u0301" + "tail"
+    assert shorten(word) == "a" * (MAX_WORD - 2) + "\u2026"
+    joined = "a" * (MAX_WORD - 2) + "\U0001f469\u200d\U0001f469" + "tail"
+    assert shorten(joined) == "a" * (MAX_WORD - 2) + "\u2026"
+
+
+def test_a_snippet_cut_to_columns_drops_context_words_to_show_its_first_hit():
+    text = " ".join(["x" * 60, "y" * 60, "z" * 60, "cells", "grow"])
+    out = snippet(text, {"cell"}, Analyzer(), mark=("[", "]"), columns=60)
+    assert "[cells]" in out and columns_of(out) <= 60
+    assert snippet(text, {"cell"}, Analyzer(), mark=("[", "]")).startswith("x" * (MAX_WORD - 1))  # no cut asked
