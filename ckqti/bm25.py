@@ -37,6 +37,7 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from ckqti.children import child_started, preexec_die_with_parent, start_child
 from ckqti.errors import CkqtiError, DiskFullError, IndexFormatError, InputError, QueryError
 from ckqti.files import naming_full_disk
 
@@ -128,7 +129,8 @@ def run_index_collection(
         str(threads),
         *extra_args,
     ]
-    proc = subprocess.run(args, env=java_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.run(args, env=java_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          preexec_fn=preexec_die_with_parent())
     return _check_run(proc.returncode, proc.stdout.splitlines(), index_dir)
 
 
@@ -256,8 +258,9 @@ class _InProcess:
         self._searcher.close()
 
 
-def _serve(conn, index_dir: str, k1: float, b: float) -> None:
+def _serve(conn, parent_pid: int, index_dir: str, k1: float, b: float) -> None:
     """Child process: own the JVM and the searcher, answer ``(method, args)`` requests."""
+    child_started(parent_pid)
     try:
         searcher = _InProcess(Path(index_dir), k1, b)
         conn.send(("ok", None))
@@ -298,8 +301,9 @@ class _Isolated:
 
         ctx = multiprocessing.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, str(index_dir), k1, b), daemon=True)
-        self._proc.start()
+        self._proc = ctx.Process(target=_serve, args=(child, os.getpid(), str(index_dir), k1, b), daemon=True)
+        self._busy = True  # until the child answers
+        start_child(self._proc)
         child.close()
         self._answer()
 
@@ -308,11 +312,13 @@ class _Isolated:
             status, value = self._conn.recv()
         except EOFError:
             raise CkqtiError(CHILD_ENDED) from None
+        self._busy = False
         if status == "error":
             raise value
         return value
 
     def _call(self, method: str, *args):
+        self._busy = True
         self._conn.send((method, args))
         return self._answer()
 
@@ -326,9 +332,12 @@ class _Isolated:
         return self._call("batch_search", dict(queries), k, threads)
 
     def close(self) -> None:
-        if self._proc.is_alive():
+        """End the child: politely when it is idle; killed when a call to it was interrupted (Ctrl-C)."""
+        if self._proc.is_alive() and not self._busy:
             self._call("close")
             self._proc.join(timeout=10)
+        self._proc.kill()  # still busy, or too slow to end
+        self._proc.join()
         self._conn.close()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 
 import click
@@ -34,7 +35,7 @@ class EmbeddingStart(click.ParamType):
 
 class Group(click.Group):
     """Turns every :class:`CkqtiError`, and an operating system's refusal (a read-only folder, a
-    full disk), into a one-line message and a non-zero exit."""
+    full disk), into a one-line message and a non-zero exit; Ctrl-C into ``interrupted`` and exit 130."""
 
     def invoke(self, ctx):
         try:
@@ -45,6 +46,10 @@ class Group(click.Group):
         except CkqtiError as e:
             close_progress_bars()
             raise click.ClickException(visible(str(e))) from None
+        except KeyboardInterrupt:  # child processes ignore it: they were ended on the way here
+            close_progress_bars()
+            echo("interrupted", err=True)
+            sys.exit(130)
         except BrokenPipeError:  # the reader left (`ckqti info | head -1`): nothing to say to it
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit must not fail again
             sys.exit(1)
@@ -527,7 +532,10 @@ def serve_cmd(index_path, port, host, api_key_env, workers, max_k, access_log, m
 
 
 def main() -> None:
-    cli(prog_name="ckqti")
+    try:
+        cli(prog_name="ckqti")
+    finally:  # the command is over: a Ctrl-C while Python shuts down ends the process at once, not with a
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # KeyboardInterrupt inside some finalizer's traceback
 
 
 if __name__ == "__main__":  # pragma: no cover

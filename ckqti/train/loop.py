@@ -227,17 +227,10 @@ def bm25_candidates(
     Runs in a child process: the JVM never starts in the training process (a JVM running
     next to gensim's skip-gram threads crashed the process here).
     """
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
-
     from ckqti.bm25 import CHILD_ENDED
+    from ckqti.children import call_in_child
 
-    try:
-        with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            return pool.submit(_bm25_search, str(corpus), dict(queries), str(work), depth, fmt, threads).result()
-    except BrokenProcessPool:
-        raise CkqtiError(CHILD_ENDED) from None
+    return call_in_child(CHILD_ENDED, _bm25_search, str(corpus), dict(queries), str(work), depth, fmt, threads)
 
 
 BM25_SOURCE = "ckqti-source.json"  # in the BM25 work index: the corpus it was built from

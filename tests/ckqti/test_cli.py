@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import signal
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -361,6 +365,35 @@ def test_error_starts_its_own_line_after_an_open_progress_bar(tmp_path, monkeypa
     assert last == f"Error: {tmp_path / 'c.tsv'}:7: bad thing", res.stderr
     assert "scoring" in res.stderr and not list(getattr(tqdm, "_instances", ()))
 
+
+
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path, monkeypatch):
+    from tqdm.auto import tqdm
+
+    def interrupted(*args, **kwargs):
+        tqdm(total=10, desc="scoring", file=sys.stderr, mininterval=0).update(3)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(api, "info", interrupted)
+    res = invoke("info", "--index", tmp_path)
+    assert res.exit_code == 130
+    assert res.stderr.splitlines()[-1] == "interrupted" and "Traceback" not in res.output
+    assert not list(getattr(tqdm, "_instances", ()))
+
+
+def test_ctrl_c_while_python_shuts_down_shows_no_traceback(tmp_path):
+    """A command's work is over once ``main`` returns: a Ctrl-C during the interpreter's shutdown (here
+    in an exit handler; in the wild inside torch's finalizers) ends the process as SIGINT does,
+    rather than printing the KeyboardInterrupt it raised inside a finalizer and exiting 0."""
+    code = ("import atexit, os, signal, sys, time\n"
+            "from ckqti.cli import main\n"
+            "atexit.register(lambda: (os.kill(os.getpid(), signal.SIGINT), time.sleep(5)))\n"
+            "sys.argv = ['ckqti', '--help']\n"
+            "main()\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert done.returncode == -signal.SIGINT and "Traceback" not in done.stderr, done.stderr
+    assert "Usage: ckqti" in done.stdout
 
 def test_run_refuses_a_bad_tag_and_an_output_that_is_not_a_run(tmp_path, scifact_index, monkeypatch):
     """Checked before any search: a tag with whitespace, and --out naming a file a run would destroy."""

@@ -1,5 +1,10 @@
+import contextlib
 import dataclasses
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -351,3 +356,92 @@ def test_the_kept_bm25_index_is_stamped_by_the_corpus_content(tmp_path):
     edited = bm25_source(corpus, None)
     os.utime(corpus)
     assert bm25_source(corpus, None) == edited != bm25_source(corpus, "jsonl")
+
+
+# A parent process for the BM25-stage tests: it runs the real bm25_candidates, with the child's work
+# replaced by a wait (no Java) that writes the child's pid to CKQTI_TEST_MARK first. With
+# CKQTI_TEST_HOLD_START the child waits while it is still starting (the spawn way imports this file again).
+BM25_PARENT = '''
+import os, sys, time
+
+def wait(*args):
+    with open(os.environ["CKQTI_TEST_MARK"] + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(os.environ["CKQTI_TEST_MARK"] + ".tmp", os.environ["CKQTI_TEST_MARK"])
+    time.sleep(600)
+
+if __name__ == "__mp_main__" and os.environ.get("CKQTI_TEST_HOLD_START"):
+    wait()
+
+if __name__ == "__main__":
+    import ckqti.train.loop as loop
+
+    loop._bm25_search = wait
+    try:
+        loop.bm25_candidates("corpus.jsonl", {"q": "text"}, "work", 10)
+    except KeyboardInterrupt:
+        sys.exit(130)
+'''
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not running(pid)
+
+
+@contextlib.contextmanager
+def bm25_parent(tmp_path, hold_start: bool = False):
+    """The parent process and its BM25 child's pid, once the child waits; both are killed at the end."""
+    script, mark = tmp_path / "parent.py", tmp_path / "child.pid"
+    script.write_text(BM25_PARENT)
+    env = dict(os.environ, CKQTI_TEST_MARK=str(mark), PYTHONPATH=os.pathsep.join(sys.path))
+    if hold_start:
+        env["CKQTI_TEST_HOLD_START"] = "1"
+    with open(tmp_path / "stderr", "w+") as err:
+        parent = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=env, stderr=err,
+                                  start_new_session=True)
+        child = None
+        try:
+            deadline = time.monotonic() + 120
+            while not mark.exists() and parent.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert mark.exists(), (tmp_path / "stderr").read_text()
+            child = int(mark.read_text())
+            yield parent, child, err
+        finally:
+            for pid in (parent.pid, child):
+                if pid is not None and running(pid):
+                    os.kill(pid, signal.SIGKILL)
+            parent.wait()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="children die with their parent on Linux")
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_the_bm25_child_dies_with_a_killed_training_process(tmp_path, sig):
+    with bm25_parent(tmp_path) as (parent, child, _):
+        os.kill(parent.pid, sig)
+        parent.wait()
+        assert gone_within(child, 30)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a signal mask, and /proc")
+def test_ctrl_c_during_bm25_ends_its_child_without_a_traceback_from_it(tmp_path):
+    """Ctrl-C reaches the whole process group, here while the child is still starting: the child
+    ignores it (no traceback of its own) and the parent, interrupted, ends it."""
+    with bm25_parent(tmp_path, hold_start=True) as (parent, child, err):
+        os.killpg(parent.pid, signal.SIGINT)
+        assert parent.wait(timeout=60) == 130
+        assert gone_within(child, 30)
+        err.seek(0)
+        assert "Traceback" not in err.read()

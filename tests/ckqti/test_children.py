@@ -1,0 +1,79 @@
+"""Child processes (ckqti.children): answers and errors come back; children die with their parent."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ckqti.children import ChildTraceback, call_in_child, die_with_parent
+from ckqti.errors import CkqtiError
+
+LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux's")
+
+
+def test_call_in_child_returns_the_result():
+    assert call_in_child("ended", divmod, 17, 5) == (3, 2)
+
+
+def test_call_in_child_raises_the_childs_error_with_its_traceback():
+    with pytest.raises(ValueError, match="invalid literal") as caught:
+        call_in_child("ended", int, "x")
+    assert isinstance(caught.value.__cause__, ChildTraceback) and "ValueError" in str(caught.value.__cause__)
+
+
+def test_a_child_that_dies_without_answering_is_a_one_line_error():
+    with pytest.raises(CkqtiError, match="^the child ended$"):
+        call_in_child("the child ended", os._exit, 3)
+
+
+def test_die_with_parent_asks_for_sigkill_and_goes_on_where_refused():
+    calls = []
+    die_with_parent(-1, prctl=lambda *args: calls.append(args) or -1)  # -1: refused, this process goes on
+    assert calls == [(1, int(signal.SIGKILL), 0, 0, 0)]
+
+
+@LINUX
+def test_a_child_whose_parent_already_ended_exits_at_once():
+    """The parent may die before the child asks to die with it: the child then sees another parent."""
+    code = "from ckqti.children import die_with_parent\ndie_with_parent(1)\nprint('still here')\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert done.returncode == 1 and done.stdout == ""
+
+
+def running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
+@LINUX
+def test_a_program_started_with_preexec_die_with_parent_dies_with_it(tmp_path):
+    """What Anserini's ``java`` indexer gets (ckqti.bm25.run_index_collection): killing the process
+    that started it ends it too."""
+    code = ("import subprocess\n"
+            "from ckqti.children import preexec_die_with_parent\n"
+            "p = subprocess.Popen(['sleep', '600'], preexec_fn=preexec_die_with_parent())\n"
+            "print(p.pid, flush=True)\n"
+            "p.wait()\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                              env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    child = int(parent.stdout.readline())
+    try:
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 30
+        while running(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not running(child)
+    finally:
+        if running(child):
+            os.kill(child, signal.SIGKILL)
+        parent.stdout.close()
