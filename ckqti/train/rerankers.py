@@ -67,7 +67,6 @@ from ckqti.vocab import Vocabulary
 
 RERANKER_KINDS = ("tk", "tkl", "idcm")
 WEAK_SUPERVISION = ("titles",)
-ALL_KINDS = RERANKER_KINDS + QTI_KINDS
 # Distinct known query terms a QTI model reads at inference, as search does (retriever.search.MAX_QUERY_TERMS):
 # every occurrence counts (a term twice in a query counts twice, as search weighs it), so a rerank or an
 # explanation scores what the index does; a query with more is refused, as search refuses it.
@@ -1119,7 +1118,6 @@ def _config_defaults(kind: str, config: RerankerTrainConfig) -> tuple[int, int]:
 
 
 __all__ = [
-    "ALL_KINDS",
     "RERANKER_KINDS",
     "Reranker",
     "RerankerTrainConfig",
