@@ -233,6 +233,7 @@ def info_lines(info) -> list[str]:
 def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channel_weights):
     """Search an index with QUERY."""
     from ckqti.text import non_ascii_readings
+    from retriever.search import search_json
 
     query = decoded_argument(query)  # bytes that are not UTF-8 would go into --json as lone surrogates
     searcher = api.open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack)
@@ -249,14 +250,6 @@ def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channe
         return
     for line in search_lines(searcher, res):
         echo(line)
-
-
-def search_json(searcher, res) -> dict:
-    hits = []
-    for h in res.hits:
-        doc = searcher.document(h)
-        hits.append({"rank": h.rank, "docid": h.docid, "score": h.score, "title": doc["title"]})
-    return {"query": res.query, "terms": res.terms, "oov": res.oov, "unweighted": res.unweighted, "hits": hits}
 
 
 def count_queries(n: int) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numbers
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -61,12 +60,6 @@ class OptionError(CkqtiError):
 
 class QueryError(CkqtiError):
     """A query that cannot be searched (empty, all stopwords, ...)."""
-
-
-@dataclass(frozen=True)
-class Location:
-    path: str
-    line: int
 
 
 def option_count(value, name: str, least: int = 1) -> int:

@@ -222,9 +222,6 @@ class SignificanceResult:
     mean_delta: float
     n: int
 
-    def significant(self, alpha: float = 0.05) -> bool:
-        return self.p_value < alpha
-
 
 def paired_ttest(
     a: Mapping[str, float] | Sequence[float], b: Mapping[str, float] | Sequence[float]

@@ -476,6 +476,15 @@ class Searcher:
         return self.index.shards[hit.shard].document(hit.doc)
 
 
+def search_json(searcher: Searcher, res: SearchResult) -> dict:
+    """A search result as ``ckqti search --json`` prints it and ``POST /search`` returns it."""
+    hits = []
+    for h in res.hits:
+        doc = searcher.document(h)
+        hits.append({"rank": h.rank, "docid": h.docid, "score": h.score, "title": doc["title"]})
+    return {"query": res.query, "terms": res.terms, "oov": res.oov, "unweighted": res.unweighted, "hits": hits}
+
+
 def tie_at_cut(vals: np.ndarray, k: int) -> bool:
     """Whether hits ``vals`` (descending, up to k + 1 or more) may leave out a document tied with
     the k-th: the last one returned, beyond the k-th, still scores as the k-th does."""

@@ -37,9 +37,8 @@ from fastapi.responses import JSONResponse
 from pydantic import ConfigDict, Field, StringConstraints, create_model
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ckqti.cli import search_json
 from ckqti.errors import QueryError
-from retriever.search import Searcher
+from retriever.search import Searcher, search_json
 
 API_KEY_HEADER = "x-api-key"
 

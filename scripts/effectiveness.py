@@ -1257,7 +1257,7 @@ def qti_rerank(reranker, queries: Mapping[str, str], cands: Mapping[str, Sequenc
     """
     import torch
 
-    from ckqti.train.rerankers import pad_rows
+    from ckqti.train.data import pad_rows
     from retriever.rerank import DocumentRows
 
     model, rows = reranker.model, DocumentRows(reranker, texts)

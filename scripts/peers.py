@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import time
 from collections.abc import Iterator, Sequence
@@ -446,13 +445,3 @@ def _postings_layout(lengths: np.ndarray, values: np.ndarray, starts: np.ndarray
     mask[heads] = False
     out[mask] = values[gather]
     return out
-
-
-def default_peers(workdir: str | Path) -> list:
-    """The benchmark's peers, unbuilt: bm25s, Pyserini impact search and PISA block-max WAND.
-
-    Build the PISA peer, then ``pisa.with_algorithm("maxscore")`` shares its index.
-    """
-    workdir = Path(workdir)
-    os.makedirs(workdir, exist_ok=True)
-    return [Bm25sPeer(), LucenePeer(workdir), PisaPeer(workdir, "block_max_wand")]

@@ -51,7 +51,6 @@ from ckqti.vocab import Vocabulary
 FORMAT = "ckqti-checkpoint"
 FORMAT_VERSION = 1
 QTI_KINDS = ("ndrm1", "ndrm2", "ndrm3")  # query-term independent: can fill an index
-KINDS = (*QTI_KINDS, "tk", "tkl", "idcm")
 EMBEDDING_SUFFIX = "embedding.weight"  # one row per term: remapped, fallback rows for unseen terms
 STATISTIC_SUFFIX = "idf"  # one value per term: recomputed from the corpus by set_collection
 REQUIRED_KEYS = frozenset({"kind", "config", "state_dict", "vocab", "analyzer", "fallback", "meta", "content_hash"})

@@ -150,6 +150,15 @@ def split_dev(qrels: Qrels, fraction: float, seed: int) -> tuple[dict, dict]:
     return {q: dict(j) for q, j in qrels.items() if q not in dev}, {q: dict(qrels[q]) for q in sorted(dev)}
 
 
+def read_training_inputs(queries, qrels) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+    """Training queries and qrels, each a file (read) or a mapping (copied): ``(queries, qrels)``."""
+    from indexer.readers import read_qrels, read_queries
+
+    q = read_queries(queries) if isinstance(queries, (str, Path)) else dict(queries)
+    r = read_qrels(qrels) if isinstance(qrels, (str, Path)) else {k: dict(v) for k, v in qrels.items()}
+    return q, r
+
+
 def inputs_digest(*parts) -> str:
     """sha256 of what a training run read (arrays by their bytes, lists of arrays, JSON-able values,
     files named by a :class:`pathlib.Path` by their content): a resumed run, or an IDCM stage

@@ -49,6 +49,7 @@ from ckqti.train.data import (
     inputs_digest,
     load_collection,
     pad_rows,
+    read_training_inputs,
     relevant_docs,
     split_dev,
 )
@@ -619,15 +620,6 @@ def fit(
     return state
 
 
-def _read_inputs(queries, qrels, dev_qrels):
-    from indexer.readers import read_qrels, read_queries
-
-    q = read_queries(queries) if isinstance(queries, (str, Path)) else dict(queries)
-    r = read_qrels(qrels) if isinstance(qrels, (str, Path)) else dict(qrels)
-    d = read_qrels(dev_qrels) if isinstance(dev_qrels, (str, Path)) else dev_qrels
-    return q, r, d
-
-
 def train(
     corpus: str | Path,
     queries: str | Path | Mapping[str, str],
@@ -664,11 +656,14 @@ def train(
         InputError: unreadable inputs, judged queries without text, fewer than 2 judged queries.
         CkqtiError: a saved state that does not match these settings (with ``resume``).
     """
+    from indexer.readers import read_qrels
+
     out = Path(out)
     work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
     work.mkdir(parents=True, exist_ok=True)
     device = pick_device(config.device)
-    q_texts, qrels_map, dev_map = _read_inputs(queries, qrels, dev_qrels)
+    q_texts, qrels_map = read_training_inputs(queries, qrels)
+    dev_map = read_qrels(dev_qrels) if isinstance(dev_qrels, (str, Path)) else dev_qrels
     collection = load_collection(corpus, fmt=fmt, min_df=config.min_df)
     depth = max(config.depth, config.dev_depth)
     data = prepare_data(collection, q_texts, qrels_map, config, dev_map, candidates,

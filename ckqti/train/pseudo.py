@@ -47,10 +47,6 @@ def title_pseudo_queries(
     return queries, qrels
 
 
-def is_pseudo(qid: str) -> bool:
-    return qid.startswith(PREFIX)
-
-
 def draw_pseudo(pseudo_qids: Sequence[str], per_epoch: int | None, rng: np.random.Generator) -> list[str]:
     """``per_epoch`` of ``pseudo_qids`` (all when None) drawn without replacement by ``rng``, in list order."""
     if not pseudo_qids:

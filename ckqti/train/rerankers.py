@@ -63,12 +63,11 @@ from ckqti.errors import CkqtiError, InputError
 from ckqti.models.loading import pick_device
 from ckqti.text import Analyzer
 from ckqti.train.checkpoint import QTI_KINDS, Checkpoint, load_checkpoint, save_checkpoint
-from ckqti.train.data import inputs_digest
+from ckqti.train.data import inputs_digest, pad_rows, read_training_inputs
 from ckqti.vocab import Vocabulary
 
 RERANKER_KINDS = ("tk", "tkl", "idcm")
 WEAK_SUPERVISION = ("titles",)
-ALL_KINDS = RERANKER_KINDS + QTI_KINDS
 # Distinct known query terms a QTI model reads at inference, as search does (retriever.search.MAX_QUERY_TERMS):
 # every occurrence counts (a term twice in a query counts twice, as search weighs it), so a rerank or an
 # explanation scores what the index does; a query with more is refused, as search refuses it.
@@ -294,19 +293,6 @@ class Reranker:
         """Scores of ``query`` against every text of ``docs``."""
         rows, lengths = self.doc_rows(docs)  # lengths: read by NDRM models only (score_ids)
         return self.score_rows(self.query_ids(query), rows, lengths, batch_size)
-
-
-def pad_rows(rows: Sequence[np.ndarray], min_width: int = 1) -> Tensor:
-    """Right-pad id rows with 0 into one long tensor.
-
-    Shape:
-        ``len(rows)`` rows -> ``[len(rows), max(min_width, longest row)]``.
-    """
-    width = max([min_width] + [len(r) for r in rows])
-    out = np.zeros((len(rows), width), dtype=np.int64)
-    for i, r in enumerate(rows):
-        out[i, : len(r)] = r
-    return torch.from_numpy(out)
 
 
 def build_model(kind: str, config: Mapping[str, Any]) -> nn.Module:
@@ -659,14 +645,6 @@ class PairData:
     dev_qrels: dict[str, dict[str, int]]
     teacher: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # qid -> (doc indices, scores)
     pseudo_qids: list[str] = field(default_factory=list)  # title pseudo-queries usable for training
-
-
-def read_training_inputs(queries, qrels) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
-    from indexer.readers import read_qrels, read_queries
-
-    q = read_queries(queries) if isinstance(queries, (str, Path)) else dict(queries)
-    r = read_qrels(qrels) if isinstance(qrels, (str, Path)) else {k: dict(v) for k, v in qrels.items()}
-    return q, r
 
 
 def build_text(kind: str, corpus: str | Path, config: RerankerTrainConfig, fmt: str | None):
@@ -1135,7 +1113,6 @@ def _config_defaults(kind: str, config: RerankerTrainConfig) -> tuple[int, int]:
 
 
 __all__ = [
-    "ALL_KINDS",
     "RERANKER_KINDS",
     "Reranker",
     "RerankerTrainConfig",

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-DOCS_PER_EXAMPLE = 4
 LABELS_WITH_RELEVANT = (2, 1, 0, 0)
 LABELS_WITHOUT_RELEVANT = (1, 0, 0, 0)
 
