@@ -236,7 +236,7 @@ def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path
     ``dev_qrels`` and ``resume`` are NDRM's (TK, TKL and IDCM carve dev from ``qrels``).
 
     Returns:
-        :class:`ckqti.train.TrainResult` (NDRM) or :class:`ckqti.train.rerankers.RerankerTrainResult`.
+        :class:`ckqti.train.TrainResult` (NDRM) or :class:`ckqti.models.reranker.RerankerTrainResult`.
 
     Raises:
         OptionError: an option the model does not take, or options that do not combine.

@@ -37,9 +37,10 @@ import torch
 
 from ckqti.errors import InputError, QueryError
 from ckqti.files import replacing
+from ckqti.models.inputs import TokenSpan
+from ckqti.models.reranker import Reranker
 from ckqti.terminal import safe_cut, visible
 from ckqti.train.checkpoint import QTI_KINDS
-from ckqti.train.rerankers import Reranker, TokenSpan
 
 if TYPE_CHECKING:
     from retriever.index import Index
@@ -221,7 +222,7 @@ def tk_kernels(reranker: Reranker, q: torch.Tensor, d: torch.Tensor) -> tuple[fl
 
 def ndrm_terms(reranker: Reranker, q: torch.Tensor, d: torch.Tensor, length: int) -> tuple[float, tuple[float, ...]]:
     """Each query token's ``s(t, d)`` (0 for a word the model does not know) and their sum: each
-    distinct term scored once, as :meth:`ckqti.train.rerankers.Reranker.score_ids` does."""
+    distinct term scored once, as :meth:`ckqti.models.reranker.Reranker.score_ids` does."""
     ids = q[0].cpu().numpy()
     terms, at = np.unique(ids, return_inverse=True)
     lengths = torch.tensor([float(length)], device=reranker.device)

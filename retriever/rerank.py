@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ckqti.errors import InputError, QueryError
-from ckqti.train.rerankers import Reranker, load_reranker
+from ckqti.models.reranker import Reranker, load_reranker
 from ckqti.vocab import Vocabulary
 from retriever.index import Index, open_index
 
@@ -214,8 +214,8 @@ def collection_of(corpus: str | Path | None, index: str | Path | Index | None, f
         return idx.vocabulary(), dict(idx.manifest.model_constants)
     if corpus is None:
         raise InputError("the collection's statistics need the corpus (--corpus) or an index")
+    from ckqti.models.inputs import collection_vocabulary
     from ckqti.text import Analyzer
-    from ckqti.train.rerankers import collection_vocabulary
 
     return collection_vocabulary(corpus_texts(corpus, fmt).values(), Analyzer.from_dict(analyzer)), {}
 
@@ -232,9 +232,9 @@ def open_reranker(model_path: str | Path, device: str | None = None, max_doc_len
     adapts every kind and refuses IDCM, whose WordPiece pieces every text shares.
     """
     from ckqti.models.loading import UNTRAINED, resolve_model
+    from ckqti.models.reranker import adapt_reranker, reranker_from_checkpoint, untrained_reranker
     from ckqti.text import Analyzer
     from ckqti.train.checkpoint import QTI_KINDS, load_checkpoint
-    from ckqti.train.rerankers import adapt_reranker, reranker_from_checkpoint, untrained_reranker
 
     model_path = resolve_model(model_path)  # a short name ('ndrm3-scifact') as its checkpoint
     untrained = model_path in UNTRAINED
@@ -292,7 +292,7 @@ def rerank(
         work_dir: where the BM25 index is kept (default ``<out>.work``).
         max_doc_length: read this many document tokens instead of the model's trained cap.
         adapt_vocabulary: read text with the collection's own vocabulary (TK, TKL, NDRM: zero-shot
-            use on another collection; see :func:`ckqti.train.rerankers.adapt_reranker`): the
+            use on another collection; see :func:`ckqti.models.reranker.adapt_reranker`): the
             corpus's, else the candidate index's (its terms as the index read them, ORCAS clicks too).
         progress: show a progress bar.
 

@@ -38,16 +38,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as `python scripts/bench_rerank.py`
     sys.path.insert(0, str(ROOT))
 
+from ckqti.models.inputs import TermText, WordPieceText, collection_vocabulary  # noqa: E402
+from ckqti.models.reranker import Reranker, build_model, load_reranker  # noqa: E402
 from ckqti.text import Analyzer  # noqa: E402
 from ckqti.train.checkpoint import QTI_KINDS  # noqa: E402
-from ckqti.train.rerankers import (  # noqa: E402
-    Reranker,
-    TermText,
-    WordPieceText,
-    build_model,
-    collection_vocabulary,
-    load_reranker,
-)
 from scripts.args import (  # noqa: E402
     HelpFormatter,
     existing_file,

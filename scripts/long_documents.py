@@ -24,7 +24,7 @@ count for WordPiece only, so its 2,000-piece cap ends near 900 terms):
 
 BM25 is computed here over the same analyzed terms (k1 0.9, b 0.4, idf from the collection,
 average length over the ranked pool). TK, TKL and NDRM read the collection's vocabulary
-(:func:`ckqti.train.rerankers.adapt_reranker`); TKL and NDRM3 read up to ``--long-cap`` terms.
+(:func:`ckqti.models.reranker.adapt_reranker`); TKL and NDRM3 read up to ``--long-cap`` terms.
 Writes ``long_documents_depth.png``, ``long_documents_length.png`` and ``long_documents.json``.
 ``--merge`` adds this run's models to an earlier run's JSON of the same settings (its models'
 rows kept, a model run again replaced; BM25's rows must agree, which checks that both ranked the
@@ -118,7 +118,7 @@ class TermCutter:
     def ends(self, docid: str) -> list[int]:
         """Character end of each analyzed term of a document."""
         if docid not in self._ends:
-            from ckqti.train.rerankers import analyzed_spans
+            from ckqti.models.inputs import analyzed_spans
 
             self._ends[docid] = [s.end for s in analyzed_spans(self.analyzer, self.docs[docid])]
         return self._ends[docid]
@@ -308,8 +308,9 @@ def load_models(paths: Mapping[str, str | None], source: Source, long_cap: int, 
 
 def load_rerankers(paths: Mapping[str, str | None], source: Source, long_cap: int, device: str | None) -> dict:
     """Rerankers reading the collection's vocabulary; TKL and NDRM3 read ``long_cap`` terms."""
+    from ckqti.models.inputs import collection_vocabulary
+    from ckqti.models.reranker import adapt_reranker, reranker_from_checkpoint
     from ckqti.train.checkpoint import load_checkpoint
-    from ckqti.train.rerankers import adapt_reranker, collection_vocabulary, reranker_from_checkpoint
 
     out = {}
     for name, path in paths.items():

@@ -42,8 +42,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from ckqti.explain import Region, explain_text  # noqa: E402
+from ckqti.models.inputs import TokenSpan, analyzed_spans  # noqa: E402
+from ckqti.models.reranker import Reranker  # noqa: E402
 from ckqti.text import Analyzer  # noqa: E402
-from ckqti.train.rerankers import Reranker, TokenSpan, analyzed_spans  # noqa: E402
 from scripts.args import (  # noqa: E402
     HelpFormatter,
     existing_file,

@@ -24,8 +24,8 @@ def data_dir() -> Path:
 def scifact_source(data_dir):
     """SciFact test as ``scripts/long_documents.py`` reads it, with ckqti's analyzer and the
     collection's vocabulary: ``(source, analyzer, vocab)``."""
+    from ckqti.models.inputs import collection_vocabulary
     from ckqti.text import Analyzer
-    from ckqti.train.rerankers import collection_vocabulary
     from scripts.long_documents import load_source
 
     source = load_source("scifact", data_dir)

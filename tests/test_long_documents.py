@@ -21,8 +21,10 @@ import numpy as np
 import pytest
 import torch
 
+from ckqti.models.inputs import TermText
 from ckqti.models.ndrm import NDRMConfig, build_ndrm
-from ckqti.train.rerankers import Reranker, TermText, build_model, match_init
+from ckqti.models.reranker import Reranker, build_model
+from ckqti.train.rerankers import match_init
 from scripts.long_documents import (
     BM25,
     LongDocConfig,

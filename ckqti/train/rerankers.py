@@ -1,13 +1,8 @@
-"""Training TK, TKL and IDCM re-rankers, and loading any ranking checkpoint to score text.
+"""Training TK, TKL and IDCM re-rankers.
 
-**Checkpoints.** The re-rankers use the one checkpoint format of :mod:`ckqti.train.checkpoint`
-with kinds ``"tk"``, ``"tkl"`` and ``"idcm"``: ``config`` is the model's frozen config as a dict
-(``dataclasses.asdict``), ``state_dict`` its tensors. TK and TKL read text like the NDRM
-models (the project :class:`~ckqti.text.Analyzer`, ``vocab`` = the training vocabulary; unseen
-words map to the unknown id 1). IDCM reads WordPiece: its ``vocab`` holds the 30,522 WordPiece
-tokens (so the checkpoint carries its own tokenizer) and ``analyzer`` is
-``{"tokenizer": "wordpiece", "lowercase": True}``. :func:`load_reranker` loads any kind,
-NDRM included, as a :class:`Reranker` that scores query and document *text*.
+The trained model is written as a checkpoint (:func:`ckqti.models.reranker.save_reranker`, the
+one format of :mod:`ckqti.train.checkpoint` with kinds ``"tk"``, ``"tkl"`` and ``"idcm"``);
+:func:`ckqti.models.reranker.load_reranker` loads it, or any NDRM checkpoint, to score text.
 
 **Training** (:func:`train_reranker`): pairwise, on (query, relevant, non-relevant) triples;
 the relevant document from the judgements, the non-relevant one drawn from the query's BM25
@@ -44,12 +39,8 @@ the others by 0. Every weight stays trainable.
 from __future__ import annotations
 
 import copy
-import json
-import re
 import sys
-import tempfile
 import time
-import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -60,384 +51,18 @@ import torch
 from torch import Tensor, nn
 
 from ckqti.errors import CkqtiError, InputError
+from ckqti.models.inputs import TermText, WordPieceText
 from ckqti.models.loading import pick_device
-from ckqti.text import Analyzer
-from ckqti.train.checkpoint import QTI_KINDS, Checkpoint, load_checkpoint, save_checkpoint
+from ckqti.models.reranker import RERANKER_KINDS, build_model, save_reranker
+from ckqti.train.checkpoint import Checkpoint, load_checkpoint
 from ckqti.train.data import inputs_digest, pad_rows, read_training_inputs
-from ckqti.vocab import Vocabulary
 
-RERANKER_KINDS = ("tk", "tkl", "idcm")
 WEAK_SUPERVISION = ("titles",)
-# Distinct known query terms a QTI model reads at inference, as search does (retriever.search.MAX_QUERY_TERMS):
-# every occurrence counts (a term twice in a query counts twice, as search weighs it), so a rerank or an
-# explanation scores what the index does; a query with more is refused, as search refuses it.
-QTI_QUERY_TERMS = 1024
 LOSSES = ("margin", "ranknet", "lce")
 SELECTOR_LOSSES = ("lambda", "mse", "kl")  # IDCM stage 3 (ckqti.models.idcm.DISTILLATION_LOSSES; no torch import here)
 # Settings only IDCM's stage 3 reads: a change retrains the selector, not the cross-encoder (stages 1-2)
 STAGE3_SETTINGS = ("distill_epochs", "selector_loss")
 INITS = ("paper", "match")
-WORDPIECE_ANALYZER = {"tokenizer": "wordpiece", "lowercase": True}
-_ALNUM = re.compile(r"[0-9a-z]+")  # what ckqti.text.Analyzer keeps after lower-casing
-
-
-# -- text -> ids ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TokenSpan:
-    """One model token of a text: its string and the characters ``text[start:end]`` it came from."""
-
-    token: str
-    start: int
-    end: int
-
-
-def past_marks(text: str, end: int, limit: int | None = None) -> int:
-    """``end`` moved past the combining marks that follow it (not beyond ``limit``): a span ending
-    at ``cafe`` of a decomposed ``cafe\u0301`` takes the accent too, so that a highlight does not
-    leave it to sit on the closing bracket or the next character."""
-    limit = len(text) if limit is None else min(limit, len(text))
-    while end < limit and unicodedata.category(text[end]).startswith("M"):
-        end += 1
-    return end
-
-
-def analyzed_spans(analyzer: Analyzer, text: str) -> list[TokenSpan]:
-    """The analyzer's terms of ``text`` with their character spans in ``text``.
-
-    Lower-cases character by character (keeping a map back to ``text``), so the terms are
-    exactly ``analyzer(text)`` while the spans point into the original string; a span ends past
-    the combining marks after its last letter (:func:`past_marks`).
-    """
-    lowered, origin = [], []
-    for i, ch in enumerate(text):
-        low = ch.lower() if analyzer.lowercase else ch
-        lowered.append(low)
-        origin.extend([i] * len(low))
-    flat = "".join(lowered)
-    out = []
-    for m in _ALNUM.finditer(flat):
-        word = m.group()
-        if not analyzer.tokens(word):  # a stopword
-            continue
-        out.append(TokenSpan(analyzer.stem(word), origin[m.start()], past_marks(text, origin[m.end() - 1] + 1)))
-    return out
-
-
-@dataclass(frozen=True)
-class TermText:
-    """Text as the project analyzer's term ids in a vocabulary (TK, TKL, NDRM)."""
-
-    analyzer: Analyzer
-    vocab: Vocabulary
-
-    def ids(self, text: str, limit: int | None = None) -> np.ndarray:
-        """int64 term ids (unknown words -> 1), the first ``limit`` (only that much text is analyzed)."""
-        return np.asarray(self.vocab.ids(self.analyzer.prefix(text, limit)), dtype=np.int64)
-
-    def length(self, text: str) -> int:
-        return len(self.analyzer(text))
-
-    def ids_many(self, texts: Sequence[str], limit: int | None = None) -> list[np.ndarray]:
-        return [self.ids(t, limit) for t in texts]
-
-    def ids_and_length(self, text: str, limit: int | None = None) -> tuple[np.ndarray, int]:
-        """``(ids(text, limit), length(text))`` from one analysis."""
-        terms = self.analyzer(text)
-        return np.asarray(self.vocab.ids(terms[:limit]), dtype=np.int64), len(terms)
-
-    def spans(self, text: str) -> list[TokenSpan]:
-        return analyzed_spans(self.analyzer, text)
-
-
-@dataclass(frozen=True)
-class WordPieceText:
-    """Text as WordPiece ids without special tokens (IDCM)."""
-
-    tokenizer: Any  # ckqti.models.minilm.WordPieceTokenizer
-
-    def ids(self, text: str, limit: int | None = None) -> np.ndarray:
-        return np.asarray(self.tokenizer.encode(text, limit), dtype=np.int64)
-
-    def length(self, text: str) -> int:
-        return len(self.tokenizer.encode(text))
-
-    def ids_many(self, texts: Sequence[str], limit: int | None = None) -> list[np.ndarray]:
-        """:meth:`ids` of every text, tokenized in one batch (on every core)."""
-        return [np.asarray(ids, dtype=np.int64) for ids in self.tokenizer.encode_many(texts, limit)]
-
-    def spans(self, text: str) -> list[TokenSpan]:
-        """Tokens with their characters, each span past the combining marks after it (the
-        tokenizer strips accents and leaves a decomposed word's last one out), up to the next token."""
-        ids, offsets = self.tokenizer.encode_with_offsets(text)
-        nexts = [s for s, _ in offsets[1:]] + [len(text)]
-        return [TokenSpan(tok, s, past_marks(text, e, nxt))
-                for tok, (s, e), nxt in zip(self.tokenizer.tokens(ids), offsets, nexts)]
-
-
-def wordpiece_vocabulary(tokenizer) -> Vocabulary:
-    """The WordPiece tokens as a :class:`Vocabulary` (no statistics), to store in a checkpoint."""
-    n = tokenizer.vocab_size
-    terms = tokenizer.tokens(range(n))
-    return Vocabulary(terms, np.zeros(n, np.int64), np.zeros(n, np.int64), 0, 0)
-
-
-def tokenizer_from_vocabulary(vocab: Vocabulary):
-    """A WordPiece tokenizer whose vocabulary is ``vocab.terms`` (the one saved with an IDCM checkpoint)."""
-    from ckqti.models.minilm import WordPieceTokenizer
-
-    with tempfile.TemporaryDirectory(prefix="ckqti-wordpiece-") as tmp:
-        path = Path(tmp) / "vocab.txt"
-        path.write_text("\n".join(vocab.terms) + "\n", encoding="utf-8")
-        return WordPieceTokenizer(path)
-
-
-# -- loaded models ---------------------------------------------------------------------------
-
-
-@dataclass
-class Reranker:
-    """A ranking model of any kind with the text processing it was trained with.
-
-    Attributes:
-        kind: ``"tk"``, ``"tkl"``, ``"idcm"``, ``"ndrm1"``, ``"ndrm2"`` or ``"ndrm3"``.
-        model: the model in eval mode on ``device``.
-        text: :class:`TermText` or :class:`WordPieceText`.
-        model_id: the checkpoint's id (``<kind>-<hash prefix>``).
-        max_query_length, max_doc_length: tokens the model reads.
-    """
-
-    kind: str
-    model: nn.Module
-    text: TermText | WordPieceText
-    model_id: str
-    max_query_length: int
-    max_doc_length: int
-    device: torch.device
-
-    def query_ids(self, query: str) -> np.ndarray:
-        """The query's ids as the model reads them: the first ``max_query_length`` tokens, or for a
-        QTI model every token (its score is a sum over them; :data:`QTI_QUERY_TERMS` caps distinct ones)."""
-        return self.text.ids(query, None if self.kind in QTI_KINDS else self.max_query_length)
-
-    def unreadable(self, query: np.ndarray) -> str | None:
-        """Why the model cannot rank documents for ``query`` (ids of :meth:`query_ids`), or None:
-        no token at all (stopwords, other scripts), or no word it knows (every score would be equal:
-        the candidates would come out in docid order), or, for a QTI model, more distinct known terms
-        than :data:`QTI_QUERY_TERMS` (search refuses those too)."""
-        if not len(query):
-            return "no term the model reads"
-        if not self.reads(query):
-            return "no word the model knows"
-        return self.over_cap(query)
-
-    def over_cap(self, query: np.ndarray) -> str | None:
-        """Why a QTI model refuses ``query``'s ids (more distinct known terms than :data:`QTI_QUERY_TERMS`), or None."""
-        if self.kind in QTI_KINDS and (n := len(np.unique(query[query > 1]))) > QTI_QUERY_TERMS:
-            return f"query has {n} distinct known terms; a query may have at most {QTI_QUERY_TERMS}"
-        return None
-
-    def reads(self, ids: np.ndarray) -> bool:
-        """Whether an id row holds anything the model knows: a known word (ids 0 and 1 are padding
-        and unknown words) or, for IDCM's WordPiece, any piece."""
-        return bool(len(ids)) if isinstance(self.text, WordPieceText) else bool((ids > 1).any())
-
-    def doc_ids(self, doc: str) -> np.ndarray:
-        return self.text.ids(doc, self.max_doc_length)
-
-    def score_ids(self, query: np.ndarray, docs: Sequence[np.ndarray], lengths: Sequence[int] | None = None) -> np.ndarray:
-        """Scores of one query's id row against document id rows (``lengths``: true lengths, NDRM only)."""
-        if not len(docs):
-            return np.zeros(0, dtype=np.float64)
-        d = pad_rows(docs).to(self.device)  # [B, L]
-        with torch.no_grad():
-            if self.kind in QTI_KINDS:  # each distinct term scored once, times its occurrences: what the index sums
-                terms, counts = np.unique(query[query > 1], return_counts=True)
-                if not len(terms):  # no known term: no term scores
-                    return np.zeros(len(docs), dtype=np.float64)
-                q = torch.as_tensor(terms[None], device=self.device).expand(d.shape[0], -1)  # [B, T]
-                true = torch.tensor(lengths if lengths is not None else [len(x) for x in docs], dtype=torch.float32)
-                per_term = self.model.term_scores(q, d, true.to(self.device))  # [B, T]
-                out = per_term @ torch.as_tensor(counts, dtype=per_term.dtype, device=self.device)
-            else:
-                q = pad_rows([query]).to(self.device).expand(d.shape[0], -1)  # [B, Q]
-                out = self.model(q, d)
-        return out.double().cpu().numpy()
-
-    def doc_length(self, doc: str) -> int:
-        """Tokens of the whole document (NDRM's length normalisation reads the untruncated length)."""
-        return self.text.length(doc)
-
-    def doc_rows(self, docs: Sequence[str]) -> tuple[list[np.ndarray], list[int]]:
-        """Every document's ``(doc_ids, doc_length)``: from one analysis each for NDRM models,
-        which read the length; other models' lengths are 0 and their text is read only up to
-        their cap (WordPiece texts in one batch)."""
-        if self.kind in QTI_KINDS:
-            pairs = [self.text.ids_and_length(d, self.max_doc_length) for d in docs]
-            return [r for r, _ in pairs], [n for _, n in pairs]
-        return self.text.ids_many(docs, self.max_doc_length), [0] * len(docs)
-
-    def score_rows(self, query: np.ndarray, rows: Sequence[np.ndarray], lengths: Sequence[int] | None = None,
-                   batch_size: int = 32) -> np.ndarray:
-        """Scores of one query's ids against document id rows, in batches of similar length."""
-        out = np.zeros(len(rows))
-        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
-        for start in range(0, len(order), batch_size):
-            part = order[start: start + batch_size]
-            lens = [lengths[i] for i in part] if lengths is not None else None
-            out[part] = self.score_ids(query, [rows[i] for i in part], lens)
-        return out
-
-    def score(self, query: str, docs: Sequence[str], batch_size: int = 32) -> np.ndarray:
-        """Scores of ``query`` against every text of ``docs``."""
-        rows, lengths = self.doc_rows(docs)  # lengths: read by NDRM models only (score_ids)
-        return self.score_rows(self.query_ids(query), rows, lengths, batch_size)
-
-
-def build_model(kind: str, config: Mapping[str, Any]) -> nn.Module:
-    """A fresh TK, TKL or IDCM from its config dict (as saved in a checkpoint)."""
-    if kind == "tk":
-        from ckqti.models.tk import TK, TKConfig
-
-        return TK(TKConfig(**dict(config)))
-    if kind == "tkl":
-        from ckqti.models.tkl import TKL, TKLConfig
-
-        return TKL(TKLConfig(**dict(config)))
-    if kind == "idcm":
-        from ckqti.models.idcm import IDCM, IDCMConfig
-
-        return IDCM(IDCMConfig(**dict(config)))
-    raise ValueError(f"kind must be one of {RERANKER_KINDS}, got {kind!r}")
-
-
-def model_lengths(kind: str, config: Any) -> tuple[int, int]:
-    """``(max query tokens, max document tokens)`` a model of ``kind`` reads. A QTI model's score
-    is a sum over query terms, so it reads every term of a query (up to :data:`QTI_QUERY_TERMS`)
-    as the index's search does; its ``max_query_terms`` caps training queries only."""
-    if kind in QTI_KINDS:
-        return QTI_QUERY_TERMS, config.max_doc_terms
-    return config.max_query_length, config.max_doc_length
-
-
-def reranker_from_checkpoint(ckpt: Checkpoint, device: torch.device | str | None = None,
-                             max_doc_length: int | None = None) -> Reranker:
-    """A :class:`Reranker` of a loaded checkpoint of any kind (see :func:`load_reranker`)."""
-    dev = pick_device(device)
-    if ckpt.kind in QTI_KINDS:
-        model = ckpt.build(dev)
-        text: TermText | WordPieceText = TermText(Analyzer.from_dict(ckpt.analyzer), ckpt.vocab)
-    elif ckpt.kind in RERANKER_KINDS:
-        model = build_model(ckpt.kind, ckpt.config)
-        model.load_state_dict({k: v.float() if v.dtype == torch.float16 else v for k, v in ckpt.state_dict.items()})
-        model = model.to(dev).eval()
-        if ckpt.kind == "idcm":
-            text = WordPieceText(tokenizer_from_vocabulary(ckpt.vocab))
-        else:
-            text = TermText(Analyzer.from_dict(ckpt.analyzer), ckpt.vocab)
-    else:
-        raise CkqtiError(f"checkpoint holds a {ckpt.kind!r} model, which cannot rerank", ckpt.path)
-    if max_doc_length is not None:
-        set_max_doc_length(model, ckpt.kind, max_doc_length)
-    q, d = model_lengths(ckpt.kind, model.config)
-    return Reranker(ckpt.kind, model, text, ckpt.id, q, d, dev)
-
-
-def untrained_reranker(spec: str, vocab: Vocabulary, constants: Mapping[str, float] | None = None,
-                       device: torch.device | str | None = None, max_doc_length: int | None = None) -> Reranker:
-    """The untrained NDRM2 of ``spec`` (``"ndrm2"``, ``"ndrm2-anserini"``) on a collection's
-    vocabulary and statistics, with an index's build ``constants`` when given: as it fills an index."""
-    from ckqti.models.loading import untrained_id, untrained_ndrm2
-
-    dev = pick_device(device)
-    model = untrained_ndrm2(dev, spec)[0](vocab)
-    if constants:
-        model.set_index_constants(dict(constants))
-    if max_doc_length is not None:
-        set_max_doc_length(model, "ndrm2", max_doc_length)
-    text = TermText(Analyzer(), vocab)
-    return Reranker("ndrm2", model, text, untrained_id(spec), *model_lengths("ndrm2", model.config), dev)
-
-
-def set_max_doc_length(model: nn.Module, kind: str, length: int) -> None:
-    """Let a model read ``length`` document tokens (TKL, NDRM and IDCM; TK's 200 cap is its definition)."""
-    if kind == "tk":
-        raise CkqtiError("TK's 200-token document cap is part of the model (its positions); --max-doc-length "
-                         "is for TKL, IDCM and NDRM")
-    name = "max_doc_terms" if kind in QTI_KINDS else "max_doc_length"
-    model.config = replace(model.config, **{name: int(length)})
-
-
-def load_reranker(path: str | Path, device: torch.device | str | None = None,
-                  max_doc_length: int | None = None, vocabulary: Vocabulary | None = None) -> Reranker:
-    """Load a checkpoint of any kind (TK, TKL, IDCM, NDRM1-3) as a :class:`Reranker`.
-
-    Args:
-        path: a checkpoint written by :func:`train_reranker` or ``ckqti train``.
-        device: torch device (default CUDA when available).
-        max_doc_length: read this many document tokens instead of the trained cap (TKL,
-            NDRM and IDCM; for example TKL trained at 2,000 tokens applied at 4,000).
-        vocabulary: a collection's vocabulary (analyzed with the checkpoint's analyzer) to
-            read text with instead of the training vocabulary (TK, TKL, NDRM; ignored by
-            IDCM): see :func:`adapt_reranker`.
-
-    Raises:
-        CkqtiError: unreadable or corrupted checkpoint, or a kind that cannot rerank.
-    """
-    ckpt = load_checkpoint(path)
-    if vocabulary is not None and ckpt.kind != "idcm":
-        return adapt_reranker(ckpt, vocabulary, device, max_doc_length)
-    return reranker_from_checkpoint(ckpt, device, max_doc_length)
-
-
-def adapt_reranker(ckpt: Checkpoint, vocab: Vocabulary, device: torch.device | str | None = None,
-                   max_doc_length: int | None = None) -> Reranker:
-    """A TK, TKL or NDRM checkpoint reading another collection's vocabulary (zero-shot use).
-
-    Without this, every word the training collection never saw is the one unknown id, so in
-    TK and TKL any unknown query word matches any unknown document word exactly. Embedding
-    rows are remapped as :func:`ckqti.train.checkpoint.remap_rows` does for indexing (known
-    words keep their rows; new words get rows predicted from their WordPiece composition,
-    ``ckpt.fallback``); NDRM, and TKL with idf term weights, also take the collection's idf
-    (:func:`adapt_to_vocabulary`).
-    """
-    from ckqti.train.checkpoint import adapt_to_vocabulary, remap_rows
-
-    dev = pick_device(device)
-    if ckpt.kind in QTI_KINDS:
-        model = adapt_to_vocabulary(ckpt, vocab, dev)
-    elif ckpt.kind in ("tk", "tkl"):
-        model = build_model(ckpt.kind, {**ckpt.config, "vocab_size": len(vocab)})
-        state = {k: v.float() if v.dtype == torch.float16 else v for k, v in ckpt.state_dict.items()}
-        state["embedding.weight"] = remap_rows(state["embedding.weight"], ckpt.vocab, vocab, ckpt.fallback)
-        fresh = model.state_dict()  # idf buffers are sized for the training vocabulary: set_collection takes the new one's
-        state.update({k: fresh[k] for k in state if k == "idf" or k.endswith(".idf")})
-        model.load_state_dict(state)
-        model.set_collection(vocab)
-        model = model.to(dev).eval()
-    else:
-        raise CkqtiError(f"a {ckpt.kind!r} model has no term vocabulary to adapt", ckpt.path)
-    if max_doc_length is not None:
-        set_max_doc_length(model, ckpt.kind, max_doc_length)
-    q, d = model_lengths(ckpt.kind, model.config)
-    return Reranker(ckpt.kind, model, TermText(Analyzer.from_dict(ckpt.analyzer), vocab), ckpt.id, q, d, dev)
-
-
-def collection_vocabulary(texts, analyzer: Analyzer) -> Vocabulary:
-    """The vocabulary (with df, cf) of an iterable of document texts."""
-    return Vocabulary.build(analyzer(t) for t in texts)
-
-
-def save_reranker(path: str | Path, model: nn.Module, kind: str, text: TermText | WordPieceText,
-                  meta: Mapping[str, Any] | None = None) -> Checkpoint:
-    """Write a TK, TKL or IDCM model as a checkpoint (format of :mod:`ckqti.train.checkpoint`)."""
-    if kind not in RERANKER_KINDS:
-        raise ValueError(f"kind must be one of {RERANKER_KINDS}, got {kind!r}")
-    config = json.loads(json.dumps(asdict(model.config)))
-    if isinstance(text, WordPieceText):
-        return save_checkpoint(path, model, kind, config, wordpiece_vocabulary(text.tokenizer), WORDPIECE_ANALYZER, meta)
-    return save_checkpoint(path, model, kind, config, text.vocab, text.analyzer, meta)
 
 
 # -- initialisation ---------------------------------------------------------------------------
@@ -1113,20 +738,8 @@ def _config_defaults(kind: str, config: RerankerTrainConfig) -> tuple[int, int]:
 
 
 __all__ = [
-    "RERANKER_KINDS",
-    "Reranker",
     "RerankerTrainConfig",
     "RerankerTrainResult",
-    "TermText",
-    "TokenSpan",
-    "adapt_reranker",
-    "collection_vocabulary",
-    "WordPieceText",
-    "analyzed_spans",
-    "load_reranker",
     "match_init",
-    "reranker_from_checkpoint",
-    "untrained_reranker",
-    "save_reranker",
     "train_reranker",
 ]

@@ -19,17 +19,11 @@ import torch
 
 from ckqti.errors import InputError, QueryError
 from ckqti.explain import explain
+from ckqti.models.inputs import TermText, WordPieceText, analyzed_spans
 from ckqti.models.minilm import WordPieceTokenizer
+from ckqti.models.reranker import build_model, load_reranker, save_reranker
 from ckqti.text import Analyzer
-from ckqti.train.rerankers import (
-    TermText,
-    WordPieceText,
-    analyzed_spans,
-    build_model,
-    load_reranker,
-    match_init,
-    save_reranker,
-)
+from ckqti.train.rerankers import match_init
 from ckqti.vocab import Vocabulary
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"

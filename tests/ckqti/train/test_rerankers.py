@@ -11,28 +11,21 @@ import numpy as np
 import pytest
 import torch
 
-from ckqti.errors import CkqtiError
+from ckqti.models.inputs import TermText
+from ckqti.models.reranker import build_model, load_reranker
 from ckqti.text import Analyzer
 from ckqti.train.rerankers import (
     PairData,
-    Reranker,
     RerankerTrainConfig,
     RerankerTrainResult,
-    TermText,
-    WordPieceText,
-    analyzed_spans,
-    build_model,
     epoch_groups,
     epoch_triples,
     group_batch,
     group_loss,
-    load_reranker,
     match_init,
-    save_reranker,
     train_epoch,
     train_reranker,
 )
-from ckqti.vocab import Vocabulary
 
 TINY_TK = dict(embedding_dim=16, num_heads=2, ff_dim=16, num_layers=1)
 TINY_BERT = dict(vocab_size=30522, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
@@ -60,34 +53,6 @@ def test_config_is_validated():
     with pytest.raises(ValueError):
         RerankerTrainConfig(loss="lce", negatives=0)
     assert RerankerTrainConfig(stages=[1, 3]).stages == (1, 3)
-
-
-@pytest.mark.parametrize("text", [
-    "The BRCA1 gene's role in DNA-repair: 12 cases (İstanbul, ﬁbrosis)!",
-    "Vitamin D deficiency is associated with an increased risk of tuberculosis.",
-    "",
-])
-def test_analyzed_spans_match_the_analyzer(text):
-    analyzer = Analyzer()
-    spans = analyzed_spans(analyzer, text)
-    assert [s.token for s in spans] == analyzer(text)
-    for s in spans:  # every span is the word the term was stemmed from
-        assert analyzer(text[s.start:s.end]) == [s.token]
-
-
-def test_spans_take_the_combining_marks_of_their_last_letter():
-    """A decomposed accent (``e`` + U+0301) or a keycap's marks after a term's last letter belong to
-    its span: a highlight ending before them left them on the closing bracket (``[cafe]\u0301``)."""
-    text = "cafe\u0301 re\u0301sume\u0301 genes 1\ufe0f\u20e3 end"
-    spans = analyzed_spans(Analyzer(), text)
-    assert [(s.token, text[s.start:s.end]) for s in spans] == [
-        ("cafe", "cafe\u0301"), ("re", "re\u0301"), ("sume", "sume\u0301"), ("gene", "genes"),
-        ("1", "1\ufe0f\u20e3"), ("end", "end")]
-    from ckqti.models.minilm import WordPieceTokenizer
-
-    pieces = WordPieceText(WordPieceTokenizer.minilm()).spans(text)
-    assert [(s.token, text[s.start:s.end]) for s in pieces][:2] == [("cafe", "cafe\u0301"), ("resume", "re\u0301sume\u0301")]
-    assert all(a.end <= b.start for a, b in zip(pieces, pieces[1:]))
 
 
 def test_match_init_ranks_by_exact_matches():
@@ -198,43 +163,6 @@ def test_train_tk_writes_a_checkpoint_that_reranks(tiny_scifact, tmp_path):
     np.testing.assert_allclose(scores, direct, rtol=1e-5, atol=1e-6)
 
 
-def test_reranker_checkpoint_round_trip_and_errors(tmp_path):
-    vocab = Vocabulary.build([["gene", "cell"], ["cell", "tumor"]])
-    text = TermText(Analyzer(), vocab)
-    torch.manual_seed(1)
-    model = build_model("tkl", dict(vocab_size=len(vocab), max_doc_length=300, **TINY_TK))
-    ckpt = save_reranker(tmp_path / "tkl.pt", model, "tkl", text, {"note": "test"})
-    rr = load_reranker(tmp_path / "tkl.pt", device="cpu", max_doc_length=4000)
-    assert rr.model_id == ckpt.id and rr.max_doc_length == 4000 and rr.model.config.max_doc_length == 4000
-    for a, b in zip(model.state_dict().values(), rr.model.state_dict().values()):
-        assert torch.equal(a, b)
-    raw = (tmp_path / "tkl.pt").read_bytes()
-    (tmp_path / "bad.pt").write_bytes(raw[: len(raw) // 2])
-    with pytest.raises(CkqtiError):
-        load_reranker(tmp_path / "bad.pt")
-
-
-def test_ndrm_checkpoints_load_as_rerankers(tmp_path):
-    from ckqti.models.ndrm import NDRMConfig, build_ndrm
-    from ckqti.train.checkpoint import save_checkpoint
-
-    analyzer = Analyzer()
-    docs = ["gene expression in tumor cells", "the weather is nice today", "rain tomorrow", "sunny days"]
-    vocab = Vocabulary.build([analyzer(d) for d in docs])
-    model = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm2"), vocab)
-    save_checkpoint(tmp_path / "n2.pt", model, "ndrm2", model.config.to_dict(), vocab, analyzer)
-    rr = load_reranker(tmp_path / "n2.pt", device="cpu")
-    s = rr.score("tumor gene", docs)
-    assert s[0] > 0 and s[1] == s[2] == s[3] == 0
-    rr.max_doc_length = 2  # NDRM reads the whole length, however few ids it keeps
-    long = docs + [" ".join(docs * 50)]
-    assert [list(r) for r in rr.doc_rows(long)[0]] == [list(rr.doc_ids(d)) for d in long]
-    assert rr.doc_rows(long)[1] == [rr.doc_length(d) for d in long] and rr.doc_rows(long)[1][-1] == 50 * (4 + 3 + 2 + 2)
-    tk = Reranker("tk", rr.model, rr.text, "tk-test", 30, 3, rr.device)  # other kinds: capped ids, length 0
-    assert [list(r) for r in tk.doc_rows(long)[0]] == [list(rr.text.ids(d))[:3] for d in long]
-    assert tk.doc_rows(long)[1] == [0] * 5
-
-
 def test_idcm_three_stages_and_wordpiece_checkpoint(tiny_scifact, tmp_path, capsys):
     """All three IDCM stages run on a tiny random BERT; the checkpoint carries its WordPiece vocabulary."""
     from ckqti.models.minilm import WordPieceTokenizer
@@ -279,41 +207,14 @@ def test_idcm_three_stages_and_wordpiece_checkpoint(tiny_scifact, tmp_path, caps
     assert [h["stage"] for h in res3.history] == [1, 1, 2, 2, 3, 3]
 
 
-def test_adapted_vocabulary_keeps_known_rows_and_stops_unknown_words_matching(tmp_path):
-    """With the training vocabulary every unseen word is the one unknown id, so TK matches any two
-    unseen words exactly; reading the new collection's vocabulary keeps known rows and tells them apart."""
-    from ckqti.train.checkpoint import load_checkpoint
-    from ckqti.train.rerankers import adapt_reranker, collection_vocabulary
-
-    analyzer = Analyzer()
-    words = ("tumor cell growth gene expression protein receptor kinase mutation cancer patient trial dose "
-             "blood heart brain neuron insulin glucose liver kidney lung virus bacteria infection vaccine").split()
-    train_vocab = Vocabulary.build([analyzer(" ".join(words[i:i + 5])) for i in range(len(words))])
-    torch.manual_seed(2)
-    model = build_model("tk", dict(vocab_size=len(train_vocab), **TINY_TK))
-    match_init(model)
-    path = save_reranker(tmp_path / "tk.pt", model, "tk", TermText(analyzer, train_vocab)).path
-    new_vocab = collection_vocabulary(["tumor zebrafish", "quasar telescope", "gene cell"], analyzer)
-    plain = load_reranker(path, device="cpu")
-    adapted = adapt_reranker(load_checkpoint(path), new_vocab, device="cpu")
-    for term in ("tumor", "gene", "cell"):
-        a = adapted.model.embedding.weight[new_vocab.id(term)]
-        assert torch.equal(a, model.embedding.weight[train_vocab.id(term)])
-    assert list(plain.query_ids("zebrafish")) == [1] and list(plain.doc_ids("quasar")) == [1]
-    q, docs = "zebrafish", ["quasar telescope", "zebrafish tumor"]
-    before = plain.score(q, docs)
-    assert before[0] >= before[1]  # two unknown words "match" zebrafish at least as well as zebrafish itself
-    s = adapted.score(q, docs)
-    assert s[1] > s[0]  # only the document holding the word matches it
-
-
 @pytest.mark.parametrize("kind, explicit", [("tk", False), ("tkl", False), ("tk", True), ("tkl", True)])
 def test_idf_weights_follow_the_collection_in_training_and_zero_shot(tiny_scifact, tmp_path, kind, explicit):
     """TK or TKL with idf term weights (and with the explicit channel, whose NDRM2 has an idf of its own)
     takes the training vocabulary's idf when trained, keeps it in its checkpoint, and takes the new
     collection's when adapted to another vocabulary."""
+    from ckqti.models.inputs import collection_vocabulary
+    from ckqti.models.reranker import adapt_reranker
     from ckqti.train.checkpoint import load_checkpoint
-    from ckqti.train.rerankers import adapt_reranker, collection_vocabulary
 
     options = {**quick(kind).model_options, "term_weights": "idf", "max_doc_length": 200}
     config = quick(kind, model_options={**options, "explicit": True} if explicit else options)

@@ -1,0 +1,279 @@
+"""A ranking model of any kind loaded to score query and document *text*
+(:class:`Reranker`): TK, TKL, IDCM and the NDRM models, from their checkpoints
+(:mod:`ckqti.train.checkpoint`'s one format: ``config`` the model's frozen config as a dict,
+``state_dict`` its tensors, ``vocab`` and ``analyzer`` the text it reads; IDCM's ``vocab`` holds
+its 30,522 WordPiece tokens, so the checkpoint carries its own tokenizer). Reranking
+(:mod:`retriever.rerank`) and explanations (:mod:`ckqti.explain`) score through it;
+:func:`adapt_reranker` lets a TK, TKL or NDRM checkpoint read another collection's words.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ckqti.errors import CkqtiError
+from ckqti.models.inputs import (
+    WORDPIECE_ANALYZER,
+    TermText,
+    WordPieceText,
+    tokenizer_from_vocabulary,
+    wordpiece_vocabulary,
+)
+from ckqti.models.loading import pick_device
+from ckqti.text import Analyzer
+from ckqti.train.checkpoint import QTI_KINDS, Checkpoint, load_checkpoint, save_checkpoint
+from ckqti.train.data import pad_rows
+from ckqti.vocab import Vocabulary
+
+RERANKER_KINDS = ("tk", "tkl", "idcm")
+# Distinct known query terms a QTI model reads at inference, as search does (retriever.search.MAX_QUERY_TERMS):
+# every occurrence counts (a term twice in a query counts twice, as search weighs it), so a rerank or an
+# explanation scores what the index does; a query with more is refused, as search refuses it.
+QTI_QUERY_TERMS = 1024
+
+
+@dataclass
+class Reranker:
+    """A ranking model of any kind with the text processing it was trained with.
+
+    Attributes:
+        kind: ``"tk"``, ``"tkl"``, ``"idcm"``, ``"ndrm1"``, ``"ndrm2"`` or ``"ndrm3"``.
+        model: the model in eval mode on ``device``.
+        text: :class:`TermText` or :class:`WordPieceText`.
+        model_id: the checkpoint's id (``<kind>-<hash prefix>``).
+        max_query_length, max_doc_length: tokens the model reads.
+    """
+
+    kind: str
+    model: nn.Module
+    text: TermText | WordPieceText
+    model_id: str
+    max_query_length: int
+    max_doc_length: int
+    device: torch.device
+
+    def query_ids(self, query: str) -> np.ndarray:
+        """The query's ids as the model reads them: the first ``max_query_length`` tokens, or for a
+        QTI model every token (its score is a sum over them; :data:`QTI_QUERY_TERMS` caps distinct ones)."""
+        return self.text.ids(query, None if self.kind in QTI_KINDS else self.max_query_length)
+
+    def unreadable(self, query: np.ndarray) -> str | None:
+        """Why the model cannot rank documents for ``query`` (ids of :meth:`query_ids`), or None:
+        no token at all (stopwords, other scripts), or no word it knows (every score would be equal:
+        the candidates would come out in docid order), or, for a QTI model, more distinct known terms
+        than :data:`QTI_QUERY_TERMS` (search refuses those too)."""
+        if not len(query):
+            return "no term the model reads"
+        if not self.reads(query):
+            return "no word the model knows"
+        return self.over_cap(query)
+
+    def over_cap(self, query: np.ndarray) -> str | None:
+        """Why a QTI model refuses ``query``'s ids (more distinct known terms than :data:`QTI_QUERY_TERMS`), or None."""
+        if self.kind in QTI_KINDS and (n := len(np.unique(query[query > 1]))) > QTI_QUERY_TERMS:
+            return f"query has {n} distinct known terms; a query may have at most {QTI_QUERY_TERMS}"
+        return None
+
+    def reads(self, ids: np.ndarray) -> bool:
+        """Whether an id row holds anything the model knows: a known word (ids 0 and 1 are padding
+        and unknown words) or, for IDCM's WordPiece, any piece."""
+        return bool(len(ids)) if isinstance(self.text, WordPieceText) else bool((ids > 1).any())
+
+    def doc_ids(self, doc: str) -> np.ndarray:
+        return self.text.ids(doc, self.max_doc_length)
+
+    def score_ids(self, query: np.ndarray, docs: Sequence[np.ndarray], lengths: Sequence[int] | None = None) -> np.ndarray:
+        """Scores of one query's id row against document id rows (``lengths``: true lengths, NDRM only)."""
+        if not len(docs):
+            return np.zeros(0, dtype=np.float64)
+        d = pad_rows(docs).to(self.device)  # [B, L]
+        with torch.no_grad():
+            if self.kind in QTI_KINDS:  # each distinct term scored once, times its occurrences: what the index sums
+                terms, counts = np.unique(query[query > 1], return_counts=True)
+                if not len(terms):  # no known term: no term scores
+                    return np.zeros(len(docs), dtype=np.float64)
+                q = torch.as_tensor(terms[None], device=self.device).expand(d.shape[0], -1)  # [B, T]
+                true = torch.tensor(lengths if lengths is not None else [len(x) for x in docs], dtype=torch.float32)
+                per_term = self.model.term_scores(q, d, true.to(self.device))  # [B, T]
+                out = per_term @ torch.as_tensor(counts, dtype=per_term.dtype, device=self.device)
+            else:
+                q = pad_rows([query]).to(self.device).expand(d.shape[0], -1)  # [B, Q]
+                out = self.model(q, d)
+        return out.double().cpu().numpy()
+
+    def doc_length(self, doc: str) -> int:
+        """Tokens of the whole document (NDRM's length normalisation reads the untruncated length)."""
+        return self.text.length(doc)
+
+    def doc_rows(self, docs: Sequence[str]) -> tuple[list[np.ndarray], list[int]]:
+        """Every document's ``(doc_ids, doc_length)``: from one analysis each for NDRM models,
+        which read the length; other models' lengths are 0 and their text is read only up to
+        their cap (WordPiece texts in one batch)."""
+        if self.kind in QTI_KINDS:
+            pairs = [self.text.ids_and_length(d, self.max_doc_length) for d in docs]
+            return [r for r, _ in pairs], [n for _, n in pairs]
+        return self.text.ids_many(docs, self.max_doc_length), [0] * len(docs)
+
+    def score_rows(self, query: np.ndarray, rows: Sequence[np.ndarray], lengths: Sequence[int] | None = None,
+                   batch_size: int = 32) -> np.ndarray:
+        """Scores of one query's ids against document id rows, in batches of similar length."""
+        out = np.zeros(len(rows))
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+        for start in range(0, len(order), batch_size):
+            part = order[start: start + batch_size]
+            lens = [lengths[i] for i in part] if lengths is not None else None
+            out[part] = self.score_ids(query, [rows[i] for i in part], lens)
+        return out
+
+    def score(self, query: str, docs: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        """Scores of ``query`` against every text of ``docs``."""
+        rows, lengths = self.doc_rows(docs)  # lengths: read by NDRM models only (score_ids)
+        return self.score_rows(self.query_ids(query), rows, lengths, batch_size)
+
+
+def build_model(kind: str, config: Mapping[str, Any]) -> nn.Module:
+    """A fresh TK, TKL or IDCM from its config dict (as saved in a checkpoint)."""
+    if kind == "tk":
+        from ckqti.models.tk import TK, TKConfig
+
+        return TK(TKConfig(**dict(config)))
+    if kind == "tkl":
+        from ckqti.models.tkl import TKL, TKLConfig
+
+        return TKL(TKLConfig(**dict(config)))
+    if kind == "idcm":
+        from ckqti.models.idcm import IDCM, IDCMConfig
+
+        return IDCM(IDCMConfig(**dict(config)))
+    raise ValueError(f"kind must be one of {RERANKER_KINDS}, got {kind!r}")
+
+
+def model_lengths(kind: str, config: Any) -> tuple[int, int]:
+    """``(max query tokens, max document tokens)`` a model of ``kind`` reads. A QTI model's score
+    is a sum over query terms, so it reads every term of a query (up to :data:`QTI_QUERY_TERMS`)
+    as the index's search does; its ``max_query_terms`` caps training queries only."""
+    if kind in QTI_KINDS:
+        return QTI_QUERY_TERMS, config.max_doc_terms
+    return config.max_query_length, config.max_doc_length
+
+
+def reranker_from_checkpoint(ckpt: Checkpoint, device: torch.device | str | None = None,
+                             max_doc_length: int | None = None) -> Reranker:
+    """A :class:`Reranker` of a loaded checkpoint of any kind (see :func:`load_reranker`)."""
+    dev = pick_device(device)
+    if ckpt.kind in QTI_KINDS:
+        model = ckpt.build(dev)
+        text: TermText | WordPieceText = TermText(Analyzer.from_dict(ckpt.analyzer), ckpt.vocab)
+    elif ckpt.kind in RERANKER_KINDS:
+        model = build_model(ckpt.kind, ckpt.config)
+        model.load_state_dict({k: v.float() if v.dtype == torch.float16 else v for k, v in ckpt.state_dict.items()})
+        model = model.to(dev).eval()
+        if ckpt.kind == "idcm":
+            text = WordPieceText(tokenizer_from_vocabulary(ckpt.vocab))
+        else:
+            text = TermText(Analyzer.from_dict(ckpt.analyzer), ckpt.vocab)
+    else:
+        raise CkqtiError(f"checkpoint holds a {ckpt.kind!r} model, which cannot rerank", ckpt.path)
+    if max_doc_length is not None:
+        set_max_doc_length(model, ckpt.kind, max_doc_length)
+    q, d = model_lengths(ckpt.kind, model.config)
+    return Reranker(ckpt.kind, model, text, ckpt.id, q, d, dev)
+
+
+def untrained_reranker(spec: str, vocab: Vocabulary, constants: Mapping[str, float] | None = None,
+                       device: torch.device | str | None = None, max_doc_length: int | None = None) -> Reranker:
+    """The untrained NDRM2 of ``spec`` (``"ndrm2"``, ``"ndrm2-anserini"``) on a collection's
+    vocabulary and statistics, with an index's build ``constants`` when given: as it fills an index."""
+    from ckqti.models.loading import untrained_id, untrained_ndrm2
+
+    dev = pick_device(device)
+    model = untrained_ndrm2(dev, spec)[0](vocab)
+    if constants:
+        model.set_index_constants(dict(constants))
+    if max_doc_length is not None:
+        set_max_doc_length(model, "ndrm2", max_doc_length)
+    text = TermText(Analyzer(), vocab)
+    return Reranker("ndrm2", model, text, untrained_id(spec), *model_lengths("ndrm2", model.config), dev)
+
+
+def set_max_doc_length(model: nn.Module, kind: str, length: int) -> None:
+    """Let a model read ``length`` document tokens (TKL, NDRM and IDCM; TK's 200 cap is its definition)."""
+    if kind == "tk":
+        raise CkqtiError("TK's 200-token document cap is part of the model (its positions); --max-doc-length "
+                         "is for TKL, IDCM and NDRM")
+    name = "max_doc_terms" if kind in QTI_KINDS else "max_doc_length"
+    model.config = replace(model.config, **{name: int(length)})
+
+
+def load_reranker(path: str | Path, device: torch.device | str | None = None,
+                  max_doc_length: int | None = None, vocabulary: Vocabulary | None = None) -> Reranker:
+    """Load a checkpoint of any kind (TK, TKL, IDCM, NDRM1-3) as a :class:`Reranker`.
+
+    Args:
+        path: a checkpoint written by :func:`train_reranker` or ``ckqti train``.
+        device: torch device (default CUDA when available).
+        max_doc_length: read this many document tokens instead of the trained cap (TKL,
+            NDRM and IDCM; for example TKL trained at 2,000 tokens applied at 4,000).
+        vocabulary: a collection's vocabulary (analyzed with the checkpoint's analyzer) to
+            read text with instead of the training vocabulary (TK, TKL, NDRM; ignored by
+            IDCM): see :func:`adapt_reranker`.
+
+    Raises:
+        CkqtiError: unreadable or corrupted checkpoint, or a kind that cannot rerank.
+    """
+    ckpt = load_checkpoint(path)
+    if vocabulary is not None and ckpt.kind != "idcm":
+        return adapt_reranker(ckpt, vocabulary, device, max_doc_length)
+    return reranker_from_checkpoint(ckpt, device, max_doc_length)
+
+
+def adapt_reranker(ckpt: Checkpoint, vocab: Vocabulary, device: torch.device | str | None = None,
+                   max_doc_length: int | None = None) -> Reranker:
+    """A TK, TKL or NDRM checkpoint reading another collection's vocabulary (zero-shot use).
+
+    Without this, every word the training collection never saw is the one unknown id, so in
+    TK and TKL any unknown query word matches any unknown document word exactly. Embedding
+    rows are remapped as :func:`ckqti.train.checkpoint.remap_rows` does for indexing (known
+    words keep their rows; new words get rows predicted from their WordPiece composition,
+    ``ckpt.fallback``); NDRM, and TKL with idf term weights, also take the collection's idf
+    (:func:`adapt_to_vocabulary`).
+    """
+    from ckqti.train.checkpoint import adapt_to_vocabulary, remap_rows
+
+    dev = pick_device(device)
+    if ckpt.kind in QTI_KINDS:
+        model = adapt_to_vocabulary(ckpt, vocab, dev)
+    elif ckpt.kind in ("tk", "tkl"):
+        model = build_model(ckpt.kind, {**ckpt.config, "vocab_size": len(vocab)})
+        state = {k: v.float() if v.dtype == torch.float16 else v for k, v in ckpt.state_dict.items()}
+        state["embedding.weight"] = remap_rows(state["embedding.weight"], ckpt.vocab, vocab, ckpt.fallback)
+        fresh = model.state_dict()  # idf buffers are sized for the training vocabulary: set_collection takes the new one's
+        state.update({k: fresh[k] for k in state if k == "idf" or k.endswith(".idf")})
+        model.load_state_dict(state)
+        model.set_collection(vocab)
+        model = model.to(dev).eval()
+    else:
+        raise CkqtiError(f"a {ckpt.kind!r} model has no term vocabulary to adapt", ckpt.path)
+    if max_doc_length is not None:
+        set_max_doc_length(model, ckpt.kind, max_doc_length)
+    q, d = model_lengths(ckpt.kind, model.config)
+    return Reranker(ckpt.kind, model, TermText(Analyzer.from_dict(ckpt.analyzer), vocab), ckpt.id, q, d, dev)
+
+
+def save_reranker(path: str | Path, model: nn.Module, kind: str, text: TermText | WordPieceText,
+                  meta: Mapping[str, Any] | None = None) -> Checkpoint:
+    """Write a TK, TKL or IDCM model as a checkpoint (format of :mod:`ckqti.train.checkpoint`)."""
+    if kind not in RERANKER_KINDS:
+        raise ValueError(f"kind must be one of {RERANKER_KINDS}, got {kind!r}")
+    config = json.loads(json.dumps(asdict(model.config)))
+    if isinstance(text, WordPieceText):
+        return save_checkpoint(path, model, kind, config, wordpiece_vocabulary(text.tokenizer), WORDPIECE_ANALYZER, meta)
+    return save_checkpoint(path, model, kind, config, text.vocab, text.analyzer, meta)

@@ -1,0 +1,36 @@
+"""Text as a model reads it (ckqti.models.inputs): terms and pieces with their characters."""
+
+from __future__ import annotations
+
+import pytest
+
+from ckqti.models.inputs import WordPieceText, analyzed_spans
+from ckqti.text import Analyzer
+
+
+@pytest.mark.parametrize("text", [
+    "The BRCA1 gene's role in DNA-repair: 12 cases (İstanbul, ﬁbrosis)!",
+    "Vitamin D deficiency is associated with an increased risk of tuberculosis.",
+    "",
+])
+def test_analyzed_spans_match_the_analyzer(text):
+    analyzer = Analyzer()
+    spans = analyzed_spans(analyzer, text)
+    assert [s.token for s in spans] == analyzer(text)
+    for s in spans:  # every span is the word the term was stemmed from
+        assert analyzer(text[s.start:s.end]) == [s.token]
+
+
+def test_spans_take_the_combining_marks_of_their_last_letter():
+    """A decomposed accent (``e`` + U+0301) or a keycap's marks after a term's last letter belong to
+    its span: a highlight ending before them left them on the closing bracket (``[cafe]\u0301``)."""
+    text = "cafe\u0301 re\u0301sume\u0301 genes 1\ufe0f\u20e3 end"
+    spans = analyzed_spans(Analyzer(), text)
+    assert [(s.token, text[s.start:s.end]) for s in spans] == [
+        ("cafe", "cafe\u0301"), ("re", "re\u0301"), ("sume", "sume\u0301"), ("gene", "genes"),
+        ("1", "1\ufe0f\u20e3"), ("end", "end")]
+    from ckqti.models.minilm import WordPieceTokenizer
+
+    pieces = WordPieceText(WordPieceTokenizer.minilm()).spans(text)
+    assert [(s.token, text[s.start:s.end]) for s in pieces][:2] == [("cafe", "cafe\u0301"), ("resume", "re\u0301sume\u0301")]
+    assert all(a.end <= b.start for a, b in zip(pieces, pieces[1:]))

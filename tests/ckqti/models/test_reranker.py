@@ -1,0 +1,81 @@
+"""Checkpoints of any kind loaded to score text (ckqti.models.reranker)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ckqti.errors import CkqtiError
+from ckqti.models.inputs import TermText
+from ckqti.models.reranker import Reranker, build_model, load_reranker, save_reranker
+from ckqti.text import Analyzer
+from ckqti.train.rerankers import match_init
+from ckqti.vocab import Vocabulary
+
+TINY_TK = dict(embedding_dim=16, num_heads=2, ff_dim=16, num_layers=1)
+
+
+def test_reranker_checkpoint_round_trip_and_errors(tmp_path):
+    vocab = Vocabulary.build([["gene", "cell"], ["cell", "tumor"]])
+    text = TermText(Analyzer(), vocab)
+    torch.manual_seed(1)
+    model = build_model("tkl", dict(vocab_size=len(vocab), max_doc_length=300, **TINY_TK))
+    ckpt = save_reranker(tmp_path / "tkl.pt", model, "tkl", text, {"note": "test"})
+    rr = load_reranker(tmp_path / "tkl.pt", device="cpu", max_doc_length=4000)
+    assert rr.model_id == ckpt.id and rr.max_doc_length == 4000 and rr.model.config.max_doc_length == 4000
+    for a, b in zip(model.state_dict().values(), rr.model.state_dict().values()):
+        assert torch.equal(a, b)
+    raw = (tmp_path / "tkl.pt").read_bytes()
+    (tmp_path / "bad.pt").write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(CkqtiError):
+        load_reranker(tmp_path / "bad.pt")
+
+
+def test_ndrm_checkpoints_load_as_rerankers(tmp_path):
+    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+    from ckqti.train.checkpoint import save_checkpoint
+
+    analyzer = Analyzer()
+    docs = ["gene expression in tumor cells", "the weather is nice today", "rain tomorrow", "sunny days"]
+    vocab = Vocabulary.build([analyzer(d) for d in docs])
+    model = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm2"), vocab)
+    save_checkpoint(tmp_path / "n2.pt", model, "ndrm2", model.config.to_dict(), vocab, analyzer)
+    rr = load_reranker(tmp_path / "n2.pt", device="cpu")
+    s = rr.score("tumor gene", docs)
+    assert s[0] > 0 and s[1] == s[2] == s[3] == 0
+    rr.max_doc_length = 2  # NDRM reads the whole length, however few ids it keeps
+    long = docs + [" ".join(docs * 50)]
+    assert [list(r) for r in rr.doc_rows(long)[0]] == [list(rr.doc_ids(d)) for d in long]
+    assert rr.doc_rows(long)[1] == [rr.doc_length(d) for d in long] and rr.doc_rows(long)[1][-1] == 50 * (4 + 3 + 2 + 2)
+    tk = Reranker("tk", rr.model, rr.text, "tk-test", 30, 3, rr.device)  # other kinds: capped ids, length 0
+    assert [list(r) for r in tk.doc_rows(long)[0]] == [list(rr.text.ids(d))[:3] for d in long]
+    assert tk.doc_rows(long)[1] == [0] * 5
+
+
+def test_adapted_vocabulary_keeps_known_rows_and_stops_unknown_words_matching(tmp_path):
+    """With the training vocabulary every unseen word is the one unknown id, so TK matches any two
+    unseen words exactly; reading the new collection's vocabulary keeps known rows and tells them apart."""
+    from ckqti.models.inputs import collection_vocabulary
+    from ckqti.models.reranker import adapt_reranker
+    from ckqti.train.checkpoint import load_checkpoint
+
+    analyzer = Analyzer()
+    words = ("tumor cell growth gene expression protein receptor kinase mutation cancer patient trial dose "
+             "blood heart brain neuron insulin glucose liver kidney lung virus bacteria infection vaccine").split()
+    train_vocab = Vocabulary.build([analyzer(" ".join(words[i:i + 5])) for i in range(len(words))])
+    torch.manual_seed(2)
+    model = build_model("tk", dict(vocab_size=len(train_vocab), **TINY_TK))
+    match_init(model)
+    path = save_reranker(tmp_path / "tk.pt", model, "tk", TermText(analyzer, train_vocab)).path
+    new_vocab = collection_vocabulary(["tumor zebrafish", "quasar telescope", "gene cell"], analyzer)
+    plain = load_reranker(path, device="cpu")
+    adapted = adapt_reranker(load_checkpoint(path), new_vocab, device="cpu")
+    for term in ("tumor", "gene", "cell"):
+        a = adapted.model.embedding.weight[new_vocab.id(term)]
+        assert torch.equal(a, model.embedding.weight[train_vocab.id(term)])
+    assert list(plain.query_ids("zebrafish")) == [1] and list(plain.doc_ids("quasar")) == [1]
+    q, docs = "zebrafish", ["quasar telescope", "zebrafish tumor"]
+    before = plain.score(q, docs)
+    assert before[0] >= before[1]  # two unknown words "match" zebrafish at least as well as zebrafish itself
+    s = adapted.score(q, docs)
+    assert s[1] > s[0]  # only the document holding the word matches it
