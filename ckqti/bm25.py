@@ -33,13 +33,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ckqti.children import child_started, preexec_die_with_parent, start_child
 from ckqti.errors import CkqtiError, DiskFullError, IndexFormatError, InputError, QueryError
-from ckqti.files import naming_full_disk
+from ckqti.files import naming_full_disk, scratch_dir
 
 _VECTOR_MODULE_OPTION = "--add-modules=jdk.incubator.vector"
 _OPENAI_PLACEHOLDER = "placeholder-not-used-by-ckqti"
@@ -192,16 +191,15 @@ def build_lucene_index(
     target = Path(index_dir)
     if target.exists() and not overwrite:
         raise InputError("index already exists (pass overwrite=True to replace it)", target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f"{target.name}.ckqti-tmp-") as tmp:
-        collection_dir, built = Path(tmp) / "collection", Path(tmp) / "index"
+    with scratch_dir(target) as tmp:
+        collection_dir, built = tmp / "collection", tmp / "index"
         collection_dir.mkdir()
         written = write_json_collection(records, collection_dir / "docs.jsonl")
         indexed = run_index_collection(collection_dir, built, collection, threads, extra_args)
         if indexed > written:
             raise IndexFormatError(f"Anserini indexed {indexed} documents but {written} were written", target)
         if target.exists():
-            target.rename(Path(tmp) / "previous")
+            target.rename(tmp / "previous")
         built.rename(target)
     return target
 

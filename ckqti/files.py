@@ -35,6 +35,22 @@ def replacing(path: Path) -> Iterator[Path]:
 
 
 @contextmanager
+def scratch_dir(path: Path) -> Iterator[Path]:
+    """A new, empty, hidden folder beside ``path`` (``.NAME.ckqti-tmp-PID-XXXX``) to build ``path``
+    in, removed with what is left in it when the block ends; those a killed writer left are
+    removed first (:func:`remove_stale`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale(path)
+    tmp = path.with_name(f".{path.name}.ckqti-tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    tmp.mkdir()
+    try:
+        yield tmp
+    finally:
+        remove_tree(tmp)
+
+
+@contextmanager
 def naming_full_disk(path: Path) -> Iterator[None]:
     """A full disk (or quota) while the block writes ``path`` raises :class:`DiskFullError`
     ``"no space left on device writing PATH"`` (the operating system's error names no file)."""

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from ckqti.errors import IndexFormatError
 from ckqti.files import naming_full_disk
-from indexer.install import recover
+from indexer.install import recover, stranded
 
 FORMAT_NAME = "ckqti-index"
 FORMAT_VERSION = 2
@@ -132,6 +132,8 @@ class Manifest:
             partial = Path(directory).with_name(Path(directory).name + ".partial")
             why = (f"no index here yet: an unfinished build is in {partial}; the same ckqti index command resumes it"
                    if partial.is_dir() else "no such index directory")
+            if old := stranded(Path(directory)):  # recover could not rename it back (a read-only parent)
+                why += f"; the previous index waits in {old[0]} (an interrupted replace): rename it to {directory}"
             raise IndexFormatError(why, directory)
         if not path.is_file():
             raise IndexFormatError("not a ckqti index (manifest.json missing)", directory)

@@ -112,12 +112,7 @@ def recover(out: Path) -> None:
     with ``out`` there, such folders (a finished swap's leftovers) and staged new indexes
     (``.OUT.ckqti-tmp-PID-*``) of processes that are gone are deleted. Folders that cannot be
     renamed or deleted (a read-only parent) are left as they are."""
-    pattern = re.compile(re.escape(out.name) + r"\.old-(\d+)")
-    try:
-        stranded = [p for p in out.parent.iterdir() if (m := pattern.fullmatch(p.name)) and not alive(int(m.group(1)))]
-    except OSError:
-        return
-    for old in sorted(stranded):
+    for old in stranded(out):
         with contextlib.suppress(OSError):
             if not out.exists() and not out.is_symlink():
                 os.rename(old, out)
@@ -125,3 +120,13 @@ def recover(out: Path) -> None:
                 remove_tree(old)
     with contextlib.suppress(OSError):
         remove_stale(out)
+
+
+def stranded(out: Path) -> list[Path]:
+    """The ``OUT.old-PID`` folders of processes that are gone (sorted): with no ``out``, the old
+    index an interrupted two-rename swap left; none where ``out``'s parent cannot be listed."""
+    pattern = re.compile(re.escape(out.name) + r"\.old-(\d+)")
+    try:
+        return sorted(p for p in out.parent.iterdir() if (m := pattern.fullmatch(p.name)) and not alive(int(m.group(1))))
+    except OSError:
+        return []

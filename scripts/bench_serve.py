@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ckqti import api  # noqa: E402
+from ckqti.children import preexec_die_with_parent  # noqa: E402
 from ckqti.errors import InputError, QueryError  # noqa: E402
 from indexer.readers import read_queries  # noqa: E402
 from retriever.search import search_json  # noqa: E402
@@ -175,7 +176,9 @@ def start_server(index: Path, workers: int | None, timeout: float = 120.0) -> tu
     cmd = [sys.executable, "-m", "ckqti.cli", "serve", "--index", str(index), "--host", "127.0.0.1", "--port", "0"]
     if workers:
         cmd += ["--workers", str(workers)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    # dies with this script (a kill -9 of it left the server running); started from the main thread,
+    # which outlives it (Linux signals the child when the thread that started it ends)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT, preexec_fn=preexec_die_with_parent())
     first: list[str] = []
     reader = threading.Thread(target=lambda: first.append(proc.stdout.readline()), daemon=True)
     reader.start()

@@ -176,7 +176,7 @@ def test_a_full_disk_during_indexing_is_named_and_installs_nothing(tmp_path, mon
     log = ["2026-01-01 ERROR [main] index.AbstractIndexer - java.io.IOException: No space left on device",
            "2026-01-01 INFO  [main] index.AbstractIndexer - indexed:               2"]
     anserini_log(monkeypatch, 0, log)
-    with pytest.raises(DiskFullError, match=r"^no space left on device writing \S+small.ckqti-tmp-\w+/index$"):
+    with pytest.raises(DiskFullError, match=r"^no space left on device writing \S+/\.small\.ckqti-tmp-\d+-\w+/index$"):
         bm25.build_bm25_index([("a", "alpha beta"), ("b", "beta gamma")], tmp_path / "small")
     assert list(tmp_path.iterdir()) == []
 
@@ -186,3 +186,28 @@ def test_an_index_without_its_commit_is_not_installed(tmp_path, monkeypatch):
     with pytest.raises(IndexFormatError, match=r"did not finish the index \(no segments_\* file\)"):
         bm25.build_bm25_index([("a", "alpha beta"), ("b", "beta gamma")], tmp_path / "small")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_killed_build_s_scratch_folder_is_removed_by_the_next_build(tmp_path, monkeypatch):
+    """A kill -9 of a BM25 build (training's ``WORK/bm25``) left its scratch folder, collection
+    and half index, for good: each rerun made another (``bm25.ckqti-tmp-*``, named for no
+    process, so no rerun could tell it from a build at work)."""
+    import os
+
+    def run(args, **kwargs):
+        index_dir = Path(args[args.index("-index") + 1])
+        index_dir.mkdir(parents=True)
+        (index_dir / "segments_1").write_text("commit")
+        return subprocess.CompletedProcess(args, 0, stdout="2026-01-01 INFO  [main] index - indexed: 2")
+
+    monkeypatch.setattr(bm25.subprocess, "run", run)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = tmp_path / f".bm25.ckqti-tmp-{gone.pid}-deadbeef"
+    live = tmp_path / f".bm25.ckqti-tmp-{os.getpid()}-cafe0000"  # a build still at work: kept
+    for folder in (stale, live):
+        (folder / "collection").mkdir(parents=True)
+        (folder / "collection" / "docs.jsonl").write_text('{"id": "a", "contents": "alpha"}\n')
+    bm25.build_bm25_index([("a", "alpha beta"), ("b", "beta gamma")], tmp_path / "bm25")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [live.name, "bm25"]
+    assert (tmp_path / "bm25" / "segments_1").is_file()

@@ -120,6 +120,29 @@ def test_search_lines_fit_their_columns_between_words_and_show_the_first_hit(tmp
     assert by_doc["wide"][0].endswith("\u2026") and by_doc["wide"][1] == "the [membrane]"
 
 
+def test_search_columns_line_up_after_a_wide_docid(tmp_path):
+    """The docid column was padded to 14 characters, not terminal columns: a CJK docid (two columns
+    a character) pushed its score and title right of the others'."""
+    from ckqti.terminal import columns_of
+
+    docs = [
+        {"_id": "\u7d30\u80de\u819c-1", "title": "Membrane title", "text": "cell membrane"},
+        {"_id": "d2", "title": "Other title", "text": "membrane proteins"},
+        *({"_id": f"f{i}", "title": "", "text": f"other words {i}"} for i in range(4)),
+    ]
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    assert invoke("index", corpus, "--out", tmp_path / "idx", "--model", "ndrm2").exit_code == 0
+    res = invoke("search", "membrane", "--index", tmp_path / "idx")
+    assert res.exit_code == 0, res.output
+    heads = [line for line in res.stdout.splitlines() if line[:3].strip()]
+    assert sorted(line.split()[1] for line in heads) == ["d2", "\u7d30\u80de\u819c-1"]
+    score_at = {columns_of(line) - columns_of(line.split(None, 2)[2]) for line in heads}
+    title_at = {columns_of(line) - columns_of(line.split(None, 3)[3]) for line in heads}
+    snippet_at = {columns_of(line) - columns_of(line.lstrip()) for line in res.stdout.splitlines() if line[:3].isspace()}
+    assert len(score_at) == 1 and len(title_at) == 1 and snippet_at == title_at, res.stdout
+
+
 def test_search_names_terms_that_add_nothing(tmp_path):
     """NDRM2's idf is 0 for a term in at least half of the documents: such a term scores no
     document, and search says so instead of a bare "no documents match"."""

@@ -459,3 +459,27 @@ def test_a_swap_killed_between_its_two_renames_is_recovered(tmp_path, scifact_sm
     leftover.chmod(0o555)
     api.index(scifact_small, out, model="ndrm2", shard_size=200, force=True, progress=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
+
+
+def test_a_stranded_old_index_that_cannot_be_renamed_back_is_named(tmp_path, monkeypatch):
+    """Where OUT's parent refuses renames (read-only), the next open cannot bring back the old index
+    a killed swap left in OUT.old-PID, and said only 'no such index directory'."""
+    import errno
+    import os
+
+    from ckqti.errors import IndexFormatError
+    from indexer import install as install_mod
+
+    def refuse(source, target):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(source))
+
+    out, old = tmp_path / "idx", tmp_path / f"idx.old-{dead_pid()}"
+    old.mkdir()
+    monkeypatch.setattr(install_mod.os, "rename", refuse)
+    with pytest.raises(IndexFormatError) as e:
+        Index(out)
+    assert str(e.value) == (
+        f"{out}: no such index directory; the previous index waits in {old} "
+        f"(an interrupted replace): rename it to {out}"
+    )
+    assert old.is_dir() and not out.exists()

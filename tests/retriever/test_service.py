@@ -204,6 +204,16 @@ def test_health_reports_the_index_and_limits(port, searcher):
     assert status == 200
     assert got["num_docs"] == 1500 and got["shards"] == 3 and got["model"] == searcher.index.model_id
     assert got["max_k"] == 50 and got["max_batch"] == 8
+    assert got["mode"] == "exact" and got["channel_weights"] == {"idf": 1.0}
+
+
+def test_health_reports_the_channel_weights_in_use(sample_index):
+    """``ckqti serve --channel-weight`` changes every score; /health listed the mode and limits
+    but not the weights, so a client could not tell a re-weighted service from the model's own."""
+    weighted = api.open_searcher(sample_index, channel_weights={"idf": 0.5})
+    with running(create_app(weighted, **LIMITS)) as p:
+        status, got = call(p, "GET", "/health")
+    assert status == 200 and got["channel_weights"] == {"idf": 0.5}
 
 
 def test_sixteen_concurrent_clients_get_identical_answers(port, searcher):
