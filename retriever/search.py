@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -142,11 +143,11 @@ class Searcher:
             keep 1. Scores are then a re-weighted fusion, not the model's own.
     """
 
-    def __init__(self, index: Index | str, mode: str = "exact", budget: int = 200_000, resolution: int = RESOLUTION,
-                 channel_weights: Mapping[str, float] | None = None, slack: float = 1.0):
+    def __init__(self, index: Index | str | Path, mode: str = "exact", budget: int = 200_000,
+                 resolution: int = RESOLUTION, channel_weights: Mapping[str, float] | None = None, slack: float = 1.0):
         if mode not in ("exact", "anytime"):
             raise ValueError(f"mode must be 'exact' or 'anytime', got {mode!r}")
-        if isinstance(slack, bool) or not isinstance(slack, numbers.Real) or not 0 < slack <= 1:
+        if not is_real(slack) or not 0 < slack <= 1:
             raise ValueError(f"slack must be a number in (0, 1], got {slack!r}")
         if slack < 1 and mode != "anytime":
             raise ValueError("slack below 1 needs anytime mode (exact mode never drops a document it could rank)")
@@ -491,6 +492,13 @@ def tie_at_cut(vals: np.ndarray, k: int) -> bool:
     return vals.size > k and vals[-1] == vals[k - 1]
 
 
+def is_real(value) -> bool:
+    """A real number, not a bool. A check of its own: ``isinstance(x, numbers.Real)`` on a value
+    annotated ``float`` reads to type checkers as always false (float is not a ``numbers.Real``
+    subclass to them), and the code after it as unreachable, left unchecked."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Real)
+
+
 def positive_int(value, name: str) -> None:
     """A count the caller gives (k, threads, a postings budget): an integer of at least 1."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -555,7 +563,7 @@ def channel_multipliers(names: tuple[str, ...], weights: Mapping[str, float] | N
         hits = [i for i, n in enumerate(names) if n == name]
         if len(hits) != 1:
             raise ValueError(f"channel weight {name!r}: the index's channels are {list(names)}")
-        if isinstance(w, bool) or not isinstance(w, numbers.Real) or not (np.isfinite(w) and w > 0):
+        if not is_real(w) or not (np.isfinite(w) and w > 0):
             raise ValueError(f"channel weight {name!r} must be a positive number, got {w!r}")
         mult[hits[0]] = float(w)
     return mult

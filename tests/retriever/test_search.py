@@ -230,6 +230,7 @@ def test_anytime_slack_prunes_sooner_and_is_checked(scifact_index):
     for bad in (0.0, 1.5, -1.0, None, "0.5", True):
         with pytest.raises(ValueError, match="slack"):
             Searcher(scifact_index, mode="anytime", slack=bad)
+    assert Searcher(scifact_index, mode="anytime", slack=np.float32(0.5)).slack == 0.5  # any real, not only float
     with pytest.raises(ValueError, match="anytime"):
         Searcher(scifact_index, slack=0.5)
 
@@ -282,7 +283,7 @@ def test_channel_weights_scale_a_channel_and_reject_unknown_channels(scifact_ind
     assert [h.score for h in b.hits] == pytest.approx([2 * h.score for h in a.hits])
     with pytest.raises(ValueError, match="channels are"):
         Searcher(scifact_index, channel_weights={"one": 2.0})
-    for bad in (0.0, "2", None, float("nan")):
+    for bad in (0.0, "2", None, float("nan"), True):
         with pytest.raises(ValueError, match="positive"):
             Searcher(scifact_index, channel_weights={"idf": bad})
     with pytest.raises(ValueError, match="a mapping of channel name to weight, got list"):
@@ -480,3 +481,12 @@ def test_search_many_in_bounded_parts_and_deep_k_over_small_shards(tmp_path, sci
         one = searcher.search(q, 600)
         assert [(h.docid, h.score) for h in r.hits] == [(h.docid, h.score) for h in one.hits]
         assert len(r.hits) > 10 or q == "zzqx"
+
+
+def test_is_real_takes_any_real_number_but_a_bool():
+    from fractions import Fraction
+
+    from retriever.search import is_real
+
+    assert all(is_real(x) for x in (1, 0.5, np.float32(0.5), np.int64(2), Fraction(1, 2), float("nan")))
+    assert not any(is_real(x) for x in (True, False, None, "0.5", 1j, [1]))
