@@ -8,8 +8,19 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ckqti.errors import CkqtiError, InputError, OptionError, QueryError, option_count
+
+if TYPE_CHECKING:  # the return types, for type checkers only: the modules load when a function runs
+    from ckqti.evaluate import EvalReport
+    from ckqti.explain import Explanation
+    from ckqti.train.loop import TrainResult
+    from ckqti.train.rerankers import RerankerTrainResult
+    from indexer.format import Manifest
+    from retriever.info import IndexInfo
+    from retriever.rerank import RerankStats
+    from retriever.search import Searcher, SearchResult
 
 
 def index(
@@ -27,7 +38,7 @@ def index(
     ray_address: str | None = None,
     workers: int | None = None,
     neighbours: int | None = None,
-):
+) -> Manifest:
     """Build a learned impact index of ``corpus`` at ``out``; returns its manifest.
 
     ``ray_address`` builds on Ray (:mod:`indexer.distributed`): ``"local"`` starts a local
@@ -75,7 +86,7 @@ def append(
     batch_size: int | None = None,
     device: str | None = None,
     progress: bool = True,
-):
+) -> Manifest:
     """Add the documents of ``corpus`` to an index as new shards (old shards are not rescored);
     ``model`` defaults to the one the index was built with. Returns the new manifest."""
     from ckqti.models.loading import load_qti_model
@@ -91,14 +102,14 @@ def append(
                         progress=progress)
 
 
-def compact(index_path: str | Path, shard_size: int = 100_000):
+def compact(index_path: str | Path, shard_size: int = 100_000) -> Manifest:
     """Merge an index's consecutive shards into shards of up to ``shard_size`` documents; returns the new manifest."""
     from indexer.compact import compact_index
 
     return compact_index(index_path, option_count(shard_size, "shard_size"))
 
 
-def info(index_path: str | Path, verify: bool = False):
+def info(index_path: str | Path, verify: bool = False) -> IndexInfo:
     """What an index holds (:class:`retriever.info.IndexInfo`), from its manifest; ``verify`` also
     checks every file's checksum."""
     from retriever.info import index_info
@@ -107,7 +118,7 @@ def info(index_path: str | Path, verify: bool = False):
 
 
 def open_searcher(index_path: str | Path, mode: str = "exact", budget: int = 200_000, model: str | None = None,
-                  verify: bool = True, channel_weights: dict[str, float] | None = None, slack: float = 1.0):
+                  verify: bool = True, channel_weights: dict[str, float] | None = None, slack: float = 1.0) -> Searcher:
     """Open an index for search; ``channel_weights`` re-weights its channels (see
     :class:`retriever.search.Searcher`); an unknown channel is a :class:`QueryError`."""
     from retriever.index import Index
@@ -127,7 +138,8 @@ def open_searcher(index_path: str | Path, mode: str = "exact", budget: int = 200
 
 
 def search(query: str, index_path: str | Path, k: int = 10, mode: str = "exact", budget: int = 200_000,
-           model: str | None = None, channel_weights: dict[str, float] | None = None, slack: float = 1.0):
+           model: str | None = None, channel_weights: dict[str, float] | None = None,
+           slack: float = 1.0) -> SearchResult:
     """Search an index for one query; returns a :class:`retriever.search.SearchResult`.
 
     Opens (and checksum-verifies) the index for this one query: to search many, open it once
@@ -206,7 +218,7 @@ def run(
 
 
 def evaluate(run_path: str | Path, qrels: str | Path, per_query: bool = False, compare: str | Path | None = None,
-             qrels_format: str | None = None, rel_level: int = 1, measures: Sequence[str] | None = None):
+             qrels_format: str | None = None, rel_level: int = 1, measures: Sequence[str] | None = None) -> EvalReport:
     """Evaluate a TREC run against qrels (and optionally test it against a second run); binary
     measures (RR, AP, P, R) count a document relevant from grade ``rel_level`` (TREC DL passages: 2).
     ``measures``: names such as ``"nDCG@10"`` (see :func:`ckqti.evaluate.parse_measure`); None:
@@ -227,7 +239,8 @@ def evaluate(run_path: str | Path, qrels: str | Path, per_query: bool = False, c
 
 
 def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path, out: str | Path, *,
-          dev_qrels: str | Path | None = None, fmt: str | None = None, resume: bool = False, **options):
+          dev_qrels: str | Path | None = None, fmt: str | None = None, resume: bool = False,
+          **options) -> TrainResult | RerankerTrainResult:
     """Train ``model`` (``ndrm1``, ``ndrm2``, ``ndrm3``, ``tk``, ``tkl`` or ``idcm``) on judged
     queries with BM25 candidates; writes the best dev epoch's checkpoint to ``out``.
 
@@ -281,7 +294,7 @@ def check_checkpoint_path(out: str | Path) -> None:
 
 
 def rerank(queries: str | Path, candidates: str | Path, model: str | Path, out: str | Path, depth: int = 100,
-           corpus: str | Path | None = None, **options):
+           corpus: str | Path | None = None, **options) -> RerankStats:
     """Rerank every query's top ``depth`` candidates (``"bm25"``, an index or a run) with a model
     of any kind and write a TREC run; ``options`` as :func:`retriever.rerank.rerank`'s."""
     from retriever.rerank import rerank as rerank_run
@@ -301,7 +314,7 @@ def check_counts(options: dict, *names: str) -> None:
 
 
 def explain(query: str, docid: str, model: str | Path | None, corpus: str | Path | None = None,
-            index_path: str | Path | None = None, html_out: str | Path | None = None, **options):
+            index_path: str | Path | None = None, html_out: str | Path | None = None, **options) -> Explanation:
     """Why ``model`` scores ``docid`` (from ``corpus`` or ``index_path``) as it does for ``query``;
     ``options`` as :func:`ckqti.explain.explain`'s. ``model`` None: the model the index was built with."""
     from ckqti.explain import explain as explain_score

@@ -130,3 +130,16 @@ def test_run_searches_and_writes_a_chunk_of_queries_at_a_time(tmp_path, scifact_
     assert (tmp_path / "chunked.trec").read_bytes() == (tmp_path / "whole.trec").read_bytes()
     assert (chunked.searched, chunked.skipped, chunked.documents, chunked.empty) == (
         whole.searched, whole.skipped, whole.documents, whole.empty)
+
+
+def test_packages_are_marked_typed():
+    """PEP 561: a type checker reads the annotations (``api.search`` -> ``SearchResult``, ...) of an
+    installed package only if it holds ``py.typed``, which setuptools puts in the wheel."""
+    from pathlib import Path
+
+    import ckqti
+    import indexer
+    import retriever
+
+    for package in (ckqti, indexer, retriever):
+        assert (Path(package.__file__).parent / "py.typed").is_file(), package.__name__
