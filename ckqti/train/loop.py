@@ -619,12 +619,12 @@ def fit(
     return state
 
 
-def _read_inputs(queries, qrels, dev_qrels):
+def _read_inputs(queries, qrels, dev_qrels, qrels_format: str | None = None):
     from indexer.readers import read_qrels, read_queries
 
     q = read_queries(queries) if isinstance(queries, (str, Path)) else dict(queries)
-    r = read_qrels(qrels) if isinstance(qrels, (str, Path)) else dict(qrels)
-    d = read_qrels(dev_qrels) if isinstance(dev_qrels, (str, Path)) else dev_qrels
+    r = read_qrels(qrels, qrels_format) if isinstance(qrels, (str, Path)) else dict(qrels)
+    d = read_qrels(dev_qrels, qrels_format) if isinstance(dev_qrels, (str, Path)) else dev_qrels
     return q, r, d
 
 
@@ -638,6 +638,7 @@ def train(
     dev_qrels: str | Path | Mapping[str, Mapping[str, int]] | None = None,
     candidates: Mapping[str, Sequence[str]] | None = None,
     fmt: str | None = None,
+    qrels_format: str | None = None,
     resume: bool = False,
     work_dir: str | Path | None = None,
     init_embeddings: np.ndarray | None = None,
@@ -654,6 +655,8 @@ def train(
         candidates: ``qid -> ranked docids`` first-stage candidates for every training, dev
             (and pseudo) query; None runs Pyserini BM25 (Java) over the corpus.
         fmt: corpus format (None: from the file name or content).
+        qrels_format: ``qrels`` and ``dev_qrels`` files' format, ``"trec"``, ``"beir"`` or
+            ``"cranfield"`` (None: detected, :func:`indexer.readers.read_qrels`).
         resume: continue from the work folder's saved state when there is one.
         work_dir: work folder (default ``<out>.work``).
         init_embeddings: a ready ``[len(vocabulary), dim]`` initial embedding matrix for the
@@ -668,7 +671,7 @@ def train(
     work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
     work.mkdir(parents=True, exist_ok=True)
     device = pick_device(config.device)
-    q_texts, qrels_map, dev_map = _read_inputs(queries, qrels, dev_qrels)
+    q_texts, qrels_map, dev_map = _read_inputs(queries, qrels, dev_qrels, qrels_format)
     collection = load_collection(corpus, fmt=fmt, min_df=config.min_df)
     depth = max(config.depth, config.dev_depth)
     data = prepare_data(collection, q_texts, qrels_map, config, dev_map, candidates,

@@ -661,11 +661,11 @@ class PairData:
     pseudo_qids: list[str] = field(default_factory=list)  # title pseudo-queries usable for training
 
 
-def read_training_inputs(queries, qrels) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+def read_training_inputs(queries, qrels, qrels_format: str | None = None) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
     from indexer.readers import read_qrels, read_queries
 
     q = read_queries(queries) if isinstance(queries, (str, Path)) else dict(queries)
-    r = read_qrels(qrels) if isinstance(qrels, (str, Path)) else {k: dict(v) for k, v in qrels.items()}
+    r = read_qrels(qrels, qrels_format) if isinstance(qrels, (str, Path)) else {k: dict(v) for k, v in qrels.items()}
     return q, r
 
 
@@ -1051,6 +1051,7 @@ def train_reranker(
     *,
     candidates: Mapping[str, Sequence[str]] | None = None,
     fmt: str | None = None,
+    qrels_format: str | None = None,
     work_dir: str | Path | None = None,
 ) -> RerankerTrainResult:
     """Train a TK, TKL or IDCM re-ranker and write it as a checkpoint at ``out``.
@@ -1065,6 +1066,8 @@ def train_reranker(
         candidates: ``qid -> ranked docids`` for every judged query; None runs Pyserini BM25
             (Java, in a child process) over the corpus, its index kept in the work folder.
         fmt: corpus format (None: from the file name or content).
+        qrels_format: the ``qrels`` file's format, ``"trec"``, ``"beir"`` or ``"cranfield"`` (None:
+            detected, :func:`indexer.readers.read_qrels`).
         work_dir: work folder (default ``<out>.work``): BM25 index, IDCM stage checkpoints.
 
     Raises:
@@ -1075,7 +1078,7 @@ def train_reranker(
     work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
     work.mkdir(parents=True, exist_ok=True)
     device = pick_device(config.device)
-    q_texts, qrels_map = read_training_inputs(queries, qrels)
+    q_texts, qrels_map = read_training_inputs(queries, qrels, qrels_format)
     text, docids, doc_texts, collection = build_text(kind, corpus, config, fmt)
     model_defaults = _config_defaults(kind, config)
     max_q, max_d = model_defaults
