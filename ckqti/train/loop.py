@@ -47,9 +47,12 @@ from ckqti.train.data import (
     analyze_queries,
     candidate_indices,
     inputs_digest,
+    judgement_notes,
     load_collection,
     pad_rows,
     relevant_docs,
+    require_texts,
+    show_notes,
     split_dev,
 )
 from ckqti.train.losses import distill_loss, finite_loss, listwise_loss, ranknet_loss
@@ -180,6 +183,8 @@ class TrainResult:
         stopped_early: whether patience ran out before ``epochs``.
         history: per epoch: ``epoch``, ``loss``, ``examples``, ``dev_ndcg10``, ``seconds``.
         work_dir: the work folder (BM25 index, last epoch, resumable state).
+        notes: what training could not use of the judgements (:func:`~ckqti.train.data.judgement_notes`;
+            shown on stderr before the first epoch when ``config.progress``).
     """
 
     out: Path
@@ -190,6 +195,7 @@ class TrainResult:
     stopped_early: bool
     history: tuple[dict, ...]
     work_dir: Path
+    notes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -285,10 +291,8 @@ def prepare_data(
         if both:
             raise InputError(f"{len(both)} queries are judged in both the training and the dev qrels (first: "
                              f"{both[0]!r}): dev would choose the model on queries it trained on")
-    texts = {q: queries[q] for q in list(train_qrels) + list(dev) if q in queries}
-    missing = [q for q in list(train_qrels) + list(dev) if q not in queries]
-    if missing:
-        raise InputError(f"{len(missing)} judged queries have no text (first: {missing[0]!r})")
+    require_texts([*train_qrels, *dev], queries)
+    texts = {q: queries[q] for q in [*train_qrels, *dev]}
     all_qrels = {**train_qrels, **dev}
     p_qrels: dict[str, dict[str, int]] = {}
     if config.weak_supervision == "titles":
@@ -672,7 +676,11 @@ def train(
     work.mkdir(parents=True, exist_ok=True)
     device = pick_device(config.device)
     q_texts, qrels_map, dev_map = _read_inputs(queries, qrels, dev_qrels, qrels_format)
+    require_texts([*qrels_map, *(dev_map or {})], q_texts, queries if isinstance(queries, (str, Path)) else None)
     collection = load_collection(corpus, fmt=fmt, min_df=config.min_df)
+    notes = tuple(judgement_notes({**qrels_map, **(dev_map or {})}, collection.index()))
+    if config.progress:
+        show_notes(notes)
     depth = max(config.depth, config.dev_depth)
     data = prepare_data(collection, q_texts, qrels_map, config, dev_map, candidates,
                         bm25=lambda texts: bm25_candidates(corpus, texts, work, depth, fmt))
@@ -704,4 +712,4 @@ def train(
         state = fit(model, optimizer, data, config, state, paths, fp, meta, device)
     return TrainResult(out, state.best_id, state.best_epoch, state.best, state.epoch,
                        state.since_best >= config.patience and state.epoch < config.epochs,
-                       tuple(state.history), work)
+                       tuple(state.history), work, notes)

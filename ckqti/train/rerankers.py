@@ -63,7 +63,7 @@ from ckqti.errors import CkqtiError, InputError
 from ckqti.models.loading import pick_device
 from ckqti.text import Analyzer
 from ckqti.train.checkpoint import QTI_KINDS, Checkpoint, load_checkpoint, save_checkpoint
-from ckqti.train.data import inputs_digest
+from ckqti.train.data import inputs_digest, judgement_notes, require_texts, show_notes
 from ckqti.vocab import Vocabulary
 
 RERANKER_KINDS = ("tk", "tkl", "idcm")
@@ -619,6 +619,8 @@ class RerankerTrainResult:
         best_dev_ndcg10: dev nDCG@10 of the saved model (its last stage for IDCM).
         history: per epoch: ``stage``, ``epoch``, ``loss``, ``steps``, ``dev_ndcg10``, ``seconds``.
         work_dir: BM25 index and IDCM stage checkpoints.
+        notes: what training could not use of the judgements (:func:`~ckqti.train.data.judgement_notes`;
+            shown on stderr before training when ``config.progress``).
     """
 
     out: Path
@@ -626,6 +628,7 @@ class RerankerTrainResult:
     best_dev_ndcg10: float
     history: tuple[dict, ...]
     work_dir: Path
+    notes: tuple[str, ...] = ()
 
     def _last_stage(self) -> list[dict]:
         return [h for h in self.history if h["stage"] == self.history[-1]["stage"]]
@@ -712,9 +715,7 @@ def prepare_pairs(text, docids: list[str], doc_rows: list[np.ndarray], queries: 
     train_qrels, dev = split_dev(qrels, config.dev_fraction, config.seed)
     if config.max_dev_queries is not None:
         dev = dict(list(dev.items())[: config.max_dev_queries])
-    missing = [q for q in list(train_qrels) + list(dev) if q not in queries]
-    if missing:
-        raise InputError(f"{len(missing)} judged queries have no text (first: {missing[0]!r})")
+    require_texts([*train_qrels, *dev], queries)
     index = {d: i for i, d in enumerate(docids)}
     pseudo_qrels = {q: j for q, j in (pseudo_qrels or {}).items() if q not in train_qrels and q not in dev}
     qids = list(train_qrels) + list(dev) + list(pseudo_qrels)
@@ -1079,7 +1080,11 @@ def train_reranker(
     work.mkdir(parents=True, exist_ok=True)
     device = pick_device(config.device)
     q_texts, qrels_map = read_training_inputs(queries, qrels, qrels_format)
+    require_texts(list(qrels_map), q_texts, queries if isinstance(queries, (str, Path)) else None)
     text, docids, doc_texts, collection = build_text(kind, corpus, config, fmt)
+    notes = tuple(judgement_notes(qrels_map, {d: i for i, d in enumerate(docids)}))
+    if config.progress:
+        show_notes(notes)
     model_defaults = _config_defaults(kind, config)
     max_q, max_d = model_defaults
     doc_rows = (text.ids_many(doc_texts, max_d) if doc_texts is not None
@@ -1119,7 +1124,7 @@ def train_reranker(
             history, best = result.history, result.best
     if ckpt is None:
         raise CkqtiError("training produced no model (no epoch ran)", out)
-    return RerankerTrainResult(out, ckpt.id, best, tuple(history), work)
+    return RerankerTrainResult(out, ckpt.id, best, tuple(history), work, notes)
 
 
 def _config_defaults(kind: str, config: RerankerTrainConfig) -> tuple[int, int]:

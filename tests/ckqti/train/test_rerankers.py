@@ -523,3 +523,19 @@ def test_tk_keeps_an_existing_checkpoint_until_an_epoch_improves(tiny_scifact, t
     res = train_reranker("tk", tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], out,
                          quick("tk", lr_encoder=1e-30, lr_rest=1e-30, seed=3), candidates=tiny_scifact["candidates"])
     assert res.best_epoch == 0 and load_reranker(out, device="cpu").model_id == res.model_id  # the start, at the end
+
+
+def test_train_reranker_reads_the_qrels_format_given_and_notes_judgements_it_cannot_use(tiny_scifact, tmp_path, capsys):
+    """As NDRM's training: --qrels-format reaches TK's reader, and judgements of documents outside
+    the corpus (here a TREC DL-style qrels with a negative grade) are counted in a note, not dropped silently."""
+    qrels = tmp_path / "judgements.txt"
+    lines = [f"{q} {d} {g}" for q, judged in tiny_scifact["qrels"].items() for d, g in judged.items()]
+    qrels.write_text("\n".join([*lines, f"{lines[0].split()[0]} elsewhere -2"]) + "\n")
+    with pytest.raises(CkqtiError, match="space-separated 3-column qrels: give the format"):
+        train_reranker("tk", tiny_scifact["corpus"], tiny_scifact["queries"], qrels, tmp_path / "tk.pt", quick("tk"),
+                       candidates=tiny_scifact["candidates"])
+    res = train_reranker("tk", tiny_scifact["corpus"], tiny_scifact["queries"], qrels, tmp_path / "tk.pt",
+                         quick("tk", epochs=1, progress=True), candidates=tiny_scifact["candidates"], qrels_format="beir")
+    note = f"1 of the {len(lines) + 1} judgements (0 relevant) name a document not in the corpus and are ignored " \
+           "(first: 'elsewhere')"
+    assert res.notes == (note,) and f"note: {note}\n" in capsys.readouterr().err
