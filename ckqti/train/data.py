@@ -152,6 +152,16 @@ def judgement_notes(qrels: Qrels, doc_index: Mapping[str, int]) -> list[str]:
     return notes
 
 
+def wordless_notes(qids: Sequence[str], query_ids: Mapping[str, np.ndarray]) -> list[str]:
+    """A note on the training queries ``qids`` of which no term is in the vocabulary (ids 0 and 1
+    only, e.g. a query in a script the analyzer does not read): training skips them."""
+    lost = [q for q in qids if not (np.asarray(query_ids[q]) > 1).any()]
+    if not lost:
+        return []
+    return [f"{len(lost):,} of the {len(qids):,} training queries have no term in the vocabulary and are skipped "
+            f"(first: {lost[0]!r})"]
+
+
 def show_notes(notes: Sequence[str]) -> None:
     """Print each note on stderr (training shows them before its first epoch)."""
     for note in notes:

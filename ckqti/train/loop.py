@@ -54,6 +54,7 @@ from ckqti.train.data import (
     require_texts,
     show_notes,
     split_dev,
+    wordless_notes,
 )
 from ckqti.train.losses import distill_loss, finite_loss, listwise_loss, ranknet_loss
 from ckqti.train.sampling import Example, sample_epoch
@@ -686,6 +687,10 @@ def train(
                         bm25=lambda texts: bm25_candidates(corpus, texts, work, depth, fmt))
     if not data.train_qids:
         raise InputError("no training query has a term in the corpus vocabulary", qrels if isinstance(qrels, (str, Path)) else None)
+    wordless = wordless_notes([q for q in qrels_map if q not in set(data.dev_qids)], data.query_ids)
+    if config.progress:
+        show_notes(wordless)
+    notes += tuple(wordless)
     sources = {"corpus": str(Path(corpus).resolve()), "documents": len(collection), "train_queries": data.train_qids,
                "dev_queries": data.dev_qids, "pseudo_queries": len(data.pseudo_qids),
                "candidates": "given" if candidates is not None else "pyserini-bm25",

@@ -63,7 +63,7 @@ from ckqti.errors import CkqtiError, InputError
 from ckqti.models.loading import pick_device
 from ckqti.text import Analyzer
 from ckqti.train.checkpoint import QTI_KINDS, Checkpoint, load_checkpoint, save_checkpoint
-from ckqti.train.data import inputs_digest, judgement_notes, require_texts, show_notes
+from ckqti.train.data import inputs_digest, judgement_notes, require_texts, show_notes, split_dev, wordless_notes
 from ckqti.vocab import Vocabulary
 
 RERANKER_KINDS = ("tk", "tkl", "idcm")
@@ -1106,6 +1106,11 @@ def train_reranker(
                          p_qrels)
     if not data.train_qids:
         raise InputError("no training query has a relevant document and a known term")
+    judged = split_dev(qrels_map, config.dev_fraction, config.seed)[0]  # the training split prepare_pairs made
+    wordless = wordless_notes([q for q in judged if data.relevant.get(q)], data.queries)
+    if config.progress:
+        show_notes(wordless)
+    notes += tuple(wordless)
     meta = {"trained_by": "ckqti.train.rerankers", "config": config.to_dict(), "corpus": Path(corpus).name,
             "documents": len(docids), "train_queries": len(data.train_qids), "dev_queries": len(data.dev_qids),
             "pseudo_queries": len(data.pseudo_qids),

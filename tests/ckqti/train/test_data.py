@@ -3,7 +3,15 @@ import pytest
 
 from ckqti.errors import InputError
 from ckqti.text import Analyzer
-from ckqti.train.data import bounded_vocabulary, judgement_notes, load_collection, pad_rows, require_texts, split_dev
+from ckqti.train.data import (
+    bounded_vocabulary,
+    judgement_notes,
+    load_collection,
+    pad_rows,
+    require_texts,
+    split_dev,
+    wordless_notes,
+)
 from ckqti.train.pseudo import is_pseudo, title_pseudo_queries
 from ckqti.vocab import Vocabulary
 
@@ -82,3 +90,10 @@ def test_judged_queries_without_text_name_the_queries_file_and_a_zero_padded_spe
     with pytest.raises(InputError, match=r"\(first: 'x'\)$"):
         require_texts(["x"], {"1": "a"})
     require_texts(["1"], {"1": "a", "2": "b"})
+
+
+def test_wordless_notes_name_training_queries_of_which_no_term_is_known():
+    ids = {"a": np.array([5, 1]), "b": np.array([1, 1]), "c": np.array([], dtype=np.int64)}
+    assert wordless_notes(["a", "b", "c"], ids) == [
+        "2 of the 3 training queries have no term in the vocabulary and are skipped (first: 'b')"]
+    assert wordless_notes(["a"], ids) == []

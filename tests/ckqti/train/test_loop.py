@@ -478,3 +478,19 @@ def test_judged_queries_without_text_are_refused_naming_the_queries_file(tmp_pat
                                          f"\\(first: '{first}'; the queries file has '{int(first):04d}'"):
         train(tiny_scifact["corpus"], queries, tiny_scifact["qrels"], tmp_path / "m.pt", CONFIG,
               candidates=tiny_scifact["candidates"])
+
+
+def test_training_notes_the_queries_it_skips_for_want_of_a_known_term(tmp_path, tiny_scifact):
+    """The analyzer reads ASCII letters and digits only: a query in Cyrillic has no term, and
+    training dropped such queries without a word (29 of Vaswani's 84 in a mixed-script test)."""
+    queries = dict(tiny_scifact["queries"])
+    qids = list(tiny_scifact["qrels"])
+    for q in qids[::4]:
+        queries[q] = "измерение проницаемости"
+    res = train(tiny_scifact["corpus"], queries, tiny_scifact["qrels"], tmp_path / "m.pt",
+                dataclasses.replace(CONFIG, epochs=1), candidates=tiny_scifact["candidates"])
+    dev = set(load_checkpoint(res.out).meta["dev_qids"])
+    lost = [q for q in qids[::4] if q not in dev]
+    assert lost and res.notes == (f"{len(lost)} of the {40 - len(dev)} training queries have no term in the "
+                                  f"vocabulary and are skipped (first: {sorted(lost, key=qids.index)[0]!r})",)
+    assert load_checkpoint(res.out).meta["train_queries"] == 40 - len(dev) - len(lost)

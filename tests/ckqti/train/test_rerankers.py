@@ -539,3 +539,21 @@ def test_train_reranker_reads_the_qrels_format_given_and_notes_judgements_it_can
     note = f"1 of the {len(lines) + 1} judgements (0 relevant) name a document not in the corpus and are ignored " \
            "(first: 'elsewhere')"
     assert res.notes == (note,) and f"note: {note}\n" in capsys.readouterr().err
+
+
+def test_train_reranker_notes_the_queries_it_skips_for_want_of_a_known_term(tiny_scifact, tmp_path):
+    from ckqti.train.data import split_dev
+
+    queries = dict(tiny_scifact["queries"])
+    qids = list(tiny_scifact["qrels"])
+    for q in qids:
+        queries[q] = "измерение проницаемости"
+    queries[qids[0]] = tiny_scifact["queries"][qids[0]]
+    queries[qids[1]] = tiny_scifact["queries"][qids[1]]
+    config = quick("tk", epochs=1)
+    res = train_reranker("tk", tiny_scifact["corpus"], queries, tiny_scifact["qrels"], tmp_path / "tk.pt", config,
+                         candidates=tiny_scifact["candidates"])
+    judged = list(split_dev(tiny_scifact["qrels"], config.dev_fraction, config.seed)[0])
+    lost = [q for q in judged if q not in qids[:2]]
+    assert res.notes == (f"{len(lost)} of the {len(judged)} training queries have no term in the vocabulary and are "
+                         f"skipped (first: {lost[0]!r})",)
