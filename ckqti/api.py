@@ -239,17 +239,19 @@ def evaluate(run_path: str | Path, qrels: str | Path, per_query: bool = False, c
 
 
 def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path, out: str | Path, *,
-          dev_qrels: str | Path | None = None, fmt: str | None = None, resume: bool = False,
-          **options) -> TrainResult | RerankerTrainResult:
+          dev_qrels: str | Path | None = None, fmt: str | None = None, qrels_format: str | None = None,
+          resume: bool = False, **options) -> TrainResult | RerankerTrainResult:
     """Train ``model`` (``ndrm1``, ``ndrm2``, ``ndrm3``, ``tk``, ``tkl`` or ``idcm``) on judged
     queries with BM25 candidates; writes the best dev epoch's checkpoint to ``out``.
 
     ``options`` are :func:`ckqti.train.options.train_config`'s (``epochs``, ``lr``, ``loss``,
     ``negatives``, ``latent_gate``, ...), checked against the model before any work.
     ``dev_qrels`` and ``resume`` are NDRM's (TK, TKL and IDCM carve dev from ``qrels``).
+    ``fmt`` is the corpus format, ``qrels_format`` the judgements' (``trec``, ``beir``,
+    ``cranfield``; None: detected, as ``evaluate`` does).
 
     Returns:
-        :class:`ckqti.train.TrainResult` (NDRM) or :class:`ckqti.models.reranker.RerankerTrainResult`.
+        :class:`ckqti.train.TrainResult` (NDRM) or :class:`ckqti.train.rerankers.RerankerTrainResult`.
 
     Raises:
         OptionError: an option the model does not take, or options that do not combine.
@@ -262,10 +264,11 @@ def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path
     if model in RERANKER_MODELS:
         from ckqti.train import rerankers
 
-        return rerankers.train_reranker(model, corpus, queries, qrels, out, config, fmt=fmt)
+        return rerankers.train_reranker(model, corpus, queries, qrels, out, config, fmt=fmt, qrels_format=qrels_format)
     import ckqti.train
 
-    return ckqti.train.train(corpus, queries, qrels, out, config, dev_qrels=dev_qrels, fmt=fmt, resume=resume)
+    return ckqti.train.train(corpus, queries, qrels, out, config, dev_qrels=dev_qrels, fmt=fmt, qrels_format=qrels_format,
+                             resume=resume)
 
 
 def check_keywords(fn, options: dict, passed: tuple[str, ...] = ()) -> None:

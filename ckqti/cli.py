@@ -73,6 +73,14 @@ def close_progress_bars() -> None:
         bar.close()
 
 
+def qrels_format_option(f):
+    """``--qrels-format`` of every command reading judgements (eval, train)."""
+    return click.option("--qrels-format", type=click.Choice(["trec", "beir", "cranfield"]), default=None,
+                        help="trec: qid iter docid grade; beir: query-id corpus-id grade; cranfield: qid docid code "
+                             "(1 best .. 4, -1 not relevant). Default: from the first line (ambiguous 3-column files "
+                             "ask).")(f)
+
+
 def index_option(f):
     return click.option("--index", "index_path", required=True, type=click.Path(), help="Index directory.")(f)
 
@@ -324,9 +332,7 @@ def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack,
 @click.option("--per-query", is_flag=True, help="Also print every query's measures.")
 @click.option("--compare", type=click.Path(), default=None,
               help="A second run: its delta against RUN, paired t-test and Wilcoxon signed-rank test.")
-@click.option("--qrels-format", type=click.Choice(["trec", "beir", "cranfield"]), default=None,
-              help="trec: qid iter docid grade; beir: query-id corpus-id grade; cranfield: qid docid code "
-                   "(1 best .. 4, -1 not relevant). Default: from the first line (ambiguous 3-column files ask).")
+@qrels_format_option
 @click.option("--rel-level", type=POSITIVE, default=1, show_default=True,
               help="Grade from which RR, AP, P and R count a document relevant (TREC DL passages: 2).")
 @click.option("--measures", default=None, metavar="M1,M2,...",
@@ -374,6 +380,7 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
               help="Initial weights (NDRM, TK, TKL) [default: paper for NDRM, match for TK/TKL].")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None,
               help="Corpus format (default: from the file).")
+@qrels_format_option
 @click.option("--resume", is_flag=True,
               help="NDRM: continue an interrupted run from <out>.work/state.pt (same settings and data). IDCM reuses "
                    "its finished stages in <out>.work by itself when settings and data match.")
@@ -411,13 +418,15 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
               help="IDCM: stage 3's loss distilling the window selector from the cross-encoder: LambdaLoss over its "
                    "top windows (the paper's), or the MSE / KL alternatives [default: lambda].")
 def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epochs, patience, batch_size, lr, seed,
-              device, weak_supervision, embeddings, init, fmt, resume, loss, negatives, term_weights, teacher, distill_docs,
-              distill_weight, latent_gate, tail_windows, explicit, fixed_bm25, frozen_embeddings, selector_loss):
+              device, weak_supervision, embeddings, init, fmt, qrels_format, resume, loss, negatives, term_weights,
+              teacher, distill_docs, distill_weight, latent_gate, tail_windows, explicit, fixed_bm25, frozen_embeddings,
+              selector_loss):
     """Train a model on BM25 candidates (NDRM: RankNet or listwise; TK/TKL/IDCM: pairwise or listwise); writes the best dev epoch to --out."""
     try:
-        r = api.train(variant, corpus, queries, qrels, out, dev_qrels=dev_qrels, fmt=fmt, resume=resume, epochs=epochs,
-                      patience=patience, batch_size=batch_size, lr=lr, seed=seed, dev_fraction=dev_fraction, device=device,
-                      weak_supervision=weak_supervision, embeddings=embeddings, init=init, loss=loss, negatives=negatives,
+        r = api.train(variant, corpus, queries, qrels, out, dev_qrels=dev_qrels, fmt=fmt, qrels_format=qrels_format,
+                      resume=resume, epochs=epochs, patience=patience, batch_size=batch_size, lr=lr, seed=seed,
+                      dev_fraction=dev_fraction, device=device, weak_supervision=weak_supervision, embeddings=embeddings,
+                      init=init, loss=loss, negatives=negatives,
                       term_weights=term_weights, tail_windows=tail_windows, explicit=explicit, teacher=teacher,
                       distill_docs=distill_docs, distill_weight=distill_weight, latent_gate=latent_gate,
                       fixed_bm25=fixed_bm25, frozen_embeddings=frozen_embeddings, selector_loss=selector_loss)

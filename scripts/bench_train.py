@@ -5,7 +5,7 @@ three stages, on the CPU and on CUDA when present, with a table and JSON.
         [--out docs/results/bench_train.json]
 
 Each row trains as ``ckqti train`` does with its defaults (NDRM3: the bundled model's settings of
-``scripts/train_default.py``; TK, TKL and IDCM: :class:`ckqti.models.reranker.RerankerTrainConfig`'s),
+``scripts/train_default.py``; TK, TKL and IDCM: :class:`ckqti.train.rerankers.RerankerTrainConfig`'s),
 on SciFact train: the model built, initialised and optimised by the same functions, the same
 batches, the same step (sampling, padding, forward, loss, backward, Adam). Two steps are taken
 untimed, then ``--steps`` timed; an epoch's time is projected from that rate and the number of steps

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,6 +125,64 @@ def relevant_docs(qrels: Qrels, doc_index: Mapping[str, int], min_grade: int = 1
     return out
 
 
+def judgement_notes(qrels: Qrels, doc_index: Mapping[str, int]) -> list[str]:
+    """What training cannot use of ``qrels``, in one-line notes (none when it can use all of it).
+
+    Judgements of documents not in the corpus are ignored (with a wrong id scheme, e.g. ``"001"``
+    against ``"1"``, nearly all of them); a judged query left without a relevant document (grade
+    >= 1) in the corpus is only a source of non-relevant candidates for NDRM and is skipped by
+    TK, TKL and IDCM. Negative grades count as not relevant, as in ``ckqti eval``.
+    """
+    total = sum(len(judged) for judged in qrels.values())
+    absent = [d for judged in qrels.values() for d in judged if d not in doc_index]
+    notes = []
+    if absent:
+        relevant = sum(1 for judged in qrels.values() for d, g in judged.items() if g >= 1 and d not in doc_index)
+        notes.append(f"{len(absent):,} of the {total:,} judgements ({relevant:,} relevant) name a document not in the "
+                     f"corpus and are ignored (first: {absent[0]!r}{_spelled_otherwise(absent[0], doc_index, 'corpus')})")
+    unjudged = [q for q, judged in qrels.items() if not any(g >= 1 for g in judged.values())]
+    lost = [q for q, judged in qrels.items() if any(g >= 1 for g in judged.values())
+            and not any(g >= 1 and d in doc_index for d, g in judged.items())]
+    if unjudged:
+        notes.append(f"{len(unjudged):,} of the {len(qrels):,} judged queries have no judgement of grade 1 or more "
+                     f"(first: {unjudged[0]!r})")
+    if lost:
+        notes.append(f"{len(lost):,} of the {len(qrels):,} judged queries have no relevant document in the corpus "
+                     f"(first: {lost[0]!r})")
+    return notes
+
+
+def wordless_notes(qids: Sequence[str], query_ids: Mapping[str, np.ndarray]) -> list[str]:
+    """A note on the training queries ``qids`` of which no term is in the vocabulary (ids 0 and 1
+    only, e.g. a query in a script the analyzer does not read): training skips them."""
+    lost = [q for q in qids if not (np.asarray(query_ids[q]) > 1).any()]
+    if not lost:
+        return []
+    return [f"{len(lost):,} of the {len(qids):,} training queries have no term in the vocabulary and are skipped "
+            f"(first: {lost[0]!r})"]
+
+
+def show_notes(notes: Sequence[str]) -> None:
+    """Print each note on stderr (training shows them before its first epoch)."""
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr, flush=True)
+
+
+def require_texts(qids: Sequence[str], queries: Mapping[str, str], path: str | Path | None = None) -> None:
+    """Every judged query in ``qids`` must have a text in ``queries`` (read from ``path``)."""
+    missing = [q for q in qids if q not in queries]
+    if missing:
+        raise InputError(f"{len(missing)} of the {len(qids)} judged queries have no text in the queries file (first: "
+                         f"{missing[0]!r}{_spelled_otherwise(missing[0], queries, 'queries file')})", path)
+
+
+def _spelled_otherwise(ident: str, known: Mapping[str, object], where: str) -> str:
+    """``"; the <where> has '001': ..."`` when ``ident`` (``"1"``) is missing from ``known`` only by leading zeros."""
+    bare = ident.lstrip("0") or "0"
+    other = next((k for k in known if (k.lstrip("0") or "0") == bare), None) if bare.isdigit() else None
+    return "" if other is None else f"; the {where} has {other!r}: ids are compared as written"
+
+
 def candidate_indices(candidates: Mapping[str, Iterable[str]], doc_index: Mapping[str, int], depth: int) -> dict[str, list[int]]:
     """``qid -> indices of its first depth candidates`` (docids outside the corpus dropped)."""
     out = {}
@@ -150,12 +209,13 @@ def split_dev(qrels: Qrels, fraction: float, seed: int) -> tuple[dict, dict]:
     return {q: dict(j) for q, j in qrels.items() if q not in dev}, {q: dict(qrels[q]) for q in sorted(dev)}
 
 
-def read_training_inputs(queries, qrels) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
-    """Training queries and qrels, each a file (read) or a mapping (copied): ``(queries, qrels)``."""
+def read_training_inputs(queries, qrels, qrels_format: str | None = None) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+    """Training queries and qrels, each a file (read; the qrels in ``qrels_format``, None: detected)
+    or a mapping (copied): ``(queries, qrels)``."""
     from indexer.readers import read_qrels, read_queries
 
     q = read_queries(queries) if isinstance(queries, (str, Path)) else dict(queries)
-    r = read_qrels(qrels) if isinstance(qrels, (str, Path)) else {k: dict(v) for k, v in qrels.items()}
+    r = read_qrels(qrels, qrels_format) if isinstance(qrels, (str, Path)) else {k: dict(v) for k, v in qrels.items()}
     return q, r
 
 

@@ -47,11 +47,15 @@ from ckqti.train.data import (
     analyze_queries,
     candidate_indices,
     inputs_digest,
+    judgement_notes,
     load_collection,
     pad_rows,
     read_training_inputs,
     relevant_docs,
+    require_texts,
+    show_notes,
     split_dev,
+    wordless_notes,
 )
 from ckqti.train.losses import distill_loss, finite_loss, listwise_loss, ranknet_loss
 from ckqti.train.sampling import Example, sample_epoch
@@ -181,6 +185,8 @@ class TrainResult:
         stopped_early: whether patience ran out before ``epochs``.
         history: per epoch: ``epoch``, ``loss``, ``examples``, ``dev_ndcg10``, ``seconds``.
         work_dir: the work folder (BM25 index, last epoch, resumable state).
+        notes: what training could not use of the judgements (:func:`~ckqti.train.data.judgement_notes`;
+            shown on stderr before the first epoch when ``config.progress``).
     """
 
     out: Path
@@ -191,6 +197,7 @@ class TrainResult:
     stopped_early: bool
     history: tuple[dict, ...]
     work_dir: Path
+    notes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -286,10 +293,8 @@ def prepare_data(
         if both:
             raise InputError(f"{len(both)} queries are judged in both the training and the dev qrels (first: "
                              f"{both[0]!r}): dev would choose the model on queries it trained on")
-    texts = {q: queries[q] for q in list(train_qrels) + list(dev) if q in queries}
-    missing = [q for q in list(train_qrels) + list(dev) if q not in queries]
-    if missing:
-        raise InputError(f"{len(missing)} judged queries have no text (first: {missing[0]!r})")
+    require_texts([*train_qrels, *dev], queries)
+    texts = {q: queries[q] for q in [*train_qrels, *dev]}
     all_qrels = {**train_qrels, **dev}
     p_qrels: dict[str, dict[str, int]] = {}
     if config.weak_supervision == "titles":
@@ -630,6 +635,7 @@ def train(
     dev_qrels: str | Path | Mapping[str, Mapping[str, int]] | None = None,
     candidates: Mapping[str, Sequence[str]] | None = None,
     fmt: str | None = None,
+    qrels_format: str | None = None,
     resume: bool = False,
     work_dir: str | Path | None = None,
     init_embeddings: np.ndarray | None = None,
@@ -646,6 +652,8 @@ def train(
         candidates: ``qid -> ranked docids`` first-stage candidates for every training, dev
             (and pseudo) query; None runs Pyserini BM25 (Java) over the corpus.
         fmt: corpus format (None: from the file name or content).
+        qrels_format: ``qrels`` and ``dev_qrels`` files' format, ``"trec"``, ``"beir"`` or
+            ``"cranfield"`` (None: detected, :func:`indexer.readers.read_qrels`).
         resume: continue from the work folder's saved state when there is one.
         work_dir: work folder (default ``<out>.work``).
         init_embeddings: a ready ``[len(vocabulary), dim]`` initial embedding matrix for the
@@ -662,14 +670,22 @@ def train(
     work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
     work.mkdir(parents=True, exist_ok=True)
     device = pick_device(config.device)
-    q_texts, qrels_map = read_training_inputs(queries, qrels)
-    dev_map = read_qrels(dev_qrels) if isinstance(dev_qrels, (str, Path)) else dev_qrels
+    q_texts, qrels_map = read_training_inputs(queries, qrels, qrels_format)
+    dev_map = read_qrels(dev_qrels, qrels_format) if isinstance(dev_qrels, (str, Path)) else dev_qrels
+    require_texts([*qrels_map, *(dev_map or {})], q_texts, queries if isinstance(queries, (str, Path)) else None)
     collection = load_collection(corpus, fmt=fmt, min_df=config.min_df)
+    notes = tuple(judgement_notes({**qrels_map, **(dev_map or {})}, collection.index()))
+    if config.progress:
+        show_notes(notes)
     depth = max(config.depth, config.dev_depth)
     data = prepare_data(collection, q_texts, qrels_map, config, dev_map, candidates,
                         bm25=lambda texts: bm25_candidates(corpus, texts, work, depth, fmt))
     if not data.train_qids:
         raise InputError("no training query has a term in the corpus vocabulary", qrels if isinstance(qrels, (str, Path)) else None)
+    wordless = wordless_notes([q for q in qrels_map if q not in set(data.dev_qids)], data.query_ids)
+    if config.progress:
+        show_notes(wordless)
+    notes += tuple(wordless)
     sources = {"corpus": str(Path(corpus).resolve()), "documents": len(collection), "train_queries": data.train_qids,
                "dev_queries": data.dev_qids, "pseudo_queries": len(data.pseudo_qids),
                "candidates": "given" if candidates is not None else "pyserini-bm25",
@@ -696,4 +712,4 @@ def train(
         state = fit(model, optimizer, data, config, state, paths, fp, meta, device)
     return TrainResult(out, state.best_id, state.best_epoch, state.best, state.epoch,
                        state.since_best >= config.patience and state.epoch < config.epochs,
-                       tuple(state.history), work)
+                       tuple(state.history), work, notes)

@@ -46,7 +46,7 @@ def train_config(
     selector_loss: str | None = None,
 ):
     """The :class:`~ckqti.train.loop.TrainConfig` (NDRM) or
-    :class:`~ckqti.models.reranker.RerankerTrainConfig` (TK, TKL, IDCM) of ``ckqti train``'s
+    :class:`~ckqti.train.rerankers.RerankerTrainConfig` (TK, TKL, IDCM) of ``ckqti train``'s
     options, after checking that each applies to ``model`` (``resume`` and ``dev_qrels`` are
     checked only: they are arguments of the NDRM training call).
 

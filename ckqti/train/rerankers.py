@@ -55,7 +55,16 @@ from ckqti.models.inputs import TermText, WordPieceText
 from ckqti.models.loading import pick_device
 from ckqti.models.reranker import RERANKER_KINDS, build_model, save_reranker
 from ckqti.train.checkpoint import Checkpoint, load_checkpoint
-from ckqti.train.data import inputs_digest, pad_rows, read_training_inputs
+from ckqti.train.data import (
+    inputs_digest,
+    judgement_notes,
+    pad_rows,
+    read_training_inputs,
+    require_texts,
+    show_notes,
+    split_dev,
+    wordless_notes,
+)
 
 WEAK_SUPERVISION = ("titles",)
 LOSSES = ("margin", "ranknet", "lce")
@@ -230,6 +239,8 @@ class RerankerTrainResult:
         best_dev_ndcg10: dev nDCG@10 of the saved model (its last stage for IDCM).
         history: per epoch: ``stage``, ``epoch``, ``loss``, ``steps``, ``dev_ndcg10``, ``seconds``.
         work_dir: BM25 index and IDCM stage checkpoints.
+        notes: what training could not use of the judgements (:func:`~ckqti.train.data.judgement_notes`;
+            shown on stderr before training when ``config.progress``).
     """
 
     out: Path
@@ -237,6 +248,7 @@ class RerankerTrainResult:
     best_dev_ndcg10: float
     history: tuple[dict, ...]
     work_dir: Path
+    notes: tuple[str, ...] = ()
 
     def _last_stage(self) -> list[dict]:
         return [h for h in self.history if h["stage"] == self.history[-1]["stage"]]
@@ -315,9 +327,7 @@ def prepare_pairs(text, docids: list[str], doc_rows: list[np.ndarray], queries: 
     train_qrels, dev = split_dev(qrels, config.dev_fraction, config.seed)
     if config.max_dev_queries is not None:
         dev = dict(list(dev.items())[: config.max_dev_queries])
-    missing = [q for q in list(train_qrels) + list(dev) if q not in queries]
-    if missing:
-        raise InputError(f"{len(missing)} judged queries have no text (first: {missing[0]!r})")
+    require_texts([*train_qrels, *dev], queries)
     index = {d: i for i, d in enumerate(docids)}
     pseudo_qrels = {q: j for q, j in (pseudo_qrels or {}).items() if q not in train_qrels and q not in dev}
     qids = list(train_qrels) + list(dev) + list(pseudo_qrels)
@@ -654,6 +664,7 @@ def train_reranker(
     *,
     candidates: Mapping[str, Sequence[str]] | None = None,
     fmt: str | None = None,
+    qrels_format: str | None = None,
     work_dir: str | Path | None = None,
 ) -> RerankerTrainResult:
     """Train a TK, TKL or IDCM re-ranker and write it as a checkpoint at ``out``.
@@ -668,6 +679,8 @@ def train_reranker(
         candidates: ``qid -> ranked docids`` for every judged query; None runs Pyserini BM25
             (Java, in a child process) over the corpus, its index kept in the work folder.
         fmt: corpus format (None: from the file name or content).
+        qrels_format: the ``qrels`` file's format, ``"trec"``, ``"beir"`` or ``"cranfield"`` (None:
+            detected, :func:`indexer.readers.read_qrels`).
         work_dir: work folder (default ``<out>.work``): BM25 index, IDCM stage checkpoints.
 
     Raises:
@@ -678,8 +691,12 @@ def train_reranker(
     work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
     work.mkdir(parents=True, exist_ok=True)
     device = pick_device(config.device)
-    q_texts, qrels_map = read_training_inputs(queries, qrels)
+    q_texts, qrels_map = read_training_inputs(queries, qrels, qrels_format)
+    require_texts(list(qrels_map), q_texts, queries if isinstance(queries, (str, Path)) else None)
     text, docids, doc_texts, collection = build_text(kind, corpus, config, fmt)
+    notes = tuple(judgement_notes(qrels_map, {d: i for i, d in enumerate(docids)}))
+    if config.progress:
+        show_notes(notes)
     model_defaults = _config_defaults(kind, config)
     max_q, max_d = model_defaults
     doc_rows = (text.ids_many(doc_texts, max_d) if doc_texts is not None
@@ -701,6 +718,11 @@ def train_reranker(
                          p_qrels)
     if not data.train_qids:
         raise InputError("no training query has a relevant document and a known term")
+    judged = split_dev(qrels_map, config.dev_fraction, config.seed)[0]  # the training split prepare_pairs made
+    wordless = wordless_notes([q for q in judged if data.relevant.get(q)], data.queries)
+    if config.progress:
+        show_notes(wordless)
+    notes += tuple(wordless)
     meta = {"trained_by": "ckqti.train.rerankers", "config": config.to_dict(), "corpus": Path(corpus).name,
             "documents": len(docids), "train_queries": len(data.train_qids), "dev_queries": len(data.dev_qids),
             "pseudo_queries": len(data.pseudo_qids),
@@ -719,7 +741,7 @@ def train_reranker(
             history, best = result.history, result.best
     if ckpt is None:
         raise CkqtiError("training produced no model (no epoch ran)", out)
-    return RerankerTrainResult(out, ckpt.id, best, tuple(history), work)
+    return RerankerTrainResult(out, ckpt.id, best, tuple(history), work, notes)
 
 
 def _config_defaults(kind: str, config: RerankerTrainConfig) -> tuple[int, int]:

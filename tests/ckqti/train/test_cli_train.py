@@ -195,3 +195,25 @@ def test_cli_names_the_saved_epoch_of_a_reranker(tmp_path, monkeypatch, model, s
     res = CliRunner().invoke(cli, [str(a) for a in args])
     assert res.exit_code == 0, res.output
     assert res.output.strip() == f"{model}-abc: best dev nDCG@10 0.4000 at epoch 1 of 2{stage} -> {out}"
+
+
+@pytest.mark.parametrize("model", ["ndrm2", "tk"])
+def test_cli_qrels_format_reaches_training(tmp_path, tiny_scifact, monkeypatch, model):
+    """The qrels reader's error asks for --qrels-format, which only ``ckqti eval`` had: Cranfield's
+    judgements saved under another name could not train at all."""
+    import ckqti.train
+    from ckqti.train import rerankers
+
+    seen = {}
+
+    def fake(*args, **kw):
+        seen.update(kw)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(ckqti.train, "train", fake)
+    monkeypatch.setattr(rerankers, "train_reranker", fake)
+    args = ["train", "--model", model, "--corpus", tiny_scifact["corpus"], "--queries", tiny_scifact["corpus"],
+            "--qrels", tiny_scifact["corpus"], "--out", tmp_path / "m.pt", "--qrels-format", "cranfield"]
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    assert res.exit_code == 0, res.output
+    assert seen["qrels_format"] == "cranfield"

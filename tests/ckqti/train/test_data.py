@@ -3,7 +3,15 @@ import pytest
 
 from ckqti.errors import InputError
 from ckqti.text import Analyzer
-from ckqti.train.data import bounded_vocabulary, load_collection, pad_rows, split_dev
+from ckqti.train.data import (
+    bounded_vocabulary,
+    judgement_notes,
+    load_collection,
+    pad_rows,
+    require_texts,
+    split_dev,
+    wordless_notes,
+)
 from ckqti.train.pseudo import title_pseudo_queries
 from ckqti.vocab import Vocabulary
 
@@ -52,3 +60,39 @@ def test_title_pseudo_queries_need_titles():
 
     with pytest.raises(InputError, match="no document has a title of 2 or more terms"):
         title_pseudo_queries(["d1", "d2"], ["", "The"], Analyzer())
+
+
+def test_judgement_notes_count_what_training_cannot_use():
+    """Judgements of documents outside the corpus were dropped without a word: with zero-padded
+    docids against plain ones (Vaswani's qrels against a corpus written with '%05d' ids) a model
+    trained on 12% of its judgements and said nothing. Negative grades are not relevant, as in eval."""
+    docs = {"001": 0, "002": 1, "d3": 2}
+    qrels = {
+        "q1": {"1": 2, "2": 0, "001": 1},  # '1' and '2' are not '001' and '002'
+        "q2": {"gone": 1, "d3": -2},  # its only relevant document is not in the corpus
+        "q3": {"d3": 0, "002": -1},  # no relevant judgement at all
+        "q4": {"002": 3},
+    }
+    assert judgement_notes(qrels, docs) == [
+        "3 of the 8 judgements (2 relevant) name a document not in the corpus and are ignored "
+        "(first: '1'; the corpus has '001': ids are compared as written)",
+        "1 of the 4 judged queries have no judgement of grade 1 or more (first: 'q3')",
+        "1 of the 4 judged queries have no relevant document in the corpus (first: 'q2')",
+    ]
+    assert judgement_notes({"q4": {"002": 3}, "q1": {"001": 1}}, docs) == []
+
+
+def test_judged_queries_without_text_name_the_queries_file_and_a_zero_padded_spelling():
+    with pytest.raises(InputError, match=r"^queries\.tsv: 2 of the 3 judged queries have no text in the queries file "
+                                         r"\(first: '7'; the queries file has '007': ids are compared as written\)$"):
+        require_texts(["7", "8", "q9"], {"007": "a", "q9": "b"}, "queries.tsv")
+    with pytest.raises(InputError, match=r"\(first: 'x'\)$"):
+        require_texts(["x"], {"1": "a"})
+    require_texts(["1"], {"1": "a", "2": "b"})
+
+
+def test_wordless_notes_name_training_queries_of_which_no_term_is_known():
+    ids = {"a": np.array([5, 1]), "b": np.array([1, 1]), "c": np.array([], dtype=np.int64)}
+    assert wordless_notes(["a", "b", "c"], ids) == [
+        "2 of the 3 training queries have no term in the vocabulary and are skipped (first: 'b')"]
+    assert wordless_notes(["a"], ids) == []

@@ -445,3 +445,52 @@ def test_ctrl_c_during_bm25_ends_its_child_without_a_traceback_from_it(tmp_path)
         assert gone_within(child, 30)
         err.seek(0)
         assert "Traceback" not in err.read()
+
+
+def test_training_reads_the_qrels_format_given_and_notes_judgements_it_cannot_use(tmp_path, tiny_scifact, capsys):
+    """Cranfield-coded qrels under another name (space-separated, 3 columns) need their format:
+    ``ckqti train`` had no --qrels-format, though the reader's error asked for it. Judgements of
+    documents outside the corpus were ignored silently; now a note on stderr counts them."""
+    from ckqti.errors import InputError
+
+    qrels = tmp_path / "judgements.txt"
+    lines = [f"{q} {d} 1" for q, judged in tiny_scifact["qrels"].items() for d in judged]  # code 1: gain 4
+    qrels.write_text("\n".join([*lines, f"{lines[0].split()[0]} absent-doc -1", f"{lines[0].split()[0]} gone 2"]) + "\n")
+    with pytest.raises(InputError, match="judgements.txt:1: space-separated 3-column qrels: give the format"):
+        train(tiny_scifact["corpus"], tiny_scifact["queries"], qrels, tmp_path / "m.pt", CONFIG,
+              candidates=tiny_scifact["candidates"])
+    res = train(tiny_scifact["corpus"], tiny_scifact["queries"], qrels, tmp_path / "m.pt",
+                dataclasses.replace(CONFIG, epochs=1, progress=True), candidates=tiny_scifact["candidates"],
+                qrels_format="cranfield")
+    note = f"2 of the {len(lines) + 2} judgements (1 relevant) name a document not in the corpus and are ignored " \
+           "(first: 'absent-doc')"
+    assert res.notes == (note,) and f"note: {note}\n" in capsys.readouterr().err
+    assert load_checkpoint(res.out).meta["train_queries"] + load_checkpoint(res.out).meta["dev_queries"] == 40
+
+
+def test_judged_queries_without_text_are_refused_naming_the_queries_file(tmp_path, tiny_scifact):
+    from ckqti.errors import InputError
+
+    queries = tmp_path / "queries.tsv"
+    queries.write_text("".join(f"{int(q):04d}\t{t}\n" for q, t in tiny_scifact["queries"].items()))
+    first = next(iter(tiny_scifact["qrels"]))
+    with pytest.raises(InputError, match=f"queries.tsv: 40 of the 40 judged queries have no text in the queries file "
+                                         f"\\(first: '{first}'; the queries file has '{int(first):04d}'"):
+        train(tiny_scifact["corpus"], queries, tiny_scifact["qrels"], tmp_path / "m.pt", CONFIG,
+              candidates=tiny_scifact["candidates"])
+
+
+def test_training_notes_the_queries_it_skips_for_want_of_a_known_term(tmp_path, tiny_scifact):
+    """The analyzer reads ASCII letters and digits only: a query in Cyrillic has no term, and
+    training dropped such queries without a word (29 of Vaswani's 84 in a mixed-script test)."""
+    queries = dict(tiny_scifact["queries"])
+    qids = list(tiny_scifact["qrels"])
+    for q in qids[::4]:
+        queries[q] = "измерение проницаемости"
+    res = train(tiny_scifact["corpus"], queries, tiny_scifact["qrels"], tmp_path / "m.pt",
+                dataclasses.replace(CONFIG, epochs=1), candidates=tiny_scifact["candidates"])
+    dev = set(load_checkpoint(res.out).meta["dev_qids"])
+    lost = [q for q in qids[::4] if q not in dev]
+    assert lost and res.notes == (f"{len(lost)} of the {40 - len(dev)} training queries have no term in the "
+                                  f"vocabulary and are skipped (first: {sorted(lost, key=qids.index)[0]!r})",)
+    assert load_checkpoint(res.out).meta["train_queries"] == 40 - len(dev) - len(lost)

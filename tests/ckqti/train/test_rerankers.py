@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from ckqti.errors import CkqtiError
 from ckqti.models.inputs import TermText
 from ckqti.models.reranker import build_model, load_reranker
 from ckqti.text import Analyzer
@@ -424,3 +425,37 @@ def test_tk_keeps_an_existing_checkpoint_until_an_epoch_improves(tiny_scifact, t
     res = train_reranker("tk", tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], out,
                          quick("tk", lr_encoder=1e-30, lr_rest=1e-30, seed=3), candidates=tiny_scifact["candidates"])
     assert res.best_epoch == 0 and load_reranker(out, device="cpu").model_id == res.model_id  # the start, at the end
+
+
+def test_train_reranker_reads_the_qrels_format_given_and_notes_judgements_it_cannot_use(tiny_scifact, tmp_path, capsys):
+    """As NDRM's training: --qrels-format reaches TK's reader, and judgements of documents outside
+    the corpus (here a TREC DL-style qrels with a negative grade) are counted in a note, not dropped silently."""
+    qrels = tmp_path / "judgements.txt"
+    lines = [f"{q} {d} {g}" for q, judged in tiny_scifact["qrels"].items() for d, g in judged.items()]
+    qrels.write_text("\n".join([*lines, f"{lines[0].split()[0]} elsewhere -2"]) + "\n")
+    with pytest.raises(CkqtiError, match="space-separated 3-column qrels: give the format"):
+        train_reranker("tk", tiny_scifact["corpus"], tiny_scifact["queries"], qrels, tmp_path / "tk.pt", quick("tk"),
+                       candidates=tiny_scifact["candidates"])
+    res = train_reranker("tk", tiny_scifact["corpus"], tiny_scifact["queries"], qrels, tmp_path / "tk.pt",
+                         quick("tk", epochs=1, progress=True), candidates=tiny_scifact["candidates"], qrels_format="beir")
+    note = f"1 of the {len(lines) + 1} judgements (0 relevant) name a document not in the corpus and are ignored " \
+           "(first: 'elsewhere')"
+    assert res.notes == (note,) and f"note: {note}\n" in capsys.readouterr().err
+
+
+def test_train_reranker_notes_the_queries_it_skips_for_want_of_a_known_term(tiny_scifact, tmp_path):
+    from ckqti.train.data import split_dev
+
+    queries = dict(tiny_scifact["queries"])
+    qids = list(tiny_scifact["qrels"])
+    for q in qids:
+        queries[q] = "измерение проницаемости"
+    queries[qids[0]] = tiny_scifact["queries"][qids[0]]
+    queries[qids[1]] = tiny_scifact["queries"][qids[1]]
+    config = quick("tk", epochs=1)
+    res = train_reranker("tk", tiny_scifact["corpus"], queries, tiny_scifact["qrels"], tmp_path / "tk.pt", config,
+                         candidates=tiny_scifact["candidates"])
+    judged = list(split_dev(tiny_scifact["qrels"], config.dev_fraction, config.seed)[0])
+    lost = [q for q in judged if q not in qids[:2]]
+    assert res.notes == (f"{len(lost)} of the {len(judged)} training queries have no term in the vocabulary and are "
+                         f"skipped (first: {lost[0]!r})",)
