@@ -36,7 +36,7 @@ import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ckqti.children import child_started, preexec_die_with_parent, start_child
+from ckqti.children import answer_of, child_started, preexec_die_with_parent, start_child
 from ckqti.errors import CkqtiError, DiskFullError, IndexFormatError, InputError, QueryError
 from ckqti.files import naming_full_disk, scratch_dir
 
@@ -307,7 +307,7 @@ class _Isolated:
 
     def _answer(self):
         try:
-            status, value = self._conn.recv()
+            status, value = answer_of(self._conn)
         except EOFError:
             raise CkqtiError(CHILD_ENDED) from None
         self._busy = False

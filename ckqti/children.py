@@ -99,7 +99,7 @@ def call_in_child(ended: str, fn: Callable, *args):
     try:
         start_child(proc)
         send.close()
-        status, value, trace = receive.recv()
+        status, value, trace = answer_of(receive)
         answered = True
     except EOFError:
         raise CkqtiError(ended) from None
@@ -114,6 +114,20 @@ def call_in_child(ended: str, fn: Callable, *args):
     if status == "error":
         raise value from ChildTraceback(trace)
     return value
+
+
+def answer_of(conn, poll_seconds: float = 0.25):
+    """``conn.recv()``, waiting in polls of ``poll_seconds``: a process-directed Ctrl-C may be taken by
+    another thread of this process (torch's and numba's native threads; the calling thread itself blocks
+    SIGINT while a child starts), and then does not interrupt a blocking read in the calling thread,
+    which would wait for the child, which ignores Ctrl-C; between polls Python raises it here.
+
+    Raises:
+        EOFError: the child closed its end (it ended) without answering.
+    """
+    while not conn.poll(poll_seconds):
+        pass
+    return conn.recv()
 
 
 class ChildTraceback(Exception):

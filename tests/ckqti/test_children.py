@@ -77,3 +77,34 @@ def test_a_program_started_with_preexec_die_with_parent_dies_with_it(tmp_path):
         if running(child):
             os.kill(child, signal.SIGKILL)
         parent.stdout.close()
+
+
+WAIT_WHILE_ANOTHER_THREAD_TAKES_CTRL_C = '''
+import os, signal, sys, threading, time
+from multiprocessing import Pipe
+from ckqti.children import answer_of
+
+receive, send = Pipe(duplex=False)  # nothing is ever sent: as a child that ignores Ctrl-C and works on
+threading.Thread(target=lambda: (time.sleep(0.5), os.kill(os.getpid(), signal.SIGINT)), daemon=True).start()
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # so the kernel hands the signal to the other thread
+try:
+    answer_of(receive)
+except KeyboardInterrupt:
+    sys.exit(130)
+'''
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="a thread's signal mask")
+def test_a_ctrl_c_taken_by_another_thread_still_ends_the_wait_for_a_child(tmp_path):
+    """A process-directed SIGINT is handled by any thread not blocking it (torch's native threads in
+    ckqti train); a blocking recv in the calling thread then waited for the child, which ignores
+    Ctrl-C: ``ckqti train`` hung in CI. Waiting in polls raises the KeyboardInterrupt between them."""
+    script = tmp_path / "wait.py"
+    script.write_text(WAIT_WHILE_ANOTHER_THREAD_TAKES_CTRL_C)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.Popen([sys.executable, str(script)], env=env, stderr=subprocess.PIPE)
+    try:
+        assert proc.wait(timeout=60) == 130, proc.stderr.read().decode()
+    finally:
+        proc.kill()
+        proc.wait()
