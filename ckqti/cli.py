@@ -81,6 +81,14 @@ def qrels_format_option(f):
                              "ask).")(f)
 
 
+def rel_level_option(f):
+    """``--rel-level`` of every command that decides which judged documents are relevant (eval, train)."""
+    return click.option("--rel-level", type=POSITIVE, default=1, show_default=True,
+                        help="Grade from which a judged document counts relevant: eval's RR, AP, P and R; train's "
+                             "positives and the queries it may hold out as dev (TREC DL passages: 2; nDCG keeps "
+                             "every grade's gain).")(f)
+
+
 def index_option(f):
     return click.option("--index", "index_path", required=True, type=click.Path(), help="Index directory.")(f)
 
@@ -333,8 +341,7 @@ def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack,
 @click.option("--compare", type=click.Path(), default=None,
               help="A second run: its delta against RUN, paired t-test and Wilcoxon signed-rank test.")
 @qrels_format_option
-@click.option("--rel-level", type=POSITIVE, default=1, show_default=True,
-              help="Grade from which RR, AP, P and R count a document relevant (TREC DL passages: 2).")
+@rel_level_option
 @click.option("--measures", default=None, metavar="M1,M2,...",
               help="Comma-separated measures to report: nDCG, RR (MRR), AP (MAP), NCG, P or R, optionally @k "
                    "[default: nDCG@10,RR@10,AP@100,NCG@100,P@10,R@100].")
@@ -381,6 +388,7 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None,
               help="Corpus format (default: from the file).")
 @qrels_format_option
+@rel_level_option
 @click.option("--resume", is_flag=True,
               help="NDRM: continue an interrupted run from <out>.work/state.pt (same settings and data). IDCM reuses "
                    "its finished stages in <out>.work by itself when settings and data match.")
@@ -418,16 +426,17 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
               help="IDCM: stage 3's loss distilling the window selector from the cross-encoder: LambdaLoss over its "
                    "top windows (the paper's), or the MSE / KL alternatives [default: lambda].")
 def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epochs, patience, batch_size, lr, seed,
-              device, weak_supervision, embeddings, init, fmt, qrels_format, resume, loss, negatives, term_weights,
-              teacher, distill_docs, distill_weight, latent_gate, tail_windows, explicit, fixed_bm25, frozen_embeddings,
-              selector_loss):
+              device, weak_supervision, embeddings, init, fmt, qrels_format, rel_level, resume, loss, negatives,
+              term_weights, teacher, distill_docs, distill_weight, latent_gate, tail_windows, explicit, fixed_bm25,
+              frozen_embeddings, selector_loss):
     """Train a model on BM25 candidates (NDRM: RankNet or listwise; TK/TKL/IDCM: pairwise or listwise); writes the best dev epoch to --out."""
     try:
         r = api.train(variant, corpus, queries, qrels, out, dev_qrels=dev_qrels, fmt=fmt, qrels_format=qrels_format,
                       resume=resume, epochs=epochs, patience=patience, batch_size=batch_size, lr=lr, seed=seed,
-                      dev_fraction=dev_fraction, device=device, weak_supervision=weak_supervision, embeddings=embeddings,
-                      init=init, loss=loss, negatives=negatives,
-                      term_weights=term_weights, tail_windows=tail_windows, explicit=explicit, teacher=teacher,
+                      dev_fraction=dev_fraction, rel_level=rel_level, device=device,
+                      weak_supervision=weak_supervision, embeddings=embeddings, init=init, loss=loss,
+                      negatives=negatives, term_weights=term_weights, tail_windows=tail_windows, explicit=explicit,
+                      teacher=teacher,
                       distill_docs=distill_docs, distill_weight=distill_weight, latent_gate=latent_gate,
                       fixed_bm25=fixed_bm25, frozen_embeddings=frozen_embeddings, selector_loss=selector_loss)
     except OptionError as e:  # raised in the command, not the group: click adds train's usage line

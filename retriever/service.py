@@ -2,8 +2,9 @@
 
 Endpoints (every error is a 4xx with ``{"detail": "<one-line message>"}``):
 
-- ``GET /health``: the index's model id, document and shard counts, the search mode and channel
-  weights, and the request limits.
+- ``GET /health``: the index's model id, document and shard counts, the search mode (with the
+  anytime mode's ``budget`` and ``slack``; null in exact mode) and channel weights, and the
+  request limits.
 - ``POST /search`` ``{"query": str, "k": int}``: exactly the JSON of ``ckqti search --json``.
 - ``POST /search/batch`` ``{"queries": [str, ...], "k": int}``: ``{"results": [...]}``, one
   answer per query in order; a query with no searchable terms gets ``{"query", "error"}``.
@@ -253,9 +254,12 @@ def add_routes(app: FastAPI, searcher: Searcher, config: ServiceConfig, pool: Th
     @app.get("/health")
     async def health() -> JSONResponse:
         index = searcher.index
+        anytime = searcher.mode == "anytime"  # exact mode reads neither budget nor slack
         return JSONResponse({
             "status": "ok", "model": index.model_id, "num_docs": index.num_docs, "shards": len(index.shards),
-            "mode": searcher.mode, "channel_weights": dict(zip(index.quantizer.weights, searcher.channel_mult.tolist())),
+            "mode": searcher.mode, "budget": searcher.budget if anytime else None,
+            "slack": searcher.slack if anytime else None,
+            "channel_weights": dict(zip(index.quantizer.weights, searcher.channel_mult.tolist())),
             "max_k": config.max_k, "max_batch": config.max_batch,
             "max_body_bytes": config.max_body_bytes,
         })

@@ -125,27 +125,29 @@ def relevant_docs(qrels: Qrels, doc_index: Mapping[str, int], min_grade: int = 1
     return out
 
 
-def judgement_notes(qrels: Qrels, doc_index: Mapping[str, int]) -> list[str]:
+def judgement_notes(qrels: Qrels, doc_index: Mapping[str, int], min_grade: int = 1) -> list[str]:
     """What training cannot use of ``qrels``, in one-line notes (none when it can use all of it).
 
     Judgements of documents not in the corpus are ignored (with a wrong id scheme, e.g. ``"001"``
     against ``"1"``, nearly all of them); a judged query left without a relevant document (grade
-    >= 1) in the corpus is only a source of non-relevant candidates for NDRM and is skipped by
-    TK, TKL and IDCM. Negative grades count as not relevant, as in ``ckqti eval``.
+    >= ``min_grade``, ``ckqti train --rel-level``) in the corpus is only a source of non-relevant
+    candidates for NDRM and is skipped by TK, TKL and IDCM. Negative grades count as not
+    relevant, as in ``ckqti eval``.
     """
     total = sum(len(judged) for judged in qrels.values())
     absent = [d for judged in qrels.values() for d in judged if d not in doc_index]
     notes = []
     if absent:
-        relevant = sum(1 for judged in qrels.values() for d, g in judged.items() if g >= 1 and d not in doc_index)
+        relevant = sum(1 for judged in qrels.values() for d, g in judged.items()
+                       if g >= min_grade and d not in doc_index)
         notes.append(f"{len(absent):,} of the {total:,} judgements ({relevant:,} relevant) name a document not in the "
                      f"corpus and are ignored (first: {absent[0]!r}{_spelled_otherwise(absent[0], doc_index, 'corpus')})")
-    unjudged = [q for q, judged in qrels.items() if not any(g >= 1 for g in judged.values())]
-    lost = [q for q, judged in qrels.items() if any(g >= 1 for g in judged.values())
-            and not any(g >= 1 and d in doc_index for d, g in judged.items())]
+    unjudged = [q for q, judged in qrels.items() if not any(g >= min_grade for g in judged.values())]
+    lost = [q for q, judged in qrels.items() if any(g >= min_grade for g in judged.values())
+            and not any(g >= min_grade and d in doc_index for d, g in judged.items())]
     if unjudged:
-        notes.append(f"{len(unjudged):,} of the {len(qrels):,} judged queries have no judgement of grade 1 or more "
-                     f"(first: {unjudged[0]!r})")
+        notes.append(f"{len(unjudged):,} of the {len(qrels):,} judged queries have no judgement of grade {min_grade} "
+                     f"or more (first: {unjudged[0]!r})")
     if lost:
         notes.append(f"{len(lost):,} of the {len(qrels):,} judged queries have no relevant document in the corpus "
                      f"(first: {lost[0]!r})")
@@ -192,17 +194,23 @@ def candidate_indices(candidates: Mapping[str, Iterable[str]], doc_index: Mappin
     return out
 
 
-def split_dev(qrels: Qrels, fraction: float, seed: int) -> tuple[dict, dict]:
-    """Carve ``fraction`` of the judged queries (at least one) into a dev split: ``(train, dev)``.
+def split_dev(qrels: Qrels, fraction: float, seed: int, min_grade: int = 1, path: str | Path | None = None,
+              hint: str = "") -> tuple[dict, dict]:
+    """Carve ``fraction`` of the queries with a relevant judgement (grade >= ``min_grade``; at
+    least one query) into a dev split: ``(train, dev)``; the other judged queries stay in train.
 
-    The split depends only on the set of query ids and the seed.
+    The split depends only on the set of those query ids and the seed. Fewer than 2 such queries
+    is an :class:`InputError` naming ``path`` (the qrels file, when read from one) and ending
+    with ``hint`` (what the caller's user can do instead, e.g. give dev judgements).
     """
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"dev fraction must be in (0, 1), got {fraction}")
-    qids = sorted(q for q, judged in qrels.items() if any(g > 0 for g in judged.values()))
+    qids = sorted(q for q, judged in qrels.items() if any(g >= min_grade for g in judged.values()))
     if len(qids) < 2:
-        raise InputError(f"need at least 2 queries with a relevant judgement (grade > 0) to carve a dev split; "
-                         f"{len(qids)} of the {len(qrels)} judged queries have one")
+        lower = sum(1 for judged in qrels.values() if any(g >= 1 for g in judged.values())) if min_grade > 1 else 0
+        raise InputError(f"need at least 2 queries with a relevant judgement (grade >= {min_grade}) to carve a dev "
+                         f"split; {len(qids)} of the {len(qrels)} judged queries have one"
+                         + (f" ({lower} at --rel-level 1)" if lower >= 2 else "") + hint, path)
     order = np.random.default_rng(seed).permutation(len(qids))
     n_dev = min(len(qids) - 1, max(1, round(fraction * len(qids))))
     dev = {qids[i] for i in order[:n_dev]}

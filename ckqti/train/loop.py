@@ -82,6 +82,10 @@ class TrainConfig:
             read features can move faster than embeddings and encoder.
         seed: seeds sampling, initialisation, dropout, skip-gram and the dev split.
         dev_fraction: share of the judged training queries carved out as dev (when no dev qrels are given).
+        rel_level: the grade from which a judged document is relevant (``ckqti train --rel-level``;
+            TREC DL passages: 2): the positives sampled and the queries a dev split may take.
+            Lower grades are non-relevant (a top-100 one may be drawn as the non-relevant candidate);
+            dev nDCG@10 keeps every grade's gain. Title pseudo-queries' documents are always relevant.
         depth: first-stage (BM25) candidates per query for sampling (top-100).
         dev_depth: candidates reranked per dev query for validation.
         weak_supervision: None, or ``"titles"`` (titles as pseudo-queries for their own documents).
@@ -122,6 +126,7 @@ class TrainConfig:
     seed: int = 0
     patience: int = 3
     dev_fraction: float = 0.1
+    rel_level: int = 1
     depth: int = 100
     dev_depth: int = 100
     weak_supervision: str | None = None
@@ -151,7 +156,7 @@ class TrainConfig:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         check_embedding_start(self.embeddings)
         for name in ("epochs", "batch_size", "patience", "depth", "dev_depth", "min_df", "eval_batch_size",
-                     "distill_docs", "negatives"):
+                     "distill_docs", "negatives", "rel_level"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.lr <= 0 or (self.head_lr is not None and self.head_lr <= 0) or not 0.0 < self.dev_fraction < 1.0:
@@ -283,10 +288,13 @@ def prepare_data(
     dev_qrels: Mapping[str, Mapping[str, int]] | None = None,
     candidates: Mapping[str, Sequence[str]] | None = None,
     bm25=None,
+    qrels_path: str | Path | None = None,
 ) -> TrainingData:
-    """Split dev, add pseudo-queries, fetch candidates (given, or from ``bm25(queries) -> candidates``)."""
+    """Split dev, add pseudo-queries, fetch candidates (given, or from ``bm25(queries) -> candidates``);
+    ``qrels_path``: the file ``qrels`` was read from, named by an error about them."""
     if dev_qrels is None:
-        train_qrels, dev = split_dev(qrels, config.dev_fraction, config.seed)
+        train_qrels, dev = split_dev(qrels, config.dev_fraction, config.seed, config.rel_level, qrels_path,
+                                     hint="; or give dev judgements of other queries (--dev-qrels)")
     else:
         train_qrels, dev = dict(qrels), {q: dict(j) for q, j in dev_qrels.items()}
         both = sorted(set(train_qrels) & set(dev))
@@ -295,15 +303,14 @@ def prepare_data(
                              f"{both[0]!r}): dev would choose the model on queries it trained on")
     require_texts([*train_qrels, *dev], queries)
     texts = {q: queries[q] for q in [*train_qrels, *dev]}
-    all_qrels = {**train_qrels, **dev}
     p_qrels: dict[str, dict[str, int]] = {}
     if config.weak_supervision == "titles":
         p_queries, p_qrels = pseudo.title_pseudo_queries(collection.docids, collection.titles, collection.analyzer)
         texts.update(p_queries)
-        all_qrels.update(p_qrels)
     pseudo_qids = list(p_qrels)
     index = collection.index()
-    relevant = relevant_docs(all_qrels, index)
+    # a title's own document is relevant (grade 1) at any level
+    relevant = {**relevant_docs({**train_qrels, **dev}, index, config.rel_level), **relevant_docs(p_qrels, index)}
     if not any(relevant.get(q) for q in [*train_qrels, *pseudo_qids]):
         raise InputError("no training query has a relevant document in the corpus (are the qrels and the corpus of "
                          "one collection?)")
@@ -674,12 +681,13 @@ def train(
     dev_map = read_qrels(dev_qrels, qrels_format) if isinstance(dev_qrels, (str, Path)) else dev_qrels
     require_texts([*qrels_map, *(dev_map or {})], q_texts, queries if isinstance(queries, (str, Path)) else None)
     collection = load_collection(corpus, fmt=fmt, min_df=config.min_df)
-    notes = tuple(judgement_notes({**qrels_map, **(dev_map or {})}, collection.index()))
+    notes = tuple(judgement_notes({**qrels_map, **(dev_map or {})}, collection.index(), config.rel_level))
     if config.progress:
         show_notes(notes)
     depth = max(config.depth, config.dev_depth)
     data = prepare_data(collection, q_texts, qrels_map, config, dev_map, candidates,
-                        bm25=lambda texts: bm25_candidates(corpus, texts, work, depth, fmt))
+                        bm25=lambda texts: bm25_candidates(corpus, texts, work, depth, fmt),
+                        qrels_path=qrels if isinstance(qrels, (str, Path)) else None)
     if not data.train_qids:
         raise InputError("no training query has a term in the corpus vocabulary", qrels if isinstance(qrels, (str, Path)) else None)
     wordless = wordless_notes([q for q in qrels_map if q not in set(data.dev_qids)], data.query_ids)

@@ -28,6 +28,7 @@ def train_config(
     lr: float | None = None,
     seed: int = 0,
     dev_fraction: float = 0.1,
+    rel_level: int = 1,
     device: str | None = None,
     weak_supervision: str | None = None,
     embeddings: str | None = None,
@@ -53,6 +54,8 @@ def train_config(
     Options left at None take the model's default: ``lr`` 1e-4 (NDRM; TK/TKL/IDCM train with
     the SPEC's two rates), ``loss`` RankNet (NDRM) or margin (TK/TKL/IDCM), ``embeddings``
     skip-gram, ``init`` paper (NDRM) or match (TK/TKL), ``selector_loss`` lambda (IDCM's stage 3).
+    ``rel_level`` (every model) is the grade from which a judged document is relevant, as
+    ``ckqti eval --rel-level`` counts it (TREC DL passages: 2).
 
     Raises:
         OptionError: an option the model does not take, or options that do not combine.
@@ -60,16 +63,16 @@ def train_config(
     if model not in MODELS:
         raise OptionError(f"model must be one of {', '.join(MODELS)}, got {model!r}", ("model",))
     check_numbers(epochs=epochs, patience=patience, batch_size=batch_size, seed=seed, negatives=negatives,
-                  distill_docs=distill_docs, lr=lr, dev_fraction=dev_fraction, distill_weight=distill_weight,
-                  latent_gate=latent_gate)
-    epochs, patience, batch_size, seed, negatives, distill_docs = (  # numpy's integers are not JSON's (checkpoint meta)
-        int(v) for v in (epochs, patience, batch_size, seed, negatives, distill_docs))
+                  distill_docs=distill_docs, rel_level=rel_level, lr=lr, dev_fraction=dev_fraction,
+                  distill_weight=distill_weight, latent_gate=latent_gate)
+    epochs, patience, batch_size, seed, negatives, distill_docs, rel_level = (  # numpy's integers are not JSON's
+        int(v) for v in (epochs, patience, batch_size, seed, negatives, distill_docs, rel_level))  # (checkpoint meta)
     refuse_other_models_options(model, tail_windows, explicit, fixed_bm25, frozen_embeddings)
     if selector_loss is not None and model != "idcm":
         raise OptionError("selector_loss is for IDCM (its stage 3 distils the window selector)", ("selector_loss",))
     common = dict(epochs=epochs, patience=patience, batch_size=batch_size, seed=seed, dev_fraction=dev_fraction,
-                  device=device, teacher=teacher, distill_docs=distill_docs, distill_weight=distill_weight,
-                  negatives=negatives, weak_supervision=weak_supervision)
+                  rel_level=rel_level, device=device, teacher=teacher, distill_docs=distill_docs,
+                  distill_weight=distill_weight, negatives=negatives, weak_supervision=weak_supervision)
     if model in RERANKER_MODELS:
         refuse_ndrm_only_options(lr, resume, dev_qrels)
         loss = loss or "margin"
@@ -105,7 +108,8 @@ def checked(config_type, **fields):
         raise OptionError(str(e)) from None
 
 
-COUNTS = {"epochs": 1, "patience": 1, "batch_size": 1, "negatives": 1, "distill_docs": 1, "seed": 0}  # least value
+COUNTS = {"epochs": 1, "patience": 1, "batch_size": 1, "negatives": 1, "distill_docs": 1, "rel_level": 1,  # least value
+          "seed": 0}
 REALS = {  # the range of each real-valued option (None: the default)
     "lr": ("> 0", lambda v: v > 0),
     "dev_fraction": ("in (0, 1)", lambda v: 0 < v < 1),

@@ -5,8 +5,9 @@ one format of :mod:`ckqti.train.checkpoint` with kinds ``"tk"``, ``"tkl"`` and `
 :func:`ckqti.models.reranker.load_reranker` loads it, or any NDRM checkpoint, to score text.
 
 **Training** (:func:`train_reranker`): pairwise, on (query, relevant, non-relevant) triples;
-the relevant document from the judgements, the non-relevant one drawn from the query's BM25
-top ``depth`` (Pyserini) minus its judged documents; one triple per query per epoch. Loss:
+the relevant document from the judgements (grade ``rel_level`` or more), the non-relevant one
+drawn from the query's BM25 top ``depth`` (Pyserini) minus its relevant documents; one triple per
+query per epoch. Loss:
 margin ranking (margin 1) or RankNet; Adam with the SPEC's two learning rates (1e-4 for
 embeddings / Transformer, 1e-3 for the rest). ``loss="lce"`` trains listwise instead: each
 query's relevant document against ``negatives`` of its BM25 non-relevant ones at once, softmax
@@ -124,6 +125,11 @@ class RerankerTrainConfig:
         seed: sampling, initialisation, dropout and the dev split.
         patience: epochs without a better dev nDCG@10 before stopping.
         dev_fraction: share of the judged training queries carved out as dev.
+        rel_level: the grade from which a judged document is relevant (``ckqti train --rel-level``;
+            TREC DL passages: 2): the positives drawn and the queries trained on or taken for dev
+            (a query without one is skipped). Lower grades are non-relevant (BM25 negatives may be
+            drawn among them); dev nDCG@10 keeps every grade's gain. Title pseudo-queries'
+            documents are always relevant.
         depth: BM25 candidates per training query the negatives are drawn from.
         dev_depth: candidates reranked per dev query for validation.
         max_dev_queries: validate on at most this many dev queries (None: all).
@@ -166,6 +172,7 @@ class RerankerTrainConfig:
     seed: int = 0
     patience: int = 2
     dev_fraction: float = 0.1
+    rel_level: int = 1
     depth: int = 100
     dev_depth: int = 100
     max_dev_queries: int | None = None
@@ -194,7 +201,7 @@ class RerankerTrainConfig:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         check_embedding_start(self.embeddings)
         for name in ("epochs", "distill_epochs", "batch_size", "patience", "depth", "dev_depth", "min_df",
-                     "eval_batch_size", "negatives", "distill_docs"):
+                     "eval_batch_size", "negatives", "distill_docs", "rel_level"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("max_steps", "max_dev_queries", "pseudo_per_epoch"):
@@ -309,7 +316,7 @@ def load_teacher(config: RerankerTrainConfig, docids: list[str], qrels: Mapping[
     from ckqti.train.data import split_dev
     from ckqti.train.loop import read_teacher
 
-    train_qrels, dev = split_dev(qrels, config.dev_fraction, config.seed)  # the split prepare_pairs makes
+    train_qrels, dev = split_dev(qrels, config.dev_fraction, config.seed, config.rel_level)  # prepare_pairs' split
     pseudo = {q: j for q, j in (pseudo_qrels or {}).items() if q not in dev}
     return read_teacher(config.teacher, {d: i for i, d in enumerate(docids)}, {**pseudo, **train_qrels})
 
@@ -324,7 +331,7 @@ def prepare_pairs(text, docids: list[str], doc_rows: list[np.ndarray], queries: 
     pseudo-queries' judgements (:func:`ckqti.train.pseudo.title_pseudo_queries`), training only."""
     from ckqti.train.data import candidate_indices, relevant_docs, split_dev
 
-    train_qrels, dev = split_dev(qrels, config.dev_fraction, config.seed)
+    train_qrels, dev = split_dev(qrels, config.dev_fraction, config.seed, config.rel_level)
     if config.max_dev_queries is not None:
         dev = dict(list(dev.items())[: config.max_dev_queries])
     require_texts([*train_qrels, *dev], queries)
@@ -332,7 +339,8 @@ def prepare_pairs(text, docids: list[str], doc_rows: list[np.ndarray], queries: 
     pseudo_qrels = {q: j for q, j in (pseudo_qrels or {}).items() if q not in train_qrels and q not in dev}
     qids = list(train_qrels) + list(dev) + list(pseudo_qrels)
     q_rows = {q: text.ids(queries[q], max_query) for q in qids}
-    relevant = relevant_docs({**train_qrels, **dev, **pseudo_qrels}, index)
+    # a title's own document is relevant (grade 1) at any level
+    relevant = {**relevant_docs({**train_qrels, **dev}, index, config.rel_level), **relevant_docs(pseudo_qrels, index)}
     cands = candidate_indices({q: candidates.get(q, []) for q in qids}, index, max(config.depth, config.dev_depth))
     def usable(qs):  # a relevant document and a known term
         return sorted(q for q in qs if relevant.get(q) and (q_rows[q] > 1).any())
@@ -693,8 +701,12 @@ def train_reranker(
     device = pick_device(config.device)
     q_texts, qrels_map = read_training_inputs(queries, qrels, qrels_format)
     require_texts(list(qrels_map), q_texts, queries if isinstance(queries, (str, Path)) else None)
+    # the training split, before any corpus or BM25 work: too few queries to carve dev from fail at once
+    judged = split_dev(qrels_map, config.dev_fraction, config.seed, config.rel_level,
+                       qrels if isinstance(qrels, (str, Path)) else None,
+                       hint="; TK, TKL and IDCM carve dev from these judgements only (NDRM also takes --dev-qrels)")[0]
     text, docids, doc_texts, collection = build_text(kind, corpus, config, fmt)
-    notes = tuple(judgement_notes(qrels_map, {d: i for i, d in enumerate(docids)}))
+    notes = tuple(judgement_notes(qrels_map, {d: i for i, d in enumerate(docids)}, config.rel_level))
     if config.progress:
         show_notes(notes)
     model_defaults = _config_defaults(kind, config)
@@ -707,8 +719,9 @@ def train_reranker(
 
         p_queries, p_qrels = title_pseudo_queries(collection.docids, collection.titles, collection.analyzer)
     teacher = load_teacher(config, docids, qrels_map, p_qrels)  # before BM25 starts Java: a bad file fails at once
-    judged = {q: q_texts[q] for q in qrels_map if q in q_texts}
-    missing = {**judged, **p_queries} if candidates is None else {q: t for q, t in p_queries.items() if q not in candidates}
+    texts = {q: q_texts[q] for q in qrels_map if q in q_texts}
+    missing = {**texts, **p_queries} if candidates is None else {q: t for q, t in p_queries.items()
+                                                                  if q not in candidates}
     if missing:
         from ckqti.train.loop import bm25_candidates
 
@@ -718,7 +731,6 @@ def train_reranker(
                          p_qrels)
     if not data.train_qids:
         raise InputError("no training query has a relevant document and a known term")
-    judged = split_dev(qrels_map, config.dev_fraction, config.seed)[0]  # the training split prepare_pairs made
     wordless = wordless_notes([q for q in judged if data.relevant.get(q)], data.queries)
     if config.progress:
         show_notes(wordless)

@@ -205,6 +205,16 @@ def test_health_reports_the_index_and_limits(port, searcher):
     assert got["num_docs"] == 1500 and got["shards"] == 3 and got["model"] == searcher.index.model_id
     assert got["max_k"] == 50 and got["max_batch"] == 8
     assert got["mode"] == "exact" and got["channel_weights"] == {"idf": 1.0}
+    assert got["budget"] is None and got["slack"] is None  # exact mode reads neither
+
+
+def test_health_reports_the_anytime_budget_and_slack(sample_index):
+    """``ckqti serve --mode anytime --budget N --slack F`` trades results for time: /health said
+    "anytime" but not how far, so a client could not tell a budget of 1,000 from 200,000."""
+    anytime = api.open_searcher(sample_index, "anytime", 1000, slack=0.5)
+    with running(create_app(anytime, **LIMITS)) as p:
+        status, got = call(p, "GET", "/health")
+    assert status == 200 and (got["mode"], got["budget"], got["slack"]) == ("anytime", 1000, 0.5)
 
 
 def test_health_reports_the_channel_weights_in_use(sample_index):

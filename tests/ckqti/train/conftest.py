@@ -66,3 +66,15 @@ def tiny_scifact(tmp_path_factory) -> dict:
     titles = {"title:" + d: r["title"] for d, r in itertools.islice(docs.items(), None)}
     candidates = overlap_candidates({**queries, **titles}, texts, 100)
     return {"corpus": path, "queries": queries, "qrels": qrels, "candidates": candidates, "docs": texts}
+
+
+def graded_qrels(tiny: dict) -> tuple[dict[str, dict[str, int]], set[str]]:
+    """The slice's judgements on a TREC DL-like scale: each judged document grade 2, and two of each
+    query's unjudged top candidates grade 1 ("related"); the first 8 queries judged 1 at best.
+    Returns the qrels and those 8 queries."""
+    qrels: dict[str, dict[str, int]] = {}
+    low = set(list(tiny["qrels"])[:8])
+    for qid, judged in tiny["qrels"].items():
+        related = [d for d in tiny["candidates"][qid] if d not in judged][:2]
+        qrels[qid] = {**{d: 1 if qid in low else 2 for d in judged}, **{d: 1 for d in related}}
+    return qrels, low

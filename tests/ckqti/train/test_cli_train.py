@@ -217,3 +217,43 @@ def test_cli_qrels_format_reaches_training(tmp_path, tiny_scifact, monkeypatch, 
     res = CliRunner().invoke(cli, [str(a) for a in args])
     assert res.exit_code == 0, res.output
     assert seen["qrels_format"] == "cranfield"
+
+
+@pytest.mark.parametrize("model", ["ndrm2", "tk"])
+def test_cli_rel_level_reaches_the_training_config(tmp_path, tiny_scifact, monkeypatch, model):
+    """``--rel-level``, eval's, decides what training counts relevant too (TREC DL passages: 2)."""
+    import ckqti.train
+    from ckqti.train import rerankers
+
+    seen = []
+
+    def fake(*args, **kw):
+        seen.extend(a.rel_level for a in args if hasattr(a, "rel_level"))
+        raise SystemExit(0)
+
+    monkeypatch.setattr(ckqti.train, "train", fake)
+    monkeypatch.setattr(rerankers, "train_reranker", fake)
+    args = ["train", "--model", model, "--corpus", tiny_scifact["corpus"], "--queries", tiny_scifact["corpus"],
+            "--qrels", tiny_scifact["corpus"], "--out", tmp_path / "m.pt"]
+    res = CliRunner().invoke(cli, [str(a) for a in args + ["--rel-level", 2]])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    assert res.exit_code == 0, res.output
+    assert seen == [2, 1]
+    res = CliRunner().invoke(cli, [str(a) for a in args + ["--rel-level", 0]])
+    assert res.exit_code == 2 and "--rel-level" in res.output
+
+
+def test_cli_too_few_queries_for_dev_name_the_qrels_file_and_dev_qrels(tmp_path, tiny_scifact):
+    first, judged = next(iter(tiny_scifact["qrels"].items()))
+    qrels = tmp_path / "few.txt"
+    qrels.write_text("".join(f"{first} 0 {d} {g}\n" for d, g in judged.items()))
+    queries = tmp_path / "queries.tsv"
+    queries.write_text("".join(f"{q}\t{t}\n" for q, t in tiny_scifact["queries"].items()))
+    args = ["train", "--model", "ndrm2", "--corpus", tiny_scifact["corpus"], "--queries", queries, "--qrels", qrels,
+            "--out", tmp_path / "m.pt"]
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert res.output.strip().endswith(f"{qrels}: need at least 2 queries with a relevant judgement (grade >= 1) to "
+                                       "carve a dev split; 1 of the 1 judged queries have one; or give dev judgements "
+                                       "of other queries (--dev-qrels)")

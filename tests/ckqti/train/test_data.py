@@ -26,6 +26,18 @@ def test_split_dev_is_disjoint_seeded_and_sized():
         split_dev({"1": {"d": 1}}, 0.5, seed=0)
 
 
+def test_split_dev_takes_dev_from_queries_relevant_at_the_level():
+    """Grade 1 is not relevant at level 2 (TREC DL): such a query stays in train, never in dev."""
+    qrels = {**{f"a{i}": {"d": 2, "e": 1} for i in range(10)}, **{f"b{i}": {"d": 1} for i in range(10)}}
+    train, dev = split_dev(qrels, 0.5, seed=0, min_grade=2)
+    assert len(dev) == 5 and all(q.startswith("a") for q in dev) and set(train) | set(dev) == set(qrels)
+    assert any(q.startswith("b") for q in split_dev(qrels, 0.5, seed=0)[1])  # level 1: any of the 20
+    with pytest.raises(InputError, match=r"^qrels\.txt: need at least 2 queries with a relevant judgement \(grade >= 3\) "
+                                         r"to carve a dev split; 0 of the 20 judged queries have one \(20 at --rel-level "
+                                         r"1\); judge more$"):
+        split_dev(qrels, 0.5, seed=0, min_grade=3, path="qrels.txt", hint="; judge more")
+
+
 def test_bounded_vocabulary_maps_rare_terms_to_unknown():
     vocab = Vocabulary.build([["a", "b", "c"], ["a", "b"], ["a"]])
     small, remap = bounded_vocabulary(vocab, min_df=2)
@@ -80,6 +92,11 @@ def test_judgement_notes_count_what_training_cannot_use():
         "1 of the 4 judged queries have no relevant document in the corpus (first: 'q2')",
     ]
     assert judgement_notes({"q4": {"002": 3}, "q1": {"001": 1}}, docs) == []
+    assert judgement_notes(qrels, docs, min_grade=3) == [  # q1's '1' (grade 2) is not relevant at level 3
+        "3 of the 8 judgements (0 relevant) name a document not in the corpus and are ignored "
+        "(first: '1'; the corpus has '001': ids are compared as written)",
+        "3 of the 4 judged queries have no judgement of grade 3 or more (first: 'q1')",
+    ]
 
 
 def test_judged_queries_without_text_name_the_queries_file_and_a_zero_padded_spelling():

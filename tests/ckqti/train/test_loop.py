@@ -18,7 +18,7 @@ from ckqti.train.loop import build_model, epoch_examples, prepare_data, train_st
 from ckqti.train.losses import ranknet_loss
 from ckqti.train.sampling import docs_per_example
 
-from .conftest import TINY_MODEL
+from .conftest import TINY_MODEL, graded_qrels
 
 CONFIG = TrainConfig(model="ndrm3", epochs=2, batch_size=8, lr=3e-3, embeddings="random", dev_fraction=0.25,
                      dev_depth=30, model_options=TINY_MODEL, progress=False, device="cpu")
@@ -308,7 +308,7 @@ def test_judgements_that_cannot_train_are_refused_before_bm25(tiny_scifact):
     with pytest.raises(InputError, match="no training query has a relevant document in the corpus"):
         prepare_data(coll, tiny_scifact["queries"], elsewhere, CONFIG)
     zeros = {q: {d: 0 for d in j} for q, j in tiny_scifact["qrels"].items()}
-    with pytest.raises(InputError, match=r"grade > 0\) to carve a dev split; 0 of the"):
+    with pytest.raises(InputError, match=r"grade >= 1\) to carve a dev split; 0 of the"):
         prepare_data(coll, tiny_scifact["queries"], zeros, CONFIG)
     first = next(iter(tiny_scifact["qrels"]))
     with pytest.raises(InputError, match=f"judged in both the training and the dev qrels \\(first: '{first}'\\)"):
@@ -494,3 +494,51 @@ def test_training_notes_the_queries_it_skips_for_want_of_a_known_term(tmp_path, 
     assert lost and res.notes == (f"{len(lost)} of the {40 - len(dev)} training queries have no term in the "
                                   f"vocabulary and are skipped (first: {sorted(lost, key=qids.index)[0]!r})",)
     assert load_checkpoint(res.out).meta["train_queries"] == 40 - len(dev) - len(lost)
+
+
+def test_rel_level_decides_the_positives_and_the_dev_queries(tiny_scifact):
+    """``ckqti eval --rel-level 2`` counts grade 1 (TREC DL's "related") not relevant, but training
+    sampled every document of grade >= 1 as a positive and carved dev from queries judged 1 at best.
+    At level 2 a grade-1 document is never a positive (as a non-relevant top-100 candidate it may be
+    the published sampling's negative), and a query judged 1 at best is never dev and has no positive."""
+    qrels, low = graded_qrels(tiny_scifact)
+    coll = load_collection(tiny_scifact["corpus"])
+    index = coll.index()
+    related = {q: {index[d] for d, g in judged.items() if g == 1} for q, judged in qrels.items()}
+    at1 = prepare_data(coll, tiny_scifact["queries"], qrels, CONFIG, None, tiny_scifact["candidates"])
+    assert all(related[q] <= at1.relevant[q] for q in qrels)  # level 1: every judged document a positive
+    config = dataclasses.replace(CONFIG, rel_level=2)
+    data = prepare_data(coll, tiny_scifact["queries"], qrels, config, None, tiny_scifact["candidates"])
+    assert all(not data.relevant[q] & related[q] for q in qrels) and all(not data.relevant[q] for q in low)
+    assert len(data.dev_qids) == 8 and not set(data.dev_qids) & low  # a quarter of the 32 judged 2
+    examples = [ex for epoch in range(10) for ex in epoch_examples(data, config, epoch)]
+    positives = [(ex.qid, d) for ex in examples for d, label in zip(ex.docs, ex.labels) if label == 2]
+    assert positives and not any(d in related[q] or q in low for q, d in positives)
+    assert any(d in related[ex.qid] for ex in examples for d, label in zip(ex.docs, ex.labels) if label == 1)
+
+
+def test_resume_refuses_another_rel_level():
+    from ckqti.train.loop import fingerprint
+
+    assert fingerprint(CONFIG, {}) != fingerprint(dataclasses.replace(CONFIG, rel_level=2), {})
+
+
+def test_too_few_queries_for_a_dev_split_name_the_qrels_file_and_dev_qrels(tmp_path, tiny_scifact):
+    """The error named no file and no way out: NDRM takes dev judgements of other queries instead."""
+    from ckqti.errors import InputError
+
+    (first, judged), (second, other) = list(tiny_scifact["qrels"].items())[:2]
+    qrels = tmp_path / "few.txt"
+    qrels.write_text("".join(f"{q} 0 {d} {g}\n" for q, j in ((first, judged), (second, {d: 0 for d in other}))
+                             for d, g in j.items()))
+    with pytest.raises(InputError, match=r"^.*few\.txt: need at least 2 queries with a relevant judgement \(grade "
+                                         r">= 1\) to carve a dev split; 1 of the 2 judged queries have one; or give "
+                                         r"dev judgements of other queries \(--dev-qrels\)$"):
+        train(tiny_scifact["corpus"], tiny_scifact["queries"], qrels, tmp_path / "m.pt", CONFIG,
+              candidates=tiny_scifact["candidates"])
+    graded, _ = graded_qrels(tiny_scifact)
+    low = {q: {d: 1 for d in j} for q, j in graded.items()}
+    with pytest.raises(InputError, match=r"grade >= 2\) to carve a dev split; 0 of the 40 judged queries have one "
+                                         r"\(40 at --rel-level 1\); or give"):
+        train(tiny_scifact["corpus"], tiny_scifact["queries"], low, tmp_path / "m.pt",
+              dataclasses.replace(CONFIG, rel_level=2), candidates=tiny_scifact["candidates"])

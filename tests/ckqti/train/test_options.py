@@ -86,6 +86,13 @@ def test_api_train_refuses_bad_values_as_option_errors(tmp_path, options, messag
     assert not (tmp_path / "m.pt").exists() and not (tmp_path / "m.pt.work").exists()
 
 
+@pytest.mark.parametrize("model", ["ndrm3", "tk", "idcm"])
+def test_rel_level_reaches_every_models_config(model):
+    assert train_config(model).rel_level == 1 and train_config(model, rel_level=2).rel_level == 2
+    with pytest.raises(OptionError, match="rel_level must be an integer >= 1, got 0"):
+        train_config(model, rel_level=0)
+
+
 def test_numpy_integers_are_counts():
     import numpy as np
 

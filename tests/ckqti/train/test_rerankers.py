@@ -28,6 +28,8 @@ from ckqti.train.rerankers import (
     train_reranker,
 )
 
+from .conftest import graded_qrels
+
 TINY_TK = dict(embedding_dim=16, num_heads=2, ff_dim=16, num_layers=1)
 TINY_BERT = dict(vocab_size=30522, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
                  max_position_embeddings=128, dropout=0.0)
@@ -459,3 +461,44 @@ def test_train_reranker_notes_the_queries_it_skips_for_want_of_a_known_term(tiny
     lost = [q for q in judged if q not in qids[:2]]
     assert res.notes == (f"{len(lost)} of the {len(judged)} training queries have no term in the vocabulary and are "
                          f"skipped (first: {lost[0]!r})",)
+
+
+def test_rel_level_decides_the_positives_and_the_queries_trained_on(tiny_scifact):
+    """At ``rel_level=2`` (``ckqti train --rel-level 2``, as eval counts TREC DL) a grade-1 document is
+    never a positive (a BM25 negative it may be: it is not relevant), and a query judged 1 at best is
+    neither trained on nor dev; at level 1 both count, as before."""
+    from ckqti.train.data import load_collection
+    from ckqti.train.rerankers import prepare_pairs
+
+    qrels, low = graded_qrels(tiny_scifact)
+    coll = load_collection(tiny_scifact["corpus"])
+    rows = [np.asarray(coll.doc(i)[:200], dtype=np.int64) for i in range(len(coll))]
+    index = coll.index()
+    related = {q: {index[d] for d, g in judged.items() if g == 1} for q, judged in qrels.items()}
+
+    def pairs(level):
+        return prepare_pairs(TermText(coll.analyzer, coll.vocab), coll.docids, rows, tiny_scifact["queries"], qrels,
+                             tiny_scifact["candidates"], quick("tk", rel_level=level, max_dev_queries=None), 30)
+
+    assert low & set(pairs(1).train_qids) and all(related[q] <= pairs(1).relevant[q] for q in qrels)
+    data = pairs(2)
+    assert not low & (set(data.train_qids) | set(data.dev_qids)) and len(data.dev_qids) == 3  # 10% of the 32
+    triples = [t for epoch in range(10) for t in epoch_triples(data, 100, seed=0, epoch=epoch)]
+    groups = epoch_groups(data, 100, seed=0, epoch=0, negatives=5)
+    assert triples and not any(pos in related[q] for q, pos, _ in [*triples, *groups])
+    assert any(neg in related[q] for q, _, neg in triples)
+
+
+def test_too_few_queries_for_a_dev_split_name_the_qrels_file_before_any_work(tiny_scifact, tmp_path):
+    """TK, TKL and IDCM carve dev from --qrels only: the error names the file and says so, before the
+    corpus is read (no corpus here)."""
+    from ckqti.errors import InputError
+
+    first, judged = next(iter(tiny_scifact["qrels"].items()))
+    qrels = tmp_path / "few.txt"
+    qrels.write_text("".join(f"{first} 0 {d} {g}\n" for d, g in judged.items()))
+    with pytest.raises(InputError, match=r"^.*few\.txt: need at least 2 queries with a relevant judgement \(grade "
+                                         r">= 1\) to carve a dev split; 1 of the 1 judged queries have one; TK, TKL and "
+                                         r"IDCM carve dev from these judgements only \(NDRM also takes --dev-qrels\)$"):
+        train_reranker("tk", tmp_path / "no-corpus.jsonl", tiny_scifact["queries"], qrels, tmp_path / "tk.pt",
+                       quick("tk"))
