@@ -6,12 +6,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from ckqti.children import ChildTraceback, call_in_child, die_with_parent
 from ckqti.errors import CkqtiError
+from tests.processes import gone_within, running
 
 LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux's")
 
@@ -46,14 +46,6 @@ def test_a_child_whose_parent_already_ended_exits_at_once():
     assert done.returncode == 1 and done.stdout == ""
 
 
-def running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
-
-
 @LINUX
 def test_a_program_started_with_preexec_die_with_parent_dies_with_it(tmp_path):
     """What Anserini's ``java`` indexer gets (ckqti.bm25.run_index_collection): killing the process
@@ -69,10 +61,7 @@ def test_a_program_started_with_preexec_die_with_parent_dies_with_it(tmp_path):
     try:
         parent.kill()
         parent.wait()
-        deadline = time.monotonic() + 30
-        while running(child) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not running(child)
+        assert gone_within(child, 30)
     finally:
         if running(child):
             os.kill(child, signal.SIGKILL)

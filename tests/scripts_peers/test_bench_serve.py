@@ -6,22 +6,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from ckqti import api
+from tests.processes import gone_within, running
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def running(pid: int) -> bool:
-    """Whether ``pid`` runs: it exists and is no zombie (one whose parent died waits for init to reap it)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a child dies with its parent on Linux only")
@@ -46,10 +38,7 @@ def test_a_killed_bench_leaves_no_server_running(tmp_path):
         assert running(server)
         bench.send_signal(signal.SIGKILL)
         bench.wait()
-        deadline = time.monotonic() + 30
-        while running(server) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not running(server)
+        assert gone_within(server, 30)
     finally:
         bench.kill()
         bench.wait()

@@ -17,6 +17,7 @@ from ckqti.train.data import load_collection
 from ckqti.train.loop import build_model, epoch_examples, prepare_data, train_step
 from ckqti.train.losses import ranknet_loss
 from ckqti.train.sampling import docs_per_example
+from tests.processes import gone_within, running
 
 from .conftest import TINY_MODEL, graded_qrels
 
@@ -382,22 +383,6 @@ if __name__ == "__main__":
     except KeyboardInterrupt:
         sys.exit(130)
 '''
-
-
-def running(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie (Linux)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-
-
-def gone_within(pid: int, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while running(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not running(pid)
 
 
 @contextlib.contextmanager

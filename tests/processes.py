@@ -1,0 +1,23 @@
+"""Watching processes in tests that kill a parent and check its children end (Linux ``/proc``)."""
+
+from __future__ import annotations
+
+import time
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (one whose parent died waits to be reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    """Whether process ``pid`` has ended (or is a zombie) within ``seconds``: a generous deadline for a
+    kernel's signal to land on a loaded machine, not a measured time."""
+    deadline = time.monotonic() + seconds
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not running(pid)
