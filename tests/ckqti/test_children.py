@@ -73,6 +73,7 @@ import os, signal, sys, threading, time
 from multiprocessing import Pipe
 from ckqti.children import answer_of
 
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell's background job starts with SIGINT ignored
 receive, send = Pipe(duplex=False)  # nothing is ever sent: as a child that ignores Ctrl-C and works on
 threading.Thread(target=lambda: (time.sleep(0.5), os.kill(os.getpid(), signal.SIGINT)), daemon=True).start()
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # so the kernel hands the signal to the other thread

@@ -375,6 +375,9 @@ if __name__ == "__mp_main__" and os.environ.get("CKQTI_TEST_HOLD_START"):
     wait()
 
 if __name__ == "__main__":
+    import signal
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell's background job starts with SIGINT ignored
     import ckqti.train.loop as loop
 
     loop._bm25_search = wait
