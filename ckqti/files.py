@@ -25,7 +25,7 @@ def replacing(path: Path) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(path)
-    tmp = path.with_name(f".{path.name}.ckqti-tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    tmp = temp_beside(path)
     try:
         with naming_full_disk(path):
             yield tmp
@@ -42,12 +42,18 @@ def scratch_dir(path: Path) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(path)
-    tmp = path.with_name(f".{path.name}.ckqti-tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    tmp = temp_beside(path)
     tmp.mkdir()
     try:
         yield tmp
     finally:
         remove_tree(tmp)
+
+
+def temp_beside(path: Path) -> Path:
+    """A hidden name beside ``path`` for a writer of it: ``.NAME.ckqti-tmp-PID-XXXX``, which
+    :func:`remove_stale` removes once that process is gone."""
+    return path.with_name(f".{path.name}.ckqti-tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
 @contextmanager

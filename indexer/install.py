@@ -20,11 +20,10 @@ import ctypes
 import errno
 import os
 import re
-import uuid
 from pathlib import Path
 
 from ckqti.errors import CkqtiError
-from ckqti.files import alive, remove_stale, remove_tree
+from ckqti.files import alive, remove_stale, remove_tree, temp_beside
 
 _RENAME_EXCHANGE, _AT_FDCWD = 2, -100
 _REFUSALS = (errno.EACCES, errno.EPERM, errno.EROFS)
@@ -43,7 +42,7 @@ def install(final: Path, out: Path, force: bool) -> None:
         return
     if not force:
         raise CkqtiError("output exists; pass --force (Python: force=True) to replace it", out)
-    staged = out.with_name(f".{out.name}.ckqti-tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    staged = temp_beside(out)
     _rename(out, os.replace, final, staged)  # beside out: the swap renames within one folder
     try:
         with old_index_lock(out):
