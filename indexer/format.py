@@ -8,7 +8,8 @@ An index is a directory::
       vocab.arrow              term (string), df, cf (int64), offset (float32), one row per term id
                                (after appends: vocab-NNNNN.arrow, the file the manifest names)
       shard-00000/
-        postings.arrow         doc (uint32): shard-local document numbers, impact-ordered
+        postings.arrow         doc (uint32): shard-local document numbers, impact-ordered; the schema's
+                               metadata ``max_doc`` (written since session 29): the largest of them
         segments.arrow         start (int64, S+1 rows: postings offset of each segment, plus the end),
                                impact (uint8 padded to S+1 rows): the impact shared by a segment's postings
         terms.arrow            seg_ptr (int64, V*C+1 rows): posting list id -> its first segment
@@ -32,6 +33,8 @@ without a copy.
 Version 2 added channels, interleaved list ids, per-shard vocabulary extents, the
 collection statistics and the model constants appends need; a version 1 index must be
 rebuilt.
+A postings file's ``max_doc`` needed no new version: readers before it ignore schema
+metadata, and a postings file without it is scanned for its largest document when opened.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ SEGMENTS_FILE = "segments.arrow"
 TERMS_FILE = "terms.arrow"
 DOCS_FILE = "docs.arrow"  # the document store: text for snippets, not postings
 SHARD_FILES = (POSTINGS_FILE, SEGMENTS_FILE, TERMS_FILE, DOCS_FILE)
+MAX_DOC_KEY = "max_doc"  # postings.arrow's schema metadata: its largest document number (none when it is empty)
 CHANNEL_WEIGHTS = ("one", "idf")  # the same as ckqti.models.qti.CHANNEL_WEIGHTS (not imported: no torch here)
 
 

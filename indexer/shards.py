@@ -10,12 +10,22 @@ import pyarrow as pa
 from numba import njit
 
 from ckqti.files import naming_full_disk
-from indexer.format import DOCS_FILE, POSTINGS_FILE, SEGMENTS_FILE, SHARD_FILES, TERMS_FILE, ShardInfo, file_checksum
+from indexer.format import (
+    DOCS_FILE,
+    MAX_DOC_KEY,
+    POSTINGS_FILE,
+    SEGMENTS_FILE,
+    SHARD_FILES,
+    TERMS_FILE,
+    ShardInfo,
+    file_checksum,
+)
 
 
-def write_table(path: str | Path, columns: dict[str, np.ndarray | list]) -> None:
-    """Write columns as a single-batch Arrow IPC file (so each column mmaps contiguously)."""
-    table = pa.table({k: (pa.array(v) if not isinstance(v, pa.Array) else v) for k, v in columns.items()})
+def write_table(path: str | Path, columns: dict[str, np.ndarray | list], metadata: dict[str, str] | None = None) -> None:
+    """Write columns as a single-batch Arrow IPC file (so each column mmaps contiguously), with
+    ``metadata`` in its schema."""
+    table = pa.table({k: (pa.array(v) if not isinstance(v, pa.Array) else v) for k, v in columns.items()}, metadata=metadata)
     with naming_full_disk(path), pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table, max_chunksize=max(table.num_rows, 1))
 
@@ -155,7 +165,8 @@ def write_shard(
     d = Path(directory, name)
     d.mkdir(parents=True, exist_ok=True)
     seg = segment_postings(postings, vocab_size * postings.channels)
-    write_table(d / POSTINGS_FILE, {"doc": seg["postings"]})
+    facts = {MAX_DOC_KEY: str(int(seg["postings"].max()))} if seg["postings"].size else None
+    write_table(d / POSTINGS_FILE, {"doc": seg["postings"]}, facts)
     write_table(d / SEGMENTS_FILE, {"start": seg["seg_start"], "impact": seg["seg_impact"]})
     write_table(d / TERMS_FILE, {"seg_ptr": seg["seg_ptr"]})
     write_documents(d / DOCS_FILE, docs)

@@ -14,6 +14,7 @@ from ckqti.text import Analyzer
 from indexer.format import (
     DOCS_FILE,
     MANIFEST,
+    MAX_DOC_KEY,
     POSTINGS_FILE,
     SEGMENTS_FILE,
     TERMS_FILE,
@@ -108,15 +109,20 @@ class Shard:
         return "\n".join(f for f in (doc["prefix"], doc["title"], doc["text"]) if f)
 
 
-def open_shard(directory: Path, name: str) -> Shard:
+def open_shard(directory: Path, name: str, verified: bool = False) -> Shard:
+    """Map shard ``name``'s files and check the bounds the kernels rely on (:func:`check_offsets`);
+    ``verified``: its files' checksums were checked, so the largest document its postings file
+    records is the largest it holds, and they are not scanned for it."""
     d = directory / name
     seg = read_mapped(d / SEGMENTS_FILE)
-    postings = column(read_mapped(d / POSTINGS_FILE), "doc")
+    postings_table = read_mapped(d / POSTINGS_FILE)
+    postings = column(postings_table, "doc")
     seg_start = column(seg, "start")
     seg_impact = column(seg, "impact")
     seg_ptr = column(read_mapped(d / TERMS_FILE), "seg_ptr")
     docs = read_mapped(d / DOCS_FILE)
-    check_offsets(d, postings, seg_start, seg_impact, seg_ptr, docs.num_rows)
+    recorded = recorded_max_doc(postings_table) if verified else None
+    check_offsets(d, postings, seg_start, seg_impact, seg_ptr, docs.num_rows, recorded)
     skips, skip_ptr = build_skips(postings, seg_start)
     return Shard(
         name=name,
@@ -131,11 +137,24 @@ def open_shard(directory: Path, name: str) -> Shard:
     )
 
 
+def recorded_max_doc(postings: pa.Table) -> int | None:
+    """The largest document number a postings file's writer recorded (``max_doc`` in its schema's
+    metadata), or None: a file written before it was recorded, or an empty one."""
+    value = (postings.schema.metadata or {}).get(MAX_DOC_KEY.encode())
+    try:
+        top = int(value) if value is not None else -1
+    except ValueError:  # not a number: scan instead
+        return None
+    return top if top >= 0 else None
+
+
 def check_offsets(d: Path, postings: np.ndarray, seg_start: np.ndarray, seg_impact: np.ndarray, seg_ptr: np.ndarray,
-                  num_docs: int) -> None:
+                  num_docs: int, max_doc: int | None = None) -> None:
     """The bounds the Numba kernels rely on (they do not check them; a damaged file read without
     checksums, ``verify=False``, crashed the process): offsets that ascend within their arrays and
-    document numbers within the shard's documents.
+    document numbers within the shard's documents. ``max_doc``, the largest document number the
+    postings file records, stands for a scan of every posting (a pass over all the postings' pages
+    at each open); give it only for a file whose checksum was verified.
 
     Raises:
         IndexFormatError: naming the file whose offsets do not add up.
@@ -145,8 +164,11 @@ def check_offsets(d: Path, postings: np.ndarray, seg_start: np.ndarray, seg_impa
         raise IndexFormatError("damaged: segment offsets do not cover the postings in order", d / SEGMENTS_FILE)
     if len(seg_ptr) == 0 or seg_ptr[0] != 0 or seg_ptr[-1] != len(seg_start) - 1 or np.any(np.diff(seg_ptr) < 0):
         raise IndexFormatError("damaged: list offsets do not cover the segments in order", d / TERMS_FILE)
-    if len(postings) and int(postings.max()) >= num_docs:
-        raise IndexFormatError(f"damaged: a posting names document {int(postings.max())} of {num_docs}", d / POSTINGS_FILE)
+    if not len(postings):
+        return
+    top = int(postings.max()) if max_doc is None else max_doc
+    if top >= num_docs:
+        raise IndexFormatError(f"damaged: a posting names document {top} of {num_docs}", d / POSTINGS_FILE)
 
 
 OPEN_ATTEMPTS = 3  # opens of an index whose manifest an append or compaction replaces meanwhile
@@ -176,7 +198,9 @@ class Index:
 
     Args:
         path: index directory.
-        verify: check every file's sha256 against the manifest (on by default).
+        verify: check every file's sha256 against the manifest (on by default); then a shard's
+            postings are bounded by the largest document their file records, else (and in an index
+            written before it was recorded) by a scan of every posting.
     """
 
     def __init__(self, path: str | Path, verify: bool = True):
@@ -210,7 +234,7 @@ class Index:
         self.quantizer = Quantizer.from_manifest(self.manifest.quantization, self.manifest.channels)
         self.idf = collection_idf(self.df, self.manifest.collection.get("num_docs", self.manifest.num_docs))
         try:
-            self._shards = [open_shard(self.path, s.name) for s in self.manifest.shards]
+            self._shards = [open_shard(self.path, s.name, verify) for s in self.manifest.shards]
         except ValueError as e:  # unchecked files (verify=False) whose columns do not fit together
             raise IndexFormatError(f"a shard is damaged ({e}); `ckqti info --verify` checks every file",
                                    self.path) from None

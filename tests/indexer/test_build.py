@@ -33,6 +33,25 @@ def test_manifest_records_what_the_index_is(scifact_index):
     assert not scifact_index.with_name(scifact_index.name + ".partial").exists()
 
 
+def test_each_postings_file_records_its_largest_document(tmp_path, scifact_index):
+    """The writer of a shard (a build, a compaction) records its postings' largest document in the
+    postings file's schema metadata, which a verified open reads instead of scanning the postings."""
+    import pyarrow as pa
+
+    from indexer.format import MAX_DOC_KEY, POSTINGS_FILE
+
+    compacted = tmp_path / "compacted"
+    shutil.copytree(scifact_index, compacted)
+    api.compact(compacted, 10_000)
+    for idx, shards in ((scifact_index, 3), (compacted, 1)):
+        names = [s.name for s in Manifest.read(idx).shards]
+        assert len(names) == shards
+        for name in names:
+            table = pa.ipc.open_file(str(idx / name / POSTINGS_FILE)).read_all()
+            docs = table.column("doc").to_numpy()
+            assert table.schema.metadata[MAX_DOC_KEY.encode()] == str(docs.max()).encode()
+
+
 def test_shards_are_memory_mapped_without_copies(scifact_index):
     idx = Index(scifact_index)
     for sh in idx.shards:

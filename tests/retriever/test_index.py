@@ -44,11 +44,11 @@ def test_an_open_racing_a_compaction_opens_the_compacted_index(tmp_path, scifact
     real = index_mod.open_shard
     calls = []
 
-    def racing(directory, name):
+    def racing(directory, name, *args):
         calls.append(name)
         if len(calls) == 1:  # the compaction commits between the manifest's read and this shard's files
             api.compact(directory, 10_000)
-        return real(directory, name)
+        return real(directory, name, *args)
 
     monkeypatch.setattr(index_mod, "open_shard", racing)
     opened = Index(idx)
@@ -143,11 +143,68 @@ def test_offsets_out_of_bounds_are_refused_unverified_not_a_crash(tmp_path, scif
     values = table.column(damage).to_numpy().copy()
     values[len(values) // 2] = np.iinfo(values.dtype).max if damage == "doc" else values[-1] + 10**6
     damaged = table.set_column(table.schema.get_field_index(damage), damage, pa.array(values, table.schema.field(damage).type))
+    if damage == "doc":  # the largest document the file records stays in bounds: only a scan finds the damage
+        assert int(damaged.schema.metadata[b"max_doc"]) < 250
     with pa.ipc.new_file(str(path), damaged.schema) as writer:
         writer.write_table(damaged)
     with pytest.raises(IndexFormatError, match=message) as info:
         Index(idx, verify=False)
     assert str(path) in str(info.value)
+
+
+def rewrite_postings(idx, name, docs=None, metadata=None):
+    """Rewrite shard ``name``'s postings file, with documents ``docs`` (default: its own) and schema
+    metadata ``metadata`` (None: none, as before ``max_doc`` was recorded), and the manifest's
+    checksum of it, so that a verified open reads it as a writer's."""
+    import pyarrow as pa
+
+    from indexer.format import Manifest, file_checksum
+
+    path = idx / name / POSTINGS_FILE
+    table = pa.ipc.open_file(str(path)).read_all()
+    docs = table.column("doc").to_numpy() if docs is None else docs
+    table = pa.table({"doc": pa.array(docs, pa.uint32())}, metadata=metadata)
+    with pa.ipc.new_file(str(path), table.schema) as writer:
+        writer.write_table(table)
+    manifest = Manifest.read(idx)
+    next(s for s in manifest.shards if s.name == name).files[POSTINGS_FILE] = file_checksum(path)
+    manifest.write(idx)
+    return path
+
+
+def test_a_verified_open_bounds_the_postings_by_their_recorded_largest_document(tmp_path, scifact_index):
+    """A verified open does not scan every posting for the largest document (a pass over all the
+    postings' pages, which their checksum has just vouched for): it reads the largest that the
+    postings file records. A recorded document beyond the shard's is refused, though the postings
+    themselves are in bounds, which only the recorded value can tell; an unverified open, which
+    cannot trust it, scans them and opens."""
+    from indexer.format import MAX_DOC_KEY
+
+    idx = copy_of(scifact_index, tmp_path)
+    path = rewrite_postings(idx, "shard-00001", metadata={MAX_DOC_KEY: "250"})
+    with pytest.raises(IndexFormatError) as e:
+        Index(idx)
+    assert str(e.value) == f"{path}: damaged: a posting names document 250 of 250"
+    assert Index(idx, verify=False).shards[1].num_docs == 250
+
+
+def test_an_index_written_before_the_largest_document_was_recorded_opens_and_is_scanned(tmp_path, scifact_index):
+    """Postings files without ``max_doc`` (every index written before session 29) open as before,
+    with the same results, and their postings are scanned: a posting beyond the shard's documents,
+    its checksum rewritten to match, is refused."""
+    from retriever.search import Searcher
+
+    idx = copy_of(scifact_index, tmp_path)
+    for name in ("shard-00000", "shard-00001", "shard-00002"):
+        rewrite_postings(idx, name)
+    want = Searcher(scifact_index).search("cancer cells", 20).hits
+    assert Searcher(Index(idx)).search("cancer cells", 20).hits == want
+    docs = Index(idx).shards[0].postings.copy()
+    docs[len(docs) // 2] = 250
+    path = rewrite_postings(idx, "shard-00000", docs)
+    with pytest.raises(IndexFormatError) as e:
+        Index(idx)
+    assert str(e.value) == f"{path}: damaged: a posting names document 250 of 250"
 
 
 def mapped_files(directory) -> set[str]:
