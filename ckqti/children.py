@@ -54,13 +54,21 @@ def child_started(parent_pid: int) -> None:
 
 
 def start_child(proc) -> None:
-    """``proc.start()`` for a :mod:`multiprocessing` process whose target calls :func:`child_started`
-    first. SIGINT is blocked in this thread meanwhile, so the child starts with it blocked (a signal
-    mask is inherited): a Ctrl-C while the child imports its modules, before :func:`child_started`,
-    shows no traceback from it. A Ctrl-C meanwhile still reaches this process."""
+    """``proc.start()`` for a :mod:`multiprocessing` process (the spawn way) whose target calls
+    :func:`child_started` first. SIGINT is blocked in this thread meanwhile, so the child starts with
+    it blocked (a signal mask is inherited): a Ctrl-C while the child imports its modules, before
+    :func:`child_started`, shows no traceback from it. A Ctrl-C meanwhile still reaches this process.
+
+    multiprocessing's resource tracker is started first: the first spawn-way child of a process
+    starts it, and starting it *unblocks* SIGINT in the calling thread (``ensure_running`` blocks
+    SIGINT and SIGTERM for the tracker's start, then unblocks them, whatever the mask was), so the
+    first child started with SIGINT unblocked."""
     if not hasattr(signal, "pthread_sigmask"):
         proc.start()
         return
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()  # now, not inside proc.start(): a no-op there while it runs
     held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         proc.start()
