@@ -14,9 +14,11 @@ child, as it starts, calls :func:`child_started`:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -54,18 +56,50 @@ def child_started(parent_pid: int) -> None:
 
 
 def start_child(proc) -> None:
-    """``proc.start()`` for a :mod:`multiprocessing` process whose target calls :func:`child_started`
-    first. SIGINT is blocked in this thread meanwhile, so the child starts with it blocked (a signal
-    mask is inherited): a Ctrl-C while the child imports its modules, before :func:`child_started`,
-    shows no traceback from it. A Ctrl-C meanwhile still reaches this process."""
+    """``proc.start()`` for a :mod:`multiprocessing` process (the spawn way) whose target calls
+    :func:`child_started` first. SIGINT is blocked in this thread meanwhile, so the child starts with
+    it blocked (a signal mask is inherited): a Ctrl-C while the child imports its modules, before
+    :func:`child_started`, shows no traceback from it. A Ctrl-C meanwhile still reaches this process,
+    once the child has started (:func:`_ctrl_c_after`).
+
+    multiprocessing's resource tracker is started first: the first spawn-way child of a process
+    starts it, and starting it *unblocks* SIGINT in the calling thread (``ensure_running`` blocks
+    SIGINT and SIGTERM for the tracker's start, then unblocks them, whatever the mask was), so the
+    first child started with SIGINT unblocked."""
     if not hasattr(signal, "pthread_sigmask"):
         proc.start()
         return
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()  # now, not inside proc.start(): a no-op there while it runs
     held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        proc.start()
+        with _ctrl_c_after():
+            proc.start()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+@contextlib.contextmanager
+def _ctrl_c_after():
+    """Python's SIGINT handler (``KeyboardInterrupt``) runs after the block, not inside it. Blocking
+    SIGINT in this thread does not keep it out: another thread (torch's, numba's) takes the Ctrl-C,
+    and Python runs the handler in the main thread all the same. It raised inside ``proc.start()``,
+    after the child was started but before its data was sent or its pid kept: the child died on
+    ``EOFError: Ran out of input`` (its traceback), and the caller could not kill it. Only the main
+    thread runs Python's handlers: elsewhere, and where the handler is not Python's, nothing changes."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+        yield
+        return
+    caught = []
+    signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        previous(signal.SIGINT, caught[0])
 
 
 def preexec_die_with_parent() -> Callable[[], None] | None:

@@ -98,3 +98,68 @@ def test_a_ctrl_c_taken_by_another_thread_still_ends_the_wait_for_a_child(tmp_pa
     finally:
         proc.kill()
         proc.wait()
+
+
+CTRL_C_WHILE_THE_CHILD_IMPORTS = '''
+import os, signal
+
+if __name__ == "__mp_main__":  # the spawn way imports this script again in the child, before its target runs
+    os.kill(os.getpid(), signal.SIGINT)
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell's background job starts with SIGINT ignored
+    from ckqti.children import call_in_child
+
+    print(call_in_child("the child ended", divmod, 17, 5))
+'''
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="a thread's signal mask")
+def test_a_ctrl_c_while_the_first_child_imports_its_modules_is_dropped(tmp_path):
+    """The child starts with SIGINT blocked, and ignores it from its first call on. The first
+    spawn-way child of a process starts multiprocessing's resource tracker, which unblocked SIGINT in
+    the starting thread: that child (training's BM25 stage) started with SIGINT unblocked, and a
+    Ctrl-C while it imported its modules showed its KeyboardInterrupt traceback. A fresh process,
+    so that its child is the first."""
+    script = tmp_path / "first.py"
+    script.write_text(CTRL_C_WHILE_THE_CHILD_IMPORTS)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert (done.returncode, done.stdout, done.stderr) == (0, "(3, 2)\n", "")
+
+
+CTRL_C_RIGHT_AFTER_THE_CHILD_STARTS = '''
+import _thread, signal, sys
+from multiprocessing import util
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell's background job starts with SIGINT ignored
+    spawn = util.spawnv_passfds
+
+    def spawn_then_ctrl_c(path, args, passfds):  # as when another thread (torch's) takes a Ctrl-C then
+        pid = spawn(path, args, passfds)
+        if "--multiprocessing-fork" in args:  # the child, not the resource tracker
+            _thread.interrupt_main(signal.SIGINT)
+        return pid
+
+    util.spawnv_passfds = spawn_then_ctrl_c
+    from ckqti.children import call_in_child
+
+    try:
+        call_in_child("the child ended", divmod, 17, 5)
+    except KeyboardInterrupt:
+        sys.exit(130)
+'''
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="a thread's signal mask")
+def test_a_ctrl_c_while_the_child_starts_ends_it_without_a_traceback_from_it(tmp_path):
+    """A Ctrl-C that another thread takes while the calling thread (which blocks SIGINT) starts the
+    child raised KeyboardInterrupt inside ``proc.start()``, before the child's data was sent: the
+    child died on ``EOFError: Ran out of input`` with its traceback, and the caller had no pid to kill.
+    (Its stderr is this one's: the output ends when the child has ended too.)"""
+    script = tmp_path / "start.py"
+    script.write_text(CTRL_C_RIGHT_AFTER_THE_CHILD_STARTS)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert (done.returncode, done.stderr) == (130, "")
