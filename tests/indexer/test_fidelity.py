@@ -10,11 +10,15 @@ term against every document; ``scripts/latent_storage.py``).
 
 from __future__ import annotations
 
+import math
+from types import SimpleNamespace
+
+import numpy as np
 import pytest
 
 from ckqti import api
 from ckqti.models.loading import DEFAULT_CHECKPOINT
-from indexer.fidelity import measure_fidelity
+from indexer.fidelity import ExhaustiveReference, FidelityReport, index_report, measure_fidelity, top_k_run
 
 
 def run(tmp_path, data_dir, model):
@@ -22,6 +26,27 @@ def run(tmp_path, data_dir, model):
     idx = tmp_path / "idx"
     api.index(sf / "corpus.jsonl", idx, model=model, progress=False)
     return measure_fidelity(idx, sf / "corpus.jsonl", model, sf / "queries.jsonl", sf / "qrels" / "test.tsv")
+
+
+def test_the_report_measures_the_index_run_against_the_reference():
+    """The tests below assert lower bounds only, which a report overstating the overlap (a union for
+    an intersection) or scoring the reference's run as the index's would pass: here both runs
+    and the numbers are known. Overlap@2: q1 2 of 2, q2 1 of 2; the index's nDCG@10: q1's relevant
+    document at rank 2, q2's missed."""
+    ref = ExhaustiveReference(queries={"q1": "text one", "q2": "text two"}, qrels={"q1": {"d1": 1}, "q2": {"d3": 1}},
+                              run={"q1": {"d1": 2.0, "d2": 1.0}, "q2": {"d3": 2.0, "d4": 1.0}}, ndcg10=1.0, k=2)
+    index_runs = {"text one": [("d2", 3.0), ("d1", 1.0), ("d9", 0.5)], "text two": [("d4", 2.0), ("d5", 1.0)]}
+    searcher = SimpleNamespace(resolution=7, search=lambda text, k: SimpleNamespace(
+        hits=[SimpleNamespace(docid=d, score=s) for d, s in index_runs[text][:k]]))
+    rep = index_report(searcher, ref)
+    assert rep == FidelityReport(2, 0.75, 2, pytest.approx(0.5 / math.log2(3)), 1.0, 7)
+    assert rep.delta_ndcg10 == pytest.approx(0.5 / math.log2(3) - 1.0)
+
+
+def test_top_k_run_weighs_each_term_column_by_its_query_weight():
+    matrix = np.array([[1.0, 0.0], [0.0, 1.0], [3.0, 0.0], [1.0, 1.0]], np.float32)  # [N=4, T=2]: terms 5 and 9
+    run = top_k_run(matrix, {5: 0, 9: 1}, {"q": (np.array([9, 5]), np.array([2, 1]))}, ["a", "b", "c", "d"], 3)
+    assert list(run["q"].items()) == [("c", 3.0), ("d", 3.0), ("b", 2.0)]  # 3, 2 and 3 = 2 + 1; ties in corpus order
 
 
 def test_explicit_model_index_matches_exhaustive_scoring(tmp_path, data_dir):

@@ -47,6 +47,31 @@ def test_neighbours_are_terms_beyond_the_documents_own():
                     assert min(best[np.searchsorted(cand, t)] for t in extra) >= others[n - 1][0] - 1e-6
 
 
+def test_dense_latent_offsets_are_medians_and_impacts_what_lies_above_them():
+    """A dense latent model's offset c_t is the median of the term's score over the sampled
+    documents (here every one of 31: an odd count, one middle value), and a document stores
+    ``s(t, d) - c_t`` for its own terms where that is positive (no neighbours asked)."""
+    docs = corpus(num_docs=31)
+    vocab = Vocabulary.build(docs)
+    model = latent_model(vocab)
+    ids = [np.array(vocab.ids(d), np.int64) for d in docs]
+    scorer = ImpactScorer(model, vocab.df, ImpactConfig(neighbours=0, offset_sample=64))
+    offsets = scorer.fit_offsets(ids, len(vocab))
+    terms = torch.arange(2, len(vocab))
+    with torch.no_grad():  # each document scored alone against every term: [31, V - 2]
+        alone = np.stack([model.channel_scores(terms, model.encode_documents(*pad_batch([d], 4000, torch.device("cpu"))))
+                          [0, :, 0].numpy() for d in ids])
+    assert offsets[:2].tolist() == [0.0, 0.0]
+    np.testing.assert_allclose(offsets[2:], np.median(alone, axis=0), rtol=1e-5, atol=1e-6)
+    for b, imp in enumerate(scorer.score_batch(ids[:5])):
+        above = {t: alone[b, t - 2] - offsets[t] for t in set(ids[b].tolist())}
+        want = {t: v for t, v in above.items() if v > 1e-5}
+        assert set(want) <= set(imp.lists.tolist()) <= set(above)  # near-zero differences may land either side
+        assert want and len(want) < len(above)  # some own terms score under their median: not stored
+        got = dict(zip(imp.lists.tolist(), imp.scores.tolist()))
+        np.testing.assert_allclose([got[t] for t in want], [want[t] for t in want], rtol=1e-4, atol=1e-5)
+
+
 def test_gated_latent_model_stores_every_pair_it_scores():
     """With a latent gate, stored impacts plus offsets give back the model's score of every
     (term, document) pair: the index loses nothing but quantization."""
