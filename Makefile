@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine:
 #   make demo   - install, index the bundled sample corpus, search it
-#   make test   - install, run the test suite
+#   make test   - install, lint, run the test suite
 PYTHON ?= python3
 INDEX ?= out/sample-index
 

@@ -22,6 +22,10 @@ ways, both set up here:
      refuses to start). Lucene then falls back to its scalar code for vector search, which BM25
      does not use. Nothing in site-packages is edited: the function is wrapped for the one call.
 
+  Once the JVM runs, Lucene's ``java.util.logging`` messages below WARNING are dropped: opening an
+  index logged a dated two-line INFO notice (which ``MMapDirectory`` implementation it picked) on
+  stderr in every ``ckqti train`` and ``rerank``.
+
 Analysis: the BM25 baseline uses Anserini's default English analyzer (Lucene's standard
 tokenizer, lower-casing, Lucene's English stopwords, Porter stemming), the standard Pyserini
 BM25 baseline, and *not* ckqti's Krovetz analyzer (:mod:`ckqti.text`). ``k1=0.9, b=0.4`` are
@@ -42,6 +46,7 @@ from ckqti.files import naming_full_disk, scratch_dir
 
 _VECTOR_MODULE_OPTION = "--add-modules=jdk.incubator.vector"
 _OPENAI_PLACEHOLDER = "placeholder-not-used-by-ckqti"
+_LUCENE_LOGGERS: list = []  # java.util.logging holds loggers weakly: a level set on one lasts while it is referenced
 
 
 def java_home() -> Path:
@@ -78,7 +83,7 @@ def start_jvm() -> None:
     """Start Pyserini's JVM in this process, once; later calls return at once.
 
     Applies the three workarounds in the module docstring (they change ``os.environ`` for the
-    rest of the process). Call it before importing any ``pyserini.search`` or ``pyserini.index``
+    rest of the process), then keeps Lucene's INFO notices off stderr. Call it before importing any ``pyserini.search`` or ``pyserini.index``
     module; if some other code already started the JVM, this only checks that it runs.
     """
     import jnius_config
@@ -100,6 +105,16 @@ def start_jvm() -> None:
         import pyserini.pyclass  # noqa: F401  (configures the class path, then starts the JVM)
     finally:
         pyserini.setup.configure_classpath = original
+    quiet_lucene_logging()
+
+
+def quiet_lucene_logging() -> None:
+    """Keep Lucene's warnings and errors on stderr, not its INFO notices (the JVM must be running)."""
+    from jnius import autoclass
+
+    logger = autoclass("java.util.logging.Logger").getLogger("org.apache.lucene")
+    logger.setLevel(autoclass("java.util.logging.Level").WARNING)
+    _LUCENE_LOGGERS.append(logger)
 
 
 def run_index_collection(

