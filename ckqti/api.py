@@ -288,7 +288,7 @@ def check_checkpoint_path(out: str | Path) -> None:
     if out.is_dir():
         raise InputError("is a directory; a checkpoint is written to a file", out)
     if out.exists():
-        from ckqti.train.checkpoint import load_checkpoint
+        from ckqti.models.checkpoint import load_checkpoint
 
         try:
             load_checkpoint(out)

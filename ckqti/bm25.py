@@ -26,6 +26,9 @@ ways, both set up here:
   index logged a dated two-line INFO notice (which ``MMapDirectory`` implementation it picked) on
   stderr in every ``ckqti train`` and ``rerank``.
 
+:func:`bm25_candidates` is the BM25 first stage of ``ckqti train`` and ``ckqti rerank``: the top
+docids per query from a Lucene index built once in a work folder, in a child process.
+
 Analysis: the BM25 baseline uses Anserini's default English analyzer (Lucene's standard
 tokenizer, lower-casing, Lucene's English stopwords, Porter stemming), the standard Pyserini
 BM25 baseline, and *not* ckqti's Krovetz analyzer (:mod:`ckqti.text`). ``k1=0.9, b=0.4`` are
@@ -40,7 +43,7 @@ import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ckqti.children import answer_of, child_started, preexec_die_with_parent, start_child
+from ckqti.children import answer_of, call_in_child, child_started, preexec_die_with_parent, start_child
 from ckqti.errors import CkqtiError, DiskFullError, IndexFormatError, InputError, QueryError
 from ckqti.files import naming_full_disk, scratch_dir
 
@@ -394,3 +397,49 @@ class BM25Searcher:
 def _check_k(k: int) -> None:
     if k < 1:
         raise QueryError(f"k must be at least 1, got {k}")
+
+
+def bm25_candidates(
+    corpus: str | Path, queries: Mapping[str, str], work: Path, depth: int, fmt: str | None = None, threads: int = 2
+) -> dict[str, list[str]]:
+    """Pyserini BM25 top-``depth`` docids per query; the Lucene index is built once in ``work/bm25``.
+
+    Runs in a child process: the JVM never starts in the calling (training, reranking) process
+    (a JVM running next to gensim's skip-gram threads crashed the process here).
+    """
+    return call_in_child(CHILD_ENDED, _bm25_search, str(corpus), dict(queries), str(work), depth, fmt, threads)
+
+
+BM25_SOURCE = "ckqti-source.json"  # in the BM25 work index: the corpus it was built from
+
+
+def bm25_source(corpus: str | Path, fmt: str | None) -> str:
+    """What a kept BM25 index was built from (the corpus file's path, sha256 and format): a run on
+    another corpus, or on this one edited, rebuilds the index. Its content, not its size and
+    modification time: an edit of the same size within the clock's resolution, or a copy that
+    kept the times (``cp -p``), reused the old index's candidates. Hashing reads the file once
+    more, as the caller does to load it."""
+    from indexer.format import file_checksum
+
+    return json.dumps({"corpus": str(Path(corpus).resolve()), "sha256": file_checksum(corpus), "format": fmt},
+                      sort_keys=True)
+
+
+def _bm25_search(
+    corpus: str, queries: dict[str, str], work: str, depth: int, fmt: str | None, threads: int
+) -> dict[str, list[str]]:
+    from indexer.readers import read_corpus
+
+    index_dir = Path(work) / "bm25"
+    source = index_dir / BM25_SOURCE
+    stamp = bm25_source(corpus, fmt)
+    if not (any(index_dir.glob("segments_*")) and source.is_file() and source.read_text() == stamp):
+        docs = ((d.docid, d.full_text()) for d in read_corpus(corpus, fmt=fmt))
+        build_bm25_index(docs, index_dir, threads=threads, overwrite=index_dir.exists())
+        source.write_text(stamp)
+    searcher = BM25Searcher(index_dir)
+    try:
+        hits = searcher.batch_search(dict(queries), k=depth, threads=threads)
+    finally:
+        searcher.close()
+    return {qid: [docid for docid, _ in ranked] for qid, ranked in hits.items()}

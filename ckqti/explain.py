@@ -37,10 +37,10 @@ import torch
 
 from ckqti.errors import InputError, QueryError
 from ckqti.files import replacing
+from ckqti.models.checkpoint import QTI_KINDS
 from ckqti.models.inputs import TokenSpan
 from ckqti.models.reranker import Reranker
 from ckqti.terminal import safe_cut, visible
-from ckqti.train.checkpoint import QTI_KINDS
 
 if TYPE_CHECKING:
     from retriever.index import Index

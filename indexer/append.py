@@ -145,8 +145,8 @@ def index_model_spec(index: Path, manifest: Manifest) -> str:
 
 def bundled_content_hash() -> str:
     """The content hash of the bundled checkpoint (loaded whole: only where a recorded path is gone)."""
+    from ckqti.models.checkpoint import load_checkpoint
     from ckqti.models.loading import DEFAULT_CHECKPOINT
-    from ckqti.train.checkpoint import load_checkpoint
 
     return load_checkpoint(DEFAULT_CHECKPOINT).content_hash
 

@@ -185,7 +185,7 @@ def gather_candidates(candidates: str | Path | Index, queries: Mapping[str, str]
     if str(candidates) == "bm25":
         if corpus is None:
             raise InputError("BM25 candidates need the corpus (--corpus)")
-        from ckqti.train.loop import bm25_candidates
+        from ckqti.bm25 import bm25_candidates
 
         work.mkdir(parents=True, exist_ok=True)
         return bm25_candidates(corpus, dict(queries), work, depth, fmt), None, "bm25", {}
@@ -231,10 +231,10 @@ def open_reranker(model_path: str | Path, device: str | None = None, max_doc_len
     ``adapt_kinds``: adapt only checkpoints of these kinds and read the others as trained; None
     adapts every kind and refuses IDCM, whose WordPiece pieces every text shares.
     """
+    from ckqti.models.checkpoint import QTI_KINDS, load_checkpoint
     from ckqti.models.loading import UNTRAINED, resolve_model
     from ckqti.models.reranker import adapt_reranker, reranker_from_checkpoint, untrained_reranker
     from ckqti.text import Analyzer
-    from ckqti.train.checkpoint import QTI_KINDS, load_checkpoint
 
     model_path = resolve_model(model_path)  # a short name ('ndrm3-scifact') as its checkpoint
     untrained = model_path in UNTRAINED

@@ -38,10 +38,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as `python scripts/bench_rerank.py`
     sys.path.insert(0, str(ROOT))
 
+from ckqti.models.checkpoint import QTI_KINDS  # noqa: E402
 from ckqti.models.inputs import TermText, WordPieceText, collection_vocabulary  # noqa: E402
 from ckqti.models.reranker import Reranker, build_model, load_reranker  # noqa: E402
 from ckqti.text import Analyzer  # noqa: E402
-from ckqti.train.checkpoint import QTI_KINDS  # noqa: E402
 from scripts.args import (  # noqa: E402
     HelpFormatter,
     existing_file,
@@ -160,7 +160,7 @@ def bm25_top100(queries: Mapping[str, str], work: Path) -> dict[str, list[str]]:
     got = json.loads(cache.read_text()) if cache.is_file() else {}
     if all(q in got for q in queries):
         return {q: got[q] for q in queries}
-    from ckqti.train.loop import bm25_candidates
+    from ckqti.bm25 import bm25_candidates
 
     got.update(bm25_candidates(DATA / "corpus.jsonl", dict(queries), work, 100))
     work.mkdir(parents=True, exist_ok=True)

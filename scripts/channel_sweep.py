@@ -26,10 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ckqti.bm25 import bm25_candidates  # noqa: E402
 from ckqti.errors import IndexFormatError  # noqa: E402
 from ckqti.evaluate import evaluate, paired_ttest  # noqa: E402
 from ckqti.train.data import split_dev  # noqa: E402
-from ckqti.train.loop import bm25_candidates  # noqa: E402
 from indexer.readers import read_qrels, read_queries  # noqa: E402
 from retriever.index import Index  # noqa: E402
 from retriever.search import Searcher  # noqa: E402

@@ -17,7 +17,7 @@ Stages:
 
 1. **BM25** (Pyserini, Anserini's default analyzer, k1 0.9, b 0.4): top-1000 of every judged
    query of SciFact test, the TREC DL 2019 passage subset, Cranfield and Vaswani
-   (:func:`ckqti.train.loop.bm25_candidates`; scores written as ``1000 - rank`` so that the
+   (:func:`ckqti.bm25.bm25_candidates`; scores written as ``1000 - rank`` so that the
    file keeps Lucene's own order of tied documents).
 2. **Checkpoints**: the bundled NDRM3 (``scripts/train_default.py``), the untrained NDRM2
    (BM25-like, two parameters) at the paper's start (BM25 with k1 1, b 1) and at Anserini's
@@ -188,7 +188,7 @@ Training budgets (2 shared CPU cores, no GPU; every choice on dev):
   from what dev rewards, as the claims-only teacher did in sessions 9 and 17.
 * ``tkl-ndrm3-vectors`` (session 21): ``tkl-idf-explicit-lce-frozen``'s settings with its frozen
   word vectors taken from the bundled NDRM3 (``embeddings`` = the checkpoint file,
-  :func:`ckqti.train.checkpoint.checkpoint_embeddings`) instead of MiniLM's compositions. Why:
+  :func:`ckqti.models.checkpoint.checkpoint_embeddings`) instead of MiniLM's compositions. Why:
   NDRM3's SciFact gain lives in the word vectors it trained on the 728 claims (``ndrm3-frozen``
   kept half of it), and TKL, trained on the same claims, never learned such vectors itself: with
   MiniLM's frozen it reached +0.008, trainable at lr 1e-3 it fitted SciFact and collapsed
@@ -794,7 +794,7 @@ def bm25_ranked(spec: CollectionSpec, work: Path, force: bool = False) -> dict[s
 
     path = run_path("bm25", spec.name, work)
     if force or not path.is_file():
-        from ckqti.train.loop import bm25_candidates
+        from ckqti.bm25 import bm25_candidates
 
         queries, _ = judged_queries(spec)
         started = time.perf_counter()
@@ -836,7 +836,7 @@ def scifact_train_inputs(work: Path) -> tuple[dict[str, str], dict[str, dict[str
     qrels = read_qrels(sf.corpus.parent / "qrels" / "train.tsv")
     cache = work / "bm25" / "scifact-train-top100.json"
     if not cache.is_file():
-        from ckqti.train.loop import bm25_candidates
+        from ckqti.bm25 import bm25_candidates
 
         judged = {q: queries[q] for q in qrels if q in queries}
         cands = bm25_candidates(sf.corpus, judged, work / "bm25" / "scifact", RERANK_DEPTH)
@@ -857,7 +857,7 @@ def scifact_title_inputs(work: Path) -> tuple[dict[str, str], dict[str, list[str
     queries, _ = title_pseudo_queries(coll.docids, coll.titles, coll.analyzer)
     cache = work / "bm25" / "scifact-titles-top100.json"
     if not cache.is_file():
-        from ckqti.train.loop import bm25_candidates
+        from ckqti.bm25 import bm25_candidates
 
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps(bm25_candidates(sf.corpus, queries, work / "bm25" / "scifact", RERANK_DEPTH)))
@@ -994,9 +994,9 @@ def train_idcm(key: str, out: Path, queries, qrels, cands, work: Path) -> dict:
 def untrained_ndrm2(out: Path, spec: str = "ndrm2") -> dict:
     """Write the untrained NDRM2 ``spec`` (``"ndrm2"``: the paper's start, ``"ndrm2-anserini"``:
     BM25's k1 0.9, b 0.4) for SciFact's vocabulary as a checkpoint (so it reranks like the others)."""
+    from ckqti.models.checkpoint import save_checkpoint
     from ckqti.models.loading import UNTRAINED
     from ckqti.models.ndrm import NDRMConfig, build_ndrm
-    from ckqti.train.checkpoint import save_checkpoint
     from ckqti.train.data import load_collection
 
     coll = load_collection(collections()["scifact"].corpus)
@@ -1037,7 +1037,7 @@ def alpha_grid_checkpoint(key: str, folder: str, derived_from: str | list[str], 
     :func:`pick_alpha` one is copied to ``out``. Each alpha's dev result is cached under
     ``work / folder`` with the sources' ids, so an interrupted search resumes and a changed
     source is redone."""
-    from ckqti.train.checkpoint import load_checkpoint
+    from ckqti.models.checkpoint import load_checkpoint
 
     started = time.perf_counter()
     ids = [load_checkpoint(checkpoint_path(k, work)).id for k in ([derived_from] if isinstance(derived_from, str)
@@ -1107,7 +1107,7 @@ DERIVED_NDRM = {"ndrm3-wise": wise_checkpoint, "ndrm3-soup": soup_checkpoint, "n
 def ensure_checkpoint(key: str, work: Path, retrain: bool = False) -> dict:
     """The checkpoint's training record; trains (or writes) it first when missing or ``retrain``."""
     if key == "ndrm3":
-        from ckqti.train.checkpoint import load_checkpoint
+        from ckqti.models.checkpoint import load_checkpoint
 
         record = json.loads(BUNDLED.with_suffix(".json").read_text())
         return {"key": key, "model_id": load_checkpoint(BUNDLED).id, "config": record["config"], "seconds": record.get("seconds"), "command": record.get("command"),
@@ -1122,7 +1122,7 @@ def ensure_checkpoint(key: str, work: Path, retrain: bool = False) -> dict:
         record = untrained_ndrm2(out, key)
     else:
         record = DERIVED_NDRM[key](out, work) if made == "derived" else train_checkpoint(key, work)
-    from ckqti.train.checkpoint import load_checkpoint
+    from ckqti.models.checkpoint import load_checkpoint
 
     record = {"key": key, "model_id": load_checkpoint(out).id, **record}
     side.write_text(json.dumps(record, indent=1, default=str) + "\n")
@@ -1162,7 +1162,7 @@ def learned_index(model_key: str, spec: CollectionSpec, work: Path, force: bool 
     """The learned index of a checkpoint over a collection (built when missing, built by another
     model than the checkpoint now holds, or ``force``)."""
     from ckqti import api
-    from ckqti.train.checkpoint import load_checkpoint
+    from ckqti.models.checkpoint import load_checkpoint
 
     untrained = CHECKPOINTS[model_key][1] == "untrained"
     model = model_key if untrained else str(checkpoint_path(model_key, work))
@@ -1208,7 +1208,7 @@ def fullrank(row: Row, spec: CollectionSpec, work: Path, force: bool) -> dict:
 
 def rerank(row: Row, spec: CollectionSpec, work: Path, ranked: Mapping[str, list[str]]) -> dict:
     """Rerank BM25's top ``row.depth`` with the row's checkpoint; the rest of the top 100 keeps BM25's order."""
-    from ckqti.train.checkpoint import QTI_KINDS
+    from ckqti.models.checkpoint import QTI_KINDS
     from retriever.rerank import corpus_texts, open_reranker, rerank_candidates
     from retriever.runs import write_run
 
@@ -1257,7 +1257,7 @@ def qti_rerank(reranker, queries: Mapping[str, str], cands: Mapping[str, Sequenc
     """
     import torch
 
-    from ckqti.train.data import pad_rows
+    from ckqti.models.inputs import pad_rows
     from retriever.rerank import DocumentRows
 
     model, rows = reranker.model, DocumentRows(reranker, texts)

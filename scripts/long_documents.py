@@ -308,9 +308,9 @@ def load_models(paths: Mapping[str, str | None], source: Source, long_cap: int, 
 
 def load_rerankers(paths: Mapping[str, str | None], source: Source, long_cap: int, device: str | None) -> dict:
     """Rerankers reading the collection's vocabulary; TKL and NDRM3 read ``long_cap`` terms."""
+    from ckqti.models.checkpoint import load_checkpoint
     from ckqti.models.inputs import collection_vocabulary
     from ckqti.models.reranker import adapt_reranker, reranker_from_checkpoint
-    from ckqti.train.checkpoint import load_checkpoint
 
     out = {}
     for name, path in paths.items():

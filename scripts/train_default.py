@@ -5,7 +5,7 @@ Command (about 30 minutes on 2 shared CPU cores; a GPU is used when present)::
     nice -n 10 python3 scripts/train_default.py --fullrank --dev-fullrank
 
 It trains with :func:`ckqti.train.train`, then evaluates the saved checkpoint exactly as
-``ckqti index`` would load it (:func:`ckqti.train.checkpoint.load_for_indexing` on the
+``ckqti index`` would load it (:func:`ckqti.models.checkpoint.load_for_indexing` on the
 corpus vocabulary), reranking the Pyserini BM25 top-100 of every SciFact test claim, and
 prints and writes (next to the checkpoint, ``.json``) nDCG@10, RR@10, AP@100 and NCG@100 of
 BM25 and of the reranking, with a paired t-test against BM25. ``--fullrank`` also builds a
@@ -124,10 +124,10 @@ CONFIG = dict(
 
 def test_runs(checkpoint: Path, work: Path, depth: int = 100) -> dict[str, dict]:
     """SciFact test runs: Pyserini BM25, and the checkpoint reranking BM25's top ``depth``."""
+    from ckqti.bm25 import bm25_candidates
+    from ckqti.models.checkpoint import load_for_indexing
     from ckqti.models.loading import pick_device
-    from ckqti.train.checkpoint import load_for_indexing
     from ckqti.train.data import analyze_queries, candidate_indices, load_collection
-    from ckqti.train.loop import bm25_candidates
     from ckqti.train.scoring import as_run, score_pairs
     from indexer.readers import read_qrels, read_queries
 
@@ -163,7 +163,7 @@ def dev_fullrank(checkpoint: Path, work: Path) -> dict:
     retrieved through the learned index :func:`fullrank_run` built: how the bundled model is chosen."""
     from ckqti import api
     from ckqti.evaluate import evaluate
-    from ckqti.train.checkpoint import load_checkpoint
+    from ckqti.models.checkpoint import load_checkpoint
     from indexer.readers import read_qrels, read_queries
     from retriever.runs import read_run
 
@@ -222,8 +222,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    from ckqti.models.checkpoint import load_checkpoint
     from ckqti.train import TrainConfig, train
-    from ckqti.train.checkpoint import load_checkpoint
 
     started = time.perf_counter()
     work = args.work

@@ -11,7 +11,7 @@ Selector: the cross-encoder's embedding layer output (detached) -> Conv1d (kerne
 padding 2, as the code) + ReLU -> L2 normalisation -> 11 RBF kernels between query tokens and
 the window's tokens -> ``log(clamp(sum * per-kernel scale, 1e-4))`` summed over query tokens ->
 linear ``11 -> 1``. It is trained by distillation from the frozen cross-encoder's window scores
-(:meth:`IDCM.distillation_loss`; losses in :mod:`ckqti.train.losses_idcm`).
+(:func:`ckqti.train.losses_idcm.selector_distillation_loss`).
 
 The cross-encoder here is all-MiniLM-L6-v2 (:mod:`ckqti.models.minilm`), a 6-layer BERT,
 fine-tuned from its bi-encoder weights; the paper used DistilBERT.
@@ -33,7 +33,8 @@ Choices where paper, reference code and this implementation differ:
 * :meth:`IDCM.forward` always runs the cascade (selector -> ``sample_n`` windows) and is
   differentiable in the cross-encoder and the final weights (the selector gets no gradient
   through the top-k choice); :meth:`IDCM.forward_all_windows` scores every window (training
-  stage 2); :meth:`IDCM.distillation_loss` trains the selector (stage 3).
+  stage 2); :meth:`IDCM.selector_scores` and :meth:`IDCM.all_window_scores` are what the
+  selector's distillation (stage 3) compares.
 """
 
 from __future__ import annotations
@@ -47,9 +48,6 @@ from torch import Tensor, nn
 from ckqti.models.kernels import TK_MUS, RBFKernels
 from ckqti.models.minilm import BertConfig, BertEncoder, WordPieceTokenizer, load_minilm
 from ckqti.models.tkl import split_windows
-from ckqti.train.losses_idcm import selector_kl_loss, selector_lambda_loss, selector_mse_loss
-
-DISTILLATION_LOSSES = ("lambda", "mse", "kl")  # SPEC: LambdaLoss; MSE/KL alternatives
 
 
 @dataclass(frozen=True)
@@ -322,29 +320,6 @@ class IDCM(nn.Module):
         """Scores from the cross-encoder over all windows, no selector (training stage 2): ``[B]``."""
         ws = self.all_window_scores(query_ids, doc_ids)
         return self._combine(ws.scores, ws.valid)[0]
-
-    def distillation_loss(self, query_ids: Tensor, doc_ids: Tensor, kind: str = "lambda") -> Tensor:
-        """Selector loss against the frozen cross-encoder's window scores (training stage 3).
-
-        The teacher runs in eval mode without gradients; ``kind`` is ``"lambda"`` (LambdaLoss,
-        gains ``sample_n - i`` for the teacher's top windows), ``"mse"`` or ``"kl"`` (see
-        :mod:`ckqti.train.losses_idcm`).
-        """
-        if kind not in DISTILLATION_LOSSES:
-            raise ValueError(f"kind must be one of {DISTILLATION_LOSSES}, got {kind!r}")
-        was_training = self.bert.training
-        try:
-            self.bert.eval()
-            with torch.no_grad():
-                teacher = self.all_window_scores(query_ids, doc_ids)
-        finally:
-            self.bert.train(was_training)
-        student = self.selector_scores(query_ids, doc_ids)
-        if kind == "mse":
-            return selector_mse_loss(student.scores, teacher.scores, teacher.valid)
-        if kind == "kl":
-            return selector_kl_loss(student.scores, teacher.scores, teacher.valid)
-        return selector_lambda_loss(student.scores, teacher.scores, teacher.valid, self.config.sample_n)
 
     def explain(self, query_ids: Tensor, doc_ids: Tensor) -> IDCMExplanation:
         """The selected windows' token spans and cross-encoder scores."""

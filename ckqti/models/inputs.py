@@ -4,7 +4,7 @@ each token came from (what an explanation highlights).
 TK, TKL and the NDRM models read the project :class:`~ckqti.text.Analyzer`'s terms as ids of a
 :class:`~ckqti.vocab.Vocabulary` (:class:`TermText`; unseen words map to the unknown id 1); IDCM
 reads WordPiece pieces (:class:`WordPieceText`), whose vocabulary a checkpoint carries as
-:data:`WORDPIECE_ANALYZER`-tagged terms.
+:data:`WORDPIECE_ANALYZER`-tagged terms. :func:`pad_rows` batches id rows into one tensor.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from torch import Tensor
 
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
@@ -116,6 +118,20 @@ class WordPieceText:
         nexts = [s for s, _ in offsets[1:]] + [len(text)]
         return [TokenSpan(tok, s, past_marks(text, e, nxt))
                 for tok, (s, e), nxt in zip(self.tokenizer.tokens(ids), offsets, nexts)]
+
+
+def pad_rows(rows: Sequence[np.ndarray], max_len: int | None = None, min_width: int = 1) -> Tensor:
+    """Right-pad id rows with 0 into one long tensor, truncating each at ``max_len``.
+
+    Shape:
+        ``len(rows)`` rows -> ``[len(rows), W]``, ``W = max(min_width, longest kept row)``.
+    """
+    cut = [r[:max_len] if max_len is not None else r for r in rows]
+    width = max([min_width] + [len(r) for r in cut])
+    out = np.zeros((len(cut), width), dtype=np.int64)
+    for i, r in enumerate(cut):
+        out[i, : len(r)] = r
+    return torch.from_numpy(out)
 
 
 def wordpiece_vocabulary(tokenizer) -> Vocabulary:

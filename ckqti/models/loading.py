@@ -91,6 +91,6 @@ def load_qti_model(spec: str | None = None, device: str | None = None):
     spec = resolve_model(spec)
     if spec in UNTRAINED:
         return untrained_ndrm2(dev, spec)
-    from ckqti.train.checkpoint import load_for_indexing
+    from ckqti.models.checkpoint import load_for_indexing
 
     return load_for_indexing(Path(spec), dev, check_impacts=True)

@@ -1,6 +1,6 @@
 """A ranking model of any kind loaded to score query and document *text*
 (:class:`Reranker`): TK, TKL, IDCM and the NDRM models, from their checkpoints
-(:mod:`ckqti.train.checkpoint`'s one format: ``config`` the model's frozen config as a dict,
+(:mod:`ckqti.models.checkpoint`'s one format: ``config`` the model's frozen config as a dict,
 ``state_dict`` its tensors, ``vocab`` and ``analyzer`` the text it reads; IDCM's ``vocab`` holds
 its 30,522 WordPiece tokens, so the checkpoint carries its own tokenizer). Reranking
 (:mod:`retriever.rerank`) and explanations (:mod:`ckqti.explain`) score through it;
@@ -20,17 +20,17 @@ import torch
 from torch import nn
 
 from ckqti.errors import CkqtiError
+from ckqti.models.checkpoint import QTI_KINDS, Checkpoint, load_checkpoint, save_checkpoint
 from ckqti.models.inputs import (
     WORDPIECE_ANALYZER,
     TermText,
     WordPieceText,
+    pad_rows,
     tokenizer_from_vocabulary,
     wordpiece_vocabulary,
 )
 from ckqti.models.loading import pick_device
 from ckqti.text import Analyzer
-from ckqti.train.checkpoint import QTI_KINDS, Checkpoint, load_checkpoint, save_checkpoint
-from ckqti.train.data import pad_rows
 from ckqti.vocab import Vocabulary
 
 RERANKER_KINDS = ("tk", "tkl", "idcm")
@@ -241,12 +241,12 @@ def adapt_reranker(ckpt: Checkpoint, vocab: Vocabulary, device: torch.device | s
 
     Without this, every word the training collection never saw is the one unknown id, so in
     TK and TKL any unknown query word matches any unknown document word exactly. Embedding
-    rows are remapped as :func:`ckqti.train.checkpoint.remap_rows` does for indexing (known
+    rows are remapped as :func:`ckqti.models.checkpoint.remap_rows` does for indexing (known
     words keep their rows; new words get rows predicted from their WordPiece composition,
     ``ckpt.fallback``); NDRM, and TKL with idf term weights, also take the collection's idf
     (:func:`adapt_to_vocabulary`).
     """
-    from ckqti.train.checkpoint import adapt_to_vocabulary, remap_rows
+    from ckqti.models.checkpoint import adapt_to_vocabulary, remap_rows
 
     dev = pick_device(device)
     if ckpt.kind in QTI_KINDS:
@@ -270,7 +270,7 @@ def adapt_reranker(ckpt: Checkpoint, vocab: Vocabulary, device: torch.device | s
 
 def save_reranker(path: str | Path, model: nn.Module, kind: str, text: TermText | WordPieceText,
                   meta: Mapping[str, Any] | None = None) -> Checkpoint:
-    """Write a TK, TKL or IDCM model as a checkpoint (format of :mod:`ckqti.train.checkpoint`)."""
+    """Write a TK, TKL or IDCM model as a checkpoint (format of :mod:`ckqti.models.checkpoint`)."""
     if kind not in RERANKER_KINDS:
         raise ValueError(f"kind must be one of {RERANKER_KINDS}, got {kind!r}")
     config = json.loads(json.dumps(asdict(model.config)))

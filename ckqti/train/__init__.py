@@ -1,8 +1,8 @@
-"""Training NDRM models: sampling, RankNet, the training loop, checkpoints.
+"""Training NDRM models: sampling, RankNet, the training loop.
 
 ``from ckqti.train import train, TrainConfig, TrainResult`` is the training API (``ckqti
-train``); :mod:`ckqti.train.checkpoint` is the checkpoint format and is light to import
-(the index builder loads models through it without importing the training loop).
+train``). The checkpoints it writes are in :mod:`ckqti.models.checkpoint`'s format, beside the
+models: indexing, search, rerank and explain read them without importing this package.
 """
 
 from __future__ import annotations

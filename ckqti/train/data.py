@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from ckqti.errors import InputError
 from ckqti.text import Analyzer
@@ -101,20 +99,6 @@ def bounded_vocabulary(vocab: Vocabulary, min_df: int = 1) -> tuple[Vocabulary, 
 def analyze_queries(queries: Mapping[str, str], analyzer: Analyzer, vocab: Vocabulary, max_terms: int) -> dict[str, np.ndarray]:
     """``qid -> int64 term ids`` (first ``max_terms`` analyzed terms; unknown terms are id 1)."""
     return {qid: np.asarray(vocab.ids(analyzer(text))[:max_terms], dtype=np.int64) for qid, text in queries.items()}
-
-
-def pad_rows(rows: Sequence[np.ndarray], max_len: int | None = None, min_width: int = 1) -> Tensor:
-    """Right-pad id rows with 0 into one long tensor, truncating each at ``max_len``.
-
-    Shape:
-        ``len(rows)`` rows -> ``[len(rows), W]``, ``W = max(min_width, longest kept row)``.
-    """
-    cut = [r[:max_len] if max_len is not None else r for r in rows]
-    width = max([min_width] + [len(r) for r in cut])
-    out = np.zeros((len(cut), width), dtype=np.int64)
-    for i, r in enumerate(cut):
-        out[i, : len(r)] = r
-    return torch.from_numpy(out)
 
 
 def relevant_docs(qrels: Qrels, doc_index: Mapping[str, int], min_grade: int = 1) -> dict[str, frozenset[int]]:

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ckqti.errors import CkqtiError
-from ckqti.train.checkpoint import EMBEDDING_SUFFIX, Checkpoint, load_checkpoint, save_checkpoint
+from ckqti.models.checkpoint import EMBEDDING_SUFFIX, Checkpoint, load_checkpoint, save_checkpoint
 
 
 def stored_embedding_dtype(ckpt: Checkpoint) -> str:

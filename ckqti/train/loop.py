@@ -37,11 +37,13 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ckqti.bm25 import bm25_candidates
 from ckqti.errors import CkqtiError, InputError
 from ckqti.files import replacing
+from ckqti.models.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from ckqti.models.inputs import pad_rows
 from ckqti.models.loading import pick_device
 from ckqti.train import pseudo
-from ckqti.train.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from ckqti.train.data import (
     Collection,
     analyze_queries,
@@ -49,7 +51,6 @@ from ckqti.train.data import (
     inputs_digest,
     judgement_notes,
     load_collection,
-    pad_rows,
     read_training_inputs,
     relevant_docs,
     require_texts,
@@ -60,7 +61,6 @@ from ckqti.train.data import (
 from ckqti.train.losses import distill_loss, finite_loss, listwise_loss, ranknet_loss
 from ckqti.train.sampling import Example, sample_epoch
 from ckqti.train.scoring import as_run, score_pairs
-from indexer.format import file_checksum
 
 EMBEDDING_INITS = ("skipgram", "minilm", "random")  # or a checkpoint file (``.pt``): its word vectors
 MODEL_INITS = ("paper", "match")
@@ -232,54 +232,6 @@ class RunState:
     best_id: str = ""
 
 
-def bm25_candidates(
-    corpus: str | Path, queries: Mapping[str, str], work: Path, depth: int, fmt: str | None = None, threads: int = 2
-) -> dict[str, list[str]]:
-    """Pyserini BM25 top-``depth`` docids per query; the Lucene index is built once in ``work/bm25``.
-
-    Runs in a child process: the JVM never starts in the training process (a JVM running
-    next to gensim's skip-gram threads crashed the process here).
-    """
-    from ckqti.bm25 import CHILD_ENDED
-    from ckqti.children import call_in_child
-
-    return call_in_child(CHILD_ENDED, _bm25_search, str(corpus), dict(queries), str(work), depth, fmt, threads)
-
-
-BM25_SOURCE = "ckqti-source.json"  # in the BM25 work index: the corpus it was built from
-
-
-def bm25_source(corpus: str | Path, fmt: str | None) -> str:
-    """What a kept BM25 index was built from (the corpus file's path, sha256 and format): a run on
-    another corpus, or on this one edited, rebuilds the index. Its content, not its size and
-    modification time: an edit of the same size within the clock's resolution, or a copy that
-    kept the times (``cp -p``), reused the old index's candidates. Hashing reads the file once
-    more, as training itself does to load it."""
-    return json.dumps({"corpus": str(Path(corpus).resolve()), "sha256": file_checksum(corpus), "format": fmt},
-                      sort_keys=True)
-
-
-def _bm25_search(
-    corpus: str, queries: dict[str, str], work: str, depth: int, fmt: str | None, threads: int
-) -> dict[str, list[str]]:
-    from ckqti.bm25 import BM25Searcher, build_bm25_index
-    from indexer.readers import read_corpus
-
-    index_dir = Path(work) / "bm25"
-    source = index_dir / BM25_SOURCE
-    stamp = bm25_source(corpus, fmt)
-    if not (any(index_dir.glob("segments_*")) and source.is_file() and source.read_text() == stamp):
-        docs = ((d.docid, d.full_text()) for d in read_corpus(corpus, fmt=fmt))
-        build_bm25_index(docs, index_dir, threads=threads, overwrite=index_dir.exists())
-        source.write_text(stamp)
-    searcher = BM25Searcher(index_dir)
-    try:
-        hits = searcher.batch_search(dict(queries), k=depth, threads=threads)
-    finally:
-        searcher.close()
-    return {qid: [docid for docid, _ in ranked] for qid, ranked in hits.items()}
-
-
 def prepare_data(
     collection: Collection,
     queries: Mapping[str, str],
@@ -380,14 +332,14 @@ def initial_embeddings(collection: Collection, method: str, dim: int, seed: int)
     """``[len(vocab), dim]`` initial embeddings, or None for the model's random initialisation.
 
     ``method`` is one of :data:`EMBEDDING_INITS` or a checkpoint file whose word vectors start the
-    model (:func:`ckqti.train.checkpoint.checkpoint_embeddings`)."""
+    model (:func:`ckqti.models.checkpoint.checkpoint_embeddings`)."""
     from ckqti import embeddings
 
     vocab = collection.vocab
     if method == "random":
         return None
     if method.endswith(".pt"):
-        from ckqti.train.checkpoint import checkpoint_embeddings
+        from ckqti.models.checkpoint import checkpoint_embeddings
 
         return checkpoint_embeddings(method, vocab, dim)
     if method == "minilm":
@@ -652,7 +604,7 @@ def train(
     Args:
         corpus: corpus file (any format ``ckqti index`` reads).
         queries, qrels: files (or loaded mappings) of the training queries and judgements.
-        out: checkpoint to write (see :mod:`ckqti.train.checkpoint`).
+        out: checkpoint to write (see :mod:`ckqti.models.checkpoint`).
         config: see :class:`TrainConfig`.
         dev_qrels: judgements of dev queries (texts in ``queries``); None carves
             ``config.dev_fraction`` of ``qrels`` out as dev.

@@ -10,12 +10,21 @@ cross-encoder at inference. Three losses (IDCM, seed 003, and its reference code
 * :func:`selector_mse_loss`: mean squared error between student and teacher window scores;
 * :func:`selector_kl_loss`: KL divergence from the teacher's softmax over a document's windows
   to the student's.
+
+:func:`selector_distillation_loss` runs both on an IDCM model and applies one of them (training stage 3).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from ckqti.models.idcm import IDCM
+
+SELECTOR_LOSSES = ("lambda", "mse", "kl")  # SPEC: LambdaLoss; MSE/KL alternatives
 
 
 def teacher_gains(teacher: Tensor, valid: Tensor, sample_n: int) -> Tensor:
@@ -93,3 +102,30 @@ def selector_kl_loss(student: Tensor, teacher: Tensor, valid: Tensor) -> Tensor:
     log_t = torch.log_softmax(teacher.detach().masked_fill(~valid, low), dim=1)  # [B, W]
     kl = (log_t.exp() * (log_t - log_s)).masked_fill(~valid, 0.0)  # [B, W]
     return kl.sum() / student.shape[0]
+
+
+def selector_distillation_loss(model: IDCM, query_ids: Tensor, doc_ids: Tensor, kind: str = "lambda") -> Tensor:
+    """IDCM's selector loss against its frozen cross-encoder's window scores (training stage 3).
+
+    The teacher (:meth:`IDCM.all_window_scores`) runs in eval mode without gradients; the student is
+    :meth:`IDCM.selector_scores`. ``kind`` is ``"lambda"`` (:func:`selector_lambda_loss`, gains
+    ``sample_n - i`` for the teacher's top windows), ``"mse"`` or ``"kl"``.
+
+    Shape:
+        query_ids ``[B, Q]``, doc_ids ``[B, L]`` -> scalar.
+    """
+    if kind not in SELECTOR_LOSSES:
+        raise ValueError(f"kind must be one of {SELECTOR_LOSSES}, got {kind!r}")
+    was_training = model.bert.training
+    try:
+        model.bert.eval()
+        with torch.no_grad():
+            teacher = model.all_window_scores(query_ids, doc_ids)
+    finally:
+        model.bert.train(was_training)
+    student = model.selector_scores(query_ids, doc_ids)
+    if kind == "mse":
+        return selector_mse_loss(student.scores, teacher.scores, teacher.valid)
+    if kind == "kl":
+        return selector_kl_loss(student.scores, teacher.scores, teacher.valid)
+    return selector_lambda_loss(student.scores, teacher.scores, teacher.valid, model.config.sample_n)

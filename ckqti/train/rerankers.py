@@ -1,7 +1,7 @@
 """Training TK, TKL and IDCM re-rankers.
 
 The trained model is written as a checkpoint (:func:`ckqti.models.reranker.save_reranker`, the
-one format of :mod:`ckqti.train.checkpoint` with kinds ``"tk"``, ``"tkl"`` and ``"idcm"``);
+one format of :mod:`ckqti.models.checkpoint` with kinds ``"tk"``, ``"tkl"`` and ``"idcm"``);
 :func:`ckqti.models.reranker.load_reranker` loads it, or any NDRM checkpoint, to score text.
 
 **Training** (:func:`train_reranker`): pairwise, on (query, relevant, non-relevant) triples;
@@ -24,7 +24,8 @@ IDCM trains in the three stages of the SPEC: (1) the cross-encoder on passages: 
 document's first window (``[CLS] q [SEP] head [SEP]``, 64 tokens, the passage-sized input);
 (2) the cross-encoder on all windows of documents (:meth:`IDCM.forward_all_windows`, best 3
 windows combined); (3) the kernel selector distilled from the frozen cross-encoder's window
-scores (:meth:`IDCM.distillation_loss`, LambdaLoss), only the selector's parameters trained.
+scores (:func:`ckqti.train.losses_idcm.selector_distillation_loss`, LambdaLoss), only the
+selector's parameters trained.
 Validation uses each stage's own scoring (stage 1: passage score of the first window; stage 2:
 all windows; stage 3: the cascade of :meth:`IDCM.forward`). A stage's best model is saved
 to ``<work>/stage<N>.pt`` so an interrupted run resumes after its last finished stage.
@@ -52,24 +53,23 @@ import torch
 from torch import Tensor, nn
 
 from ckqti.errors import CkqtiError, InputError
-from ckqti.models.inputs import TermText, WordPieceText
+from ckqti.models.checkpoint import Checkpoint, load_checkpoint
+from ckqti.models.inputs import TermText, WordPieceText, pad_rows
 from ckqti.models.loading import pick_device
 from ckqti.models.reranker import RERANKER_KINDS, build_model, save_reranker
-from ckqti.train.checkpoint import Checkpoint, load_checkpoint
 from ckqti.train.data import (
     inputs_digest,
     judgement_notes,
-    pad_rows,
     read_training_inputs,
     require_texts,
     show_notes,
     split_dev,
     wordless_notes,
 )
+from ckqti.train.losses_idcm import SELECTOR_LOSSES, selector_distillation_loss
 
 WEAK_SUPERVISION = ("titles",)
 LOSSES = ("margin", "ranknet", "lce")
-SELECTOR_LOSSES = ("lambda", "mse", "kl")  # IDCM stage 3 (ckqti.models.idcm.DISTILLATION_LOSSES; no torch import here)
 # Settings only IDCM's stage 3 reads: a change retrains the selector, not the cross-encoder (stages 1-2)
 STAGE3_SETTINGS = ("distill_epochs", "selector_loss")
 INITS = ("paper", "match")
@@ -112,7 +112,7 @@ class RerankerTrainConfig:
         distill_epochs: IDCM stage 3 epochs.
         selector_loss: IDCM stage 3's distillation loss of the selector from the cross-encoder's
             window scores: ``"lambda"`` (LambdaLoss, the paper's), ``"mse"`` or ``"kl"``
-            (:meth:`ckqti.models.idcm.IDCM.distillation_loss`).
+            (:func:`ckqti.train.losses_idcm.selector_distillation_loss`).
         stages: IDCM stages to run, in order (a subset of 1, 2, 3).
         batch_size: triples per optimizer step (16: the CPU budget of scripts/effectiveness.py's rows;
             SPEC's TKL trained with 32, the default of ``ckqti train`` and :func:`ckqti.api.train`).
@@ -610,7 +610,7 @@ def idcm_stage_setup(model: nn.Module, stage: int, config: RerankerTrainConfig) 
     """Scoring function, optional loss and optimizer of one IDCM stage."""
     if stage == 3:
         params = [*model.conv.parameters(), model.kernel_scale, *model.bin_weights.parameters()]
-        return (model, (lambda q, d: model.distillation_loss(q, d, config.selector_loss)),
+        return (model, (lambda q, d: selector_distillation_loss(model, q, d, config.selector_loss)),
                 torch.optim.Adam(params, lr=config.lr_rest))
     groups = [{"params": list(model.bert.parameters()), "lr": config.lr_encoder},
               {"params": [*model.classifier.parameters(), model.top_k_weights], "lr": config.lr_rest}]
@@ -723,7 +723,7 @@ def train_reranker(
     missing = {**texts, **p_queries} if candidates is None else {q: t for q, t in p_queries.items()
                                                                   if q not in candidates}
     if missing:
-        from ckqti.train.loop import bm25_candidates
+        from ckqti.bm25 import bm25_candidates
 
         found = bm25_candidates(corpus, missing, work, max(config.depth, config.dev_depth), fmt)
         candidates = {**(candidates or {}), **found}

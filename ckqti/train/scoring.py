@@ -15,8 +15,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from ckqti.models.inputs import pad_rows
 from ckqti.models.qti import DocumentEncoding
-from ckqti.train.data import Collection, pad_rows
+from ckqti.train.data import Collection
 
 PAIR_ELEMENTS = 1 << 23  # bound on (pairs x query terms x positions x kernels) scored at once
 

@@ -1,10 +1,15 @@
-"""Pyserini BM25 (ckqti.bm25) on SciFact: lazy JVM, index counts, effectiveness, bad input."""
+"""Pyserini BM25 (ckqti.bm25) on SciFact: lazy JVM, index counts, effectiveness, bad input, candidates'
+kept index and child process."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +17,7 @@ import pytest
 from ckqti import bm25
 from ckqti.errors import IndexFormatError, InputError, QueryError
 from ckqti.evaluate import evaluate
+from tests.processes import gone_within, running
 
 REPO = Path(__file__).resolve().parents[2]
 SCIFACT = REPO / ".." / "shared" / "data" / "scifact"
@@ -153,18 +159,14 @@ def test_overwrite_replaces_a_previous_index(tmp_path):
 def test_kept_bm25_index_is_rebuilt_for_another_corpus(tmp_path):
     """rerank and train keep BM25's index in their work folder; a later run on another corpus (or
     on the same file edited) must not search the old one."""
-    import os
-
-    from ckqti.train.loop import bm25_candidates
-
     corpus = tmp_path / "corpus.tsv"
     corpus.write_text("a1\tgene expression in cells\na2\tprotein folding\n")
     queries = {"q": "gene protein"}
-    assert sorted(bm25_candidates(corpus, queries, tmp_path / "work", 10)["q"]) == ["a1", "a2"]
+    assert sorted(bm25.bm25_candidates(corpus, queries, tmp_path / "work", 10)["q"]) == ["a1", "a2"]
     corpus.write_text("b1\tgene regulation\nb2\tprotein structure\nb3\tcell biology\n")
     st = corpus.stat()
     os.utime(corpus, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # an edit within the clock's resolution
-    assert sorted(bm25_candidates(corpus, queries, tmp_path / "work", 10)["q"]) == ["b1", "b2"]
+    assert sorted(bm25.bm25_candidates(corpus, queries, tmp_path / "work", 10)["q"]) == ["b1", "b2"]
 
 
 def anserini_log(monkeypatch, returncode: int, lines: list[str]) -> None:
@@ -223,3 +225,99 @@ def test_a_killed_build_s_scratch_folder_is_removed_by_the_next_build(tmp_path, 
     bm25.build_bm25_index([("a", "alpha beta"), ("b", "beta gamma")], tmp_path / "bm25")
     assert sorted(p.name for p in tmp_path.iterdir()) == [live.name, "bm25"]
     assert (tmp_path / "bm25" / "segments_1").is_file()
+
+
+def test_the_kept_bm25_index_is_stamped_by_the_corpus_content(tmp_path):
+    """A corpus edited in place to the same size, its modification time as before (an edit within
+    the clock's resolution, ``cp -p``), reused the BM25 work index built from the old text: its
+    stamp was the path, size and time. Now its content is: a touch alone keeps the stamp."""
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "d1", "text": "cell growth"}\n')
+    before = corpus.stat()
+    stamp = bm25.bm25_source(corpus, None)
+    corpus.write_text('{"_id": "d1", "text": "cell death!"}\n')
+    os.utime(corpus, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert corpus.stat().st_size == before.st_size and corpus.stat().st_mtime_ns == before.st_mtime_ns
+    assert bm25.bm25_source(corpus, None) != stamp
+    edited = bm25.bm25_source(corpus, None)
+    os.utime(corpus)
+    assert bm25.bm25_source(corpus, None) == edited != bm25.bm25_source(corpus, "jsonl")
+
+
+# A parent process for the BM25-stage tests: it runs the real bm25_candidates, with the child's work
+# replaced by a wait (no Java) that writes the child's pid to CKQTI_TEST_MARK first. With
+# CKQTI_TEST_HOLD_START the child waits while it is still starting (the spawn way imports this file again).
+BM25_PARENT = '''
+import os, sys, time
+
+def wait(*args):
+    with open(os.environ["CKQTI_TEST_MARK"] + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(os.environ["CKQTI_TEST_MARK"] + ".tmp", os.environ["CKQTI_TEST_MARK"])
+    time.sleep(600)
+
+if __name__ == "__mp_main__" and os.environ.get("CKQTI_TEST_HOLD_START"):
+    wait()
+
+if __name__ == "__main__":
+    import signal
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell's background job starts with SIGINT ignored
+    from ckqti import bm25
+
+    bm25._bm25_search = wait
+    try:
+        bm25.bm25_candidates("corpus.jsonl", {"q": "text"}, "work", 10)
+    except KeyboardInterrupt:
+        sys.exit(130)
+'''
+
+
+@contextlib.contextmanager
+def bm25_parent(tmp_path, hold_start: bool = False):
+    """The parent process and its BM25 child's pid, once the child waits; both are killed at the end."""
+    script, mark = tmp_path / "parent.py", tmp_path / "child.pid"
+    script.write_text(BM25_PARENT)
+    env = dict(os.environ, CKQTI_TEST_MARK=str(mark), PYTHONPATH=os.pathsep.join(sys.path))
+    if hold_start:
+        env["CKQTI_TEST_HOLD_START"] = "1"
+    with open(tmp_path / "stderr", "w+") as err:
+        parent = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=env, stderr=err,
+                                  start_new_session=True)
+        child = None
+        try:
+            deadline = time.monotonic() + 120
+            while not mark.exists() and parent.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert mark.exists(), (tmp_path / "stderr").read_text()
+            child = int(mark.read_text())
+            yield parent, child, err
+        finally:
+            for pid in (parent.pid, child):
+                if pid is not None and running(pid):
+                    os.kill(pid, signal.SIGKILL)
+            parent.wait()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="children die with their parent on Linux")
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_the_bm25_child_dies_with_a_killed_calling_process(tmp_path, sig):
+    with bm25_parent(tmp_path) as (parent, child, _):
+        os.kill(parent.pid, sig)
+        parent.wait()
+        assert gone_within(child, 30)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a signal mask, and /proc")
+@pytest.mark.parametrize("hold_start", [True, False], ids=["while-it-imports", "while-it-works"])
+def test_ctrl_c_during_bm25_ends_its_child_without_a_traceback_from_it(tmp_path, hold_start):
+    """Ctrl-C reaches the whole process group, while the child still imports its modules or while it
+    does BM25's work: the child ignores it (no traceback of its own) and the parent, interrupted,
+    ends it. (The first window showed the child's traceback when the parent's kill came late: the
+    child started with SIGINT unblocked; tests/ckqti/test_children.py shows why, deterministically.)"""
+    with bm25_parent(tmp_path, hold_start) as (parent, child, err):
+        os.killpg(parent.pid, signal.SIGINT)
+        assert parent.wait(timeout=60) == 130
+        assert gone_within(child, 30)
+        err.seek(0)
+        assert "Traceback" not in err.read()

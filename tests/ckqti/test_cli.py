@@ -235,9 +235,9 @@ def test_counts_below_one_are_usage_errors(tmp_path, scifact_small, args, option
 
 
 def test_index_built_with_another_model_is_refused(scifact_index, tmp_path):
+    from ckqti.models.checkpoint import save_checkpoint
     from ckqti.models.ndrm import NDRMConfig, build_ndrm
     from ckqti.text import Analyzer
-    from ckqti.train.checkpoint import save_checkpoint
     from ckqti.vocab import Vocabulary
 
     vocab = Vocabulary.build([["white", "matter"], ["cell"]])
@@ -268,9 +268,9 @@ def small_ndrm3(path, corpus, latent_gate=None):
     """A small random NDRM3 checkpoint over ``corpus``'s vocabulary (dense latent channel unless gated)."""
     import torch
 
+    from ckqti.models.checkpoint import save_checkpoint
     from ckqti.models.ndrm import NDRMConfig, build_ndrm
     from ckqti.text import Analyzer
-    from ckqti.train.checkpoint import save_checkpoint
     from indexer.analyze import analyze_corpus
 
     vocab = analyze_corpus(corpus, Analyzer()).vocab

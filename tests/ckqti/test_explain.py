@@ -204,8 +204,8 @@ def test_tk_colours_each_word_read_by_its_closest_kernel(setup):
 
 
 def test_ndrm_terms_sum_to_the_score_and_matches_are_marked(setup, tmp_path):
+    from ckqti.models.checkpoint import save_checkpoint
     from ckqti.models.ndrm import NDRMConfig, build_ndrm
-    from ckqti.train.checkpoint import save_checkpoint
 
     analyzer = Analyzer()
     texts = [json.loads(line) for line in setup["corpus"].read_text().splitlines()]
@@ -302,8 +302,8 @@ def test_explaining_from_an_index_explains_the_index_score(scifact_index, scifac
     score is the one search gives (up to quantization), even for words the checkpoint never saw;
     read from the corpus with its own vocabulary, those words are named as unknown."""
     from ckqti import api
+    from ckqti.models.checkpoint import save_checkpoint
     from ckqti.models.ndrm import NDRMConfig, build_ndrm
-    from ckqti.train.checkpoint import save_checkpoint
     from retriever.search import Searcher
 
     docs = [json.loads(line) for line in scifact_small.read_text().splitlines()]

@@ -223,9 +223,9 @@ def test_a_missing_orcas_file_is_named_before_any_work(tmp_path, scifact_small):
 def test_a_checkpoint_indexes_with_its_own_analyzer(tmp_path, scifact_small):
     """The index reads text as the model was trained to (the manifest records it), not with the
     default analyzer whatever the checkpoint says."""
+    from ckqti.models.checkpoint import save_checkpoint
     from ckqti.models.ndrm import NDRMConfig, build_ndrm
     from ckqti.text import Analyzer
-    from ckqti.train.checkpoint import save_checkpoint
     from ckqti.vocab import Vocabulary
 
     plain = Analyzer(stemmer="none")

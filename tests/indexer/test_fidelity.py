@@ -70,9 +70,9 @@ def test_gated_latent_model_index_matches_exhaustive_scoring(tmp_path, data_dir)
     small random model with embedding neighbours open)."""
     import torch
 
+    from ckqti.models.checkpoint import save_checkpoint
     from ckqti.models.ndrm import NDRMConfig, build_ndrm
     from ckqti.text import Analyzer
-    from ckqti.train.checkpoint import save_checkpoint
     from indexer.analyze import analyze_corpus
 
     cran = data_dir / "cranfield"

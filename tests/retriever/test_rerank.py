@@ -141,7 +141,7 @@ def test_rerank_input_errors(scifact_small, tk_model, queries, tmp_path):
 @pytest.mark.slow
 def test_rerank_bm25_candidates(scifact_small, tk_model, queries, tmp_path):
     """Pyserini BM25 (Java, in a child process) gives the candidates; the run reorders exactly them."""
-    from ckqti.train.loop import bm25_candidates
+    from ckqti.bm25 import bm25_candidates
     from indexer.readers import read_queries
 
     out = tmp_path / "run.trec"

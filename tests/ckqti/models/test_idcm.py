@@ -1,4 +1,4 @@
-"""IDCM: the cascade scores exactly sample_n windows, masking, explanations, distillation, learning."""
+"""IDCM: the cascade scores exactly sample_n windows, masking, explanations, learning."""
 
 from __future__ import annotations
 
@@ -12,13 +12,6 @@ from torch import nn
 
 from ckqti.models.idcm import IDCM, IDCMConfig, idcm_inputs
 from ckqti.models.minilm import BertConfig, WordPieceTokenizer
-from ckqti.train.losses_idcm import (
-    lambda_loss,
-    selector_kl_loss,
-    selector_lambda_loss,
-    selector_mse_loss,
-    teacher_gains,
-)
 
 DATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "data"
 TINY_BERT = BertConfig(vocab_size=60, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
@@ -174,7 +167,7 @@ def test_gradients_reach_every_trainable_parameter():
     torch.manual_seed(0)
     model = IDCM(tiny())
     q, d = random_batch()
-    loss = model(q, d).sum() + model.distillation_loss(q, d)
+    loss = model(q, d).sum() + model.selector_scores(q, d).scores.sum()  # the selector learns apart (stage 3)
     loss.backward()
     for name, p in model.named_parameters():
         assert p.grad is not None and torch.count_nonzero(p.grad) > 0, name
@@ -187,67 +180,6 @@ def test_selector_gets_no_gradient_through_the_cascade_but_the_cross_encoder_doe
     model(q, d).sum().backward()
     assert model.conv.weight.grad is None
     assert model.classifier.weight.grad is not None
-    model.zero_grad()
-    model.distillation_loss(q, d, kind="mse").backward()
-    assert model.conv.weight.grad is not None
-    assert all(p.grad is None or torch.count_nonzero(p.grad) == 0 for p in model.bert.parameters())
-
-
-def test_teacher_gains_and_lambda_loss():
-    teacher = torch.tensor([[0.1, 0.9, 0.5, 0.7, 0.3, 9.0]])
-    valid = torch.tensor([[True, True, True, True, True, False]])
-    assert teacher_gains(teacher, valid, 3).tolist() == [[0.0, 3.0, 1.0, 2.0, 0.0, 0.0]]
-    gains = teacher_gains(teacher, valid, 3)
-    agree = torch.tensor([[0.0, 9.0, 5.0, 7.0, 0.0, -50.0]])
-    reverse = -agree
-    assert lambda_loss(agree, gains, valid) < 0.1 * lambda_loss(reverse, gains, valid)
-    changed = agree.clone()
-    changed[0, 5] = 100.0  # an invalid window does not count, whatever its score
-    torch.testing.assert_close(lambda_loss(changed, gains, valid), lambda_loss(agree, gains, valid))
-    student = torch.zeros(1, 6, requires_grad=True)
-    selector_lambda_loss(student, teacher, valid, 3).backward()
-    assert torch.isfinite(student.grad).all() and student.grad[0, 5] == 0
-    assert student.grad[0, 1] < 0 < student.grad[0, 0]  # push the teacher's best up, a zero-gain one down
-    torch.testing.assert_close(selector_mse_loss(teacher, teacher, valid), torch.tensor(0.0))
-
-
-def test_selector_kl_loss_is_the_kl_divergence_over_valid_windows():
-    """SPEC's KL alternative: KL(teacher softmax || student softmax) over a document's valid windows."""
-    teacher = torch.tensor([[2.0, 0.0, 1.0, 5.0], [0.5, -1.0, 3.0, 0.0]])
-    student = torch.tensor([[0.0, 1.0, 0.5, -7.0], [1.0, 1.0, 1.0, 1.0]], requires_grad=True)
-    valid = torch.tensor([[True, True, True, False], [True, True, True, True]])
-    expected = 0.0
-    for b in range(2):
-        n = int(valid[b].sum())
-        p, r = teacher[b, :n].softmax(0), student[b, :n].detach().softmax(0)
-        expected += float((p * (p / r).log()).sum())
-    loss = selector_kl_loss(student, teacher, valid)
-    assert loss.item() == pytest.approx(expected / 2, rel=1e-6)
-    changed = student.detach().clone()
-    changed[0, 3] = 100.0  # an invalid window does not count, whatever its score
-    assert selector_kl_loss(changed, teacher, valid).item() == pytest.approx(loss.item(), rel=1e-6)
-    assert selector_kl_loss(teacher + 3.0, teacher, valid).item() == pytest.approx(0.0, abs=1e-6)  # shift-invariant
-    loss.backward()
-    assert student.grad[0, 3] == 0 and student.grad[0, 0] < 0  # the teacher's best valid window pushed up
-    none = torch.zeros(1, 4, dtype=torch.bool)  # a document without a valid window adds nothing, no NaN
-    assert selector_kl_loss(student.detach()[:1], teacher[:1], none).item() == 0.0
-
-
-@pytest.mark.parametrize("kind", ["lambda", "mse", "kl"])
-def test_distillation_lowers_the_selector_loss(kind):
-    torch.manual_seed(0)
-    model = IDCM(tiny())
-    q, d = random_batch()
-    selector = [model.conv.weight, model.conv.bias, model.kernel_scale, *model.bin_weights.parameters()]
-    opt = torch.optim.Adam(selector, lr=1e-2 if kind == "lambda" else 1e-3)
-    first = model.distillation_loss(q, d, kind).item()
-    before = [p.detach().clone() for p in model.bert.parameters()]
-    for _ in range(30):
-        opt.zero_grad()
-        model.distillation_loss(q, d, kind).backward()
-        opt.step()
-    assert model.distillation_loss(q, d, kind).item() < 0.7 * first
-    assert all(torch.equal(a, b) for a, b in zip(before, model.bert.parameters()))  # the teacher is frozen
 
 
 def scifact_texts(n: int) -> tuple[list[str], list[str], list[str]]:

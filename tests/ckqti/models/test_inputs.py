@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from ckqti.models.inputs import WordPieceText, analyzed_spans
+from ckqti.models.inputs import WordPieceText, analyzed_spans, pad_rows
 from ckqti.text import Analyzer
 
 
@@ -34,3 +35,9 @@ def test_spans_take_the_combining_marks_of_their_last_letter():
     pieces = WordPieceText(WordPieceTokenizer.minilm()).spans(text)
     assert [(s.token, text[s.start:s.end]) for s in pieces][:2] == [("cafe", "cafe\u0301"), ("resume", "re\u0301sume\u0301")]
     assert all(a.end <= b.start for a, b in zip(pieces, pieces[1:]))
+
+
+def test_pad_rows_truncates_and_pads():
+    out = pad_rows([np.array([5, 6, 7]), np.array([8])], max_len=2)
+    assert out.tolist() == [[5, 6], [8, 0]]
+    assert pad_rows([np.array([], dtype=np.int64)]).tolist() == [[0]]

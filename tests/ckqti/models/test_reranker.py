@@ -32,8 +32,8 @@ def test_reranker_checkpoint_round_trip_and_errors(tmp_path):
 
 
 def test_ndrm_checkpoints_load_as_rerankers(tmp_path):
+    from ckqti.models.checkpoint import save_checkpoint
     from ckqti.models.ndrm import NDRMConfig, build_ndrm
-    from ckqti.train.checkpoint import save_checkpoint
 
     analyzer = Analyzer()
     docs = ["gene expression in tumor cells", "the weather is nice today", "rain tomorrow", "sunny days"]
@@ -55,9 +55,9 @@ def test_ndrm_checkpoints_load_as_rerankers(tmp_path):
 def test_adapted_vocabulary_keeps_known_rows_and_stops_unknown_words_matching(tmp_path):
     """With the training vocabulary every unseen word is the one unknown id, so TK matches any two
     unseen words exactly; reading the new collection's vocabulary keeps known rows and tells them apart."""
+    from ckqti.models.checkpoint import load_checkpoint
     from ckqti.models.inputs import collection_vocabulary
     from ckqti.models.reranker import adapt_reranker
-    from ckqti.train.checkpoint import load_checkpoint
 
     analyzer = Analyzer()
     words = ("tumor cell growth gene expression protein receptor kinase mutation cancer patient trial dose "

@@ -3,8 +3,7 @@ import pytest
 import torch
 
 from ckqti.errors import CkqtiError
-from ckqti.models.ndrm import NDRMConfig, build_ndrm
-from ckqti.train.checkpoint import (
+from ckqti.models.checkpoint import (
     adapt_to_vocabulary,
     checkpoint_embeddings,
     load_checkpoint,
@@ -12,7 +11,9 @@ from ckqti.train.checkpoint import (
     round_embeddings,
     save_checkpoint,
 )
-from ckqti.train.data import load_collection, pad_rows
+from ckqti.models.inputs import pad_rows
+from ckqti.models.ndrm import NDRMConfig, build_ndrm
+from ckqti.train.data import load_collection
 from ckqti.train.losses import ranknet_loss
 from ckqti.vocab import Vocabulary
 
@@ -215,8 +216,8 @@ def test_repr_is_a_line_not_the_weights():
 def test_an_ndrm3_that_cannot_fill_an_index_is_refused_at_load(tmp_path, collection):
     """A negative weight on exact-match evidence is found when the checkpoint is opened for
     indexing, not after the corpus was analyzed (a traceback, and OUT.partial left behind)."""
+    from ckqti.models.checkpoint import load_for_indexing
     from ckqti.models.loading import load_qti_model
-    from ckqti.train.checkpoint import load_for_indexing
 
     model = trained(collection, "ndrm3")
     with torch.no_grad():

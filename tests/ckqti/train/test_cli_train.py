@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from ckqti.cli import cli
-from ckqti.train.checkpoint import load_checkpoint, load_for_indexing
+from ckqti.models.checkpoint import load_checkpoint, load_for_indexing
 
 
 @pytest.mark.slow

@@ -7,7 +7,6 @@ from ckqti.train.data import (
     bounded_vocabulary,
     judgement_notes,
     load_collection,
-    pad_rows,
     require_texts,
     split_dev,
     wordless_notes,
@@ -44,12 +43,6 @@ def test_bounded_vocabulary_maps_rare_terms_to_unknown():
     assert small.terms == ["[PAD]", "[UNK]", "a", "b"]
     assert remap[vocab.id("c")] == 1 and remap[vocab.id("b")] == small.id("b")
     assert small.df[small.id("a")] == 3 and small.num_docs == 3
-
-
-def test_pad_rows_truncates_and_pads():
-    out = pad_rows([np.array([5, 6, 7]), np.array([8])], max_len=2)
-    assert out.tolist() == [[5, 6], [8, 0]]
-    assert pad_rows([np.array([], dtype=np.int64)]).tolist() == [[0]]
 
 
 def test_collection_matches_the_index_analysis(tiny_scifact):

@@ -4,7 +4,7 @@ import torch
 
 from ckqti.embeddings import minilm_embeddings
 from ckqti.errors import CkqtiError
-from ckqti.train.checkpoint import load_checkpoint, save_checkpoint
+from ckqti.models.checkpoint import load_checkpoint, save_checkpoint
 from ckqti.train.interpolate import interpolate_embeddings
 
 from .test_checkpoint import batch, collection, trained  # noqa: F401  (collection: a fixture)

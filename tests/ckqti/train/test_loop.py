@@ -1,23 +1,17 @@
-import contextlib
 import dataclasses
 import os
-import signal
-import subprocess
-import sys
-import time
 
 import numpy as np
 import pytest
 import torch
 
 from ckqti.errors import CkqtiError
+from ckqti.models.checkpoint import load_checkpoint, load_for_indexing
 from ckqti.train import TrainConfig, train
-from ckqti.train.checkpoint import load_checkpoint, load_for_indexing
 from ckqti.train.data import load_collection
 from ckqti.train.loop import build_model, epoch_examples, prepare_data, train_step
 from ckqti.train.losses import ranknet_loss
 from ckqti.train.sampling import docs_per_example
-from tests.processes import gone_within, running
 
 from .conftest import TINY_MODEL, graded_qrels
 
@@ -31,7 +25,7 @@ def run(tiny, out, **changes):
 
 
 def fixed_loss(model, data, examples, doc_terms: int, loss_fn=ranknet_loss) -> float:
-    from ckqti.train.data import pad_rows
+    from ckqti.models.inputs import pad_rows
 
     per_query = len(examples[0].docs)
     model.eval()
@@ -144,8 +138,8 @@ def test_config_is_validated():
 
 
 def test_match_init_ranks_like_ndrm2_and_matches_embeddings(tiny_scifact):
+    from ckqti.models.inputs import pad_rows
     from ckqti.models.ndrm import NDRMConfig, build_ndrm
-    from ckqti.train.data import pad_rows
     from ckqti.train.loop import match_init
 
     coll = load_collection(tiny_scifact["corpus"])
@@ -338,104 +332,6 @@ def test_a_run_stopped_between_saving_its_state_and_its_best_checkpoint_resumes(
     resumed = run(tiny_scifact, tmp_path / "b.pt", config={"epochs": 2}, resume=True)
     assert [h["dev_ndcg10"] for h in resumed.history] == [h["dev_ndcg10"] for h in straight.history]
     assert load_checkpoint(tmp_path / "b.pt").id == resumed.model_id and not (tmp_path / ".b.pt.best").exists()
-
-
-def test_the_kept_bm25_index_is_stamped_by_the_corpus_content(tmp_path):
-    """A corpus edited in place to the same size, its modification time as before (an edit within
-    the clock's resolution, ``cp -p``), reused the BM25 work index built from the old text: its
-    stamp was the path, size and time. Now its content is: a touch alone keeps the stamp."""
-    from ckqti.train.loop import bm25_source
-
-    corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text('{"_id": "d1", "text": "cell growth"}\n')
-    before = corpus.stat()
-    stamp = bm25_source(corpus, None)
-    corpus.write_text('{"_id": "d1", "text": "cell death!"}\n')
-    os.utime(corpus, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert corpus.stat().st_size == before.st_size and corpus.stat().st_mtime_ns == before.st_mtime_ns
-    assert bm25_source(corpus, None) != stamp
-    edited = bm25_source(corpus, None)
-    os.utime(corpus)
-    assert bm25_source(corpus, None) == edited != bm25_source(corpus, "jsonl")
-
-
-# A parent process for the BM25-stage tests: it runs the real bm25_candidates, with the child's work
-# replaced by a wait (no Java) that writes the child's pid to CKQTI_TEST_MARK first. With
-# CKQTI_TEST_HOLD_START the child waits while it is still starting (the spawn way imports this file again).
-BM25_PARENT = '''
-import os, sys, time
-
-def wait(*args):
-    with open(os.environ["CKQTI_TEST_MARK"] + ".tmp", "w") as f:
-        f.write(str(os.getpid()))
-    os.replace(os.environ["CKQTI_TEST_MARK"] + ".tmp", os.environ["CKQTI_TEST_MARK"])
-    time.sleep(600)
-
-if __name__ == "__mp_main__" and os.environ.get("CKQTI_TEST_HOLD_START"):
-    wait()
-
-if __name__ == "__main__":
-    import signal
-
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell's background job starts with SIGINT ignored
-    import ckqti.train.loop as loop
-
-    loop._bm25_search = wait
-    try:
-        loop.bm25_candidates("corpus.jsonl", {"q": "text"}, "work", 10)
-    except KeyboardInterrupt:
-        sys.exit(130)
-'''
-
-
-@contextlib.contextmanager
-def bm25_parent(tmp_path, hold_start: bool = False):
-    """The parent process and its BM25 child's pid, once the child waits; both are killed at the end."""
-    script, mark = tmp_path / "parent.py", tmp_path / "child.pid"
-    script.write_text(BM25_PARENT)
-    env = dict(os.environ, CKQTI_TEST_MARK=str(mark), PYTHONPATH=os.pathsep.join(sys.path))
-    if hold_start:
-        env["CKQTI_TEST_HOLD_START"] = "1"
-    with open(tmp_path / "stderr", "w+") as err:
-        parent = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=env, stderr=err,
-                                  start_new_session=True)
-        child = None
-        try:
-            deadline = time.monotonic() + 120
-            while not mark.exists() and parent.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert mark.exists(), (tmp_path / "stderr").read_text()
-            child = int(mark.read_text())
-            yield parent, child, err
-        finally:
-            for pid in (parent.pid, child):
-                if pid is not None and running(pid):
-                    os.kill(pid, signal.SIGKILL)
-            parent.wait()
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="children die with their parent on Linux")
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
-def test_the_bm25_child_dies_with_a_killed_training_process(tmp_path, sig):
-    with bm25_parent(tmp_path) as (parent, child, _):
-        os.kill(parent.pid, sig)
-        parent.wait()
-        assert gone_within(child, 30)
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a signal mask, and /proc")
-@pytest.mark.parametrize("hold_start", [True, False], ids=["while-it-imports", "while-it-works"])
-def test_ctrl_c_during_bm25_ends_its_child_without_a_traceback_from_it(tmp_path, hold_start):
-    """Ctrl-C reaches the whole process group, while the child still imports its modules or while it
-    does BM25's work: the child ignores it (no traceback of its own) and the parent, interrupted,
-    ends it. (The first window showed the child's traceback when the parent's kill came late: the
-    child started with SIGINT unblocked; tests/ckqti/test_children.py shows why, deterministically.)"""
-    with bm25_parent(tmp_path, hold_start) as (parent, child, err):
-        os.killpg(parent.pid, signal.SIGINT)
-        assert parent.wait(timeout=60) == 130
-        assert gone_within(child, 30)
-        err.seek(0)
-        assert "Traceback" not in err.read()
 
 
 def test_training_reads_the_qrels_format_given_and_notes_judgements_it_cannot_use(tmp_path, tiny_scifact, capsys):

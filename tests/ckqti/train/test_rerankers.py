@@ -215,9 +215,9 @@ def test_idf_weights_follow_the_collection_in_training_and_zero_shot(tiny_scifac
     """TK or TKL with idf term weights (and with the explicit channel, whose NDRM2 has an idf of its own)
     takes the training vocabulary's idf when trained, keeps it in its checkpoint, and takes the new
     collection's when adapted to another vocabulary."""
+    from ckqti.models.checkpoint import load_checkpoint
     from ckqti.models.inputs import collection_vocabulary
     from ckqti.models.reranker import adapt_reranker
-    from ckqti.train.checkpoint import load_checkpoint
 
     options = {**quick(kind).model_options, "term_weights": "idf", "max_doc_length": 200}
     config = quick(kind, model_options={**options, "explicit": True} if explicit else options)
