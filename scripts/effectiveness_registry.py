@@ -1,7 +1,7 @@
 """What ``scripts/effectiveness.py`` measures: the collections, the checkpoints and the settings
 each is trained with, the table rows, the summary's rows and the NDRM3 experiments.
 
-Why each checkpoint and budget was chosen, and when: ``scripts/effectiveness.py``'s docstring.
+Why each checkpoint and budget was chosen, and when: ``docs/EFFECTIVENESS_BUDGETS.md``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ DATA = ROOT.parent / "shared" / "data"
 WORK = ROOT / "out" / "effectiveness"
 FIRST_STAGE_DEPTH = 1000
 RERANK_DEPTH = 100
-IDCM_DEPTH = RERANK_DEPTH  # was 20 (CPU time) until the stage budgets above; the top 20 gave 0.6645 on SciFact
+IDCM_DEPTH = RERANK_DEPTH  # was 20 (CPU time) until IDCM_STAGES' budgets; the top 20 gave 0.6645 on SciFact
 IDCM_STAGES = {1: (3, None), 2: (1, None), 3: (1, 30)}  # stage -> (epochs, optimizer steps an epoch at most)
 IDCM_GPU_STAGES = {1: (20, None), 2: (10, None), 3: (6, None)}  # the ``idcm-gpu`` checkpoint's (patience 3 a stage)
 GPU_EPOCHS = 60  # ``tk-gpu`` / ``tkl-gpu``: most epochs (patience 5)
@@ -251,7 +251,7 @@ def ndrm_config(model: str):
         "ndrm3-frozen-distill": {"train_embeddings": False},
         "ndrm2-anserini": {"bm25_init": ANSERINI_BM25},  # trained from Anserini's BM25, not the paper's start
     }
-    training = {  # training settings over the bundled ones (decided before the run, see the docstring)
+    training = {  # training settings over the bundled ones (decided before the run, docs/EFFECTIVENESS_BUDGETS.md)
         "ndrm3-frozen-distill": {"teacher": TITLE_TEACHER, "weak_supervision": "titles", "pseudo_per_epoch": 728,
                                  "epochs": 4},
     }
@@ -262,7 +262,8 @@ def ndrm_config(model: str):
 
 
 #: TK/TKL checkpoints made from another one's settings: ``key -> (base key, changed fields)``;
-#: ``model_options`` are merged into the base's. Why each, and when it was decided: the docstring.
+#: ``model_options`` are merged into the base's. Why each, and when it was decided:
+#: ``docs/EFFECTIVENESS_BUDGETS.md``.
 DERIVED_RERANKERS = {
     # TK's settings with TKL-idf's lesson: up to 10 epochs, patience 3 (decided before any run)
     "tk-idf": ("tk", {"epochs": 10, "patience": 3, "model_options": {"term_weights": "idf"}}),

@@ -338,7 +338,7 @@ def notes(report: Mapping) -> list[str]:
         "* GPU budget rows: IDCM trained listwise (softmax cross-entropy over a relevant abstract and 7 BM25 "
         "negatives) is the dev-chosen IDCM (dev nDCG@10 0.8288 against 0.8097 pairwise). GPU training is not "
         "bit-reproducible: the same settings trained again reached dev 0.8300 and SciFact test 0.7229 (+0.044) "
-        "against this row's 0.7389 (see the script's docstring).",
+        "against this row's 0.7389 (see [EFFECTIVENESS_BUDGETS.md](EFFECTIVENESS_BUDGETS.md)).",
         "* TKL (idf term weights): each query term's saturated window values weighted by its idf in the collection "
         "read (`ckqti train --model tkl --term-weights idf`; the reference TKL's term salience passes through a "
         "LayerNorm of two features, which keeps only the sign of their difference, so no term weighs by how rare it "
@@ -349,7 +349,7 @@ def notes(report: Mapping) -> list[str]:
         "(`--tail-windows whole`: no saturation window running past a document's end, so no region of one or two "
         "tokens at its end, `scripts/region_positions.py`) test is 0.6003; the same settings as the idf row, "
         "retrained in session 16, gave 0.6086, so TKL's rows move by about 0.03 between runs that differ only "
-        "slightly (the script's docstring).",
+        "slightly ([EFFECTIVENESS_BUDGETS.md](EFFECTIVENESS_BUDGETS.md)).",
         "* NDRM reranking scores each candidate document once for all the queries ranking it (exact under query "
         "term independence; each run's JSON records the largest difference from the model's forward pass on a "
         "sample, `qti_check_max_rel_diff`).",
@@ -367,7 +367,7 @@ def notes(report: Mapping) -> list[str]:
 def markdown(report: Mapping, budgets: Mapping, checks: Sequence[dict], experiments: Mapping | None = None) -> str:
     specs = collections()
     parts = ["# Effectiveness", "", f"Command: `{COMMAND}` (stages cached under `out/effectiveness/`).", "",
-             "Written by `scripts/effectiveness.py`, whose docstring describes every stage and choice; "
+             "Written by `scripts/effectiveness.py`; every stage and choice is in [EFFECTIVENESS_BUDGETS.md](EFFECTIVENESS_BUDGETS.md); "
              "numbers in `docs/results/effectiveness.json`. Δ and p: paired t-test of nDCG@10 against "
              "BM25 over the judged queries of the same collection. Models were trained on SciFact train only, "
              "on this project's 2 shared CPU cores except the rows marked *GPU budget*, trained and run on a lent "
