@@ -29,7 +29,7 @@ from ckqti.evaluate import evaluate  # noqa: E402
 from ckqti.text import Analyzer  # noqa: E402
 from indexer.readers import read_corpus, read_qrels, read_queries  # noqa: E402
 from scripts.args import HelpFormatter, names_from, output_file, run  # noqa: E402
-from scripts.effectiveness import ALL, collections  # noqa: E402
+from scripts.effectiveness_registry import ALL, collections  # noqa: E402
 
 GRID = ((0.9, 0.4), (1.2, 0.75), (1.0, 1.0), (1.0, 0.5), (1.0, 0.0))
 

@@ -7,7 +7,7 @@ scored too; the trainers never read their scores.
     python3 scripts/teacher_scores.py --checkpoint idcm-gpu-lce --titles 30 \\
         --out docs/results/teacher_idcm_scifact_titles.json.gz
 
-The checkpoint is trained first when missing (``effectiveness.ensure_checkpoint``; IDCM wants a
+The checkpoint is trained first when missing (``effectiveness_stages.ensure_checkpoint``; IDCM wants a
 GPU). The BM25 candidates come from Pyserini, cached under ``out/effectiveness/bm25``; on a GPU
 machine, which has no Java, from the cache ``scripts/gpu_bundle.py`` carries (``--candidates-only``
 fills it here first).
@@ -26,17 +26,24 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from scripts import effectiveness as eff  # noqa: E402
 from scripts.args import HelpFormatter, nonnegative_int, output_dir, output_file, run  # noqa: E402
+from scripts.effectiveness_registry import CHECKPOINTS, WORK, collections  # noqa: E402
+from scripts.effectiveness_stages import (  # noqa: E402
+    checkpoint_path,
+    device_name,
+    ensure_checkpoint,
+    scifact_title_inputs,
+    scifact_train_inputs,
+)
 
 
 def teacher_inputs(work: Path, titles: int) -> tuple[dict[str, str], dict[str, list[str]]]:
     """Queries and the candidates to score: every judged training claim's top 100, each title's top ``titles``."""
-    claims, qrels, cands = eff.scifact_train_inputs(work)
+    claims, qrels, cands = scifact_train_inputs(work)
     queries = {q: claims[q] for q in qrels if q in claims and cands.get(q)}
     scored = {q: cands[q] for q in queries}
     if titles:
-        t_queries, t_cands = eff.scifact_title_inputs(work)
+        t_queries, t_cands = scifact_title_inputs(work)
         queries.update(t_queries)
         scored.update({q: t_cands.get(q, [])[:titles] for q in t_queries})
     return queries, scored
@@ -46,12 +53,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The options; an unknown checkpoint key, a negative count or an output path that cannot be
     written are usage errors here, before any work."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
-    ap.add_argument("--checkpoint", choices=sorted(eff.CHECKPOINTS), default="idcm-gpu-lce", metavar="KEY",
-                    help="a checkpoint key of scripts/effectiveness.py's CHECKPOINTS")
+    ap.add_argument("--checkpoint", choices=sorted(CHECKPOINTS), default="idcm-gpu-lce", metavar="KEY",
+                    help="a checkpoint key of scripts/effectiveness_registry.py's CHECKPOINTS")
     ap.add_argument("--titles", type=nonnegative_int, default=0,
                     help="also score each title pseudo-query's BM25 top N (0: none)")
     ap.add_argument("--out", type=output_file, default=None, help="teacher file (.json.gz)")
-    ap.add_argument("--work", type=output_dir, default=str(eff.WORK), help="effectiveness.py's cache folder")
+    ap.add_argument("--work", type=output_dir, default=str(WORK), help="effectiveness.py's cache folder")
     ap.add_argument("--candidates-only", action="store_true", help="only fill the BM25 caches (needs Java)")
     args = ap.parse_args(argv)
     if args.out is None and not args.candidates_only:
@@ -67,9 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from retriever.rerank import corpus_texts, open_reranker, rerank_candidates
 
-    record = eff.ensure_checkpoint(args.checkpoint, args.work)
-    reranker = open_reranker(eff.checkpoint_path(args.checkpoint, args.work))
-    texts = corpus_texts(eff.collections()["scifact"].corpus)
+    record = ensure_checkpoint(args.checkpoint, args.work)
+    reranker = open_reranker(checkpoint_path(args.checkpoint, args.work))
+    texts = corpus_texts(collections()["scifact"].corpus)
     batch = 128 if reranker.device.type == "cuda" else 16
     started = time.perf_counter()
     scored = rerank_candidates(reranker, queries, cands, texts, batch_size=batch, progress=True)
@@ -77,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     payload = {
         "teacher": reranker.model_id,
         "made_by": f"scripts/teacher_scores.py --checkpoint {args.checkpoint} --titles {args.titles} on "
-                   f"{eff.device_name(reranker.device)}: SciFact train claims' BM25 top 100"
+                   f"{device_name(reranker.device)}: SciFact train claims' BM25 top 100"
                    + (f", title pseudo-queries' top {args.titles}" if args.titles else ""),
         "checkpoint_dev_ndcg10": record.get("dev_ndcg10"),
         "seconds": seconds,

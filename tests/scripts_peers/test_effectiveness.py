@@ -1,44 +1,59 @@
-"""The pure helpers of scripts/effectiveness.py: row selection, the ORCAS-style file, runs, t-test rows, targets."""
+"""The pure helpers behind scripts/effectiveness.py (its registry, stages and report modules): row selection, the ORCAS-style file, runs, t-test rows, targets."""
 
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
+from scripts.effectiveness_registry import (
+    CHECKPOINTS,
+    GPU_EPOCHS,
+    LCE_NEGATIVES,
+    NEW_WORD_ROWS,
+    RERANK_DEPTH,
+    ROWS,
+    collections,
+    ndrm_config,
+    reranker_config,
+    select,
+)
+from scripts.effectiveness_report import (
+    README,
+    RESULTS,
+    SUMMARY_BEGIN,
+    SUMMARY_END,
+    cited_by_training,
+    collection_table,
+    compare_to_base,
+    merge_rows,
+    predates_new_word_rows,
+    summary_table,
+    target_checks,
+    with_summary,
+)
+from scripts.effectiveness_stages import orcas_pairs, pick_alpha, rank_scored, with_tail
+from scripts.train_default import MEASURES
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _load():
-    """scripts/ is not an installed package: load the script by path, whatever the import mode."""
-    name = "ckqti_effectiveness_script"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / "effectiveness.py")
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
-    return sys.modules[name]
-
-
-eff = _load()
-
-
 def test_only_selects_rows_by_key_or_pattern_and_collections_by_name():
-    everything = eff.select(eff.ROWS, None)
-    assert len(everything) == sum(len(r.collections) for r in eff.ROWS)
-    picked = eff.select(eff.ROWS, "tk-rerank,cranfield")
+    everything = select(ROWS, None)
+    assert len(everything) == sum(len(r.collections) for r in ROWS)
+    picked = select(ROWS, "tk-rerank,cranfield")
     assert [(r.key, c) for r, c in picked] == [("tk-rerank", "cranfield")]
-    ndrm3 = {(r.key, c) for r, c in eff.select(eff.ROWS, "ndrm3*,scifact")}
+    ndrm3 = {(r.key, c) for r, c in select(ROWS, "ndrm3*,scifact")}
     assert ndrm3 >= {("ndrm3-full", "scifact"), ("ndrm3-orcas-full", "scifact"), ("ndrm3-rerank", "scifact"),
                      ("ndrm3d-full", "scifact"), ("ndrm3b-rerank", "scifact"), ("ndrm3f-full", "scifact")}
     assert all(k.startswith("ndrm3") and c == "scifact" for k, c in ndrm3)  # not ndrm2-*, not other collections
-    dense = {(r.key, c) for r, c in eff.select(eff.ROWS, "ndrm3d-*,trecdl")}
+    dense = {(r.key, c) for r, c in select(ROWS, "ndrm3d-*,trecdl")}
     assert dense == {("ndrm3d-full", "trecdl"), ("ndrm3d-rerank", "trecdl")}
-    only_vaswani = eff.select(eff.ROWS, "vaswani")
+    only_vaswani = select(ROWS, "vaswani")
     assert {c for _, c in only_vaswani} == {"vaswani"} and "ndrm3-orcas-full" not in {r.key for r, _ in only_vaswani}
     with pytest.raises(SystemExit, match="no row or collection"):
-        eff.select(eff.ROWS, "tkk-rerank")
+        select(ROWS, "tkk-rerank")
 
 
 def test_orcas_pairs_use_training_claims_only(data_dir):
@@ -47,7 +62,7 @@ def test_orcas_pairs_use_training_claims_only(data_dir):
     sf = data_dir / "scifact"
     train, test = read_qrels(sf / "qrels" / "train.tsv"), read_qrels(sf / "qrels" / "test.tsv")
     queries = read_queries(sf / "queries.jsonl")
-    pairs = eff.orcas_pairs(train, queries, test)
+    pairs = orcas_pairs(train, queries, test)
     assert len(pairs) == sum(1 for j in train.values() for g in j.values() if g > 0)
     claims = {queries[q] for q in train}
     test_only = {queries[q] for q in test} - claims  # a test claim whose text no training claim shares
@@ -56,11 +71,11 @@ def test_orcas_pairs_use_training_claims_only(data_dir):
     cited = {(d, queries[q]) for q, j in train.items() for d in j}
     assert set(pairs) <= cited
     with pytest.raises(ValueError, match="test claims"):
-        eff.orcas_pairs(train, queries, [next(iter(train))])
+        orcas_pairs(train, queries, [next(iter(train))])
 
 
 def test_orcas_pairs_skip_unjudged_grades_and_flatten_whitespace():
-    pairs = eff.orcas_pairs({"q1": {"d1": 1, "d2": 0}, "q2": {"d3": 2}}, {"q1": "a\tclaim\n here", "q2": ""}, ["q9"])
+    pairs = orcas_pairs({"q1": {"d1": 1, "d2": 0}, "q2": {"d3": 2}}, {"q1": "a\tclaim\n here", "q2": ""}, ["q9"])
     assert pairs == [("d1", "a claim here")]
 
 
@@ -68,12 +83,12 @@ def test_rank_scored_and_tail_keep_their_order_through_trec_order():
     from retriever.runs import trec_order
 
     ranked = {"q": ["b", "a", "c", "e", "d"]}
-    run = eff.rank_scored(ranked, 4)
+    run = rank_scored(ranked, 4)
     assert [d for d, _ in trec_order(run["q"])] == ["b", "a", "c", "e"]
     reranked = {"q": [("c", 0.5), ("a", 0.5)]}  # the model's order of the reranked head, tied scores
-    merged = eff.with_tail(reranked, ranked, 4)
+    merged = with_tail(reranked, ranked, 4)
     assert [d for d, _ in trec_order(merged["q"])] == ["c", "a", "b", "e"]
-    assert eff.with_tail({}, {"q2": ["x", "y"]}, 4)["q2"] == [("x", 4.0), ("y", 3.0)]
+    assert with_tail({}, {"q2": ["x", "y"]}, 4)["q2"] == [("x", 4.0), ("y", 3.0)]
 
 
 def test_compare_to_base_gives_paired_deltas_and_p_values():
@@ -82,13 +97,13 @@ def test_compare_to_base_gives_paired_deltas_and_p_values():
     qrels = {"1": {"a": 1}, "2": {"b": 1}, "3": {"c": 1}}
     base = {"1": {"a": 2.0, "x": 1.0}, "2": {"y": 2.0, "b": 1.0}, "3": {"z": 2.0, "c": 1.0}}
     better = {"1": {"a": 2.0, "x": 1.0}, "2": {"b": 2.0, "y": 1.0}, "3": {"c": 2.0, "z": 1.0}}
-    results = {name: evaluate(run, qrels, eff.MEASURES) for name, run in {"bm25": base, "m": better}.items()}
-    rows = eff.compare_to_base(results, "bm25")
+    results = {name: evaluate(run, qrels, MEASURES) for name, run in {"bm25": base, "m": better}.items()}
+    rows = compare_to_base(results, "bm25")
     assert "ttest_vs_bm25" not in rows["bm25"] and rows["m"]["queries"] == 3
     rr = rows["m"]["ttest_vs_bm25"]["RR@10"]
     assert rr["delta"] == pytest.approx((0.5 + 0.5) / 3)
     assert rows["m"]["ttest_vs_bm25"]["NCG@100"] == {"delta": 0.0, "p": 1.0}
-    table = eff.collection_table({k: {**v, "label": k} for k, v in rows.items()})
+    table = collection_table({k: {**v, "label": k} for k, v in rows.items()})
     assert "| m " in table and "+0." in table
 
 
@@ -98,44 +113,44 @@ def test_targets_are_met_not_met_or_not_run():
 
     report = {"scifact": {"bm25": {}, "ndrm3-full": row(0.031, 0.01), "tkl-rerank": row(0.029, 0.001)},
               "vaswani": {"bm25": {}, "ndrm3-full": row(-0.02, 0.3), "ndrm3-rerank": row(-0.009, 0.5)}}
-    checks = {c["target"]: c["met"] for c in eff.target_checks(report)}
+    checks = {c["target"]: c["met"] for c in target_checks(report)}
     assert checks["NDRM3 fullrank >= BM25 + 0.03 nDCG@10 on SciFact test, significant (p < 0.05)"] is True
     assert checks["TKL rerank >= BM25 + 0.03 nDCG@10 on SciFact test"] is False
     assert checks["IDCM rerank >= BM25 + 0.03 nDCG@10 on SciFact test"] is None
     assert checks["ndrm3-full zero-shot on vaswani: nDCG@10 >= BM25 - 0.01"] is False
     assert checks["ndrm3-rerank zero-shot on vaswani: nDCG@10 >= BM25 - 0.01"] is True
     report["scifact"]["ndrm3-full"] = row(0.05, 0.2)  # large but not significant
-    assert eff.target_checks(report)[0]["met"] is False
+    assert target_checks(report)[0]["met"] is False
 
 
 def test_cited_by_training_counts_test_queries_sharing_a_relevant_document():
     train = {"t1": {"a": 1, "b": 0}, "t2": {"c": 2}}
     test = {"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"d": 1, "c": 1}, "q4": {"c": 0}}
-    assert eff.cited_by_training(train, test) == (2, 4)  # b is judged 0 by t1; q4's c is not relevant
+    assert cited_by_training(train, test) == (2, 4)  # b is judged 0 by t1; q4's c is not relevant
 
 
 def test_fresh_rows_replace_committed_ones_and_the_rest_are_kept_in_row_order():
     previous = {"scifact": {"bm25": {"v": 0}, "ndrm3-full": {"v": 1}, "idcm-rerank": {"v": 2}}, "cranfield": {"bm25": {"v": 3}}}
     fresh = {"scifact": {"idcm-rerank": {"v": 9}, "bm25": {"v": 0}}}
-    merged = eff.merge_rows(previous, fresh)
+    merged = merge_rows(previous, fresh)
     assert merged["scifact"]["idcm-rerank"] == {"v": 9} and merged["scifact"]["ndrm3-full"] == {"v": 1}
     assert merged["cranfield"] == {"bm25": {"v": 3}}
-    order = [r.key for r in eff.ROWS]
+    order = [r.key for r in ROWS]
     keys = list(merged["scifact"])
     assert keys == sorted(keys, key=order.index)
 
 
 def test_gpu_budget_checkpoints_keep_the_cpu_settings_and_raise_the_budget():
-    cpu, gpu, lce = eff.reranker_config("tkl"), eff.reranker_config("tkl-gpu"), eff.reranker_config("tkl-gpu-lce")
+    cpu, gpu, lce = reranker_config("tkl"), reranker_config("tkl-gpu"), reranker_config("tkl-gpu-lce")
     assert (gpu.kind, gpu.embeddings, gpu.lr_encoder, gpu.batch_size) == (cpu.kind, cpu.embeddings, cpu.lr_encoder,
                                                                          cpu.batch_size)
-    assert gpu.epochs == eff.GPU_EPOCHS > cpu.epochs and gpu.dev_depth == eff.RERANK_DEPTH
-    assert (lce.loss, lce.negatives) == ("lce", eff.LCE_NEGATIVES) and lce.epochs == gpu.epochs
-    idcm = eff.reranker_config("idcm-gpu-lce")
+    assert gpu.epochs == GPU_EPOCHS > cpu.epochs and gpu.dev_depth == RERANK_DEPTH
+    assert (lce.loss, lce.negatives) == ("lce", LCE_NEGATIVES) and lce.epochs == gpu.epochs
+    idcm = reranker_config("idcm-gpu-lce")
     assert (idcm.kind, idcm.loss, idcm.batch_size, idcm.max_dev_queries) == ("idcm", "lce", 8, None)
-    assert eff.reranker_config("idcm").loss == eff.reranker_config("idcm-gpu").loss == "margin"
-    for row in eff.ROWS:  # every row names a checkpoint the script knows how to make
-        assert row.mode == "bm25" or row.model in eff.CHECKPOINTS
+    assert reranker_config("idcm").loss == reranker_config("idcm-gpu").loss == "margin"
+    for row in ROWS:  # every row names a checkpoint the script knows how to make
+        assert row.mode == "bm25" or row.model in CHECKPOINTS
 
 
 def test_gpu_rows_have_their_own_targets():
@@ -143,7 +158,7 @@ def test_gpu_rows_have_their_own_targets():
         return {"ttest_vs_bm25": {"nDCG@10": {"delta": delta, "p": p}}}
 
     report = {"scifact": {"bm25": {}, "idcm-rerank": row(-0.05, 0.01), "idcm-gpu-lce-rerank": row(0.06, 0.005)}}
-    checks = {c["target"]: c["met"] for c in eff.target_checks(report)}
+    checks = {c["target"]: c["met"] for c in target_checks(report)}
     assert checks["IDCM rerank >= BM25 + 0.03 nDCG@10 on SciFact test"] is False
     assert checks["IDCM (GPU budget, listwise) rerank >= BM25 + 0.03 nDCG@10 on SciFact test"] is True
     assert checks["TKL (GPU budget) rerank >= BM25 + 0.03 nDCG@10 on SciFact test"] is None
@@ -151,27 +166,27 @@ def test_gpu_rows_have_their_own_targets():
 
 def test_only_the_bundled_ndrm3_is_gated():
     """NDRM1, the trained NDRM2, the dense rows and every experiment's base keep the paper's dense latent channel."""
-    assert dict(eff.ndrm_config("ndrm3").model_options) == {"latent_gate": 0.6}
+    assert dict(ndrm_config("ndrm3").model_options) == {"latent_gate": 0.6}
     for key in ("ndrm1", "ndrm2", "ndrm3-dense"):
-        config = eff.ndrm_config(key)
+        config = ndrm_config(key)
         assert dict(config.model_options) == {} and config.model == key.removesuffix("-dense")
 
 
 def test_zero_shot_rows_made_before_the_new_word_rows_fix_are_marked():
-    fixed = {"meta": {"new_word_rows": eff.NEW_WORD_ROWS}}
+    fixed = {"meta": {"new_word_rows": NEW_WORD_ROWS}}
     old = {"meta": {"checkpoint": "tk-1"}}
     for key in ("tk-rerank", "tkl-idf-rerank", "ndrm3-full", "ndrm1-rerank", "ndrm3d-full"):
-        assert eff.predates_new_word_rows(key, old) and not eff.predates_new_word_rows(key, fixed)
+        assert predates_new_word_rows(key, old) and not predates_new_word_rows(key, fixed)
     for key in ("bm25", "ndrm2-full", "ndrm2t-rerank", "idcm-rerank", "idcm-gpu-lce-rerank"):  # no term embeddings
-        assert not eff.predates_new_word_rows(key, old)
-    row = {"label": "TK rerank", "mean": {m: 0.5 for m in eff.MEASURES}}
-    assert "TK rerank †" in eff.collection_table({"tk-rerank": {**row, **old}}, zero_shot=True)
-    assert "†" not in eff.collection_table({"tk-rerank": {**row, **old}}, zero_shot=False)
-    assert "†" not in eff.collection_table({"tk-rerank": {**row, **fixed}}, zero_shot=True)
+        assert not predates_new_word_rows(key, old)
+    row = {"label": "TK rerank", "mean": {m: 0.5 for m in MEASURES}}
+    assert "TK rerank †" in collection_table({"tk-rerank": {**row, **old}}, zero_shot=True)
+    assert "†" not in collection_table({"tk-rerank": {**row, **old}}, zero_shot=False)
+    assert "†" not in collection_table({"tk-rerank": {**row, **fixed}}, zero_shot=True)
 
 
 def _run(label, ndcg, delta=None, p=None, marked=True):
-    entry = {"label": label, "mean": {"nDCG@10": ndcg}, "meta": {"new_word_rows": eff.NEW_WORD_ROWS} if marked else {}}
+    entry = {"label": label, "mean": {"nDCG@10": ndcg}, "meta": {"new_word_rows": NEW_WORD_ROWS} if marked else {}}
     if delta is not None:
         entry["ttest_vs_bm25"] = {"nDCG@10": {"delta": delta, "p": p}}
     return entry
@@ -183,7 +198,7 @@ def test_summary_table_gives_bm25_as_is_and_every_other_run_against_it():
                     "y": _run("Model Y", 0.6816, 0.0027, 0.75)},
         "trecdl": {"bm25": _run("BM25", 0.732), "y": _run("Model Y", 0.70, -0.032, 0.01, marked=False)},
     }
-    lines = eff.summary_table(report, ("bm25", "x", "y", "never-run")).splitlines()
+    lines = summary_table(report, ("bm25", "x", "y", "never-run")).splitlines()
     assert "SciFact test" in lines[0] and "TREC DL" in lines[0] and len(lines) == 5  # header, rule, three runs
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
     assert cells[0] == ["BM25", "0.679", "0.732"]
@@ -192,18 +207,18 @@ def test_summary_table_gives_bm25_as_is_and_every_other_run_against_it():
 
 
 def test_with_summary_replaces_only_the_marked_block():
-    text = f"intro\n{eff.SUMMARY_BEGIN}\nold table\n{eff.SUMMARY_END}\nrest\n"
-    assert eff.with_summary(text, "| new |\n") == f"intro\n{eff.SUMMARY_BEGIN}\n| new |\n{eff.SUMMARY_END}\nrest\n"
-    assert eff.with_summary("no block here\n", "| new |") == "no block here\n"
+    text = f"intro\n{SUMMARY_BEGIN}\nold table\n{SUMMARY_END}\nrest\n"
+    assert with_summary(text, "| new |\n") == f"intro\n{SUMMARY_BEGIN}\n| new |\n{SUMMARY_END}\nrest\n"
+    assert with_summary("no block here\n", "| new |") == "no block here\n"
 
 
 def test_readme_shows_the_summary_of_the_committed_results():
     import json
 
-    readme = eff.README.read_text()
-    assert eff.SUMMARY_BEGIN in readme and eff.SUMMARY_END in readme
-    table = eff.summary_table(json.loads(eff.RESULTS.read_text())["collections"])
-    assert eff.with_summary(readme, table) == readme, "README's table is stale: run scripts/effectiveness.py --only bm25,scifact"
+    readme = README.read_text()
+    assert SUMMARY_BEGIN in readme and SUMMARY_END in readme
+    table = summary_table(json.loads(RESULTS.read_text())["collections"])
+    assert with_summary(readme, table) == readme, "README's table is stale: run scripts/effectiveness.py --only bm25,scifact"
 
 
 def test_teacher_inputs_take_judged_claims_with_candidates_and_each_titles_top_n(tmp_path):
@@ -215,7 +230,7 @@ def test_teacher_inputs_take_judged_claims_with_candidates_and_each_titles_top_n
     spec = importlib.util.spec_from_file_location("ckqti_teacher_scores_script", REPO / "scripts" / "teacher_scores.py")
     ts = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ts)
-    claims = sorted(read_qrels(eff.collections()["scifact"].corpus.parent / "qrels" / "train.tsv"))[:3]
+    claims = sorted(read_qrels(collections()["scifact"].corpus.parent / "qrels" / "train.tsv"))[:3]
     (tmp_path / "bm25").mkdir()
     (tmp_path / "bm25" / "scifact-train-top100.json").write_text(
         json.dumps({claims[0]: ["4983", "5836"], claims[1]: [], "not-judged": ["4983"]}))
@@ -229,7 +244,7 @@ def test_teacher_inputs_take_judged_claims_with_candidates_and_each_titles_top_n
 
 
 def test_wise_alpha_is_the_smallest_within_tolerance_of_the_bundled_vectors():
-    assert eff.pick_alpha({0.0: 0.70, 0.25: 0.795, 0.5: 0.80, 0.75: 0.81, 1.0: 0.803}) == 0.25
-    assert eff.pick_alpha({0.0: 0.70, 0.25: 0.79, 0.5: 0.794, 1.0: 0.803}, tolerance=0.01) == 0.5
-    assert eff.pick_alpha({0.0: 0.90, 1.0: 0.803}) == 0.0
-    assert eff.pick_alpha({0.0: 0.5, 0.5: 0.6, 1.0: 0.803}) == 1.0
+    assert pick_alpha({0.0: 0.70, 0.25: 0.795, 0.5: 0.80, 0.75: 0.81, 1.0: 0.803}) == 0.25
+    assert pick_alpha({0.0: 0.70, 0.25: 0.79, 0.5: 0.794, 1.0: 0.803}, tolerance=0.01) == 0.5
+    assert pick_alpha({0.0: 0.90, 1.0: 0.803}) == 0.0
+    assert pick_alpha({0.0: 0.5, 0.5: 0.6, 1.0: 0.803}) == 1.0
