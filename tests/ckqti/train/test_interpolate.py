@@ -6,8 +6,7 @@ from ckqti.embeddings import minilm_embeddings
 from ckqti.errors import CkqtiError
 from ckqti.models.checkpoint import load_checkpoint, save_checkpoint
 from ckqti.train.interpolate import interpolate_embeddings
-
-from .test_checkpoint import batch, collection, trained  # noqa: F401  (collection: a fixture)
+from tests.ckqti.models.test_checkpoint import batch, collection, trained  # noqa: F401  (collection: a fixture)
 
 KEY = "latent.embedding.weight"
 

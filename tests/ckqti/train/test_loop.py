@@ -13,7 +13,8 @@ from ckqti.train.loop import build_model, epoch_examples, prepare_data, train_st
 from ckqti.train.losses import ranknet_loss
 from ckqti.train.sampling import docs_per_example
 
-from .conftest import TINY_MODEL, graded_qrels
+from ..conftest import TINY_MODEL
+from .conftest import graded_qrels
 
 CONFIG = TrainConfig(model="ndrm3", epochs=2, batch_size=8, lr=3e-3, embeddings="random", dev_fraction=0.25,
                      dev_depth=30, model_options=TINY_MODEL, progress=False, device="cpu")

@@ -1,6 +1,6 @@
 """Training TK/TKL/IDCM re-rankers: configs, text spans, pairwise learning, checkpoints of every kind.
 
-Data: the 40-claim SciFact slice of ``conftest.py`` (lexical candidates, no Java). Models are tiny.
+Data: the 40-claim SciFact slice of ``tests/ckqti/conftest.py`` (lexical candidates, no Java). Models are tiny.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from ckqti.train.data import load_collection
 from ckqti.train.losses import ranknet_loss
 from ckqti.vocab import Vocabulary
 
-from .conftest import TINY_MODEL
+from ..conftest import TINY_MODEL
 
 
 @pytest.fixture(scope="module")
