@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from scripts.args import output_dir  # noqa: E402  (needs ROOT on the path)
+from scripts.args import output_dir, run  # noqa: E402  (needs ROOT on the path)
 from scripts.effectiveness_registry import (  # noqa: E402
     CHECKPOINTS,
     EXPERIMENTS,
@@ -141,4 +141,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

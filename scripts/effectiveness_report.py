@@ -311,12 +311,18 @@ def cited_by_training(train_qrels: Mapping[str, Mapping[str, int]],
     return hit, len(test_qrels)
 
 
-def notes(report: Mapping) -> list[str]:
-    """Explanations under the tables (numbers computed from the data and the runs' records)."""
+def scifact_cited() -> list[int]:
+    """:func:`cited_by_training` of SciFact's train and test judgements (read from ``../shared/data``),
+    as the report's JSON keeps it (``scifact_cited``), so that ``--render`` needs no data."""
     from indexer.readers import read_qrels
 
     sf = collections()["scifact"]
-    hit, total = cited_by_training(read_qrels(sf.corpus.parent / "qrels" / "train.tsv"), read_qrels(sf.qrels))
+    return list(cited_by_training(read_qrels(sf.corpus.parent / "qrels" / "train.tsv"), read_qrels(sf.qrels)))
+
+
+def notes(report: Mapping, cited: Sequence[int]) -> list[str]:
+    """Explanations under the tables (numbers from the runs' records and ``cited``: :func:`scifact_cited`)."""
+    hit, total = cited
     idcm = report.get("scifact", {}).get("idcm-rerank", {}).get("meta", {})
     speed = f" (about {idcm['docs_per_second']:.1f} documents a second here)" if idcm.get("docs_per_second") else ""
     return [
@@ -364,7 +370,8 @@ def notes(report: Mapping) -> list[str]:
         "through its index, whose top-100 matched the model's own at 0.817.", ""]
 
 
-def markdown(report: Mapping, budgets: Mapping, checks: Sequence[dict], experiments: Mapping | None = None) -> str:
+def markdown(report: Mapping, budgets: Mapping, checks: Sequence[dict], experiments: Mapping,
+             cited: Sequence[int]) -> str:
     specs = collections()
     parts = ["# Effectiveness", "", f"Command: `{COMMAND}` (stages cached under `out/effectiveness/`).", "",
              "Written by `scripts/effectiveness.py`; every stage and choice is in [EFFECTIVENESS_BUDGETS.md](EFFECTIVENESS_BUDGETS.md); "
@@ -386,7 +393,7 @@ def markdown(report: Mapping, budgets: Mapping, checks: Sequence[dict], experime
         if specs[name].zero_shot and any(predates_new_word_rows(k, e) for k, e in rows.items()):
             parts += [DAGGER_NOTE, ""]
     parts += ["## Targets", "", targets_table(checks), "", "## Checkpoints and training budgets", "",
-              budgets_table(budgets), "", *experiment_section(experiments or {}), *notes(report)]
+              budgets_table(budgets), "", *experiment_section(experiments), *notes(report, cited)]
     return "\n".join(parts)
 
 
@@ -413,10 +420,11 @@ def write_report(work: Path, budgets: Mapping[str, dict]) -> dict:
     payload = {"command": COMMAND, "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
                "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
                "measures": list(MEASURES), "checkpoints": budgets, "collections": report, "targets": checks,
-               "experiments": experiments}
+               "experiments": experiments, "scifact_cited": scifact_cited()}
+    doc = markdown(report, budgets, checks, experiments, payload["scifact_cited"])
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(payload, indent=1, default=str) + "\n")
-    DOC.write_text(markdown(report, budgets, checks, experiments))
+    DOC.write_text(doc)
     write_readme_summary(report)
     return payload
 
@@ -432,12 +440,15 @@ def write_readme_summary(report: Mapping[str, Mapping[str, dict]]) -> None:
 def render_from_results(work: Path) -> dict:
     """Rewrite :data:`DOC` from :data:`RESULTS` without measuring anything; finished experiments'
     records in ``work`` replace the JSON's, and the targets are judged again from its rows (their
-    labels follow the code's)."""
+    labels follow the code's). Reads no data but a JSON written before ``scifact_cited`` was kept."""
     payload = json.loads(RESULTS.read_text())
     payload["experiments"] = experiment_records(work, payload)
     payload["targets"] = target_checks(payload["collections"])
     payload.pop("experiment", None)
+    payload["scifact_cited"] = payload.get("scifact_cited") or scifact_cited()
+    doc = markdown(payload["collections"], payload["checkpoints"], payload["targets"], payload["experiments"],
+                   payload["scifact_cited"])
     RESULTS.write_text(json.dumps(payload, indent=1, default=str) + "\n")
-    DOC.write_text(markdown(payload["collections"], payload["checkpoints"], payload["targets"], payload["experiments"]))
+    DOC.write_text(doc)
     write_readme_summary(payload["collections"])
     return payload

@@ -129,6 +129,42 @@ def test_cited_by_training_counts_test_queries_sharing_a_relevant_document():
     assert cited_by_training(train, test) == (2, 4)  # b is judged 0 by t1; q4's c is not relevant
 
 
+@pytest.fixture
+def report_without_data(tmp_path, monkeypatch):
+    """scripts/effectiveness_report.py writing copies of its JSON, markdown and README in ``tmp_path``,
+    with ``../shared/data`` missing (as in a clone outside /work)."""
+    import scripts.effectiveness_report as report
+
+    for name in ("RESULTS", "DOC", "README"):
+        copy = tmp_path / getattr(report, name).name
+        copy.write_text(getattr(report, name).read_text())
+        monkeypatch.setattr(report, name, copy)
+    monkeypatch.setattr(report, "collections", lambda: collections(tmp_path / "no-data"))
+    return report
+
+
+def test_render_takes_the_cited_counts_from_the_json_and_reads_no_data(tmp_path, report_without_data):
+    import json
+
+    hit, total = json.loads(RESULTS.read_text())["scifact_cited"]
+    report_without_data.render_from_results(tmp_path)
+    assert f"{hit} of the {total} test claims have a relevant abstract" in report_without_data.DOC.read_text()
+
+
+def test_render_of_a_json_without_the_counts_names_the_missing_qrels_and_writes_nothing(tmp_path, report_without_data):
+    import json
+
+    from ckqti.errors import InputError
+
+    old = json.loads(report_without_data.RESULTS.read_text())
+    del old["scifact_cited"]
+    report_without_data.RESULTS.write_text(json.dumps(old))
+    before = {f: f.read_text() for f in (report_without_data.RESULTS, report_without_data.DOC)}
+    with pytest.raises(InputError, match="no-data/scifact/qrels/train.tsv: no such file"):
+        report_without_data.render_from_results(tmp_path)
+    assert {f: f.read_text() for f in before} == before
+
+
 def test_fresh_rows_replace_committed_ones_and_the_rest_are_kept_in_row_order():
     previous = {"scifact": {"bm25": {"v": 0}, "ndrm3-full": {"v": 1}, "idcm-rerank": {"v": 2}}, "cranfield": {"bm25": {"v": 3}}}
     fresh = {"scifact": {"idcm-rerank": {"v": 9}, "bm25": {"v": 0}}}
