@@ -6,14 +6,22 @@ import contextlib
 import errno
 import glob
 import os
+import re
 import shutil
 import stat
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from ckqti.errors import DiskFullError
+
+UNNAMED_STALE_AFTER = 24 * 3600
+"""Seconds without a change after which :func:`scratch_dir` deletes a BM25 scratch folder named the
+way of builds before session 28, ``NAME.ckqti-tmp-XXXXXXXX`` (``tempfile``'s 8 characters, no pid):
+its writer cannot be checked alive, but a live build writes into it (the collection, then Lucene's
+segments) far more often than that."""
 
 
 @contextmanager
@@ -38,10 +46,11 @@ def replacing(path: Path) -> Iterator[Path]:
 def scratch_dir(path: Path) -> Iterator[Path]:
     """A new, empty, hidden folder beside ``path`` (``.NAME.ckqti-tmp-PID-XXXX``) to build ``path``
     in, removed with what is left in it when the block ends; those a killed writer left are
-    removed first (:func:`remove_stale`)."""
+    removed first (:func:`remove_stale`, :func:`remove_unnamed_scratch`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(path)
+    remove_unnamed_scratch(path)
     tmp = temp_beside(path)
     tmp.mkdir()
     try:
@@ -75,6 +84,26 @@ def remove_stale(path: Path) -> None:
         pid = old.name.rsplit("-", 2)[-2]
         if pid.isdigit() and not alive(int(pid)):
             remove_tree(old)
+
+
+def remove_unnamed_scratch(path: Path) -> None:
+    """Delete the scratch folders of ``path`` named as before session 28 (no pid, see
+    :data:`UNNAMED_STALE_AFTER`) in which nothing changed for that long."""
+    unnamed = re.compile(re.escape(path.name) + r"\.ckqti-tmp-[a-z0-9_]{8}")
+    for old in path.parent.glob(f"{glob.escape(path.name)}.ckqti-tmp-*"):
+        if unnamed.fullmatch(old.name) and old.is_dir() and not old.is_symlink() \
+                and time.time() - last_change(old) > UNNAMED_STALE_AFTER:
+            remove_tree(old)
+
+
+def last_change(folder: Path) -> float:
+    """The latest modification time of ``folder`` and of anything in it (seconds since the epoch)."""
+    latest = folder.lstat().st_mtime
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            with contextlib.suppress(OSError):
+                latest = max(latest, os.lstat(os.path.join(root, name)).st_mtime)
+    return latest
 
 
 def remove_tree(path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ckqti.files import replacing
@@ -76,3 +78,33 @@ def test_a_killed_writer_s_temporary_folder_is_removed_even_read_only(tmp_path):
     with replacing(path) as tmp:
         tmp.write_text("whole")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
+
+
+def test_an_old_unnamed_bm25_scratch_folder_is_removed_once_unchanged_for_a_day(tmp_path):
+    """Builds before session 28 staged in ``NAME.ckqti-tmp-XXXXXXXX`` (no pid): a killed one's
+    folder (its collection, half index) was never removed. It is once nothing in it changed for
+    ``UNNAMED_STALE_AFTER``; a recent one may be an old build at work and is kept."""
+    import os
+    import time
+
+    from ckqti.files import UNNAMED_STALE_AFTER, scratch_dir
+
+    def folder(name: str, age: float) -> Path:
+        old = tmp_path / name
+        (old / "index").mkdir(parents=True)
+        (old / "index" / "_0.cfs").write_text("segment")
+        when = time.time() - age
+        for p in (old / "index" / "_0.cfs", old / "index", old):
+            os.utime(p, (when, when))
+        return old
+
+    day = UNNAMED_STALE_AFTER
+    stale = folder("bm25.ckqti-tmp-k3_x9q0a", day + 60)
+    recent = folder("bm25.ckqti-tmp-p0q1r2s3", day - 60)  # an old-version build could still be at work
+    touched = folder("bm25.ckqti-tmp-abcdefgh", day + 60)
+    (touched / "index" / "_1.cfs").write_text("written just now")  # deep inside: kept
+    other = folder("bm25x.ckqti-tmp-k3_x9q0a", day + 60)  # another path's
+    mine = folder("bm25.ckqti-tmp-k3_x9q0a.keep", day + 60)  # not tempfile's name
+    with scratch_dir(tmp_path / "bm25"):
+        pass
+    assert not stale.exists() and recent.exists() and touched.exists() and other.exists() and mine.exists()
