@@ -120,7 +120,8 @@ def parse_channel_weights(ctx, param, values) -> dict[str, float] | None:
 
 def channel_option(f):
     return click.option("--channel-weight", "channel_weights", multiple=True, callback=parse_channel_weights,
-                        metavar="NAME=W", help="Multiply an index channel ('one', 'idf') at query time; repeatable "
+                        metavar="NAME=W", help="Multiply the index channel NAME ('one', 'idf'; `ckqti info` lists an index's) "
+                        "by W, a positive number (not 0), at query time; a channel not named keeps 1; repeatable "
                         "(e.g. one=0.5: NDRM3's latent channel at half weight, see scripts/channel_sweep.py).")(f)
 
 

@@ -140,7 +140,8 @@ class Searcher:
             (finer weights cost a larger accumulator histogram).
         channel_weights: a multiplier per channel, by its weighting name (``{"one": 2.0}``
             scales NDRM3's latent channel against its explicit ``"idf"`` one); unnamed channels
-            keep 1. Scores are then a re-weighted fusion, not the model's own.
+            keep 1; a weight must be a positive number. Scores are then a re-weighted fusion, not the
+            model's own.
     """
 
     def __init__(self, index: Index | str | Path, mode: str = "exact", budget: int = 200_000,
@@ -211,7 +212,7 @@ class Searcher:
     def unweighted(self, q: ParsedQuery, plan: QueryPlan) -> list[str]:
         """Known query terms none of whose posting lists the plan keeps: they add nothing to any
         score (NDRM2's idf is 0 for a term in at least half of the documents; a weight can also
-        round to nothing beside much heavier terms, or a channel be weighted 0)."""
+        round to nothing beside much heavier terms, as can a channel weighted very little)."""
         kept = set((plan.lists // self.index.quantizer.channels).tolist())
         return [t for t, i in zip(q.known, q.terms.tolist()) if i not in kept]
 

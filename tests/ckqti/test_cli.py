@@ -45,6 +45,9 @@ def test_channel_weight_option_reaches_the_searcher_and_bad_values_fail_cleanly(
     assert malformed.exit_code != 0 and "NAME=WEIGHT" in malformed.output
     twice = invoke("search", q, "--index", scifact_index, "--channel-weight", "idf=1", "--channel-weight", "idf=2")
     assert twice.exit_code == 2 and "channel 'idf' is weighted twice" in twice.output
+    zero = invoke("search", q, "--index", scifact_index, "--channel-weight", "idf=0")
+    assert zero.exit_code != 0 and "must be a positive number" in zero.output and "Traceback" not in zero.output
+    assert "a positive number (not 0)" in " ".join(invoke("search", "--help").output.split())  # the help says so
 
 
 def test_slack_option_reaches_the_searcher_and_misuse_fails_cleanly(scifact_index):
