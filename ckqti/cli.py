@@ -404,6 +404,9 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
 @click.option("--tail-windows", type=click.Choice(["partial", "whole"]), default=None,
               help="TKL: keep the saturation windows that run past a document's end (partial, the reference's) or drop "
                    "them (whole: no one-token region at a document's end) [default: partial].")
+@click.option("--max-doc-length", type=POSITIVE, default=None,
+              help="TKL/IDCM: document tokens the model reads in training, kept in its checkpoint for rerank and "
+                   "explain [default: 2,000] (TK's cap is the SPEC's 200, NDRM's 4,000 terms).")
 @click.option("--explicit", is_flag=True,
               help="TK/TKL: combine the score with NDRM2's explicit (BM25-like) term matching, as NDRM3 combines its "
                    "channels; the model starts as NDRM2 alone.")
@@ -428,16 +431,16 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
                    "top windows (the paper's), or the MSE / KL alternatives [default: lambda].")
 def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epochs, patience, batch_size, lr, seed,
               device, weak_supervision, embeddings, init, fmt, qrels_format, rel_level, resume, loss, negatives,
-              term_weights, teacher, distill_docs, distill_weight, latent_gate, tail_windows, explicit, fixed_bm25,
-              frozen_embeddings, selector_loss):
+              term_weights, teacher, distill_docs, distill_weight, latent_gate, tail_windows, max_doc_length, explicit,
+              fixed_bm25, frozen_embeddings, selector_loss):
     """Train a model on BM25 candidates (NDRM: RankNet or listwise; TK/TKL/IDCM: pairwise or listwise); writes the best dev epoch to --out."""
     try:
         r = api.train(variant, corpus, queries, qrels, out, dev_qrels=dev_qrels, fmt=fmt, qrels_format=qrels_format,
                       resume=resume, epochs=epochs, patience=patience, batch_size=batch_size, lr=lr, seed=seed,
                       dev_fraction=dev_fraction, rel_level=rel_level, device=device,
                       weak_supervision=weak_supervision, embeddings=embeddings, init=init, loss=loss,
-                      negatives=negatives, term_weights=term_weights, tail_windows=tail_windows, explicit=explicit,
-                      teacher=teacher,
+                      negatives=negatives, term_weights=term_weights, tail_windows=tail_windows,
+                      max_doc_length=max_doc_length, explicit=explicit, teacher=teacher,
                       distill_docs=distill_docs, distill_weight=distill_weight, latent_gate=latent_gate,
                       fixed_bm25=fixed_bm25, frozen_embeddings=frozen_embeddings, selector_loss=selector_loss)
     except OptionError as e:  # raised in the command, not the group: click adds train's usage line

@@ -37,6 +37,7 @@ def train_config(
     negatives: int = 1,
     term_weights: str = "none",
     tail_windows: str | None = None,
+    max_doc_length: int | None = None,
     explicit: bool = False,
     teacher: str | None = None,
     distill_docs: int = 8,
@@ -55,7 +56,8 @@ def train_config(
     the SPEC's two rates), ``loss`` RankNet (NDRM) or margin (TK/TKL/IDCM), ``embeddings``
     skip-gram, ``init`` paper (NDRM) or match (TK/TKL), ``selector_loss`` lambda (IDCM's stage 3).
     ``rel_level`` (every model) is the grade from which a judged document is relevant, as
-    ``ckqti eval --rel-level`` counts it (TREC DL passages: 2).
+    ``ckqti eval --rel-level`` counts it (TREC DL passages: 2). ``max_doc_length`` (TKL, IDCM;
+    None: their 2,000) is the document tokens the model reads, kept in its checkpoint's config.
 
     Raises:
         OptionError: an option the model does not take, or options that do not combine.
@@ -67,7 +69,9 @@ def train_config(
                   distill_weight=distill_weight, latent_gate=latent_gate)
     epochs, patience, batch_size, seed, negatives, distill_docs, rel_level = (  # numpy's integers are not JSON's
         int(v) for v in (epochs, patience, batch_size, seed, negatives, distill_docs, rel_level))  # (checkpoint meta)
-    refuse_other_models_options(model, tail_windows, explicit, fixed_bm25, frozen_embeddings)
+    if max_doc_length is not None:
+        max_doc_length = option_count(max_doc_length, "max_doc_length")
+    refuse_other_models_options(model, tail_windows, explicit, fixed_bm25, frozen_embeddings, max_doc_length)
     if selector_loss is not None and model != "idcm":
         raise OptionError("selector_loss is for IDCM (its stage 3 distils the window selector)", ("selector_loss",))
     common = dict(epochs=epochs, patience=patience, batch_size=batch_size, seed=seed, dev_fraction=dev_fraction,
@@ -84,7 +88,8 @@ def train_config(
             refuse_idcm_options(term_weights, teacher, weak_supervision, embeddings, init)
         from ckqti.train.rerankers import RerankerTrainConfig
 
-        model_options = reranker_model_options(model, term_weights, tail_windows, explicit, frozen_embeddings)
+        model_options = reranker_model_options(model, term_weights, tail_windows, explicit, frozen_embeddings,
+                                               max_doc_length)
         starts = {k: v for k, v in (("embeddings", embeddings), ("init", init), ("selector_loss", selector_loss))
                   if v is not None}
         return checked(RerankerTrainConfig, kind=model, loss=loss, model_options=model_options, **starts, **common)
@@ -133,11 +138,13 @@ def check_numbers(**values) -> None:
 
 
 def reranker_model_options(model: str, term_weights: str, tail_windows: str | None, explicit: bool,
-                           frozen_embeddings: bool) -> dict:
+                           frozen_embeddings: bool, max_doc_length: int | None = None) -> dict:
     """TKConfig / TKLConfig / IDCMConfig fields the options set."""
     options = {} if model == "idcm" else {"term_weights": term_weights}
     if tail_windows is not None:
         options["tail_windows"] = tail_windows
+    if max_doc_length is not None:
+        options["max_doc_length"] = max_doc_length
     if explicit:
         options["explicit"] = True
     if frozen_embeddings:
@@ -171,8 +178,11 @@ def refuse_ndrm_only_options(lr: float | None, resume: bool, dev_qrels: object) 
 
 
 def refuse_other_models_options(model: str, tail_windows: str | None, explicit: bool, fixed_bm25: bool,
-                                frozen_embeddings: bool) -> None:
+                                frozen_embeddings: bool, max_doc_length: int | None = None) -> None:
     """Options that belong to one or two models."""
+    if max_doc_length is not None and model not in ("tkl", "idcm"):
+        raise OptionError("max_doc_length is for TKL and IDCM (TK's document cap is the SPEC's 200 tokens, part of "
+                          "the model; NDRM reads the SPEC's 4,000 terms, as an index build does)", ("max_doc_length",))
     if frozen_embeddings and model in ("ndrm2", "idcm"):
         raise OptionError("frozen_embeddings is for NDRM1, NDRM3, TK and TKL (the models with word vectors)",
                           ("frozen_embeddings",))

@@ -73,6 +73,16 @@ def test_cli_refuses_an_option_the_model_does_not_take(tmp_path, tiny_scifact, m
     assert not (tmp_path / "m.pt").exists()
 
 
+@pytest.mark.parametrize("model", ["tk", "ndrm3"])
+def test_cli_refuses_max_doc_length_for_tk_and_ndrm(tmp_path, tiny_scifact, model):
+    """TK's 200-token cap and NDRM's 4,000 terms are the SPEC's: a usage error naming the flag, nothing written."""
+    args = ["train", "--model", model, "--corpus", tiny_scifact["corpus"], "--queries", tiny_scifact["corpus"],
+            "--qrels", tiny_scifact["corpus"], "--out", tmp_path / "m.pt", "--max-doc-length", "4000"]
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    assert res.exit_code == 2 and "--max-doc-length is for TKL and IDCM" in res.output, res.output
+    assert "Traceback" not in res.output and not (tmp_path / "m.pt").exists()
+
+
 @pytest.mark.parametrize("model", ["ndrm3", "tkl"])
 def test_cli_bad_teacher_file_fails_before_bm25_in_one_line(tmp_path, tiny_scifact, model):
     queries = tmp_path / "queries.tsv"
@@ -138,8 +148,10 @@ def test_cli_latent_gate_reaches_the_model_config(tmp_path, tiny_scifact, monkey
     ("tkl", ["--explicit", "--term-weights", "idf"], {"term_weights": "idf", "explicit": True}),
     ("tk", ["--explicit"], {"term_weights": "none", "explicit": True}),
     ("tkl", ["--frozen-embeddings"], {"term_weights": "none", "train_embeddings": False}),
+    ("tkl", ["--max-doc-length", "4000"], {"term_weights": "none", "max_doc_length": 4000}),
+    ("idcm", ["--max-doc-length", "4000"], {"max_doc_length": 4000}),
 ])
-def test_cli_tk_and_tkl_options_reach_the_model_config(tmp_path, tiny_scifact, monkeypatch, model, options, expected):
+def test_cli_reranker_options_reach_the_model_config(tmp_path, tiny_scifact, monkeypatch, model, options, expected):
     import ckqti.train.rerankers
 
     seen = {}

@@ -19,6 +19,20 @@ def test_reranker_options_make_their_config():
     assert (train_config("idcm").selector_loss, train_config("idcm", selector_loss="kl").selector_loss) == ("lambda", "kl")
 
 
+@pytest.mark.parametrize("model", ["tkl", "idcm"])
+def test_max_doc_length_reaches_the_tkl_and_idcm_configs(model):
+    import numpy as np
+
+    from ckqti.models.idcm import IDCMConfig
+    from ckqti.models.tkl import TKLConfig
+
+    options = dict(train_config(model, max_doc_length=np.int64(4000)).model_options)
+    assert options["max_doc_length"] == 4000 and type(options["max_doc_length"]) is int  # JSON in the checkpoint
+    config = IDCMConfig(**options) if model == "idcm" else TKLConfig(vocab_size=2, **options)
+    assert config.max_doc_length == 4000
+    assert "max_doc_length" not in train_config(model).model_options  # the model's default (2,000)
+
+
 def test_ndrm_options_make_their_config():
     config = train_config("ndrm3", latent_gate=0.6, fixed_bm25=True, lr=1e-3, negatives=7, loss="lce")
     assert (config.model, config.lr, config.loss, config.negatives) == ("ndrm3", 1e-3, "lce", 7)
@@ -34,6 +48,8 @@ def test_ndrm_options_make_their_config():
     ("idcm", {"embeddings": "minilm"}, "embeddings is for NDRM, TK and TKL"),
     ("tkl", {"dev_qrels": "dev.tsv"}, "dev_qrels is for NDRM"),
     ("tk", {"selector_loss": "kl"}, "selector_loss is for IDCM"),
+    ("tk", {"max_doc_length": 400}, "max_doc_length is for TKL and IDCM (TK's document cap is the SPEC's 200"),
+    ("ndrm3", {"max_doc_length": 4000}, "max_doc_length is for TKL and IDCM"),
     ("idcm", {"selector_loss": "hinge"}, "selector_loss must be one of"),
     ("bm25", {}, "model must be one of"),
 ])
@@ -76,6 +92,8 @@ def test_api_train_refuses_an_output_that_is_not_a_checkpoint(tmp_path):
     ({"lr": float("nan")}, "lr must be a number > 0, got nan"),
     ({"dev_fraction": 1.0}, "dev_fraction must be a number in (0, 1), got 1.0"),
     ({"latent_gate": "0.5"}, "latent_gate must be a number in (0, 1], got '0.5'"),
+    ({"max_doc_length": 0}, "max_doc_length must be an integer >= 1, got 0"),
+    ({"max_doc_length": 4000.0}, "max_doc_length must be an integer >= 1, got 4000.0"),
     ({"loss": "bogus"}, "loss must be one of ('ranknet', 'lce'), got 'bogus'"),
 ])
 def test_api_train_refuses_bad_values_as_option_errors(tmp_path, options, message):

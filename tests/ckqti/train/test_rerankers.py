@@ -166,6 +166,26 @@ def test_train_tk_writes_a_checkpoint_that_reranks(tiny_scifact, tmp_path):
     np.testing.assert_allclose(scores, direct, rtol=1e-5, atol=1e-6)
 
 
+def test_tkl_trained_with_a_max_doc_length_keeps_it_for_rerank(tiny_scifact, tmp_path):
+    """``max_doc_length`` as ``ckqti train --max-doc-length`` gives it reaches the trained TKL, its
+    checkpoint's config, and the reranker loaded from it (as trained or adapted to another vocabulary)."""
+    from ckqti.models.checkpoint import load_checkpoint
+    from ckqti.models.reranker import adapt_reranker
+    from ckqti.train.options import train_config
+
+    given = train_config("tkl", max_doc_length=4000, epochs=1, embeddings="random")
+    config = replace(quick("tkl", epochs=1), model_options={**TINY_TK, **given.model_options})
+    out = tmp_path / "tkl.pt"
+    train_reranker("tkl", tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], out, config,
+                   candidates=tiny_scifact["candidates"])
+    ckpt = load_checkpoint(out)
+    assert ckpt.config["max_doc_length"] == 4000
+    long_doc = " ".join(next(iter(tiny_scifact["docs"].values())).split()[:10] * 350)  # 3,500 words, past 2,000
+    for rr in (load_reranker(out, device="cpu"), adapt_reranker(ckpt, ckpt.vocab, device="cpu")):
+        assert rr.max_doc_length == rr.model.config.max_doc_length == 4000
+        assert 2000 < len(rr.doc_ids(long_doc)) <= 4000
+
+
 def test_idcm_three_stages_and_wordpiece_checkpoint(tiny_scifact, tmp_path, capsys):
     """All three IDCM stages run on a tiny random BERT; the checkpoint carries its WordPiece vocabulary."""
     from ckqti.models.minilm import WordPieceTokenizer
