@@ -311,14 +311,15 @@ def connect(address: str | None) -> bool:
     (``py_modules``; its dependencies must be installed on the nodes). Ray Client
     (``ray://``) is refused: Ray Data does not run through it; submit the command to the
     cluster as a Ray Job instead. Returns whether this call started the session (and so
-    must shut it down)."""
+    must shut it down). A local Ray says only its errors (``logging_level``), and its workers'
+    output stays in its session's logs (``log_to_driver``): what a build says on stderr is ckqti's."""
     check_address(address)
     ray = _import_ray()
     if ray.is_initialized():
         return False
     try:
-        if address in (None, "local"):
-            ray.init(address="local", include_dashboard=False, logging_level="WARNING")  # never a stale cluster
+        if address in (None, "local"):  # never a stale cluster
+            ray.init(address="local", include_dashboard=False, logging_level="ERROR", log_to_driver=False)
         else:
             code = {"py_modules": [str(ROOT / p) for p in PACKAGES]}
             ray.init(address=address, logging_level="WARNING", runtime_env=code)
@@ -362,10 +363,13 @@ def run_pass(udf, kwargs: dict, ranges: list[tuple[int, int]], plan: RayPlan, gp
     ray = _import_ray()
     from ray.data import ActorPoolStrategy, DataContext
 
-    ctx, log = DataContext.get_current(), logging.getLogger("ray.data")
-    bars, level = ctx.enable_progress_bars, log.level
+    ctx, bars = DataContext.get_current(), DataContext.get_current().enable_progress_bars
     ctx.enable_progress_bars = progress and on_terminal()  # Ray Data's bars: on a terminal only, as ours
-    log.setLevel(logging.INFO if progress else logging.WARNING)
+    log = logging.getLogger("ray.data")
+    consoles = [h for h in log.handlers if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)]
+    levels = [h.level for h in consoles]
+    for h in consoles:  # Ray Data's notes stay in its log file (ray-data.log); its errors still show
+        h.setLevel(logging.ERROR)
     shutil.rmtree(plan.work / PASS_DIR, ignore_errors=True)  # a pass counts its own attempts
     try:
         rows = [{"shard": i, "start": a, "stop": b} for i, (a, b) in enumerate(ranges)]
@@ -384,7 +388,8 @@ def run_pass(udf, kwargs: dict, ranges: list[tuple[int, int]], plan: RayPlan, gp
         raise _failure(e, plan.work) from None
     finally:
         ctx.enable_progress_bars = bars
-        log.setLevel(level)
+        for h, level in zip(consoles, levels):
+            h.setLevel(level)
 
 
 def analyzed_corpus(work: Path, inputs: BuildInputs, progress: bool) -> AnalyzedCorpus:
