@@ -24,7 +24,8 @@ bucket). The driver's ckqti code ships with the job; its dependencies (torch, nu
 pyarrow...) must be installed on every node. Run the driver on a cluster node
 (``--ray auto``), e.g. through ``ray job submit``: Ray Client (``ray://``) cannot run Ray
 Data and is refused. A worker that dies (killed, OOM,
-lost node) is restarted and its shard redone, up to ``max_retries`` times; a shard's
+lost node) is restarted by Ray Data and its shard redone, up to ``max_retries`` times for
+one shard (counted in ``OUT.partial/pass``, see :func:`start_attempt`); a shard's
 files appear only complete (atomic renames), so a redone shard never meets half files.
 When retries run out the build raises :class:`~ckqti.errors.CkqtiError`: no manifest is
 written, ``OUT`` is untouched, and ``OUT.partial`` keeps every finished shard, so
@@ -35,18 +36,21 @@ Ray is imported only here, lazily: the rest of ckqti never needs it.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import logging
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from ckqti.errors import CkqtiError
+from ckqti.files import replacing
 from ckqti.models.loading import UNTRAINED
 from ckqti.progress import on_terminal, progress_bar
 from indexer.analyze import AnalyzedCorpus, analyze_corpus
@@ -73,6 +77,8 @@ from indexer.shards import write_shard
 
 FAULT_ENV = "CKQTI_RAY_FAULT"  # tests only, see _ShardProgress
 OFFSETS_FILE = "offsets.npz"
+PASS_DIR = "pass"  # the current Ray pass's bookkeeping: starts of each shard, a worker's error
+WORKER_ERROR = "worker-error"
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("ckqti", "indexer", "retriever")
 
@@ -85,7 +91,7 @@ class RayPlan:
         work: absolute path of the build's work directory (``OUT.partial``).
         workers: actors per pass.
         device: torch device of the scoring actors (``"cuda"`` or ``"cpu"``).
-        max_retries: restarts of a dead actor and retries of its shard before failing.
+        max_retries: how often a shard whose worker died is started again before the build fails.
     """
 
     work: Path
@@ -100,11 +106,52 @@ class RayPlan:
             raise ValueError("max_retries must be >= 0")
 
     def actor_args(self, gpu: bool) -> dict:
-        """Resources, fault tolerance and environment of one actor (``map_batches`` keyword arguments)."""
+        """Resources and environment of one actor (``map_batches`` keyword arguments, named ones
+        only: the free ``**ray_remote_args`` and ``ray_remote_args_fn``, where ``max_restarts`` and
+        ``max_task_retries`` went, are deprecated since Ray 2.60 and go in 2.64). Ray Data restarts
+        a dead actor and resubmits its task without limit; :func:`start_attempt` sets the limit."""
         resources = {"num_gpus": 1} if gpu else {"num_cpus": 1}
-        retries = partial(dict, max_restarts=self.max_retries, max_task_retries=self.max_retries)
         env = worker_env()
-        return {**resources, "ray_remote_args_fn": retries, **({"runtime_env": {"env_vars": env}} if env else {})}
+        return {**resources, **({"runtime_env": {"env_vars": env}} if env else {})}
+
+
+def start_attempt(work: Path, shard: int, max_retries: int) -> None:
+    """Count one more start of ``shard`` in the current pass (a file ``pass/shard-NNNNN.K``, made
+    with ``O_EXCL``; :func:`run_pass` clears them); a start past ``max_retries`` retries fails the
+    build instead. A shard starts again only when its worker died in it: an exception in a worker
+    is not retried.
+
+    Raises:
+        CkqtiError: the shard was already started ``max_retries + 1`` times.
+    """
+    folder = work / PASS_DIR
+    folder.mkdir(exist_ok=True)
+    for k in itertools.count():
+        if k > max_retries:
+            raise CkqtiError(
+                f"distributed build failed: the worker of {shard_name(shard)} died in each of its {k} attempts; "
+                "no index was written, finished shards are kept: rerun to resume",
+                work,
+            )
+        try:
+            os.close(os.open(folder / f"{shard_name(shard)}.{k}", os.O_CREAT | os.O_EXCL))
+            return
+        except FileExistsError:
+            continue
+
+
+@contextlib.contextmanager
+def reported(work: Path) -> Iterator[None]:
+    """In a worker: a :class:`CkqtiError` raised in the block is also written to
+    ``pass/worker-error``, where :func:`_failure` reads it. Ray Data hands the driver a worker's
+    exception as a ``UserCodeException`` whose cause (the CkqtiError) is lost on the way, its
+    message left only inside a traceback's text."""
+    try:
+        yield
+    except CkqtiError as e:
+        with contextlib.suppress(OSError), replacing(work / PASS_DIR / WORKER_ERROR) as tmp:
+            tmp.write_text(str(e))
+        raise
 
 
 def worker_env() -> dict[str, str]:
@@ -161,14 +208,16 @@ class ShardScorer:
         model_spec: as for :func:`ckqti.models.loading.load_qti_model` (loaded here, once).
         impacts: the build's impact settings.
         device: torch device.
+        max_retries: see :func:`start_attempt`.
     """
 
-    def __init__(self, work: str, model_spec: str | None, impacts: ImpactConfig, device: str):
+    def __init__(self, work: str, model_spec: str | None, impacts: ImpactConfig, device: str, max_retries: int):
         from ckqti.models.loading import load_qti_model
 
-        self.work = Path(work)
-        self.corpus = load_analyzed(self.work)
-        factory, _ = load_qti_model(model_spec, device)
+        self.work, self.max_retries = Path(work), max_retries
+        with reported(self.work):
+            self.corpus = load_analyzed(self.work)
+            factory, _ = load_qti_model(model_spec, device)
         self.scorer = ImpactScorer(factory(self.corpus.vocab), self.corpus.vocab.df, impacts)
         with np.load(self.work / OFFSETS_FILE) as z:
             self.scorer.offsets = z["offsets"]
@@ -177,7 +226,9 @@ class ShardScorer:
         tops = []
         for i, start, stop in zip(batch["shard"], batch["start"], batch["stop"]):
             path = self.work / "raw" / f"{shard_name(int(i))}.npz"
-            tops.append(score_shard(self.corpus, self.scorer, int(start), int(stop), path, _ShardProgress(int(i))))
+            with reported(self.work):
+                start_attempt(self.work, int(i), self.max_retries)
+                tops.append(score_shard(self.corpus, self.scorer, int(start), int(stop), path, _ShardProgress(int(i))))
         return {"shard": batch["shard"], "maxima": np.stack([np.atleast_1d(t).astype(np.float64) for t in tops])}
 
 
@@ -187,17 +238,21 @@ class ShardWriter:
     Args:
         work: the build's work directory.
         quantizer: the index's global quantizer.
+        max_retries: see :func:`start_attempt`.
     """
 
-    def __init__(self, work: str, quantizer: Quantizer):
-        self.work = Path(work)
-        self.corpus = load_analyzed(self.work)
+    def __init__(self, work: str, quantizer: Quantizer, max_retries: int):
+        self.work, self.max_retries = Path(work), max_retries
+        with reported(self.work):
+            self.corpus = load_analyzed(self.work)
         self.quantizer = quantizer
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         infos = []
         for i, start, stop in zip(batch["shard"], batch["start"], batch["stop"]):
-            info = self.write(int(i), int(start), int(stop))
+            with reported(self.work):
+                start_attempt(self.work, int(i), self.max_retries)
+                info = self.write(int(i), int(start), int(stop))
             infos.append(json.dumps(asdict(info)))
         return {"shard": batch["shard"], "info": np.asarray(infos, dtype=object)}
 
@@ -256,14 +311,15 @@ def connect(address: str | None) -> bool:
     (``py_modules``; its dependencies must be installed on the nodes). Ray Client
     (``ray://``) is refused: Ray Data does not run through it; submit the command to the
     cluster as a Ray Job instead. Returns whether this call started the session (and so
-    must shut it down)."""
+    must shut it down). A local Ray says only its errors (``logging_level``), and its workers'
+    output stays in its session's logs (``log_to_driver``): what a build says on stderr is ckqti's."""
     check_address(address)
     ray = _import_ray()
     if ray.is_initialized():
         return False
     try:
-        if address in (None, "local"):
-            ray.init(address="local", include_dashboard=False, logging_level="WARNING")  # never a stale cluster
+        if address in (None, "local"):  # never a stale cluster
+            ray.init(address="local", include_dashboard=False, logging_level="ERROR", log_to_driver=False)
         else:
             code = {"py_modules": [str(ROOT / p) for p in PACKAGES]}
             ray.init(address=address, logging_level="WARNING", runtime_env=code)
@@ -285,7 +341,10 @@ def cluster_slots(device: str | None) -> tuple[int, bool]:
 
 
 def _failure(e: Exception, work: Path) -> CkqtiError:
-    """A Ray failure as a one-line error; a CkqtiError raised inside a worker keeps its message."""
+    """A Ray failure as a one-line error; a CkqtiError raised inside a worker keeps its message
+    (from ``pass/worker-error``, see :func:`reported`)."""
+    with contextlib.suppress(OSError):
+        return CkqtiError((work / PASS_DIR / WORKER_ERROR).read_text())
     seen = e
     while seen is not None:
         if isinstance(seen, CkqtiError):
@@ -304,10 +363,14 @@ def run_pass(udf, kwargs: dict, ranges: list[tuple[int, int]], plan: RayPlan, gp
     ray = _import_ray()
     from ray.data import ActorPoolStrategy, DataContext
 
-    ctx, log = DataContext.get_current(), logging.getLogger("ray.data")
-    bars, level = ctx.enable_progress_bars, log.level
+    ctx, bars = DataContext.get_current(), DataContext.get_current().enable_progress_bars
     ctx.enable_progress_bars = progress and on_terminal()  # Ray Data's bars: on a terminal only, as ours
-    log.setLevel(logging.INFO if progress else logging.WARNING)
+    log = logging.getLogger("ray.data")
+    consoles = [h for h in log.handlers if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)]
+    levels = [h.level for h in consoles]
+    for h in consoles:  # Ray Data's notes stay in its log file (ray-data.log); its errors still show
+        h.setLevel(logging.ERROR)
+    shutil.rmtree(plan.work / PASS_DIR, ignore_errors=True)  # a pass counts its own attempts
     try:
         rows = [{"shard": i, "start": a, "stop": b} for i, (a, b) in enumerate(ranges)]
         ds = ray.data.from_items(rows, override_num_blocks=len(rows))
@@ -325,7 +388,8 @@ def run_pass(udf, kwargs: dict, ranges: list[tuple[int, int]], plan: RayPlan, gp
         raise _failure(e, plan.work) from None
     finally:
         ctx.enable_progress_bars = bars
-        log.setLevel(level)
+        for h, level in zip(consoles, levels):
+            h.setLevel(level)
 
 
 def analyzed_corpus(work: Path, inputs: BuildInputs, progress: bool) -> AnalyzedCorpus:
@@ -442,13 +506,15 @@ def _build(corpus, scorer, inputs: BuildInputs, plan: RayPlan, gpu: bool, progre
     work, config = plan.work, inputs.config
     ranges = shard_ranges(len(corpus), config.shard_size)
     (work / "raw").mkdir(exist_ok=True)
-    scorer_args = {"work": str(work), "model_spec": inputs.model_spec, "impacts": config.impacts, "device": plan.device}
+    scorer_args = {"work": str(work), "model_spec": inputs.model_spec, "impacts": config.impacts, "device": plan.device,
+                   "max_retries": plan.max_retries}
     scored = run_pass(ShardScorer, scorer_args, ranges, plan, gpu, progress)
     maxima = np.max(np.stack([np.asarray(r["maxima"], np.float64) for r in scored]), axis=0)
     quantizer = fit_quantizer(maxima, scorer.channels, config.channel_steps)
     shutil.rmtree(work / "final", ignore_errors=True)
     (work / "final").mkdir()
-    written = run_pass(ShardWriter, {"work": str(work), "quantizer": quantizer}, ranges, plan, False, progress)
+    writer_args = {"work": str(work), "quantizer": quantizer, "max_retries": plan.max_retries}
+    written = run_pass(ShardWriter, writer_args, ranges, plan, False, progress)
     infos = verify_shards(work / "final", {int(r["shard"]): ShardInfo(**json.loads(r["info"])) for r in written}, ranges)
     return finish_index(
         work / "final",

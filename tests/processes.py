@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 
@@ -21,3 +22,27 @@ def gone_within(pid: int, seconds: float) -> bool:
     while running(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     return not running(pid)
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (read from every ``/proc/N/stat``)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
+                continue
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """``pid``'s children, their children, and so on."""
+    found, todo = [], [pid]
+    while todo:
+        kids = children(todo.pop())
+        found += kids
+        todo += kids
+    return found

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import re
 import shutil
+import signal
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -22,8 +27,14 @@ from indexer.build import BuildConfig, build_index  # noqa: E402
 from indexer.distributed import FAULT_ENV, build_index_ray  # noqa: E402
 from indexer.format import MANIFEST, SHARD_FILES, VOCAB_FILE, Manifest  # noqa: E402
 from retriever.index import Index  # noqa: E402
+from tests.processes import children, descendants, gone_within, running  # noqa: E402
 
-pytestmark = pytest.mark.slow  # Ray start-up and actor start-up: about a minute in all
+pytestmark = [
+    pytest.mark.slow,  # Ray start-up and actor start-up: about a minute in all
+    # Ray's deprecations, warned where ckqti calls Ray (such as map_batches' ray_remote_args_fn, gone in Ray 2.64),
+    # fail the build, so that a future Ray still runs it
+    pytest.mark.filterwarnings("error::DeprecationWarning:indexer.distributed"),
+]
 
 CONFIG = BuildConfig(shard_size=100)
 
@@ -132,8 +143,8 @@ def test_worker_dying_every_attempt_fails_cleanly(ray_local, tmp_path, corpus300
     shutil.copytree(reference, out)  # a previous index at OUT
     before = (out / MANIFEST).read_text()
     fault(shard=1, once=False)
-    with pytest.raises(CkqtiError, match="distributed build failed") as err:
-        ray_build(corpus300, out, force=True, max_retries=1)
+    with pytest.raises(CkqtiError, match="distributed build failed: the worker of shard-00001 died in each of its 2 ") as err:
+        ray_build(corpus300, out, force=True, max_retries=1)  # a first attempt and one retry
     assert "\n" not in str(err.value)
     assert (out / MANIFEST).read_text() == before  # the previous index is intact
     Index(out)  # and verifies
@@ -159,3 +170,48 @@ def test_bad_arguments_fail_before_ray_starts(tmp_path, corpus300):
     with pytest.raises(CkqtiError, match="--ray auto"):  # Ray Data does not run through Ray Client
         build_index_ray(corpus300, tmp_path / "w", "ndrm2", info, CONFIG, address="ray://head:10001")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["z"]  # nothing was started or written
+
+
+RAY_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d [\d:,]+\s+(INFO|WARNING) ")  # Ray's Python log lines
+
+
+def test_a_local_ray_build_says_only_ckqtis_lines(tmp_path, corpus300):
+    """``ckqti index --ray`` starting its own Ray (in a process of its own, so not the session of
+    this module): no Ray INFO or WARNING lines, no deprecation warning, no worker output on stderr;
+    stdout the one line ckqti prints. Ray's errors would still show (only its C++ core worker's
+    one "E" line about restartable actors cannot be quieted without emptying Ray's log files)."""
+    args = ["index", str(corpus300), "--out", str(tmp_path / "idx"), "--model", "ndrm2", "--shard-size", "100",
+            "--ray", "--workers", "1"]
+    done = subprocess.run([sys.executable, "-m", "ckqti", *args], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"indexed 300 documents, {Manifest.read(tmp_path / 'idx').num_postings} "
+                                        f"postings, 3 shard(s) -> {tmp_path / 'idx'}"]
+    chatter = [line for line in done.stderr.splitlines() if RAY_LOG_LINE.match(line) or "RayDeprecationWarning" in line
+               or line.startswith(("(pid=", "\x1b[36m(pid="))]
+    assert chatter == [], done.stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+def test_the_local_ray_a_build_starts_ends_with_it():
+    """``kill -9`` of a process that started a local Ray (``connect``): Ray's head processes, which
+    ``ray.init`` starts with PR_SET_PDEATHSIG, end with it, and the workers with the raylet. (The
+    raylet's two agents follow on their own about a minute later: docs/SCALE.md.)"""
+    code = "import time\nfrom indexer.distributed import connect\nconnect(None)\nprint('up', flush=True)\ntime.sleep(600)\n"
+    driver = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    started = []
+    try:
+        assert driver.stdout.readline() == "up\n"
+        head, started = children(driver.pid), descendants(driver.pid)
+        assert head
+        driver.kill()
+        driver.wait()
+        assert [pid for pid in head if not gone_within(pid, 30)] == []
+    finally:
+        driver.kill()
+        driver.wait()
+        driver.stdout.close()
+        for pid in started:  # what outlives the test (the agents, or all of it on failure) is ended here
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
