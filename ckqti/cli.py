@@ -121,7 +121,8 @@ def parse_channel_weights(ctx, param, values) -> dict[str, float] | None:
 def channel_option(f):
     return click.option("--channel-weight", "channel_weights", multiple=True, callback=parse_channel_weights,
                         metavar="NAME=W", help="Multiply the index channel NAME ('one', 'idf'; `ckqti info` lists an index's) "
-                        "by W, a positive number (not 0), at query time; a channel not named keeps 1; repeatable "
+                        "by W, a number >= 0, at query time (0: the channel is not read, e.g. one=0 ranks by NDRM3's "
+                        "explicit channel alone; not every channel 0); a channel not named keeps 1; repeatable "
                         "(e.g. one=0.5: NDRM3's latent channel at half weight, see scripts/channel_sweep.py).")(f)
 
 
@@ -468,7 +469,8 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
 @click.option("--device", default=None, help="torch device (default: cuda if available).")
 @click.option("--tag", default=None, help="Run tag, no whitespace (default: ckqti-<kind>).")
 @click.option("--max-doc-length", type=POSITIVE, default=None,
-              help="Document tokens read (default: the model's cap; TKL, IDCM and NDRM).")
+              help="Document tokens read (TKL, IDCM and NDRM; default: the length the checkpoint was trained "
+                   "with, saved in it; the untrained NDRM2's 4,000 terms).")
 @click.option("--adapt-vocabulary", is_flag=True,
               help="Read text with the collection's vocabulary (zero-shot): --corpus's, else the --candidates index's.")
 def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_size, device, tag, max_doc_length,

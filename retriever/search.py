@@ -2,8 +2,9 @@
 
 A query term ``t`` that occurs ``n`` times weighs channel ``c`` of ``t`` (posting list
 ``t * C + c``) by the real factor ``f = n * step_c * idf_t`` (``"idf"`` channels, idf from the
-index's current df and document count) or ``n * step_c`` (``"one"`` channels). The kernels
-add integers, so factors become integer weights ``w = round(f / unit)`` with
+index's current df and document count) or ``n * step_c`` (``"one"`` channels), times the
+channel's query-time weight (``Searcher(channel_weights=...)``; 0: ``f = 0``, the list is not
+read). The kernels add integers, so factors become integer weights ``w = round(f / unit)`` with
 ``unit = max f / resolution``; a factor that rounds to 0 keeps weight 1 unless its whole list
 adds less than one unit (``255 f < unit``), then it is dropped. A hit's score is
 ``integer score * unit + sum of the query terms' offsets``. An index with a single ``"one"``
@@ -140,8 +141,9 @@ class Searcher:
             (finer weights cost a larger accumulator histogram).
         channel_weights: a multiplier per channel, by its weighting name (``{"one": 2.0}``
             scales NDRM3's latent channel against its explicit ``"idf"`` one); unnamed channels
-            keep 1; a weight must be a positive number. Scores are then a re-weighted fusion, not the
-            model's own.
+            keep 1; a weight is a finite number >= 0, and 0 switches a channel off (its posting
+            lists are not read: ``{"one": 0}`` ranks by NDRM3's explicit channel alone), but not
+            every channel. Scores are then a re-weighted fusion, not the model's own.
     """
 
     def __init__(self, index: Index | str | Path, mode: str = "exact", budget: int = 200_000,
@@ -212,7 +214,8 @@ class Searcher:
     def unweighted(self, q: ParsedQuery, plan: QueryPlan) -> list[str]:
         """Known query terms none of whose posting lists the plan keeps: they add nothing to any
         score (NDRM2's idf is 0 for a term in at least half of the documents; a weight can also
-        round to nothing beside much heavier terms, as can a channel weighted very little)."""
+        round to nothing beside much heavier terms, as can a channel weighted very little; a
+        channel weighted 0 keeps none of its lists)."""
         kept = set((plan.lists // self.index.quantizer.channels).tolist())
         return [t for t, i in zip(q.known, q.terms.tolist()) if i not in kept]
 
@@ -556,7 +559,8 @@ def merge_shard_hits(vals: np.ndarray, docs: np.ndarray, n: np.ndarray, out: np.
 
 
 def channel_multipliers(names: tuple[str, ...], weights: Mapping[str, float] | None) -> np.ndarray:
-    """float64 [C] multipliers of an index's channels (named by their weighting) from ``weights``."""
+    """float64 [C] multipliers of an index's channels (named by their weighting) from ``weights``:
+    each finite and >= 0 (0: the channel's lists are not read), not all 0."""
     mult = np.ones(len(names))
     if weights is not None and not isinstance(weights, Mapping):
         raise ValueError(f"channel weights must be a mapping of channel name to weight, got {type(weights).__name__}")
@@ -564,7 +568,9 @@ def channel_multipliers(names: tuple[str, ...], weights: Mapping[str, float] | N
         hits = [i for i, n in enumerate(names) if n == name]
         if len(hits) != 1:
             raise ValueError(f"channel weight {name!r}: the index's channels are {list(names)}")
-        if not is_real(w) or not (np.isfinite(w) and w > 0):
-            raise ValueError(f"channel weight {name!r} must be a positive number, got {w!r}")
+        if not is_real(w) or not (np.isfinite(w) and w >= 0):
+            raise ValueError(f"channel weight {name!r} must be a finite number >= 0, got {w!r}")
         mult[hits[0]] = float(w)
+    if names and not mult.any():
+        raise ValueError(f"channel weights are all 0 (the index's channels are {list(names)}): nothing would score")
     return mult

@@ -45,9 +45,24 @@ def test_channel_weight_option_reaches_the_searcher_and_bad_values_fail_cleanly(
     assert malformed.exit_code != 0 and "NAME=WEIGHT" in malformed.output
     twice = invoke("search", q, "--index", scifact_index, "--channel-weight", "idf=1", "--channel-weight", "idf=2")
     assert twice.exit_code == 2 and "channel 'idf' is weighted twice" in twice.output
-    zero = invoke("search", q, "--index", scifact_index, "--channel-weight", "idf=0")
-    assert zero.exit_code != 0 and "must be a positive number" in zero.output and "Traceback" not in zero.output
-    assert "a positive number (not 0)" in " ".join(invoke("search", "--help").output.split())  # the help says so
+    negative = invoke("search", q, "--index", scifact_index, "--channel-weight", "idf=-1")
+    assert negative.exit_code != 0 and "must be a finite number >= 0" in negative.output
+    assert "Traceback" not in negative.output
+    assert "a number >= 0" in " ".join(invoke("search", "--help").output.split())  # the help says so
+
+
+def test_every_channel_weighted_zero_is_one_line_on_search_and_run(tmp_path, scifact_index):
+    """A weight of 0 switches a channel off; NDRM2's one channel at 0 would leave nothing to
+    score: refused in one line, rc != 0, no traceback, and ``run`` writes no file."""
+    zero = invoke("search", "white matter", "--index", scifact_index, "--channel-weight", "idf=0")
+    assert zero.exit_code != 0 and "Traceback" not in zero.output
+    lines = zero.output.strip().splitlines()
+    assert len(lines) == 1 and "channel weights are all 0 (the index's channels are ['idf']): nothing would score" in lines[0]
+    queries, out = tmp_path / "q.tsv", tmp_path / "run.trec"
+    queries.write_text("1\twhite matter\n")
+    run = invoke("run", "--index", scifact_index, "--queries", queries, "--out", out, "--channel-weight", "idf=0")
+    assert run.exit_code != 0 and "nothing would score" in run.output and len(run.output.strip().splitlines()) == 1
+    assert "Traceback" not in run.output and not out.exists()
 
 
 def test_slack_option_reaches_the_searcher_and_misuse_fails_cleanly(scifact_index):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 
@@ -283,14 +285,19 @@ def test_channel_weights_scale_a_channel_and_reject_unknown_channels(scifact_ind
     assert [h.score for h in b.hits] == pytest.approx([2 * h.score for h in a.hits])
     with pytest.raises(ValueError, match="channels are"):
         Searcher(scifact_index, channel_weights={"one": 2.0})
-    for bad in (0.0, "2", None, float("nan"), True):
-        with pytest.raises(ValueError, match="positive"):
+    for bad in (-1.0, "2", None, float("nan"), float("inf"), True):
+        with pytest.raises(ValueError, match="must be a finite number >= 0"):
             Searcher(scifact_index, channel_weights={"idf": bad})
+    with pytest.raises(ValueError, match="all 0 .*nothing would score"):  # NDRM2's one channel off: nothing left
+        Searcher(scifact_index, channel_weights={"idf": 0})
     with pytest.raises(ValueError, match="a mapping of channel name to weight, got list"):
         Searcher(scifact_index, channel_weights=[("idf", 2.0)])
     # two channels: only the named one moves
     assert channel_multipliers(("one", "idf"), {"one": 4.0}).tolist() == [4.0, 1.0]
     assert channel_multipliers(("one", "idf"), None).tolist() == [1.0, 1.0]
+    assert channel_multipliers(("one", "idf"), {"one": 0}).tolist() == [0.0, 1.0]
+    with pytest.raises(ValueError, match="all 0"):
+        channel_multipliers(("one", "idf"), {"one": 0, "idf": 0.0})
 
 
 def test_hand_edited_manifests_are_one_line_errors(tmp_path, scifact_index):
@@ -432,6 +439,37 @@ def test_a_one_channel_weight_scales_a_single_one_channel_index(tmp_path):
     assert [h.docid for h in a.hits] == [h.docid for h in b.hits] == ["d3", "d1", "d0", "d2"]
     assert [h.score for h in a.hits] == [5.0, 4.0, 3.5, 0.5]
     assert [h.score for h in b.hits] == [10.0, 8.0, 7.0, 1.0]
+
+
+# two channels, list t * 2 + c: term 2 "one" d0 200, d1 10, d5 250, "idf" d0 5, d1 30, d2 40;
+# term 3 "one" d3 255, d5 100, "idf" d1 20, d3 10, d4 60
+HAND_TWO = {4: [(0, 200), (1, 10), (5, 250)], 5: [(0, 5), (1, 30), (2, 40)],
+            6: [(3, 255), (5, 100)], 7: [(1, 20), (3, 10), (4, 60)]}
+
+
+def test_a_channel_weighted_zero_is_not_read_and_the_other_ranks_alone(tmp_path):
+    """``channel_weights={"one": 0}`` ranks by the explicit ("idf") channel alone: the hits and
+    scores are brute force over that channel's stored impacts (t2 and t3 share a df, so an idf,
+    so both lists weigh 128), and the "one" lists are not read (the postings counter counts the
+    "idf" lists' 6 postings, not the 11 of both channels)."""
+    from indexer.quantize import Quantizer
+
+    idx = hand_index(tmp_path / "idx", HAND_TWO, 10, 5, Quantizer((0.5, 0.25), weights=("one", "idf")),
+                     df=[0, 0, 2, 2, 0])
+    plain, explicit = Searcher(idx), Searcher(idx, channel_weights={"one": 0})
+    q = "t2 t3"
+    assert explicit.plan(explicit.parse(q)).lists.tolist() == [5, 7]
+    full, alone = plain.search(q, 10), explicit.search(q, 10)
+    assert full.postings == 11 and alone.postings == 6
+    per_doc = Counter()
+    for lid in (5, 7):
+        for d, impact in HAND_TWO[lid]:
+            per_doc[f"d{d}"] += impact
+    want = sorted(per_doc.items(), key=lambda x: -x[1])
+    assert [h.docid for h in alone.hits] == [d for d, _ in want] == ["d4", "d1", "d2", "d3", "d0"]
+    assert [h.score for h in alone.hits] == pytest.approx([v * 0.25 * idx.idf[2] for _, v in want])
+    assert [h.docid for h in full.hits][:2] == ["d5", "d3"]  # the "one" channel, read, ranks otherwise
+    assert explicit.search_many([q], 10)[0] == alone
 
 
 def test_a_weight_rounding_to_zero_stays_one_unless_its_list_adds_less_than_a_unit(tmp_path):
