@@ -91,9 +91,11 @@ def remove_unnamed_scratch(path: Path) -> None:
     :data:`UNNAMED_STALE_AFTER`) in which nothing changed for that long."""
     unnamed = re.compile(re.escape(path.name) + r"\.ckqti-tmp-[a-z0-9_]{8}")
     for old in path.parent.glob(f"{glob.escape(path.name)}.ckqti-tmp-*"):
-        if unnamed.fullmatch(old.name) and old.is_dir() and not old.is_symlink() \
-                and time.time() - last_change(old) > UNNAMED_STALE_AFTER:
-            remove_tree(old)
+        if not (unnamed.fullmatch(old.name) and old.is_dir() and not old.is_symlink()):
+            continue
+        with contextlib.suppress(FileNotFoundError):  # removed meanwhile by another build of ``path``
+            if time.time() - last_change(old) > UNNAMED_STALE_AFTER:
+                remove_tree(old)
 
 
 def last_change(folder: Path) -> float:

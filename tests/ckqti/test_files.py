@@ -108,3 +108,33 @@ def test_an_old_unnamed_bm25_scratch_folder_is_removed_once_unchanged_for_a_day(
     with scratch_dir(tmp_path / "bm25"):
         pass
     assert not stale.exists() and recent.exists() and touched.exists() and other.exists() and mine.exists()
+
+
+def test_an_old_unnamed_scratch_folder_another_build_removes_meanwhile_is_passed_over(tmp_path, monkeypatch):
+    """Two builds of one path may both find a stale pre-session-28 scratch folder: the one that
+    removes it second found it gone while reading its modification times, and failed on
+    FileNotFoundError instead of building."""
+    import os
+    import pathlib
+    import shutil
+    import time
+
+    from ckqti.files import UNNAMED_STALE_AFTER, scratch_dir
+
+    old = tmp_path / "bm25.ckqti-tmp-k3_x9q0a"
+    (old / "index").mkdir(parents=True)
+    when = time.time() - UNNAMED_STALE_AFTER - 60
+    for p in (old / "index", old):
+        os.utime(p, (when, when))
+    is_dir = pathlib.Path.is_dir
+
+    def seen_then_removed(self):
+        seen = is_dir(self)
+        if seen and self == old:  # the other build removes it right after this one saw it
+            shutil.rmtree(old)
+        return seen
+
+    monkeypatch.setattr(pathlib.Path, "is_dir", seen_then_removed)
+    with scratch_dir(tmp_path / "bm25") as tmp:
+        assert tmp.is_dir()
+    assert list(tmp_path.iterdir()) == []
