@@ -68,3 +68,10 @@ def option_count(value, name: str, least: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
         raise OptionError(f"{name} must be an integer >= {least}, got {value!r}", (name,))
     return int(value)
+
+
+def is_real(value) -> bool:
+    """A real number, not a bool. A check of its own: ``isinstance(x, numbers.Real)`` on a value
+    annotated ``float`` reads to type checkers as always false (float is not a ``numbers.Real``
+    subclass to them), and the code after it as unreachable, left unchecked."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Real)

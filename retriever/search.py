@@ -15,7 +15,6 @@ channel (NDRM1, and ``write_prebuilt_index``'s) is searched with ``w = n`` and
 from __future__ import annotations
 
 import itertools
-import numbers
 import threading
 from collections import Counter
 from collections.abc import Mapping
@@ -26,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ckqti.errors import QueryError
+from ckqti.errors import QueryError, is_real
 from retriever.index import Index
 from retriever.kernels import EXACT_SLACK, LOOKUP_COST, saat_batch, saat_topk
 
@@ -494,13 +493,6 @@ def tie_at_cut(vals: np.ndarray, k: int) -> bool:
     """Whether hits ``vals`` (descending, up to k + 1 or more) may leave out a document tied with
     the k-th: the last one returned, beyond the k-th, still scores as the k-th does."""
     return vals.size > k and vals[-1] == vals[k - 1]
-
-
-def is_real(value) -> bool:
-    """A real number, not a bool. A check of its own: ``isinstance(x, numbers.Real)`` on a value
-    annotated ``float`` reads to type checkers as always false (float is not a ``numbers.Real``
-    subclass to them), and the code after it as unreachable, left unchecked."""
-    return not isinstance(value, bool) and isinstance(value, numbers.Real)
 
 
 def positive_int(value, name: str) -> None:

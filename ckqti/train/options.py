@@ -8,9 +8,8 @@ refused combination costs nothing and writes nothing.
 from __future__ import annotations
 
 import math
-import numbers
 
-from ckqti.errors import OptionError, option_count
+from ckqti.errors import OptionError, is_real, option_count
 
 NDRM_MODELS = ("ndrm1", "ndrm2", "ndrm3")
 RERANKER_MODELS = ("tk", "tkl", "idcm")
@@ -133,7 +132,7 @@ def check_numbers(**values) -> None:
         if value is None:
             continue
         bound, ok = REALS[name]
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or not ok(value):
+        if not is_real(value) or not math.isfinite(value) or not ok(value):
             raise OptionError(f"{name} must be a number {bound}, got {value!r}", (name,))
 
 

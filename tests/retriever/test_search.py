@@ -519,12 +519,3 @@ def test_search_many_in_bounded_parts_and_deep_k_over_small_shards(tmp_path, sci
         one = searcher.search(q, 600)
         assert [(h.docid, h.score) for h in r.hits] == [(h.docid, h.score) for h in one.hits]
         assert len(r.hits) > 10 or q == "zzqx"
-
-
-def test_is_real_takes_any_real_number_but_a_bool():
-    from fractions import Fraction
-
-    from retriever.search import is_real
-
-    assert all(is_real(x) for x in (1, 0.5, np.float32(0.5), np.int64(2), Fraction(1, 2), float("nan")))
-    assert not any(is_real(x) for x in (True, False, None, "0.5", 1j, [1]))
