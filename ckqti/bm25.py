@@ -160,7 +160,7 @@ def _check_run(returncode: int, lines: list[str], index_dir: Path) -> int:
         raise DiskFullError(f"no space left on device writing {index_dir}")
     if returncode != 0:
         raise IndexFormatError(f"Anserini IndexCollection failed (exit {returncode}): {errors[-1].strip()}", index_dir)
-    if not any(index_dir.glob("segments_*")):
+    if not is_lucene_index(index_dir):
         raise IndexFormatError(f"Anserini IndexCollection did not finish the index (no segments_* file): "
                                f"{errors[-1].strip()}", index_dir)
     return _indexed_count(lines, index_dir)
@@ -241,10 +241,15 @@ def build_bm25_index(
     return build_lucene_index(records, index_dir, "JsonCollection", threads, extra, overwrite)
 
 
+def is_lucene_index(path: Path) -> bool:
+    """Whether ``path`` holds a committed Lucene index (a ``segments_N`` file)."""
+    return path.is_dir() and any(path.glob("segments_*"))
+
+
 def check_lucene_index(index_dir: str | Path) -> Path:
     """``index_dir`` as a Path, after checking that it holds a Lucene index."""
     path = Path(index_dir)
-    if not path.is_dir() or not any(path.glob("segments_*")):
+    if not is_lucene_index(path):
         raise IndexFormatError("not a Lucene index (no segments_* file)", path)
     return path
 
@@ -433,7 +438,7 @@ def _bm25_search(
     index_dir = Path(work) / "bm25"
     source = index_dir / BM25_SOURCE
     stamp = bm25_source(corpus, fmt)
-    if not (any(index_dir.glob("segments_*")) and source.is_file() and source.read_text() == stamp):
+    if not (is_lucene_index(index_dir) and source.is_file() and source.read_text() == stamp):
         docs = ((d.docid, d.full_text()) for d in read_corpus(corpus, fmt=fmt))
         build_bm25_index(docs, index_dir, threads=threads, overwrite=index_dir.exists())
         source.write_text(stamp)
