@@ -195,7 +195,7 @@ def compact_cmd(index_path, shard_size):
 
 @cli.command("info")
 @index_option
-@click.option("--verify", is_flag=True, help="Also check every file's checksum (as search does when it opens the index).")
+@click.option("--verify", is_flag=True, help="Also hash every file and check its checksum (search does too, but skips files unchanged since their last check).")
 @click.option("--json", "as_json", is_flag=True, help="JSON output for programs.")
 def info_cmd(index_path, verify, as_json):
     """What an index holds: documents, postings, shards, model, analyzer, channels, bytes on disk."""

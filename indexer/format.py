@@ -15,6 +15,8 @@ An index is a directory::
         terms.arrow            seg_ptr (int64, V*C+1 rows): posting list id -> its first segment
         docs.arrow             docid, title, text (string), length (int32): document store for snippets
       shard-00001/ ...
+      .verified.json           not part of the index: which files matched their checksums, by stat, so
+                               that an open does not hash them again (:mod:`indexer.stamps`)
 
 A model stores ``C`` channels per term (:mod:`ckqti.models.qti`); channel ``c`` of term ``t``
 is the posting list with id ``t * C + c``. Ids interleave so that terms added by an append
@@ -47,6 +49,7 @@ from pathlib import Path
 from ckqti.errors import IndexFormatError
 from ckqti.files import naming_full_disk
 from indexer.install import recover, stranded
+from indexer.stamps import file_stat, forget, read_stamps, record, trusted
 
 FORMAT_NAME = "ckqti-index"
 FORMAT_VERSION = 2
@@ -197,13 +200,29 @@ def manifest_digest(body: dict) -> str:
     return hashlib.sha256(json.dumps(body, indent=2, sort_keys=True).encode()).hexdigest()
 
 
-def verify_files(directory: Path, manifest: Manifest) -> None:
-    """Check that every file the manifest names exists with its recorded checksum."""
-    expected = [(directory / manifest.vocab_file, manifest.vocab_checksum)]
+def verify_files(directory: Path, manifest: Manifest, stamps: bool = True) -> None:
+    """Check that every file the manifest names exists with its recorded checksum.
+
+    ``stamps``: files unchanged since they last matched the same checksum (by their stat,
+    :mod:`indexer.stamps`) are not hashed again; False hashes every file (``ckqti info --verify``).
+    A check that passes records the stamp; one that fails removes it.
+    """
+    expected = [(manifest.vocab_file, manifest.vocab_checksum)]
     for s in manifest.shards:
-        expected += [(directory / s.name / f, s.files[f]) for f in SHARD_FILES]
-    for path, digest in expected:
+        expected += [(f"{s.name}/{f}", s.files[f]) for f in SHARD_FILES]
+    old = read_stamps(directory)
+    entries = {}
+    for name, want in expected:
+        if stamps and trusted(old, directory, name, want):
+            entries[name] = old[name]
+            continue
+        path = directory / name
         if not path.is_file():
+            forget(directory)
             raise IndexFormatError("index file missing", path)
-        if file_checksum(path) != digest:
+        stat = file_stat(path)  # before hashing: a write meanwhile leaves the stamp stale, not wrong
+        if file_checksum(path) != want:
+            forget(directory)
             raise IndexFormatError("index file corrupted (checksum mismatch); rebuild the index", path)
+        entries[name] = {"sha256": want, "stat": stat}
+    record(directory, entries, old)

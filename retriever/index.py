@@ -198,7 +198,8 @@ class Index:
 
     Args:
         path: index directory.
-        verify: check every file's sha256 against the manifest (on by default); then a shard's
+        verify: check every file's sha256 against the manifest (on by default; files unchanged since
+            a check that passed, by their stat, are not hashed again: :mod:`indexer.stamps`); then a shard's
             postings are bounded by the largest document their file records, else (and in an index
             written before it was recorded) by a scan of every posting.
     """

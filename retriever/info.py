@@ -57,8 +57,9 @@ def file_bytes(path: Path) -> int:
 
 
 def index_info(path: str | Path, verify: bool = False) -> IndexInfo:
-    """Summary of the index at ``path``; ``verify`` checks every file's sha256 as search does
-    (an :class:`~ckqti.errors.IndexFormatError` names the first missing or corrupted file)."""
+    """Summary of the index at ``path``; ``verify`` hashes every file and checks its sha256, even
+    where search would trust a verification stamp (:mod:`indexer.stamps`); an
+    :class:`~ckqti.errors.IndexFormatError` names the first missing or corrupted file."""
     path = Path(path)
     partial = path.with_name(path.name + ".partial")
     if not path.exists() and partial.is_dir():
@@ -66,7 +67,7 @@ def index_info(path: str | Path, verify: bool = False) -> IndexInfo:
                                "command resumes it)", path)
     m = Manifest.read(path)
     if verify:
-        verify_files(path, m)
+        verify_files(path, m, stamps=False)
     sizes = {f: sum(file_bytes(path / s.name / f) for s in m.shards) for f in SHARD_FILES}
     documents = sizes[DOCS_FILE]
     postings = sum(sizes.values()) - documents

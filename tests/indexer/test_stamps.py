@@ -1,0 +1,144 @@
+"""Verification stamps: an unchanged index opens without hashing its files again; a file written
+since, stamped with another checksum, or too recent to stamp safely is hashed."""
+
+import json
+import shutil
+import time
+
+import pytest
+
+import indexer.format as format_mod
+import indexer.stamps as stamps
+from ckqti import api
+from ckqti.errors import IndexFormatError
+from indexer.format import DOCS_FILE, POSTINGS_FILE, Manifest
+from indexer.stamps import STAMPS_FILE
+from retriever.index import Index
+from retriever.info import index_info
+
+
+@pytest.fixture
+def idx(tmp_path, scifact_index):
+    dst = tmp_path / "idx"
+    shutil.copytree(scifact_index, dst)
+    (dst / STAMPS_FILE).unlink(missing_ok=True)  # the shared index's own stamp: another copy's inodes
+    return dst
+
+
+def files_of(idx):
+    """The files a verification hashes: the vocabulary and each shard's four."""
+    return 1 + 4 * len(Manifest.read(idx).shards)
+
+
+@pytest.fixture
+def hashed(monkeypatch):
+    """The files hashed, in order, by every verification from here on."""
+    seen = []
+    real = format_mod.file_checksum
+
+    def counting(path, *args):
+        seen.append(path.name)
+        return real(path, *args)
+
+    monkeypatch.setattr(format_mod, "file_checksum", counting)
+    return seen
+
+
+@pytest.fixture
+def settled(monkeypatch):
+    """Stamping as if the files were written long ago (the clock 10 s ahead of them)."""
+    real = time.time_ns
+    monkeypatch.setattr(stamps.time, "time_ns", lambda: real() + 10 * stamps.RACY_NS)
+
+
+def test_an_unchanged_index_opens_without_hashing_again(idx, hashed, settled):
+    Index(idx).close()
+    assert len(hashed) == files_of(idx) and (idx / STAMPS_FILE).is_file()
+    Index(idx).close()
+    assert len(hashed) == files_of(idx)
+
+
+def test_files_written_within_the_racy_window_are_not_stamped(idx, hashed):
+    for f in idx.rglob("*.arrow"):
+        f.write_bytes(f.read_bytes())  # just written: the same bytes, a new ctime
+    Index(idx).close()
+    Index(idx).close()
+    assert not (idx / STAMPS_FILE).exists() and len(hashed) == 2 * files_of(idx)
+
+
+def test_a_write_after_stamping_is_caught_by_its_checksum(idx, hashed, settled):
+    Index(idx).close()
+    time.sleep(0.05)  # past the file system's timestamp granularity
+    path = idx / "shard-00000" / POSTINGS_FILE
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1  # same size, same inode: only the times tell
+    with open(path, "r+b") as f:
+        f.write(data)
+    with pytest.raises(IndexFormatError, match="checksum mismatch"):
+        Index(idx)
+    assert not (idx / STAMPS_FILE).exists()  # nothing stays trusted after a mismatch
+
+
+def test_a_write_while_hashing_leaves_the_stamp_stale_not_wrong(idx, monkeypatch, settled):
+    real = format_mod.file_checksum
+    path = idx / "shard-00000" / DOCS_FILE
+
+    def then_written(p, *args):
+        digest = real(p, *args)
+        if p == path:  # hashed as it was, then damaged before the stamp is written
+            time.sleep(0.05)
+            data = bytearray(p.read_bytes())
+            data[len(data) // 2] ^= 1
+            with open(p, "r+b") as f:
+                f.write(data)
+        return digest
+
+    monkeypatch.setattr(format_mod, "file_checksum", then_written)
+    Index(idx).close()
+    monkeypatch.setattr(format_mod, "file_checksum", real)
+    with pytest.raises(IndexFormatError, match="checksum mismatch"):
+        Index(idx)
+
+
+def test_after_a_compaction_only_the_new_files_are_hashed(idx, hashed, settled):
+    Index(idx).close()
+    api.compact(idx, 10_000)  # a new manifest and shard; the vocabulary stays
+    hashed.clear()
+    Index(idx).close()
+    assert sorted(hashed) == sorted(["postings.arrow", "segments.arrow", "terms.arrow", "docs.arrow"])
+    hashed.clear()
+    Index(idx).close()
+    assert hashed == []
+
+
+def test_a_file_stamped_with_another_checksum_is_hashed(idx, hashed, settled):
+    Index(idx).close()
+    body = json.loads((idx / STAMPS_FILE).read_text())
+    body["files"]["vocab.arrow"]["sha256"] = "0" * 64  # as if stamped for another manifest's vocabulary
+    (idx / STAMPS_FILE).write_text(json.dumps(body))
+    hashed.clear()
+    Index(idx).close()
+    assert hashed == ["vocab.arrow"]
+
+
+@pytest.mark.parametrize("content", ["not json", "[]", json.dumps({"version": 99, "files": {}})])
+def test_an_unreadable_stamp_means_hashing(idx, hashed, content):
+    (idx / STAMPS_FILE).write_text(content)
+    Index(idx).close()
+    assert len(hashed) == files_of(idx)
+
+
+def test_info_verify_hashes_whatever_the_stamp_says(idx, hashed, settled):
+    Index(idx).close()
+    hashed.clear()
+    assert index_info(idx, verify=True).verified and len(hashed) == files_of(idx)
+
+
+def test_an_index_that_cannot_be_written_to_still_opens(idx, hashed, settled, monkeypatch):
+    def refused(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(stamps, "replacing", refused)
+    Index(idx).close()
+    Index(idx).close()
+    assert not (idx / STAMPS_FILE).exists() and len(hashed) == 2 * files_of(idx)
