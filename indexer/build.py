@@ -316,7 +316,9 @@ def check_build_paths(corpus_path: Path, orcas: Path | None, out: Path, force: b
     directory)."""
     for path, kind in ((corpus_path, "corpus"), (orcas, "ORCAS")):
         if path is not None and not path.is_file():
-            why = "is not a regular file (a pipe is read once only; write it to a file first)" if path.exists() else "not found"
+            why = ("is a directory, not a file" if path.is_dir()
+                   else "is not a regular file (a pipe is read once only; write it to a file first)" if path.exists()
+                   else "not found")
             raise CkqtiError(f"{kind} file {why}", path)
     folder = next(p for p in out.resolve().parents if p.exists())
     if not os.access(folder, os.W_OK | os.X_OK):

@@ -502,3 +502,11 @@ def test_a_stranded_old_index_that_cannot_be_renamed_back_is_named(tmp_path, mon
         f"(an interrupted replace): rename it to {out}"
     )
     assert old.is_dir() and not out.exists()
+
+
+def test_a_corpus_that_is_a_directory_is_named_as_one(tmp_path):
+    """Not the pipe's advice, which is for a path that exists but is neither file nor directory."""
+    with pytest.raises(CkqtiError) as err:
+        api.index(tmp_path, tmp_path.parent / "never-built", progress=False)
+    assert str(err.value) == f"{tmp_path}: corpus file is a directory, not a file"
+    assert not (tmp_path.parent / "never-built").exists()
