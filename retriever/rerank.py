@@ -310,6 +310,8 @@ def rerank(
         raise InputError(f"depth must be at least 1, got {depth}")
     if str(candidates) != "bm25" and not Path(candidates).exists():
         raise InputError("candidates must be 'bm25', an index directory or a TREC run file", candidates)
+    if corpus is not None and Path(corpus).is_dir():  # else taken below for an index to read statistics from
+        raise InputError("is a directory, expected a corpus file (an index goes to --candidates)", corpus)
     if str(candidates) != "bm25" and Path(candidates).is_dir():
         candidates = Index(candidates)  # once: its checksums are read for its statistics and for its candidates
     # the collection whose vocabulary and statistics a model may read: the corpus's, else the candidate index's

@@ -136,6 +136,8 @@ def test_rerank_input_errors(scifact_small, tk_model, queries, tmp_path):
         rerank(queries, tmp_path / "missing", tk_model, tmp_path / "r.trec", corpus=scifact_small)
     with pytest.raises(InputError):
         rerank(queries, "bm25", tk_model, tmp_path / "r.trec", depth=0, corpus=scifact_small)
+    with pytest.raises(InputError, match=f"^{tmp_path}: is a directory, expected a corpus file"):
+        rerank(queries, "bm25", tk_model, tmp_path / "r.trec", corpus=tmp_path)  # not read as an index's statistics
 
 
 @pytest.mark.slow
