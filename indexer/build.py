@@ -26,7 +26,7 @@ import pyarrow as pa
 from tqdm.auto import tqdm
 
 from ckqti.errors import CkqtiError, DiskFullError
-from ckqti.files import naming_full_disk, replacing
+from ckqti.files import check_folder_of, naming_full_disk, replacing
 from ckqti.progress import progress_bar
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
@@ -315,6 +315,7 @@ def check_build_paths(corpus_path: Path, orcas: Path | None, out: Path, force: b
     directory or one above it, or an ``out`` holding an input (``force`` replaces the whole
     directory)."""
     check_input_files(corpus_path, orcas)
+    check_folder_of(out, "the index")
     folder = next(p for p in out.resolve().parents if p.exists())
     if not os.access(folder, os.W_OK | os.X_OK):
         raise CkqtiError(f"cannot be written: its folder {folder} is not writable (a build writes beside "
