@@ -184,7 +184,7 @@ def run(
     from indexer.readers import read_queries
     from retriever.runs import check_run_path, write_run
 
-    check_run_path(out, tag)
+    check_run_path(out, tag, {"queries file": queries})
     searcher = open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack)
     qs = read_queries(queries, fmt=fmt)
     stats = RunStats(queries=len(qs), searched=0)
@@ -260,7 +260,8 @@ def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path
 
     check_keywords(train_config, options, passed=("resume", "dev_qrels"))
     config = train_config(model, resume=resume, dev_qrels=dev_qrels, **options)
-    check_checkpoint_path(out)
+    check_checkpoint_path(out, {"corpus": corpus, "queries file": queries, "qrels file": qrels, "dev qrels file": dev_qrels,
+                                "embeddings checkpoint": options.get("embeddings"), "teacher file": options.get("teacher")})
     if model in RERANKER_MODELS:
         from ckqti.train import rerankers
 
@@ -281,12 +282,16 @@ def check_keywords(fn, options: dict, passed: tuple[str, ...] = ()) -> None:
         raise OptionError(f"unknown option(s) {', '.join(unknown)}; the options are {', '.join(sorted(takes))}")
 
 
-def check_checkpoint_path(out: str | Path) -> None:
-    """Before any training: ``out`` may be new or an earlier checkpoint (replaced), never a folder or
-    another kind of file."""
+def check_checkpoint_path(out: str | Path, inputs: dict[str, str | Path | None] | None = None) -> None:
+    """Before any training: ``out`` may be new or an earlier checkpoint (replaced), never a folder, a
+    path below a file, another kind of file or one of the training's ``inputs`` (what each is -> its
+    path: the checkpoint whose word vectors start the model)."""
+    from ckqti.files import check_folder_of, check_not_input
+
     out = Path(out)
     if out.is_dir():
         raise InputError("is a directory; a checkpoint is written to a file", out)
+    check_folder_of(out, "the checkpoint")
     if out.exists():
         from ckqti.models.checkpoint import load_checkpoint
 
@@ -294,6 +299,7 @@ def check_checkpoint_path(out: str | Path) -> None:
             load_checkpoint(out)
         except CkqtiError:
             raise InputError("exists and is not a ckqti checkpoint; training replaces only a checkpoint", out) from None
+    check_not_input(out, inputs or {})
 
 
 def rerank(queries: str | Path, candidates: str | Path, model: str | Path, out: str | Path, depth: int = 100,

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from ckqti.errors import InputError, QueryError
-from ckqti.files import replacing
+from ckqti.files import check_folder_of, replacing
 from ckqti.models.checkpoint import QTI_KINDS
 from ckqti.models.inputs import TokenSpan
 from ckqti.models.reranker import Reranker
@@ -340,9 +340,7 @@ def explain(
         CkqtiError: an unreadable checkpoint.
     """
     if html_out is not None:  # before any work
-        blocking = next((d for d in Path(html_out).absolute().parents if d.exists()), None)
-        if blocking is not None and not blocking.is_dir():
-            raise InputError(f"cannot write the HTML page: {blocking} is a file, not a directory", html_out)
+        check_folder_of(html_out, "the HTML page")
         if Path(html_out).is_dir():
             raise InputError("is a directory; the HTML page is written to a file", html_out)
         if not replaceable_page(Path(html_out)):  # a corpus or a manifest given by mistake is not overwritten

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ckqti.errors import DiskFullError
+from ckqti.errors import DiskFullError, InputError
 
 UNNAMED_STALE_AFTER = 24 * 3600
 """Seconds without a change after which :func:`scratch_dir` deletes a BM25 scratch folder named the
@@ -40,6 +40,36 @@ def replacing(path: Path) -> Iterator[Path]:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def check_folder_of(path: str | Path, what: str) -> None:
+    """Before any work for a writer of ``path``: the nearest existing path above it must be a folder
+    (the folders below it are made), not a file, of which ``mkdir`` would say only "File exists" or
+    "Not a directory", after the work and naming another path. ``what``: the output, as the
+    :class:`InputError` names it ("the run")."""
+    blocking = next((d for d in Path(path).absolute().parents if d.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise InputError(f"cannot write {what}: {blocking} is a file, not a directory", path)
+
+
+def check_not_input(out: str | Path, inputs: dict[str, str | Path | None]) -> None:
+    """``out`` must be none of the files a command reads (``inputs``: what each is, e.g. "candidates
+    run", -> its path or None), which writing ``out`` would replace: an :class:`InputError` naming it."""
+    for what, path in inputs.items():
+        if path is not None and same_file(out, path):
+            raise InputError(f"is also the {what} this command reads; choose another output (writing it would "
+                             "replace that input)", out)
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether ``a`` and ``b`` are paths of one existing file (by device and inode: links and other
+    spellings too); an input given as data (a mapping of queries) is none."""
+    if not all(isinstance(p, (str, os.PathLike)) for p in (a, b)):
+        return False
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):  # either missing, or a name the system refuses (a NUL byte)
+        return False
 
 
 @contextmanager

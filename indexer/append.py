@@ -33,7 +33,7 @@ from ckqti.progress import progress_bar
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 from indexer.analyze import AnalyzedCorpus, analyze_corpus
-from indexer.build import corpus_record, quantize_raw, score_shard, shard_ranges, write_vocab
+from indexer.build import check_input_files, corpus_record, quantize_raw, score_shard, shard_ranges, write_vocab
 from indexer.format import (
     DOCS_FILE,
     MANIFEST,
@@ -213,14 +213,13 @@ def append_index(
     manifest's), set up for the grown vocabulary; ``batch_size`` overrides the build's.
 
     Raises:
-        CkqtiError: a missing corpus, another model, a docid the index already holds (naming
+        CkqtiError: a corpus or ORCAS file that is no regular file, another model, a docid the index already holds (naming
             the corpus line), or a malformed corpus; the index is then unchanged.
     """
     index, corpus_path = Path(index_path), Path(corpus_path)
     if shard_size < 1:
         raise ValueError("shard_size must be >= 1")
-    if not corpus_path.is_file():
-        raise CkqtiError("corpus file not found", corpus_path)
+    check_input_files(corpus_path, Path(orcas) if orcas else None)  # a folder, a pipe, nothing: said as a build says it
     manifest = Manifest.read(index)
     with writer_lock(index):
         manifest = Manifest.read(index)

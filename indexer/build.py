@@ -26,7 +26,7 @@ import pyarrow as pa
 from tqdm.auto import tqdm
 
 from ckqti.errors import CkqtiError, DiskFullError
-from ckqti.files import naming_full_disk, replacing
+from ckqti.files import check_folder_of, naming_full_disk, replacing
 from ckqti.progress import progress_bar
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
@@ -314,12 +314,8 @@ def check_build_paths(corpus_path: Path, orcas: Path | None, out: Path, force: b
     and with ``force`` anything but a ckqti index (or an empty directory) there, the working
     directory or one above it, or an ``out`` holding an input (``force`` replaces the whole
     directory)."""
-    for path, kind in ((corpus_path, "corpus"), (orcas, "ORCAS")):
-        if path is not None and not path.is_file():
-            why = ("is a directory, not a file" if path.is_dir()
-                   else "is not a regular file (a pipe is read once only; write it to a file first)" if path.exists()
-                   else "not found")
-            raise CkqtiError(f"{kind} file {why}", path)
+    check_input_files(corpus_path, orcas)
+    check_folder_of(out, "the index")
     folder = next(p for p in out.resolve().parents if p.exists())
     if not os.access(folder, os.W_OK | os.X_OK):
         raise CkqtiError(f"cannot be written: its folder {folder} is not writable (a build writes beside "
@@ -341,6 +337,17 @@ def check_build_paths(corpus_path: Path, orcas: Path | None, out: Path, force: b
     for f in (corpus_path, orcas):
         if f is not None and target in f.resolve().parents:
             raise CkqtiError("holds an input file, which --force would delete; choose another output", out)
+
+
+def check_input_files(corpus_path: Path, orcas: Path | None) -> None:
+    """The corpus and the ORCAS file (None: none) of a build or an append must be regular files: a
+    :class:`CkqtiError` saying what one is instead (a folder, a pipe, nothing)."""
+    for path, kind in ((corpus_path, "corpus"), (orcas, "ORCAS")):
+        if path is not None and not path.is_file():
+            why = ("is a directory, not a file" if path.is_dir()
+                   else "is not a regular file (a pipe is read once only; write it to a file first)" if path.exists()
+                   else "not found")
+            raise CkqtiError(f"{kind} file {why}", path)
 
 
 def build_lock(out: Path):

@@ -304,7 +304,8 @@ def rerank(
     from indexer.readers import read_queries
     from retriever.runs import check_run_path, write_run
 
-    check_run_path(out, tag)
+    check_run_path(out, tag, {"queries file": queries_path, "corpus": corpus,
+                              "candidates run": None if str(candidates) == "bm25" else candidates})
     model_path = resolve_model(model_path)  # before any work: a model that is not there, by name or path
     if depth < 1:
         raise InputError(f"depth must be at least 1, got {depth}")

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from ckqti.errors import InputError
-from ckqti.files import replacing
+from ckqti.files import check_folder_of, check_not_input, replacing
 from indexer.readers.formats import iter_lines
 
 Ranking = Mapping[str, float] | Iterable[tuple[str, float]]
@@ -23,10 +23,11 @@ Ranking = Mapping[str, float] | Iterable[tuple[str, float]]
 _WHITESPACE = re.compile(r"\s")
 
 
-def check_run_path(path: str | Path, tag: str | None = None) -> None:
+def check_run_path(path: str | Path, tag: str | None = None, inputs: Mapping[str, str | Path | None] | None = None) -> None:
     """Before any work for a run: ``path`` may be new, empty or an earlier run (which the run
-    replaces), never a folder or another kind of file (a queries file, an index's manifest);
-    ``tag``, when given, must be a run tag :func:`write_run` can write."""
+    replaces), never a folder, a path below a file, another kind of file (a queries file, an
+    index's manifest) or one of the command's ``inputs`` (what each is -> its path: a run
+    reranked); ``tag``, when given, must be a run tag :func:`write_run` can write."""
     if tag is not None:
         try:
             _check_token(tag, "run tag")
@@ -35,11 +36,13 @@ def check_run_path(path: str | Path, tag: str | None = None) -> None:
     path = Path(path)
     if path.is_dir():
         raise InputError("is a directory; a run is written to a file", path)
+    check_folder_of(path, "the run")
     if path.exists():
         try:
             next(_run_rows(path), None)  # the first line
         except InputError:
             raise InputError("exists and is not a TREC run; a run replaces only a run file", path) from None
+    check_not_input(path, dict(inputs or {}))
 
 
 def trec_order(docs: Ranking) -> list[tuple[str, float]]:

@@ -53,7 +53,7 @@ def resolve_model(spec: str | Path) -> str:
     short name (:data:`BUNDLED`) as its checkpoint's path, else a path that must be a file.
 
     Raises:
-        CkqtiError: neither a file nor a known name, or a bundled model this install lacks.
+        CkqtiError: a directory, neither a file nor a known name, or a bundled model this install lacks.
     """
     spec = str(spec)
     if spec in UNTRAINED:
@@ -62,6 +62,8 @@ def resolve_model(spec: str | Path) -> str:
         if not BUNDLED[spec].is_file():
             raise CkqtiError(f"the bundled model {spec!r} is not in this install", BUNDLED[spec])
         return str(BUNDLED[spec])
+    if Path(spec).is_dir():  # an index, say: "not found" would send the user looking for a path that is there
+        raise CkqtiError(f"is a directory; a model is {MODEL_SPECS}", spec)
     if not Path(spec).is_file():
         raise CkqtiError(f"model not found: neither a file nor one of {MODEL_SPECS}", spec)
     return spec

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -304,6 +305,8 @@ def read_teacher(path: str | Path, index: Mapping[str, int], train_qrels: Mappin
         with open_binary(path) as raw:  # gzip by its magic bytes, whatever the name
             scores = json.loads(raw.read().decode("utf-8"))["scores"]
         items = scores.items()
+    except (EOFError, zlib.error) as err:  # a gzip stream cut short (click would show EOFError as "Aborted!")
+        raise InputError(f"corrupt gzip data ({err})", path) from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise InputError(f"not a teacher scores file ({err})", path) from err
     out = {}

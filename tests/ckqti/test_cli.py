@@ -631,3 +631,17 @@ def test_a_model_neither_a_file_nor_a_name_is_one_line(tmp_path, scifact_index):
             "Error: nosuch: model not found: neither a file nor one of 'ndrm2', 'ndrm2-anserini', 'ndrm3-scifact' "
             "(the bundled model) or a checkpoint written by 'ckqti train'"], (args, res.output)
     assert not (tmp_path / "i").exists() and not (tmp_path / "r.trec").exists()
+
+
+def test_a_model_that_is_a_directory_is_named_as_one(tmp_path, scifact_index):
+    """An index given as --model was 'model not found', a path that is there."""
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tcells\n")
+    for args in (["search", "cells", "--index", scifact_index, "--model", scifact_index],
+                 ["rerank", "--queries", queries, "--candidates", scifact_index, "--model", scifact_index,
+                  "--out", tmp_path / "r.trec"]):
+        res = invoke(*args)
+        assert res.exit_code == 1 and res.output.strip().splitlines() == [
+            f"Error: {scifact_index}: is a directory; a model is 'ndrm2', 'ndrm2-anserini', 'ndrm3-scifact' "
+            "(the bundled model) or a checkpoint written by 'ckqti train'"], (args, res.output)
+    assert not (tmp_path / "r.trec").exists()

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ckqti.files import replacing
+from ckqti.errors import InputError
+from ckqti.files import check_not_input, replacing, same_file
 
 
 def test_the_old_file_stays_whole_when_writing_fails(tmp_path):
@@ -138,3 +139,13 @@ def test_an_old_unnamed_scratch_folder_another_build_removes_meanwhile_is_passed
     with scratch_dir(tmp_path / "bm25") as tmp:
         assert tmp.is_dir()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_same_file_knows_a_file_by_any_spelling_and_data_is_no_file(tmp_path):
+    (tmp_path / "a.tsv").write_text("q\tx\n")
+    (tmp_path / "b").symlink_to(tmp_path / "a.tsv")
+    assert same_file(tmp_path / "a.tsv", tmp_path / "." / "a.tsv") and same_file(tmp_path / "b", str(tmp_path / "a.tsv"))
+    assert not same_file(tmp_path / "a.tsv", tmp_path / "missing") and not same_file(tmp_path / "a.tsv", {"q": "x"})
+    check_not_input(tmp_path / "new", {"queries file": tmp_path / "a.tsv", "corpus": None})
+    with pytest.raises(InputError, match=f"^{tmp_path / 'b'}: is also the queries file this command reads"):
+        check_not_input(tmp_path / "b", {"queries file": tmp_path / "a.tsv"})

@@ -293,6 +293,19 @@ def test_version_1_index_is_refused_with_the_rebuild_message(tmp_path, parts, in
         Index(idx)
 
 
+def test_a_corpus_or_orcas_file_that_is_a_directory_is_named_as_one(tmp_path, parts, index_a):
+    """An append said 'corpus file not found' of a directory that is there, as a build does not."""
+    idx = copy_of(index_a, tmp_path)
+    before = Manifest.read(idx).num_docs
+    with pytest.raises(CkqtiError) as err:
+        api.append(tmp_path, idx, progress=False)
+    assert str(err.value) == f"{tmp_path}: corpus file is a directory, not a file"
+    with pytest.raises(CkqtiError) as err:
+        api.append(parts[1], idx, orcas=tmp_path, progress=False)
+    assert str(err.value) == f"{tmp_path}: ORCAS file is a directory, not a file"
+    assert Manifest.read(idx).num_docs == before
+
+
 def test_append_refuses_another_model_and_precomputed_indexes(tmp_path, parts, index_a):
     a, b, _ = parts
     idx = copy_of(index_a, tmp_path)

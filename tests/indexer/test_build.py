@@ -504,6 +504,16 @@ def test_a_stranded_old_index_that_cannot_be_renamed_back_is_named(tmp_path, mon
     assert old.is_dir() and not out.exists()
 
 
+def test_an_output_below_a_file_names_the_file_as_one(tmp_path, scifact_small):
+    """It was 'its folder NOTES is not writable': a file called a folder, and advice about permissions."""
+    (tmp_path / "notes").write_text("mine")
+    out = tmp_path / "notes" / "idx"
+    with pytest.raises(CkqtiError) as err:
+        api.index(scifact_small, out, model="ndrm2", progress=False)
+    assert str(err.value) == f"{out}: cannot write the index: {tmp_path / 'notes'} is a file, not a directory"
+    assert (tmp_path / "notes").read_text() == "mine"
+
+
 def test_a_corpus_that_is_a_directory_is_named_as_one(tmp_path):
     """Not the pipe's advice, which is for a path that exists but is neither file nor directory."""
     with pytest.raises(CkqtiError) as err:

@@ -140,6 +140,17 @@ def test_rerank_input_errors(scifact_small, tk_model, queries, tmp_path):
         rerank(queries, "bm25", tk_model, tmp_path / "r.trec", corpus=tmp_path)  # not read as an index's statistics
 
 
+def test_rerank_never_writes_over_its_candidates_run(scifact_small, tk_model, queries, tmp_path):
+    """--out given the --candidates run: the run was read, reranked and written over it."""
+    docids = [json.loads(line)["_id"] for line in scifact_small.read_text().splitlines()]
+    first = tmp_path / "first.trec"
+    write_run(first, {"q0": {d: float(-i) for i, d in enumerate(docids[:5])}}, "first")
+    before = first.read_bytes()
+    with pytest.raises(InputError, match=f"^{first}: is also the candidates run this command reads"):
+        rerank(queries, first, tk_model, first, corpus=scifact_small)
+    assert first.read_bytes() == before and not (tmp_path / "first.trec.work").exists()
+
+
 @pytest.mark.slow
 def test_rerank_bm25_candidates(scifact_small, tk_model, queries, tmp_path):
     """Pyserini BM25 (Java, in a child process) gives the candidates; the run reorders exactly them."""

@@ -115,6 +115,25 @@ def test_check_run_path_replaces_only_a_run(tmp_path):
             check_run_path(tmp_path / "new.trec", tag)
 
 
+def test_check_run_path_names_a_file_in_the_way_and_refuses_an_input(tmp_path):
+    """A file where the run's folder would be was found only when the run was written, after the
+    search, as "File exists" naming that file; a run given as the run to write was replaced."""
+    (tmp_path / "notes").write_text("mine")
+    for below in (tmp_path / "notes" / "r.trec", tmp_path / "notes" / "sub" / "r.trec"):
+        with pytest.raises(InputError) as err:
+            check_run_path(below)
+        assert str(err.value) == f"{below}: cannot write the run: {tmp_path / 'notes'} is a file, not a directory"
+    first = tmp_path / "first.trec"
+    write_run(first, {"q": [("d", 1.0)]}, "t")
+    for spelling in (first, tmp_path / "." / "first.trec"):
+        with pytest.raises(InputError) as err:
+            check_run_path(spelling, inputs={"queries file": tmp_path / "q.tsv", "candidates run": first})
+        assert str(err.value) == (f"{spelling}: is also the candidates run this command reads; choose another output "
+                                  "(writing it would replace that input)")
+    check_run_path(tmp_path / "new.trec", inputs={"candidates run": first, "corpus": None})
+    assert (tmp_path / "notes").read_text() == "mine" and read_run(first) == {"q": {"d": 1.0}}
+
+
 def test_a_gzip_run_names_itself_in_its_header(tmp_path):
     write_run(tmp_path / "r.trec.gz", {"q": [("d", 1.0)]}, "t")
     raw = (tmp_path / "r.trec.gz").read_bytes()

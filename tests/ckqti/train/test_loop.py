@@ -228,6 +228,21 @@ def test_a_non_finite_loss_stops_training():
             finite_loss(torch.tensor(bad), "epoch 2, step 3")
 
 
+def test_a_truncated_gzip_teacher_file_is_named(tmp_path):
+    """Its EOFError reached click, which printed only 'Aborted!'."""
+    import gzip
+
+    from ckqti.errors import InputError
+    from ckqti.train.loop import read_teacher
+
+    whole = gzip.compress(b'{"scores": {"q": {"d1": 1.0, "d2": 0.5}}}')
+    cut = tmp_path / "teacher.json.gz"
+    cut.write_bytes(whole[:len(whole) // 2])
+    with pytest.raises(InputError) as err:
+        read_teacher(cut, {"d1": 0, "d2": 1}, {"q": {}})
+    assert str(err.value).startswith(f"{cut}: corrupt gzip data (")
+
+
 def test_teacher_scores_of_title_pseudo_queries_reach_training_with_weak_supervision(tmp_path, tiny_scifact):
     coll = load_collection(tiny_scifact["corpus"])
     titles = sorted(q for q in tiny_scifact["candidates"] if q.startswith("title:"))[:5]

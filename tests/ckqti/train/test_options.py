@@ -82,6 +82,34 @@ def test_api_train_refuses_an_output_that_is_not_a_checkpoint(tmp_path):
     assert notes.read_text() == "mine" and not (tmp_path / "notes.txt.work").exists()
 
 
+def test_api_train_refuses_an_output_below_a_file_or_equal_to_its_start_checkpoint(tmp_path):
+    """Before any work: a file where --out's folder would be was 'OUT.work: Not a directory' (a path not
+    given) once the inputs were read; the checkpoint whose word vectors start the model, given as
+    --out, was replaced by the trained one."""
+    from ckqti.errors import InputError
+    from ckqti.models.checkpoint import save_checkpoint
+    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+    from ckqti.text import Analyzer
+    from ckqti.vocab import Vocabulary
+
+    args = (tmp_path / "c.jsonl", tmp_path / "q.tsv", tmp_path / "r.tsv")  # never read: the checks come first
+    (tmp_path / "notes").write_text("mine")
+    with pytest.raises(InputError) as err:
+        api.train("ndrm2", *args, tmp_path / "notes" / "m.pt")
+    assert str(err.value) == (f"{tmp_path / 'notes' / 'm.pt'}: cannot write the checkpoint: {tmp_path / 'notes'} is "
+                              "a file, not a directory")
+    vocab = Vocabulary.build([["white", "matter"]])
+    config = NDRMConfig(vocab_size=len(vocab), variant="ndrm3", dim=8, num_heads=2, ff_dim=8, mlp_hidden=8, num_layers=1)
+    start = save_checkpoint(tmp_path / "start.pt", build_ndrm(config, vocab), "ndrm3", config.to_dict(), vocab,
+                            Analyzer()).path
+    before = start.read_bytes()
+    with pytest.raises(InputError) as err:
+        api.train("ndrm3", *args, start, embeddings=str(start))
+    assert str(err.value) == (f"{start}: is also the embeddings checkpoint this command reads; choose another output "
+                              "(writing it would replace that input)")
+    assert start.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["notes", "start.pt"]
+
+
 @pytest.mark.parametrize("options, message", [
     ({"bogus": 1}, "unknown option(s) bogus; the options are batch_size, "),
     ({"epochs": 0}, "epochs must be an integer >= 1, got 0"),
