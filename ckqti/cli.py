@@ -34,8 +34,9 @@ class EmbeddingStart(click.ParamType):
 
 
 class Group(click.Group):
-    """Turns every :class:`CkqtiError`, and an operating system's refusal (a read-only folder, a
-    full disk), into a one-line message and a non-zero exit; Ctrl-C into ``interrupted`` and exit 130."""
+    """Turns every :class:`CkqtiError`, an operating system's refusal (a read-only folder, a full
+    disk) and a file cut short that no reader named, into a one-line message and a non-zero exit;
+    Ctrl-C into ``interrupted`` and exit 130."""
 
     def invoke(self, ctx):
         try:
@@ -50,6 +51,10 @@ class Group(click.Group):
             close_progress_bars()
             echo("interrupted", err=True)
             sys.exit(130)
+        except EOFError as e:  # data cut short where no reader names its file (click would print a bare "Aborted!")
+            close_progress_bars()
+            raise click.ClickException(visible(f"a file ended before its data did ({e or 'EOFError'}): "
+                                               "an interrupted download or copy?")) from None
         except BrokenPipeError:  # the reader left (`ckqti info | head -1`): nothing to say to it
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit must not fail again
             sys.exit(1)

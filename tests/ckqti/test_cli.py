@@ -408,6 +408,18 @@ def test_error_starts_its_own_line_after_an_open_progress_bar(tmp_path, monkeypa
 
 
 
+def test_a_file_cut_short_that_no_reader_names_is_one_line_not_aborted(tmp_path, monkeypatch):
+    """click reads an EOFError as a closed terminal and prints only "Aborted!"."""
+    def cut_short(*args, **kwargs):
+        raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+
+    monkeypatch.setattr(api, "info", cut_short)
+    res = invoke("info", "--index", tmp_path)
+    assert res.exit_code == 1 and "Aborted" not in res.output
+    assert res.output.strip().splitlines() == [
+        "Error: a file ended before its data did (Compressed file ended before the end-of-stream marker was reached): "
+        "an interrupted download or copy?"]
+
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path, monkeypatch):
     from tqdm.auto import tqdm
 
