@@ -346,6 +346,8 @@ def explain(
         if not replaceable_page(Path(html_out)):  # a corpus or a manifest given by mistake is not overwritten
             raise InputError("exists and is not an explanation page; --html replaces only an earlier page or an "
                              "empty file", html_out)
+    if corpus is not None and Path(corpus).is_dir():
+        raise InputError("is a directory, expected a corpus file (an index goes to --index)", corpus)
     if index is not None and corpus is None:
         from retriever.index import Index
 

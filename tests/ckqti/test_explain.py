@@ -267,6 +267,9 @@ def test_unknown_document_and_source_errors(setup):
         explain("q", "no-such-doc", setup["paths"]["tk"], corpus=setup["corpus"])
     with pytest.raises(InputError):
         explain("q", "long-1", setup["paths"]["tk"])  # neither corpus nor index
+    folder = Path(setup["corpus"]).parent
+    with pytest.raises(InputError, match=f"^{folder}: is a directory, expected a corpus file \\(an index goes to --index\\)"):
+        explain("q", "long-1", setup["paths"]["tk"], corpus=folder)
     for kind, query in (("tk", ""), ("tk", "the of and"), ("idcm", "  ")):  # as search refuses them
         with pytest.raises(QueryError, match="has no terms the model reads"):
             explain(query, "long-1", setup["paths"][kind], corpus=setup["corpus"], device="cpu")
