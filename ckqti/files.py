@@ -25,13 +25,15 @@ segments) far more often than that."""
 
 
 @contextmanager
-def replacing(path: Path) -> Iterator[Path]:
-    """A temporary path beside ``path`` (its folders made) to write to; renamed to ``path`` when the
+def replacing(path: Path, make_folders: bool = True) -> Iterator[Path]:
+    """A temporary path beside ``path`` (its folders made, unless not ``make_folders``: then a
+    missing folder is a :class:`FileNotFoundError`) to write to; renamed to ``path`` when the
     block ends without error, removed otherwise: readers never see a half-written ``path``. The
     temporary name is hidden and unique, so two writers of one path never write into each other's
     file (the last to finish wins, whole)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if make_folders:
+        path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(path)
     tmp = temp_beside(path)
     try:

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -210,6 +211,7 @@ def verify_files(directory: Path, manifest: Manifest, stamps: bool = True) -> No
     expected = [(manifest.vocab_file, manifest.vocab_checksum)]
     for s in manifest.shards:
         expected += [(f"{s.name}/{f}", s.files[f]) for f in SHARD_FILES]
+    started = time.time_ns()  # before any stat: the racy window counts from here, not from after the hashing
     old = read_stamps(directory)
     entries = {}
     for name, want in expected:
@@ -225,4 +227,4 @@ def verify_files(directory: Path, manifest: Manifest, stamps: bool = True) -> No
             forget(directory)
             raise IndexFormatError("index file corrupted (checksum mismatch); rebuild the index", path)
         entries[name] = {"sha256": want, "stat": stat}
-    record(directory, entries, old)
+    record(directory, entries, old, now_ns=started)

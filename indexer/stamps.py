@@ -64,16 +64,18 @@ def trusted(stamps: dict[str, dict], directory: Path, name: str, digest: str) ->
 def record(directory: Path, entries: dict[str, dict], old: dict[str, dict], now_ns: int | None = None) -> bool:
     """Write ``entries`` (``{name: {"sha256", "stat"}}``, each stat taken before its file was hashed,
     so a write during the hashing leaves it stale) as ``directory``'s stamp, leaving out files
-    changed within :data:`RACY_NS` of ``now_ns`` (default: now). Nothing is written when that is
-    what ``old`` holds already, or when ``directory`` cannot be written to. Returns whether the
-    stamp was written."""
+    changed within :data:`RACY_NS` of ``now_ns`` (default: now; a check passes the time before its
+    first stat, so that a long hash does not age a file into being stamped). Nothing is written
+    when that is what ``old`` holds already, or when ``directory`` cannot be written to or is gone
+    (removed or replaced during the check: it is not made again). Returns whether the stamp was
+    written."""
     now_ns = time.time_ns() if now_ns is None else now_ns
     keep = {name: e for name, e in entries.items() if e["stat"] is not None and max(e["stat"][2:]) <= now_ns - RACY_NS}
     if keep == old:
         return False
     body = {"version": STAMPS_VERSION, "files": keep}
     with contextlib.suppress(OSError, CkqtiError):  # a read-only folder, a full disk: hash again next time
-        with replacing(directory / STAMPS_FILE) as tmp:
+        with replacing(directory / STAMPS_FILE, make_folders=False) as tmp:
             tmp.write_text(json.dumps(body, indent=1, sort_keys=True))
         return True
     return False

@@ -58,9 +58,11 @@ def test_an_unchanged_index_opens_without_hashing_again(idx, hashed, settled):
     assert len(hashed) == files_of(idx)
 
 
-def test_files_written_within_the_racy_window_are_not_stamped(idx, hashed):
+def test_files_written_within_the_racy_window_are_not_stamped(idx, hashed, monkeypatch):
     for f in idx.rglob("*.arrow"):
         f.write_bytes(f.read_bytes())  # just written: the same bytes, a new ctime
+    now = time.time_ns()
+    monkeypatch.setattr(stamps.time, "time_ns", lambda: now)  # however slow the opens below (a busy machine)
     Index(idx).close()
     Index(idx).close()
     assert not (idx / STAMPS_FILE).exists() and len(hashed) == 2 * files_of(idx)
@@ -135,10 +137,45 @@ def test_info_verify_hashes_whatever_the_stamp_says(idx, hashed, settled):
 
 
 def test_an_index_that_cannot_be_written_to_still_opens(idx, hashed, settled, monkeypatch):
-    def refused(path):
+    def refused(path, **kwargs):
         raise PermissionError(13, "Permission denied", str(path))
 
     monkeypatch.setattr(stamps, "replacing", refused)
     Index(idx).close()
     Index(idx).close()
     assert not (idx / STAMPS_FILE).exists() and len(hashed) == 2 * files_of(idx)
+
+
+def test_the_racy_window_counts_from_before_the_hashing(idx, monkeypatch):
+    """A long hash must not age a file into being stamped: a write in its timestamp's tick after
+    the stat, on a file system with coarse timestamps, would leave the same stat."""
+    for f in idx.rglob("*.arrow"):
+        f.write_bytes(f.read_bytes())  # just written
+    clock = [time.time_ns()]
+    monkeypatch.setattr(stamps.time, "time_ns", lambda: clock[0])
+    real = format_mod.file_checksum
+
+    def slow(path, *args):  # each file takes 10 s to hash
+        clock[0] += 5 * stamps.RACY_NS
+        return real(path, *args)
+
+    monkeypatch.setattr(format_mod, "file_checksum", slow)
+    Index(idx).close()
+    assert not (idx / STAMPS_FILE).exists()
+
+
+def test_an_index_removed_while_it_was_checked_is_not_made_again(idx, monkeypatch, settled):
+    """The stamp is written into the index's folder as it is, never into a new one (a `rm -rf` or a
+    replacement during the check would leave a folder holding only a stamp)."""
+    real = format_mod.file_checksum
+    last = idx / Manifest.read(idx).shards[-1].name / "docs.arrow"
+
+    def then_removed(path, *args):
+        digest = real(path, *args)
+        if path == last:
+            shutil.rmtree(idx)
+        return digest
+
+    monkeypatch.setattr(format_mod, "file_checksum", then_removed)
+    format_mod.verify_files(idx, Manifest.read(idx))
+    assert not idx.exists()
