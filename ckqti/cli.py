@@ -53,7 +53,7 @@ class Group(click.Group):
             sys.exit(130)
         except EOFError as e:  # data cut short where no reader names its file (click would print a bare "Aborted!")
             close_progress_bars()
-            raise click.ClickException(visible(f"a file ended before its data did ({e or 'EOFError'}): "
+            raise click.ClickException(visible(f"a file ended before its data did ({str(e) or 'EOFError'}): "
                                                "an interrupted download or copy?")) from None
         except BrokenPipeError:  # the reader left (`ckqti info | head -1`): nothing to say to it
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit must not fail again

@@ -420,6 +420,18 @@ def test_a_file_cut_short_that_no_reader_names_is_one_line_not_aborted(tmp_path,
         "Error: a file ended before its data did (Compressed file ended before the end-of-stream marker was reached): "
         "an interrupted download or copy?"]
 
+
+def test_a_file_cut_short_without_a_message_is_named_by_its_error(tmp_path, monkeypatch):
+    """A bare EOFError (as some readers raise it) said "()" where its message would be."""
+    def cut_short(*args, **kwargs):
+        raise EOFError
+
+    monkeypatch.setattr(api, "info", cut_short)
+    res = invoke("info", "--index", tmp_path)
+    assert res.exit_code == 1 and res.output.strip().splitlines() == [
+        "Error: a file ended before its data did (EOFError): an interrupted download or copy?"]
+
+
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path, monkeypatch):
     from tqdm.auto import tqdm
 
