@@ -6,8 +6,8 @@ Hashing is what a verified open costs at scale: sha256 reads about 1.5 GB/s here
 few GB takes seconds before each ``ckqti search``. A stamp is kept in ``INDEX/.verified.json``
 with, for each file, the checksum it matched and its stat then. A file the manifest names with that
 checksum and that still has that stat is taken as matching (after an append only the new files
-are hashed). Any write to a file moves its status-change time (``ctime``), which no program can
-set back, and a replaced file has another inode: only damage below the file system (a failing
+are hashed). Any write to a file moves its status-change time (``ctime``, on Linux and macOS; on
+Windows it is the creation time), which no program can set back, and a replaced file has another inode: only damage below the file system (a failing
 disk) escapes a stamp, and ``ckqti info --verify`` hashes every file whatever the stamp says.
 
 A file changed within :data:`RACY_NS` of being stamped could keep its times on a file system with
