@@ -23,9 +23,12 @@ from retriever.kernels import (
     build_skips,
     dense_select,
     dense_topk,
+    kth_largest,
     merge_segment,
+    order_descending,
     posting_impacts,
     saat_topk,
+    shell_sort,
 )
 
 
@@ -351,3 +354,28 @@ def test_a_list_id_equal_to_the_list_count_is_empty(warmup):
     assert a["seg_ptr"].shape[0] - 1 == 5
     assert search(a, 4, [2, 3, 5], [1, 1, 1], 10, warmup=warmup)[:2] == ([2, 1, 0, 3], [9, 7, 5, 3])
     assert search(a, 4, [5], [1], 10, warmup=warmup)[:2] == ([], [])
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 9, 10, 57, 300, 2_000])
+def test_shell_sort_sorts_the_first_n_and_leaves_the_rest(n):
+    rng = np.random.default_rng(n)
+    a = rng.integers(0, 50 if n % 2 else 2**32, n + 5).astype(np.uint32)  # odd n: many duplicates
+    want = np.concatenate([np.sort(a[:n]), a[n:]])
+    shell_sort(a, n)
+    assert np.array_equal(a, want)
+
+
+def test_order_descending_breaks_ties_by_index():
+    rng = np.random.default_rng(0)
+    for m in (0, 1, 3, 8, 20):
+        pot = rng.integers(0, 4, m).astype(np.int64)
+        assert order_descending(pot).tolist() == np.argsort(-pot, kind="stable").tolist()
+
+
+def test_kth_largest_is_the_smallest_when_fewer_than_k():
+    vals = np.array([7, 3, 9, 5], np.int64)
+    docs = np.arange(4, dtype=np.int64)
+    hv, hd = np.zeros(10, np.int64), np.zeros(10, np.int64)
+    assert kth_largest(vals, docs, 4, 2, hv, hd) == 7
+    assert kth_largest(vals, docs, 3, 5, hv, hd) == 3
+    assert kth_largest(vals, docs, 0, 5, hv, hd) == 0
