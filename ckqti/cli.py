@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import sys
+import threading
 
 import click
 
@@ -260,7 +262,8 @@ def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channe
 
     query = decoded_argument(query)  # bytes that are not UTF-8 would go into --json as lone surrogates
     searcher = api.open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack)
-    res = searcher.search(query, k)
+    with note_if_slow(SLOW_SEARCH_AFTER, SLOW_SEARCH_NOTE):
+        res = searcher.search(query, k)
     if readings := non_ascii_readings(query, searcher.index.analyzer):
         shown = "; ".join(f"{w} as {' '.join(terms) or 'nothing'}" for w, terms in readings)
         echo(f"note: the analyzer reads ASCII letters and digits only: {shown}", err=True)
@@ -273,6 +276,24 @@ def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channe
         return
     for line in search_lines(searcher, res):
         echo(line)
+
+
+SLOW_SEARCH_AFTER = 3.0  # seconds
+SLOW_SEARCH_NOTE = ("note: still searching: the first search after installing ckqti compiles its search kernels "
+                    "(10-20 s on 2 cores, once; later searches load them)")
+
+
+@contextlib.contextmanager
+def note_if_slow(seconds: float, text: str):
+    """Print ``text`` on stderr if the block is still running after ``seconds`` (a first search
+    compiles Numba kernels for 10-20 s in silence, which looks like a hang)."""
+    timer = threading.Timer(seconds, echo, (text,), {"err": True})
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def count_queries(n: int) -> str:

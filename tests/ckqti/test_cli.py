@@ -669,3 +669,27 @@ def test_a_model_that_is_a_directory_is_named_as_one(tmp_path, scifact_index):
             f"Error: {scifact_index}: is a directory; a model is 'ndrm2', 'ndrm2-anserini', 'ndrm3-scifact' "
             "(the bundled model) or a checkpoint written by 'ckqti train'"], (args, res.output)
     assert not (tmp_path / "r.trec").exists()
+
+
+def test_a_search_still_running_after_a_while_says_why_it_may_be(scifact_index, monkeypatch):
+    """A first search compiles the kernels for 10-20 s: a note says so, rather than leave a silent
+    terminal; a search that returns in time prints none."""
+    import time
+
+    import ckqti.cli as cli_mod
+    from retriever.search import Searcher
+
+    res = invoke("search", "white matter", "--index", scifact_index, "-k", "2")
+    assert res.exit_code == 0 and "note: still searching" not in res.stderr
+
+    real = Searcher.search
+
+    def slow(self, *args, **kwargs):
+        time.sleep(0.5)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Searcher, "search", slow)
+    monkeypatch.setattr(cli_mod, "SLOW_SEARCH_AFTER", 0.05)
+    res = invoke("search", "white matter", "--index", scifact_index, "-k", "2")
+    assert res.exit_code == 0 and res.stderr.splitlines()[0] == cli_mod.SLOW_SEARCH_NOTE, res.stderr
+    assert res.stdout.startswith("  1  ") and "note:" not in res.stdout  # the hits, on stdout alone
