@@ -84,6 +84,7 @@ DENSE_AFTER = 8
 # 100k uint16 accumulators: 52 us document by document, 11 us so; 1M: 515-645 and 80-90 us
 # (session 19, out of tree).
 DENSE_BLOCK = 1024
+ROOT = np.int64(0)  # a heap's root index. Calls pass it, and counters start at np.int64(0), not at a literal 0: Numba compiles a callee once more for a literal argument (the first search compiled 10.6 s with them, 8.9 without)
 SLACK_SHIFT = 10  # ``slack`` is in units of 1/1024
 EXACT_SLACK = 1 << SLACK_SHIFT  # slack 1: prune with the true bound (exact)
 
@@ -256,7 +257,7 @@ def heap_sorted(hv, hd, n):
     for last in range(n - 1, 0, -1):
         hv[0], hv[last] = hv[last], hv[0]
         hd[0], hd[last] = hd[last], hd[0]
-        heap_sift_down(hv, hd, 0, last)
+        heap_sift_down(hv, hd, ROOT, last)
     return n
 
 
@@ -280,7 +281,7 @@ def select_topk(acc, touched, ntouched, k, hd, hv):
             acc[d] = 0
             if v > rv or (v == rv and d < rd):
                 hv[0], hd[0] = v, d
-                heap_sift_down(hv, hd, 0, n)
+                heap_sift_down(hv, hd, ROOT, n)
                 rv, rd = hv[0], hd[0]
     return heap_sorted(hv, hd, n)
 
@@ -323,7 +324,7 @@ def collect_topk(acc, touched, ntouched, hist, k, theta, cnt, hd, hv):
     Ties are broken by ascending document number.
     """
     floor = theta if cnt >= k else 1
-    h = 0
+    h = np.int64(0)  # not a literal: see ROOT
     for i in range(ntouched):
         d = touched[i]
         v = np.int64(acc[d])
@@ -375,7 +376,7 @@ def heap_offer(hv, hd, n, k, v, d):
                 heap_sift_down(hv, hd, i, n)
     elif v > hv[0] or (v == hv[0] and d < hd[0]):
         hv[0], hd[0] = v, d
-        heap_sift_down(hv, hd, 0, n)
+        heap_sift_down(hv, hd, ROOT, n)
     return n
 
 
@@ -383,7 +384,7 @@ def heap_offer(hv, hd, n, k, v, d):
 def kth_largest(vals, docs, n, k, hv, hd):
     """The k-th largest of ``vals[:n]`` (the smallest when ``n < k``), kept by :func:`heap_offer`
     in ``hv, hd`` (scratch, >= k): no sort and no allocation, once per finished term."""
-    h = 0
+    h = np.int64(0)
     for i in range(n):
         h = heap_offer(hv, hd, h, k, vals[i], docs[i])
     if h == k:
@@ -513,7 +514,7 @@ def finish_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, to
                 docs[j], vals[j] = docs[i], vals[i]
                 j += 1
         n = j
-    h = 0
+    h = np.int64(0)
     for j in range(n):
         h = heap_offer(hv, hd, h, k, vals[j], docs[j])
     return heap_sorted(hv, hd, h)
@@ -606,7 +607,7 @@ def dense_select(acc, k, out_docs, out_vals):
                 v = np.int64(block[j])
                 if v > rv:  # documents come in ascending order: a tie with the root never displaces it
                     out_vals[0], out_docs[0] = v, b0 + j
-                    heap_sift_down(out_vals, out_docs, 0, k)
+                    heap_sift_down(out_vals, out_docs, ROOT, k)
                     rv = out_vals[0]
         block[:] = 0
     return heap_sorted(out_vals, out_docs, k)
@@ -626,7 +627,7 @@ def block_max(a):
 def term_ranges(terms, seg_ptr, seg_start, cur, end):
     """Each term's segments ``cur[i]:end[i]`` (empty for a list the shard does not have: written
     before the term existed); returns the postings they hold."""
-    left = 0
+    left = np.int64(0)  # not the literal 0: a literal argument compiles warm_up twice
     for i in range(terms.shape[0]):
         if 0 <= terms[i] < seg_ptr.shape[0] - 1:
             cur[i], end[i] = seg_ptr[terms[i]], seg_ptr[terms[i] + 1]
