@@ -3,12 +3,13 @@ status-change times) when their checksums last matched the manifest, so that ope
 index does not hash every byte again.
 
 Hashing is what a verified open costs at scale: sha256 reads about 1.5 GB/s here, so an index of a
-few GB takes seconds before each ``ckqti search``. A stamp is kept in ``INDEX/.verified.json``
-with, for each file, the checksum it matched and its stat then. A file the manifest names with that
-checksum and that still has that stat is taken as matching (after an append only the new files
-are hashed). Any write to a file moves its status-change time (``ctime``, on Linux and macOS; on
-Windows it is the creation time), which no program can set back, and a replaced file has another inode: only damage below the file system (a failing
-disk) escapes a stamp, and ``ckqti info --verify`` hashes every file whatever the stamp says.
+few GB takes seconds before each ``ckqti search``. A stamp is kept in ``INDEX/.verified.json`` with,
+for each file, the checksum it matched and its stat then. A file the manifest names with that
+checksum and that still has that stat is taken as matching (after an append only the new files are
+hashed). Any write to a file moves its status-change time (``ctime``, on Linux and macOS; on Windows
+it is the creation time), which programs cannot set (``utime`` sets only the access and modification
+times), and a replaced file has another inode: only damage below the file system (a failing disk)
+escapes a stamp, and ``ckqti info --verify`` hashes every file whatever the stamp says.
 
 A file changed within :data:`RACY_NS` of being stamped could keep its times on a file system with
 coarse timestamps (git's "racy clean" problem), so files that recent are never stamped: they are
