@@ -253,7 +253,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     try:
         payload = torch.load(p, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many types for a damaged or foreign file
-        raise CkqtiError(f"not a readable ckqti checkpoint ({type(err).__name__})", p) from None
+        raise CkqtiError(f"not a readable ckqti checkpoint: {unreadable_reason(p, err)}", p) from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CkqtiError("not a ckqti checkpoint", p)
     if payload.get("format_version") != FORMAT_VERSION:
@@ -268,6 +268,20 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     if content_hash(ckpt.kind, ckpt.config, ckpt.analyzer, vocab, ckpt.state_dict, ckpt.fallback) != ckpt.content_hash:
         raise CkqtiError("checkpoint content does not match its hash (corrupted file?)", p)
     return ckpt
+
+
+TORCH_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive
+
+
+def unreadable_reason(path: Path, err: Exception) -> str:
+    """Why torch could not load ``path``: not a file torch.save wrote (its first bytes), or one cut
+    short or damaged (torch's own first line, which a bare exception name like "KeyError" hid)."""
+    with open(path, "rb") as f:
+        head = f.read(len(TORCH_MAGIC))
+    if head != TORCH_MAGIC:
+        return "not a file torch.save wrote"
+    first = (str(err).splitlines() or [type(err).__name__])[0].split(". ")[0]  # torch's first sentence
+    return f"torch cannot read it ({first[:160]}): cut short or damaged?"
 
 
 def remap_rows(matrix: Tensor, source: Vocabulary, target: Vocabulary, fallback: str = "minilm") -> Tensor:
