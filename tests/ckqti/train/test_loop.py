@@ -206,7 +206,10 @@ def test_teacher_scores_reach_training_queries_only(tmp_path, tiny_scifact):
     for body, why in (('{"scores": {"q": {"%s": NaN}}}' % docid, "not a finite number"),
                       ('{"scores": {"q": {"%s": 1e400}}}' % docid, "not a finite number"),
                       ('{"scores": {"q": {"%s": "high"}}}' % docid, "not a finite number"),
-                      ('{"scores": {"q": 5}}', "must be an object")):
+                      ('{"scores": {"q": 5}}', "must be an object"),
+                      ('[1, 2]', r'expected a JSON object \{"scores": \{qid: \{docid: score\}\}\}'),  # a list, not an object
+                      ('{"teacher": "x"}', r'expected a JSON object \{"scores"'),
+                      ('{"scores": [1]}', r'expected a JSON object \{"scores"')):
         (tmp_path / "odd.json").write_text(body)
         with pytest.raises(InputError, match=why):
             read_teacher(tmp_path / "odd.json", coll.index(), {"q": {}})
