@@ -13,7 +13,7 @@ import click
 
 from ckqti import api
 from ckqti.errors import CkqtiError, OptionError
-from ckqti.terminal import columns_of, decoded_argument, visible
+from ckqti.terminal import columns_of, decoded_argument, repaired, visible
 
 POSITIVE = click.IntRange(min=1)  # counts: results, shard and batch sizes, threads, epochs
 SNIPPET_COLUMNS = 100  # terminal columns of a search hit's title and snippet lines (cut between words)
@@ -325,9 +325,9 @@ def search_lines(searcher, res) -> list[str]:
     lines = []
     for h in res.hits:
         doc = searcher.document(h)
-        text = snippet(doc["text"], set(res.terms), searcher.index.analyzer, mark=("[", "]"),  # query terms marked
+        text = snippet(repaired(doc["text"]), set(res.terms), searcher.index.analyzer, mark=("[", "]"),  # query terms marked
                        columns=SNIPPET_COLUMNS)
-        title = clip(" ".join(doc["title"].split()), SNIPPET_COLUMNS)  # a title's line breaks would break the columns
+        title = clip(" ".join(repaired(doc["title"]).split()), SNIPPET_COLUMNS)  # a title's line breaks would break the columns
         docid = visible(h.docid)  # as echo prints it, padded to 14 columns (a CJK character takes two)
         head = f"{h.rank:>3}  {docid}{' ' * (14 - columns_of(docid))} {h.score:9.4f}  "
         lines.append(head + (title or text))

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from ckqti import api
 from ckqti.cli import cli
-from ckqti.terminal import decoded_argument, safe_cut, visible
+from ckqti.terminal import decoded_argument, repaired, safe_cut, visible
 
 HOSTILE_TITLE = "evil\x1b]0;PWNED\x07title"
 HOSTILE_TEXT = "apple \x1b[2J\x1b[H cleared back\rOVERWRITE \u202eapple\b\b\bXYZ click"
@@ -52,3 +52,24 @@ def test_search_and_explain_print_no_terminal_controls_from_documents(tmp_path):
     assert missing.exit_code == 1 and "gone\\x1b[2J" in missing.output and "\x1b" not in missing.output
     as_json = runner.invoke(cli, ["search", "cleared \udcff", "--index", str(tmp_path / "idx"), "--json"])
     assert json.loads(as_json.output)["query"] == "cleared \ufffd" and "\\ud" not in as_json.output
+
+
+def test_repaired_undoes_mojibake_and_keeps_other_text():
+    assert repaired("donâ\x80\x99t â\x80\x9cquoted â\x80\x93 okâ\x80\x9d") == "don’t “quoted – ok”"
+    assert repaired("life: à¹\x83à¸\x88à¹\x80à¸¢à¹\x87à¸\x99 or JAI YEN") == "life: ใจเย็น or JAI YEN"  # MS MARCO's
+    for text in ("plain ascii", "café naïve — “quoted” ใจเย็น 東京", ""):
+        assert repaired(text) == text
+
+
+def test_search_shows_mojibake_repaired_and_json_keeps_the_stored_text(tmp_path):
+    corpus = tmp_path / "c.jsonl"
+    docs = [{"_id": "m1", "title": "Donâ\x80\x99t panic", "text": "the thai phrase à¹\x83à¸\x88à¹\x80à¸¢à¹\x87à¸\x99 means calm"},
+            *({"_id": f"plain{i}", "title": "other", "text": f"pears and plums {i}"} for i in range(5))]
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    api.index(corpus, tmp_path / "idx", model="ndrm2", progress=False)
+    runner = CliRunner()
+    found = runner.invoke(cli, ["search", "thai phrase", "--index", str(tmp_path / "idx")])
+    assert found.exit_code == 0 and found.output.splitlines()[0].endswith("Don’t panic")
+    assert "[thai] [phrase] ใจเย็น means calm" in found.output and "\\x80" not in found.output
+    as_json = runner.invoke(cli, ["search", "thai phrase", "--index", str(tmp_path / "idx"), "--json"])
+    assert json.loads(as_json.output)["hits"][0]["title"] == "Donâ\x80\x99t panic"  # programs get the corpus's text
