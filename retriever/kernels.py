@@ -708,7 +708,7 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
         if not and_mode and cnt >= k and theta > eff:
             and_mode = True
             pruned_at = eff + 1
-            set_bits(bits, touched, ntouched, True)
+            set_bits(bits, touched, ntouched, np.bool_(True))  # not a literal: see ROOT
         if and_mode and PRUNE_STEP_NUM * eff < PRUNE_STEP_DEN * pruned_at:
             ntouched = prune(acc, touched, ntouched, hist, theta, eff, bits)
             pruned_at = eff
@@ -718,7 +718,7 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
             if ntouched * segs_left * lookup_cost < left:
                 n = finish_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, touched, ntouched, hist, k, skips,
                                      skip_ptr, slack, out_docs, out_vals)
-                set_bits(bits, touched, ntouched, False)
+                set_bits(bits, touched, ntouched, np.bool_(False))
                 return n, processed
         if not and_mode and 0 <= dense_at <= processed and left > dense_at:
             n = restart_dense(postings, seg_start, seg_impact, seg_ptr, terms, weights, cur, end, acc, touched, ntouched,
@@ -740,7 +740,7 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
         bound = advanced_bound(bound, c, i, cur, end, seg_impact, weights)
         eff = (bound * slack) >> SLACK_SHIFT
     if and_mode:
-        set_bits(bits, touched, ntouched, False)
+        set_bits(bits, touched, ntouched, np.bool_(False))
     return collect_topk(acc, touched, ntouched, hist, k, theta, cnt, out_docs, out_vals), processed
 
 

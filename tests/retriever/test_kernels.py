@@ -379,3 +379,18 @@ def test_kth_largest_is_the_smallest_when_fewer_than_k():
     assert kth_largest(vals, docs, 4, 2, hv, hd) == 7
     assert kth_largest(vals, docs, 3, 5, hv, hd) == 3
     assert kth_largest(vals, docs, 0, 5, hv, hd) == 0
+
+
+def test_no_kernel_compiles_a_callee_again_for_a_literal_argument():
+    """Numba compiles a callee once more for each literal argument (``0``, ``True``) it is passed,
+    which lengthens the first search's compile (set_bits was compiled for True and for False)."""
+    from numba import njit
+    from numba.core.registry import CPUDispatcher
+
+    from retriever import kernels
+
+    search(build(HAND, 5), 4, [2, 3], [1, 1], 10)  # a signature to compile (and the callees cached)
+    njit(nogil=True)(saat_topk.py_func).compile(saat_topk.signatures[0])  # types every callee: a cached kernel's are not
+    literal = {name: [str(s) for s in f.signatures if "Literal" in str(s)]
+               for name, f in vars(kernels).items() if isinstance(f, CPUDispatcher)}
+    assert {name: sigs for name, sigs in literal.items() if sigs} == {}
