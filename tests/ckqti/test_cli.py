@@ -679,6 +679,7 @@ def test_a_search_still_running_after_a_while_says_why_it_may_be(scifact_index, 
     import ckqti.cli as cli_mod
     from retriever.search import Searcher
 
+    api.open_searcher(scifact_index).search("white matter", 2)  # kernels compiled or loaded: a cold cache takes 10-20 s
     res = invoke("search", "white matter", "--index", scifact_index, "-k", "2")
     assert res.exit_code == 0 and "note: still searching" not in res.stderr
 
