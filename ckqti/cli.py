@@ -280,7 +280,7 @@ def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channe
 
 SLOW_SEARCH_AFTER = 3.0  # seconds
 SLOW_SEARCH_NOTE = ("note: still searching: the first search after installing ckqti compiles its search kernels "
-                    "(10-20 s on 2 cores, once; later searches load them)")
+                    "(10-20 s on 2 cores; Numba keeps them for later searches where it can write its cache)")
 
 
 @contextlib.contextmanager
@@ -325,9 +325,11 @@ def search_lines(searcher, res) -> list[str]:
     lines = []
     for h in res.hits:
         doc = searcher.document(h)
-        text = snippet(repaired(doc["text"]), set(res.terms), searcher.index.analyzer, mark=("[", "]"),  # query terms marked
-                       columns=SNIPPET_COLUMNS)
-        title = clip(" ".join(repaired(doc["title"]).split()), SNIPPET_COLUMNS)  # a title's line breaks would break the columns
+        # mojibake repaired in what is shown only (a whole long document costs ftfy ~0.7 ms a KB); the
+        # analyzer that marks query terms reads ASCII alone, which the repair leaves where it was
+        text = repaired(snippet(doc["text"], set(res.terms), searcher.index.analyzer, mark=("[", "]"),  # query terms marked
+                                columns=SNIPPET_COLUMNS))
+        title = repaired(clip(" ".join(doc["title"].split()), SNIPPET_COLUMNS))  # a title's line breaks would break the columns
         docid = visible(h.docid)  # as echo prints it, padded to 14 columns (a CJK character takes two)
         head = f"{h.rank:>3}  {docid}{' ' * (14 - columns_of(docid))} {h.score:9.4f}  "
         lines.append(head + (title or text))
