@@ -147,8 +147,9 @@ class Manifest:
             raise IndexFormatError("not a ckqti index (manifest.json missing)", directory)
         try:
             d = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise IndexFormatError(f"manifest is not valid JSON ({e.msg if hasattr(e, 'msg') else e})", path) from None
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: "[[[[..." thousands deep
+            why = "nested too deeply" if isinstance(e, RecursionError) else e.msg if hasattr(e, "msg") else e
+            raise IndexFormatError(f"manifest is not valid JSON ({why})", path) from None
         if not isinstance(d, dict) or d.get("format") != FORMAT_NAME:
             raise IndexFormatError("not a ckqti index manifest", path)
         version = d.get("format_version")

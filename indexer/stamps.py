@@ -47,7 +47,7 @@ def read_stamps(directory: Path) -> dict[str, dict]:
     or one this ckqti cannot read)."""
     try:
         stamps = json.loads((directory / STAMPS_FILE).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     files = stamps.get("files") if isinstance(stamps, dict) and stamps.get("version") == STAMPS_VERSION else None
     if not isinstance(files, dict):

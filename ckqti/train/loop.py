@@ -307,6 +307,8 @@ def read_teacher(path: str | Path, index: Mapping[str, int], train_qrels: Mappin
         items = scores.items()
     except (EOFError, zlib.error) as err:  # a gzip stream cut short (click would show EOFError as "Aborted!")
         raise InputError(f"corrupt gzip data ({err})", path) from None
+    except RecursionError:  # "[[[[..." thousands deep
+        raise InputError("not a teacher scores file (JSON nested too deeply)", path) from None
     except (KeyError, TypeError, AttributeError):  # JSON of another shape: a message such as "list indices must be integers"
         raise InputError('not a teacher scores file: expected a JSON object {"scores": {qid: {docid: score}}}, '
                          "as scripts/teacher_scores.py writes", path) from None

@@ -144,6 +144,8 @@ def parse_json_object(line: str, path: str | Path, number: int) -> dict:
     except json.JSONDecodeError as err:
         msg = err.msg.removesuffix(" at")  # "Invalid control character at": json's own message ends so
         raise InputError(f"bad JSON ({msg} at column {err.colno})", path, number) from None
+    except RecursionError:  # "[[[[..." thousands deep: valid JSON that Python's parser cannot hold
+        raise InputError("bad JSON (nested too deeply)", path, number) from None
     if not isinstance(obj, dict):
         raise InputError(f"expected a JSON object, found {type(obj).__name__}", path, number)
     return obj

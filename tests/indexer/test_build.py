@@ -520,3 +520,16 @@ def test_a_corpus_that_is_a_directory_is_named_as_one(tmp_path):
         api.index(tmp_path, tmp_path.parent / "never-built", progress=False)
     assert str(err.value) == f"{tmp_path}: corpus file is a directory, not a file"
     assert not (tmp_path.parent / "never-built").exists()
+
+
+def test_a_manifest_nested_too_deeply_is_one_index_error(tmp_path, scifact_index):
+    import shutil
+
+    from ckqti.errors import IndexFormatError
+    from indexer.format import MANIFEST
+
+    idx = tmp_path / "idx"
+    shutil.copytree(scifact_index, idx)
+    (idx / MANIFEST).write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(IndexFormatError, match="manifest is not valid JSON \\(nested too deeply\\)"):
+        Manifest.read(idx)

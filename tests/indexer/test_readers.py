@@ -283,6 +283,16 @@ def test_bad_json(tmp_path):
     assert_names(error_of(read_corpus, path), path, 2)
 
 
+def test_json_nested_too_deeply_for_the_parser_is_named(tmp_path):
+    """Valid JSON thousands of levels deep raised RecursionError with a traceback."""
+    deep = "[" * 100_000 + "]" * 100_000
+    for reader in (read_corpus, read_queries):
+        path = write(tmp_path / "c.jsonl", '{"_id": "1", "text": "a"}\n' + deep + "\n")
+        err = error_of(reader, path)
+        assert_names(err, path, 2)
+        assert "nested too deeply" in str(err)
+
+
 def test_json_missing_id_and_missing_text(tmp_path):
     path = write(tmp_path / "c.jsonl", '{"_id": "1", "text": "a"}\n\n{"title": "no id"}\n')
     err = error_of(read_corpus, path)

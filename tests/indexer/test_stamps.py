@@ -123,7 +123,8 @@ def test_a_file_stamped_with_another_checksum_is_hashed(idx, hashed, settled):
     assert hashed == ["vocab.arrow"]
 
 
-@pytest.mark.parametrize("content", ["not json", "[]", json.dumps({"version": 99, "files": {}})])
+@pytest.mark.parametrize("content", ["not json", "[]", json.dumps({"version": 99, "files": {}}),
+                                     "[" * 100_000 + "]" * 100_000])
 def test_an_unreadable_stamp_means_hashing(idx, hashed, content):
     (idx / STAMPS_FILE).write_text(content)
     Index(idx).close()

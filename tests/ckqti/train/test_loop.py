@@ -209,7 +209,8 @@ def test_teacher_scores_reach_training_queries_only(tmp_path, tiny_scifact):
                       ('{"scores": {"q": 5}}', "must be an object"),
                       ('[1, 2]', r'expected a JSON object \{"scores": \{qid: \{docid: score\}\}\}'),  # a list, not an object
                       ('{"teacher": "x"}', r'expected a JSON object \{"scores"'),
-                      ('{"scores": [1]}', r'expected a JSON object \{"scores"')):
+                      ('{"scores": [1]}', r'expected a JSON object \{"scores"'),
+                      ('{"scores": ' + "[" * 100_000 + "]" * 100_000 + "}", r"JSON nested too deeply")):
         (tmp_path / "odd.json").write_text(body)
         with pytest.raises(InputError, match=why):
             read_teacher(tmp_path / "odd.json", coll.index(), {"q": {}})
