@@ -84,7 +84,10 @@ DENSE_AFTER = 8
 # 100k uint16 accumulators: 52 us document by document, 11 us so; 1M: 515-645 and 80-90 us
 # (session 19, out of tree).
 DENSE_BLOCK = 1024
-ROOT = np.int64(0)  # a heap's root index. Calls pass it, and counters start at np.int64(0), not at a literal 0: Numba compiles a callee once more for a literal argument (the first search compiled 10.6 s with them, 8.9 without)
+# A heap's root index. Calls pass it, counters start at np.int64(0) and flags are np.bool_, never a
+# literal 0 or True: Numba compiles a callee once more for each literal argument (a first search, cold
+# cache, compiled for 10.6 s with them and 8.9 s without; tests/retriever/test_kernels.py checks).
+ROOT = np.int64(0)
 SLACK_SHIFT = 10  # ``slack`` is in units of 1/1024
 EXACT_SLACK = 1 << SLACK_SHIFT  # slack 1: prune with the true bound (exact)
 
