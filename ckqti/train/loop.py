@@ -296,14 +296,14 @@ def read_teacher(path: str | Path, index: Mapping[str, int], train_qrels: Mappin
 
     Raises:
         InputError: an unreadable file, a query whose scores are not a ``{docid: number}`` object, a
-            score that is not a finite number (NaN would train a NaN model), or no training query
+            score that is not a finite float32 (NaN, or 1e300, would train a NaN model), or no training query
             with two scored documents.
     """
     from indexer.readers.formats import open_binary
 
     try:
         with open_binary(path) as raw:  # gzip by its magic bytes, whatever the name
-            scores = json.loads(raw.read().decode("utf-8"))["scores"]
+            scores = json.loads(raw.read().decode("utf-8-sig"))["scores"]  # a leading BOM (Windows tools) is no text
         items = scores.items()
     except (EOFError, zlib.error) as err:  # a gzip stream cut short (click would show EOFError as "Aborted!")
         raise InputError(f"corrupt gzip data ({err})", path) from None
@@ -318,16 +318,37 @@ def read_teacher(path: str | Path, index: Mapping[str, int], train_qrels: Mappin
     for qid, docs in items:
         if not isinstance(docs, dict):
             raise InputError(f"query {qid!r}: scores must be an object of docid -> score, found {type(docs).__name__}", path)
-        bad = next(((d, s) for d, s in docs.items() if isinstance(s, bool) or not isinstance(s, (int, float))
-                    or not np.isfinite(s)), None)
+        bad = next(((d, s) for d, s in docs.items() if not _teacher_score(s)), None)
         if bad is not None:
-            raise InputError(f"query {qid!r}, document {bad[0]!r}: score {bad[1]!r} is not a finite number", path)
+            raise InputError(f"query {qid!r}, document {_short(bad[0])}: score {_short(bad[1])} is not a finite "
+                             "number of at most 3.4e38 in size (training holds float32 scores)", path)
         known = [(index[d], float(s)) for d, s in docs.items() if d in index]
         if qid in train_qrels and len(known) >= 2:
             out[qid] = (np.array([i for i, _ in known], dtype=np.int64), np.array([s for _, s in known], np.float32))
     if not out:
         raise InputError("the teacher scored no training query of this corpus", path)
     return out
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _teacher_score(value: Any) -> bool:
+    """Whether ``value`` is a number that training can hold: finite as a 32-bit float (``1e300`` is
+    finite in JSON but infinite as the ``float32`` scores train on; an integer of 40 digits is no
+    float at all)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return abs(float(value)) <= FLOAT32_MAX  # False for NaN too
+    except OverflowError:
+        return False
+
+
+def _short(value: Any) -> str:
+    """``repr(value)``, cut to 40 characters (a teacher's score may be an integer of thousands of digits)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def check_embedding_start(method: str) -> None:

@@ -77,8 +77,9 @@ def read_corpus(
             clicked queries become its ``orcas`` field, capped at 2,000 terms.
 
     Raises:
-        InputError: unknown format, malformed line, empty or whitespace-holding or duplicate
-            docid (naming both lines), invalid UTF-8, or no document at all. The format is
+        InputError: unknown format, malformed line, a docid empty or holding whitespace or an
+            invisible character, a duplicate docid (naming both lines), invalid UTF-8, or no
+            document at all. The format is
             checked when called; the rest as the documents are read.
     """
     fmt = resolve_format(path, fmt, CORPUS_FORMATS, "corpus")

@@ -12,6 +12,8 @@ import gzip
 import json
 import re
 import stat
+import sys
+import unicodedata
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -33,6 +35,8 @@ EXTENSIONS: dict[str, str] = {
 
 MAX_LINE_BYTES = 64 * 2**20  # longer is no document line: a file without line breaks (JSON, not JSONL), or a gzip bomb
 _WHITESPACE = re.compile(r"\s")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+MAX_INT = 2**31 - 1  # a grade's largest size: a 32-bit C int's
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # what json.loads leaves of an unpaired \ud800-\udfff escape
 
 
@@ -146,6 +150,8 @@ def parse_json_object(line: str, path: str | Path, number: int) -> dict:
         raise InputError(f"bad JSON ({msg} at column {err.colno})", path, number) from None
     except RecursionError:  # "[[[[..." thousands deep: valid JSON that Python's parser cannot hold
         raise InputError("bad JSON (nested too deeply)", path, number) from None
+    except ValueError:  # an integer over Python's limit (4,300 digits): "Exceeds the limit ... for integer string conversion"
+        raise InputError(f"bad JSON (a number of more than {sys.get_int_max_str_digits():,} digits)", path, number) from None
     if not isinstance(obj, dict):
         raise InputError(f"expected a JSON object, found {type(obj).__name__}", path, number)
     return obj
@@ -170,21 +176,41 @@ def json_string(obj: dict, keys: Sequence[str], path: str | Path, number: int) -
 
 
 def check_id(value: str, what: str, path: str | Path, number: int) -> str:
-    """Strip an identifier and reject it when empty or holding whitespace (run files could not hold it)."""
+    """Strip an identifier and reject it when empty or holding whitespace (run files could not hold it)
+    or an invisible character: a control character (a NUL ends the id for C tools such as trec_eval)
+    or a format character, such as the byte-order mark that starts a second file after ``cat``
+    (``U+FEFF``) or a zero-width space; either makes an id that looks like another and matches none."""
     value = value.strip()
     if not value:
         raise InputError(f"empty {what}", path, number)
     if _WHITESPACE.search(value):
         raise InputError(f"{what} {value!r} contains whitespace", path, number)
+    hidden = None if value.isprintable() else next((c for c in value if unicodedata.category(c) in ("Cc", "Cf")), None)
+    if hidden is not None:  # (isprintable: a quick test that passes nearly every id)
+        name = "a byte-order mark: files joined with cat?" if hidden == "\ufeff" else unicodedata.name(hidden, "control")
+        raise InputError(f"{what} {value!r} contains the invisible character U+{ord(hidden):04X} ({name.lower()})",
+                         path, number)
     return value
 
 
 def parse_int(value: str, what: str, path: str | Path, number: int) -> int:
-    """Parse an integer column, naming it in the error."""
-    try:
-        return int(value)
-    except ValueError:
-        raise InputError(f"{what} must be an integer, found {value!r}", path, number) from None
+    """Parse an integer column (ASCII digits, an optional sign), naming it in the error.
+
+    Python's ``int`` would also take ``1_0`` (10, where trec_eval reads 1) and other scripts' digits;
+    a value beyond :data:`MAX_INT` in size is refused: trec_eval (pytrec_eval) holds grades in a C
+    integer, and failed on ``99999999999999999999`` or read ``4294967297`` as another grade.
+    """
+    if not _INTEGER.fullmatch(value):
+        raise InputError(f"{what} must be an integer, found {value!r}", path, number)
+    parsed = int(value)
+    if abs(parsed) > MAX_INT:
+        raise InputError(f"{what} {value} is out of range (at most {MAX_INT:,} either side of 0)", path, number)
+    return parsed
+
+
+def is_int(value: str) -> bool:
+    """Whether :func:`parse_int` reads ``value`` as an integer (in range or not)."""
+    return _INTEGER.fullmatch(value) is not None
 
 
 def tagged_blocks(path: str | Path, tag: str) -> Iterator[tuple[int, str, str]]:

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ckqti.errors import InputError
-from indexer.readers.formats import check_id, first_nonblank, iter_lines, parse_int
+from indexer.readers.formats import check_id, first_nonblank, is_int, iter_lines, parse_int
 
 QRELS_FORMATS = ("trec", "beir", "cranfield")
 
@@ -31,9 +31,10 @@ def read_qrels(path: str | Path, fmt: str | None = None) -> Qrels:
             separated, or tab-separated and named like Cranfield's) are ambiguous and need ``fmt``.
 
     Raises:
-        InputError: unknown or ambiguous format, wrong column count, a non-integer grade,
-            an unknown Cranfield code, an empty id, a repeated (qid, docid) pair (naming
-            both lines), invalid UTF-8, or no judgement at all.
+        InputError: unknown or ambiguous format, wrong column count, a grade that is not an
+            integer or beyond a C int, an unknown Cranfield code, an empty id or one holding
+            whitespace or an invisible character, a repeated (qid, docid) pair (naming both
+            lines), invalid UTF-8, or no judgement at all.
     """
     fmt = _resolve(path, fmt)
     qrels: Qrels = {}
@@ -77,7 +78,7 @@ def _resolve(path: str | Path, fmt: str | None) -> str:
         return "trec"
     if len(cols) != 3:
         raise InputError(f"expected 4 qrels columns (TREC) or 3 (BEIR, Cranfield), found {len(cols)}", path, number)
-    if not _is_int(cols[2]):  # BEIR's header line
+    if not is_int(cols[2]):  # BEIR's header line
         return "beir"
     cranfield_name = "cran" in Path(path).name.lower()
     if "\t" in line and not cranfield_name:
@@ -99,7 +100,7 @@ def _rows(path: str | Path, fmt: str) -> Iterator[tuple[int, str, str, int]]:
         cols = line.split()
         if not cols:
             continue
-        if header_allowed and len(cols) == 3 and not _is_int(cols[2]):
+        if header_allowed and len(cols) == 3 and not is_int(cols[2]):
             header_allowed = False
             continue  # BEIR's "query-id corpus-id score" header
         header_allowed = False
@@ -135,10 +136,3 @@ _FIELDS: dict[str, Callable[[list[str], str | Path, int], tuple[str, str, int]]]
     "cranfield": _cranfield,
 }
 
-
-def _is_int(text: str) -> bool:
-    try:
-        int(text)
-    except ValueError:
-        return False
-    return True

@@ -293,6 +293,34 @@ def test_json_nested_too_deeply_for_the_parser_is_named(tmp_path):
         assert "nested too deeply" in str(err)
 
 
+def test_json_number_too_long_for_the_parser_is_named(tmp_path):
+    """An integer of more digits than Python converts (4,300) raised ValueError with a traceback."""
+    for reader, key in ((read_corpus, "text"), (read_queries, "text")):
+        path = write(tmp_path / "c.jsonl", '{"_id": "1", "%s": "a"}\n{"_id": %s, "%s": "b"}\n' % (key, "9" * 5000, key))
+        err = error_of(reader, path)
+        assert_names(err, path, 2)
+        assert "bad JSON (a number of more than" in str(err)
+
+
+def test_ids_with_invisible_characters_are_named(tmp_path):
+    """Two BOM files joined with cat, a NUL or a zero-width space in an id: read into ids that look
+    like others and match none (a NUL ends the id for trec_eval); the file's own first BOM is dropped."""
+    bom = "\ufeff"
+    path = write(tmp_path / "c.tsv", bom + "d1\ta\n" + bom + "d2\tb\n")
+    err = error_of(read_corpus, path)
+    assert_names(err, path, 2)
+    assert "docid '\\ufeffd2' contains the invisible character U+FEFF (a byte-order mark" in str(err)
+    path = write(tmp_path / "q.tsv", "1\ta\n2\u200b\tb\n")
+    err = error_of(read_queries, path)
+    assert_names(err, path, 2)
+    assert "U+200B (zero width space)" in str(err)
+    path = write(tmp_path / "qrels.txt", "1 0 d1 1\n1 0 d\x002 1\n")
+    err = error_of(read_qrels, path)
+    assert_names(err, path, 2)
+    assert "U+0000" in str(err)
+    assert [d.docid for d in read_corpus(write(tmp_path / "ok.tsv", bom + "d1\ta\nd\u00e92\tb\n"))] == ["d1", "d\u00e92"]
+
+
 def test_json_missing_id_and_missing_text(tmp_path):
     path = write(tmp_path / "c.jsonl", '{"_id": "1", "text": "a"}\n\n{"title": "no id"}\n')
     err = error_of(read_corpus, path)
@@ -435,6 +463,21 @@ def test_qrels_errors(tmp_path):
     path = write(tmp_path / "e.txt", "q1 0 d1 1\n")
     assert "unknown qrels format" in str(error_of(read_qrels, path, fmt="csv"))
     assert "empty qrels" in str(error_of(read_qrels, write(tmp_path / "f.txt", "\n")))
+
+
+def test_qrels_grades_are_plain_integers_within_a_c_int(tmp_path):
+    """99999999999999999999 was a SystemError traceback in pytrec_eval and 4294967297 scored as another
+    grade; '1_0' read as 10 (Python's int), where trec_eval reads 1."""
+    for grade, why in (("99999999999999999999", "relevance 99999999999999999999 is out of range"),
+                       ("4294967297", "is out of range"), ("-2147483648", "is out of range"),
+                       ("1_0", "relevance must be an integer, found '1_0'"),
+                       ("\u0663", "relevance must be an integer"), ("1e3", "must be an integer")):
+        path = write(tmp_path / "q.txt", f"q1 0 d1 1\nq1 0 d2 {grade}\n")
+        err = error_of(read_qrels, path)
+        assert_names(err, path, 2)
+        assert why in str(err)
+    path = write(tmp_path / "ok.txt", "q1 0 d1 2147483647\nq1 0 d2 -2147483647\nq1 0 d3 +2\nq1 0 d4 -0\n")
+    assert read_qrels(path) == {"q1": {"d1": 2**31 - 1, "d2": 1 - 2**31, "d3": 2, "d4": 0}}
 
 
 def test_a_pipe_is_refused_before_it_is_read(tmp_path):

@@ -247,6 +247,25 @@ def test_a_truncated_gzip_teacher_file_is_named(tmp_path):
     assert str(err.value).startswith(f"{cut}: corrupt gzip data (")
 
 
+def test_teacher_files_with_a_bom_are_read_and_scores_past_float32_are_named(tmp_path):
+    """A UTF-8 BOM (Windows tools write one) was 'not a teacher scores file'; a score of 1e300 became
+    inf in the float32 scores trained on, and an integer of 40 digits was a TypeError traceback."""
+    from ckqti.errors import InputError
+    from ckqti.train.loop import read_teacher
+
+    index, qrels = {"d1": 0, "d2": 1}, {"q": {}}
+    path = tmp_path / "teacher.json"
+    path.write_bytes("\ufeff".encode() + b'{"scores": {"q": {"d1": 1.5, "d2": -2}}}')
+    indices, scores = read_teacher(path, index, qrels)["q"]
+    assert indices.tolist() == [0, 1] and scores.tolist() == [1.5, -2.0]
+    for score in ("1e300", "-1e39", "1" + "0" * 40):
+        path.write_text('{"scores": {"q": {"d1": %s, "d2": 0}}}' % score)
+        with pytest.raises(InputError, match=r"query 'q', document 'd1': score .* is not a finite number"):
+            read_teacher(path, index, qrels)
+    path.write_text('{"scores": {"q": {"d1": 3e38, "d2": 1000000000000000000000}}}')  # large, yet float32
+    assert read_teacher(path, index, qrels)["q"][1].tolist() == pytest.approx([3e38, 1e21], rel=1e-6)
+
+
 def test_teacher_scores_of_title_pseudo_queries_reach_training_with_weak_supervision(tmp_path, tiny_scifact):
     coll = load_collection(tiny_scifact["corpus"])
     titles = sorted(q for q in tiny_scifact["candidates"] if q.startswith("title:"))[:5]
