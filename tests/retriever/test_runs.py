@@ -78,6 +78,10 @@ def read_error(tmp_path, text: str) -> InputError:
         ("q Q0 d 1 1.0 t\n\nq Q0 e 2 high t\n", 3, "bad rank"),
         ("q Q0 d one 1.0 t\n", 1, "bad rank"),
         ("q Q0 d 1 nan t\n", 1, "not finite"),
+        ("q Q0 d 1 -inf t\n", 1, "not finite"),
+        ("q Q0 d 1 1_0 t\n", 1, "bad rank"),  # Python's float reads 10, trec_eval 1
+        ("q Q0 d 1_0 1.0 t\n", 1, "bad rank"),
+        ("q Q0 d 1 \u0661.5 t\n", 1, "bad rank"),  # an Arabic-Indic digit, which float() reads as 1
         ("q Q0 d 1 1.0 t\nr Q0 d 1 1.0 t\nq Q0 d 2 0.5 t\n", 3, "twice (first at line 1)"),
     ],
 )
@@ -85,6 +89,12 @@ def test_read_run_errors_name_file_and_line(tmp_path, text, line, words):
     err = read_error(tmp_path, text)
     assert str(err).startswith(f"{tmp_path / 'bad.run'}:{line}: ")
     assert words in str(err)
+
+
+def test_read_run_reads_every_decimal_trec_eval_reads(tmp_path):
+    path = tmp_path / "ok.run"
+    path.write_text("q Q0 a 1 3 t\nq Q0 b 2 2.5 t\nq Q0 c 3 .5 t\nq Q0 d 4 -1.5E-3 t\nq Q0 e 5 +7. t\n")
+    assert read_run(path) == {"q": {"a": 3.0, "b": 2.5, "c": 0.5, "d": -0.0015, "e": 7.0}}
 
 
 def test_read_run_empty(tmp_path):
