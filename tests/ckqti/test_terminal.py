@@ -39,12 +39,17 @@ def test_search_and_explain_print_no_terminal_controls_from_documents(tmp_path):
     docs = [{"_id": "ctrl\x1b[31mid", "title": HOSTILE_TITLE, "text": HOSTILE_TEXT},
             *({"_id": f"plain{i}", "title": "other", "text": f"pears and plums {i}"} for i in range(5))]
     corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
-    api.index(corpus, tmp_path / "idx", model="ndrm2", progress=False)
     runner = CliRunner()
+    refused = runner.invoke(cli, ["index", str(corpus), "--out", str(tmp_path / "idx"), "--model", "ndrm2"])
+    assert refused.exit_code == 1 and "\x1b" not in refused.output  # an id holding a control is refused, escaped
+    assert refused.output.strip().endswith("c.jsonl:1: docid 'ctrl\\x1b[31mid' contains the invisible character U+001B (control)")
+    docs[0]["_id"] = "ctrl-id"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    api.index(corpus, tmp_path / "idx", model="ndrm2", progress=False)
     found = runner.invoke(cli, ["search", "cleared apple", "--index", str(tmp_path / "idx")])
     assert found.exit_code == 0 and "\x1b" not in found.output and "\r" not in found.output
-    assert "\\x1b]0;PWNED\\x07" in found.output and "ctrl\\x1b[31mid" in found.output
-    shown = runner.invoke(cli, ["explain", "cleared apple", "ctrl\x1b[31mid", "--model", "ndrm2", "--index",
+    assert "\\x1b]0;PWNED\\x07" in found.output and "ctrl-id" in found.output
+    shown = runner.invoke(cli, ["explain", "cleared apple", "ctrl-id", "--model", "ndrm2", "--index",
                                 str(tmp_path / "idx"), "--no-color"])
     assert shown.exit_code == 0, shown.output
     assert not any(c in shown.output for c in "\x1b\r\b\u202e") and "back\\x0dOVERWRITE" in shown.output
