@@ -36,7 +36,8 @@ EXTENSIONS: dict[str, str] = {
 MAX_LINE_BYTES = 64 * 2**20  # longer is no document line: a file without line breaks (JSON, not JSONL), or a gzip bomb
 _WHITESPACE = re.compile(r"\s")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-MAX_INT = 2**31 - 1  # a grade's largest size: a 32-bit C int's
+MAX_GRADE = 10**6  # a relevance grade's largest size: trec_eval (pytrec_eval) holds grades in a C int and
+# allocates memory for every level up to the largest (2**31 - 1: a minute and gigabytes; 10**7: 80 MB)
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # what json.loads leaves of an unpaired \ud800-\udfff escape
 
 
@@ -194,17 +195,18 @@ def check_id(value: str, what: str, path: str | Path, number: int) -> str:
 
 
 def parse_int(value: str, what: str, path: str | Path, number: int) -> int:
-    """Parse an integer column (ASCII digits, an optional sign), naming it in the error.
+    """Parse a relevance grade (ASCII digits, an optional sign), naming the column in the error.
 
     Python's ``int`` would also take ``1_0`` (10, where trec_eval reads 1) and other scripts' digits;
-    a value beyond :data:`MAX_INT` in size is refused: trec_eval (pytrec_eval) holds grades in a C
-    integer, and failed on ``99999999999999999999`` or read ``4294967297`` as another grade.
+    a grade beyond :data:`MAX_GRADE` in size is refused: pytrec_eval failed on ``99999999999999999999``
+    (SystemError), read ``4294967297`` as another grade, and spent a minute and gigabytes on
+    ``2147483647``.
     """
     if not _INTEGER.fullmatch(value):
         raise InputError(f"{what} must be an integer, found {value!r}", path, number)
     parsed = int(value)
-    if abs(parsed) > MAX_INT:
-        raise InputError(f"{what} {value} is out of range (at most {MAX_INT:,} either side of 0)", path, number)
+    if abs(parsed) > MAX_GRADE:
+        raise InputError(f"{what} {value} is out of range (at most {MAX_GRADE:,} either side of 0)", path, number)
     return parsed
 
 

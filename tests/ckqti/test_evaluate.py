@@ -291,3 +291,14 @@ def test_report_dict_is_strict_json_with_per_query_values(tmp_path):
     assert out["comparisons"][0]["t-test"] == {"statistic": None, "p": None, "mean_delta": -1.0, "n": 1}
     assert out["per_query"] == {"a": {"q1": {"P@1": 1.0}}, "b": {"q1": {"P@1": 0.0}}} and out["measures"] == ["P@1"]
     assert "per_query" not in EvalReport(("b",), (b,)).to_dict()
+
+
+def test_grades_beyond_a_million_are_refused_not_passed_to_trec_eval():
+    """pytrec_eval holds grades in a C int and allocates memory for every level up to the largest:
+    2**40 failed there with a SystemError, 2**31 - 1 took a minute and gigabytes; the file reader
+    refuses such grades, and so does evaluate() given a dict."""
+    run = {"q": {"d": 1.0}}
+    assert evaluate(run, {"q": {"d": 10**6}}).mean["nDCG@10"] == 1.0
+    for grade in (10**6 + 1, -(10**6) - 1, 2**31 - 1, 2**40):
+        with pytest.raises(InputError, match="out of range"):
+            evaluate(run, {"q": {"d": grade}})
