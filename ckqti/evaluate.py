@@ -51,10 +51,6 @@ class Measure:
     name: str
 
 
-MAX_GRADE = 10**6  # as indexer.readers.formats.MAX_GRADE: pytrec_eval holds grades in a C int and allocates
-# memory for every level up to the largest (2**31 - 1: a minute and gigabytes)
-
-
 def parse_measure(name: str) -> Measure:
     """Parse ``"nDCG@10"``, ``"RR@10"`` (or ``"MRR@10"``), ``"AP@100"`` (or ``"MAP@100"``), ``"NCG@100"``, ``"P@10"``, ``"R@100"``; the cutoff is optional."""
     match = _MEASURE.match(name.strip())
@@ -150,6 +146,8 @@ def evaluate(
     if rel_level < 1:
         raise InputError(f"rel_level must be at least 1, got {rel_level}")
     judged = {str(q): {str(d): int(g) for d, g in docs.items()} for q, docs in qrels.items() if docs}
+    from indexer.readers.formats import MAX_GRADE  # the readers' bound (pytrec_eval allocates every grade level)
+
     if any(abs(g) > MAX_GRADE for docs in judged.values() for g in docs.values()):
         raise InputError(f"a qrels grade is out of range (at most {MAX_GRADE:,} either side of 0)")
     if not judged:

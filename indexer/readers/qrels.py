@@ -32,9 +32,9 @@ def read_qrels(path: str | Path, fmt: str | None = None) -> Qrels:
 
     Raises:
         InputError: unknown or ambiguous format, wrong column count, a grade that is not an
-            integer or beyond a C int, an unknown Cranfield code, an empty id or one holding
-            whitespace or an invisible character, a repeated (qid, docid) pair (naming both
-            lines), invalid UTF-8, or no judgement at all.
+            integer or beyond :data:`~indexer.readers.formats.MAX_GRADE` in size, an unknown
+            Cranfield code, an empty id or one holding whitespace or an invisible character, a
+            repeated (qid, docid) pair (naming both lines), invalid UTF-8, or no judgement at all.
     """
     fmt = _resolve(path, fmt)
     qrels: Qrels = {}
