@@ -20,8 +20,11 @@ are integers.
 3. AND mode, once ``theta > R``: no unseen document can enter the top k; only documents
    already seen whose accumulator plus ``R`` can still reach ``theta`` are updated (a
    bitset marks them). Each time ``R`` falls below 4/5 of its value at the last pruning,
-   candidates that cannot reach ``theta`` are dropped.
-4. Finish, once looking the few candidates up costs less than scanning
+   candidates that cannot reach ``theta`` are dropped; so they are too before a segment
+   much longer than the candidates. A segment longer than the candidates times
+   ``lookup_cost`` is not scanned: each candidate is looked up in it (the candidates sorted
+   by document once, which pruning keeps).
+4. Finish, once looking the few candidates up in every segment left costs less than scanning
    what is left: each remaining segment is merged against the candidates (a forward
    pass over the segment's skip entries, every ``SKIP_BLOCK``-th document, then a search
    in one block of postings), terms in decreasing order of contribution, dropping
@@ -53,12 +56,21 @@ SKIP_STRIDE = 8  # skip entries stepped over at a time before one by one (finish
 # are touched (WARMUP 16,384 and 4: +36-50% head-heavy QPS on the 100k synthetic index, +23% on
 # SciFact, +2-3% at 1M, against 8,192 for both).
 WARMUP_SHIFT = 4
-# Finish by lookup once candidates x segments left x LOOKUP_COST < postings left (the
-# kernels' ``lookup_cost`` argument; tests pass smaller values to exercise the finish): a lookup
-# (skip walk, then a block of postings out of cache) costs hundreds of times what scanning
-# one posting in AND mode does. Tuned on the 1M synthetic index (head-heavy QPS flat from
-# 256 to 1,024; 24, the value before session 5, was 25% slower).
-LOOKUP_COST = 512
+# What looking one candidate up in a segment costs (the share of a skip walk, then a binary search in
+# a block of postings out of cache), in postings scanned in AND mode: the kernels' ``lookup_cost``
+# argument (tests pass smaller values to exercise the lookups). AND mode looks a segment's
+# candidates up when it holds more than candidates x LOOKUP_COST postings, and prunes first when it
+# holds more than candidates x (LOOKUP_COST >> PRUNE_BEFORE_SHIFT); the finish by lookup starts
+# once candidates x segments left x LOOKUP_COST x FINISH_FACTOR < postings left. Session 31,
+# out-of-tree A/B of the batch kernel (3-4 alternated rounds, identical hits, us a query):
+# head-heavy 100k 31.3-32.4 before (a finish at 512 and no lookups in AND mode) against
+# 27.5-29.0; 1M 199-204 against 178-182; tail unchanged. Lookups at 16, 32, 64 and 256 x the
+# candidates, pruning first at 4 or 64 x, and finishing at 32x or 64x 512 measured no better.
+LOOKUP_COST = 128
+PRUNE_BEFORE_SHIFT = 3
+# The finish costs more a lookup than AND mode's (it merges every segment left, short ones too, and
+# sorts): 512 x 8 before session 31's lookups, never finishing was 2% slower at 100k (within noise).
+FINISH_FACTOR = 32
 # AND mode drops hopeless candidates each time the remaining bound falls below DEN / NUM
 # (4/5) of its value at the last pruning (waiting for it to halve, before session 5, left
 # more candidates to scan and look up; pruning at every segment cost more than it saved).
@@ -307,6 +319,63 @@ def accumulate_live(postings, a0, a1, c, acc, bits, hist, theta, cnt, k, bound):
         hist[new] += 1
         theta, cnt = raise_theta(old, new, hist, theta, cnt, k)
     return theta, cnt
+
+
+@njit(nogil=True, cache=True)
+def lookup_live(postings, seg_start, skips, skip_ptr, s, docs, n, c, acc, hist, theta, cnt, k, bound):
+    """AND mode by lookup: add ``c`` to each live candidate of ``docs[:n]`` (ascending) that segment
+    ``s`` holds and that can still reach ``theta``: a forward walk over the segment's skip entries,
+    then a binary search in one block (the whole segment without skip entries). Returns the new
+    ``(theta, cnt)``, as :func:`accumulate_live`, whose scan it replaces for a segment much longer
+    than the candidates."""
+    a_beg, a_end = seg_start[s], seg_start[s + 1]
+    has_skips = skip_ptr.shape[0] > s + 1
+    lo, hi = (skip_ptr[s], skip_ptr[s + 1]) if has_skips else (0, 0)
+    p = lo
+    for j in range(n):
+        d = docs[j]
+        old = acc[d]
+        if old + bound < theta:
+            continue
+        if has_skips:
+            if skips[lo] > d:
+                continue
+            while p + SKIP_STRIDE < hi and skips[p + SKIP_STRIDE] <= d:
+                p += SKIP_STRIDE
+            while p + 1 < hi and skips[p + 1] <= d:
+                p += 1
+            a0 = a_beg + (p - lo) * SKIP_BLOCK
+            hit = contains(postings, a0, min(a0 + SKIP_BLOCK, a_end), d)
+        else:
+            hit = contains(postings, a_beg, a_end, d)
+        if hit:
+            hist[old] -= 1
+            new = old + c
+            acc[d] = new
+            hist[new] += 1
+            theta, cnt = raise_theta(old, new, hist, theta, cnt, k)
+    return theta, cnt
+
+
+@njit(nogil=True, cache=True, inline="always")
+def and_segment(postings, seg_start, skips, skip_ptr, s, c, acc, touched, ntouched, hist, bits, theta, cnt, k, bound, pruned_at,
+                is_sorted, lookup_cost):
+    """AND mode over segment ``s``: pruned first when it is much longer than the candidates (and the
+    bound moved since the last pruning), then looked up candidate by candidate (sorted first, once:
+    pruning keeps the order) when longer than ``lookup_cost`` postings a candidate, else scanned.
+    Returns the new ``(theta, cnt, ntouched, pruned_at, is_sorted)``."""
+    a0, a1 = seg_start[s], seg_start[s + 1]
+    if a1 - a0 > ntouched * (lookup_cost >> PRUNE_BEFORE_SHIFT) and bound < pruned_at:
+        ntouched = prune(acc, touched, ntouched, hist, theta, bound, bits)
+        pruned_at = bound
+    if a1 - a0 > ntouched * lookup_cost:
+        if not is_sorted:
+            shell_sort(touched, ntouched)
+            is_sorted = True
+        theta, cnt = lookup_live(postings, seg_start, skips, skip_ptr, s, touched, ntouched, c, acc, hist, theta, cnt, k, bound)
+    else:
+        theta, cnt = accumulate_live(postings, a0, a1, c, acc, bits, hist, theta, cnt, k, bound)
+    return theta, cnt, ntouched, pruned_at, is_sorted
 
 
 @njit(nogil=True, cache=True)
@@ -679,8 +748,10 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
         warmup: a query of at most this many postings is added whole without pruning; a
             longer one warms up on ``warmup >> WARMUP_SHIFT`` (0: the histogram and pruning
             work from the first segment).
-        lookup_cost: the finish by lookup starts once candidates x segments left x this is
-            below the postings left (:data:`LOOKUP_COST`; smaller values finish earlier).
+        lookup_cost: a lookup's cost in postings scanned (:data:`LOOKUP_COST`): AND mode looks
+            candidates up in a segment longer than this many postings a candidate, and the finish
+            by lookup starts once candidates x segments left x this x :data:`FINISH_FACTOR` is
+            below the postings left (smaller values look up and finish earlier).
         slack: the bound ``R`` is scaled by ``slack / EXACT_SLACK`` wherever it prunes
             (:data:`EXACT_SLACK`: exact; smaller: approximate, sooner).
 
@@ -706,6 +777,7 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
     bound = remaining_bound(cur, end, seg_impact, weights)
     eff = (bound * slack) >> SLACK_SHIFT
     and_mode = False
+    is_sorted = False  # touched[:ntouched] ascending (pruning keeps the order)
     pruned_at = 0
     while True:
         if not and_mode and cnt >= k and theta > eff:
@@ -718,7 +790,7 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
             segs_left = 0
             for j in range(m):
                 segs_left += end[j] - cur[j]
-            if ntouched * segs_left * lookup_cost < left:
+            if ntouched * segs_left * lookup_cost * FINISH_FACTOR < left:
                 n = finish_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, touched, ntouched, hist, k, skips,
                                      skip_ptr, slack, out_docs, out_vals)
                 set_bits(bits, touched, ntouched, np.bool_(False))
@@ -734,7 +806,9 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
         c = weights[i] * np.int64(seg_impact[s])
         a0, a1 = seg_start[s], seg_start[s + 1]
         if and_mode:
-            theta, cnt = accumulate_live(postings, a0, a1, c, acc, bits, hist, theta, cnt, k, eff)
+            theta, cnt, ntouched, pruned_at, is_sorted = and_segment(postings, seg_start, skips, skip_ptr, s, c, acc, touched,
+                                                                     ntouched, hist, bits, theta, cnt, k, eff, pruned_at,
+                                                                     is_sorted, lookup_cost)
         else:
             ntouched, theta, cnt = accumulate(postings, a0, a1, c, acc, touched, ntouched, hist, theta, cnt, k)
         processed += a1 - a0
