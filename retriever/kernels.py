@@ -71,6 +71,11 @@ PRUNE_BEFORE_SHIFT = 3
 # The finish costs more a lookup than AND mode's (it merges every segment left, short ones too, and
 # sorts): 512 x 8 before session 31's lookups, never finishing was 2% slower at 100k (within noise).
 FINISH_FACTOR = 32
+# Anytime mode finishes where exact mode did before session 31 (512 a lookup): the finish reads no
+# postings, so it is not charged to the budget, and with a slack it drops candidates term by term;
+# finishing at FINISH_FACTOR cost anytime agreement on the 1M benchmark (budget 20k 0.685 -> 0.615,
+# slack 0.8 0.950 -> 0.924).
+ANYTIME_FINISH_FACTOR = 4
 # AND mode drops hopeless candidates each time the remaining bound falls below DEN / NUM
 # (4/5) of its value at the last pruning (waiting for it to halve, before session 5, left
 # more candidates to scan and look up; pruning at every segment cost more than it saved).
@@ -358,16 +363,16 @@ def lookup_live(postings, seg_start, skips, skip_ptr, s, docs, n, c, acc, hist, 
 
 
 @njit(nogil=True, cache=True, inline="always")
-def and_segment(postings, seg_start, skips, skip_ptr, s, c, acc, touched, ntouched, hist, bits, theta, cnt, k, bound, pruned_at,
+def and_segment(postings, seg_start, skips, skip_ptr, s, c, acc, touched, ntouched, hist, bits, theta, cnt, k, bound, swept_at,
                 is_sorted, lookup_cost):
     """AND mode over segment ``s``: pruned first when it is much longer than the candidates (and the
-    bound moved since the last pruning), then looked up candidate by candidate (sorted first, once:
-    pruning keeps the order) when longer than ``lookup_cost`` postings a candidate, else scanned.
-    Returns the new ``(theta, cnt, ntouched, pruned_at, is_sorted)``."""
+    bound moved since ``swept_at``, the bound of the last pruning), then looked up candidate by
+    candidate (sorted first, once: pruning keeps the order) when longer than ``lookup_cost``
+    postings a candidate, else scanned. Returns the new ``(theta, cnt, ntouched, swept_at, is_sorted)``."""
     a0, a1 = seg_start[s], seg_start[s + 1]
-    if a1 - a0 > ntouched * (lookup_cost >> PRUNE_BEFORE_SHIFT) and bound < pruned_at:
+    if a1 - a0 > ntouched * (lookup_cost >> PRUNE_BEFORE_SHIFT) and bound < swept_at:
         ntouched = prune(acc, touched, ntouched, hist, theta, bound, bits)
-        pruned_at = bound
+        swept_at = bound
     if a1 - a0 > ntouched * lookup_cost:
         if not is_sorted:
             shell_sort(touched, ntouched)
@@ -375,7 +380,7 @@ def and_segment(postings, seg_start, skips, skip_ptr, s, c, acc, touched, ntouch
         theta, cnt = lookup_live(postings, seg_start, skips, skip_ptr, s, touched, ntouched, c, acc, hist, theta, cnt, k, bound)
     else:
         theta, cnt = accumulate_live(postings, a0, a1, c, acc, bits, hist, theta, cnt, k, bound)
-    return theta, cnt, ntouched, pruned_at, is_sorted
+    return theta, cnt, ntouched, swept_at, is_sorted
 
 
 @njit(nogil=True, cache=True)
@@ -750,8 +755,9 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
             work from the first segment).
         lookup_cost: a lookup's cost in postings scanned (:data:`LOOKUP_COST`): AND mode looks
             candidates up in a segment longer than this many postings a candidate, and the finish
-            by lookup starts once candidates x segments left x this x :data:`FINISH_FACTOR` is
-            below the postings left (smaller values look up and finish earlier).
+            by lookup starts once candidates x segments left x this x :data:`FINISH_FACTOR`
+            (anytime: :data:`ANYTIME_FINISH_FACTOR`) is below the postings left (smaller values look
+            up and finish earlier).
         slack: the bound ``R`` is scaled by ``slack / EXACT_SLACK`` wherever it prunes
             (:data:`EXACT_SLACK`: exact; smaller: approximate, sooner).
 
@@ -774,23 +780,25 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
         return select_topk(acc, touched, ntouched, k, out_docs, out_vals), processed
     theta, cnt = fill_histogram(acc, touched, ntouched, hist, k)
     dense_at = dense_point(left + processed, acc.shape[0], budget, slack)
+    finish_cost = lookup_cost * (FINISH_FACTOR if budget < 0 and slack >= EXACT_SLACK else ANYTIME_FINISH_FACTOR)
     bound = remaining_bound(cur, end, seg_impact, weights)
     eff = (bound * slack) >> SLACK_SHIFT
     and_mode = False
     is_sorted = False  # touched[:ntouched] ascending (pruning keeps the order)
-    pruned_at = 0
+    pruned_at = 0  # the bound at the last step's pruning (which then checks whether to finish)
+    swept_at = 0  # the bound at the last pruning of either kind (step, or before a long segment)
     while True:
         if not and_mode and cnt >= k and theta > eff:
             and_mode = True
-            pruned_at = eff + 1
+            pruned_at = swept_at = eff + 1
             set_bits(bits, touched, ntouched, np.bool_(True))  # not a literal: see ROOT
         if and_mode and PRUNE_STEP_NUM * eff < PRUNE_STEP_DEN * pruned_at:
             ntouched = prune(acc, touched, ntouched, hist, theta, eff, bits)
-            pruned_at = eff
+            pruned_at = swept_at = eff
             segs_left = 0
             for j in range(m):
                 segs_left += end[j] - cur[j]
-            if ntouched * segs_left * lookup_cost * FINISH_FACTOR < left:
+            if ntouched * segs_left * finish_cost < left:
                 n = finish_by_lookup(postings, seg_start, seg_impact, cur, end, weights, acc, touched, ntouched, hist, k, skips,
                                      skip_ptr, slack, out_docs, out_vals)
                 set_bits(bits, touched, ntouched, np.bool_(False))
@@ -806,9 +814,9 @@ def saat_topk(postings, seg_start, seg_impact, seg_ptr, terms, weights, k, budge
         c = weights[i] * np.int64(seg_impact[s])
         a0, a1 = seg_start[s], seg_start[s + 1]
         if and_mode:
-            theta, cnt, ntouched, pruned_at, is_sorted = and_segment(postings, seg_start, skips, skip_ptr, s, c, acc, touched,
-                                                                     ntouched, hist, bits, theta, cnt, k, eff, pruned_at,
-                                                                     is_sorted, lookup_cost)
+            theta, cnt, ntouched, swept_at, is_sorted = and_segment(postings, seg_start, skips, skip_ptr, s, c, acc, touched,
+                                                                    ntouched, hist, bits, theta, cnt, k, eff, swept_at,
+                                                                    is_sorted, lookup_cost)
         else:
             ntouched, theta, cnt = accumulate(postings, a0, a1, c, acc, touched, ntouched, hist, theta, cnt, k)
         processed += a1 - a0
