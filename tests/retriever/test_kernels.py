@@ -121,8 +121,8 @@ def random_index(rng, num_docs=3000, vocab=400, n=60_000, skew=True):
 def test_exact_equals_brute_force_on_random_indexes(skew, warmup, acc_dtype, skips, lookup_cost, acc_docs, flat):
     """Every path: histogram from the first posting, a warm-up then pruning, warm-up only;
     AND mode's lookups and the finish by lookup, through skip entries and without (these
-    small indexes reach the finish with ``lookup_cost`` 1, 24 of the 120 skewed queries, and
-    not with the default; AND mode then looks up 3,097 segments and scans 6,436, and 33 and
+    small indexes reach the finish with ``lookup_cost`` 1, 25 of the 120 skewed queries, and
+    not with the default; AND mode then looks up 2,584 segments and scans 6,429, and 33 and
     9,610 with the default); the
     warm-up's branch-free and branchy accumulation (scratch sized past BRANCH_FREE_DOCS), by
     segment and by posting list (per-posting impacts)."""
