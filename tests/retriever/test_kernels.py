@@ -130,7 +130,7 @@ def test_exact_equals_brute_force_on_random_indexes(skew, warmup, acc_dtype, ski
     num_docs, vocab = 3000, 400
     a = random_index(rng, num_docs, vocab, skew=skew)
     for q in range(120):
-        size = rng.integers(9, 15) if q % 5 == 0 else rng.integers(1, 7)  # beyond the 8 terms tracked per document
+        size = rng.integers(9, 15) if q % 5 == 0 else rng.integers(1, 7)  # long queries too
         terms = np.unique(rng.integers(2, 12 if q % 2 else vocab, size))
         weights = rng.integers(1, 3, terms.size)
         k = int(rng.choice([1, 10, 100]))
