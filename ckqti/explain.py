@@ -40,7 +40,7 @@ from ckqti.files import check_folder_of, replacing
 from ckqti.models.checkpoint import QTI_KINDS
 from ckqti.models.inputs import TokenSpan
 from ckqti.models.reranker import Reranker
-from ckqti.terminal import safe_cut, visible
+from ckqti.terminal import readable, safe_cut, visible
 
 if TYPE_CHECKING:
     from retriever.index import Index
@@ -406,7 +406,7 @@ def marked_text(e: Explanation, marks: list[Mark], color: bool, elide: int = 400
     out, pos = [], 0
     for start, end, code, opening, closing in sorted(marks):
         out.append(_plain(e.text[pos:start], elide))
-        inner = visible(e.text[start:end])
+        inner = readable(e.text[start:end])
         out.append(paint(inner, code, color) if color else f"{opening}{inner}{closing}")
         pos = end
     cut = max(pos, e.unread_from)
@@ -418,11 +418,12 @@ def marked_text(e: Explanation, marks: list[Mark], color: bool, elide: int = 400
 
 
 def _plain(text: str, elide: int) -> str:
-    """Unmarked document text, long stretches elided, terminal controls escaped (:func:`visible`)."""
+    """Unmarked document text, long stretches elided, mojibake repaired and terminal controls
+    escaped (:func:`readable`)."""
     if len(text) <= elide:
-        return visible(text)
+        return readable(text)
     head, tail = safe_cut(text, elide // 2), safe_cut(text, len(text) - elide // 2)  # not inside a letter + accent
-    return visible(f"{text[:head]} [... {tail - head} characters ...] {text[tail:]}")
+    return f"{readable(text[:head])} [... {tail - head} characters ...] {readable(text[tail:])}"
 
 
 def terminal_lines(e: Explanation, color: bool) -> list[str]:
@@ -456,7 +457,7 @@ def region_lines(e: Explanation, color: bool) -> list[str]:
         code = REGION_COLOURS[(r.rank - 1) % len(REGION_COLOURS)]
         extra = f" (selector {r.selector_score:.3f}{'' if r.used else ', not combined'})" if r.selector_score is not None else ""
         lines.append(f"  #{r.rank} tokens {r.token_start}-{r.token_end}  score {r.score:.4f}{extra}: "
-                     f"{paint(visible(' '.join(e.region_text(r).split())), code, color)}")
+                     f"{paint(readable(' '.join(e.region_text(r).split())), code, color)}")
         marks.append((r.char_start, r.char_end, code, f"[#{r.rank} ", "]"))
     return lines + ["", marked_text(e, marks, color)]
 

@@ -18,17 +18,17 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
-from ckqti.terminal import visible
+from ckqti.terminal import readable
 
 if TYPE_CHECKING:
     from ckqti.explain import Explanation
 
 
 def shown(text: str) -> str:
-    """Text for the page: HTML-escaped, and its control and bidirectional characters written as
-    escapes (``\\x1b``, ``\\u202e``), as the terminal report shows them: a query or a document
-    cannot reorder what the page shows."""
-    return escape(visible(text))
+    """Text for the page: HTML-escaped, mojibake repaired, and its control and bidirectional
+    characters written as escapes (``\\x1b``, ``\\u202e``), as the terminal report shows them
+    (:func:`ckqti.terminal.readable`): a query or a document cannot reorder what the page shows."""
+    return escape(readable(text))
 
 
 #: Kernel colours from exact match (mu = 1, red) through 0 (grey) to opposite meaning (blue).

@@ -36,6 +36,12 @@ def repaired(text: str) -> str:
     return ftfy.fix_encoding(text)
 
 
+def readable(text: str) -> str:
+    """Document text as shown in a report: mojibake repaired (:func:`repaired`), then terminal
+    controls escaped (:func:`visible`)."""
+    return visible(repaired(text))
+
+
 def decoded_argument(text: str) -> str:
     """A command-line argument with bytes that are not UTF-8 (which Python keeps as lone
     surrogates) replaced by U+FFFD, so that it prints, encodes and goes into JSON as text."""
