@@ -7,7 +7,7 @@
 # together exceed: carry one or the other (move the other out of the tree for that call).
 source scripts/gpu_env.sh || exit 1
 if [ $# -eq 0 ]; then
-    set -- tests/ckqti tests/indexer tests/retriever tests/test_long_documents.py tests/test_region_positions.py \
+    set -- tests/ckqti tests/indexer tests/retriever tests/scripts_peers/test_long_documents.py tests/scripts_peers/test_region_positions.py \
         --ignore tests/retriever/test_service.py
 fi
 timeout "${GPU_TESTS_TIMEOUT:-420}" python3 -m pytest "$@" -q -p no:cacheprovider -o addopts="" -rfE \
