@@ -77,4 +77,4 @@ def one_torch_thread():
 def pytest_collection_modifyitems(config, items):
     """Run the tests that start a JVM in the pytest process (Lucene peers) last: once a JVM is
     in the process, its signal handlers can crash native code that runs after it."""
-    items.sort(key=lambda item: "scripts_peers" in str(item.fspath))
+    items.sort(key=lambda item: item.fspath.basename == "test_peers.py")  # LucenePeer: a JVM in this process
