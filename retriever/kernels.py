@@ -62,14 +62,14 @@ WARMUP_SHIFT = 4
 # candidates up when it holds more than candidates x LOOKUP_COST postings, and prunes first when it
 # holds more than candidates x (LOOKUP_COST >> PRUNE_BEFORE_SHIFT); the finish by lookup starts
 # once candidates x segments left x LOOKUP_COST x FINISH_FACTOR < postings left. Session 31,
-# out-of-tree A/B of the batch kernel (3-4 alternated rounds, identical hits, us a query):
-# head-heavy 100k 31.3-32.4 before (a finish at 512 and no lookups in AND mode) against
-# 27.5-29.0; 1M 199-204 against 178-182; tail unchanged. Lookups at 16, 32, 64 and 256 x the
-# candidates, pruning first at 4 or 64 x, and finishing at 32x or 64x 512 measured no better.
+# out-of-tree A/B of the batch kernel (alternated rounds, identical hits, us a query): head-heavy
+# 100k 32.1-32.5 before (no lookups in AND mode, the finish at 512) against 30.0-30.4; 1M 200-205
+# against 179-191; tail unchanged. Lookups from 16, 32, 64, 96, 192 or 256 postings a candidate and
+# pruning first at 4 or 64 measured within noise of these (docs/BENCH_SEARCH.md, session 31).
 LOOKUP_COST = 128
 PRUNE_BEFORE_SHIFT = 3
-# The finish costs more a lookup than AND mode's (it merges every segment left, short ones too, and
-# sorts): 512 x 8 before session 31's lookups, never finishing was 2% slower at 100k (within noise).
+# The finish merges every segment left against the candidates, short ones too, so it pays off later
+# than one segment's lookups: at 32x (factors 16 and 64, and never finishing, within noise).
 FINISH_FACTOR = 32
 # Anytime mode finishes where exact mode did before session 31 (512 a lookup): the finish reads no
 # postings, so it is not charged to the budget, and with a slack it drops candidates term by term;
@@ -326,6 +326,17 @@ def accumulate_live(postings, a0, a1, c, acc, bits, hist, theta, cnt, k, bound):
     return theta, cnt
 
 
+@njit(nogil=True, cache=True, inline="always")
+def skip_to(skips, p, hi, d):
+    """The last skip entry at or after ``p`` (below ``hi``) that is at most ``d``: a forward walk,
+    SKIP_STRIDE entries at a time, then one by one."""
+    while p + SKIP_STRIDE < hi and skips[p + SKIP_STRIDE] <= d:
+        p += SKIP_STRIDE
+    while p + 1 < hi and skips[p + 1] <= d:
+        p += 1
+    return p
+
+
 @njit(nogil=True, cache=True)
 def lookup_live(postings, seg_start, skips, skip_ptr, s, docs, n, c, acc, hist, theta, cnt, k, bound):
     """AND mode by lookup: add ``c`` to each live candidate of ``docs[:n]`` (ascending) that segment
@@ -345,10 +356,7 @@ def lookup_live(postings, seg_start, skips, skip_ptr, s, docs, n, c, acc, hist, 
         if has_skips:
             if skips[lo] > d:
                 continue
-            while p + SKIP_STRIDE < hi and skips[p + SKIP_STRIDE] <= d:
-                p += SKIP_STRIDE
-            while p + 1 < hi and skips[p + 1] <= d:
-                p += 1
+            p = skip_to(skips, p, hi, d)
             a0 = a_beg + (p - lo) * SKIP_BLOCK
             hit = contains(postings, a0, min(a0 + SKIP_BLOCK, a_end), d)
         else:
@@ -529,10 +537,7 @@ def merge_segment(postings, seg_start, skips, skip_ptr, s, docs, found, n, c, va
         d = docs[j]
         if skips[lo] > d:
             continue
-        while p + SKIP_STRIDE < hi and skips[p + SKIP_STRIDE] <= d:
-            p += SKIP_STRIDE
-        while p + 1 < hi and skips[p + 1] <= d:
-            p += 1
+        p = skip_to(skips, p, hi, d)
         if skips[p] == d:
             found[j] = True
             vals[j] += c
