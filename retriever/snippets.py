@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ckqti.terminal import columns_of, safe_cut
 from ckqti.text import Analyzer
 
 MAX_WORD = 40  # characters a snippet shows of one word (a URL or a run of text without spaces)
+_RUN = re.compile(r"[0-9A-Za-z]+")  # what the analyzer reads of a word: its ASCII letters and digits
 
 
 def snippet(text: str, query_terms: set[str], analyzer: Analyzer, width: int = 30, context: int = 3,
             mark: tuple[str, str] = ("", ""), columns: int | None = None) -> str:
     """The ``width``-word window of ``text`` with the most words analyzing to a query term,
     starting ``context`` words before its first such word (so that a display cut short still shows
-    it), each such word wrapped in ``mark`` and every word cut at :data:`MAX_WORD` characters.
+    it), every word cut at :data:`MAX_WORD` characters and the query terms in it wrapped in ``mark``
+    (:func:`marked`).
 
     ``columns``: the snippet is cut (:func:`clip`) to that many terminal columns, with fewer
     context words where they would push the first marked word past the cut."""
@@ -33,19 +37,34 @@ def snippet(text: str, query_terms: set[str], analyzer: Analyzer, width: int = 3
 
     def shown_from(start: int) -> str:
         shown = [shorten(w) for w in words[start : start + width]]
-        shown = [f"{mark[0]}{w}{mark[1]}" if hits[start + i] else w for i, w in enumerate(shown)]
+        shown = [marked(w, query_terms, analyzer, mark) if hits[start + i] else w for i, w in enumerate(shown)]
         prefix = "... " if start > 0 else ""
         suffix = " ..." if start + width < len(words) else ""
         return prefix + " ".join(shown) + suffix
 
     if columns is None:
         return shown_from(start)
-    def first_hit_ends(start: int) -> int:  # columns up to the first marked word's closing mark
-        return columns_of(("... " if start else "") + " ".join(shorten(w) for w in words[start : first + 1]) + "".join(mark))
+    def first_hit_ends(start: int) -> int:  # columns up to the end of the first marked word
+        before = [shorten(w) for w in words[start:first]]
+        return columns_of(("... " if start else "") + " ".join([*before, marked(shorten(words[first]), query_terms, analyzer, mark)]))
 
     while start < first and hits[first] and first_hit_ends(start) + 4 > columns:  # clip keeps 4 for " ..."
         start += 1  # the first marked word does not fit: one context word fewer
     return clip(shown_from(start), columns)
+
+
+def marked(word: str, query_terms: set[str], analyzer: Analyzer, mark: tuple[str, str]) -> str:
+    """``word`` with each run of letters and digits that analyzes to a query term wrapped in ``mark``,
+    its punctuation left outside (``[life]:``, ``[people].he``); the whole word when no run does alone
+    (a term that a long word's cut left out, or a character that lower-cases to an ASCII letter)."""
+    out, pos = [], 0
+    for m in _RUN.finditer(word):
+        if set(analyzer(m.group())) & query_terms:
+            out += [word[pos : m.start()], mark[0], m.group(), mark[1]]
+            pos = m.end()
+    if not out:
+        return f"{mark[0]}{word}{mark[1]}"
+    return "".join(out) + word[pos:]
 
 
 def shorten(word: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from ckqti.terminal import columns_of
 from ckqti.text import Analyzer
 from retriever.snippets import MAX_WORD, clip, shorten, snippet
@@ -15,6 +17,16 @@ def test_the_window_with_most_hits_starts_just_before_its_first_hit():
     assert out.startswith("... w38 w39 [cells] w41") and "[membrane]" in out and out.endswith(" ...")
     assert "[cells]" in out[:20]  # a display cut at 20 characters still shows the first hit
     assert "[cell]" not in out  # the lone later hit is outside the best window
+
+
+def test_marks_wrap_the_matching_letters_not_the_punctuation_around_them():
+    """The demo showed ``[people.he]`` and ``[life:]``: the whole whitespace-delimited word was marked."""
+    analyzer = Analyzer()
+    out = snippet("daily life: the people.he and Thai. cells-membranes (cell)", set(analyzer("life people thai cell")),
+                  analyzer, mark=("[", "]"))
+    assert out == "daily [life]: the [people].he and [Thai]. [cells]-membranes ([cell])"
+    cut = "x" * MAX_WORD + "-cell"  # a hit whose matching letters the cut of a long word drops: the word is marked whole
+    assert snippet(cut, {"cell"}, Analyzer(), mark=("[", "]")) == "[" + "x" * (MAX_WORD - 1) + "\u2026]"
 
 
 def test_no_hit_gives_the_beginning_and_long_words_are_cut():
@@ -36,7 +48,12 @@ def _reference(text, query_terms, analyzer, width, context, mark):
             best, best_at = sum(hits[at : last + 1]), at
     first = next((i for i in range(best_at, min(best_at + width, len(words))) if hits[i]), best_at)
     start = max(best_at, first - context)
-    shown = [f"{mark[0]}{w}{mark[1]}" if hits[start + i] else w for i, w in enumerate(words[start : start + width])]
+    def marked(w):  # the runs of ASCII letters and digits that analyze to a query term, else the whole word
+        runs = re.split("([0-9A-Za-z]+)", w)
+        out = [f"{mark[0]}{r}{mark[1]}" if i % 2 and set(analyzer(r)) & query_terms else r for i, r in enumerate(runs)]
+        return "".join(out) if out != runs else f"{mark[0]}{w}{mark[1]}"
+
+    shown = [marked(w) if hits[start + i] else w for i, w in enumerate(words[start : start + width])]
     return ("... " if start else "") + " ".join(shown) + (" ..." if start + width < len(words) else "")
 
 
