@@ -306,6 +306,17 @@ def select_topk(acc, touched, ntouched, k, hd, hv):
     return heap_sorted(hv, hd, n)
 
 
+@njit(nogil=True, cache=True, inline="always")
+def raise_live(acc, hist, d, old, c, theta, cnt, k):
+    """AND mode: live document ``d``'s accumulator from ``old`` to ``old + c``, its histogram and
+    ``theta`` kept up to date; returns the new ``(theta, cnt)``."""
+    hist[old] -= 1
+    new = old + c
+    acc[d] = new
+    hist[new] += 1
+    return raise_theta(old, new, hist, theta, cnt, k)
+
+
 @njit(nogil=True, cache=True)
 def accumulate_live(postings, a0, a1, c, acc, bits, hist, theta, cnt, k, bound):
     """AND mode: add ``c`` only to live documents (their bit set in ``bits``) that can still
@@ -318,11 +329,7 @@ def accumulate_live(postings, a0, a1, c, acc, bits, hist, theta, cnt, k, bound):
         old = acc[d]
         if old + bound < theta:
             continue
-        hist[old] -= 1
-        new = old + c
-        acc[d] = new
-        hist[new] += 1
-        theta, cnt = raise_theta(old, new, hist, theta, cnt, k)
+        theta, cnt = raise_live(acc, hist, d, old, c, theta, cnt, k)
     return theta, cnt
 
 
@@ -362,11 +369,7 @@ def lookup_live(postings, seg_start, skips, skip_ptr, s, docs, n, c, acc, hist, 
         else:
             hit = contains(postings, a_beg, a_end, d)
         if hit:
-            hist[old] -= 1
-            new = old + c
-            acc[d] = new
-            hist[new] += 1
-            theta, cnt = raise_theta(old, new, hist, theta, cnt, k)
+            theta, cnt = raise_live(acc, hist, d, old, c, theta, cnt, k)
     return theta, cnt
 
 
