@@ -55,18 +55,26 @@ def open_binary(path: str | Path) -> IO[bytes]:
     return gzip.open(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")
 
 
+# A file whose records end in a carriage return alone (classic Mac OS) reads as one line, which a
+# 4-column TSV reader would take for one document with the others as its url, title and body.
+CR_ONLY = ("carriage returns but no line feeds: a file with old Mac (CR-only) line ends? "
+           "(convert them to line feeds, e.g. tr '\\r' '\\n' < FILE > NEW)")
+
+
 def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line)`` for every line of ``path``, numbered from 1, without terminator.
 
     Raises:
         InputError: invalid UTF-8 (with the line number), a line over :data:`MAX_LINE_BYTES` (found
-            before it is read whole: it would take ~25x its size in memory as a document), or a
-            corrupt gzip stream.
+            before it is read whole: it would take ~25x its size in memory as a document), a first
+            line holding carriage returns but no line feed (:data:`CR_ONLY`), or a corrupt gzip stream.
     """
     number = 0
     try:
         with open_binary(path) as stream:
             for number, raw in enumerate(iter(lambda: stream.readline(MAX_LINE_BYTES + 1), b""), 1):
+                if number == 1 and not raw.endswith(b"\n") and b"\r" in raw.rstrip(b"\r"):
+                    raise InputError(CR_ONLY, path, number)  # the whole file read as one line, or a cap's worth of it
                 if len(raw) > MAX_LINE_BYTES:
                     raise InputError(f"line longer than {MAX_LINE_BYTES:,} bytes: a file without line breaks? "
                                      "(one document or query a line; split longer documents)", path, number)

@@ -579,3 +579,19 @@ class _CountingStream:
 
     def __exit__(self, *exc):
         self.stream.close()
+
+
+def test_a_file_with_carriage_returns_but_no_line_feeds_is_refused_with_a_hint(tmp_path):
+    """Old Mac (CR-only) line ends read as one line: a TSV corpus of three documents was indexed as
+    one, its others taken for the url, title and body of the first (4 columns)."""
+    cr_only = "d1\thello cells\rd2\tgenes here\rd3\tthird\r"
+    for name, opener in (("c.tsv", open), ("c.tsv.gz", gzip.open)):
+        path = tmp_path / name
+        with opener(path, "wt", newline="") as f:
+            f.write(cr_only)
+        err = error_of(read_corpus, path)
+        assert_names(err, path, 1)
+        assert "carriage returns but no line feeds" in str(err)
+    fine = tmp_path / "fine.tsv"  # CRLF line ends, and a last line ended by a CR alone, read as before
+    fine.write_bytes(b"d1\thello cells\r\nd2\tgenes here\r")
+    assert [(d.docid, d.text) for d in read_corpus(fine)] == [("d1", "hello cells"), ("d2", "genes here")]
