@@ -276,6 +276,49 @@ def test_slack_misses_only_narrowly(warmup):
     assert means[0] >= means[1] >= means[2]
 
 
+@pytest.mark.parametrize("lookup_cost", [1, 4, LOOKUP_COST])
+def test_and_mode_lookups_change_no_hit_and_no_count(lookup_cost, monkeypatch):
+    """AND mode's lookups, and the pruning before a long segment, change nothing but speed: the
+    kernel gives the same hits and postings counts as its own code with every AND-mode segment
+    scanned (``saat_topk.py_func`` with ``and_segment`` a plain scan: AND mode as before session 31,
+    the finish as now), in exact and anytime modes. Brute force cannot see a pruning before a long
+    segment that moves the step pruning's schedule, and with it the finish (e91a698's kernel did:
+    exact hits kept, anytime agreement down on the 1M benchmark); this test fails on that kernel."""
+    from retriever import kernels
+
+    def scanned(postings, seg_start, skips, skip_ptr, s, c, acc, touched, ntouched, hist, bits, theta, cnt, k, bound,
+                swept_at, is_sorted, lookup_cost):
+        nonlocal looked_up  # segments the kernel looks up (its candidates, pruned or not, are at most these)
+        looked_up += seg_start[s + 1] - seg_start[s] > ntouched * lookup_cost
+        theta, cnt = kernels.accumulate_live(postings, seg_start[s], seg_start[s + 1], c, acc, bits, hist, theta, cnt, k, bound)
+        return theta, cnt, ntouched, swept_at, is_sorted
+
+    looked_up = 0
+    rng = np.random.default_rng(13)
+    num_docs = 3000
+    a = random_index(rng, num_docs, skew=True)
+    skips = build_skips(a["postings"], a["seg_start"])
+    acc, touched = np.zeros(num_docs, np.uint32), np.zeros(num_docs + 1, np.int64)
+    hist, bits = np.zeros(10 * 255 + 2, np.int64), np.zeros(num_docs // 64 + 1, np.uint64)
+    for q in range(24):
+        terms = rng.integers(2, 12, rng.integers(2, 6))
+        weights = rng.integers(1, 3, terms.size)
+        k = int(rng.choice([1, 10, 100]))
+        for budget, slack in [(-1, EXACT_SLACK), (1000, EXACT_SLACK), (20_000, EXACT_SLACK), (-1, EXACT_SLACK * 7 // 10)]:
+            got = []
+            for kernel in (saat_topk, saat_topk.py_func):  # the compiled kernel first: it must not see the scan
+                out = np.zeros((2, k), np.int64)
+                with monkeypatch.context() as m:
+                    if kernel is saat_topk.py_func:
+                        m.setattr(kernels, "and_segment", scanned)
+                    n, processed = kernel(a["postings"], a["seg_start"], a["seg_impact"], a["seg_ptr"], terms, weights, k, budget,
+                                          acc, touched, hist, bits, *skips, NO_POST_IMPACT, 0, lookup_cost, slack, out[0], out[1])
+                assert not acc.any() and not hist.any() and not bits.any()
+                got.append((out[0, :n].tolist(), out[1, :n].tolist(), processed))
+            assert got[0] == got[1], (q, budget, slack)
+    assert looked_up > 0
+
+
 def test_kernels_run_without_jit():
     """Hand cases in plain Python (NUMBA_DISABLE_JIT), where an index past an array's end raises
     instead of reading whatever memory follows it (a list id equal to the list count, say)."""
