@@ -360,8 +360,9 @@ def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack,
         echo(f"note: {count_queries(len(s.empty))} retrieved nothing ({why})", err=True)
     if not s.documents:
         echo("note: no query retrieved a document; the run file is empty", err=True)
-    echo(f"{s.searched} of {count_queries(s.searched + len(s.skipped))} searched in {s.seconds:.2f}s ({s.qps:.0f} q/s) -> {out}"
-         if s.skipped else f"{count_queries(s.searched)} in {s.seconds:.2f}s ({s.qps:.0f} q/s) -> {out}")
+    rate = f"{s.qps:,.0f}" if s.qps >= 10 else f"{s.qps:.2g}"  # a first run's compiling: "0.083 q/s", not "0 q/s"
+    echo(f"{s.searched} of {count_queries(s.searched + len(s.skipped))} searched in {s.seconds:.2f}s ({rate} q/s) -> {out}"
+         if s.skipped else f"{count_queries(s.searched)} in {s.seconds:.2f}s ({rate} q/s) -> {out}")
 
 
 @cli.command("eval")

@@ -373,6 +373,17 @@ def test_run_that_retrieves_nothing_says_so(tmp_path, scifact_index):
     assert (tmp_path / "r.trec").read_text() == ""
 
 
+def test_run_reports_a_slow_rate_in_significant_digits(tmp_path, scifact_index, monkeypatch):
+    """A first run after an install compiles the batch kernel: one query in 12 s printed "(0 q/s)"."""
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tcell\n")
+    for searched, seconds, shown in ((1, 12.05, "(0.083 q/s)"), (3000, 0.5, "(6,000 q/s)")):
+        stats = api.RunStats(queries=searched, searched=searched, seconds=seconds, documents=1)
+        monkeypatch.setattr(api, "run", lambda *a, stats=stats, **kw: stats)
+        res = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "r.trec")
+        assert res.exit_code == 0 and shown in res.output, res.output
+
+
 def test_eval_rel_level_reaches_the_binary_measures(tmp_path):
     """--rel-level is the grade from which RR, AP, P and R count a document (TREC DL reports 2);
     graded nDCG does not change."""
