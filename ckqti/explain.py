@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -105,6 +105,8 @@ class Explanation:
             TKL with an explicit channel); empty otherwise.
         unknown: query tokens the model's vocabulary lacks (read as its one unknown word).
         query_tokens_cut: query tokens past the model's query cap, not read.
+        index_score: explained from the index the model built, the score search gives the document
+            (its quantized impacts: within about 1% of :attr:`score`); ``None`` otherwise.
     """
 
     kind: str
@@ -122,6 +124,7 @@ class Explanation:
     parts: tuple[tuple[str, float], ...] = ()
     unknown: tuple[str, ...] = ()
     query_tokens_cut: int = 0
+    index_score: float | None = None
 
     @property
     def unread_from(self) -> int:
@@ -355,6 +358,13 @@ def explain(
     text = find_document(docid, corpus, index, fmt)
     reranker = open_explainer(model_path, corpus, index, fmt, device, max_doc_length, adapt_vocabulary)
     result = explain_text(reranker, query, docid, text)
+    if index is not None and corpus is None and result.kind in QTI_KINDS and result.model_id == index.model_id:
+        from retriever.search import Searcher  # the index's own model: say what search scores the document
+
+        try:
+            result = replace(result, index_score=Searcher(index).document_score(query, docid))
+        except QueryError:  # no query term in the index's vocabulary: search finds nothing to compare
+            pass
     if html_out is not None:
         write_page(Path(html_out), result.to_html())
     return result
@@ -429,7 +439,8 @@ def _plain(text: str, elide: int) -> str:
 def terminal_lines(e: Explanation, color: bool) -> list[str]:
     lines = [visible(line) for line in (  # text from the query and the document: no terminal controls
         f"query:    {e.query}",
-        f"document: {e.docid}   model: {e.model_id}   score: {e.score:.4f}",
+        f"document: {e.docid}   model: {e.model_id}   score: {e.score:.4f}"
+        + ("" if e.index_score is None else f"   (in the index: {e.index_score:.4f}, from quantized impacts)"),
         f"read {e.tokens_read} of {len(e.tokens)} document tokens; query tokens: {' '.join(e.query_tokens)}",
     )]
     if e.unknown:

@@ -71,6 +71,8 @@ def explanation_html(e: "Explanation") -> str:
         f'<h1>Why <code>{escape(e.model_id)}</code> scored <code id="docid">{shown(e.docid)}</code> '
         f'<span id="score" data-score="{e.score!r}">{e.score:.4f}</span></h1>',
         f'<p>Query: <q id="query">{shown(e.query)}</q> (model tokens: <code>{escape(" ".join(e.query_tokens))}</code>)</p>',
+        "" if e.index_score is None else (f'<p>In the index, from its quantized impacts, search scores it <span id="index-score" '
+                                          f'data-score="{e.index_score!r}">{e.index_score:.4f}</span>.</p>'),
         f"<p>{read}</p>",
         parts_html(e),
         summary,

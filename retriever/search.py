@@ -476,6 +476,31 @@ class Searcher:
         return SearchResult(query, q.known, self.hits(plan, vals, shards, docs, k), q.oov, processed,
                             self.unweighted(q, plan))
 
+    def document_score(self, query: str, docid: str) -> float | None:
+        """The score :meth:`search` gives ``docid`` for ``query``, from the document's stored (quantized)
+        impacts, each looked up in its posting lists; ``None`` when no shard holds ``docid``. A model's own
+        score of the document (``ckqti explain``) differs from it by the quantization.
+
+        Raises:
+            QueryError: as :meth:`parse` (no searchable term)."""
+        plan = self.plan(self.parse(query))
+        for sh in self.index.shards:
+            ids = sh.docs.column("docid").to_pylist()
+            if docid not in ids:
+                continue
+            d, total = ids.index(docid), 0
+            for lst, w in zip(plan.lists.tolist(), plan.weights.tolist()):
+                if lst >= sh.seg_ptr.shape[0] - 1:  # a list this shard was written without
+                    continue
+                for s in range(sh.seg_ptr[lst], sh.seg_ptr[lst + 1]):  # documents ascend inside a segment
+                    seg = sh.postings[sh.seg_start[s]:sh.seg_start[s + 1]]
+                    i = int(np.searchsorted(seg, d))
+                    if i < seg.shape[0] and seg[i] == d:
+                        total += w * int(sh.seg_impact[s])
+                        break
+            return total * plan.unit + plan.base
+        return None
+
     def document(self, hit: Hit) -> dict:
         return self.index.shards[hit.shard].document(hit.doc)
 

@@ -325,13 +325,27 @@ def test_explaining_from_an_index_explains_the_index_score(scifact_index, scifac
     for h in hits:
         e = explain(query, h.docid, path, index=index, device="cpu")
         assert e.score == pytest.approx(h.score, rel=0.02, abs=0.02) and e.unknown == ()
+        assert e.index_score == h.score  # what search gave, reported beside the model's unquantized score
+        assert f"(in the index: {h.score:.4f}, from quantized impacts)" in e.render_terminal(color=False)
+        assert parse_index_score(e.to_html()) == h.score
     plain = explain(query, hits[0].docid, path, corpus=scifact_small, device="cpu")
     assert set(plain.unknown) == set(unknown_to_model)
+    assert plain.index_score is None and 'id="index-score"' not in plain.to_html()  # read from a corpus: no index score
     assert "not in the model's vocabulary" in plain.render_terminal(color=False)
     # the untrained NDRM2 an index was built with is explained by its name
     top = Searcher(scifact_index).search(query, 1).hits[0]
     e = explain(query, top.docid, "ndrm2", index=scifact_index, device="cpu")
     assert e.model_id == "ndrm2-untrained" and e.score == pytest.approx(top.score, rel=0.02, abs=0.02)
+    assert e.index_score == top.score
+    other = explain(query, hits[0].docid, path, index=scifact_index, device="cpu")  # not the index's model: no index score
+    assert other.index_score is None
+
+
+def parse_index_score(html: str) -> float | None:
+    import re
+
+    m = re.search(r'id="index-score" data-score="([^"]+)"', html)
+    return float(m.group(1)) if m else None
 
 
 def test_explaining_from_an_index_reads_its_checksums_once(scifact_index, monkeypatch):

@@ -204,6 +204,18 @@ def test_scores_are_dequantized_sums_plus_offsets(scifact_index):
     assert np.all(np.abs(plan.weights * plan.unit - f) <= 0.5 * plan.unit + 1e-12)
 
 
+def test_a_documents_score_looked_up_is_the_one_search_gives(scifact_index):
+    """``document_score`` (what ``ckqti explain`` shows beside a model's own score) sums the document's
+    stored impacts list by list: equal to search's score for every hit of every shard."""
+    searcher = Searcher(scifact_index)
+    query = "cell growth and cancer treatment"
+    hits = searcher.search(query, 600).hits
+    assert len({h.shard for h in hits}) == 3
+    for h in hits:
+        assert searcher.document_score(query, h.docid) == h.score
+    assert searcher.document_score(query, "no-such-document") is None
+
+
 def test_anytime_mode_with_a_large_budget_is_exact(scifact_index):
     exact = Searcher(scifact_index)
     anytime = Searcher(scifact_index, mode="anytime", budget=10**9)
