@@ -106,7 +106,7 @@ class Explanation:
         unknown: query tokens the model's vocabulary lacks (read as its one unknown word).
         query_tokens_cut: query tokens past the model's query cap, not read.
         index_score: explained from the index the model built, the score search gives the document
-            (its quantized impacts: within about 1% of :attr:`score`); ``None`` otherwise.
+            (from its quantized impacts: close to :attr:`score`, up to the quantization); ``None`` otherwise.
     """
 
     kind: str
