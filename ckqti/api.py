@@ -137,6 +137,14 @@ def open_searcher(index_path: str | Path, mode: str = "exact", budget: int = 200
         raise QueryError(str(e)) from None
 
 
+def kernels_ready(batch: bool = False) -> bool:
+    """Whether this process holds the search kernel (``batch``: ``ckqti run``'s) compiled or loaded from
+    Numba's cache (:func:`retriever.search.kernels_ready`); the first search after an install compiles it."""
+    from retriever.search import kernels_ready as ready
+
+    return ready(batch)
+
+
 def search(query: str, index_path: str | Path, k: int = 10, mode: str = "exact", budget: int = 200_000,
            model: str | None = None, channel_weights: dict[str, float] | None = None,
            slack: float = 1.0) -> SearchResult:

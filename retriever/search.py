@@ -505,6 +505,14 @@ class Searcher:
         return self.index.shards[hit.shard].document(hit.doc)
 
 
+def kernels_ready(batch: bool = False) -> bool:
+    """Whether this process holds the search kernel (``batch``: batch search's) compiled or loaded
+    from Numba's cache: the first search after an install compiles it, for 10-20 s on 2 cores. (A
+    dispatcher's overloads appear when its compiling ends; a dict's truth is read atomically, so the
+    check is safe from another thread while it compiles.)"""
+    return bool((saat_batch if batch else saat_topk).overloads)
+
+
 def search_json(searcher: Searcher, res: SearchResult) -> dict:
     """A search result as ``ckqti search --json`` prints it and ``POST /search`` returns it."""
     hits = []

@@ -703,5 +703,39 @@ def test_a_search_still_running_after_a_while_says_why_it_may_be(scifact_index, 
     monkeypatch.setattr(Searcher, "search", slow)
     monkeypatch.setattr(cli_mod, "SLOW_SEARCH_AFTER", 0.05)
     res = invoke("search", "white matter", "--index", scifact_index, "-k", "2")
+    assert res.exit_code == 0 and "note:" not in res.stderr, res.stderr  # slow, but with its kernel ready: no news
+    monkeypatch.setattr(api, "kernels_ready", lambda batch=False: False)  # as while a first search compiles
+    res = invoke("search", "white matter", "--index", scifact_index, "-k", "2")
     assert res.exit_code == 0 and res.stderr.splitlines()[0] == cli_mod.SLOW_SEARCH_NOTE, res.stderr
     assert res.stdout.startswith("  1  ") and "note:" not in res.stdout  # the hits, on stdout alone
+
+
+def test_a_first_run_compiling_its_batch_kernel_says_so(tmp_path, scifact_index, monkeypatch):
+    """``ckqti run`` compiled its batch kernel for 10-20 s in silence on a first run ("1 query in
+    12.05s"); a note says why, and only while that kernel is not ready."""
+    import subprocess
+    import sys
+    import time
+
+    import ckqti.cli as cli_mod
+
+    fresh = subprocess.run([sys.executable, "-c", "from ckqti import api; print(api.kernels_ready(), api.kernels_ready(True))"],
+                           capture_output=True, text=True, timeout=120)
+    assert fresh.stdout.split() == ["False", "False"], fresh.stderr  # nothing compiled or loaded before a first search
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tcell\n")
+    real = api.run
+
+    def slow(*args, **kwargs):
+        time.sleep(0.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(api, "run", slow)
+    monkeypatch.setattr(cli_mod, "SLOW_SEARCH_AFTER", 0.05)
+    for ready in (False, True):
+        monkeypatch.setattr(api, "kernels_ready", lambda batch=False, ready=ready: ready or not batch)
+        res = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "r.trec")
+        assert res.exit_code == 0 and (cli_mod.SLOW_RUN_NOTE in res.stderr) == (not ready), res.stderr
+    from retriever.search import kernels_ready
+
+    assert kernels_ready(batch=True)  # this process has run a batch by now
