@@ -285,11 +285,10 @@ def find_document(docid: str, corpus: str | Path | None = None, index: str | Pat
     from retriever.index import open_index
 
     idx = open_index(index)  # checksums verified: a corrupted store or vocabulary would explain a wrong score
-    for shard in idx.shards:
-        ids = shard.docs.column("docid").to_pylist()
-        if docid in ids:
-            return shard.indexed_text(ids.index(docid))  # ORCAS clicks and URL too, as the index read it
-    raise InputError(f"document {docid!r} is not in the index", idx.path)
+    where = idx.locate(docid)
+    if where is None:
+        raise InputError(f"document {docid!r} is not in the index", idx.path)
+    return idx.shards[where[0]].indexed_text(where[1])  # ORCAS clicks and URL too, as the index read it
 
 
 def open_explainer(model: str | Path, corpus: str | Path | None, index: str | Path | Index | None, fmt: str | None,

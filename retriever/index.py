@@ -302,6 +302,15 @@ class Index:
     def model_id(self) -> str:
         return self.manifest.model.get("id", "")
 
+    def locate(self, docid: str) -> tuple[int, int] | None:
+        """``(shard number, row)`` of ``docid``, or ``None`` when no shard holds it (a pass over the
+        shards' docids, up to the one holding it)."""
+        for si, shard in enumerate(self.shards):
+            ids = shard.docs.column("docid").to_pylist()
+            if docid in ids:
+                return si, ids.index(docid)
+        return None
+
     def check_compatible(self, analyzer: dict | None = None, model_id: str | None = None) -> None:
         """Refuse an index built with another analyzer or model than the one asked for."""
         where = self.path / MANIFEST

@@ -484,22 +484,21 @@ class Searcher:
         Raises:
             QueryError: as :meth:`parse` (no searchable term)."""
         plan = self.plan(self.parse(query))
-        for sh in self.index.shards:
-            ids = sh.docs.column("docid").to_pylist()
-            if docid not in ids:
+        where = self.index.locate(docid)
+        if where is None:
+            return None
+        sh, d = self.index.shards[where[0]], where[1]
+        total = 0
+        for lst, w in zip(plan.lists.tolist(), plan.weights.tolist()):
+            if lst >= sh.seg_ptr.shape[0] - 1:  # a list this shard was written without
                 continue
-            d, total = ids.index(docid), 0
-            for lst, w in zip(plan.lists.tolist(), plan.weights.tolist()):
-                if lst >= sh.seg_ptr.shape[0] - 1:  # a list this shard was written without
-                    continue
-                for s in range(sh.seg_ptr[lst], sh.seg_ptr[lst + 1]):  # documents ascend inside a segment
-                    seg = sh.postings[sh.seg_start[s]:sh.seg_start[s + 1]]
-                    i = int(np.searchsorted(seg, d))
-                    if i < seg.shape[0] and seg[i] == d:
-                        total += w * int(sh.seg_impact[s])
-                        break
-            return total * plan.unit + plan.base
-        return None
+            for s in range(sh.seg_ptr[lst], sh.seg_ptr[lst + 1]):  # documents ascend inside a segment
+                seg = sh.postings[sh.seg_start[s]:sh.seg_start[s + 1]]
+                i = int(np.searchsorted(seg, d))
+                if i < seg.shape[0] and seg[i] == d:
+                    total += w * int(sh.seg_impact[s])
+                    break
+        return total * plan.unit + plan.base
 
     def document(self, hit: Hit) -> dict:
         return self.index.shards[hit.shard].document(hit.doc)
