@@ -44,9 +44,10 @@ def snippet(text: str, query_terms: set[str], analyzer: Analyzer, width: int = 3
 
     if columns is None:
         return shown_from(start)
+    first_shown = marked(shorten(words[first]), query_terms, analyzer, mark) if hits[first] else ""
+
     def first_hit_ends(start: int) -> int:  # columns up to the end of the first marked word
-        before = [shorten(w) for w in words[start:first]]
-        return columns_of(("... " if start else "") + " ".join([*before, marked(shorten(words[first]), query_terms, analyzer, mark)]))
+        return columns_of(("... " if start else "") + " ".join([*(shorten(w) for w in words[start:first]), first_shown]))
 
     while start < first and hits[first] and first_hit_ends(start) + 4 > columns:  # clip keeps 4 for " ..."
         start += 1  # the first marked word does not fit: one context word fewer
