@@ -510,11 +510,15 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
                    "with, saved in it; the untrained NDRM2's 4,000 terms).")
 @click.option("--adapt-vocabulary", is_flag=True,
               help="Read text with the collection's vocabulary (zero-shot): --corpus's, else the --candidates index's.")
+@click.option("--orcas", type=click.Path(), default=None,
+              help="docid<TAB>query clicked queries, a leading field of --corpus's text as `index --orcas` reads them "
+                   "(BM25 candidates still search the plain corpus; an index's text holds its own).")
 def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_size, device, tag, max_doc_length,
-               adapt_vocabulary):
+               adapt_vocabulary, orcas):
     """Rerank each query's top --depth candidates with a model; writes a TREC run."""
     s = api.rerank(queries, candidates, model_path, out, depth, corpus, fmt=fmt, batch_size=batch_size, device=device,
-                   tag=tag, max_doc_length=max_doc_length, adapt_vocabulary=adapt_vocabulary, progress=True)
+                   tag=tag, max_doc_length=max_doc_length, adapt_vocabulary=adapt_vocabulary, orcas=orcas,
+                   progress=True)
     if s.skipped:
         echo(f"note: {count_queries(len(s.skipped))} skipped ({skipped_reasons(s.skipped, s.reasons)})", err=True)
     echo(f"{count_queries(s.reranked) if s.reranked == s.queries else f'{s.reranked} of {count_queries(s.queries)}'}, "
@@ -537,12 +541,15 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
 @click.option("--json", "as_json", is_flag=True, help="JSON output for programs.")
 @click.option("--device", default=None, help="torch device (default: cuda if available).")
 @click.option("--adapt-vocabulary", is_flag=True, help="Read text with the corpus's (or index's) vocabulary (zero-shot).")
-def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, color, as_json, device, adapt_vocabulary):
+@click.option("--orcas", type=click.Path(), default=None,
+              help="docid<TAB>query clicked queries, a leading field of --corpus's text as `index --orcas` reads them.")
+def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, color, as_json, device, adapt_vocabulary,
+                orcas):
     """Why the model scores DOCID as it does for QUERY: regions, kernels or term contributions."""
     query = decoded_argument(query)
     try:
         e = api.explain(query, docid, model_path, corpus, index_path, html_out, fmt=fmt, device=device,
-                        adapt_vocabulary=adapt_vocabulary)
+                        adapt_vocabulary=adapt_vocabulary, orcas=orcas)
     except OptionError as err:  # raised in the command, not the group: click adds explain's usage line
         raise click.UsageError(err.as_flags()) from None
     if as_json:

@@ -44,6 +44,7 @@ from ckqti.terminal import readable, safe_cut, visible
 
 if TYPE_CHECKING:
     from retriever.index import Index
+    from retriever.rerank import Orcas
 
 
 @dataclass(frozen=True)
@@ -270,15 +271,16 @@ def explain_text(reranker: Reranker, query: str, docid: str, text: str) -> Expla
 
 
 def find_document(docid: str, corpus: str | Path | None = None, index: str | Path | Index | None = None,
-                  fmt: str | None = None) -> str:
-    """The text of ``docid`` from a corpus file (its fields joined) or an index's document store (every
-    field the index read: ORCAS clicks, URL, title, text)."""
+                  fmt: str | None = None, orcas: Orcas | None = None) -> str:
+    """The text of ``docid`` from a corpus file (its fields joined, its ``orcas`` clicks first as an
+    index built with them reads them) or an index's document store (every field the index read: ORCAS
+    clicks, URL, title, text)."""
     if (corpus is None) == (index is None):
         raise InputError("give exactly one of a corpus file or an index to read the document from")
     if corpus is not None:
         from indexer.readers import read_corpus
 
-        for doc in read_corpus(corpus, fmt=fmt):
+        for doc in read_corpus(corpus, fmt=fmt, orcas=orcas):
             if doc.docid == docid:
                 return doc.full_text()
         raise InputError(f"document {docid!r} is not in the corpus", corpus)
@@ -292,19 +294,20 @@ def find_document(docid: str, corpus: str | Path | None = None, index: str | Pat
 
 
 def open_explainer(model: str | Path, corpus: str | Path | None, index: str | Path | Index | None, fmt: str | None,
-                   device: str | None, max_doc_length: int | None, adapt_vocabulary: bool) -> Reranker:
+                   device: str | None, max_doc_length: int | None, adapt_vocabulary: bool,
+                   orcas: Orcas | None = None) -> Reranker:
     """The model as :func:`explain` reads with it (:func:`retriever.rerank.open_reranker`): a
     checkpoint with its training vocabulary, or adapted to the corpus's or the index's (see
     :func:`explain`'s ``adapt_vocabulary``; IDCM is read as trained), or an untrained NDRM2
-    (``"ndrm2"``, ``"ndrm2-anserini"``) on the collection's statistics."""
+    (``"ndrm2"``, ``"ndrm2-anserini"``) on the collection's statistics (a corpus's with ``orcas``'s clicks)."""
     from retriever.rerank import open_reranker
 
     collection = index if index is not None else corpus
     if adapt_vocabulary:  # TK, TKL and NDRM read the collection's vocabulary
-        return open_reranker(model, device, max_doc_length, collection, fmt, ("tk", "tkl", *QTI_KINDS))
+        return open_reranker(model, device, max_doc_length, collection, fmt, ("tk", "tkl", *QTI_KINDS), orcas)
     if index is not None:  # an NDRM model reads the index's: its score is the index's
         return open_reranker(model, device, max_doc_length, index, fmt, QTI_KINDS)
-    return open_reranker(model, device, max_doc_length, collection, fmt, ())  # untrained NDRM2 only
+    return open_reranker(model, device, max_doc_length, collection, fmt, (), orcas)  # untrained NDRM2 only
 
 
 def explain(
@@ -319,6 +322,7 @@ def explain(
     device: str | None = None,
     max_doc_length: int | None = None,
     adapt_vocabulary: bool = False,
+    orcas: str | Path | None = None,
 ) -> Explanation:
     """Explain a model's score of document ``docid`` for ``query``.
 
@@ -336,9 +340,13 @@ def explain(
             model always does, with the build's constants too: the explanation is then of the
             score the index holds (up to its quantization). ``model_path`` ``"ndrm2"`` or
             ``"ndrm2-anserini"`` (untrained) always reads the collection's statistics.
+        orcas: an ORCAS file whose clicked queries lead the ``corpus`` document's text (and count in
+            its statistics), as ``ckqti index --orcas`` and ``ckqti rerank --orcas`` read them; only
+            with ``corpus`` (an index holds its own clicks, or none).
 
     Raises:
-        InputError: no such document, or neither / both of corpus and index given.
+        InputError: no such document, neither / both of corpus and index given, ``orcas`` without
+            ``corpus`` or a malformed ORCAS file.
         CkqtiError: an unreadable checkpoint.
     """
     if html_out is not None:  # before any work
@@ -350,12 +358,15 @@ def explain(
                              "empty file", html_out)
     if corpus is not None and Path(corpus).is_dir():
         raise InputError("is a directory, expected a corpus file (an index goes to --index)", corpus)
+    from retriever.rerank import corpus_clicks
+
+    clicks = corpus_clicks(orcas, corpus)
     if index is not None and corpus is None:
         from retriever.index import Index
 
         index = Index(index)  # once: checksums are read for the document and for the model's statistics
-    text = find_document(docid, corpus, index, fmt)
-    reranker = open_explainer(model_path, corpus, index, fmt, device, max_doc_length, adapt_vocabulary)
+    text = find_document(docid, corpus, index, fmt, clicks)
+    reranker = open_explainer(model_path, corpus, index, fmt, device, max_doc_length, adapt_vocabulary, clicks)
     result = explain_text(reranker, query, docid, text)
     if index is not None and corpus is None and result.kind in QTI_KINDS and result.model_id == index.model_id:
         from retriever.search import Searcher  # the index's own model: say what search scores the document

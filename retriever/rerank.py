@@ -8,9 +8,10 @@ Candidates come from one of three places:
 * a TREC run file: its top ``depth`` per query (trec_eval order).
 
 Candidate text comes from the corpus file when one is given (``Document.full_text()``: title
-and text, as in training), else from the index's document store (title and text joined the
-same way). Each document is tokenized once however many queries rank it. A query's
-candidates are scored by the model and written in the model's order (a TREC run whose
+and text, as in training; with an ORCAS file its clicked queries first, URL next, as
+``ckqti index --orcas`` reads them), else from the index's document store (every field the
+index read, joined the same way). Each document is tokenized once however many queries rank
+it. A query's candidates are scored by the model and written in the model's order (a TREC run whose
 documents per query are exactly the candidates, sorted by model score, ties by docid as
 trec_eval breaks them).
 """
@@ -30,6 +31,7 @@ from ckqti.vocab import Vocabulary
 from retriever.index import Index, open_index
 
 Candidates = dict[str, list[str]]
+Orcas = Mapping[str, list[str]]  # docid -> clicked queries (indexer.readers.load_orcas)
 
 
 @dataclass(frozen=True)
@@ -139,11 +141,14 @@ def distinct_scores(reranker: Reranker, query: np.ndarray, rows: Sequence[tuple[
     return np.array([scored.get(first[k], floor) for k in key_of], dtype=np.float64)
 
 
-def corpus_texts(corpus: str | Path, fmt: str | None = None, keep: set[str] | None = None) -> dict[str, str]:
-    """``docid -> title and text`` (``Document.full_text()``) of a corpus file, only ``keep`` when given."""
+def corpus_texts(corpus: str | Path, fmt: str | None = None, keep: set[str] | None = None,
+                 orcas: str | Path | Orcas | None = None) -> dict[str, str]:
+    """``docid -> title and text`` (``Document.full_text()``) of a corpus file, only ``keep`` when given;
+    with ``orcas`` (an ORCAS file or its :func:`indexer.readers.load_orcas` mapping) each document's
+    clicked queries lead, the text an index built with them holds (:meth:`retriever.index.Shard.indexed_text`)."""
     from indexer.readers import read_corpus
 
-    return {d.docid: d.full_text() for d in read_corpus(corpus, fmt=fmt) if keep is None or d.docid in keep}
+    return {d.docid: d.full_text() for d in read_corpus(corpus, fmt=fmt, orcas=orcas) if keep is None or d.docid in keep}
 
 
 def index_candidates(index: str | Path | Index, queries: Mapping[str, str], depth: int,
@@ -202,10 +207,10 @@ def gather_candidates(candidates: str | Path | Index, queries: Mapping[str, str]
 
 
 def collection_of(corpus: str | Path | None, index: str | Path | Index | None, fmt: str | None,
-                  analyzer: dict) -> tuple[Vocabulary, dict]:
+                  analyzer: dict, orcas: str | Path | Orcas | None = None) -> tuple[Vocabulary, dict]:
     """A collection's vocabulary in ``analyzer``'s terms: an index's (a directory, or an open
     :class:`Index`) as it holds it, with its build's model constants
-    (:meth:`retriever.index.Index.vocabulary`), or a corpus file's (no constants)."""
+    (:meth:`retriever.index.Index.vocabulary`), or a corpus file's, ORCAS clicks too when given (no constants)."""
     if index is not None:
         idx = open_index(index)  # checksums verified, as search does: a corrupted vocabulary gave NaN scores
         if idx.manifest.analyzer != analyzer:
@@ -217,15 +222,15 @@ def collection_of(corpus: str | Path | None, index: str | Path | Index | None, f
     from ckqti.models.inputs import collection_vocabulary
     from ckqti.text import Analyzer
 
-    return collection_vocabulary(corpus_texts(corpus, fmt).values(), Analyzer.from_dict(analyzer)), {}
+    return collection_vocabulary(corpus_texts(corpus, fmt, orcas=orcas).values(), Analyzer.from_dict(analyzer)), {}
 
 
 def open_reranker(model_path: str | Path, device: str | None = None, max_doc_length: int | None = None,
                   adapt_to: str | Path | Index | None = None, fmt: str | None = None,
-                  adapt_kinds: Collection[str] | None = None) -> Reranker:
+                  adapt_kinds: Collection[str] | None = None, orcas: str | Path | Orcas | None = None) -> Reranker:
     """Load a checkpoint, reading text with its training vocabulary, or with ``adapt_to``'s: a
-    corpus file's, or an index directory's as it holds it (an NDRM model then takes the build's
-    constants too: it scores as the index does). ``"ndrm2"`` or ``"ndrm2-anserini"`` (untrained)
+    corpus file's (with ``orcas``'s clicks, as :func:`corpus_texts`), or an index directory's as it
+    holds it (an NDRM model then takes the build's constants too: it scores as the index does). ``"ndrm2"`` or ``"ndrm2-anserini"`` (untrained)
     always reads ``adapt_to``'s statistics.
 
     ``adapt_kinds``: adapt only checkpoints of these kinds and read the others as trained; None
@@ -243,7 +248,7 @@ def open_reranker(model_path: str | Path, device: str | None = None, max_doc_len
     is_index = isinstance(adapt_to, Index) or (adapt_to is not None and Path(adapt_to).is_dir())
     corpus, index = (None, adapt_to) if is_index else (adapt_to, None)
     if untrained:
-        vocab, constants = collection_of(corpus, index, fmt, Analyzer().to_dict())
+        vocab, constants = collection_of(corpus, index, fmt, Analyzer().to_dict(), orcas)
         return untrained_reranker(str(model_path), vocab, constants, device, max_doc_length)
     ckpt = load_checkpoint(model_path)  # once: its analyzer, then its weights
     if adapt_kinds is not None and ckpt.kind not in adapt_kinds:
@@ -251,11 +256,28 @@ def open_reranker(model_path: str | Path, device: str | None = None, max_doc_len
     if "tokenizer" in ckpt.analyzer:
         raise InputError("IDCM reads WordPiece pieces, which every text shares: there is no vocabulary to adapt "
                          "(--adapt-vocabulary is for TK, TKL and NDRM)", model_path)
-    vocab, constants = collection_of(corpus, index, fmt, ckpt.analyzer)
+    vocab, constants = collection_of(corpus, index, fmt, ckpt.analyzer, orcas)
     reranker = adapt_reranker(ckpt, vocab, device, max_doc_length)
     if ckpt.kind in QTI_KINDS and constants:
         reranker.model.set_index_constants(constants)
     return reranker
+
+
+def corpus_clicks(orcas: str | Path | None, corpus: str | Path | None) -> Orcas | None:
+    """The clicks of an ORCAS file (None: none) for a corpus file's documents, loaded once
+    (:func:`indexer.readers.load_orcas`: a malformed line is an error naming the file and line).
+
+    Raises:
+        InputError: clicks without a corpus file (an index's stored text holds its own clicks, or none).
+    """
+    if orcas is None:
+        return None
+    if corpus is None:
+        raise InputError("ORCAS clicks (--orcas) join the documents of a corpus file (--corpus); an index's "
+                         "stored text holds its own clicks, or none", orcas)
+    from indexer.readers import load_orcas
+
+    return load_orcas(orcas)
 
 
 def rerank(
@@ -273,6 +295,7 @@ def rerank(
     work_dir: str | Path | None = None,
     max_doc_length: int | None = None,
     adapt_vocabulary: bool = False,
+    orcas: str | Path | None = None,
     progress: bool = False,
 ) -> RerankStats:
     """Rerank every query's top ``depth`` candidates with a model and write a TREC run.
@@ -294,6 +317,10 @@ def rerank(
         adapt_vocabulary: read text with the collection's own vocabulary (TK, TKL, NDRM: zero-shot
             use on another collection; see :func:`ckqti.models.reranker.adapt_reranker`): the
             corpus's, else the candidate index's (its terms as the index read them, ORCAS clicks too).
+        orcas: an ORCAS file (``docid<TAB>query``, see :func:`indexer.readers.load_orcas`) whose
+            clicked queries lead each document's corpus text, as ``ckqti index --orcas`` indexes
+            them (the collection's statistics count them too). Needs ``corpus``: an index's stored
+            text holds its own clicks, or none. BM25 candidates still come from the plain corpus.
         progress: show a progress bar.
 
     Raises:
@@ -304,7 +331,7 @@ def rerank(
     from indexer.readers import read_queries
     from retriever.runs import check_run_path, write_run
 
-    check_run_path(out, tag, {"queries file": queries_path, "corpus": corpus,
+    check_run_path(out, tag, {"queries file": queries_path, "corpus": corpus, "ORCAS file": orcas,
                               "candidates run": None if str(candidates) == "bm25" else candidates})
     model_path = resolve_model(model_path)  # before any work: a model that is not there, by name or path
     if depth < 1:
@@ -313,6 +340,7 @@ def rerank(
         raise InputError("candidates must be 'bm25', an index directory or a TREC run file", candidates)
     if corpus is not None and Path(corpus).is_dir():  # else taken below for an index to read statistics from
         raise InputError("is a directory, expected a corpus file (an index goes to --candidates)", corpus)
+    clicks = corpus_clicks(orcas, corpus)  # before the candidates are gathered: a bad line is said at once
     if str(candidates) != "bm25" and Path(candidates).is_dir():
         candidates = Index(candidates)  # once: its checksums are read for its statistics and for its candidates
     # the collection whose vocabulary and statistics a model may read: the corpus's, else the candidate index's
@@ -324,7 +352,8 @@ def rerank(
     untrained = str(model_path) in UNTRAINED  # reads the collection's statistics
     if untrained and source is None:
         raise InputError(f"an untrained {model_path} reads the collection's statistics: give --corpus")
-    reranker = open_reranker(model_path, device, max_doc_length, source if untrained or adapt_vocabulary else None, fmt)
+    reranker = open_reranker(model_path, device, max_doc_length, source if untrained or adapt_vocabulary else None, fmt,
+                             orcas=clicks)
     queries = read_queries(queries_path)
     work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
     cands, texts, where, refused = gather_candidates(candidates, queries, depth, corpus, fmt, work)
@@ -332,7 +361,7 @@ def rerank(
         raise InputError(f"no query has candidates from {where} (query ids such as {next(iter(queries), '')!r}: "
                          "another query set?)", where.partition(":")[2] or queries_path)
     if texts is None:
-        texts = corpus_texts(corpus, fmt, {d for docs in cands.values() for d in docs})
+        texts = corpus_texts(corpus, fmt, {d for docs in cands.values() for d in docs}, clicks)
         missing = next(((q, d) for q, docs in cands.items() for d in docs if d not in texts), None)
         if missing is not None:
             raise InputError(f"candidate document {missing[1]!r} of query {missing[0]!r} ({where}) is not in the corpus",

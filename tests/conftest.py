@@ -78,3 +78,28 @@ def pytest_collection_modifyitems(config, items):
     """Run the tests that start a JVM in the pytest process (Lucene peers) last: once a JVM is
     in the process, its signal handlers can crash native code that runs after it."""
     items.sort(key=lambda item: item.fspath.basename == "test_peers.py")  # LucenePeer: a JVM in this process
+
+
+CLICKED_DOCS = (  # docid, url, title, body: MS MARCO's four columns, so the URL's place in the text is checked too
+    ("d1", "http://a.example/cells", "Cell growth", "Cells grow and divide in tissue."),
+    ("d2", "http://b.example/vitamin", "Vitamin D", "Vitamin D deficiency and bone disease."),
+    ("d3", "http://c.example/tb", "Tuberculosis", "Tuberculosis is an infection of the lung."),
+    ("d4", "http://d.example/misc", "Other matters", "Nothing about cells or bones here."),
+    ("d5", "http://e.example/heart", "Heart", "The heart pumps blood through the body."),
+    ("d6", "http://f.example/skin", "Skin", "Skin protects the body from infection."),
+)
+CLICKS = "d1\tcell division\nd3\tlung infection\nd1\tgrowth of cells\nd6\tskin infection rash\nd9\tno such doc\n"
+
+
+@pytest.fixture(scope="session")
+def clicked_collection(tmp_path_factory) -> dict[str, Path]:
+    """A six-document TSV corpus, its ORCAS clicks (three documents clicked, one click for no document)
+    and the untrained NDRM2's index of the corpus built with them: ``corpus``, ``orcas``, ``index``."""
+    from ckqti import api
+
+    folder = tmp_path_factory.mktemp("clicked")
+    corpus, orcas = folder / "corpus.tsv", folder / "orcas.tsv"
+    corpus.write_text("".join("\t".join(doc) + "\n" for doc in CLICKED_DOCS))
+    orcas.write_text(CLICKS)
+    api.index(corpus, folder / "idx", model="ndrm2", orcas=orcas, progress=False)
+    return {"corpus": corpus, "orcas": orcas, "index": folder / "idx"}

@@ -739,3 +739,31 @@ def test_a_first_run_compiling_its_batch_kernel_says_so(tmp_path, scifact_index,
     from retriever.search import kernels_ready
 
     assert kernels_ready(batch=True)  # this process has run a batch by now
+
+
+def test_rerank_and_explain_take_orcas_as_the_api_does_and_say_its_errors_as_index_does(clicked_collection, tmp_path):
+    """--orcas reaches rerank's and explain's API; a malformed file is the one line ``index --orcas`` gives."""
+    corpus, orcas, index = clicked_collection["corpus"], clicked_collection["orcas"], clicked_collection["index"]
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tcell division\n")
+    api.rerank(queries, index, "ndrm2", tmp_path / "api.trec", 6, corpus, orcas=orcas)
+    res = invoke("rerank", "--queries", queries, "--candidates", index, "--model", "ndrm2", "--out", tmp_path / "cli.trec",
+                 "--depth", 6, "--corpus", corpus, "--orcas", orcas)
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "cli.trec").read_text() == (tmp_path / "api.trec").read_text()
+    e = api.explain("cell division", "d1", "ndrm2", corpus, orcas=orcas, device="cpu")
+    res = invoke("explain", "cell division", "d1", "--model", "ndrm2", "--corpus", corpus, "--orcas", orcas,
+                 "--device", "cpu", "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout) == json.loads(json.dumps(e.to_dict())) and e.text.startswith("cell division")
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("d1\tcell\n\nd2\n")
+    errors = [invoke("index", corpus, "--out", tmp_path / "idx", "--model", "ndrm2", "--orcas", bad),
+              invoke("rerank", "--queries", queries, "--candidates", index, "--model", "ndrm2", "--out",
+                     tmp_path / "r.trec", "--corpus", corpus, "--orcas", bad),
+              invoke("explain", "cell", "d1", "--model", "ndrm2", "--corpus", corpus, "--orcas", bad),
+              invoke("explain", "cell", "d1", "--index", index, "--orcas", orcas)]
+    assert all(r.exit_code == 1 and len(r.output.strip().splitlines()) == 1 for r in errors), [r.output for r in errors]
+    assert errors[0].output == errors[1].output == errors[2].output and f"{bad}:3: expected 2 " in errors[0].output
+    assert "join the documents of a corpus file (--corpus)" in errors[3].output
+    assert not (tmp_path / "idx").exists() and not (tmp_path / "r.trec").exists()

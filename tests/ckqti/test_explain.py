@@ -501,3 +501,31 @@ def test_mojibake_is_shown_repaired_in_the_terminal_and_on_the_page(setup):
         for shown in (e.render_terminal(color=False), page_text):
             assert "don\u2019t" in shown and "\u0e43\u0e08" in shown and "caf\u00e9" in shown, kind
             assert "\u00e2" not in shown and "\u00c3" not in shown and "\\x80" not in shown, kind
+
+
+def test_explain_from_a_corpus_with_orcas_explains_what_the_index_built_with_them_holds(clicked_collection):
+    """--orcas puts a document's clicks in front of its corpus text as ``ckqti index --orcas`` does,
+    and in the collection's statistics: the untrained NDRM2 explains the same text and score from the
+    corpus and clicks as from their index (without --orcas a query only the clicks match scored less)."""
+    corpus, orcas, index = clicked_collection["corpus"], clicked_collection["orcas"], clicked_collection["index"]
+    stored = explain("cell division", "d1", "ndrm2", index=index, device="cpu")
+    clicked = explain("cell division", "d1", "ndrm2", corpus=corpus, orcas=orcas, device="cpu")
+    plain = explain("cell division", "d1", "ndrm2", corpus=corpus, device="cpu")
+    assert clicked.text == stored.text == "cell division growth of cells\n" + plain.text
+    assert clicked.score == pytest.approx(stored.score, rel=1e-6) and clicked.term_scores == pytest.approx(stored.term_scores)
+    assert plain.score < clicked.score
+
+
+def test_explain_orcas_without_a_corpus_or_malformed_is_refused(clicked_collection, tmp_path):
+    from ckqti import api
+
+    corpus, orcas, index = clicked_collection["corpus"], clicked_collection["orcas"], clicked_collection["index"]
+    with pytest.raises(InputError, match=f"^{orcas}: ORCAS clicks \\(--orcas\\) join the documents of a corpus file"):
+        explain("cell", "d1", "ndrm2", index=index, orcas=orcas)
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("d1\n")
+    with pytest.raises(InputError) as indexing:
+        api.index(corpus, tmp_path / "idx", model="ndrm2", orcas=bad, progress=False)
+    with pytest.raises(InputError) as explaining:
+        api.explain("cell", "d1", "ndrm2", corpus, orcas=bad)
+    assert str(explaining.value) == str(indexing.value) and str(indexing.value).startswith(f"{bad}:1: expected 2 ")

@@ -278,3 +278,69 @@ def test_unreadable_documents_rank_last_and_identical_texts_tie_by_docid(scifact
     rows = [(torch.tensor([]).long().numpy(), 0), (reranker.doc_ids(texts[real[1]]), 0)]
     assert distinct_scores(reranker, reranker.query_ids("vitamin"), rows, 32)[0] < \
         distinct_scores(reranker, reranker.query_ids("vitamin"), rows, 32)[1]
+
+
+def test_rerank_from_a_corpus_with_orcas_reads_what_an_index_built_with_them_holds(clicked_collection, tmp_path):
+    """--orcas joins each document's clicks to the corpus text as ``ckqti index --orcas`` does (clicks,
+    URL, title, text), and the collection's statistics count them: candidates reranked from --corpus C
+    --orcas O score as from the stored text of C's index built with O (there was no --orcas: the clicks
+    were lost)."""
+    from retriever.index import Index
+
+    corpus, orcas, index = clicked_collection["corpus"], clicked_collection["orcas"], clicked_collection["index"]
+    idx = Index(index)
+    texts = corpus_texts(corpus, orcas=orcas)
+    assert texts == {d: idx.shards[idx.locate(d)[0]].indexed_text(idx.locate(d)[1]) for d in texts}
+    assert texts["d1"].startswith("cell division growth of cells\nhttp://a.example/cells\nCell growth\n")
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tcell division\nq2\tlung infection rash\n")
+    rerank(queries, index, "ndrm2", tmp_path / "stored.trec", depth=6)
+    rerank(queries, index, "ndrm2", tmp_path / "clicked.trec", depth=6, corpus=corpus, orcas=orcas)
+    rerank(queries, index, "ndrm2", tmp_path / "plain.trec", depth=6, corpus=corpus)
+    stored, clicked, plain = (read_run(tmp_path / f"{n}.trec") for n in ("stored", "clicked", "plain"))
+    assert stored.keys() == {"q1", "q2"} and sum(map(len, stored.values())) >= 3
+    assert clicked.keys() == stored.keys() and all(clicked[q] == pytest.approx(stored[q], rel=1e-6) for q in stored)
+    assert plain["q1"]["d1"] < stored["q1"]["d1"]  # "division" is in d1's clicks only
+
+
+def test_bm25_candidates_search_the_plain_corpus_and_are_reranked_with_the_clicks(clicked_collection, tmp_path,
+                                                                                  monkeypatch):
+    """BM25 candidates come from the plain corpus (its Lucene index, kept in the work folder, is
+    the corpus's whatever the clicks); the model then reads each candidate with its clicks."""
+    import ckqti.bm25
+
+    corpus, orcas, index = clicked_collection["corpus"], clicked_collection["orcas"], clicked_collection["index"]
+    asked = []
+    monkeypatch.setattr(ckqti.bm25, "bm25_candidates",
+                        lambda *a: asked.append(a) or {"q1": ["d1", "d2", "d4"]})  # no Java: what BM25 returned
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tcell division\n")
+    rerank(queries, "bm25", "ndrm2", tmp_path / "bm25.trec", corpus=corpus, orcas=orcas)
+    assert [a[0] for a in asked] == [corpus]  # the corpus file alone, no clicks
+    stored = Searcher(str(index)).search("cell division", 6).hits
+    run = read_run(tmp_path / "bm25.trec")["q1"]
+    assert run.keys() == {"d1", "d2", "d4"}
+    assert run["d1"] == pytest.approx(next(h.score for h in stored if h.docid == "d1"), rel=0.01, abs=0.01)
+
+
+def test_orcas_without_a_corpus_or_malformed_is_one_line_before_any_work(clicked_collection, tmp_path):
+    """An index's stored text holds its own clicks (or none): --orcas without --corpus is refused; a
+    malformed ORCAS file is the error ``ckqti index --orcas`` gives, naming its line; no run written."""
+    from ckqti import api
+
+    corpus, orcas, index = clicked_collection["corpus"], clicked_collection["orcas"], clicked_collection["index"]
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tcell division\n")
+    with pytest.raises(InputError, match=f"^{orcas}: ORCAS clicks \\(--orcas\\) join the documents of a corpus file"):
+        rerank(queries, index, "ndrm2", tmp_path / "r.trec", orcas=orcas)
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("d1\tcell division\nd3\tlung\tinfection\n")
+    with pytest.raises(CkqtiError) as indexing:
+        api.index(corpus, tmp_path / "idx", model="ndrm2", orcas=bad, progress=False)
+    with pytest.raises(InputError) as reranking:
+        rerank(queries, index, "ndrm2", tmp_path / "r.trec", corpus=corpus, orcas=bad)
+    assert str(reranking.value) == str(indexing.value) and str(indexing.value).startswith(f"{bad}:2: expected 2 ")
+    before = orcas.read_bytes()
+    with pytest.raises(InputError, match=f"^{orcas}: "):
+        rerank(queries, index, "ndrm2", orcas, corpus=corpus, orcas=orcas)  # --out the ORCAS file: not replaced
+    assert orcas.read_bytes() == before and not (tmp_path / "r.trec").exists()
