@@ -43,8 +43,8 @@ from ckqti.models.reranker import Reranker
 from ckqti.terminal import readable, safe_cut, visible
 
 if TYPE_CHECKING:
+    from indexer.readers.corpus import Orcas
     from retriever.index import Index
-    from retriever.rerank import Orcas
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,8 +31,10 @@ from ckqti.models.reranker import Reranker, load_reranker
 from ckqti.vocab import Vocabulary
 from retriever.index import Index, open_index
 
+if TYPE_CHECKING:
+    from indexer.readers.corpus import Orcas  # docid -> clicked queries (indexer.readers.load_orcas)
+
 Candidates = dict[str, list[str]]
-Orcas = Mapping[str, list[str]]  # docid -> clicked queries (indexer.readers.load_orcas)
 
 
 @dataclass(frozen=True)
