@@ -150,6 +150,8 @@ ROWS = (
     Row("ndrm2at-rerank", "NDRM2 trained from Anserini's k1 and b, rerank BM25 top-100", "ndrm2-anserini-trained",
         "rerank"),
     Row("ndrm3-rerank", "NDRM3 rerank BM25 top-100", "ndrm3", "rerank"),
+    Row("ndrm3-orcas-rerank", "NDRM3 + ORCAS-style field rerank BM25 top-100", "ndrm3", "rerank", ("scifact",),
+        orcas=True),
     Row("ndrm3d-full", "NDRM3 dense (sessions 4-9 settings) fullrank", "ndrm3-dense", "fullrank"),
     Row("ndrm3d-rerank", "NDRM3 dense (sessions 4-9 settings) rerank BM25 top-100", "ndrm3-dense", "rerank"),
     Row("ndrm3b-full", "NDRM3, explicit channel fixed at Anserini's BM25, fullrank (learned index)", "ndrm3-bm25",

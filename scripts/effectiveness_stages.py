@@ -422,7 +422,8 @@ def fullrank(row: Row, spec: CollectionSpec, work: Path, force: bool) -> dict:
 
 
 def rerank(row: Row, spec: CollectionSpec, work: Path, ranked: Mapping[str, list[str]]) -> dict:
-    """Rerank BM25's top ``row.depth`` with the row's checkpoint; the rest of the top 100 keeps BM25's order."""
+    """Rerank BM25's top ``row.depth`` with the row's checkpoint (``row.orcas``: reading each document with its
+    ORCAS-style field first, as ``ckqti rerank --orcas``); the rest of the top 100 keeps BM25's order."""
     from ckqti.models.checkpoint import QTI_KINDS
     from retriever.rerank import corpus_texts, open_reranker, rerank_candidates
     from retriever.runs import write_run
@@ -432,7 +433,8 @@ def rerank(row: Row, spec: CollectionSpec, work: Path, ranked: Mapping[str, list
     # zero-shot: TK, TKL and NDRM read the collection's vocabulary; IDCM's WordPiece needs no adapting
     reranker = open_reranker(path, None, None, spec.corpus if spec.zero_shot else None, None, ("tk", "tkl", *QTI_KINDS))
     cands = {q: ranked.get(q, [])[: row.depth] for q in queries}
-    texts = corpus_texts(spec.corpus, keep={d for docs in cands.values() for d in docs})
+    texts = corpus_texts(spec.corpus, keep={d for docs in cands.values() for d in docs},
+                         orcas=orcas_file(work) if row.orcas else None)  # BM25's candidates come from the plain corpus
     started = time.perf_counter()
     check = None
     if reranker.kind in QTI_KINDS:
