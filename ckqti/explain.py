@@ -39,6 +39,7 @@ from ckqti.errors import InputError, QueryError
 from ckqti.files import check_folder_of, replacing
 from ckqti.models.checkpoint import QTI_KINDS
 from ckqti.models.inputs import TokenSpan
+from ckqti.models.kernels import TK_MUS
 from ckqti.models.reranker import Reranker
 from ckqti.terminal import readable, safe_cut, visible
 
@@ -405,13 +406,19 @@ RESET = "\x1b[0m"
 REGION_COLOURS = ("\x1b[1;30;103m", "\x1b[1;30;106m", "\x1b[1;30;102m", "\x1b[1;30;105m")  # bold on yellow, cyan, ...
 MATCH_COLOUR = "\x1b[1;4m"
 UNREAD_COLOUR = "\x1b[2m"
-#: 256-colour foregrounds of TK's kernels, from exact match (red) to opposite meaning (blue).
+#: 256-colour foregrounds of TK's kernels, from exact match (red) to opposite meaning (blue): one per
+#: centre of TK_MUS (the page's KERNEL_HEX likewise).
 KERNEL_COLOURS = (196, 202, 214, 226, 148, 250, 117, 75, 33, 27, 21)
 
 
-def kernel_colour(k: int, n: int) -> str:
-    i = round(k * (len(KERNEL_COLOURS) - 1) / max(n - 1, 1))
-    return f"\x1b[38;5;{KERNEL_COLOURS[i]}m"
+def kernel_shade(mu: float) -> int:
+    """Where a kernel centred at ``mu`` falls in the kernel palettes (terminal and page): at the nearest
+    of TK_MUS's centres, so a model with other kernels is coloured by what they measure, not by position."""
+    return min(range(len(TK_MUS)), key=lambda i: abs(TK_MUS[i] - mu))
+
+
+def kernel_colour(mu: float) -> str:
+    return f"\x1b[38;5;{KERNEL_COLOURS[kernel_shade(mu)]}m"
 
 
 def paint(text: str, code: str, color: bool) -> str:
@@ -485,7 +492,7 @@ def region_lines(e: Explanation, color: bool) -> list[str]:
 
 def kernel_lines(e: Explanation, color: bool) -> list[str]:
     k = e.kernels
-    head = "term".ljust(16) + "".join(paint(f"{m:>8.1f}", kernel_colour(i, len(k.mus)), color) for i, m in enumerate(k.mus))
+    head = "term".ljust(16) + "".join(paint(f"{m:>8.1f}", kernel_colour(m), color) for m in k.mus)
     lines = ["TK: score share of each (query term, kernel mu); document words by closest kernel", head]
     for term, row in zip(e.query_tokens, k.cells):
         lines.append(visible(term[:15]).ljust(16) + "".join(f"{x:>8.3f}" for x in row))
@@ -494,7 +501,7 @@ def kernel_lines(e: Explanation, color: bool) -> list[str]:
     for i, kern in enumerate(k.doc_kernels):
         if kern >= 0:
             t = e.tokens[i]
-            marks.append((t.start, t.end, kernel_colour(kern, len(k.mus)), "", f"{{{k.mus[kern]:.1f}}}"))
+            marks.append((t.start, t.end, kernel_colour(k.mus[kern]), "", f"{{{k.mus[kern]:.1f}}}"))
     if not color:  # brackets for every word would drown the text: mark the close matches only
         marks = [m for m, kern in zip(marks, [x for x in k.doc_kernels if x >= 0]) if k.mus[kern] >= 0.7]
     return lines + ["", marked_text(e, marks, color)]

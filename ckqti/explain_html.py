@@ -18,6 +18,7 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
+from ckqti.explain import kernel_shade
 from ckqti.terminal import readable
 
 if TYPE_CHECKING:
@@ -31,7 +32,8 @@ def shown(text: str) -> str:
     return escape(readable(text))
 
 
-#: Kernel colours from exact match (mu = 1, red) through 0 (grey) to opposite meaning (blue).
+#: Kernel colours from exact match (mu = 1, red) through 0 (grey) to opposite meaning (blue), one per centre
+#: of TK_MUS: a kernel takes its mu's (:func:`ckqti.explain.kernel_shade`), as in the terminal.
 KERNEL_HEX = ("#d7191c", "#f46d43", "#fdae61", "#fee08b", "#d9ef8b", "#bdbdbd", "#abd9e9", "#74add1", "#4575b4",
               "#313695", "#1d1f6b")
 REGION_HEX = ("#ffe066", "#8ce99a", "#74c0fc", "#e599f7")
@@ -141,6 +143,10 @@ def region_summary(e: "Explanation") -> str:
     return f"<h2>Top regions</h2><p>{note}</p><table>{head}{''.join(rows)}</table>"
 
 
+def kernel_hex(mu: float) -> str:
+    return KERNEL_HEX[kernel_shade(mu)]
+
+
 def kernel_marks(e: "Explanation") -> list[Mark]:
     k = e.kernels
     marks = []
@@ -148,7 +154,7 @@ def kernel_marks(e: "Explanation") -> list[Mark]:
         if kern < 0:
             continue
         t = e.tokens[i]
-        colour = KERNEL_HEX[min(kern, len(KERNEL_HEX) - 1)]
+        colour = kernel_hex(k.mus[kern])
         opening = (f'<span class="w k{kern}" data-kernel="{kern}" data-mu="{k.mus[kern]:.1f}" data-token="{i}" '
                    f'title="closest kernel mu={k.mus[kern]:.1f}" style="color: {colour}">')
         marks.append((t.start, t.end, opening))
@@ -165,11 +171,10 @@ def kernel_summary(e: "Explanation") -> str:
     k = e.kernels
     top = max((abs(x) for row in k.cells for x in row), default=0.0)
     head = "<tr><th class=term>query term \\ kernel mu</th>" + "".join(
-        f'<th style="color: {KERNEL_HEX[min(i, len(KERNEL_HEX) - 1)]}">{m:.1f}</th>' for i, m in enumerate(k.mus)) + "</tr>"
+        f'<th style="color: {kernel_hex(m)}">{m:.1f}</th>' for m in k.mus) + "</tr>"
     rows = [f'<tr data-term="{escape(t)}"><td class="term">{escape(t)}</td>{"".join(_cell(x, top) for x in row)}</tr>'
             for t, row in zip(e.query_tokens, k.cells)]
-    legend = "".join(f'<span style="background: {KERNEL_HEX[min(i, len(KERNEL_HEX) - 1)]}">{m:.1f}</span>'
-                     for i, m in enumerate(k.mus))
+    legend = "".join(f'<span style="background: {kernel_hex(m)}">{m:.1f}</span>' for m in k.mus)
     note = ("Each cell is that (query term, kernel)'s share of the score (log and length-normalised branches "
             "through their dense layers); the cells sum to the score (with an explicit channel, to its kernels' "
             "part). Document words are coloured by the kernel "

@@ -204,6 +204,36 @@ def test_tk_colours_each_word_read_by_its_closest_kernel(setup):
     assert e.text[e.tokens[200].start: e.tokens[200].end] in page.unread  # beyond the 200-token cap
 
 
+def test_tk_kernels_are_coloured_by_their_mu_alike_on_the_page_and_in_the_terminal(setup, tmp_path):
+    """A TK with other kernels than the 11 of TK_MUS (config ``kernel_mus``): the page coloured a
+    kernel by its position in the 11-colour palette (mu = 0 orange, mu = -1 light green) while the
+    terminal spread the positions over it; both colour by mu, as documented: exact match red, 0 grey,
+    opposite meaning blue, and every word as the legend colours its closest kernel."""
+    import re
+
+    from ckqti.explain import KERNEL_COLOURS
+    from ckqti.explain_html import KERNEL_HEX
+
+    tk = load_reranker(setup["paths"]["tk"], device="cpu")
+    torch.manual_seed(0)
+    model = build_model("tk", dict(vocab_size=len(tk.text.vocab), kernel_mus=(1.0, 0.5, 0.0, -0.5, -1.0),
+                                   kernel_sigma=0.25, **TINY))
+    match_init(model)
+    path = save_reranker(tmp_path / "tk5.pt", model, "tk", tk.text).path
+    e = explain(setup["query"], "long-1", path, corpus=setup["corpus"], device="cpu")
+    page = e.to_html()
+    legend = re.findall(r'<span style="background: (#[0-9a-f]+)">(-?\d+\.\d)</span>', page)
+    head = re.findall(r"\x1b\[38;5;(\d+)m *(-?\d+\.\d)", e.render_terminal(color=True).splitlines()[5])
+    on_page = {mu: KERNEL_HEX.index(hex_) for hex_, mu in legend}
+    in_terminal = {mu: KERNEL_COLOURS.index(int(code)) for code, mu in head}
+    assert list(on_page) == ["1.0", "0.5", "0.0", "-0.5", "-1.0"] and on_page == in_terminal
+    assert on_page["1.0"] == 0 and KERNEL_HEX[on_page["0.0"]] == "#bdbdbd" and on_page["-1.0"] == len(KERNEL_HEX) - 1
+    words = parse(page).words
+    assert {w["data-mu"] for w in words} >= {"1.0", "0.0"}  # exact matches and unrelated words both coloured
+    for w in words:
+        assert w["style"] == f"color: {KERNEL_HEX[on_page[w['data-mu']]]}"
+
+
 def test_ndrm_terms_sum_to_the_score_and_matches_are_marked(setup, tmp_path):
     from ckqti.models.checkpoint import save_checkpoint
     from ckqti.models.ndrm import NDRMConfig, build_ndrm
