@@ -215,8 +215,7 @@ def run(
                 stats.oov_terms += len(res.oov)
                 stats.documents += len(res.hits)
                 if not res.hits:  # no line in the run: say why, as search does
-                    stats.empty[qid] = (f"not in the index vocabulary: {' '.join(res.oov)}" if not res.terms
-                                        else f"no document scores above 0 for {' '.join(res.terms)}")
+                    stats.empty[qid] = res.why_empty()
                     continue
                 yield qid, [(h.docid, h.score) for h in res.hits]
 

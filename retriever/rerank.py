@@ -157,7 +157,8 @@ def corpus_texts(corpus: str | Path, fmt: str | None = None, keep: set[str] | No
 def index_candidates(index: str | Path | Index, queries: Mapping[str, str], depth: int,
                      with_text: bool) -> tuple[Candidates, dict[str, str], dict[str, str]]:
     """Top ``depth`` of the learned index (a directory or an open :class:`Index`) per query, the
-    candidates' stored text when asked, and why search refused a query (``qid -> message``)."""
+    candidates' stored text when asked, and why a query has none (``qid -> message``: search refused
+    it, or retrieved nothing)."""
     from retriever.search import Searcher
 
     searcher = Searcher(open_index(index))
@@ -166,10 +167,13 @@ def index_candidates(index: str | Path | Index, queries: Mapping[str, str], dept
     refused: dict[str, str] = {}
     for qid, text in queries.items():
         try:
-            hits = searcher.search(text, depth).hits
+            result = searcher.search(text, depth)
         except QueryError as e:
             refused[qid] = e.message
             continue
+        hits = result.hits
+        if not hits:
+            refused[qid] = result.why_empty()
         cands[qid] = [h.docid for h in hits]
         if with_text:
             for h in hits:
@@ -189,7 +193,7 @@ def run_candidates(path: str | Path, queries: Mapping[str, str], depth: int) -> 
 def gather_candidates(candidates: str | Path | Index, queries: Mapping[str, str], depth: int, corpus: str | Path | None,
                       fmt: str | None, work: Path) -> tuple[Candidates, dict[str, str] | None, str, dict[str, str]]:
     """``(candidates, texts or None, description, refused)`` from ``"bm25"``, an index directory or a
-    run file; ``refused``: why the index's search refused a query (``qid -> message``)."""
+    run file; ``refused``: why the index's search gave a query no candidates (``qid -> message``)."""
     if str(candidates) == "bm25":
         if corpus is None:
             raise InputError("BM25 candidates need the corpus (--corpus)")

@@ -72,6 +72,13 @@ class SearchResult:
         return hash((self.query, tuple(self.terms), tuple(self.hits), tuple(self.oov), self.postings,
                      tuple(self.unweighted)))
 
+    def why_empty(self) -> str:
+        """Why a search retrieved nothing (``ckqti run``'s and ``rerank``'s note): no query word in the
+        index vocabulary, or no document scoring above 0 for those that are."""
+        if not self.terms:
+            return f"not in the index vocabulary: {' '.join(self.oov)}"
+        return f"no document scores above 0 for {' '.join(self.terms)}"
+
 
 @dataclass(frozen=True)
 class ParsedQuery:

@@ -75,6 +75,22 @@ def test_rerank_index_candidates_with_stored_text(scifact_index, scifact_small, 
     assert lines[0].split()[-1] == "ckqti-tk" and lines[0].split()[3] == "1"
 
 
+def test_a_query_the_index_retrieves_nothing_for_is_skipped_with_the_reason_run_gives(scifact_index, tk_model,
+                                                                                       tmp_path):
+    """A query whose words the index does not hold got "no candidates from index:..." where
+    ``ckqti run`` on the same index says why: its words are not in the index vocabulary, or (NDRM2's
+    idf is 0 for "cell", in half of the 600 documents) none scores above 0."""
+    from ckqti import api
+
+    queries = tmp_path / "q.tsv"
+    queries.write_text("ok\tvitamin deficiency\noov\tzzzqqq xxyyzz\ncommon\tcell\n")
+    stats = rerank(queries, scifact_index, tk_model, tmp_path / "rr.trec", depth=5)
+    searched = api.run(scifact_index, queries, tmp_path / "run.trec", k=5)
+    assert stats.skipped == ("oov", "common") and searched.empty == {
+        "oov": "not in the index vocabulary: zzzqqq xxyyzz", "common": "no document scores above 0 for cell"}
+    assert stats.reasons == searched.empty
+
+
 def test_untrained_ndrm2_reranks_an_index_of_its_own_as_the_index_scores(scifact_index, scifact_small, queries,
                                                                           tmp_path):
     """rerank --model ndrm2 reads the collection's statistics (the index's, or the corpus's): over
