@@ -5,11 +5,13 @@ index's document store) and returns an :class:`Explanation`:
 
 * **TKL and IDCM**: the top regions with their token spans (in the model's tokens: analyzed
   terms for TKL, WordPiece for IDCM), character spans in the document text, and scores. TKL's
-  regions are the three picked saturation windows (30 terms; the score combines each pick with
-  its +-1, +-2 neighbours by learned weights); IDCM's are the ``sample_n`` windows its selector
-  sent to the cross-encoder (50-token centres; the cross-encoder also read 7 tokens on each
-  side), with the cross-encoder score, the selector score, and whether the score is among the
-  ``top_k`` combined into the document score.
+  regions are its ``regions`` picked saturation windows (by default 3, of ``saturation_window`` = 30
+  terms; the score combines each pick with its ``neighbours`` on each side, by default 2, by learned
+  weights); IDCM's are the ``sample_n`` windows its selector sent to the cross-encoder (``window``-token
+  centres, by default 50; the cross-encoder also read ``overlap`` tokens on each side, by default 7),
+  with the cross-encoder score, the selector score, and whether the score is among the ``top_k``
+  combined into the document score. The notes on them name the model's own settings
+  (:attr:`Explanation.settings`).
 * **TK**: per query term and kernel, that cell's share of the score (log and length branches
   through their dense layers; the cells sum to the score), and for every document word the
   model read, its closest kernel to its best-matching query term (seed paper 004, Fig. 2).
@@ -109,6 +111,8 @@ class Explanation:
         query_tokens_cut: query tokens past the model's query cap, not read.
         index_score: explained from the index the model built, the score search gives the document
             (from its quantized impacts: close to :attr:`score`, up to the quantization); ``None`` otherwise.
+        settings: TKL / IDCM: the model's settings that shape its regions (:data:`REGION_SETTINGS`),
+            which the notes on them name; empty otherwise.
     """
 
     kind: str
@@ -127,6 +131,7 @@ class Explanation:
     unknown: tuple[str, ...] = ()
     query_tokens_cut: int = 0
     index_score: float | None = None
+    settings: dict[str, int] = field(default_factory=dict)
 
     @property
     def unread_from(self) -> int:
@@ -179,6 +184,11 @@ def combined_parts(reranker: Reranker, name: str, own: float, explicit: torch.Te
         return ()
     a, b, c = combiner.combination()
     return ((name, a * own), ("explicit (NDRM2)", b * float(explicit[0])), ("constant", c))
+
+
+#: The config fields of a TKL or IDCM that :func:`region_note` names.
+REGION_SETTINGS = {"tkl": ("saturation_window", "regions", "neighbours"),
+                   "idcm": ("window", "overlap", "sample_n", "top_k")}
 
 
 def tkl_regions(reranker: Reranker, q: torch.Tensor, d: torch.Tensor,
@@ -255,13 +265,14 @@ def explain_text(reranker: Reranker, query: str, docid: str, text: str) -> Expla
     base = dict(kind=reranker.kind, model_id=reranker.model_id, query=query, docid=docid, text=text,
                 query_tokens=query_tokens, tokens=tokens, tokens_read=read, unknown=unknown,
                 query_tokens_cut=len(all_query_tokens) - len(query_tokens))
+    settings = {name: int(getattr(reranker.model.config, name)) for name in REGION_SETTINGS.get(reranker.kind, ())}
     with torch.no_grad():
         if reranker.kind == "tkl":
             score, regions, parts = tkl_regions(reranker, q, d, tokens)
-            return Explanation(score=score, regions=tuple(regions), parts=parts, **base)
+            return Explanation(score=score, regions=tuple(regions), parts=parts, settings=settings, **base)
         if reranker.kind == "idcm":
             score, regions = idcm_regions(reranker, q, d, tokens)
-            return Explanation(score=score, regions=tuple(regions), **base)
+            return Explanation(score=score, regions=tuple(regions), settings=settings, **base)
         if reranker.kind == "tk":
             score, view, parts = tk_kernels(reranker, q, d)
             return Explanation(score=score, kernels=view, parts=parts, **base)
@@ -476,10 +487,24 @@ def terminal_lines(e: Explanation, color: bool) -> list[str]:
     return lines
 
 
+def region_note(e: Explanation) -> str:
+    """What a TKL's or IDCM's regions are and how they make the score, in the model's own settings."""
+    s = e.settings
+    if e.kind == "tkl":
+        n = s["neighbours"]
+        combine = (f"each with its {n} neighbour{'s' if n != 1 else ''} on each side" if n else "them")
+        return (f"TKL's {s['regions']} best saturation windows ({s['saturation_window']} terms each, non-overlapping); "
+                f"the document score combines {combine} by learned weights.")
+    context = f"; it also read {s['overlap']} tokens on each side" if s["overlap"] else ""
+    return (f"The windows (at most {s['sample_n']}) IDCM's selector sent to the cross-encoder ({s['window']}-token "
+            f"centres{context}); the best {s['top_k']} cross-encoder score{'s make' if s['top_k'] != 1 else ' makes'} "
+            "the document score.")
+
+
 def region_lines(e: Explanation, color: bool) -> list[str]:
-    what = ("TKL: top saturation windows (30 terms), topography score" if e.kind == "tkl"
-            else "IDCM: windows sent to the cross-encoder, cross-encoder score (selector score)")
-    lines = [what]
+    what = ("TKL: topography score of each region" if e.kind == "tkl"
+            else "IDCM: cross-encoder score (selector score) of each region")
+    lines = [region_note(e), what]
     marks = []
     for r in e.regions:
         code = REGION_COLOURS[(r.rank - 1) % len(REGION_COLOURS)]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
-from ckqti.explain import kernel_shade
+from ckqti.explain import kernel_shade, region_note
 from ckqti.terminal import readable
 
 if TYPE_CHECKING:
@@ -124,13 +124,10 @@ def region_marks(e: "Explanation") -> list[Mark]:
 
 
 def region_summary(e: "Explanation") -> str:
+    note = escape(region_note(e), quote=False)
     if e.kind == "tkl":
-        note = ("TKL's three best saturation windows (30 terms each, non-overlapping); the document score "
-                "combines each with its two neighbours on each side by learned weights.")
         head = "<tr><th>region</th><th>tokens</th><th>topography score</th><th class=term>text</th></tr>"
     else:
-        note = ("The windows IDCM's selector sent to the cross-encoder (50-token centres; it also read 7 tokens "
-                "on each side); the best <em>top_k</em> cross-encoder scores make the document score.")
         head = ("<tr><th>region</th><th>tokens</th><th>cross-encoder</th><th>selector</th><th>combined</th>"
                 "<th class=term>text</th></tr>")
     rows = []

@@ -304,15 +304,23 @@ class WordPieceTokenizer:
     """BERT uncased WordPiece tokenization from a ``vocab.txt`` (via ``tokenizers``).
 
     ``encode`` returns ids without special tokens; models add ``[CLS]``/``[SEP]`` themselves.
+    Text is always plain text: the special tokens are not registered with the ``tokenizers``
+    pipeline (``BertWordPieceTokenizer`` registers them), so a literal ``[PAD]`` or ``[SEP]`` in a
+    document or query is split like any other bracketed word, never read as padding or a separator.
     """
 
     def __init__(self, vocab_path: str | Path, lowercase: bool = True):
-        from tokenizers import BertWordPieceTokenizer
+        from tokenizers import Tokenizer
+        from tokenizers.models import WordPiece
+        from tokenizers.normalizers import BertNormalizer
+        from tokenizers.pre_tokenizers import BertPreTokenizer
 
         vocab_path = Path(vocab_path)
         if not vocab_path.is_file():
             raise InputError("WordPiece vocabulary not found", vocab_path)
-        self._tok = BertWordPieceTokenizer(str(vocab_path), lowercase=lowercase)
+        self._tok = Tokenizer(WordPiece.from_file(str(vocab_path), unk_token=UNK_TOKEN))
+        self._tok.normalizer = BertNormalizer(lowercase=lowercase)  # BertWordPieceTokenizer's pipeline,
+        self._tok.pre_tokenizer = BertPreTokenizer()  # less its special tokens and post-processor
         self.pad_id = self._special(PAD_TOKEN, vocab_path)
         self.cls_id = self._special(CLS_TOKEN, vocab_path)
         self.sep_id = self._special(SEP_TOKEN, vocab_path)

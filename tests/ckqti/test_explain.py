@@ -31,6 +31,9 @@ TINY = dict(embedding_dim=16, num_heads=2, ff_dim=16, num_layers=1)
 TINY_BERT = dict(vocab_size=30522, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
                  max_position_embeddings=128, dropout=0.0)
 
+OTHER_SETTINGS = {"tkl": dict(saturation_window=20, regions=2, neighbours=1),  # not the defaults (30, 3, 2)
+                  "idcm": dict(window=40, overlap=3, sample_n=3, top_k=1)}  # (50, 7, 4, 3)
+
 
 class Marks(HTMLParser):
     """Collects region marks, kernel-coloured words, match marks and unread text from a page."""
@@ -103,8 +106,12 @@ def setup(tmp_path_factory) -> dict:
             explicit.combiner.norm.running_mean.copy_(torch.tensor([-500.0, 3.0]))
             explicit.combiner.norm.running_var.copy_(torch.tensor([1e4, 4.0]))
         paths[f"{kind}-explicit"] = save_reranker(tmp / f"{kind}-explicit.pt", explicit, kind, text).path
-    idcm = build_model("idcm", dict(bert=TINY_BERT, max_doc_length=600))
-    paths["idcm"] = save_reranker(tmp / "idcm.pt", idcm, "idcm", WordPieceText(WordPieceTokenizer.minilm())).path
+    tkl = build_model("tkl", dict(vocab_size=len(vocab), **TINY, **OTHER_SETTINGS["tkl"]))
+    match_init(tkl)
+    paths["tkl-other"] = save_reranker(tmp / "tkl-other.pt", tkl, "tkl", text).path
+    for name, options in (("idcm", {}), ("idcm-other", OTHER_SETTINGS["idcm"])):
+        idcm = build_model("idcm", dict(bert=TINY_BERT, max_doc_length=600, **options))
+        paths[name] = save_reranker(tmp / f"{name}.pt", idcm, "idcm", WordPieceText(WordPieceTokenizer.minilm())).path
     start = len(head) + 1
     return {"corpus": corpus, "paths": paths, "query": planted["title"], "long": long_text, "tmp": tmp,
             "planted_chars": (start, start + len(planted["text"]))}
@@ -186,6 +193,29 @@ def test_idcm_html_names_the_selected_windows(setup):
     for x, r in zip(marks, e.regions):
         assert x["text"] == e.text[r.char_start: r.char_end]
         assert r.token_end - r.token_start == 50 and r.token_end <= e.tokens_read
+
+
+@pytest.mark.parametrize("model, settings, says", [
+    ("tkl", dict(saturation_window=30, regions=3, neighbours=2),
+     ["TKL's 3 best saturation windows (30 terms each", "each with its 2 neighbours on each side"]),
+    ("tkl-other", OTHER_SETTINGS["tkl"],
+     ["TKL's 2 best saturation windows (20 terms each", "each with its 1 neighbour on each side"]),
+    ("idcm", dict(window=50, overlap=7, sample_n=4, top_k=3),
+     ["(at most 4)", "(50-token centres; it also read 7 tokens on each side)", "best 3 cross-encoder scores make"]),
+    ("idcm-other", OTHER_SETTINGS["idcm"],
+     ["(at most 3)", "(40-token centres; it also read 3 tokens on each side)", "best 1 cross-encoder score makes"]),
+])
+def test_region_notes_name_the_models_own_settings(setup, model, settings, says):
+    e = explain(setup["query"], "long-1", setup["paths"][model], corpus=setup["corpus"], device="cpu")
+    assert e.settings == settings and e.to_dict()["settings"] == settings
+    sizes = {r.token_end - r.token_start for r in e.regions}
+    if model.startswith("tkl"):
+        assert len(e.regions) == settings["regions"] and max(sizes) == settings["saturation_window"]
+    else:
+        assert len(e.regions) == settings["sample_n"] and sizes == {settings["window"]}
+    terminal, page = e.render_terminal(color=False), e.to_html()
+    for phrase in says:
+        assert phrase in terminal and phrase in page
 
 
 def test_tk_colours_each_word_read_by_its_closest_kernel(setup):

@@ -215,6 +215,18 @@ def test_adam_lowers_margin_loss_on_scifact():
     assert loss().item() < 0.5 * first
 
 
+def test_a_literal_pad_or_sep_in_a_document_is_read_as_text():
+    tok = WordPieceTokenizer.minilm()
+    config = tiny(bert=replace(TINY_BERT, vocab_size=tok.vocab_size), cls_id=tok.cls_id, sep_id=tok.sep_id)
+    torch.manual_seed(0)
+    model = IDCM(config).eval()
+    docs = ["kinase [PAD] inhibitors [SEP] reduce growth", "kinase [pad] inhibitors [sep] reduce growth"]
+    q, d = idcm_inputs(tok, ["kinase inhibitors"] * 2, docs, config)
+    with torch.no_grad():
+        quoted, lower = model(q, d)
+    torch.testing.assert_close(quoted, lower)  # uncased text: the same words, not padding and a separator
+
+
 def test_from_minilm_scores_real_text():
     tok = WordPieceTokenizer.minilm()
     model = IDCM.from_minilm(IDCMConfig(max_doc_length=300)).eval()

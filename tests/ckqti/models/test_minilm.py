@@ -113,6 +113,27 @@ def test_batch_and_special_tokens_pack_real_tokens_left():
     assert tok.batch(["a b c d e"], max_length=3).shape == (1, 3)
 
 
+LITERAL_SPECIALS = "see [SEP] and [PAD] here, [CLS] [MASK] [UNK]"
+
+
+def test_literal_special_tokens_in_text_are_plain_text():
+    tok = WordPieceTokenizer.minilm()
+    specials = {tok.pad_id, tok.cls_id, tok.sep_id, tok.unk_id, 103}  # 103: [MASK]
+    ids, offsets = tok.encode_with_offsets(LITERAL_SPECIALS)
+    assert not specials & set(ids) and not specials & set(tok.encode(LITERAL_SPECIALS))
+    assert not specials & set(tok.encode_many([LITERAL_SPECIALS], 8)[0])
+    assert tok.tokens(ids[1:4]) == ["[", "sep", "]"]
+    assert [LITERAL_SPECIALS[a:b] for a, b in offsets[5:8]] == ["[", "PAD", "]"]
+
+
+def test_a_literal_pad_is_not_masked_out_of_a_sentence_vector(minilm):
+    model, tok = minilm
+    quoted, lower, dropped = sentence_embeddings(model, tok, ["kinase [PAD] inhibitors", "kinase [pad] inhibitors",
+                                                              "kinase inhibitors"])
+    torch.testing.assert_close(quoted, lower)  # uncased text: the same words
+    assert not torch.allclose(quoted, dropped, atol=1e-3)
+
+
 def test_padding_does_not_change_real_token_vectors(minilm):
     model, tok = minilm
     ids = with_special_tokens(tok.batch(["kinase inhibitors reduce tumour growth"], 16), 101, 102)
