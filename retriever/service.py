@@ -325,53 +325,60 @@ def listen_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:
     return sock
 
 
-#: Seconds a connection may take to send a request's headers (from when it opens, or from the end
-#: of its previous answer) before it is closed: without it, a few hundred connections that never
-#: finish their headers hold every slot of ``max_connections`` and everyone else gets 503.
-HEADER_TIMEOUT_S = 10.0
+#: Seconds a connection may take to send a whole request, headers and body (from when it opens, or
+#: from the end of its previous answer), before it is closed: without it, a few hundred connections
+#: that never finish their headers (slowloris), or their body (a slow POST), hold every slot of
+#: ``max_connections`` and everyone else gets 503; and a stalled body kept a graceful shutdown
+#: waiting for its request forever.
+REQUEST_TIMEOUT_S = 10.0
 
 
-def header_timeout_protocol(seconds: float):
-    """uvicorn's h11 protocol, closing a connection whose next request's headers are not complete
-    ``seconds`` after it opened or after its last answer (uvicorn times out only idle keep-alive
-    connections, and stops that timer at the first byte)."""
+def request_timeout_protocol(seconds: float):
+    """uvicorn's h11 protocol, closing a connection whose next request (headers and body) is not
+    complete ``seconds`` after it opened or after its last answer (uvicorn times out only idle
+    keep-alive connections, and stops that timer at the first byte). A request received in time
+    is never cut, however long its search takes."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    class HeaderTimeoutProtocol(H11Protocol):
+    class RequestTimeoutProtocol(H11Protocol):
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
-            self._arm_header_timer()
+            self._arm_request_timer()
 
         def on_response_complete(self) -> None:
+            self._arm_request_timer()  # first: the call below may already take a pipelined request
             super().on_response_complete()
-            self._arm_header_timer()
 
-        def _arm_header_timer(self) -> None:
+        def _arm_request_timer(self) -> None:
+            self._deadline = deadline = object()  # a later answer arms a new deadline, ending this one
             waiting_after = self.cycle  # a new request replaces the cycle once its headers are in
-            self.loop.call_later(seconds, self._header_deadline, waiting_after)
+            self.loop.call_later(seconds, self._request_deadline, deadline, waiting_after)
 
-        def _header_deadline(self, waiting_after) -> None:
-            if self.cycle is waiting_after and not self.transport.is_closing():
+        def _request_deadline(self, deadline, waiting_after) -> None:
+            if deadline is not self._deadline or self.transport.is_closing():
+                return
+            cycle = self.cycle
+            if cycle is waiting_after or (cycle.more_body and not cycle.response_started):  # headers or body
                 self.transport.close()
 
-    return HeaderTimeoutProtocol
+    return RequestTimeoutProtocol
 
 
 def server_config(app: FastAPI, access_log: bool = False, max_connections: int = 256,
-                  header_timeout: float = HEADER_TIMEOUT_S):
+                  request_timeout: float = REQUEST_TIMEOUT_S):
     """The ``uvicorn.Config`` :func:`run_server` serves ``app`` with: at most ``max_connections``
-    open at once (more get 503), each given ``header_timeout`` seconds to send a request's headers."""
+    open at once (more get 503), each given ``request_timeout`` seconds to send a request."""
     import uvicorn
 
     return uvicorn.Config(
         app, log_level="info" if access_log else "warning", access_log=access_log, server_header=False,
-        limit_concurrency=max_connections, http=header_timeout_protocol(header_timeout),
+        limit_concurrency=max_connections, http=request_timeout_protocol(request_timeout),
     )
 
 
 def run_server(app: FastAPI, sock: socket.socket, access_log: bool = False, max_connections: int = 256,
-               header_timeout: float = HEADER_TIMEOUT_S) -> None:
+               request_timeout: float = REQUEST_TIMEOUT_S) -> None:
     """Serve ``app`` with uvicorn on an already listening socket until interrupted (Ctrl-C, SIGTERM)."""
     import uvicorn
 
-    uvicorn.Server(server_config(app, access_log, max_connections, header_timeout)).run(sockets=[sock])
+    uvicorn.Server(server_config(app, access_log, max_connections, request_timeout)).run(sockets=[sock])

@@ -337,9 +337,9 @@ def test_ckqti_serve_runs_and_stops(sample_index):
 
 
 def test_connections_that_never_finish_their_headers_are_closed(searcher):
-    """Connections stuck mid-headers (slowloris) hold every slot until the header timeout closes
+    """Connections stuck mid-headers (slowloris) hold every slot until the request timeout closes
     them; then the service answers again. A request that completes in time is unaffected."""
-    with running(create_app(searcher, **LIMITS), max_connections=3, header_timeout=1.0) as p:
+    with running(create_app(searcher, **LIMITS), max_connections=3, request_timeout=1.0) as p:
         stuck = []
         for _ in range(3):
             conn = socket.create_connection(("127.0.0.1", p))
@@ -360,3 +360,62 @@ def test_connections_that_never_finish_their_headers_are_closed(searcher):
         time.sleep(0.5)
         assert call(p, "POST", "/search", {"query": "cell", "k": 2}, conn=keep)[0] == 200
         keep.close()
+
+
+def stalled_body(port: int) -> socket.socket:
+    """A connection whose request's headers are complete but whose body stops after 10 of 100 bytes."""
+    conn = socket.create_connection(("127.0.0.1", port))
+    conn.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: 100\r\n\r\n{\"query\": ")
+    return conn
+
+
+def test_connections_that_never_finish_their_body_are_closed(searcher):
+    """Connections stuck mid-body (a slow POST) hold every slot until the request timeout closes
+    them, as those stuck mid-headers do; a body sent in parts within the time is answered."""
+    with running(create_app(searcher, **LIMITS), max_connections=3, request_timeout=1.0) as p:
+        stuck = [stalled_body(p) for _ in range(2)]  # with the connection asking, all 3 slots
+        time.sleep(0.2)
+        conn = http.client.HTTPConnection("127.0.0.1", p, timeout=10)
+        conn.request("GET", "/health")
+        assert conn.getresponse().status == 503  # every slot held
+        conn.close()
+        for s in stuck:  # and the stuck requests were taken, not refused
+            s.settimeout(0.1)
+            with pytest.raises(socket.timeout):
+                s.recv(1024)
+        for s in stuck:
+            s.settimeout(10)
+            assert s.recv(1024) == b""  # closed by the server, without an answer
+            s.close()
+        body = json.dumps({"query": "cell", "k": 2}).encode()
+        conn = socket.create_connection(("127.0.0.1", p))
+        conn.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body) + body[:5])
+        time.sleep(0.3)
+        conn.sendall(body[5:])
+        conn.settimeout(10)
+        assert conn.recv(1024).startswith(b"HTTP/1.1 200 ")
+        conn.close()
+
+
+def test_a_stalled_body_does_not_hold_up_shutdown(searcher):
+    """SIGTERM / Ctrl-C (``should_exit``) waits for requests in flight; one whose body never
+    arrives is closed at the request timeout instead of keeping the server up forever."""
+    sock = listen_socket("127.0.0.1", 0)
+    server = uvicorn.Server(server_config(create_app(searcher, **LIMITS), request_timeout=1.0))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started and thread.is_alive():
+        time.sleep(0.02)
+    stuck = stalled_body(sock.getsockname()[1])
+    try:
+        time.sleep(0.2)
+        server.should_exit = True
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "the server waited on the stalled body"
+    finally:
+        stuck.close()
+        server.should_exit = server.force_exit = True
+        thread.join(timeout=30)
+        sock.close()
