@@ -8,7 +8,6 @@ attaches ORCAS clicked queries when given. Malformed input raises
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -23,6 +22,7 @@ from indexer.readers.formats import (
     resolve_format,
     smart_records,
     tagged_blocks,
+    unescape_sgml,
 )
 
 CORPUS_FORMATS = ("tsv", "jsonl", "trec", "smart")
@@ -65,10 +65,14 @@ def read_corpus(
 
     Args:
         path: the corpus file, plain or gzip (gzip is recognised by its magic bytes).
-        fmt: ``"tsv"`` (``docid<TAB>text`` or MS MARCO's ``docid<TAB>url<TAB>title<TAB>body``),
+        fmt: ``"tsv"`` (``docid<TAB>text`` or MS MARCO's ``docid<TAB>url<TAB>title<TAB>body``; a
+            first line naming those columns, as pandas writes one, is a header, not a document),
             ``"jsonl"`` (BEIR: ``_id`` or ``id``/``docid``, ``title``, ``text`` or ``contents``),
             ``"trec"`` (``<DOC><DOCNO>``; text from ``<TEXT>`` blocks when present, else the
-            whole element; title from ``<TITLE>``/``<HEADLINE>``/``<HEAD>``) or ``"smart"``
+            whole element; title from ``<TITLE>``/``<HEADLINE>``/``<HEAD>``; entities decoded, the
+            TREC disks' ``&hyph;`` too; markup between documents, such as AQUAINT-2's ``<?xml?>``
+            and ``<DOCSTREAM>``, skipped; a web page's scripts and styles dropped, and its
+            ``<DOCHDR>`` (WT10g, GOV2) read for the ``url`` alone) or ``"smart"``
             (``.I`` id, ``.T`` title, ``.W`` text; other fields dropped). ``None`` takes the
             format from the extension (``.tsv``, ``.jsonl``, ``.trec``, ``.smart``, through
             ``.gz``) or else from the first non-blank line (``.I`` SMART, ``{`` JSONL, ``<``
@@ -111,11 +115,27 @@ def _first_line_of(path: str | Path, fmt: str, docid: str) -> int:
     return next(n for n, doc in _PARSERS[fmt](path) if doc.docid.strip() == docid)
 
 
+TSV_HEADER_IDS = ("docid", "doc_id", "id", "_id", "pid")
+_TEXT_NAMES = ("text", "body", "contents", "passage")
+TSV_HEADERS = {2: (_TEXT_NAMES,), 4: (("url",), ("title",), _TEXT_NAMES)}  # the names after the id's, by column count
+
+
+def _is_header(cols: list[str]) -> bool:
+    """Whether a line names its columns (``docid<TAB>text``, as pandas writes one) instead of being a document."""
+    names = [c.strip().lower() for c in cols]
+    return (len(cols) in TSV_HEADERS and names[0] in TSV_HEADER_IDS
+            and all(n in allowed for n, allowed in zip(names[1:], TSV_HEADERS[len(cols)], strict=True)))
+
+
 def _parse_tsv(path: str | Path) -> Iterator[tuple[int, Document]]:
+    first = True
     for number, line in iter_lines(path):
         if not line.strip():
             continue
         cols = line.split("\t")
+        header, first = first and _is_header(cols), False
+        if header:  # only a first line can be a header
+            continue
         if len(cols) == 2:
             yield number, Document(cols[0], "", cols[1].strip())
         elif len(cols) == 4:
@@ -179,11 +199,25 @@ _OPEN_COMMENT = re.compile(re.escape("<!--"))
 _OPEN_DOCNO = re.compile(r"<DOCNO>", re.IGNORECASE)
 _OPEN_TITLE = re.compile(r"<(TITLE|HEADLINE|HEAD)>", re.IGNORECASE)
 _OPEN_TEXT = re.compile(r"<TEXT>", re.IGNORECASE)
+_OPEN_HIDDEN = re.compile(r"<(script|style|DOCOLDNO)(?:\s[^<>]*)?>", re.IGNORECASE)  # code, WT10g's old id
+_OPEN_DOCHDR = re.compile(r"<DOCHDR>", re.IGNORECASE)
+
+
+def _web_page(raw: str) -> tuple[str, str]:
+    """``(raw, url)``: a web page's ``<DOC>`` (WT10g, GOV2) without its scripts, styles and ``<DOCOLDNO>``,
+    and without the crawler's ``<DOCHDR>`` (the URL, then HTTP headers), whose first word is the ``url``."""
+    raw = _cut(raw, paired(raw, _OPEN_HIDDEN, lambda m: f"</{m.group(1)}>"), " ")
+    headers = paired(raw, _OPEN_DOCHDR, lambda m: "</DOCHDR>")
+    if not headers:
+        return raw, ""
+    words = raw[headers[0][1] : headers[0][2]].split(maxsplit=1)
+    return _cut(raw, headers, "\n"), words[0] if words else ""
 
 
 def _parse_trec(path: str | Path) -> Iterator[tuple[int, Document]]:
     for number, attributes, raw in tagged_blocks(path, "DOC"):
         raw = _cut(raw, paired(raw, _OPEN_COMMENT, lambda m: "-->"), " ")  # SGML comments are not text
+        raw, url = _web_page(raw)
         docnos = paired(raw, _OPEN_DOCNO, lambda m: "</DOCNO>")
         if docnos:
             if len(docnos) > 1:
@@ -193,14 +227,14 @@ def _parse_trec(path: str | Path) -> Iterator[tuple[int, Document]]:
             ident = _ID_ATTRIBUTE.search(attributes)
             if ident is None:
                 raise InputError('<DOC> without <DOCNO> or an id attribute (<DOC id="...">)', path, number)
-            body, docid = raw, html.unescape(next(g for g in ident.groups() if g is not None))
+            body, docid = raw, unescape_sgml(next(g for g in ident.groups() if g is not None))
         titles = paired(body, _OPEN_TITLE, lambda m: f"</{m.group(1)}>")
-        title = " ".join(html.unescape(_TAG.sub(" ", " ".join(body[a:b] for _, a, b, _ in titles))).split())
+        title = " ".join(unescape_sgml(_TAG.sub(" ", " ".join(body[a:b] for _, a, b, _ in titles))).split())
         body = _cut(body, titles, "\n")
         blocks = [body[a:b] for _, a, b, _ in paired(body, _OPEN_TEXT, lambda m: "</TEXT>")]
-        text = html.unescape(_TAG.sub(" ", "\n".join(blocks) if blocks else body))  # &amp; is "&", not a word
+        text = unescape_sgml(_TAG.sub(" ", "\n".join(blocks) if blocks else body))  # &amp; is "&", not a word
         lines = (" ".join(line.split()) for line in text.splitlines())
-        yield number, Document(docid, title, "\n".join(x for x in lines if x))
+        yield number, Document(docid, title, "\n".join(x for x in lines if x), url=unescape_sgml(url))
 
 
 def _parse_smart(path: str | Path) -> Iterator[tuple[int, Document]]:

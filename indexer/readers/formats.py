@@ -9,6 +9,7 @@ the line terminator (``\\n`` or ``\\r\\n``) and a leading byte-order mark.
 from __future__ import annotations
 
 import gzip
+import html
 import json
 import re
 import stat
@@ -16,6 +17,7 @@ import sys
 import unicodedata
 import zlib
 from collections.abc import Iterator, Sequence
+from html.entities import html5
 from pathlib import Path
 from typing import IO
 
@@ -228,8 +230,9 @@ def tagged_blocks(path: str | Path, tag: str) -> Iterator[tuple[int, str, str]]:
     case-insensitive); ``attributes`` is the opening tag's text after its name (``' id="x"'`` of
     ``<DOC id="x">``, else empty).
 
-    Blocks may span lines or share one; inner lines are joined with newlines. Text outside
-    the blocks, nested or unclosed blocks are errors naming the line.
+    Blocks may span lines or share one; inner lines are joined with newlines. Markup alone may
+    stand between them (``<?xml ...?>``, ``<!DOCTYPE ...>``, ``<!-- ... -->`` on one line, a wrapping
+    element's tags); text outside the blocks, nested or unclosed blocks are errors naming the line.
     """
     pattern = re.compile(rf"<(/?){re.escape(tag)}(\s[^<>]*)?>", re.IGNORECASE)
     parts: list[str] | None = None
@@ -259,9 +262,30 @@ def tagged_blocks(path: str | Path, tag: str) -> Iterator[tuple[int, str, str]]:
         raise InputError(f"<{tag}> never closed", path, start)
 
 
+# Markup alone between blocks: an XML declaration, a DOCTYPE, a one-line comment, a wrapping element's
+# tags (AQUAINT-2's <DOCSTREAM>); text there would belong to no block.
+_MARKUP = re.compile(r"<!--.*?-->|<[?!/]?[A-Za-z][^<>]*>")
+
+
 def _nothing_outside(text: str, tag: str, path: str | Path, number: int) -> None:
-    if text.strip():
+    if _MARKUP.sub("", text).strip():
         raise InputError(f"text outside <{tag}> ... </{tag}>: {text.strip()[:40]!r}", path, number)
+
+
+# Entities of the TREC disks' SGML (Federal Register, Congressional Record) that HTML lacks or reads
+# otherwise; any other name HTML does not know is markup, not text, and becomes a space.
+SGML_ENTITIES = {"hyph": "-", "blank": " "}
+_NAMED_ENTITY = re.compile(r"&([A-Za-z][A-Za-z0-9]*);")
+
+
+def unescape_sgml(text: str) -> str:
+    """``html.unescape`` that also reads the TREC disks' SGML entities (``&hyph;`` a hyphen, ``&blank;``
+    a space) and turns a named entity it does not know into a space, not a word (``&hyph;`` read ``hyph``)."""
+    def named(match: re.Match) -> str:
+        name = match.group(1)
+        return SGML_ENTITIES.get(name, match.group() if name + ";" in html5 else " ")
+
+    return html.unescape(_NAMED_ENTITY.sub(named, text))
 
 
 _SMART_MARKER = re.compile(r"\.([A-Z])(?:\s+(.*))?$")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ from indexer.readers.formats import (
     resolve_format,
     smart_records,
     tagged_blocks,
+    unescape_sgml,
 )
 
 QUERY_FORMATS = ("tsv", "jsonl", "trec", "smart")
@@ -30,7 +30,9 @@ def read_queries(path: str | Path, fmt: str | None = None) -> dict[str, str]:
         path: the query file, plain or gzip.
         fmt: ``"tsv"`` (``qid<TAB>text``), ``"jsonl"`` (``_id`` or ``id``/``qid``, ``text``
             or ``query``), ``"trec"`` (``<top>`` blocks with ``<num>`` (``Number: 51`` or
-            ``51``) and ``<title>`` (a leading ``Topic:`` is dropped), closing tags optional)
+            ``51``; a ``Number:`` of digits loses its leading zeros, as TREC-1's ``051`` is its
+            qrels' ``51``) and ``<title>``, the query (a leading ``Topic:`` is dropped; ``<desc>``
+            and ``<narr>`` are not read), closing tags optional)
             or ``"smart"``. ``None`` detects it as :func:`~indexer.readers.read_corpus` does
             (``.qry`` is SMART).
 
@@ -89,7 +91,7 @@ def _parse_jsonl(path: str | Path) -> Iterator[tuple[int, str, str]]:
 
 
 # A topic field runs from its tag to the next tag (old TREC topics have no closing tags).
-_NUM = re.compile(r"<num>\s*(?:Number:)?(.*?)(?=<|\Z)", re.IGNORECASE | re.DOTALL)
+_NUM = re.compile(r"<num>\s*(Number:)?(.*?)(?=<|\Z)", re.IGNORECASE | re.DOTALL)
 _TITLE = re.compile(r"<title>\s*(?:Topic:)?(.*?)(?=<|\Z)", re.IGNORECASE | re.DOTALL)
 
 
@@ -100,7 +102,10 @@ def _parse_trec(path: str | Path) -> Iterator[tuple[int, str, str]]:
             raise InputError("<top> without <num>", path, number)
         if title is None:
             raise InputError("<top> without <title>", path, number)
-        yield number, html.unescape(num.group(1)), html.unescape(title.group(1))  # AT&amp;T is "AT&T"
+        qid = unescape_sgml(num.group(2)).strip()
+        if num.group(1) and qid.isascii() and qid.isdigit():  # TREC-1's "Number: 051" is its qrels' 51
+            qid = str(int(qid))
+        yield number, qid, unescape_sgml(title.group(1))  # AT&amp;T is "AT&T"
 
 
 def _parse_smart(path: str | Path) -> Iterator[tuple[int, str, str]]:

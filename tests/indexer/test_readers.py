@@ -140,6 +140,15 @@ def test_tsv_two_and_four_columns(tmp_path):
     assert doc.fields == ("http://a.org/x", "A Title", "The body.")
 
 
+@pytest.mark.parametrize("header", ["docid\ttext", "ID\tText ", "docid\turl\ttitle\tbody"])
+def test_a_tsv_corpus_header_is_not_a_document(tmp_path, header):
+    rows = "d1\tone\n" if header.count("\t") == 1 else "d1\thttp://x\tT\tone\n"
+    docs = list(read_corpus(write(tmp_path / "c.tsv", f"\n{header}\n{rows}")))
+    assert [d.docid for d in docs] == ["d1"]
+    later = list(read_corpus(write(tmp_path / "d.tsv", "d1\tone\ndocid\ttext\n")))  # only a first line
+    assert [d.docid for d in later] == ["d1", "docid"]
+
+
 def test_jsonl_alternative_keys(tmp_path):
     path = write(tmp_path / "c.jsonl", '{"id": 7, "contents": "x y"}\n{"docid": "b", "title": "T", "text": "z"}\n')
     assert list(read_corpus(path)) == [Document("7", "", "x y"), Document("b", "T", "z")]
@@ -186,6 +195,38 @@ def test_trec_comments_are_dropped_and_entities_decoded(tmp_path):
     assert list(read_corpus(path)) == [Document("c1", "R&D", "x < y && z")]
 
 
+def test_trec_disk_entities_are_not_words(tmp_path):
+    """The Federal Register's &hyph; and &blank; are SGML entities HTML lacks: they were indexed as the
+    words 'hyph' and shown as U+2423; another unknown entity is a space, an escaped one stays text."""
+    path = write(tmp_path / "fr.trec", "<DOC><DOCNO>FR1</DOCNO><TEXT>low&hyph;income&blank;&blank;aid "
+                                       "&sect;2 &nosuch; &amp;hyph;</TEXT></DOC>\n")
+    assert list(read_corpus(path)) == [Document("FR1", "", "low-income aid §2 &hyph;")]
+    path = write(tmp_path / "t.trec", "<top>\n<num> Number: 9\n<title> child&hyph;care\n</top>\n")
+    assert read_queries(path) == {"9": "child-care"}
+
+
+def test_web_pages_in_trec_documents_lose_headers_scripts_and_styles(tmp_path):
+    """WT10g and GOV2 pages: the <DOCHDR>'s HTTP headers were indexed as text, the <head>'s script and
+    style as the title; the header's URL is the url field."""
+    path = write(tmp_path / "gov2.trec", "<DOC>\n<DOCNO>GX1</DOCNO>\n<DOCOLDNO>IA035-B022</DOCOLDNO>\n<DOCHDR>\n"
+                 "http://a.gov/x\nHTTP/1.1 200 OK\nContent-Type: text/html\n</DOCHDR>\n<html><head><title>Page"
+                 '</title><SCRIPT type="text/javascript">var x;</SCRIPT><style>p {}</style></head>\n'
+                 "<body><p>Body &nbsp; text</p></body></html>\n</DOC>\n")
+    assert list(read_corpus(path)) == [Document("GX1", "Page", "Body text", url="http://a.gov/x")]
+
+
+def test_markup_between_trec_documents_is_skipped(tmp_path):
+    """AQUAINT-2 wraps its documents in an XML prolog and <DOCSTREAM>: read as text outside <DOC>."""
+    path = write(tmp_path / "apw.xml", '<?xml version="1.0" encoding="UTF-8" ?>\n<!DOCTYPE DOCSTREAM SYSTEM '
+                 '"a2_full.dtd">\n<DOCSTREAM>\n<!-- part 1 -->\n<DOC id="A1" type="story">\n<TEXT>\n<P>\nOne.\n'
+                 "</P>\n</TEXT>\n</DOC>\n</DOCSTREAM>\n")
+    assert list(read_corpus(path)) == [Document("A1", "", "One.")]
+    path = write(tmp_path / "stray.trec", "<DOCSTREAM>\n<DOC><DOCNO>1</DOCNO></DOC>\n<P>stray</P>\n</DOCSTREAM>\n")
+    err = error_of(read_corpus, path)
+    assert_names(err, path, 3)
+    assert "text outside <DOC>" in str(err)
+
+
 @pytest.mark.parametrize("name", ["copy.all.1400", "nameless", "docs.txt"])
 def test_smart_is_sniffed_whatever_the_name(tmp_path, name):
     path = write(tmp_path / name, ".I 5\n.T\nA Title\n.A\nsomeone\n.W\nline one\nline two\n.I 9\n.W\nonly text\n")
@@ -197,7 +238,10 @@ def test_topics_with_number_prefix_and_no_closing_tags(tmp_path):
         tmp_path / "topics.txt",
         "<top>\n<num> Number: 051\n<title> Topic:  Airbus\n  Subsidies\n\n<desc> Description:\nsome text\n</top>\n",
     )
-    assert read_queries(path) == {"051": "Airbus Subsidies"}
+    assert read_queries(path) == {"51": "Airbus Subsidies"}  # TREC-1's qrels.51-100 say 51, not 051
+    path = write(tmp_path / "plain.txt", "<top>\n<num>007</num><title>Bond</title>\n</top>\n<top>\n"
+                                         "<num> Number: MB001 </num>\n<title> Tweets\n</top>\n")
+    assert read_queries(path) == {"007": "Bond", "MB001": "Tweets"}  # zeros go from a Number: of digits only
 
 
 def test_query_tsv_and_fmt_override(tmp_path):
