@@ -266,7 +266,7 @@ def prepare_data(
     relevant = {**relevant_docs({**train_qrels, **dev}, index, config.rel_level), **relevant_docs(p_qrels, index)}
     if not any(relevant.get(q) for q in [*train_qrels, *pseudo_qids]):
         raise InputError("no training query has a relevant document in the corpus (are the qrels and the corpus of "
-                         "one collection?)")
+                         "one collection?)", qrels_path)
     # training claims' and title pseudo-queries' scores (dev claims' never); before BM25: a bad file fails at once
     teacher = read_teacher(config.teacher, index, {**p_qrels, **train_qrels}) if config.teacher else {}
     if candidates is None:
@@ -655,8 +655,8 @@ def train(
     from indexer.readers import read_qrels
 
     out = Path(out)
+    # made by its first writer (BM25's index, the state): a run refused for its inputs leaves no folder
     work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
-    work.mkdir(parents=True, exist_ok=True)
     device = pick_device(config.device)
     q_texts, qrels_map = read_training_inputs(queries, qrels, qrels_format)
     dev_map = read_qrels(dev_qrels, qrels_format) if isinstance(dev_qrels, (str, Path)) else dev_qrels

@@ -61,6 +61,7 @@ from ckqti.train.data import (
     inputs_digest,
     judgement_notes,
     read_training_inputs,
+    relevant_docs,
     require_texts,
     show_notes,
     split_dev,
@@ -696,8 +697,8 @@ def train_reranker(
     """
     config = replace(config or RerankerTrainConfig(), kind=kind)
     out = Path(out)
+    # made by its first writer (BM25's index, IDCM's stages): a run refused for its inputs leaves no folder
     work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
-    work.mkdir(parents=True, exist_ok=True)
     device = pick_device(config.device)
     q_texts, qrels_map = read_training_inputs(queries, qrels, qrels_format)
     require_texts(list(qrels_map), q_texts, queries if isinstance(queries, (str, Path)) else None)
@@ -706,7 +707,8 @@ def train_reranker(
                        qrels if isinstance(qrels, (str, Path)) else None,
                        hint="; TK, TKL and IDCM carve dev from these judgements only (NDRM also takes --dev-qrels)")[0]
     text, docids, doc_texts, collection = build_text(kind, corpus, config, fmt)
-    notes = tuple(judgement_notes(qrels_map, {d: i for i, d in enumerate(docids)}, config.rel_level))
+    doc_index = {d: i for i, d in enumerate(docids)}
+    notes = tuple(judgement_notes(qrels_map, doc_index, config.rel_level))
     if config.progress:
         show_notes(notes)
     model_defaults = _config_defaults(kind, config)
@@ -718,6 +720,9 @@ def train_reranker(
         from ckqti.train.pseudo import title_pseudo_queries
 
         p_queries, p_qrels = title_pseudo_queries(collection.docids, collection.titles, collection.analyzer)
+    if not p_qrels and not any(relevant_docs(judged, doc_index, config.rel_level).values()):  # before BM25 too
+        raise InputError("no training query has a relevant document in the corpus (are the qrels and the corpus of "
+                         "one collection?)", qrels if isinstance(qrels, (str, Path)) else None)
     teacher = load_teacher(config, docids, qrels_map, p_qrels)  # before BM25 starts Java: a bad file fails at once
     texts = {q: q_texts[q] for q in qrels_map if q in q_texts}
     missing = {**texts, **p_queries} if candidates is None else {q: t for q, t in p_queries.items()
@@ -730,7 +735,8 @@ def train_reranker(
     data = prepare_pairs(text, docids, doc_rows, {**q_texts, **p_queries}, qrels_map, candidates, config, max_q, teacher,
                          p_qrels)
     if not data.train_qids:
-        raise InputError("no training query has a relevant document and a known term")
+        raise InputError("no training query has a relevant document and a known term",
+                         qrels if isinstance(qrels, (str, Path)) else None)
     wordless = wordless_notes([q for q in judged if data.relevant.get(q)], data.queries)
     if config.progress:
         show_notes(wordless)

@@ -14,7 +14,7 @@ from ckqti.train.losses import ranknet_loss
 from ckqti.train.sampling import docs_per_example
 
 from ..conftest import TINY_MODEL
-from .conftest import graded_qrels
+from .conftest import bad_judgements, graded_qrels
 
 CONFIG = TrainConfig(model="ndrm3", epochs=2, batch_size=8, lr=3e-3, embeddings="random", dev_fraction=0.25,
                      dev_depth=30, model_options=TINY_MODEL, progress=False, device="cpu")
@@ -468,3 +468,19 @@ def test_too_few_queries_for_a_dev_split_name_the_qrels_file_and_dev_qrels(tmp_p
                                          r"\(40 at --rel-level 1\); or give"):
         train(tiny_scifact["corpus"], tiny_scifact["queries"], low, tmp_path / "m.pt",
               dataclasses.replace(CONFIG, rel_level=2), candidates=tiny_scifact["candidates"])
+
+
+
+@pytest.mark.parametrize("kind", ["empty", "unknown-docs", "one-query"])
+def test_refused_judgements_are_named_and_leave_nothing_at_out(tmp_path, tiny_scifact, kind, monkeypatch):
+    """A refused run made OUT's folder and an empty OUT.work before reading its inputs, and judgements
+    naming no document of the corpus were refused without naming the qrels file; all before BM25."""
+    import ckqti.train.loop as loop
+    from ckqti.errors import InputError
+
+    monkeypatch.setattr(loop, "bm25_candidates", lambda *a, **k: pytest.fail("BM25 ran"))
+    qrels = tmp_path / "bad.txt"
+    qrels.write_text(bad_judgements(tiny_scifact["qrels"], kind))
+    with pytest.raises(InputError, match=r"bad\.txt"):
+        train(tiny_scifact["corpus"], tiny_scifact["queries"], qrels, tmp_path / "new" / "m.pt", CONFIG)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.txt"]

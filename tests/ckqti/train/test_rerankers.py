@@ -28,7 +28,7 @@ from ckqti.train.rerankers import (
     train_reranker,
 )
 
-from .conftest import graded_qrels
+from .conftest import bad_judgements, graded_qrels
 
 TINY_TK = dict(embedding_dim=16, num_heads=2, ff_dim=16, num_layers=1)
 TINY_BERT = dict(vocab_size=30522, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
@@ -522,3 +522,19 @@ def test_too_few_queries_for_a_dev_split_name_the_qrels_file_before_any_work(tin
                                          r"IDCM carve dev from these judgements only \(NDRM also takes --dev-qrels\)$"):
         train_reranker("tk", tmp_path / "no-corpus.jsonl", tiny_scifact["queries"], qrels, tmp_path / "tk.pt",
                        quick("tk"))
+
+
+@pytest.mark.parametrize("kind", ["empty", "unknown-docs", "one-query"])
+def test_refused_judgements_are_named_and_leave_nothing_at_out(tiny_scifact, tmp_path, kind, monkeypatch):
+    """As NDRM's: a refused run left OUT's folder and an empty OUT.work, and judgements naming no
+    document of the corpus were refused after BM25 (Java) had run, without naming the qrels file."""
+    import ckqti.bm25
+    from ckqti.errors import InputError
+
+    monkeypatch.setattr(ckqti.bm25, "bm25_candidates", lambda *a, **k: pytest.fail("BM25 ran"))
+    qrels = tmp_path / "bad.txt"
+    qrels.write_text(bad_judgements(tiny_scifact["qrels"], kind))
+    with pytest.raises(InputError, match=r"bad\.txt"):
+        train_reranker("tk", tiny_scifact["corpus"], tiny_scifact["queries"], qrels, tmp_path / "new" / "tk.pt",
+                       quick("tk"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.txt"]
