@@ -167,7 +167,7 @@ def bench(corpus: Path, models: list[str], modes: list[str], shard_size: int, th
         load = os.getloadavg()[0]
         res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         if res.returncode != 0:
-            raise SystemExit(f"{Path(__file__).name}: error: the {model} {mode} build failed:\n{res.stderr[-3000:]}")
+            raise SystemExit(f"{Path(__file__).name}: error: the {model} {mode} build failed: {child_error(res.stderr)}")
         row = json.loads(res.stdout.strip().splitlines()[-1])
         row["load_before"], row["load_after"] = round(load, 2), round(os.getloadavg()[0], 2)
         single = work / f"{model}-single"
@@ -175,6 +175,16 @@ def bench(corpus: Path, models: list[str], modes: list[str], shard_size: int, th
         rows.append(row)
         print(table([row], header=len(rows) == 1), flush=True)
     return rows
+
+
+def child_error(stderr: str) -> str:
+    """What a failed build said: its one-line error (the child is this script, so the line repeats
+    this script's ``<name>: error:`` prefix, dropped here), else the end of its output (a traceback)."""
+    lines = stderr.strip().splitlines()
+    prefix = f"{Path(__file__).name}: error: "
+    if lines and lines[-1].startswith(prefix):
+        return lines[-1][len(prefix):]
+    return "\n" + stderr[-3000:]
 
 
 def same(row: dict) -> str:
@@ -202,14 +212,23 @@ def merged(old: list[dict], new: list[dict]) -> list[dict]:
     return [r for r in old if key(r) not in fresh] + new
 
 
+SCIFACT = DATA / "scifact" / "corpus.jsonl"
+
+
 def corpus_slice(n: int | None, work: Path) -> Path:
-    src = DATA / "scifact" / "corpus.jsonl"
     if n is None:
-        return src
+        return SCIFACT
     out = work / f"scifact-{n}.jsonl"
-    with open(src) as f, open(out, "w") as g:
+    with open(SCIFACT) as f, open(out, "w") as g:
         g.writelines(itertools.islice(f, n))
     return out
+
+
+def corpus_label(corpus: Path | None, docs: int | None) -> str:
+    """The report's corpus: ``--corpus``, else SciFact's (with ``--docs``, its first N; the report
+    used to name the deleted temporary copy of them)."""
+    path = os.path.relpath(corpus or SCIFACT, ROOT)
+    return path if docs is None else f"{path} (first {docs} documents)"
 
 
 def model_names(text: str) -> list[str]:
@@ -282,7 +301,7 @@ def main(argv: list[str] | None = None) -> None:
     if old is not None:
         rows, runs = merged(old["rows"], rows), old.get("invocations", []) + runs
     report = {
-        "platform": platform.platform(), "cpus": os.cpu_count(), "corpus": os.path.relpath(corpus, ROOT),
+        "platform": platform.platform(), "cpus": os.cpu_count(), "corpus": corpus_label(args.corpus, args.docs),
         "shard_size": args.shard_size, "invocations": runs, "rows": rows,
     }
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -193,7 +194,13 @@ def main(argv: list[str] | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"model": info.get("id"), "documents": len(documents), "queries": len(parsed),
                                "exhaustive_ndcg10": ex_ndcg, "seconds": time.perf_counter() - started,
-                               "command": "python scripts/latent_storage.py", "rows": rows}, indent=2))
+                               "command": command_line(argv), "rows": rows}, indent=2))
+
+
+def command_line(argv: list[str] | None) -> str:
+    """The command as run, for the report (it used to say ``python scripts/latent_storage.py``
+    whatever the options, so a report of another model or collection read as the default's)."""
+    return shlex.join(["python", "scripts/latent_storage.py", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ if str(ROOT) not in sys.path:  # run as `python scripts/long_documents.py`
 from ckqti.text import Analyzer  # noqa: E402
 from scripts.args import (  # noqa: E402
     HelpFormatter,
+    error_message,
     existing_file,
     names_from,
     output_dir,
@@ -377,6 +378,26 @@ def named_paths(parser: argparse.ArgumentParser, paths: Mapping[str, str | Path 
     return out
 
 
+def check_kinds(parser: argparse.ArgumentParser, paths: Mapping[str, str | None],
+                kinds: Mapping[str, Sequence[str]]) -> None:
+    """Each checkpoint of ``paths`` must be readable and, where ``kinds`` names it, of one of those
+    kinds: else a usage error, before any work (a TK or NDRM3 checkpoint given as ``--tkl`` used to
+    run under TKL's name: wrong rows here, no regions at all in ``region_positions.py``)."""
+    from ckqti.errors import CkqtiError
+    from ckqti.models.checkpoint import load_checkpoint
+
+    for name, path in paths.items():
+        if not path or name not in kinds:
+            continue
+        try:
+            kind = load_checkpoint(path).kind
+        except CkqtiError as err:
+            parser.error(error_message(err))
+        if kind not in kinds[name]:
+            wanted = " or ".join(k.upper() for k in kinds[name])
+            parser.error(f"{name}: {path} is a checkpoint of kind {kind.upper()}, not {wanted}")
+
+
 def read_earlier(path: str | Path, config: LongDocConfig, collections: Sequence[str]) -> dict:
     """An earlier run's ``long_documents.json`` for ``--merge``, checked before any work: JSON of a
     run with the same settings, over collections this run ranks too.
@@ -459,6 +480,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
     ap.add_argument("--out", type=output_dir, default="out", help="folder of the plots and the JSON")
     args = ap.parse_args(argv)
     paths = named_paths(ap, {"TK": args.tk, "TKL": args.tkl, "NDRM3": args.ndrm3, "IDCM": args.idcm}, args.model)
+    check_kinds(ap, paths, {"TK": ("tk",), "TKL": ("tkl",), "NDRM3": ("ndrm3",), "IDCM": ("idcm",)})
     return args, paths
 
 

@@ -61,6 +61,7 @@ from scripts.long_documents import (  # noqa: E402
     QuerySetup,
     Source,
     TermCutter,
+    check_kinds,
     depth_table,
     load_rerankers,
     load_source,
@@ -253,6 +254,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
     paths = named_paths(ap, {"TKL": args.tkl, "IDCM": args.idcm}, args.model)
     if not any(paths.values()):
         ap.error("give --tkl, --idcm or --model NAME=PATH")
+    check_kinds(ap, paths, {name: {"TKL": ("tkl",), "IDCM": ("idcm",)}.get(name, ("tkl", "idcm")) for name in paths})
     return args, paths
 
 

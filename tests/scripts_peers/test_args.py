@@ -399,3 +399,49 @@ def test_bench_index_checkpoints_are_made_absolute(tmp_path, monkeypatch):
 def test_effectiveness_work_folder_is_checked_at_parsing(blocker):
     done = run_script("effectiveness", "--work", str(blocker))
     assert done.returncode == 2 and "--work" in done.stderr and "is a file, not a directory" in done.stderr
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoints(tmp_path_factory) -> dict[str, Path]:
+    """Tiny TK and TKL checkpoints (random weights, a vocabulary of a few words)."""
+    import torch
+
+    from ckqti.models.inputs import TermText
+    from ckqti.models.reranker import build_model, save_reranker
+    from ckqti.text import Analyzer
+    from ckqti.vocab import Vocabulary
+
+    root = tmp_path_factory.mktemp("checkpoints")
+    analyzer = Analyzer()
+    vocab = Vocabulary.build([analyzer("protein folding in yeast cells"), analyzer("yeast cells divide")])
+    torch.manual_seed(0)
+    tiny = dict(vocab_size=len(vocab), embedding_dim=8, num_heads=2, ff_dim=8, num_layers=1)
+    return {kind: save_reranker(root / f"{kind}.pt", build_model(kind, tiny), kind, TermText(analyzer, vocab)).path
+            for kind in ("tk", "tkl")}
+
+
+@pytest.mark.parametrize(("script", "option"), [("region_positions", "--tkl"), ("long_documents", "--tkl"),
+                                                ("long_documents", "--tk"), ("region_positions", "--model")])
+def test_a_checkpoint_of_another_kind_is_refused_at_parsing(script, option, tiny_checkpoints, capsys):
+    """A TK checkpoint given as TKL used to run under TKL's name: region_positions.py reported no
+    region ever on the planted text (TK has no regions), long_documents.py TK's ranks as TKL's."""
+    module = importlib.import_module(f"scripts.{script}")
+    wrong = tiny_checkpoints["tkl" if option == "--tk" else "tk"]
+    argv = [option, f"X={wrong}" if option == "--model" else str(wrong)]
+    with pytest.raises(SystemExit) as stop:
+        module.parse_args(argv)
+    assert stop.value.code == 2
+    line = capsys.readouterr().err.splitlines()[-1]
+    assert ": error: " in line and str(wrong) in line and "checkpoint of kind T" in line
+
+
+def test_a_checkpoint_of_the_right_kind_is_taken(tiny_checkpoints, blocker):
+    from scripts import long_documents, region_positions
+
+    _, paths = region_positions.parse_args(["--tkl", str(tiny_checkpoints["tkl"])])
+    assert paths["TKL"] == str(tiny_checkpoints["tkl"])
+    _, paths = long_documents.parse_args(["--tk", str(tiny_checkpoints["tk"]), "--model", f"any={tiny_checkpoints['tkl']}"])
+    assert (paths["TK"], paths["any"]) == (str(tiny_checkpoints["tk"]), str(tiny_checkpoints["tkl"]))
+    with pytest.raises(SystemExit) as stop:  # not a checkpoint at all: a usage error too
+        region_positions.parse_args(["--tkl", str(blocker)])
+    assert stop.value.code == 2

@@ -1,0 +1,37 @@
+"""scripts/bench_index.py end to end on a few documents: the report names the corpus it built, and a
+failed build stops the run with the build's own one-line error."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def bench_index(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "scripts" / "bench_index.py"), "--models", "ndrm2",
+                           "--modes", "single", "--threads", "1", *argv], capture_output=True, text=True,
+                          cwd=REPO, timeout=300)
+
+
+def test_report_names_scifact_and_the_documents_cut_from_it(tmp_path, data_dir):
+    out = tmp_path / "bench_index.json"
+    done = bench_index("--docs", "5", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    # it used to name the temporary copy of the first 5 documents, deleted by then
+    assert report["corpus"] == "../shared/data/scifact/corpus.jsonl (first 5 documents)"
+    assert [(r["mode"], r["docs"]) for r in report["rows"]] == [("single", 5)]
+
+
+def test_a_failed_build_is_one_line_naming_the_file(tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "1", "text": "protein folding"}\nnot json\n')
+    out = tmp_path / "bench_index.json"
+    done = bench_index("--corpus", str(corpus), "--out", str(out))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr == f"bench_index.py: error: the ndrm2 single build failed: {corpus}:2: bad JSON (Expecting value at column 1)\n"
+    assert not out.exists()
