@@ -306,9 +306,10 @@ class Index:
         """``(shard number, row)`` of ``docid``, or ``None`` when no shard holds it (a pass over the
         shards' docids, up to the one holding it)."""
         for si, shard in enumerate(self.shards):
-            ids = shard.docs.column("docid").to_pylist()
-            if docid in ids:
-                return si, ids.index(docid)
+            try:
+                return si, shard.docs.column("docid").to_pylist().index(docid)  # one scan, not a test then a search
+            except ValueError:
+                continue
         return None
 
     def check_compatible(self, analyzer: dict | None = None, model_id: str | None = None) -> None:
