@@ -41,6 +41,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -60,6 +61,9 @@ from scripts.args import (  # noqa: E402
     run,
     torch_device,
 )
+
+if TYPE_CHECKING:
+    from ckqti.models.checkpoint import Checkpoint
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 COLLECTIONS = {"scifact": ("scifact", "test.tsv", 1), "trecdl": ("trecdl19-passage-subset", "test.tsv", 2)}
@@ -302,22 +306,19 @@ def run_source(source: Source, models: Mapping[str, Scorer], config: LongDocConf
 # -- models, plots, main ---------------------------------------------------------------------
 
 
-def load_models(paths: Mapping[str, str | None], source: Source, long_cap: int, device: str | None) -> dict[str, Scorer]:
+def load_models(checkpoints: Mapping[str, Checkpoint], source: Source, long_cap: int, device: str | None) -> dict[str, Scorer]:
     """Rerankers' scoring functions (see :func:`load_rerankers`)."""
-    return {name: rr.score for name, rr in load_rerankers(paths, source, long_cap, device).items()}
+    return {name: rr.score for name, rr in load_rerankers(checkpoints, source, long_cap, device).items()}
 
 
-def load_rerankers(paths: Mapping[str, str | None], source: Source, long_cap: int, device: str | None) -> dict:
-    """Rerankers reading the collection's vocabulary; TKL and NDRM3 read ``long_cap`` terms."""
-    from ckqti.models.checkpoint import load_checkpoint
+def load_rerankers(checkpoints: Mapping[str, Checkpoint], source: Source, long_cap: int, device: str | None) -> dict:
+    """Rerankers of loaded checkpoints (:func:`load_checked`'s, by name) reading the collection's
+    vocabulary; TKL and NDRM3 read ``long_cap`` terms."""
     from ckqti.models.inputs import collection_vocabulary
     from ckqti.models.reranker import adapt_reranker, reranker_from_checkpoint
 
     out = {}
-    for name, path in paths.items():
-        if not path:
-            continue
-        ckpt = load_checkpoint(path)
+    for name, ckpt in checkpoints.items():
         cap = long_cap if ckpt.kind in ("tkl", "ndrm1", "ndrm3") else None
         if ckpt.kind == "idcm":
             rr = reranker_from_checkpoint(ckpt, device)
@@ -378,24 +379,28 @@ def named_paths(parser: argparse.ArgumentParser, paths: Mapping[str, str | Path 
     return out
 
 
-def check_kinds(parser: argparse.ArgumentParser, paths: Mapping[str, str | None],
-                kinds: Mapping[str, Sequence[str]]) -> None:
-    """Each checkpoint of ``paths`` must be readable and, where ``kinds`` names it, of one of those
-    kinds: else a usage error, before any work (a TK or NDRM3 checkpoint given as ``--tkl`` used to
-    run under TKL's name: wrong rows here, no regions at all in ``region_positions.py``)."""
+def load_checked(parser: argparse.ArgumentParser, paths: Mapping[str, str | None],
+                 kinds: Mapping[str, Sequence[str]]) -> dict[str, Checkpoint]:
+    """The checkpoints of ``paths`` by name, each loaded once, here: one that is unreadable or, where
+    ``kinds`` names it, not of one of those kinds is a usage error, before any work (a TK or NDRM3
+    checkpoint given as ``--tkl`` used to run under TKL's name: wrong rows here, no regions at all in
+    ``region_positions.py``)."""
     from ckqti.errors import CkqtiError
     from ckqti.models.checkpoint import load_checkpoint
 
+    out = {}
     for name, path in paths.items():
-        if not path or name not in kinds:
+        if not path:
             continue
         try:
-            kind = load_checkpoint(path).kind
+            out[name] = load_checkpoint(path)
         except CkqtiError as err:
             parser.error(error_message(err))
-        if kind not in kinds[name]:
+        kind = out[name].kind
+        if name in kinds and kind not in kinds[name]:
             wanted = " or ".join(k.upper() for k in kinds[name])
             parser.error(f"{name}: {path} is a checkpoint of kind {kind.upper()}, not {wanted}")
+    return out
 
 
 def read_earlier(path: str | Path, config: LongDocConfig, collections: Sequence[str]) -> dict:
@@ -460,8 +465,10 @@ def table(results: Mapping[str, dict], config: LongDocConfig) -> str:
     return "\n".join(lines)
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[str, str | None]]:
-    """The options and the checkpoints by name; a bad value is a usage error here, before any work."""
+def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[str, str | None],
+                                                      dict[str, Checkpoint]]:
+    """The options, the checkpoints' paths by name and the checkpoints loaded; a bad value is a usage
+    error here, before any work."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     for name in ("tk", "tkl", "ndrm3", "idcm"):
         ap.add_argument(f"--{name}", type=existing_file, default=None,
@@ -480,12 +487,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
     ap.add_argument("--out", type=output_dir, default="out", help="folder of the plots and the JSON")
     args = ap.parse_args(argv)
     paths = named_paths(ap, {"TK": args.tk, "TKL": args.tkl, "NDRM3": args.ndrm3, "IDCM": args.idcm}, args.model)
-    check_kinds(ap, paths, {"TK": ("tk",), "TKL": ("tkl",), "NDRM3": ("ndrm3",), "IDCM": ("idcm",)})
-    return args, paths
+    checkpoints = load_checked(ap, paths, {"TK": ("tk",), "TKL": ("tkl",), "NDRM3": ("ndrm3",), "IDCM": ("idcm",)})
+    return args, paths, checkpoints
 
 
 def main(argv: list[str] | None = None) -> None:
-    args, paths = parse_args(argv)
+    args, paths, checkpoints = parse_args(argv)
     config = LongDocConfig(queries=args.queries)
     earlier = read_earlier(args.merge, config, args.collections) if args.merge else None
     out = Path(args.out)
@@ -497,7 +504,7 @@ def main(argv: list[str] | None = None) -> None:
             torch.set_num_threads(args.threads)
         for name in args.collections:
             source = load_source(name)
-            models = load_models(paths, source, args.long_cap, args.device)
+            models = load_models(checkpoints, source, args.long_cap, args.device)
             results[name] = run_source(source, models, config, progress=True)
     finally:
         torch.set_num_threads(threads)

@@ -42,6 +42,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from ckqti.explain import Region, explain_text  # noqa: E402
+from ckqti.models.checkpoint import Checkpoint  # noqa: E402
 from ckqti.models.inputs import TokenSpan, analyzed_spans  # noqa: E402
 from ckqti.models.reranker import Reranker  # noqa: E402
 from ckqti.text import Analyzer  # noqa: E402
@@ -61,8 +62,8 @@ from scripts.long_documents import (  # noqa: E402
     QuerySetup,
     Source,
     TermCutter,
-    check_kinds,
     depth_table,
+    load_checked,
     load_rerankers,
     load_source,
     named_paths,
@@ -235,8 +236,10 @@ def table(results: Mapping[str, dict], config: LongDocConfig) -> str:
     return "\n".join(lines)
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[str, str | None]]:
-    """The options and the checkpoints by name; a bad value is a usage error here, before any work."""
+def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[str, str | None],
+                                                      dict[str, Checkpoint]]:
+    """The options, the checkpoints' paths by name and the checkpoints loaded; a bad value is a usage
+    error here, before any work."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     ap.add_argument("--tkl", type=existing_file, default=None, help="TKL checkpoint")
     ap.add_argument("--idcm", type=existing_file, default=None, help="IDCM checkpoint")
@@ -254,12 +257,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
     paths = named_paths(ap, {"TKL": args.tkl, "IDCM": args.idcm}, args.model)
     if not any(paths.values()):
         ap.error("give --tkl, --idcm or --model NAME=PATH")
-    check_kinds(ap, paths, {name: {"TKL": ("tkl",), "IDCM": ("idcm",)}.get(name, ("tkl", "idcm")) for name in paths})
-    return args, paths
+    kinds = {name: {"TKL": ("tkl",), "IDCM": ("idcm",)}.get(name, ("tkl", "idcm")) for name in paths}
+    return args, paths, load_checked(ap, paths, kinds)
 
 
 def main(argv: list[str] | None = None) -> None:
-    args, paths = parse_args(argv)
+    args, paths, checkpoints = parse_args(argv)
     config = LongDocConfig(queries=args.queries)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -268,7 +271,7 @@ def main(argv: list[str] | None = None) -> None:
     results, caps = {}, {}
     for name in args.collections:
         source = load_source(name)
-        models = load_rerankers(paths, source, args.long_cap, args.device)
+        models = load_rerankers(checkpoints, source, args.long_cap, args.device)
         caps = {m: rr.max_doc_length for m, rr in models.items() if rr.kind == "tkl"}
         results[name] = run_source(source, models, config, natural_queries=args.natural_queries, progress=True)
     png = plot(results, config, caps, out)

@@ -438,10 +438,32 @@ def test_a_checkpoint_of_another_kind_is_refused_at_parsing(script, option, tiny
 def test_a_checkpoint_of_the_right_kind_is_taken(tiny_checkpoints, blocker):
     from scripts import long_documents, region_positions
 
-    _, paths = region_positions.parse_args(["--tkl", str(tiny_checkpoints["tkl"])])
-    assert paths["TKL"] == str(tiny_checkpoints["tkl"])
-    _, paths = long_documents.parse_args(["--tk", str(tiny_checkpoints["tk"]), "--model", f"any={tiny_checkpoints['tkl']}"])
+    _, paths, checkpoints = region_positions.parse_args(["--tkl", str(tiny_checkpoints["tkl"])])
+    assert paths["TKL"] == str(tiny_checkpoints["tkl"]) and checkpoints["TKL"].path == tiny_checkpoints["tkl"].resolve()
+    _, paths, checkpoints = long_documents.parse_args(["--tk", str(tiny_checkpoints["tk"]),
+                                                       "--model", f"any={tiny_checkpoints['tkl']}"])
     assert (paths["TK"], paths["any"]) == (str(tiny_checkpoints["tk"]), str(tiny_checkpoints["tkl"]))
+    assert {name: c.kind for name, c in checkpoints.items()} == {"TK": "tk", "any": "tkl"}
     with pytest.raises(SystemExit) as stop:  # not a checkpoint at all: a usage error too
         region_positions.parse_args(["--tkl", str(blocker)])
     assert stop.value.code == 2
+    with pytest.raises(SystemExit) as stop:  # and as a --model of any kind
+        long_documents.parse_args(["--model", f"any={blocker}"])
+    assert stop.value.code == 2
+
+
+@pytest.mark.parametrize("script", ["long_documents", "region_positions"])
+def test_each_checkpoint_is_loaded_once_for_its_kind_and_every_collection(script, tiny_checkpoints, monkeypatch):
+    """Checking a checkpoint's kind loaded it, and each collection's rerankers loaded it again."""
+    import ckqti.models.checkpoint
+    from scripts.long_documents import Source, load_rerankers
+
+    loaded = []
+    real = ckqti.models.checkpoint.load_checkpoint
+    monkeypatch.setattr(ckqti.models.checkpoint, "load_checkpoint", lambda p: (loaded.append(Path(p)), real(p))[1])
+    args, _, checkpoints = importlib.import_module(f"scripts.{script}").parse_args(["--tkl", str(tiny_checkpoints["tkl"])])
+    docs = {"a": "protein folding in yeast cells", "b": "yeast cells divide"}
+    for name in ("one", "two"):  # the collections of a run
+        rerankers = load_rerankers(checkpoints, Source(name, docs, {}, {}, {}), args.long_cap, "cpu")
+        assert rerankers["TKL"].kind == "tkl" and rerankers["TKL"].max_doc_length == args.long_cap
+    assert loaded == [tiny_checkpoints["tkl"]]
