@@ -299,10 +299,20 @@ def find_document(docid: str, corpus: str | Path | None = None, index: str | Pat
     from retriever.index import open_index
 
     idx = open_index(index)  # checksums verified: a corrupted store or vocabulary would explain a wrong score
-    where = idx.locate(docid)
+    shard, row = locate_document(idx, docid)
+    return idx.shards[shard].indexed_text(row)  # ORCAS clicks and URL too, as the index read it
+
+
+def locate_document(index: Index, docid: str) -> tuple[int, int]:
+    """``(shard, row)`` of ``docid`` in ``index``.
+
+    Raises:
+        InputError: no shard holds it.
+    """
+    where = index.locate(docid)
     if where is None:
-        raise InputError(f"document {docid!r} is not in the index", idx.path)
-    return idx.shards[where[0]].indexed_text(where[1])  # ORCAS clicks and URL too, as the index read it
+        raise InputError(f"document {docid!r} is not in the index", index.path)
+    return where
 
 
 def open_explainer(model: str | Path, corpus: str | Path | None, index: str | Path | Index | None, fmt: str | None,
@@ -377,14 +387,17 @@ def explain(
         from retriever.index import Index
 
         index = Index(index)  # once: checksums are read for the document and for the model's statistics
-    text = find_document(docid, corpus, index, fmt, clicks)
+        where = locate_document(index, docid)  # once too: the text and the index's score are of this row
+        text = index.shards[where[0]].indexed_text(where[1])
+    else:
+        where, text = None, find_document(docid, corpus, index, fmt, clicks)
     reranker = open_explainer(model_path, corpus, index, fmt, device, max_doc_length, adapt_vocabulary, clicks)
     result = explain_text(reranker, query, docid, text)
-    if index is not None and corpus is None and result.kind in QTI_KINDS and result.model_id == index.model_id:
+    if where is not None and result.kind in QTI_KINDS and result.model_id == index.model_id:
         from retriever.search import Searcher  # the index's own model: say what search scores the document
 
         try:
-            result = replace(result, index_score=Searcher(index).document_score(query, docid))
+            result = replace(result, index_score=Searcher(index).score_at(query, where))
         except QueryError:  # no query term in the index's vocabulary: search finds nothing to compare
             pass
     if html_out is not None:

@@ -490,8 +490,13 @@ class Searcher:
 
         Raises:
             QueryError: as :meth:`parse` (no searchable term)."""
+        return self.score_at(query, self.index.locate(docid))
+
+    def score_at(self, query: str, where: tuple[int, int] | None) -> float | None:
+        """:meth:`document_score` of the document at ``where``, ``(shard, row)`` as
+        :meth:`~retriever.index.Index.locate` gives it (``None``: no document), for a caller that
+        located it already (a locate scans the shards' docids)."""
         plan = self.plan(self.parse(query))
-        where = self.index.locate(docid)
         if where is None:
             return None
         sh, d = self.index.shards[where[0]], where[1]

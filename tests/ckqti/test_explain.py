@@ -421,6 +421,20 @@ def test_explaining_from_an_index_reads_its_checksums_once(scifact_index, monkey
     assert verified == [Path(scifact_index)]
 
 
+def test_explaining_from_an_index_locates_the_document_once(scifact_index, monkeypatch):
+    """The document's text and the index's score of it are read from one lookup of its docid (a pass over
+    the shards' docids), not one each."""
+    from retriever.index import Index
+    from retriever.search import Searcher
+
+    top = Searcher(scifact_index).search("cancer", 1).hits[0]
+    looked_up = []
+    real = Index.locate
+    monkeypatch.setattr(Index, "locate", lambda self, docid: (looked_up.append(docid), real(self, docid))[1])
+    e = explain("cancer", top.docid, "ndrm2", index=scifact_index, device="cpu")
+    assert e.index_score == top.score and looked_up == [top.docid]
+
+
 def test_orcas_clicks_are_stored_and_explained_as_indexed(scifact_small, tmp_path):
     """The document store keeps the fields indexed before the title (ORCAS clicks), compaction
     carries them, and explain --index reads them: its score is the index's for a query that only
