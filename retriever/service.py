@@ -24,6 +24,7 @@ annotations as live objects.
 import asyncio
 import hmac
 import ipaddress
+import logging
 import os
 import socket
 import threading
@@ -378,7 +379,23 @@ def server_config(app: FastAPI, access_log: bool = False, max_connections: int =
 
 def run_server(app: FastAPI, sock: socket.socket, access_log: bool = False, max_connections: int = 256,
                request_timeout: float = REQUEST_TIMEOUT_S) -> None:
-    """Serve ``app`` with uvicorn on an already listening socket until interrupted (Ctrl-C, SIGTERM)."""
+    """Serve ``app`` with uvicorn on an already listening socket until interrupted (Ctrl-C, SIGTERM;
+    a second Ctrl-C ends it without waiting for the requests in flight)."""
     import uvicorn
 
-    uvicorn.Server(server_config(app, access_log, max_connections, request_timeout)).run(sockets=[sock])
+    errors = logging.getLogger("uvicorn.error")
+    errors.addFilter(not_cancelled)
+    try:
+        uvicorn.Server(server_config(app, access_log, max_connections, request_timeout)).run(sockets=[sock])
+    finally:
+        errors.removeFilter(not_cancelled)
+
+
+def not_cancelled(record: logging.LogRecord) -> bool:
+    """False for uvicorn's report of a task cancelled on purpose: a second Ctrl-C (its force quit) cancels
+    every request in flight and the app's lifespan, and each was logged with a CancelledError traceback
+    (a request's as the exception, the lifespan's as the text starlette sends uvicorn)."""
+    if record.exc_info:
+        return not isinstance(record.exc_info[1], asyncio.CancelledError)
+    text = record.getMessage()
+    return not (text.startswith("Traceback") and text.rstrip().endswith("asyncio.exceptions.CancelledError"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -419,3 +420,36 @@ def test_a_stalled_body_does_not_hold_up_shutdown(searcher):
         server.should_exit = server.force_exit = True
         thread.join(timeout=30)
         sock.close()
+
+
+def test_a_second_ctrl_c_ends_requests_in_flight_without_a_traceback(sample_index):
+    """Ctrl-C waits for the requests in flight; a second one (uvicorn's force quit) cancels them and the
+    app's lifespan, each of which was logged with a CancelledError traceback. Here the request in flight
+    waits for a body that never comes (the server holds it for the request timeout, 10 s)."""
+    cmd = [sys.executable, "-m", "ckqti.cli", "serve", "--index", str(sample_index), "--port", "0", "--workers", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("serving "), proc.stderr.read() if proc.poll() is not None else line
+        port = int(line.split()[3].rsplit(":", 1)[1])
+        stuck = stalled_body(port)
+        assert call(port, "GET", "/health")[0] == 200  # the server has read the stalled request's headers too
+        proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the first Ctrl-C taken: the server stops listening
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            except OSError:
+                break
+            time.sleep(0.05)
+        stuck.settimeout(0.1)
+        with pytest.raises(socket.timeout):  # still held: the server waits for it
+            stuck.recv(1024)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        stuck.close()
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    assert proc.returncode == 130 and "Traceback" not in err and "ERROR" not in err, err
+    assert err.strip() == "interrupted"
