@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -50,7 +49,7 @@ from indexer.analyze import analyze_corpus  # noqa: E402
 from indexer.fidelity import top_k_run  # noqa: E402
 from indexer.impacts import ImpactConfig, ImpactScorer, pad_batch  # noqa: E402
 from indexer.readers import read_qrels, read_queries  # noqa: E402
-from scripts.args import HelpFormatter, existing_dir, file_or_names, output_file, positive_int, run  # noqa: E402
+from scripts.args import HelpFormatter, command_line, existing_dir, file_or_names, output_file, positive_int, run  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "scifact"
 NEIGHBOURS = (64, 256, 1024, 4096)
@@ -194,13 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"model": info.get("id"), "documents": len(documents), "queries": len(parsed),
                                "exhaustive_ndcg10": ex_ndcg, "seconds": time.perf_counter() - started,
-                               "command": command_line(argv), "rows": rows}, indent=2))
-
-
-def command_line(argv: list[str] | None) -> str:
-    """The command as run, for the report (it used to say ``python scripts/latent_storage.py``
-    whatever the options, so a report of another model or collection read as the default's)."""
-    return shlex.join(["python", "scripts/latent_storage.py", *(sys.argv[1:] if argv is None else argv)])
+                               "command": command_line("latent_storage.py", argv), "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":
