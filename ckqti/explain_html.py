@@ -97,9 +97,13 @@ def parts_html(e: "Explanation") -> str:
 
 
 def marked_html(e: "Explanation", marks: list[Mark]) -> str:
-    """The escaped document text with non-overlapping marks and the unread tail wrapped."""
+    """The escaped document text with the marks and the unread tail wrapped; where marks overlap, the
+    text is shown once, in the mark that starts first."""
     out, pos = [], 0
     for start, end, opening in sorted(marks):
+        start = max(start, pos)
+        if start >= end:
+            continue
         out.append(shown(e.text[pos:start]))
         name = opening[1:].split(" ", 1)[0].rstrip(">")
         out.append(f"{opening}{shown(e.text[start:end])}</{name}>")

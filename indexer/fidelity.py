@@ -8,7 +8,8 @@ does not store, and (latent models) by clipping scores under the per-term offset
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import itertools
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -97,16 +98,33 @@ def top_k_run(matrix: np.ndarray, col: Mapping[int, int], queries: Mapping[str, 
     return run
 
 
+def overlap_at_k(found: Iterable[str], reference: Iterable[str], k: int) -> float | None:
+    """The share of ``reference``'s top ``k`` (docids, best first) that ``found``'s top ``k`` holds.
+
+    Divided by ``min(k, len(reference))``, not ``k``: a collection of fewer than ``k`` documents, or a
+    reference ranking cut short, is matched in full at 1. ``None`` when the reference ranks nothing.
+    """
+    top = list(itertools.islice(reference, k))
+    if not top:
+        return None
+    return len(set(itertools.islice(found, k)) & set(top)) / len(top)
+
+
+def mean_overlap_at_k(found: Mapping[str, Iterable[str]], reference: Mapping[str, Iterable[str]], k: int) -> float:
+    """Mean :func:`overlap_at_k` over the queries of ``found``, leaving out those the reference ranks
+    nothing for (``nan`` when that is all of them)."""
+    overlaps = [o for q, docs in found.items() if (o := overlap_at_k(docs, reference[q], k)) is not None]
+    return float(np.mean(overlaps)) if overlaps else float("nan")
+
+
 def index_report(searcher, ref: ExhaustiveReference) -> FidelityReport:
     """Overlap@k and nDCG@10 of ``searcher``'s run against the exhaustive one."""
     from ckqti.evaluate import evaluate
 
-    run, overlaps = {}, []
-    for q, text in ref.queries.items():
-        run[q] = {h.docid: h.score for h in searcher.search(text, ref.k).hits}
-        overlaps.append(len(set(run[q]) & set(ref.run[q])) / ref.k)
+    run = {q: {h.docid: h.score for h in searcher.search(text, ref.k).hits} for q, text in ref.queries.items()}
     nd = evaluate(run, ref.qrels).mean["nDCG@10"]
-    return FidelityReport(len(ref.queries), float(np.mean(overlaps)), ref.k, float(nd), ref.ndcg10, searcher.resolution)
+    return FidelityReport(len(ref.queries), mean_overlap_at_k(run, ref.run, ref.k), ref.k, float(nd), ref.ndcg10,
+                          searcher.resolution)
 
 
 def measure_fidelity(index_path, corpus_path, model_spec, queries_path, qrels_path, k: int = 100, fmt=None, progress=False,

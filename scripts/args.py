@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -238,6 +239,13 @@ def usable_devices(parser: argparse.ArgumentParser, names: Sequence[str], option
     if not out:
         parser.error(f"{option}: CUDA is not available here, so nothing is left to measure (add cpu)")
     return out
+
+
+def command_line(script: str, argv: Sequence[str] | None = None) -> str:
+    """The command as run, for a report: ``python scripts/<script> ARGS``, quoted for a shell (an
+    argument with a space or quote stays one argument when the line is run again). ``ARGS`` is
+    ``argv``, or this process's arguments when ``argv`` is None."""
+    return shlex.join(["python", f"scripts/{script}", *(sys.argv[1:] if argv is None else argv)])
 
 
 def error_message(err: BaseException) -> str:

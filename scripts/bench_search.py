@@ -45,7 +45,6 @@ from scripts import peers as peer_mod  # noqa: E402
 from scripts.args import (  # noqa: E402
     HelpFormatter,
     comma_list,
-    existing_dir,
     fraction,
     names_from,
     output_dir,
@@ -304,8 +303,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="peer engines, comma-separated ('': ckqti alone)")
     ap.add_argument("--rounds", type=positive_int, default=3, help="interleaved timing rounds; columns are their medians")
     ap.add_argument("--skip-scifact", action="store_true", help="time the synthetic collection only")
-    ap.add_argument("--workdir", type=existing_dir, default=None, help="where the temporary indexes go "
-                    "(default: the system's temporary folder)")
+    ap.add_argument("--workdir", type=output_dir, default=None, help="where the temporary indexes go, made "
+                    "when missing (default: the system's temporary folder)")
     ap.add_argument("--peer-cache", type=output_dir, default=None, help="Keep PISA's index here and reuse it when it "
                     "holds the same impacts (sha256); its build time is then the one measured when it was built.")
     ap.add_argument("--out", type=output_file, default="out/bench_search.json", help="JSON to write")
@@ -316,6 +315,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     rng = np.random.default_rng(0)
     rows = []
+    if args.workdir is not None:
+        args.workdir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         work = Path(tmp)
         print(HEADER)

@@ -33,7 +33,7 @@ from ckqti.train.data import split_dev  # noqa: E402
 from indexer.readers import read_qrels, read_queries  # noqa: E402
 from retriever.index import Index  # noqa: E402
 from retriever.search import Searcher  # noqa: E402
-from scripts.args import HelpFormatter, existing_dir, output_dir, output_file, positive_floats, run  # noqa: E402
+from scripts.args import HelpFormatter, command_line, existing_dir, output_dir, output_file, positive_floats, run  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "scifact"
 MEASURES = ("nDCG@10", "RR@10", "AP@100", "NCG@100")
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
               + f" | {t.mean_delta:+.4f} | {t.p_value:.3g} |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
-        "command": "python scripts/channel_sweep.py " + " ".join(argv or sys.argv[1:]),
+        "command": command_line("channel_sweep.py", argv),
         "dev_queries": len(dev_q), "dev": {str(w): m for w, m in dev.items()}, "picked": best,
         "test": {"bm25": bm25.mean, **{str(w): r.mean for w, r in test.items()}},
         "ttest_ndcg10": {w: {k: {"delta": v.mean_delta, "p": v.p_value} for k, v in d.items()} for w, d in tests.items()},

@@ -18,6 +18,7 @@ from indexer.readers.formats import (
     check_id,
     iter_lines,
     json_string,
+    json_text,
     parse_json_object,
     resolve_format,
     smart_records,
@@ -67,7 +68,8 @@ def read_corpus(
         path: the corpus file, plain or gzip (gzip is recognised by its magic bytes).
         fmt: ``"tsv"`` (``docid<TAB>text`` or MS MARCO's ``docid<TAB>url<TAB>title<TAB>body``; a
             first line naming those columns, as pandas writes one, is a header, not a document),
-            ``"jsonl"`` (BEIR: ``_id`` or ``id``/``docid``, ``title``, ``text`` or ``contents``),
+            ``"jsonl"`` (BEIR: ``_id`` or ``id``/``docid``, ``title``, and the first of ``text``,
+            ``contents``, ``body`` that is not blank),
             ``"trec"`` (``<DOC><DOCNO>``; text from ``<TEXT>`` blocks when present, else the
             whole element; title from ``<TITLE>``/``<HEADLINE>``/``<HEAD>``; entities decoded, the
             TREC disks' ``&hyph;`` too; markup between documents, such as AQUAINT-2's ``<?xml?>``
@@ -157,7 +159,7 @@ def _parse_jsonl(path: str | Path) -> Iterator[tuple[int, Document]]:
         if docid is None:
             raise InputError(f"missing document id (one of {', '.join(ID_KEYS)})", path, number)
         title = json_string(obj, ("title",), path, number)
-        text = json_string(obj, TEXT_KEYS, path, number)
+        text = json_text(obj, TEXT_KEYS, path, number)  # "text": "" beside a "body" reads the body
         if title is None and text is None:
             raise InputError(f"no text field (title or one of {', '.join(TEXT_KEYS)})", path, number)
         url = json_string(obj, ("url",), path, number) or ""

@@ -186,6 +186,19 @@ def json_string(obj: dict, keys: Sequence[str], path: str | Path, number: int) -
     return None
 
 
+def json_text(obj: dict, keys: Sequence[str], path: str | Path, number: int) -> str | None:
+    """The first of ``keys`` holding more than whitespace (see :func:`json_string`): a blank value falls
+    through to the next key (``{"text": "", "body": "..."}`` reads the body). ``""`` when every key present is
+    blank, ``None`` when none is present. Keys after the one taken are not looked at."""
+    blank = None
+    for key in keys:
+        value = json_string(obj, (key,), path, number)
+        if value is not None and value.strip():
+            return value
+        blank = blank if value is None else value
+    return blank
+
+
 def check_id(value: str, what: str, path: str | Path, number: int) -> str:
     """Strip an identifier and reject it when empty or holding whitespace (run files could not hold it)
     or an invisible character: a control character (a NUL ends the id for C tools such as trec_eval)
@@ -273,17 +286,22 @@ def _nothing_outside(text: str, tag: str, path: str | Path, number: int) -> None
 
 
 # Entities of the TREC disks' SGML (Federal Register, Congressional Record) that HTML lacks or reads
-# otherwise; any other name HTML does not know is markup, not text, and becomes a space.
+# otherwise. Any other name HTML does not know stays as written: in newswire "AT&T;" or "R&D;" is text
+# (an ampersand, then a semicolon), whose letters must not be lost.
 SGML_ENTITIES = {"hyph": "-", "blank": " "}
 _NAMED_ENTITY = re.compile(r"&([A-Za-z][A-Za-z0-9]*);")
 
 
 def unescape_sgml(text: str) -> str:
     """``html.unescape`` that also reads the TREC disks' SGML entities (``&hyph;`` a hyphen, ``&blank;``
-    a space) and turns a named entity it does not know into a space, not a word (``&hyph;`` read ``hyph``)."""
+    a space, not the words ``hyph``, ``blank``); a name neither knows is left as written (``R&D;`` stays
+    ``R&D;``, analyzed as ``R&D`` is), not read by its prefix as HTML's entities without a semicolon are
+    (``&notable;`` is not ``¬able;``)."""
     def named(match: re.Match) -> str:
         name = match.group(1)
-        return SGML_ENTITIES.get(name, match.group() if name + ";" in html5 else " ")
+        if name in SGML_ENTITIES:
+            return SGML_ENTITIES[name]
+        return match.group() if name + ";" in html5 else "&amp;" + match.group()[1:]  # &amp; unescapes to &
 
     return html.unescape(_NAMED_ENTITY.sub(named, text))
 

@@ -11,6 +11,7 @@ from indexer.readers.formats import (
     check_id,
     iter_lines,
     json_string,
+    json_text,
     parse_json_object,
     resolve_format,
     smart_records,
@@ -30,8 +31,8 @@ def read_queries(path: str | Path, fmt: str | None = None) -> dict[str, str]:
         path: the query file, plain or gzip.
         fmt: ``"tsv"`` (``qid<TAB>text``), ``"jsonl"`` (``_id`` or ``id``/``qid``, ``text``
             or ``query``), ``"trec"`` (``<top>`` blocks with ``<num>`` (``Number: 51`` or
-            ``51``; a ``Number:`` of digits loses its leading zeros, as TREC-1's ``051`` is its
-            qrels' ``51``) and ``<title>``, the query (a leading ``Topic:`` is dropped; ``<desc>``
+            ``51``; a number of digits loses its leading zeros, with or without ``Number:``, as TREC-1's
+            ``051`` is its qrels' ``51`` and as Anserini reads topic numbers) and ``<title>``, the query (a leading ``Topic:`` is dropped; ``<desc>``
             and ``<narr>`` are not read), closing tags optional)
             or ``"smart"``. ``None`` detects it as :func:`~indexer.readers.read_corpus` does
             (``.qry`` is SMART).
@@ -86,12 +87,11 @@ def _parse_jsonl(path: str | Path) -> Iterator[tuple[int, str, str]]:
         qid = json_string(obj, QID_KEYS, path, number)
         if qid is None:
             raise InputError(f"missing query id (one of {', '.join(QID_KEYS)})", path, number)
-        texts = (json_string(obj, (key,), path, number) for key in QUERY_TEXT_KEYS)  # the first not blank
-        yield number, qid, next((t for t in texts if t and t.strip()), "")
+        yield number, qid, json_text(obj, QUERY_TEXT_KEYS, path, number) or ""  # the first not blank
 
 
 # A topic field runs from its tag to the next tag (old TREC topics have no closing tags).
-_NUM = re.compile(r"<num>\s*(Number:)?(.*?)(?=<|\Z)", re.IGNORECASE | re.DOTALL)
+_NUM = re.compile(r"<num>\s*(?:Number:)?(.*?)(?=<|\Z)", re.IGNORECASE | re.DOTALL)
 _TITLE = re.compile(r"<title>\s*(?:Topic:)?(.*?)(?=<|\Z)", re.IGNORECASE | re.DOTALL)
 
 
@@ -102,8 +102,8 @@ def _parse_trec(path: str | Path) -> Iterator[tuple[int, str, str]]:
             raise InputError("<top> without <num>", path, number)
         if title is None:
             raise InputError("<top> without <title>", path, number)
-        qid = unescape_sgml(num.group(2)).strip()
-        if num.group(1) and qid.isascii() and qid.isdigit():  # TREC-1's "Number: 051" is its qrels' 51
+        qid = unescape_sgml(num.group(1)).strip()
+        if qid.isascii() and qid.isdigit():  # TREC-1's "Number: 051" is its qrels' 51, as Anserini reads it
             qid = str(int(qid))
         yield number, qid, unescape_sgml(title.group(1))  # AT&amp;T is "AT&T"
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -18,10 +19,12 @@ import pytest
 import torch
 
 from ckqti.errors import InputError, QueryError
-from ckqti.explain import explain
+from ckqti.explain import explain, marked_text, region_spacing
+from ckqti.explain_html import marked_html
 from ckqti.models.inputs import TermText, WordPieceText, analyzed_spans
 from ckqti.models.minilm import WordPieceTokenizer
 from ckqti.models.reranker import build_model, load_reranker, save_reranker
+from ckqti.models.tkl import top_regions
 from ckqti.text import Analyzer
 from ckqti.train.rerankers import match_init
 from ckqti.vocab import Vocabulary
@@ -31,8 +34,9 @@ TINY = dict(embedding_dim=16, num_heads=2, ff_dim=16, num_layers=1)
 TINY_BERT = dict(vocab_size=30522, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
                  max_position_embeddings=128, dropout=0.0)
 
-OTHER_SETTINGS = {"tkl": dict(saturation_window=20, regions=2, neighbours=1),  # not the defaults (30, 3, 2)
+OTHER_SETTINGS = {"tkl": dict(saturation_window=20, saturation_stride=2, regions=2, neighbours=1),  # (30, 2, 3, 2)
                   "idcm": dict(window=40, overlap=3, sample_n=3, top_k=1)}  # (50, 7, 4, 3)
+STRIDE_SETTINGS = dict(saturation_window=5, saturation_stride=2, regions=3, neighbours=2)  # picks 4 terms apart
 
 
 class Marks(HTMLParser):
@@ -109,6 +113,9 @@ def setup(tmp_path_factory) -> dict:
     tkl = build_model("tkl", dict(vocab_size=len(vocab), **TINY, **OTHER_SETTINGS["tkl"]))
     match_init(tkl)
     paths["tkl-other"] = save_reranker(tmp / "tkl-other.pt", tkl, "tkl", text).path
+    tkl = build_model("tkl", dict(vocab_size=len(vocab), **TINY, **STRIDE_SETTINGS))
+    match_init(tkl)
+    paths["tkl-stride"] = save_reranker(tmp / "tkl-stride.pt", tkl, "tkl", text).path
     for name, options in (("idcm", {}), ("idcm-other", OTHER_SETTINGS["idcm"])):
         idcm = build_model("idcm", dict(bert=TINY_BERT, max_doc_length=600, **options))
         paths[name] = save_reranker(tmp / f"{name}.pt", idcm, "idcm", WordPieceText(WordPieceTokenizer.minilm())).path
@@ -196,10 +203,12 @@ def test_idcm_html_names_the_selected_windows(setup):
 
 
 @pytest.mark.parametrize("model, settings, says", [
-    ("tkl", dict(saturation_window=30, regions=3, neighbours=2),
-     ["TKL's 3 best saturation windows (30 terms each", "each with its 2 neighbours on each side"]),
+    ("tkl", dict(saturation_window=30, saturation_stride=2, regions=3, neighbours=2),
+     ["TKL's 3 best saturation windows (30 terms each, non-overlapping)", "each with its 2 neighbours on each side"]),
     ("tkl-other", OTHER_SETTINGS["tkl"],
      ["TKL's 2 best saturation windows (20 terms each", "each with its 1 neighbour on each side"]),
+    ("tkl-stride", STRIDE_SETTINGS,
+     ["TKL's 3 best saturation windows (5 terms each, starting at least 4 terms apart, so they may overlap)"]),
     ("idcm", dict(window=50, overlap=7, sample_n=4, top_k=3),
      ["(at most 4)", "(50-token centres; it also read 7 tokens on each side)", "best 3 cross-encoder scores make"]),
     ("idcm-other", OTHER_SETTINGS["idcm"],
@@ -216,6 +225,37 @@ def test_region_notes_name_the_models_own_settings(setup, model, settings, says)
     terminal, page = e.render_terminal(color=False), e.to_html()
     for phrase in says:
         assert phrase in terminal and phrase in page
+
+
+@pytest.mark.parametrize("window, stride", list(itertools.product(range(1, 9), range(1, 9))))
+def test_the_tkl_note_on_region_spacing_holds_for_the_picks(window, stride):
+    """The note said 'non-overlapping' whatever the config: a pick rules out window // stride windows on
+    each side, so with a stride that does not divide the window (5, 2) regions start 4 terms apart and
+    overlap, and with a stride over the window (2, 3) the same window is picked again."""
+    note = region_spacing(window, stride)
+    scores = torch.rand(200, 24, generator=torch.Generator().manual_seed(window * 10 + stride))
+    picks, found = top_regions(scores, torch.ones_like(scores, dtype=torch.bool), 3, window // stride)
+    pairs = ([0, 0, 1], [1, 2, 2])
+    both = found[:, pairs[0]] & found[:, pairs[1]]  # [200, 3]: a failed pick's index means nothing
+    gaps = ((picks[:, pairs[0]] - picks[:, pairs[1]]).abs() * stride)[both]  # terms between two picks' starts
+    if note == "non-overlapping":
+        assert (gaps >= window).all()
+    elif note.startswith("starting at least "):
+        apart = int(note.split()[3])
+        assert (gaps >= apart).all() and (gaps < window).any() and "may overlap" in note  # regions overlapped
+    else:
+        assert note == "the same window may be picked more than once" and (gaps == 0).any()
+    assert (note == "non-overlapping") == (window % stride == 0)
+
+
+def test_overlapping_regions_show_their_text_once(setup):
+    """Marks were written one after another: text two regions share was shown twice."""
+    e = explain(setup["query"], "long-1", setup["paths"]["tkl-stride"], corpus=setup["corpus"], device="cpu")
+    e = replace(e, text="one two three four", tokens=(), tokens_read=0)
+    terminal = marked_text(e, [(0, 7, "1", "[#1 ", "]"), (4, 13, "2", "[#2 ", "]"), (5, 6, "3", "[#3 ", "]")], False)
+    assert terminal == "[#1 one two][#2  three] four"
+    page = marked_html(e, [(0, 7, '<mark class="a">'), (4, 13, '<mark class="b">')])
+    assert page == '<mark class="a">one two</mark><mark class="b"> three</mark> four'
 
 
 def test_tk_colours_each_word_read_by_its_closest_kernel(setup):

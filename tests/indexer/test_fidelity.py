@@ -18,7 +18,15 @@ import pytest
 
 from ckqti import api
 from ckqti.models.loading import DEFAULT_CHECKPOINT
-from indexer.fidelity import ExhaustiveReference, FidelityReport, index_report, measure_fidelity, top_k_run
+from indexer.fidelity import (
+    ExhaustiveReference,
+    FidelityReport,
+    index_report,
+    mean_overlap_at_k,
+    measure_fidelity,
+    overlap_at_k,
+    top_k_run,
+)
 
 
 def run(tmp_path, data_dir, model):
@@ -41,6 +49,20 @@ def test_the_report_measures_the_index_run_against_the_reference():
     rep = index_report(searcher, ref)
     assert rep == FidelityReport(2, 0.75, 2, pytest.approx(0.5 / math.log2(3)), 1.0, 7)
     assert rep.delta_ndcg10 == pytest.approx(0.5 / math.log2(3) - 1.0)
+
+
+def test_overlap_is_of_the_reference_top_k_or_all_of_it_when_shorter():
+    """Overlap@k divided by k: a collection of 3 documents, found in full, scored 3/100."""
+    assert overlap_at_k(["a", "b", "c"], ["c", "a", "b"], 100) == 1.0
+    assert overlap_at_k(["a", "x"], ["c", "a", "b"], 100) == pytest.approx(1 / 3)
+    assert overlap_at_k(["b", "c", "a"], ["a", "b", "c", "d"], 2) == 0.5  # both cut at k
+    assert overlap_at_k([], [], 100) is None
+    assert mean_overlap_at_k({"q1": ["a"], "q2": [], "q3": ["x"]}, {"q1": ["a", "b"], "q2": [], "q3": ["y"]}, 10) == 0.25
+    ref = ExhaustiveReference(queries={"q": "text"}, qrels={"q": {"d1": 1}}, run={"q": {"d1": 2.0, "d2": 1.0}},
+                              ndcg10=1.0, k=100)  # a two-document collection
+    searcher = SimpleNamespace(resolution=7, search=lambda text, k: SimpleNamespace(
+        hits=[SimpleNamespace(docid=d, score=s) for d, s in [("d2", 3.0), ("d1", 1.0)][:k]]))
+    assert index_report(searcher, ref).overlap_at_k == 1.0
 
 
 def test_top_k_run_weighs_each_term_column_by_its_query_weight():

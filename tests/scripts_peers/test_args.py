@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ from ckqti.errors import CkqtiError, InputError
 from scripts.args import (
     HelpFormatter,
     comma_list,
+    command_line,
     error_message,
     existing_dir,
     existing_file,
@@ -163,6 +165,15 @@ def test_help_shows_defaults_but_not_twice():
 
 
 # -- run ---------------------------------------------------------------------------------------
+
+
+def test_command_line_is_quoted_so_it_runs_again(monkeypatch):
+    argv = ["--out", "my report.json", "--name", "it's", "--grid", ""]
+    line = command_line("x.py", argv)
+    assert shlex.split(line) == ["python", "scripts/x.py", *argv]
+    monkeypatch.setattr(sys, "argv", ["x.py", "--k", "a b"])
+    assert shlex.split(command_line("x.py")) == ["python", "scripts/x.py", "--k", "a b"]
+    assert command_line("x.py", []) == "python scripts/x.py"  # no options: not this process's
 
 
 def test_run_returns_mains_status():

@@ -1,4 +1,5 @@
-"""scripts/latent_storage.py on a tiny collection: the report says how it was made and holds the printed rows."""
+"""scripts/latent_storage.py on a tiny collection: the report says how it was made and holds the printed rows;
+overlap@100 is of what the exhaustive ranking holds when that is under 100."""
 
 from __future__ import annotations
 
@@ -28,5 +29,7 @@ def test_report_records_the_options_it_ran_with(tmp_path, data_dir, capsys):
     # the command used to be "python scripts/latent_storage.py" whatever the options
     assert report["command"] == f"python scripts/latent_storage.py --data {data} --batch-size 8 --out '{out}'"
     assert report["documents"] == 30
+    # every ranking holds all 30 documents, so each policy's top 100 is the exhaustive one's (was 30 / 100)
+    assert report["rows"] and all(r["overlap_at_100"] == 1.0 for r in report["rows"])
     printed = [line.split(" | ")[0].lstrip("| ") for line in capsys.readouterr().out.splitlines()[3:]]
     assert printed == [r["candidates"] for r in report["rows"]]
