@@ -58,6 +58,7 @@ from ckqti.models.inputs import TermText, WordPieceText, pad_rows
 from ckqti.models.loading import pick_device
 from ckqti.models.reranker import RERANKER_KINDS, build_model, save_reranker
 from ckqti.train.data import (
+    candidate_indices,
     inputs_digest,
     judgement_notes,
     read_training_inputs,
@@ -316,7 +317,6 @@ def load_teacher(config: RerankerTrainConfig, docids: list[str], qrels: Mapping[
     ``{}`` without a teacher."""
     if not config.teacher:
         return {}
-    from ckqti.train.data import split_dev
     from ckqti.train.loop import read_teacher
 
     train_qrels, dev = split_dev(qrels, config.dev_fraction, config.seed, config.rel_level)  # prepare_pairs' split
@@ -332,8 +332,6 @@ def prepare_pairs(text, docids: list[str], doc_rows: list[np.ndarray], queries: 
     """Split dev, map judgements and candidates to collection indices, tokenize the queries;
     ``teacher``: :func:`load_teacher`'s scores (None: no distillation); ``pseudo_qrels``: title
     pseudo-queries' judgements (:func:`ckqti.train.pseudo.title_pseudo_queries`), training only."""
-    from ckqti.train.data import candidate_indices, relevant_docs, split_dev
-
     train_qrels, dev = split_dev(qrels, config.dev_fraction, config.seed, config.rel_level)
     if config.max_dev_queries is not None:
         dev = dict(list(dev.items())[: config.max_dev_queries])
