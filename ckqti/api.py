@@ -247,7 +247,7 @@ def evaluate(run_path: str | Path, qrels: str | Path, per_query: bool = False, c
 
 def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path, out: str | Path, *,
           dev_qrels: str | Path | None = None, fmt: str | None = None, qrels_format: str | None = None,
-          resume: bool = False, **options) -> TrainResult | RerankerTrainResult:
+          resume: bool = False, orcas: str | Path | None = None, **options) -> TrainResult | RerankerTrainResult:
     """Train ``model`` (``ndrm1``, ``ndrm2``, ``ndrm3``, ``tk``, ``tkl`` or ``idcm``) on judged
     queries with BM25 candidates; writes the best dev epoch's checkpoint to ``out``.
 
@@ -255,7 +255,10 @@ def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path
     ``negatives``, ``latent_gate``, ...), checked against the model before any work.
     ``dev_qrels`` and ``resume`` are NDRM's (TK, TKL and IDCM carve dev from ``qrels``).
     ``fmt`` is the corpus format, ``qrels_format`` the judgements' (``trec``, ``beir``,
-    ``cranfield``; None: detected, as ``evaluate`` does).
+    ``cranfield``; None: detected, as ``evaluate`` does). ``orcas``: an ORCAS file whose clicked
+    queries lead each document's text as :func:`index`'s ``orcas`` stores them (every model; BM25
+    candidates search the plain corpus, as :func:`rerank`'s ``orcas``); a resumed NDRM run must
+    have the same one.
 
     Returns:
         :class:`ckqti.train.TrainResult` (NDRM) or :class:`ckqti.train.rerankers.RerankerTrainResult`.
@@ -268,15 +271,17 @@ def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path
     check_keywords(train_config, options, passed=("resume", "dev_qrels"))
     config = train_config(model, resume=resume, dev_qrels=dev_qrels, **options)
     check_checkpoint_path(out, {"corpus": corpus, "queries file": queries, "qrels file": qrels, "dev qrels file": dev_qrels,
-                                "embeddings checkpoint": options.get("embeddings"), "teacher file": options.get("teacher")})
+                                "embeddings checkpoint": options.get("embeddings"), "teacher file": options.get("teacher"),
+                                "ORCAS file": orcas})
     if model in RERANKER_MODELS:
         from ckqti.train import rerankers
 
-        return rerankers.train_reranker(model, corpus, queries, qrels, out, config, fmt=fmt, qrels_format=qrels_format)
+        return rerankers.train_reranker(model, corpus, queries, qrels, out, config, fmt=fmt, qrels_format=qrels_format,
+                                        orcas=orcas)
     import ckqti.train
 
     return ckqti.train.train(corpus, queries, qrels, out, config, dev_qrels=dev_qrels, fmt=fmt, qrels_format=qrels_format,
-                             resume=resume)
+                             resume=resume, orcas=orcas)
 
 
 def check_keywords(fn, options: dict, passed: tuple[str, ...] = ()) -> None:

@@ -426,6 +426,9 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
               help="Initial weights (NDRM, TK, TKL) [default: paper for NDRM, match for TK/TKL].")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None,
               help="Corpus format (default: from the file).")
+@click.option("--orcas", type=click.Path(), default=None,
+              help="docid<TAB>query clicked queries, a leading field of --corpus's text as `index --orcas` reads them "
+                   "(BM25 candidates still search the plain corpus).")
 @qrels_format_option
 @rel_level_option
 @click.option("--resume", is_flag=True,
@@ -468,13 +471,13 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
               help="IDCM: stage 3's loss distilling the window selector from the cross-encoder: LambdaLoss over its "
                    "top windows (the paper's), or the MSE / KL alternatives [default: lambda].")
 def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epochs, patience, batch_size, lr, seed,
-              device, weak_supervision, embeddings, init, fmt, qrels_format, rel_level, resume, loss, negatives,
+              device, weak_supervision, embeddings, init, fmt, orcas, qrels_format, rel_level, resume, loss, negatives,
               term_weights, teacher, distill_docs, distill_weight, latent_gate, tail_windows, max_doc_length, explicit,
               fixed_bm25, frozen_embeddings, selector_loss):
     """Train a model on BM25 candidates (NDRM: RankNet or listwise; TK/TKL/IDCM: pairwise or listwise); writes the best dev epoch to --out."""
     try:
         r = api.train(variant, corpus, queries, qrels, out, dev_qrels=dev_qrels, fmt=fmt, qrels_format=qrels_format,
-                      resume=resume, epochs=epochs, patience=patience, batch_size=batch_size, lr=lr, seed=seed,
+                      resume=resume, orcas=orcas, epochs=epochs, patience=patience, batch_size=batch_size, lr=lr, seed=seed,
                       dev_fraction=dev_fraction, rel_level=rel_level, device=device,
                       weak_supervision=weak_supervision, embeddings=embeddings, init=init, loss=loss,
                       negatives=negatives, term_weights=term_weights, tail_windows=tail_windows,

@@ -1,7 +1,7 @@
 """Training data: an analyzed corpus, queries as term ids, relevance judgements, dev splits.
 
 Documents are analyzed exactly as ``ckqti index`` analyzes them
-(:func:`indexer.analyze.analyze_corpus`: all fields joined, the project's
+(:func:`indexer.analyze.analyze_corpus`: all fields joined, ORCAS clicks first when given, the project's
 :class:`~ckqti.text.Analyzer`), so a model sees the same term sequences in training and
 at indexing time. The training vocabulary is the corpus vocabulary, optionally bounded
 (:func:`bounded_vocabulary`); terms outside it become the unknown id 1.
@@ -59,13 +59,16 @@ class Collection:
 
 
 def load_collection(
-    path: str | Path, analyzer: Analyzer | None = None, fmt: str | None = None, min_df: int = 1
+    path: str | Path, analyzer: Analyzer | None = None, fmt: str | None = None, min_df: int = 1,
+    orcas: str | Path | None = None,
 ) -> Collection:
-    """Read and analyze a corpus file; terms with ``df < min_df`` map to the unknown id."""
+    """Read and analyze a corpus file; terms with ``df < min_df`` map to the unknown id. ``orcas``:
+    an ORCAS file whose clicked queries lead each document's text, as ``ckqti index --orcas`` reads
+    them (:func:`indexer.readers.read_corpus`; a malformed line is an error naming the file and line)."""
     from indexer.analyze import analyze_corpus
 
     analyzer = analyzer or Analyzer()
-    corpus = analyze_corpus(path, analyzer, fmt=fmt)
+    corpus = analyze_corpus(path, analyzer, fmt=fmt, orcas=orcas)
     vocab, remap = bounded_vocabulary(corpus.vocab, min_df)
     return Collection(
         list(corpus.docs["docid"]),

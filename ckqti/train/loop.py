@@ -627,6 +627,7 @@ def train(
     resume: bool = False,
     work_dir: str | Path | None = None,
     init_embeddings: np.ndarray | None = None,
+    orcas: str | Path | None = None,
 ) -> TrainResult:
     """Train an NDRM model and write its best epoch (by dev nDCG@10) as a checkpoint at ``out``.
 
@@ -647,6 +648,10 @@ def train(
         init_embeddings: a ready ``[len(vocabulary), dim]`` initial embedding matrix for the
             corpus vocabulary (e.g. skip-gram vectors trained once for several runs); None
             computes ``config.embeddings``.
+        orcas: an ORCAS file (``docid<TAB>query``, :func:`indexer.readers.load_orcas`) whose clicked
+            queries lead each document's text as ``ckqti index --orcas`` stores it: the documents
+            trained on and validated, the vocabulary, statistics and skip-gram vectors read them;
+            BM25 candidates still come from the plain corpus (as ``ckqti rerank --orcas``).
 
     Raises:
         InputError: unreadable inputs, judged queries without text, fewer than 2 judged queries.
@@ -661,7 +666,7 @@ def train(
     q_texts, qrels_map = read_training_inputs(queries, qrels, qrels_format)
     dev_map = read_qrels(dev_qrels, qrels_format) if isinstance(dev_qrels, (str, Path)) else dev_qrels
     require_texts([*qrels_map, *(dev_map or {})], q_texts, queries if isinstance(queries, (str, Path)) else None)
-    collection = load_collection(corpus, fmt=fmt, min_df=config.min_df)
+    collection = load_collection(corpus, fmt=fmt, min_df=config.min_df, orcas=orcas)  # before BM25's work folder
     notes = tuple(judgement_notes({**qrels_map, **(dev_map or {})}, collection.index(), config.rel_level))
     if config.progress:
         show_notes(notes)
@@ -680,10 +685,12 @@ def train(
                "candidates": "given" if candidates is not None else "pyserini-bm25",
                "data": inputs_digest(collection.docids, collection.titles, collection.tokens, q_texts, qrels_map,
                                      dev_map, Path(config.teacher) if config.teacher else None)}
+    if orcas:  # a key only then: states saved without clicks keep their fingerprint
+        sources["orcas"] = str(Path(orcas).resolve())
     fp = fingerprint(config, sources)
     meta = {"trained_by": "ckqti train", "config": config.to_dict(), "corpus": Path(corpus).name,
-            "documents": len(collection), "train_queries": len(data.train_qids), "dev_queries": len(data.dev_qids),
-            "pseudo_queries": len(data.pseudo_qids), "dev_qids": data.dev_qids}
+            **({"orcas": Path(orcas).name} if orcas else {}), "documents": len(collection),
+            "train_queries": len(data.train_qids), "dev_queries": len(data.dev_qids), "pseudo_queries": len(data.pseudo_qids), "dev_qids": data.dev_qids}
     # the best epoch waits beside --out (one rename from it, whatever folder work is in) until the state names it
     paths = {"out": out, "best": out.with_name(f".{out.name}.best"), "last": work / "last.pt", "state": work / "state.pt"}
     resuming = resume and paths["state"].is_file()

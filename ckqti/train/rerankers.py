@@ -58,6 +58,7 @@ from ckqti.models.inputs import TermText, WordPieceText, pad_rows
 from ckqti.models.loading import pick_device
 from ckqti.models.reranker import RERANKER_KINDS, build_model, save_reranker
 from ckqti.train.data import (
+    candidate_indices,
     inputs_digest,
     judgement_notes,
     read_training_inputs,
@@ -292,18 +293,20 @@ class PairData:
     pseudo_qids: list[str] = field(default_factory=list)  # title pseudo-queries usable for training
 
 
-def build_text(kind: str, corpus: str | Path, config: RerankerTrainConfig, fmt: str | None):
-    """``(text, docids, document texts or None, collection or None)`` for the model kind."""
+def build_text(kind: str, corpus: str | Path, config: RerankerTrainConfig, fmt: str | None,
+               orcas: str | Path | None = None):
+    """``(text, docids, document texts or None, collection or None)`` for the model kind; ``orcas``:
+    an ORCAS file whose clicks lead each document's text, as ``ckqti index --orcas`` reads them."""
     from indexer.readers import read_corpus
 
     if kind == "idcm":
         from ckqti.models.minilm import WordPieceTokenizer
 
-        docs = list(read_corpus(corpus, fmt=fmt))
+        docs = list(read_corpus(corpus, fmt=fmt, orcas=orcas))
         return WordPieceText(WordPieceTokenizer.minilm()), [d.docid for d in docs], [d.full_text() for d in docs], None
     from ckqti.train.data import load_collection
 
-    coll = load_collection(corpus, fmt=fmt, min_df=config.min_df)
+    coll = load_collection(corpus, fmt=fmt, min_df=config.min_df, orcas=orcas)
     return TermText(coll.analyzer, coll.vocab), coll.docids, None, coll
 
 
@@ -314,7 +317,6 @@ def load_teacher(config: RerankerTrainConfig, docids: list[str], qrels: Mapping[
     ``{}`` without a teacher."""
     if not config.teacher:
         return {}
-    from ckqti.train.data import split_dev
     from ckqti.train.loop import read_teacher
 
     train_qrels, dev = split_dev(qrels, config.dev_fraction, config.seed, config.rel_level)  # prepare_pairs' split
@@ -330,8 +332,6 @@ def prepare_pairs(text, docids: list[str], doc_rows: list[np.ndarray], queries: 
     """Split dev, map judgements and candidates to collection indices, tokenize the queries;
     ``teacher``: :func:`load_teacher`'s scores (None: no distillation); ``pseudo_qrels``: title
     pseudo-queries' judgements (:func:`ckqti.train.pseudo.title_pseudo_queries`), training only."""
-    from ckqti.train.data import candidate_indices, relevant_docs, split_dev
-
     train_qrels, dev = split_dev(qrels, config.dev_fraction, config.seed, config.rel_level)
     if config.max_dev_queries is not None:
         dev = dict(list(dev.items())[: config.max_dev_queries])
@@ -675,6 +675,7 @@ def train_reranker(
     fmt: str | None = None,
     qrels_format: str | None = None,
     work_dir: str | Path | None = None,
+    orcas: str | Path | None = None,
 ) -> RerankerTrainResult:
     """Train a TK, TKL or IDCM re-ranker and write it as a checkpoint at ``out``.
 
@@ -691,6 +692,9 @@ def train_reranker(
         qrels_format: the ``qrels`` file's format, ``"trec"``, ``"beir"`` or ``"cranfield"`` (None:
             detected, :func:`indexer.readers.read_qrels`).
         work_dir: work folder (default ``<out>.work``): BM25 index, IDCM stage checkpoints.
+        orcas: an ORCAS file (``docid<TAB>query``) whose clicked queries lead each document's text
+            as ``ckqti index --orcas`` stores it (the documents trained on and validated, and TK/TKL's
+            vocabulary and idf); BM25 candidates still come from the plain corpus (as ``ckqti rerank --orcas``).
 
     Raises:
         InputError: unreadable inputs, judged queries without text, no usable training query.
@@ -706,7 +710,7 @@ def train_reranker(
     judged = split_dev(qrels_map, config.dev_fraction, config.seed, config.rel_level,
                        qrels if isinstance(qrels, (str, Path)) else None,
                        hint="; TK, TKL and IDCM carve dev from these judgements only (NDRM also takes --dev-qrels)")[0]
-    text, docids, doc_texts, collection = build_text(kind, corpus, config, fmt)
+    text, docids, doc_texts, collection = build_text(kind, corpus, config, fmt, orcas)  # before BM25's work folder
     doc_index = {d: i for i, d in enumerate(docids)}
     notes = tuple(judgement_notes(qrels_map, doc_index, config.rel_level))
     if config.progress:
@@ -742,8 +746,8 @@ def train_reranker(
         show_notes(wordless)
     notes += tuple(wordless)
     meta = {"trained_by": "ckqti.train.rerankers", "config": config.to_dict(), "corpus": Path(corpus).name,
-            "documents": len(docids), "train_queries": len(data.train_qids), "dev_queries": len(data.dev_qids),
-            "pseudo_queries": len(data.pseudo_qids),
+            **({"orcas": Path(orcas).name} if orcas else {}), "documents": len(docids),
+            "train_queries": len(data.train_qids), "dev_queries": len(data.dev_qids), "pseudo_queries": len(data.pseudo_qids),
             # what IDCM's stage checkpoints must share to be reused (settings but the device, and the data read)
             "inputs": inputs_digest({k: v for k, v in config.to_dict().items()
                                      if k not in ("device", "stages", *STAGE3_SETTINGS)}, docids, doc_rows,

@@ -5,6 +5,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from ckqti import api
 from ckqti.cli import cli
 from ckqti.models.checkpoint import load_checkpoint, load_for_indexing
 
@@ -269,3 +270,58 @@ def test_cli_too_few_queries_for_dev_name_the_qrels_file_and_dev_qrels(tmp_path,
     assert res.output.strip().endswith(f"{qrels}: need at least 2 queries with a relevant judgement (grade >= 1) to "
                                        "carve a dev split; 1 of the 1 judged queries have one; or give dev judgements "
                                        "of other queries (--dev-qrels)")
+
+
+def judged_files(tmp_path, tiny_scifact):
+    """The slice's queries and qrels as TSV files."""
+    queries, qrels = tmp_path / "queries.tsv", tmp_path / "qrels.tsv"
+    queries.write_text("".join(f"{q}\t{t}\n" for q, t in tiny_scifact["queries"].items()))
+    qrels.write_text("".join(f"{q}\t0\t{d}\t{g}\n" for q, judged in tiny_scifact["qrels"].items() for d, g in judged.items()))
+    return queries, qrels
+
+
+@pytest.mark.parametrize("model", ["ndrm3", "tk", "idcm"])
+def test_cli_bad_orcas_file_is_index_s_one_line_before_any_work(tmp_path, tiny_scifact, model, monkeypatch):
+    """A malformed ORCAS file: the line ``index --orcas`` gives, naming file and line, before BM25 or
+    any work folder."""
+    import ckqti.bm25
+    import ckqti.train.loop
+
+    def no_bm25(*a):
+        raise AssertionError("BM25 ran")
+
+    monkeypatch.setattr(ckqti.train.loop, "bm25_candidates", no_bm25)
+    monkeypatch.setattr(ckqti.bm25, "bm25_candidates", no_bm25)
+    queries, qrels = judged_files(tmp_path, tiny_scifact)
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("4983\tcell\n\n4983\n")
+    indexing = CliRunner().invoke(cli, [str(a) for a in ("index", tiny_scifact["corpus"], "--out", tmp_path / "idx",
+                                                         "--model", "ndrm2", "--orcas", bad)])
+    args = ["train", "--model", model, "--corpus", tiny_scifact["corpus"], "--queries", queries, "--qrels", qrels,
+            "--out", tmp_path / "m.pt", "--orcas", bad]
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    assert res.exit_code == 1 and res.output == indexing.output and f"{bad}:3: expected 2 " in res.output, res.output
+    assert len(res.output.strip().splitlines()) == 1
+    assert not (tmp_path / "m.pt").exists() and not (tmp_path / "m.pt.work").exists()
+
+
+def test_cli_trains_with_orcas_as_the_api_does(tmp_path, tiny_scifact, monkeypatch):
+    """``ckqti train --orcas`` end to end (NDRM2, one epoch, the slice's candidates for BM25's): the
+    checkpoint is the API's, and names the clicks it was trained with."""
+    import ckqti.train.loop
+
+    monkeypatch.setattr(ckqti.train.loop, "bm25_candidates", lambda *a: tiny_scifact["candidates"])  # no Java
+    queries, qrels = judged_files(tmp_path, tiny_scifact)
+    orcas = tmp_path / "orcas.tsv"
+    orcas.write_text("".join(f"{d}\t{tiny_scifact['queries'][q]}\n" for q, j in tiny_scifact["qrels"].items() for d in j))
+    options = dict(epochs=1, batch_size=8, dev_fraction=0.25, device="cpu")
+    api_run = api.train("ndrm2", tiny_scifact["corpus"], queries, qrels, tmp_path / "api.pt", orcas=orcas, **options)
+    args = ["train", "--model", "ndrm2", "--corpus", tiny_scifact["corpus"], "--queries", queries, "--qrels", qrels,
+            "--out", tmp_path / "cli.pt", "--epochs", 1, "--batch-size", 8, "--dev-fraction", 0.25, "--device", "cpu",
+            "--orcas", orcas]
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    assert res.exit_code == 0, res.output
+    ckpt = load_checkpoint(tmp_path / "cli.pt")
+    assert ckpt.id == api_run.model_id and ckpt.id in res.output and ckpt.meta["orcas"] == "orcas.tsv"
+    plain = api.train("ndrm2", tiny_scifact["corpus"], queries, qrels, tmp_path / "plain.pt", **options)
+    assert plain.model_id != api_run.model_id  # the clicks' statistics are the model's

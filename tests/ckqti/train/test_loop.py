@@ -484,3 +484,41 @@ def test_refused_judgements_are_named_and_leave_nothing_at_out(tmp_path, tiny_sc
     with pytest.raises(InputError, match=r"bad\.txt"):
         train(tiny_scifact["corpus"], tiny_scifact["queries"], qrels, tmp_path / "new" / "m.pt", CONFIG)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.txt"]
+
+
+def claims_as_clicks(tiny: dict, path, queries: int) -> None:
+    """An ORCAS file of the first ``queries`` training claims, each a click on the documents it cites
+    (as scripts/effectiveness_stages.py's ``orcas_pairs`` builds SciFact's ORCAS-style field)."""
+    rows = [f"{d}\t{tiny['queries'][q]}\n" for q, judged in list(tiny["qrels"].items())[:queries] for d in judged]
+    path.write_text("".join(rows))
+
+
+def test_training_with_orcas_reads_the_clicks_bm25_the_plain_corpus_and_resume_the_same_file(tmp_path, tiny_scifact,
+                                                                                             monkeypatch):
+    """``train(orcas=...)``: the documents (and their statistics) carry the clicks, BM25 candidates
+    come from the plain corpus, as ``rerank --orcas``'s; a resumed run with other clicks, or none, is
+    refused as other settings are (the clicks change the data trained on)."""
+    import ckqti.train.loop
+
+    orcas, fewer = tmp_path / "orcas.tsv", tmp_path / "fewer.tsv"
+    claims_as_clicks(tiny_scifact, orcas, 20)
+    claims_as_clicks(tiny_scifact, fewer, 10)
+    asked = []
+    monkeypatch.setattr(ckqti.train.loop, "bm25_candidates",
+                        lambda corpus, texts, *a: asked.append(corpus) or tiny_scifact["candidates"])  # no Java
+    config = dataclasses.replace(CONFIG, epochs=1)
+    args = (tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], tmp_path / "m.pt")
+    result = train(*args, config, orcas=orcas)
+    assert asked == [tiny_scifact["corpus"]]  # the corpus file alone, no clicks
+    ckpt = load_checkpoint(result.out)
+    plain = load_collection(tiny_scifact["corpus"])
+    clicked = load_collection(tiny_scifact["corpus"], orcas=orcas)
+    assert clicked.docids == plain.docids and clicked.vocab.total_terms > plain.vocab.total_terms
+    assert ckpt.meta["orcas"] == "orcas.tsv" and ckpt.vocab.total_terms == clicked.vocab.total_terms
+    moved = tmp_path / "moved.tsv"
+    moved.write_bytes(orcas.read_bytes())
+    again = dataclasses.replace(config, epochs=2)
+    for other in (None, fewer, moved):  # recorded as the corpus is: by path and by what was read
+        with pytest.raises(CkqtiError, match="other settings or data"):
+            train(*args, again, orcas=other, resume=True)
+    assert train(*args, again, orcas=orcas, resume=True).epochs_run == 2

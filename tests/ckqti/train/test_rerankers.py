@@ -538,3 +538,24 @@ def test_refused_judgements_are_named_and_leave_nothing_at_out(tiny_scifact, tmp
         train_reranker("tk", tiny_scifact["corpus"], tiny_scifact["queries"], qrels, tmp_path / "new" / "tk.pt",
                        quick("tk"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.txt"]
+
+
+@pytest.mark.parametrize("kind", ["tk", "idcm"])
+def test_documents_trained_on_with_orcas_are_the_index_s_stored_text(clicked_collection, kind):
+    """``ckqti train --orcas``: the documents a model trains on are read as ``ckqti index --orcas``
+    stores them (clicks, URL, title, text), IDCM's as text, TK/TKL's and NDRM's (one collection
+    reader) as its analyzed terms; without --orcas training never saw the clicks."""
+    from ckqti.train.rerankers import build_text
+    from retriever.index import Index
+
+    corpus, orcas = clicked_collection["corpus"], clicked_collection["orcas"]
+    idx = Index(clicked_collection["index"])
+    _, docids, texts, coll = build_text(kind, corpus, quick(kind), None, orcas)
+    stored = [idx.shards[idx.locate(d)[0]].indexed_text(idx.locate(d)[1]) for d in docids]
+    assert stored[0].startswith("cell division growth of cells\n")  # d1's clicks lead its stored text
+    if kind == "idcm":
+        assert texts == stored
+    else:
+        analyzer = Analyzer()
+        assert [[coll.vocab.terms[t] for t in coll.doc(i)] for i in range(len(coll))] == [analyzer(t) for t in stored]
+        assert coll.vocab.df[coll.vocab.ids(["division"])[0]] == 1  # the statistics count the clicks too
