@@ -456,7 +456,7 @@ def marked_text(e: Explanation, marks: list[Mark], color: bool, elide: int = 400
     """The document with marks (coloured, or bracketed without colour); long unmarked stretches elided."""
     out, pos = [], 0
     for start, end, code, opening, closing in sorted(marks):
-        start = max(start, pos)  # overlapping regions (a TKL stride that does not divide its window): text once
+        start = max(start, pos)  # marks that overlap (no model's regions do): text once
         if start >= end:
             continue
         out.append(_plain(e.text[pos:start], elide))
@@ -509,24 +509,13 @@ def region_note(e: Explanation) -> str:
     if e.kind == "tkl":
         n = s["neighbours"]
         combine = (f"each with its {n} neighbour{'s' if n != 1 else ''} on each side" if n else "them")
-        return (f"TKL's {s['regions']} best saturation windows ({s['saturation_window']} terms each, "
-                f"{region_spacing(s['saturation_window'], s['saturation_stride'])}); "
+        # non-overlapping for every window and stride (ckqti.models.tkl.top_regions)
+        return (f"TKL's {s['regions']} best saturation windows ({s['saturation_window']} terms each, non-overlapping); "
                 f"the document score combines {combine} by learned weights.")
     context = f"; it also read {s['overlap']} tokens on each side" if s["overlap"] else ""
     return (f"The windows (at most {s['sample_n']}) IDCM's selector sent to the cross-encoder ({s['window']}-token "
             f"centres{context}); the best {s['top_k']} cross-encoder score{'s make' if s['top_k'] != 1 else ' makes'} "
             "the document score.")
-
-
-def region_spacing(window: int, stride: int) -> str:
-    """How far apart TKL's picks lie: a pick rules out the ``window // stride`` windows on each side
-    (:func:`ckqti.models.tkl.top_regions`), which keeps regions apart only when the stride divides the window."""
-    apart = window // stride * stride  # terms between two picks' starts, at least
-    if apart >= window:
-        return "non-overlapping"
-    if apart == 0:  # a stride longer than the window rules nothing out
-        return "the same window may be picked more than once"
-    return f"starting at least {apart} terms apart, so they may overlap"
 
 
 def region_lines(e: Explanation, color: bool) -> list[str]:

@@ -47,6 +47,7 @@ from indexer.readers import read_queries  # noqa: E402
 from retriever.search import search_json  # noqa: E402
 from scripts.args import (  # noqa: E402
     HelpFormatter,
+    command_line,
     existing_dir,
     existing_file,
     int_range,
@@ -245,6 +246,7 @@ def shown(path: Path) -> str:
 
 
 def bench(args, index: Path) -> dict:
+    """The report of one run over ``index`` (all but the command, which :func:`main` adds)."""
     load_before = os.getloadavg()
     searcher = api.open_searcher(index)
     texts, want, skipped = references(searcher, read_queries(args.queries), args.k)
@@ -254,7 +256,6 @@ def bench(args, index: Path) -> dict:
     levels = measure(index, args, texts, want, searcher)
     idx = searcher.index
     return {
-        "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
         "index": {"path": shown(args.index) if args.index else f"NDRM2 index of {shown(args.corpus)}", "num_docs": idx.num_docs, "shards": len(idx.shards),
                   "model": idx.model_id},
         "queries": {"file": shown(args.queries), "distinct_searched": len(texts), "skipped_no_terms": skipped},
@@ -290,7 +291,7 @@ def main(argv=None) -> int:
         if index is None:
             index = Path(tmp) / "index"
             api.index(args.corpus, index, model="ndrm2", progress=False)
-        result = bench(args, index)
+        result = {"command": command_line("bench_serve.py", argv), **bench(args, index)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     levels = [Level(**lv) for lv in result["levels"]]

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from scripts.args import HelpFormatter, names_from, output_file, positive_int, run, usable_devices  # noqa: E402
+from scripts.args import HelpFormatter, command_line, names_from, output_file, positive_int, run, usable_devices  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "scifact"
 MODELS = ("ndrm3", "tk", "tkl", "idcm")
@@ -173,8 +173,7 @@ def main(argv: list[str] | None = None) -> None:
             rows += new
     print_table(rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    command = "python scripts/bench_train.py" + "".join(f" {a}" for a in (sys.argv[1:] if argv is None else argv))
-    args.out.write_text(json.dumps({"command": command, "torch": torch.__version__, "threads": torch.get_num_threads(),
+    args.out.write_text(json.dumps({"command": command_line("bench_train.py", argv), "torch": torch.__version__, "threads": torch.get_num_threads(),
                                     "rows": rows}, indent=2) + "\n")
     print(f"wrote {args.out}")
 

@@ -6,8 +6,10 @@ each side: 50 tokens); only windows with a real token in their centre are contex
 concatenate back to the original order. Kernel activations over the whole document are summed
 in a sliding saturation window (30 tokens, stride 2), saturated by a learned, query-term
 conditioned ``a * x^(1/b) - c``, summed over query terms and weighted by a ``K -> 1`` layer: one
-score per window, the relevance topography. The three best non-overlapping regions, each with
-its +-1 and +-2 neighbours (15 values), are weighted by a learned vector (init ones).
+score per window, the relevance topography. The three best non-overlapping regions (a pick rules
+out the ``ceil(window / stride) - 1`` windows on each side, 14 by default, so regions are disjoint
+for any window and stride), each with its +-1 and +-2 neighbours (15 values), are weighted by a
+learned vector (init ones).
 
 Choices where paper, reference code and this implementation differ:
 
@@ -108,16 +110,19 @@ def join_centres(windows: Tensor, overlap: int) -> Tensor:
     return centres.flatten(1, 2)
 
 
-def top_regions(scores: Tensor, valid: Tensor, count: int, exclusion: int) -> tuple[Tensor, Tensor]:
-    """Pick the best window ``count`` times, each time ruling out windows within ``exclusion`` of the pick.
+def top_regions(scores: Tensor, valid: Tensor, count: int, window: int, stride: int) -> tuple[Tensor, Tensor]:
+    """Pick the best window ``count`` times, each time ruling out the pick and every window that shares a term with it.
 
-    Returns the picked indices ``[B, count]`` (long) and whether each pick found a window
-    (``[B, count]`` bool; a failed pick's index is meaningless). Picks are at least
-    ``exclusion`` windows apart.
+    Window ``i`` covers terms ``[i * stride, i * stride + window)``: windows ``i`` and ``j`` overlap
+    iff ``|i - j| * stride < window``, i.e. ``|i - j| < ceil(window / stride)``. So the picks are
+    distinct, never overlap and are valid windows, for every window and stride. Returns the picked
+    indices ``[B, count]`` (long) and whether each pick found a window (``[B, count]`` bool; a failed
+    pick, when every valid window overlaps an earlier pick, has a meaningless index).
 
     Shape:
         scores ``[B, W]``, valid ``[B, W]`` bool -> (``[B, count]``, ``[B, count]``).
     """
+    exclusion = -(-window // stride)  # >= 1: the pick itself is always ruled out
     available = valid.clone()
     r = torch.arange(scores.shape[1], device=scores.device)  # [W]
     picks, found = [], []
@@ -378,7 +383,7 @@ class TKL(nn.Module):
         weights = query_term_weights(self, query_ids, qmask, sat.dtype)  # [B, Q]
         sat = sat * weights[:, :, None, None] * valid[:, None, :, None]
         topo = self.dense(sat.sum(1)).squeeze(-1) * valid  # [B, W]
-        picks, found = top_regions(topo, valid, c.regions, c.saturation_window // c.saturation_stride)
+        picks, found = top_regions(topo, valid, c.regions, c.saturation_window, c.saturation_stride)
         region_score = (self._region_values(topo, valid, picks, found) * self.region_weights).sum(-1)  # [B]
         score, explicit = region_score, None
         if self.combiner is not None:

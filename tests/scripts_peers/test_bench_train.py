@@ -3,7 +3,9 @@ stand-in candidates are fixed by the seed."""
 
 from __future__ import annotations
 
+import json
 import math
+import shlex
 
 import pytest
 import torch
@@ -44,3 +46,22 @@ def test_a_tk_row_times_real_steps_of_scifact_train(data_dir, monkeypatch):
     assert math.ceil(0.85 * len(qrels) / 16) <= row["epoch_steps"] <= math.ceil(0.9 * len(qrels) / 16)
     assert row["steps_per_second"] > 0
     assert row["epoch_seconds"] == pytest.approx(row["epoch_steps"] * row["seconds_per_step"])
+
+
+def test_the_recorded_command_keeps_arguments_with_spaces_whole(tmp_path, data_dir, monkeypatch, capsys):
+    """The command was joined with spaces unquoted: '--out "my results/x.json"' read back as two
+    arguments. The timed training is a stand-in here (it takes minutes); the report is the script's."""
+    def row(m, device, steps, queries, qrels):
+        assert steps == 1 and queries and qrels  # the script's parsed options and SciFact's training data
+        return [dict(model=m, stage="train", device=str(device), steps_per_second=1.0, documents_per_second=32.0,
+                     epoch_seconds=9.0, peak_cuda_gib=None)]
+
+    monkeypatch.setattr(bench_train, "bench_rerankers", row)
+    monkeypatch.setattr(bench_train, "bench_ndrm3", lambda *a: row("ndrm3", *a))
+    out = tmp_path / "my results" / "it's here.json"
+    argv = ["--models", "ndrm3,tk", "--devices", "cpu", "--steps", "1", "--out", str(out)]
+    bench_train.main(argv)
+    report = json.loads(out.read_text())
+    assert shlex.split(report["command"]) == ["python", "scripts/bench_train.py", *argv]
+    assert [r["model"] for r in report["rows"]] == ["ndrm3", "tk"]
+    capsys.readouterr()
