@@ -8,6 +8,10 @@ Two sources:
   as the NDRM reference code does (it uses fastText's skip-gram; the paper says word2vec).
   The reference's ``min_count`` of 100 was set for MS MARCO documents (about 3e9 terms);
   :func:`scaled_min_count` scales it linearly with the corpus size, with a floor of 2.
+  Documents are cut into pieces of :data:`SENTENCE_TERMS` terms (gensim's Cython loop reads no
+  more of one sentence and silently drops the rest). With ``workers=1`` a seed gives
+  bit-identical vectors in any process: gensim 4 draws them from the seed alone, so
+  ``PYTHONHASHSEED`` plays no part.
 - **all-MiniLM-L6-v2 WordPiece** (:func:`minilm_embeddings`): a term's vector is the mean
   of the input embeddings of its WordPiece pieces (greedy longest-match-first over the
   package's ``vocab.txt``, as BERT tokenizes one lower-case alphanumeric word), projected
@@ -46,6 +50,8 @@ FALLBACKS = ("minilm", "mean")
 TARGET_NORM = 3.0
 #: Terms in the corpus the reference ``min_count = 100`` was chosen for (MS MARCO documents).
 REFERENCE_CORPUS_TERMS = 3e9
+#: Terms of one sentence gensim trains on (its Cython ``MAX_SENTENCE_LEN``; the rest is dropped).
+SENTENCE_TERMS = 10_000
 
 
 @dataclass(frozen=True)
@@ -84,20 +90,25 @@ def scaled_min_count(total_terms: int, reference: int = 100) -> int:
 
 
 def _stable_hash(text: str) -> int:
-    """gensim's per-word seeding hash; Python's ``hash`` changes between runs."""
+    """For gensim's ``hashfxn``, which gensim 4 uses only in deprecated per-word seeding; a run-stable
+    hash there all the same (Python's ``hash`` of a string changes between runs)."""
     return zlib.crc32(text.encode("utf8"))
 
 
 def train_skipgram(documents: Sequence[list[str]], config: SkipGramConfig = SkipGramConfig()):
-    """Train gensim skip-gram on analyzed documents (lists of terms); returns the Word2Vec model."""
+    """Train gensim skip-gram on analyzed documents (lists of terms); returns the Word2Vec model.
+
+    Raises:
+        InputError: an empty corpus, or no term seen ``min_count`` times (nothing to train).
+    """
     from gensim.models import Word2Vec
 
     total = sum(len(d) for d in documents)
     if total == 0:
         raise InputError("cannot train skip-gram embeddings on an empty corpus")
     min_count = config.min_count if config.min_count is not None else scaled_min_count(total)
-    return Word2Vec(
-        sentences=documents,
+    pieces = [d[i: i + SENTENCE_TERMS] for d in documents for i in range(0, len(d), SENTENCE_TERMS)]
+    model = Word2Vec(
         vector_size=config.dim,
         window=config.window,
         sg=1,
@@ -109,6 +120,12 @@ def train_skipgram(documents: Sequence[list[str]], config: SkipGramConfig = Skip
         seed=config.seed,
         hashfxn=_stable_hash,
     )
+    model.build_vocab(pieces)
+    if not model.wv.index_to_key:  # gensim's train() would fail with a RuntimeError
+        raise InputError(f"no term occurs {min_count} times: too little text to train skip-gram embeddings "
+                         "(start from minilm or random ones)")
+    model.train(pieces, total_examples=model.corpus_count, total_words=model.corpus_total_words, epochs=model.epochs)
+    return model
 
 
 def skipgram_matrix(
@@ -255,9 +272,9 @@ def adapt_embeddings(
 
     Rows of terms in both vocabularies are copied; padding stays zero and unknown keeps its
     row. New terms: ``"minilm"`` predicts each row's direction from the term's WordPiece
-    composition with a ridge map fitted on the shared known terms (at least 16 of them, else
-    ``"mean"``) and gives it the known rows' median norm; ``"mean"`` uses the mean of the
-    known real rows.
+    composition with a ridge map fitted on every real term of ``old_vocab`` (at least 16 of
+    them, else ``"mean"``) and gives it those rows' median norm; ``"mean"`` uses the mean of
+    ``old_vocab``'s real rows.
 
     Shape:
         matrix ``[len(old_vocab), D]`` -> ``[len(new_vocab), D]``.

@@ -1,5 +1,8 @@
 import itertools
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +23,8 @@ from ckqti.models.minilm import minilm_model_dir
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 
-SCIFACT = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "scifact"
+REPO = Path(__file__).resolve().parents[2]
+SCIFACT = REPO / ".." / "shared" / "data" / "scifact"
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +76,44 @@ def test_skipgram_training_is_reproducible(docs):
     assert np.array_equal(a.wv.vectors, b.wv.vectors) and np.array_equal(a.syn1neg, b.syn1neg)
     with pytest.raises(InputError):
         train_skipgram([[], []], config)
+
+
+def test_skipgram_vectors_do_not_depend_on_the_string_hash_seed(docs, tmp_path):
+    """Two processes with different ``PYTHONHASHSEED`` train bit-identical vectors (workers=1, one seed)."""
+    (tmp_path / "docs.json").write_text(json.dumps(docs[:40]))
+    code = ("import hashlib, json, sys; from ckqti.embeddings import SkipGramConfig, train_skipgram; "
+            "m = train_skipgram(json.load(open(sys.argv[1])), SkipGramConfig(dim=8, epochs=1, min_count=2)); "
+            "print(hashlib.sha256(m.wv.vectors.tobytes() + m.syn1neg.tobytes() + "
+            "' '.join(m.wv.index_to_key).encode()).hexdigest())")
+    digests = set()
+    for seed in ("1", "2"):
+        done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "docs.json")], cwd=REPO, capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "PYTHONHASHSEED": seed})
+        assert done.returncode == 0, done.stderr
+        digests.add(done.stdout.strip())
+    assert len(digests) == 1
+
+
+def test_skipgram_needs_a_term_seen_min_count_times():
+    with pytest.raises(InputError, match="no term occurs 2 times"):  # gensim's own error was a RuntimeError
+        train_skipgram([["alpha", "beta"], ["gamma", "delta"]], SkipGramConfig(dim=4, min_count=2))
+
+
+def test_skipgram_trains_past_gensims_sentence_limit():
+    """gensim's Cython loop reads 10,000 terms of a sentence and drops the rest unsaid: the words of a
+    long document's tail kept their random start vectors, as if known."""
+    from gensim.models import Word2Vec
+
+    doc = [f"w{i % 2000}" for i in range(10_000)] + [f"t{i % 500}" for i in range(2_000)]  # none subsampled
+    config = SkipGramConfig(dim=8, epochs=1, min_count=2)
+    model = train_skipgram([doc], config)
+    start = Word2Vec(vector_size=8, sg=1, negative=config.negative, window=config.window, min_count=2,
+                     seed=config.seed, workers=1)
+    start.build_vocab([doc])  # the same vocabulary and random start, untrained
+    assert start.wv.index_to_key == model.wv.index_to_key
+    moved = np.any(model.wv.vectors != start.wv.vectors, axis=1)
+    assert moved[model.wv.key_to_index["w7"]]
+    assert all(moved[model.wv.key_to_index[f"t{i}"]] for i in range(500))
 
 
 def test_wordpiece_pieces_match_the_bert_tokenizer(docs, composer):

@@ -224,6 +224,21 @@ def test_adapting_to_the_candidate_index_needs_no_corpus(scifact_index, scifact_
         rerank(queries, "bm25", tk_model, tmp_path / "c.trec", adapt_vocabulary=True)
 
 
+def test_adapting_reads_a_collection_with_the_checkpoints_analyzer(scifact_index, scifact_small, queries, tmp_path):
+    """A model trained on unstemmed terms adapts to a corpus analyzed without stemming; an index of
+    stemmed terms (another analyzer) is refused, not read as if its terms were the model's."""
+    analyzer = Analyzer(stemmer="none")
+    docs = [json.loads(line) for line in scifact_small.read_text().splitlines()][:50]
+    vocab = Vocabulary.build([analyzer(d["title"] + "\n" + d["text"]) for d in docs])
+    torch.manual_seed(0)
+    model = build_model("tk", dict(vocab_size=len(vocab), embedding_dim=16, num_heads=2, ff_dim=16, num_layers=1))
+    path = save_reranker(tmp_path / "unstemmed.pt", model, "tk", TermText(analyzer, vocab)).path
+    adapted = open_reranker(path, adapt_to=scifact_small).text.vocab
+    assert "tumors" in adapted and "tumor" in adapted  # Krovetz would make both "tumor"
+    with pytest.raises(InputError, match="analyzed text otherwise than the model"):
+        rerank(queries, scifact_index, path, tmp_path / "a.trec", depth=5, adapt_vocabulary=True)
+
+
 def test_rerank_reads_a_candidate_index_checksums_once(scifact_index, tk_model, queries, tmp_path, monkeypatch):
     """The candidate index is opened once for its statistics and its candidates: its checksums are
     read once, not once for each (a second pass over every file of a large index)."""
