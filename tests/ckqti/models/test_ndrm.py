@@ -218,6 +218,25 @@ def test_ndrm2_untrained_equals_hand_computed_value():
 
 
 @torch.no_grad()
+def test_ndrm2_length_saturation_is_clamped_at_zero():
+    """SPEC: ``ReLU(w * dl' + b)``. With ``w < 0`` a long document's ``w * dl' + b`` is negative: the
+    ReLU makes it 0, so the score is ``idf * tf' / (tf' + eps)``, not a larger or negative one."""
+    vocab = _hand_vocab()
+    x, z, v = (vocab.id(t) for t in "xzv")
+    m = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm2"), vocab).eval()
+    m.length_weight.fill_(-0.5)
+    m.length_bias.fill_(1.0)
+    docs = pad([[x, vocab.id("y"), x, z], [z, z, z, vocab.id("u"), v]])
+    scores = m.term_scores(torch.tensor([[x, z], [x, z]]), docs, torch.tensor([4.0, 12.0]))  # dl' = 4/3, 4
+    idf_x, idf_z = math.log(4.5 / 1.5), math.log(3.5 / 2.5)
+    expected = [
+        [idf_x * 2 / (2 + (1.0 - 0.5 * 4 / 3) + 1e-6), idf_z * 1 / (1 + (1.0 - 0.5 * 4 / 3) + 1e-6)],  # > 0: kept
+        [0.0, idf_z * 3 / (3 + 0.0 + 1e-6)],  # 1 - 0.5 * 4 < 0 -> 0
+    ]
+    assert scores.flatten().tolist() == pytest.approx(sum(expected, []), rel=1e-5)
+
+
+@torch.no_grad()
 @pytest.mark.parametrize("variant", ["ndrm2", "ndrm3"])
 def test_bm25_init_starts_the_explicit_channel_as_bm25_with_those_parameters(variant):
     vocab = _hand_vocab()
