@@ -98,6 +98,16 @@ def test_all_padding_windows_are_never_scored():
     assert [c.shape[0] for c in conv_calls] == [3, 10 + 3 + 2]  # queries, then windows
 
 
+def test_query_is_capped_in_the_cascade_and_all_windows():
+    """Query tokens past ``max_query_length`` reach neither the selector nor the cross-encoder."""
+    torch.manual_seed(0)
+    model = IDCM(tiny(max_query_length=3)).eval()
+    q, d = random_batch(q=7)
+    with torch.no_grad():
+        torch.testing.assert_close(model(q, d), model(q[:, :3], d))
+        torch.testing.assert_close(model.forward_all_windows(q, d), model.forward_all_windows(q[:, :3], d))
+
+
 def test_padding_invariance():
     torch.manual_seed(0)
     model = IDCM(tiny()).eval()

@@ -165,6 +165,25 @@ def test_conformer_layer_order_by_hand():
     close(got, expected)
 
 
+def test_conformer_adds_sinusoid_positions_to_the_document_input():
+    """SPEC:31: sinusoid positions on the document input (``sin`` / ``cos`` of ``p / 10000^(2i/d)`` on
+    even / odd dimensions), then the layers; output zero at padding."""
+    torch.manual_seed(0)
+    d = 8
+    encoder = ConformerEncoder(ConformerConfig(dim=d, num_heads=2, conv_window=3, ff_dim=12, dropout=0.0)).double().eval()
+    x = torch.randn(2, 6, d, dtype=torch.float64)
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]], dtype=torch.bool)
+    p = torch.arange(6, dtype=torch.float64).view(6, 1)
+    angle = p / 10000 ** (torch.arange(0, d, 2, dtype=torch.float64) / d)  # [6, d/2]
+    pe = torch.stack([torch.sin(angle), torch.cos(angle)], dim=-1).reshape(6, d)  # sin, cos interleaved
+    with torch.no_grad():
+        got = encoder(x, mask)
+        h = x + pe
+        for layer in encoder.layers:
+            h = layer(h, mask)
+    close(got, h * mask.unsqueeze(-1))
+
+
 def test_conformer_defaults():
     """SPEC:31: window 31, groups = heads = 32, 2 layers, hidden 256, FF d->256->d, dropout 0.2."""
     c = ConformerConfig()
@@ -315,6 +334,30 @@ def test_tkl_saturation_by_hand():
         feats = F.layer_norm(feats, (2,), sat.norm.weight, sat.norm.bias, sat.norm.eps)
         a, b, c = ((feats @ lin.weight[0] + lin.bias[0]).unsqueeze(-1) for lin in (sat.a, sat.b, sat.c))
         expected = a * x.clamp(min=1e-10) ** (1.0 / b) - c
+    close(got, expected)
+
+
+@pytest.mark.parametrize("kind", ["linear", "log"])
+def test_tkl_saturation_ablations_by_hand(kind):
+    """SPEC:25 ablation variants: linear (``b = 1``: ``a * x - c``, a and c as in the learned one) and log."""
+    torch.manual_seed(0)
+    sat = Saturation(6, kind).double()
+    with torch.no_grad():
+        for p in sat.parameters():
+            p.add_(0.5 * torch.randn_like(p))
+    x = torch.rand(2, 3, 4, 11, dtype=torch.float64) * 3 + 0.01
+    query = torch.randn(2, 3, 6, dtype=torch.float64)
+    lengths = torch.tensor([[30.0, 30.0, 12.0, 3.0], [30.0, 5.0, 1.0, 0.0]], dtype=torch.float64)
+    with torch.no_grad():
+        got = sat(x, query, lengths)
+        if kind == "log":
+            expected = torch.log(x)
+        else:
+            sal = (query @ sat.project.weight[0]).unsqueeze(-1).expand(2, 3, 4)
+            feats = torch.stack([sal, lengths.unsqueeze(1).expand(2, 3, 4)], dim=-1)
+            feats = F.layer_norm(feats, (2,), sat.norm.weight, sat.norm.bias, sat.norm.eps)
+            a, c = ((feats @ lin.weight[0] + lin.bias[0]).unsqueeze(-1) for lin in (sat.a, sat.c))
+            expected = a * x - c
     close(got, expected)
 
 

@@ -119,6 +119,16 @@ def test_document_is_capped_at_max_doc_length():
         assert not torch.allclose(model(q, changed)[0], model(q, d)[0])
 
 
+def test_query_is_capped_at_max_query_length():
+    """SPEC: query cap (30 by default): terms past it are not read."""
+    torch.manual_seed(0)
+    model = TK(tiny(max_query_length=3)).eval()
+    q, d = random_batch(q=6)
+    with torch.no_grad():
+        torch.testing.assert_close(model(q, d), model(q[:, :3], d))
+        assert model.explain(q, d).query_mask.shape == (3, 3)
+
+
 def test_explanation_adds_up_to_the_score():
     torch.manual_seed(0)
     model = TK(tiny()).eval()

@@ -123,6 +123,35 @@ def test_packed_and_unpacked_give_the_same_scores():
     torch.testing.assert_close(a.topography, b.topography, atol=1e-5, rtol=1e-5)
 
 
+def test_query_and_document_are_capped():
+    """SPEC: TKL reads up to ``max_query_length`` query terms (30) and ``max_doc_length`` document
+    terms (2,000 in the paper): a longer query or document scores as its first terms."""
+    torch.manual_seed(0)
+    model = TKL(tiny(max_query_length=3, max_doc_length=100)).eval()
+    longer = TKL(tiny(max_query_length=3)).eval()  # the same weights, 400 document terms
+    longer.load_state_dict(model.state_dict())
+    q, d = random_batch(q=6)  # the first document has 230 terms
+    with torch.no_grad():
+        capped = model(q[:, :3], d[:, :100])
+        torch.testing.assert_close(model(q, d), capped)
+        assert not torch.allclose(longer(q[:, :3], d)[0], capped[0])  # the terms past the cap would count
+
+
+def test_query_vectors_are_the_hybrid_mix():
+    """``alpha * emb + (1 - alpha) * ctx`` (TK's mix, alpha learned), ctx the Transformer over the
+    embeddings plus the query positions; zero at padding."""
+    torch.manual_seed(0)
+    model = TKL(tiny()).eval()
+    with torch.no_grad():
+        model.mixer.fill_(0.7)  # away from 0.5, so swapped weights show
+        q = torch.tensor([[5, 9, 17, 0], [7, 7, 3, 21]])
+        mask = q != 0
+        emb = model.embedding.weight[q] * mask.unsqueeze(-1)
+        ctx = model.contextualizer(emb + model.query_positions[:4], src_key_padding_mask=~mask)
+        expected = (0.7 * emb + 0.3 * ctx) * mask.unsqueeze(-1)
+        torch.testing.assert_close(model.encode_query(q), expected)
+
+
 def test_padding_invariance():
     torch.manual_seed(0)
     model = TKL(tiny()).eval()
