@@ -359,8 +359,12 @@ def build_lock(out: Path):
 
 def output_path(out: str | Path) -> Path:
     """Where a build installs: ``out``, or the directory a symbolic link ``out`` points to (a
-    rebuild replaces the index behind the link and keeps the link)."""
+    rebuild replaces the index behind the link and keeps the link). The root directory is refused
+    (a :class:`CkqtiError`): a build writes beside the index, and the root has no folder above it."""
     out = Path(out)
+    if not out.resolve().name:  # '/' (or a link to it): no OUT.partial, OUT.lock beside it
+        raise CkqtiError("is the root directory; a build writes beside the index and renames it into place: "
+                         "choose a folder below it", out)
     return out.resolve() if out.is_symlink() else out
 
 

@@ -63,6 +63,7 @@ from indexer.build import (
     fingerprint,
     finish_index,
     fit_quantizer,
+    output_path,
     prepare_workdir,
     quantized_shard,
     save_npz_atomic,
@@ -469,7 +470,7 @@ def build_index_ray(
         max_retries: how often a dead worker is restarted and its shard redone.
     """
     t0 = time.time()
-    out = Path(out).resolve()
+    out = output_path(out).resolve()
     if model_spec is not None and model_spec not in UNTRAINED and Path(model_spec).is_file():
         model_spec = str(Path(model_spec).resolve())  # workers may run elsewhere than this directory
     inputs = BuildInputs(Path(corpus_path), fmt, Path(orcas) if orcas else None, model_spec, model_info, config)

@@ -533,3 +533,16 @@ def test_a_manifest_nested_too_deeply_is_one_index_error(tmp_path, scifact_index
     (idx / MANIFEST).write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(IndexFormatError, match="manifest is not valid JSON \\(nested too deeply\\)"):
         Manifest.read(idx)
+
+
+@pytest.mark.parametrize("link", [False, True])
+def test_the_root_directory_as_output_is_named_not_a_traceback(tmp_path, scifact_small, link):
+    """It was a bare StopIteration: the root has no folder above it to build beside (nor a name for OUT.lock)."""
+    out = Path("/")
+    if link:
+        out = tmp_path / "root"
+        out.symlink_to("/")
+    with pytest.raises(CkqtiError) as err:
+        api.index(scifact_small, out, model="ndrm2", force=True, progress=False)
+    assert str(err.value) == (f"{out}: is the root directory; a build writes beside the index and renames it "
+                              "into place: choose a folder below it")
