@@ -395,7 +395,8 @@ def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack,
               help="Comma-separated measures to report: nDCG, RR (MRR), AP (MAP), NCG, P or R, optionally @k "
                    "[default: nDCG@10,RR@10,AP@100,NCG@100,P@10,R@100].")
 @click.option("--json", "as_json", is_flag=True,
-              help="One JSON object for programs: measures, means, tests (with --compare), per-query values (with --per-query).")
+              help="One JSON object for programs: measures, means, queries without results or judgements, tests (with "
+                   "--compare), per-query values (with --per-query).")
 @click.option("--markdown", is_flag=True, help="Markdown tables.")
 def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, as_json, markdown):
     """Evaluate a TREC RUN against QRELS: nDCG@10, RR@10, AP@100, NCG@100, P@10, R@100 (with --compare,
