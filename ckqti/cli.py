@@ -110,6 +110,14 @@ def mode_options(f):
     )(f)
 
 
+def check_budget_needs_anytime(mode: str) -> None:
+    """``--budget`` given with exact mode, which reads none: a usage error, as ``--slack`` below 1 is an
+    error there (the search would have run exact, without the limit asked for, and said nothing)."""
+    ctx = click.get_current_context()
+    if mode != "anytime" and ctx.get_parameter_source("budget") is not click.core.ParameterSource.DEFAULT:
+        raise click.UsageError("--budget applies to --mode anytime only (exact mode reads every posting it needs)")
+
+
 def parse_channel_weights(ctx, param, values) -> dict[str, float] | None:
     weights = {}
     for v in values:
@@ -128,7 +136,7 @@ def parse_channel_weights(ctx, param, values) -> dict[str, float] | None:
 def channel_option(f):
     return click.option("--channel-weight", "channel_weights", multiple=True, callback=parse_channel_weights,
                         metavar="NAME=W", help="Multiply the index channel NAME ('one', 'idf'; `ckqti info` lists an index's) "
-                        "by W, a number >= 0, at query time (0: the channel is not read, e.g. one=0 ranks by NDRM3's "
+                        "by W, a number >= 0 (0, or 1e-6 to 1e6), at query time (0: the channel is not read, e.g. one=0 ranks by NDRM3's "
                         "explicit channel alone; not every channel 0); a channel not named keeps 1; repeatable "
                         "(e.g. one=0.5: NDRM3's latent channel at half weight, see scripts/channel_sweep.py).")(f)
 
@@ -257,6 +265,7 @@ def info_lines(info) -> list[str]:
 @channel_option
 def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channel_weights):
     """Search an index with QUERY."""
+    check_budget_needs_anytime(mode)
     from ckqti.text import non_ascii_readings
     from retriever.search import search_json
 
@@ -359,6 +368,7 @@ def search_lines(searcher, res) -> list[str]:
 @channel_option
 def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack, model, channel_weights):
     """Batch fullrank: search every query and write a TREC run."""
+    check_budget_needs_anytime(mode)
     with note_if_slow(SLOW_SEARCH_AFTER, SLOW_RUN_NOTE, lambda: not api.kernels_ready(batch=True)):
         s = api.run(index_path, queries, out, k, threads, mode, budget, fmt, tag, model, channel_weights, slack)
     if s.skipped:
@@ -385,7 +395,8 @@ def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack,
               help="Comma-separated measures to report: nDCG, RR (MRR), AP (MAP), NCG, P or R, optionally @k "
                    "[default: nDCG@10,RR@10,AP@100,NCG@100,P@10,R@100].")
 @click.option("--json", "as_json", is_flag=True,
-              help="One JSON object for programs: measures, means, tests (with --compare), per-query values (with --per-query).")
+              help="One JSON object for programs: measures, means, queries without results or judgements, tests (with "
+                   "--compare), per-query values (with --per-query).")
 @click.option("--markdown", is_flag=True, help="Markdown tables.")
 def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, as_json, markdown):
     """Evaluate a TREC RUN against QRELS: nDCG@10, RR@10, AP@100, NCG@100, P@10, R@100 (with --compare,
@@ -576,6 +587,7 @@ def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, col
 def serve_cmd(index_path, port, host, api_key_env, workers, max_k, access_log, mode, budget, slack, model,
               channel_weights):
     """Serve an HTTP JSON search API over one index (docs/SERVE.md)."""
+    check_budget_needs_anytime(mode)
     import os
 
     from retriever.service import is_loopback

@@ -349,11 +349,15 @@ class EvalReport:
 
     def to_dict(self) -> dict:
         """A JSON-ready summary: the measures, means per run, the tests when comparing (a value
-        that is not a number, such as a test's p on fewer than 2 queries, is None), and each run's
-        per-query values (run -> qid -> measure -> value) when the results ask for them."""
+        that is not a number, such as a test's p on fewer than 2 queries, is None), each run's judged
+        queries without results (scored 0) and run queries without judgements (ignored), as the
+        table's notes count them (run -> qids), and each run's per-query values (run -> qid ->
+        measure -> value) when the results ask for them."""
         out = {
             "measures": list(self.results[0].measures),
             "runs": {n: {"queries": r.num_queries, **r.mean} for n, r in zip(self.names, self.results)},
+            "missing": {n: list(r.missing) for n, r in zip(self.names, self.results)},
+            "unjudged": {n: list(r.unjudged) for n, r in zip(self.names, self.results)},
             "rel_level": self.results[0].rel_level,
             "comparisons": [
                 {

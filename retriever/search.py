@@ -42,6 +42,10 @@ MAX_BATCH_HITS = 1 << 22  # hits a search_many holds at a time ([queries, k + 1]
 MAX_CHUNK_HITS = 1 << 21  # a multi-shard chunk holds [shards, queries, k] hits twice: at most this many (16 MB) each, unless one query holds more
 WARMUP = 16384  # a query with at most this many postings is added whole before any pruning (retriever.kernels.saat_topk)
 RESOLUTION = 128  # the largest query weight; see docs/INDEX.md for the measured trade-off
+BUDGET_MAX = int(np.iinfo(np.int64).max)  # the kernels' budget is an int64: a larger one means no limit
+# A channel weight is 0 or within these: beyond them a query's real weights overflow to infinity
+# (scores inf, JSON's Infinity) or underflow below a representable unit (weights that are not integers)
+CHANNEL_WEIGHT_MIN, CHANNEL_WEIGHT_MAX = 1e-6, 1e6
 
 
 @dataclass(frozen=True)
@@ -147,7 +151,7 @@ class Searcher:
             (finer weights cost a larger accumulator histogram).
         channel_weights: a multiplier per channel, by its weighting name (``{"one": 2.0}``
             scales NDRM3's latent channel against its explicit ``"idf"`` one); unnamed channels
-            keep 1; a weight is a finite number >= 0, and 0 switches a channel off (its posting
+            keep 1; a weight is 0 or from 1e-6 to 1e6, and 0 switches a channel off (its posting
             lists are not read: ``{"one": 0}`` ranks by NDRM3's explicit channel alone), but not
             every channel. Scores are then a re-weighted fusion, not the model's own.
     """
@@ -167,7 +171,8 @@ class Searcher:
         self.index = index if isinstance(index, Index) else Index(index)
         self.channel_mult = channel_multipliers(self.index.quantizer.weights, channel_weights)
         self.mode = mode
-        self.budget = int(budget) if mode == "anytime" else budget  # exact mode does not read it
+        # exact mode does not read it; past the kernels' int64, a budget no shard's postings reach
+        self.budget = min(int(budget), BUDGET_MAX) if mode == "anytime" else budget
         self.slack = float(slack)
         self._slack = max(1, round(slack * EXACT_SLACK))  # the kernels' integer form, in 1/EXACT_SLACK
         self.resolution = int(resolution)
@@ -557,7 +562,9 @@ def run_chunks(fn, starts: list[int], threads: int, submit=None) -> None:
     """``fn(start)`` for every start: in this thread, or on this thread and ``threads - 1`` helpers
     (``submit(worker, n)`` starts ``worker`` on ``n`` threads and returns their futures), which
     take the next start from a shared counter (``next()`` on it is atomic under the GIL), so a
-    batch pays one hand-off per helper, not per chunk."""
+    batch pays one hand-off per helper, not per chunk. No more helpers than chunks after this
+    thread's first: ``threads`` past that would start idle threads (a mistyped ``--threads
+    100000000`` asked the pool for that many, until memory ran out)."""
     if threads <= 1 or len(starts) <= 1 or submit is None:
         for lo in starts:
             fn(lo)
@@ -568,7 +575,7 @@ def run_chunks(fn, starts: list[int], threads: int, submit=None) -> None:
         while (i := next(taken)) < len(starts):
             fn(starts[i])
 
-    helpers = submit(worker, threads - 1)
+    helpers = submit(worker, min(threads, len(starts)) - 1)
     try:
         worker()
     finally:  # the helpers write into the caller's arrays: never return before they are done
@@ -596,7 +603,8 @@ def merge_shard_hits(vals: np.ndarray, docs: np.ndarray, n: np.ndarray, out: np.
 
 def channel_multipliers(names: tuple[str, ...], weights: Mapping[str, float] | None) -> np.ndarray:
     """float64 [C] multipliers of an index's channels (named by their weighting) from ``weights``:
-    each finite and >= 0 (0: the channel's lists are not read), not all 0."""
+    each 0 (the channel's lists are not read) or within [:data:`CHANNEL_WEIGHT_MIN`,
+    :data:`CHANNEL_WEIGHT_MAX`], not all 0."""
     mult = np.ones(len(names))
     if weights is not None and not isinstance(weights, Mapping):
         raise ValueError(f"channel weights must be a mapping of channel name to weight, got {type(weights).__name__}")
@@ -606,6 +614,9 @@ def channel_multipliers(names: tuple[str, ...], weights: Mapping[str, float] | N
             raise ValueError(f"channel weight {name!r}: the index's channels are {list(names)}")
         if not is_real(w) or not (np.isfinite(w) and w >= 0):
             raise ValueError(f"channel weight {name!r} must be a finite number >= 0, got {w!r}")
+        if w != 0 and not CHANNEL_WEIGHT_MIN <= w <= CHANNEL_WEIGHT_MAX:
+            raise ValueError(f"channel weight {name!r} must be 0 or between {CHANNEL_WEIGHT_MIN:g} and "
+                             f"{CHANNEL_WEIGHT_MAX:g} (only the channels' ratio changes a ranking), got {w!r}")
         mult[hits[0]] = float(w)
     if names and not mult.any():
         raise ValueError(f"channel weights are all 0 (the index's channels are {list(names)}): nothing would score")

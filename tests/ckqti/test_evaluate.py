@@ -293,6 +293,19 @@ def test_report_dict_is_strict_json_with_per_query_values(tmp_path):
     assert "per_query" not in EvalReport(("b",), (b,)).to_dict()
 
 
+def test_report_dict_names_missing_and_unjudged_queries_as_the_table_counts_them():
+    """``eval --json`` dropped what the table's notes say: a judged query the run lacks is scored 0
+    (trec_eval -c), which a program reading the means could not tell from a poor ranking."""
+    qrels = {"q1": {"d1": 1}, "q2": {"d2": 1}}
+    a = evaluate({"q1": [("d1", 1.0)], "q9": [("d1", 1.0)]}, qrels, ["P@1"])
+    b = evaluate({"q1": [("d1", 1.0)], "q2": [("d2", 1.0)]}, qrels, ["P@1"])
+    report = EvalReport(("a", "b"), (a, b), compare_results(a, b))
+    out = json.loads(json.dumps(report.to_dict(), allow_nan=False))
+    assert out["missing"] == {"a": ["q2"], "b": []} and out["unjudged"] == {"a": ["q9"], "b": []}
+    assert out["runs"]["a"] == {"queries": 2, "P@1": 0.5}  # q2 counted, at 0
+    assert "judged queries without results (scored 0): 1" in report.table()
+
+
 def test_grades_beyond_a_million_are_refused_not_passed_to_trec_eval():
     """pytrec_eval holds grades in a C int and allocates memory for every level up to the largest:
     2**40 failed there with a SystemError, 2**31 - 1 took a minute and gigabytes; the file reader

@@ -64,6 +64,25 @@ def test_batch_search_equals_one_query_at_a_time_across_shards(scifact_index, th
                 searcher.index, t, w, 10)
 
 
+def test_batch_helpers_are_no_more_than_the_chunks_left():
+    """``threads`` far beyond the chunks starts no idle helpers: ``--threads 100000000`` on two
+    queries asked the pool for that many threads, until memory ran out."""
+    from retriever.search import run_chunks
+
+    asked, done = [], []
+
+    def submit(worker, n):
+        asked.append(n)
+        for _ in range(n):
+            worker()
+        return []
+
+    run_chunks(done.append, [0, 64], 10**8, submit)
+    assert asked == [1] and sorted(done) == [0, 64]
+    run_chunks(done.append, list(range(10)), 3, submit)
+    assert asked == [1, 2] and len(done) == 12
+
+
 def test_batch_chunks_few_per_thread_and_bounded_in_memory():
     assert batch_chunk(300, 1, 1, 10) == BATCH_CHUNK  # one thread: no hand-offs to save
     for nq, threads in ((300, 2), (7, 2), (1, 4), (10_000, 3)):
@@ -300,6 +319,13 @@ def test_channel_weights_scale_a_channel_and_reject_unknown_channels(scifact_ind
     for bad in (-1.0, "2", None, float("nan"), float("inf"), True):
         with pytest.raises(ValueError, match="must be a finite number >= 0"):
             Searcher(scifact_index, channel_weights={"idf": bad})
+    # beyond 1e6 the weights overflowed (scores inf, --json's invalid Infinity); below 1e-6 (1e-320) the
+    # unit underflowed and the weights were not integers (a histogram "dimension exceeded" traceback)
+    for bad in (1e308, 2e6, 1e-320, 5e-7):
+        with pytest.raises(ValueError, match="must be 0 or between 1e-06 and 1e"):
+            Searcher(scifact_index, channel_weights={"idf": bad})
+    for edge in (1e-6, 1e6):
+        assert all(np.isfinite(h.score) for h in Searcher(scifact_index, channel_weights={"idf": edge}).search(q, 5).hits)
     with pytest.raises(ValueError, match="all 0 .*nothing would score"):  # NDRM2's one channel off: nothing left
         Searcher(scifact_index, channel_weights={"idf": 0})
     with pytest.raises(ValueError, match="a mapping of channel name to weight, got list"):
@@ -357,6 +383,10 @@ def test_counts_given_by_a_caller_are_checked(scifact_index):
     for budget in (0, -5):
         with pytest.raises(QueryError, match="budget must be an integer >= 1"):
             Searcher(scifact_index, mode="anytime", budget=budget)
+    # a budget past int64 (the CLI's IntRange takes any) means no limit, not numba's OverflowError
+    huge = Searcher(scifact_index, mode="anytime", budget=10**30)
+    assert huge.search("white matter", 5) == Searcher(scifact_index, mode="anytime", budget=10**9).search("white matter", 5)
+    assert huge.search_many(["white matter"], 5)[0] == huge.search("white matter", 5)
     for query in (None, 123, b"white matter"):
         with pytest.raises(QueryError, match="a query is a string, got"):
             s.search(query, 10)
