@@ -198,7 +198,7 @@ def clicked_note(documents: int | None) -> str:
 @index_option
 @click.option("--shard-size", type=POSITIVE, default=100_000, show_default=True, help="Documents per merged shard at most.")
 def compact_cmd(index_path, shard_size):
-    """Merge an index's consecutive shards into fewer (no rescoring; results are unchanged)."""
+    """Merge an index's consecutive shards into fewer (no rescoring; exact results are unchanged)."""
     m = api.compact(index_path, shard_size)
     echo(f"{len(m.shards)} shard(s), {m.num_docs} documents in {index_path}")
 
