@@ -184,6 +184,9 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
         echo(f"appended {m.appends[-1]['num_docs']} documents: {m.num_docs} documents, {m.num_postings} postings, "
              f"{len(m.shards)} shard(s) in {index_path}"
              + (clicked_note(m.appends[-1]["corpus"].get("orcas_documents")) if orcas else ""))
+        if m.appends[-1]["clipped_impacts"]:
+            echo(f"note: {m.appends[-1]['clipped_impacts']:,} impacts of the new documents were above the build's "
+                 "largest and are stored as 255 (`ckqti info` counts them; rebuild if many: docs/INDEX.md)", err=True)
         return
     if out is None:
         raise click.UsageError("missing option '--out' (or use --append --index INDEX)")
@@ -203,7 +206,7 @@ def clicked_note(documents: int | None) -> str:
 @index_option
 @click.option("--shard-size", type=POSITIVE, default=100_000, show_default=True, help="Documents per merged shard at most.")
 def compact_cmd(index_path, shard_size):
-    """Merge an index's consecutive shards into fewer (no rescoring; results are unchanged)."""
+    """Merge an index's consecutive shards into fewer (no rescoring; exact results are unchanged)."""
     m = api.compact(index_path, shard_size)
     echo(f"{len(m.shards)} shard(s), {m.num_docs} documents in {index_path}")
 

@@ -224,7 +224,12 @@ def verify_files(directory: Path, manifest: Manifest, stamps: bool = True) -> No
             forget(directory)
             raise IndexFormatError("index file missing", path)
         stat = file_stat(path)  # before hashing: a write meanwhile leaves the stamp stale, not wrong
-        if file_checksum(path) != want:
+        try:
+            digest = file_checksum(path)
+        except FileNotFoundError:  # removed since the test above: a compaction committed meanwhile
+            forget(directory)
+            raise IndexFormatError("index file missing", path) from None
+        if digest != want:
             forget(directory)
             raise IndexFormatError("index file corrupted (checksum mismatch); rebuild the index", path)
         entries[name] = {"sha256": want, "stat": stat}

@@ -342,6 +342,19 @@ def test_clipped_impacts_are_counted(tmp_path, parts, index_a):
     assert top[:-1].max() == 255
 
 
+def test_the_cli_append_says_how_many_impacts_it_clipped(tmp_path, parts, index_a):
+    """Clipping is said where it happens, not only by `ckqti info` later."""
+    a, b, _ = parts
+    half = tuple(c["step"] / 2 for c in Manifest.read(index_a).channels)
+    idx = tmp_path / "idx"
+    factory, info = untrained_ndrm2(torch.device("cpu"))
+    build_index(a, idx, factory, info, BuildConfig(channel_steps=half), progress=False)
+    res = CliRunner().invoke(cli, ["index", str(b), "--append", "--index", str(idx)])
+    assert res.exit_code == 0, res.output
+    clipped = Manifest.read(idx).appends[-1]["clipped_impacts"]
+    assert clipped > 0 and f"note: {clipped:,} impacts of the new documents were above" in res.stderr
+
+
 def test_shard_groups_are_consecutive_and_bounded():
     assert shard_groups([150, 150, 100, 150, 50], 300) == [[0, 1], [2, 3, 4]]
     assert shard_groups([100, 100, 40, 100, 20], 150) == [[0], [1, 2], [3, 4]]
@@ -364,6 +377,7 @@ def test_cli_append_and_compact_equal_the_api(tmp_path, parts, index_a, queries)
     assert res.exit_code == 0, res.output
     assert res.stdout.strip() == f"appended 120 documents: 360 documents, {Manifest.read(cli_idx).num_postings} postings, " \
                                  f"5 shard(s) in {cli_idx}"
+    assert "clipped" not in res.stderr and "stored as 255" not in res.stderr  # nothing clipped: no note
     api.append(b, api_idx, shard_size=100, progress=False)
     res = run(cli, ["compact", "--index", str(cli_idx), "--shard-size", "250"])
     assert res.exit_code == 0 and res.stdout.strip() == f"2 shard(s), 360 documents in {cli_idx}"

@@ -12,6 +12,7 @@ import retriever.index as index_mod
 from ckqti import api
 from ckqti.errors import IndexFormatError
 from indexer.format import POSTINGS_FILE
+from indexer.stamps import STAMPS_FILE
 from retriever.index import Index
 
 
@@ -56,6 +57,30 @@ def test_an_open_racing_a_compaction_opens_the_compacted_index(tmp_path, scifact
     assert calls[0] == "shard-00000" != calls[-1]  # began with the old manifest's shards, ended with the new one's
     monkeypatch.undo()
     assert opened.num_docs == Index(scifact_index).num_docs
+
+
+def test_an_open_whose_checksum_check_races_a_compaction_opens_the_compacted_index(tmp_path, scifact_index,
+                                                                                  monkeypatch):
+    """A file the old manifest names may go between the check that it exists and its hashing: that
+    is a missing file (retried once the manifest changed), not a FileNotFoundError."""
+    import indexer.format as format_mod
+
+    idx = copy_of(scifact_index, tmp_path)
+    (idx / STAMPS_FILE).unlink(missing_ok=True)  # every file is hashed
+    real = format_mod.file_checksum
+    raced = []
+
+    def racing(path, *args):
+        if not raced and Path(path).parent.name == "shard-00001":  # the compaction commits just before
+            raced.append(Path(path))
+            api.compact(idx, 10_000)
+        return real(path, *args)
+
+    monkeypatch.setattr(format_mod, "file_checksum", racing)
+    opened = Index(idx)
+    monkeypatch.undo()
+    assert raced and not raced[0].exists()  # the open did hash a file the compaction had removed
+    assert len(opened.shards) == 1 and opened.num_docs == Index(scifact_index).num_docs
 
 
 def test_a_missing_file_without_a_writer_is_not_retried_forever(tmp_path, scifact_index):
