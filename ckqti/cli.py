@@ -118,6 +118,13 @@ def check_budget_needs_anytime(mode: str) -> None:
         raise click.UsageError("--budget applies to --mode anytime only (exact mode reads every posting it needs)")
 
 
+def check_format_needs_corpus(fmt: str | None, corpus) -> None:
+    """``--format`` names the format of ``--corpus``: without one (an index's or a run's documents) it would
+    be ignored, so it is a usage error, as ``--budget`` without anytime mode."""
+    if fmt is not None and corpus is None:
+        raise click.UsageError("--format is the format of --corpus; without --corpus it applies to nothing")
+
+
 def parse_channel_weights(ctx, param, values) -> dict[str, float] | None:
     weights = {}
     for v in values:
@@ -543,6 +550,7 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
 def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_size, device, tag, max_doc_length,
                adapt_vocabulary, orcas):
     """Rerank each query's top --depth candidates with a model; writes a TREC run."""
+    check_format_needs_corpus(fmt, corpus)
     s = api.rerank(queries, candidates, model_path, out, depth, corpus, fmt=fmt, batch_size=batch_size, device=device,
                    tag=tag, max_doc_length=max_doc_length, adapt_vocabulary=adapt_vocabulary, orcas=orcas,
                    progress=True)
@@ -573,6 +581,7 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
 def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, color, as_json, device, adapt_vocabulary,
                 orcas):
     """Why the model scores DOCID as it does for QUERY: regions, kernels or term contributions."""
+    check_format_needs_corpus(fmt, corpus)
     query = decoded_argument(query)
     try:
         e = api.explain(query, docid, model_path, corpus, index_path, html_out, fmt=fmt, device=device,

@@ -548,6 +548,22 @@ def test_index_options_that_do_not_apply_are_refused_not_ignored(tmp_path, monke
     assert not (tmp_path / "new").exists()
 
 
+def test_format_without_a_corpus_is_refused_not_ignored(tmp_path, monkeypatch):
+    """rerank's and explain's --format is --corpus's format: with only an index or a run to read, a usage error."""
+    def fail(*args, **kwargs):
+        raise AssertionError("the API must not be called")
+
+    monkeypatch.setattr(api, "rerank", fail)
+    monkeypatch.setattr(api, "explain", fail)
+    queries = tmp_path / "q.tsv"
+    queries.write_text("1\tcat\n")
+    for args in (("rerank", "--queries", queries, "--candidates", tmp_path, "--model", "ndrm2", "--out",
+                  tmp_path / "r.trec", "--format", "tsv"),
+                 ("explain", "cat", "d1", "--index", tmp_path, "--format", "jsonl")):
+        res = invoke(*args)
+        assert res.exit_code == 2 and "--format" in res.output and "--corpus" in res.output, res.output
+
+
 def test_a_reader_that_left_gets_no_error(tmp_path, scifact_index):
     """`ckqti info | head -1`: the closed pipe is not reported as an error of the command."""
     import os
