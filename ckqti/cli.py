@@ -118,6 +118,13 @@ def check_budget_needs_anytime(mode: str) -> None:
         raise click.UsageError("--budget applies to --mode anytime only (exact mode reads every posting it needs)")
 
 
+def check_format_needs_corpus(fmt: str | None, corpus) -> None:
+    """``--format`` names the format of ``--corpus``: without one (an index's or a run's documents) it would
+    be ignored, so it is a usage error, as ``--budget`` without anytime mode."""
+    if fmt is not None and corpus is None:
+        raise click.UsageError("--format is the format of --corpus; without --corpus it applies to nothing")
+
+
 def parse_channel_weights(ctx, param, values) -> dict[str, float] | None:
     weights = {}
     for v in values:
@@ -171,15 +178,8 @@ def cli() -> None:
 def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size, batch_size, device, force, no_resume,
               ray_address, workers, neighbours):
     """Build an index of CORPUS (TSV, JSONL, TREC or SMART; plain or gzip), or with --append add it to one."""
-    if workers is not None and ray_address is None:
-        raise click.UsageError("--workers needs --ray")
-    if ray_address is not None and append_to:
-        raise click.UsageError("--ray builds a new index; it does not combine with --append")
-    if neighbours is not None and append_to:
-        raise click.UsageError("--neighbours is fixed when an index is built; --append uses the index's")
+    check_index_options(append_to, out, index_path, ray_address, workers, neighbours, force, no_resume)
     if append_to:
-        if index_path is None or out is not None:
-            raise click.UsageError("--append takes the index to grow as --index INDEX (not --out)")
         m = api.append(corpus, index_path, model, fmt, orcas, shard_size, batch_size, device)
         echo(f"appended {m.appends[-1]['num_docs']} documents: {m.num_docs} documents, {m.num_postings} postings, "
              f"{len(m.shards)} shard(s) in {index_path}"
@@ -195,6 +195,26 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
                   **({} if batch_size is None else {"batch_size": batch_size}))
     echo(f"indexed {m.num_docs} documents, {m.num_postings} postings, {len(m.shards)} shard(s) -> {out}"
          + (clicked_note(m.corpus.get("orcas_documents")) if orcas else ""))
+
+
+def check_index_options(append_to: bool, out, index_path, ray_address, workers, neighbours, force: bool,
+                        no_resume: bool) -> None:
+    """Options of ``ckqti index`` that do not combine: a usage error rather than an option silently unused."""
+    if workers is not None and ray_address is None:
+        raise click.UsageError("--workers needs --ray")
+    if not append_to:
+        if index_path is not None:
+            raise click.UsageError("--index names the index to grow with --append; a new index is --out OUT")
+        return
+    if index_path is None or out is not None:
+        raise click.UsageError("--append takes the index to grow as --index INDEX (not --out)")
+    for given, option, why in ((ray_address is not None, "--ray", "--ray builds a new index"),
+                               (neighbours is not None, "--neighbours", "--neighbours is fixed when an index is built; "
+                                                                        "--append uses the index's"),
+                               (force, "--force", "--force replaces an index that --out names"),
+                               (no_resume, "--no-resume", "--no-resume concerns an interrupted build of --out")):
+        if given:
+            raise click.UsageError(f"{why}; {option} does not combine with --append")
 
 
 def clicked_note(documents: int | None) -> str:
@@ -533,6 +553,7 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
 def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_size, device, tag, max_doc_length,
                adapt_vocabulary, orcas):
     """Rerank each query's top --depth candidates with a model; writes a TREC run."""
+    check_format_needs_corpus(fmt, corpus)
     s = api.rerank(queries, candidates, model_path, out, depth, corpus, fmt=fmt, batch_size=batch_size, device=device,
                    tag=tag, max_doc_length=max_doc_length, adapt_vocabulary=adapt_vocabulary, orcas=orcas,
                    progress=True)
@@ -563,6 +584,7 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
 def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, color, as_json, device, adapt_vocabulary,
                 orcas):
     """Why the model scores DOCID as it does for QUERY: regions, kernels or term contributions."""
+    check_format_needs_corpus(fmt, corpus)
     query = decoded_argument(query)
     try:
         e = api.explain(query, docid, model_path, corpus, index_path, html_out, fmt=fmt, device=device,

@@ -529,6 +529,41 @@ def test_append_keeps_the_index_batch_size_unless_given(tmp_path, monkeypatch):
         assert res.exit_code == 0 and seen[-1] == want, res.output
 
 
+def test_index_options_that_do_not_apply_are_refused_not_ignored(tmp_path, monkeypatch):
+    """--force and --no-resume concern a build of --out, and --index an --append: each given where it does nothing is a
+    usage error naming it, before anything is read or written (they were silently ignored)."""
+    def fail(*args, **kwargs):
+        raise AssertionError("the API must not be called")
+
+    monkeypatch.setattr(api, "append", fail)
+    monkeypatch.setattr(api, "index", fail)
+    corpus = tmp_path / "c.tsv"
+    corpus.write_text("d1\tthe cat sat\n")
+    for args, option in (([corpus, "--append", "--index", tmp_path, "--force"], "--force"),
+                         ([corpus, "--append", "--index", tmp_path, "--no-resume"], "--no-resume"),
+                         ([corpus, "--append", "--index", tmp_path, "--ray"], "--ray"),
+                         ([corpus, "--out", tmp_path / "new", "--index", tmp_path], "--index")):
+        res = invoke("index", *args)
+        assert res.exit_code == 2 and option in res.output and "Traceback" not in res.output, res.output
+    assert not (tmp_path / "new").exists()
+
+
+def test_format_without_a_corpus_is_refused_not_ignored(tmp_path, monkeypatch):
+    """rerank's and explain's --format is --corpus's format: with only an index or a run to read, a usage error."""
+    def fail(*args, **kwargs):
+        raise AssertionError("the API must not be called")
+
+    monkeypatch.setattr(api, "rerank", fail)
+    monkeypatch.setattr(api, "explain", fail)
+    queries = tmp_path / "q.tsv"
+    queries.write_text("1\tcat\n")
+    for args in (("rerank", "--queries", queries, "--candidates", tmp_path, "--model", "ndrm2", "--out",
+                  tmp_path / "r.trec", "--format", "tsv"),
+                 ("explain", "cat", "d1", "--index", tmp_path, "--format", "jsonl")):
+        res = invoke(*args)
+        assert res.exit_code == 2 and "--format" in res.output and "--corpus" in res.output, res.output
+
+
 def test_a_reader_that_left_gets_no_error(tmp_path, scifact_index):
     """`ckqti info | head -1`: the closed pipe is not reported as an error of the command."""
     import os
