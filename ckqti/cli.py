@@ -110,12 +110,15 @@ def mode_options(f):
     )(f)
 
 
-def check_budget_needs_anytime(mode: str) -> None:
-    """``--budget`` given with exact mode, which reads none: a usage error, as ``--slack`` below 1 is an
-    error there (the search would have run exact, without the limit asked for, and said nothing)."""
-    ctx = click.get_current_context()
-    if mode != "anytime" and ctx.get_parameter_source("budget") is not click.core.ParameterSource.DEFAULT:
+def check_anytime_options(mode: str, slack: float) -> None:
+    """``--budget`` or a ``--slack`` below 1 with exact mode, which reads neither: a usage error before any
+    work (the search would have run exact without the limit asked for, or failed later with exit 1)."""
+    if mode == "anytime":
+        return
+    if click.get_current_context().get_parameter_source("budget") is not click.core.ParameterSource.DEFAULT:
         raise click.UsageError("--budget applies to --mode anytime only (exact mode reads every posting it needs)")
+    if slack < 1:
+        raise click.UsageError("--slack below 1 applies to --mode anytime only (exact mode never drops a document it could rank)")
 
 
 def check_format_needs_corpus(fmt: str | None, corpus) -> None:
@@ -288,7 +291,7 @@ def info_lines(info) -> list[str]:
 @channel_option
 def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channel_weights):
     """Search an index with QUERY."""
-    check_budget_needs_anytime(mode)
+    check_anytime_options(mode, slack)
     from ckqti.text import non_ascii_readings
     from retriever.search import search_json
 
@@ -391,7 +394,7 @@ def search_lines(searcher, res) -> list[str]:
 @channel_option
 def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack, model, channel_weights):
     """Batch fullrank: search every query and write a TREC run."""
-    check_budget_needs_anytime(mode)
+    check_anytime_options(mode, slack)
     with note_if_slow(SLOW_SEARCH_AFTER, SLOW_RUN_NOTE, lambda: not api.kernels_ready(batch=True)):
         s = api.run(index_path, queries, out, k, threads, mode, budget, fmt, tag, model, channel_weights, slack)
     if s.skipped:
@@ -612,7 +615,7 @@ def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, col
 def serve_cmd(index_path, port, host, api_key_env, workers, max_k, access_log, mode, budget, slack, model,
               channel_weights):
     """Serve an HTTP JSON search API over one index (docs/SERVE.md)."""
-    check_budget_needs_anytime(mode)
+    check_anytime_options(mode, slack)
     import os
 
     from retriever.service import is_loopback

@@ -75,18 +75,19 @@ def test_slack_option_reaches_the_searcher_and_misuse_fails_cleanly(scifact_inde
         assert bad.exit_code != 0 and "slack" in bad.output and "Traceback" not in bad.output
 
 
-def test_a_budget_without_anytime_mode_is_a_usage_error(tmp_path, scifact_index):
-    """Exact mode reads no budget: ``--budget 5`` alone searched exactly and said nothing (``--slack``
-    below 1 was already refused); search, run and serve refuse it before any work."""
+def test_a_budget_or_slack_without_anytime_mode_is_a_usage_error(tmp_path, scifact_index):
+    """Exact mode reads no budget: ``--budget 5`` alone searched exactly and said nothing, and ``--slack 0.5``
+    failed with exit 1 after opening the index; search, run and serve refuse both before any work."""
     q = "white matter diffusion imaging"
     queries, out = tmp_path / "q.tsv", tmp_path / "run.trec"
     queries.write_text(f"1\t{q}\n")
     for line in (["search", q, "--index", scifact_index], ["run", "--index", scifact_index, "--queries", queries,
                  "--out", out], ["serve", "--index", scifact_index, "--port", "0"]):
         for mode in ([], ["--mode", "exact"]):
-            bad = invoke(*line, *mode, "--budget", 5)
-            assert bad.exit_code == 2 and "--budget applies to --mode anytime only" in bad.output, bad.output
-            assert "Traceback" not in bad.output and not out.exists()
+            for option, value in (("--budget", 5), ("--slack", 0.5)):
+                bad = invoke(*line, *mode, option, value)
+                assert bad.exit_code == 2 and f"{option} " in bad.output and "applies to --mode anytime only" in bad.output, bad.output
+                assert "Traceback" not in bad.output and not out.exists()
     res = invoke("search", q, "--index", scifact_index, "-k", 5, "--json", "--mode", "anytime", "--budget", 10**30)
     assert res.exit_code == 0, res.output  # past int64 it means no limit (was numba's OverflowError, a traceback)
     assert [h["docid"] for h in json.loads(res.stdout)["hits"]] == [h.docid for h in api.search(q, scifact_index, k=5).hits]
