@@ -119,15 +119,14 @@ def check_budget_needs_anytime(mode: str) -> None:
 
 
 def parse_channel_weights(ctx, param, values) -> dict[str, float] | None:
+    from indexer.readers.formats import is_decimal
+
     weights = {}
     for v in values:
         name, sep, w = v.partition("=")
-        try:
-            weights[name] = float(w)
-        except ValueError:
-            raise click.BadParameter(f"{v!r}: expected NAME=WEIGHT, e.g. one=0.5") from None
-        if not sep or not name:
+        if not sep or not name or not is_decimal(w):  # float() also reads "1_0" as 10, " 1" and other scripts' digits
             raise click.BadParameter(f"{v!r}: expected NAME=WEIGHT, e.g. one=0.5")
+        weights[name] = float(w)
         if sum(other.partition("=")[0] == name for other in values) > 1:
             raise click.BadParameter(f"channel {name!r} is weighted twice")
     return weights or None

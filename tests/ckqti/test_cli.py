@@ -51,6 +51,20 @@ def test_channel_weight_option_reaches_the_searcher_and_bad_values_fail_cleanly(
     assert "a number >= 0" in " ".join(invoke("search", "--help").output.split())  # the help says so
 
 
+def test_channel_weights_are_plain_decimal_numbers(scifact_index):
+    """Python's float() read ``idf=1_0`` as 10 (the run reader refuses that form), `` 1`` and other
+    scripts' digits: a weight is plain decimal or scientific notation, else a one-line usage error."""
+    for w in ("1_0", " 1", "1 ", "\u0661", "0x1", "1e", "."):
+        res = invoke("search", "white matter", "--index", scifact_index, "--channel-weight", f"idf={w}")
+        assert res.exit_code == 2 and res.output.splitlines()[-1] == (
+            f"Error: Invalid value for '--channel-weight': 'idf={w}': expected NAME=WEIGHT, e.g. one=0.5"), (w, res.output)
+    plain = api.search("white matter", scifact_index, k=3)
+    for w in ("2", "2.", "+2.0", ".2e1", "20E-1"):
+        res = invoke("search", "white matter", "--index", scifact_index, "-k", 3, "--json", "--channel-weight", f"idf={w}")
+        assert res.exit_code == 0, (w, res.output)
+        assert [h["score"] for h in json.loads(res.stdout)["hits"]] == pytest.approx([2 * h.score for h in plain.hits])
+
+
 def test_every_channel_weighted_zero_is_one_line_on_search_and_run(tmp_path, scifact_index):
     """A weight of 0 switches a channel off; NDRM2's one channel at 0 would leave nothing to
     score: refused in one line, rc != 0, no traceback, and ``run`` writes no file."""
