@@ -270,7 +270,7 @@ def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channe
 
     query = decoded_argument(query)  # bytes that are not UTF-8 would go into --json as lone surrogates
     searcher = api.open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack)
-    with note_if_slow(SLOW_SEARCH_AFTER, SLOW_SEARCH_NOTE, lambda: not api.kernels_ready()):
+    with note_if_slow(SLOW_SEARCH_AFTER, SLOW_SEARCH_NOTE, lambda: api.kernels_compiling()):
         res = searcher.search(query, k)
     if readings := non_ascii_readings(query, searcher.index.analyzer):
         shown = "; ".join(f"{w} as {' '.join(terms) or 'nothing'}" for w, terms in readings)
@@ -287,28 +287,36 @@ def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channe
 
 
 SLOW_SEARCH_AFTER = 3.0  # seconds
-SLOW_SEARCH_NOTE = ("note: still searching: the first search after installing ckqti compiles its search kernels "
-                    "(10-20 s on 2 cores; Numba keeps them for later searches where it can write its cache)")
-SLOW_RUN_NOTE = ("note: the first run after installing ckqti compiles its batch search kernels "
+NOTE_POLL = 0.25  # seconds between looks at whether a slow search has begun compiling its kernels
+SLOW_SEARCH_NOTE = ("note: still searching: compiling the search kernels, as the first search after installing ckqti "
+                    "does (10-20 s on 2 cores; Numba keeps them for later searches where it can write its cache)")
+SLOW_RUN_NOTE = ("note: compiling the batch search kernels, as the first run after installing ckqti does "
                  "(10-20 s on 2 cores; Numba keeps them for later runs where it can write its cache)")
 
 
 @contextlib.contextmanager
-def note_if_slow(seconds: float, text: str, compiling=None):
-    """Print ``text`` on stderr if the block is still running after ``seconds`` and ``compiling()``
-    (when given) says the kernels are still being compiled (a first search compiles Numba kernels
-    for 10-20 s in silence, which looks like a hang; a long search or run with them ready is no news)."""
-    def note() -> None:
-        if compiling is None or compiling():
-            echo(text, err=True)
+def note_if_slow(seconds: float, text: str, compiling):
+    """Print ``text`` on stderr once the block has run ``seconds`` and ``compiling()`` says the
+    kernels are being compiled, looked at every :data:`NOTE_POLL` s from then on (a first search
+    compiles Numba kernels for 10-20 s in silence, which looks like a hang; a run may read its index
+    and queries for longer than ``seconds`` before that; a slow block that compiles nothing is no news)."""
+    done = threading.Event()
 
-    timer = threading.Timer(seconds, note)
-    timer.daemon = True
-    timer.start()
+    def watch() -> None:
+        if done.wait(seconds):
+            return
+        while not compiling():
+            if done.wait(NOTE_POLL):
+                return
+        echo(text, err=True)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     try:
         yield
     finally:
-        timer.cancel()
+        done.set()
+        watcher.join()  # its note, if any, comes before what follows the block
 
 
 def count_queries(n: int) -> str:
@@ -368,7 +376,7 @@ def search_lines(searcher, res) -> list[str]:
 def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack, model, channel_weights):
     """Batch fullrank: search every query and write a TREC run."""
     check_budget_needs_anytime(mode)
-    with note_if_slow(SLOW_SEARCH_AFTER, SLOW_RUN_NOTE, lambda: not api.kernels_ready(batch=True)):
+    with note_if_slow(SLOW_SEARCH_AFTER, SLOW_RUN_NOTE, lambda: api.kernels_compiling(batch=True)):
         s = api.run(index_path, queries, out, k, threads, mode, budget, fmt, tag, model, channel_weights, slack)
     if s.skipped:
         echo(f"note: {count_queries(len(s.skipped))} skipped ({skipped_reasons(s.skipped, s.reasons)})", err=True)

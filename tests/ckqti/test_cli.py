@@ -735,7 +735,7 @@ def test_a_search_still_running_after_a_while_says_why_it_may_be(scifact_index, 
     monkeypatch.setattr(cli_mod, "SLOW_SEARCH_AFTER", 0.05)
     res = invoke("search", "white matter", "--index", scifact_index, "-k", "2")
     assert res.exit_code == 0 and "note:" not in res.stderr, res.stderr  # slow, but with its kernel ready: no news
-    monkeypatch.setattr(api, "kernels_ready", lambda batch=False: False)  # as while a first search compiles
+    monkeypatch.setattr(api, "kernels_compiling", lambda batch=False: not batch)  # as while a first search compiles
     res = invoke("search", "white matter", "--index", scifact_index, "-k", "2")
     assert res.exit_code == 0 and res.stderr.splitlines()[0] == cli_mod.SLOW_SEARCH_NOTE, res.stderr
     assert res.stdout.startswith("  1  ") and "note:" not in res.stdout  # the hits, on stdout alone
@@ -750,9 +750,9 @@ def test_a_first_run_compiling_its_batch_kernel_says_so(tmp_path, scifact_index,
 
     import ckqti.cli as cli_mod
 
-    fresh = subprocess.run([sys.executable, "-c", "from ckqti import api; print(api.kernels_ready(), api.kernels_ready(True))"],
-                           capture_output=True, text=True, timeout=120)
-    assert fresh.stdout.split() == ["False", "False"], fresh.stderr  # nothing compiled or loaded before a first search
+    fresh = subprocess.run([sys.executable, "-c", "from ckqti import api; print(api.kernels_ready(), api.kernels_ready(True), "
+                            "api.kernels_compiling(), api.kernels_compiling(True))"], capture_output=True, text=True, timeout=120)
+    assert fresh.stdout.split() == ["False"] * 4, fresh.stderr  # nothing compiled, loaded or compiling before a first search
     queries = tmp_path / "q.tsv"
     queries.write_text("q1\tcell\n")
     real = api.run
@@ -763,13 +763,61 @@ def test_a_first_run_compiling_its_batch_kernel_says_so(tmp_path, scifact_index,
 
     monkeypatch.setattr(api, "run", slow)
     monkeypatch.setattr(cli_mod, "SLOW_SEARCH_AFTER", 0.05)
-    for ready in (False, True):
-        monkeypatch.setattr(api, "kernels_ready", lambda batch=False, ready=ready: ready or not batch)
+    for compiling in (True, False):
+        monkeypatch.setattr(api, "kernels_compiling", lambda batch=False, compiling=compiling: compiling and batch)
         res = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "r.trec")
-        assert res.exit_code == 0 and (cli_mod.SLOW_RUN_NOTE in res.stderr) == (not ready), res.stderr
+        assert res.exit_code == 0 and (cli_mod.SLOW_RUN_NOTE in res.stderr) == compiling, res.stderr
     from retriever.search import kernels_ready
 
     assert kernels_ready(batch=True)  # this process has run a batch by now
+
+
+def test_a_slow_run_that_compiles_nothing_says_nothing_of_compiling(tmp_path, scifact_index, monkeypatch):
+    """A run slow before its first search (a busy machine, a long queries file) printed the
+    compiling note though nothing compiled, even when it then failed on its queries file."""
+    import time
+
+    from numba import njit
+
+    import ckqti.cli as cli_mod
+    import retriever.search as search_mod
+
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\n")  # no text column: the run fails before any search
+    real = api.run
+
+    def slow(*args, **kwargs):
+        time.sleep(0.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(api, "run", slow)
+    monkeypatch.setattr(cli_mod, "SLOW_SEARCH_AFTER", 0.05)
+    monkeypatch.setattr(search_mod, "saat_batch", njit(lambda: 0))  # a batch kernel not yet called, as in a new process
+    res = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "r.trec")
+    assert res.exit_code == 1 and res.stderr.splitlines() == [
+        f"Error: {queries}:1: expected 2 tab-separated columns (qid, text), found 1"], res.stderr
+
+
+def test_a_compile_that_begins_after_the_wait_is_still_noted(monkeypatch, capsys):
+    """A run may read its index and queries for longer than the wait before its kernel starts
+    compiling: the note comes when it does, not only if it already did at the wait's end."""
+    import threading
+
+    import ckqti.cli as cli_mod
+
+    monkeypatch.setattr(cli_mod, "NOTE_POLL", 0.01)
+    looks = []
+    third = threading.Event()
+
+    def compiling() -> bool:
+        looks.append(1)
+        if len(looks) >= 3:
+            third.set()
+        return len(looks) >= 3  # compiling from the third look on
+
+    with cli_mod.note_if_slow(0.01, "note: compiling", compiling):
+        assert third.wait(30)
+    assert capsys.readouterr().err == "note: compiling\n" and len(looks) == 3
 
 
 def test_rerank_and_explain_take_orcas_as_the_api_does_and_say_its_errors_as_index_does(clicked_collection, tmp_path):
