@@ -346,6 +346,7 @@ def search_lines(searcher, res) -> list[str]:
     if not res.hits:
         return ["no documents match"]
     lines = []
+    score_width = max(9, *(len(f"{h.score:.4f}") for h in res.hits))  # 10,000 or more: wider, the same for every row
     for h in res.hits:
         doc = searcher.document(h)
         # mojibake repaired in what is shown only (a whole long document costs ftfy ~0.7 ms a KB); the
@@ -354,7 +355,7 @@ def search_lines(searcher, res) -> list[str]:
                                 columns=SNIPPET_COLUMNS))
         title = repaired(clip(" ".join(doc["title"].split()), SNIPPET_COLUMNS))  # a title's line breaks would break the columns
         docid = visible(h.docid)  # as echo prints it, padded to 14 columns (a CJK character takes two)
-        head = f"{h.rank:>3}  {docid}{' ' * (14 - columns_of(docid))} {h.score:9.4f}  "
+        head = f"{h.rank:>3}  {docid}{' ' * (14 - columns_of(docid))} {h.score:{score_width}.4f}  "
         lines.append(head + (title or text))
         if title:
             lines.append(" " * columns_of(head) + text)

@@ -192,6 +192,27 @@ def test_search_columns_line_up_after_a_wide_docid(tmp_path):
     assert len(score_at) == 1 and len(title_at) == 1 and snippet_at == title_at, res.stdout
 
 
+def test_search_columns_line_up_for_scores_of_any_width(scifact_index):
+    """Scores were printed 9 wide: one of 10,000 or more (channel weights up to 1e6 scale them)
+    pushed its title and snippet right of the other hits'."""
+    from dataclasses import replace
+
+    from ckqti.cli import search_lines
+    from ckqti.terminal import columns_of
+
+    searcher = api.open_searcher(scifact_index)
+    res = searcher.search("white matter", 4)
+    assert len(res.hits) == 4
+    for scores in ((123456.5, 75921.25, 983.5, -2.5), (3.5, 2.25, 1.0, 0.5)):
+        hits = [replace(h, score=x) for h, x in zip(res.hits, scores)]
+        lines = search_lines(searcher, replace(res, hits=hits))
+        heads = [line for line in lines if line[:3].strip()]
+        text_at = {columns_of(line) - columns_of(line.split(None, 3)[3]) for line in heads}
+        below_at = {columns_of(line) - columns_of(line.lstrip()) for line in lines if line[:3].isspace()}
+        assert len(heads) == 4 and len(text_at) == 1 and below_at <= text_at, lines
+        assert [float(line.split()[2]) for line in heads] == list(scores)
+
+
 def test_search_names_terms_that_add_nothing(tmp_path):
     """NDRM2's idf is 0 for a term in at least half of the documents: such a term scores no
     document, and search says so instead of a bare "no documents match"."""
