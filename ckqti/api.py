@@ -145,6 +145,14 @@ def kernels_ready(batch: bool = False) -> bool:
     return ready(batch)
 
 
+def kernels_compiling(batch: bool = False) -> bool:
+    """Whether this process is compiling the search kernel (``batch``: ``ckqti run``'s) now, as the
+    first search after an install does (:func:`retriever.search.kernels_compiling`)."""
+    from retriever.search import kernels_compiling as compiling
+
+    return compiling(batch)
+
+
 def search(query: str, index_path: str | Path, k: int = 10, mode: str = "exact", budget: int = 200_000,
            model: str | None = None, channel_weights: dict[str, float] | None = None,
            slack: float = 1.0) -> SearchResult:

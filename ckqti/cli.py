@@ -129,15 +129,14 @@ def check_format_needs_corpus(fmt: str | None, corpus) -> None:
 
 
 def parse_channel_weights(ctx, param, values) -> dict[str, float] | None:
+    from indexer.readers.formats import is_decimal
+
     weights = {}
     for v in values:
         name, sep, w = v.partition("=")
-        try:
-            weights[name] = float(w)
-        except ValueError:
-            raise click.BadParameter(f"{v!r}: expected NAME=WEIGHT, e.g. one=0.5") from None
-        if not sep or not name:
+        if not sep or not name or not is_decimal(w):  # float() also reads "1_0" as 10, " 1" and other scripts' digits
             raise click.BadParameter(f"{v!r}: expected NAME=WEIGHT, e.g. one=0.5")
+        weights[name] = float(w)
         if sum(other.partition("=")[0] == name for other in values) > 1:
             raise click.BadParameter(f"channel {name!r} is weighted twice")
     return weights or None
@@ -297,7 +296,7 @@ def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channe
 
     query = decoded_argument(query)  # bytes that are not UTF-8 would go into --json as lone surrogates
     searcher = api.open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack)
-    with note_if_slow(SLOW_SEARCH_AFTER, SLOW_SEARCH_NOTE, lambda: not api.kernels_ready()):
+    with note_if_slow(SLOW_SEARCH_AFTER, SLOW_SEARCH_NOTE, lambda: api.kernels_compiling()):
         res = searcher.search(query, k)
     if readings := non_ascii_readings(query, searcher.index.analyzer):
         shown = "; ".join(f"{w} as {' '.join(terms) or 'nothing'}" for w, terms in readings)
@@ -314,28 +313,36 @@ def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channe
 
 
 SLOW_SEARCH_AFTER = 3.0  # seconds
-SLOW_SEARCH_NOTE = ("note: still searching: the first search after installing ckqti compiles its search kernels "
-                    "(10-20 s on 2 cores; Numba keeps them for later searches where it can write its cache)")
-SLOW_RUN_NOTE = ("note: the first run after installing ckqti compiles its batch search kernels "
+NOTE_POLL = 0.25  # seconds between looks at whether a slow search has begun compiling its kernels
+SLOW_SEARCH_NOTE = ("note: still searching: compiling the search kernels, as the first search after installing ckqti "
+                    "does (10-20 s on 2 cores; Numba keeps them for later searches where it can write its cache)")
+SLOW_RUN_NOTE = ("note: compiling the batch search kernels, as the first run after installing ckqti does "
                  "(10-20 s on 2 cores; Numba keeps them for later runs where it can write its cache)")
 
 
 @contextlib.contextmanager
-def note_if_slow(seconds: float, text: str, compiling=None):
-    """Print ``text`` on stderr if the block is still running after ``seconds`` and ``compiling()``
-    (when given) says the kernels are still being compiled (a first search compiles Numba kernels
-    for 10-20 s in silence, which looks like a hang; a long search or run with them ready is no news)."""
-    def note() -> None:
-        if compiling is None or compiling():
-            echo(text, err=True)
+def note_if_slow(seconds: float, text: str, compiling):
+    """Print ``text`` on stderr once the block has run ``seconds`` and ``compiling()`` says the
+    kernels are being compiled, looked at every :data:`NOTE_POLL` s from then on (a first search
+    compiles Numba kernels for 10-20 s in silence, which looks like a hang; a run may read its index
+    and queries for longer than ``seconds`` before that; a slow block that compiles nothing is no news)."""
+    done = threading.Event()
 
-    timer = threading.Timer(seconds, note)
-    timer.daemon = True
-    timer.start()
+    def watch() -> None:
+        if done.wait(seconds):
+            return
+        while not compiling():
+            if done.wait(NOTE_POLL):
+                return
+        echo(text, err=True)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     try:
         yield
     finally:
-        timer.cancel()
+        done.set()
+        watcher.join()  # its note, if any, comes before what follows the block
 
 
 def count_queries(n: int) -> str:
@@ -365,6 +372,7 @@ def search_lines(searcher, res) -> list[str]:
     if not res.hits:
         return ["no documents match"]
     lines = []
+    score_width = max(9, *(len(f"{h.score:.4f}") for h in res.hits))  # 10,000 or more: wider, the same for every row
     for h in res.hits:
         doc = searcher.document(h)
         # mojibake repaired in what is shown only (a whole long document costs ftfy ~0.7 ms a KB); the
@@ -373,7 +381,7 @@ def search_lines(searcher, res) -> list[str]:
                                 columns=SNIPPET_COLUMNS))
         title = repaired(clip(" ".join(doc["title"].split()), SNIPPET_COLUMNS))  # a title's line breaks would break the columns
         docid = visible(h.docid)  # as echo prints it, padded to 14 columns (a CJK character takes two)
-        head = f"{h.rank:>3}  {docid}{' ' * (14 - columns_of(docid))} {h.score:9.4f}  "
+        head = f"{h.rank:>3}  {docid}{' ' * (14 - columns_of(docid))} {h.score:{score_width}.4f}  "
         lines.append(head + (title or text))
         if title:
             lines.append(" " * columns_of(head) + text)
@@ -395,7 +403,7 @@ def search_lines(searcher, res) -> list[str]:
 def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack, model, channel_weights):
     """Batch fullrank: search every query and write a TREC run."""
     check_anytime_options(mode, slack)
-    with note_if_slow(SLOW_SEARCH_AFTER, SLOW_RUN_NOTE, lambda: not api.kernels_ready(batch=True)):
+    with note_if_slow(SLOW_SEARCH_AFTER, SLOW_RUN_NOTE, lambda: api.kernels_compiling(batch=True)):
         s = api.run(index_path, queries, out, k, threads, mode, budget, fmt, tag, model, channel_weights, slack)
     if s.skipped:
         echo(f"note: {count_queries(len(s.skipped))} skipped ({skipped_reasons(s.skipped, s.reasons)})", err=True)

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ckqti.errors import InputError
+
 PAD, UNK = 0, 1
 PAD_TERM, UNK_TERM = "[PAD]", "[UNK]"
 
@@ -119,7 +121,16 @@ class Vocabulary:
 
     @classmethod
     def load(cls, path: str | Path) -> "Vocabulary":
-        d = json.loads(Path(path).read_text())
-        return cls(
-            d["terms"], np.asarray(d["df"], np.int64), np.asarray(d["cf"], np.int64), d["num_docs"], d["total_terms"]
-        )
+        """A vocabulary :meth:`save` wrote; anything else is an :class:`InputError` naming ``path``
+        (a file whose ids 0 and 1 are not ``[PAD]`` and ``[UNK]`` would make two real terms padding
+        and unknown)."""
+        try:
+            d = json.loads(Path(path).read_text())
+            vocab = cls(d["terms"], np.asarray(d["df"], np.int64), np.asarray(d["cf"], np.int64),
+                        int(d["num_docs"]), int(d["total_terms"]))
+        except (ValueError, KeyError, TypeError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            raise InputError(f"not a vocabulary file ({type(e).__name__}: {e})", path) from None
+        if vocab.terms[:2] != [PAD_TERM, UNK_TERM]:
+            raise InputError(f"a vocabulary's first terms must be {PAD_TERM!r} and {UNK_TERM!r} (ids 0 and 1), "
+                             f"found {vocab.terms[:2]!r}", path)
+        return vocab

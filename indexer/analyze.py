@@ -73,7 +73,7 @@ class AnalyzedCorpus:
             corpus = cls(np.load(directory / "offsets.npy"), np.load(directory / "tokens.npy"), docs,
                          Vocabulary.load(directory / "vocab.json"),
                          int(json.loads((directory / "DONE").read_text()).get("clicked", 0)))
-        except (OSError, ValueError, KeyError, EOFError, pa.ArrowException):  # JSONDecodeError is a ValueError
+        except (OSError, ValueError, KeyError, EOFError, pa.ArrowException, InputError):  # JSONDecodeError: a ValueError
             (directory / "DONE").unlink(missing_ok=True)
             return None
         if len(corpus.offsets) != len(docs["docid"]) + 1 or corpus.offsets[-1] != len(corpus.tokens):

@@ -16,12 +16,11 @@ from pathlib import Path
 
 from ckqti.errors import InputError
 from ckqti.files import check_folder_of, check_not_input, replacing
-from indexer.readers.formats import is_int, iter_lines
+from indexer.readers.formats import is_decimal, is_int, iter_lines
 
 Ranking = Mapping[str, float] | Iterable[tuple[str, float]]
 
 _WHITESPACE = re.compile(r"\s")
-_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(inf|infinity|nan)", re.IGNORECASE)
 
 
 def check_run_path(path: str | Path, tag: str | None = None, inputs: Mapping[str, str | Path | None] | None = None) -> None:
@@ -131,7 +130,7 @@ def _run_rows(path: str | Path) -> Iterator[tuple[int, str, str, float]]:
             continue
         if len(cols) != 6:
             raise InputError(f"expected 6 run columns (qid Q0 docid rank score tag), found {len(cols)}", path, number)
-        if not (is_int(cols[3]) and _DECIMAL.fullmatch(cols[4])):  # Python's int and float also take "1_0" (trec_eval: 1)
+        if not (is_int(cols[3]) and is_decimal(cols[4])):  # Python's int and float also take "1_0" (trec_eval: 1)
             raise InputError(f"bad rank {cols[3]!r} or score {cols[4]!r}", path, number)  # and other scripts' digits
         score = float(cols[4])
         if not math.isfinite(score):

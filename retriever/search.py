@@ -525,8 +525,24 @@ def kernels_ready(batch: bool = False) -> bool:
     """Whether this process holds the search kernel (``batch``: batch search's) compiled or loaded
     from Numba's cache: the first search after an install compiles it, for 10-20 s on 2 cores. (A
     dispatcher's overloads appear when its compiling ends; a dict's truth is read atomically, so the
-    check is safe from another thread while it compiles.)"""
-    return bool((saat_batch if batch else saat_topk).overloads)
+    check is safe from another thread while it compiles.) With ``NUMBA_DISABLE_JIT=1`` it is plain
+    Python: always ready."""
+    return bool(getattr(saat_batch if batch else saat_topk, "overloads", True))
+
+
+def kernels_compiling(batch: bool = False) -> bool:
+    """Whether this process is compiling the search kernel (``batch``: batch search's) now: the
+    first search after an install, 10-20 s on 2 cores. Not before its first call, nor while it
+    loads from Numba's cache (:func:`compiling`)."""
+    return compiling(saat_batch if batch else saat_topk)
+
+
+def compiling(kernel) -> bool:
+    """Whether a Numba dispatcher is compiling now: it was called, found no usable entry in its
+    cache (Numba counts that miss before it starts compiling) and holds no compiled version yet.
+    A plain function (``NUMBA_DISABLE_JIT=1``) never compiles."""
+    overloads = getattr(kernel, "overloads", None)
+    return overloads is not None and not overloads and bool(kernel.stats.cache_misses)
 
 
 def search_json(searcher: Searcher, res: SearchResult) -> dict:

@@ -18,7 +18,7 @@ def snippet(text: str, query_terms: set[str], analyzer: Analyzer, width: int = 3
     """The ``width``-word window of ``text`` with the most words analyzing to a query term,
     starting ``context`` words before its first such word (so that a display cut short still shows
     it), every word cut at :data:`MAX_WORD` characters and the query terms in it wrapped in ``mark``
-    (:func:`marked`).
+    (:func:`marked`); a text that fits (in ``width`` words and ``columns``) is shown whole.
 
     ``columns``: the snippet is cut (:func:`clip`) to that many terminal columns, with fewer
     context words where they would push the first marked word past the cut."""
@@ -42,6 +42,10 @@ def snippet(text: str, query_terms: set[str], analyzer: Analyzer, width: int = 3
         suffix = " ..." if start + width < len(words) else ""
         return prefix + " ".join(shown) + suffix
 
+    if len(words) <= width:  # a short text fits whole ("... and iron [supplements]" hid what fit)
+        whole = shown_from(0)
+        if columns is None or columns_of(whole) <= columns:
+            return whole
     if columns is None:
         return shown_from(start)
     first_shown = marked(shorten(words[first]), query_terms, analyzer, mark) if hits[first] else ""

@@ -38,6 +38,7 @@ EXTENSIONS: dict[str, str] = {
 MAX_LINE_BYTES = 64 * 2**20  # longer is no document line: a file without line breaks (JSON, not JSONL), or a gzip bomb
 _WHITESPACE = re.compile(r"\s")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(inf|infinity|nan)", re.IGNORECASE)
 MAX_GRADE = 10**6  # a relevance grade's largest size: trec_eval (pytrec_eval) holds grades in a C int and
 # allocates memory for every level up to the largest (2**31 - 1: a minute and gigabytes; 10**7: 80 MB)
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # what json.loads leaves of an unpaired \ud800-\udfff escape
@@ -236,6 +237,13 @@ def parse_int(value: str, what: str, path: str | Path, number: int) -> int:
 def is_int(value: str) -> bool:
     """Whether :func:`parse_int` reads ``value`` as an integer (in range or not)."""
     return _INTEGER.fullmatch(value) is not None
+
+
+def is_decimal(value: str) -> bool:
+    """Whether ``value`` is a number in plain decimal or scientific notation (or inf, nan), as
+    trec_eval and other tools read one: Python's ``float`` also takes ``"1_0"`` (10), surrounding
+    whitespace and other scripts' digits."""
+    return _DECIMAL.fullmatch(value) is not None
 
 
 def tagged_blocks(path: str | Path, tag: str) -> Iterator[tuple[int, str, str]]:

@@ -51,6 +51,20 @@ def test_channel_weight_option_reaches_the_searcher_and_bad_values_fail_cleanly(
     assert "a number >= 0" in " ".join(invoke("search", "--help").output.split())  # the help says so
 
 
+def test_channel_weights_are_plain_decimal_numbers(scifact_index):
+    """Python's float() read ``idf=1_0`` as 10 (the run reader refuses that form), `` 1`` and other
+    scripts' digits: a weight is plain decimal or scientific notation, else a one-line usage error."""
+    for w in ("1_0", " 1", "1 ", "\u0661", "0x1", "1e", "."):
+        res = invoke("search", "white matter", "--index", scifact_index, "--channel-weight", f"idf={w}")
+        assert res.exit_code == 2 and res.output.splitlines()[-1] == (
+            f"Error: Invalid value for '--channel-weight': 'idf={w}': expected NAME=WEIGHT, e.g. one=0.5"), (w, res.output)
+    plain = api.search("white matter", scifact_index, k=3)
+    for w in ("2", "2.", "+2.0", ".2e1", "20E-1"):
+        res = invoke("search", "white matter", "--index", scifact_index, "-k", 3, "--json", "--channel-weight", f"idf={w}")
+        assert res.exit_code == 0, (w, res.output)
+        assert [h["score"] for h in json.loads(res.stdout)["hits"]] == pytest.approx([2 * h.score for h in plain.hits])
+
+
 def test_every_channel_weighted_zero_is_one_line_on_search_and_run(tmp_path, scifact_index):
     """A weight of 0 switches a channel off; NDRM2's one channel at 0 would leave nothing to
     score: refused in one line, rc != 0, no traceback, and ``run`` writes no file."""
@@ -177,6 +191,27 @@ def test_search_columns_line_up_after_a_wide_docid(tmp_path):
     title_at = {columns_of(line) - columns_of(line.split(None, 3)[3]) for line in heads}
     snippet_at = {columns_of(line) - columns_of(line.lstrip()) for line in res.stdout.splitlines() if line[:3].isspace()}
     assert len(score_at) == 1 and len(title_at) == 1 and snippet_at == title_at, res.stdout
+
+
+def test_search_columns_line_up_for_scores_of_any_width(scifact_index):
+    """Scores were printed 9 wide: one of 10,000 or more (channel weights up to 1e6 scale them)
+    pushed its title and snippet right of the other hits'."""
+    from dataclasses import replace
+
+    from ckqti.cli import search_lines
+    from ckqti.terminal import columns_of
+
+    searcher = api.open_searcher(scifact_index)
+    res = searcher.search("white matter", 4)
+    assert len(res.hits) == 4
+    for scores in ((123456.5, 75921.25, 983.5, -2.5), (3.5, 2.25, 1.0, 0.5)):
+        hits = [replace(h, score=x) for h, x in zip(res.hits, scores)]
+        lines = search_lines(searcher, replace(res, hits=hits))
+        heads = [line for line in lines if line[:3].strip()]
+        text_at = {columns_of(line) - columns_of(line.split(None, 3)[3]) for line in heads}
+        below_at = {columns_of(line) - columns_of(line.lstrip()) for line in lines if line[:3].isspace()}
+        assert len(heads) == 4 and len(text_at) == 1 and below_at <= text_at, lines
+        assert [float(line.split()[2]) for line in heads] == list(scores)
 
 
 def test_search_names_terms_that_add_nothing(tmp_path):
@@ -757,7 +792,7 @@ def test_a_search_still_running_after_a_while_says_why_it_may_be(scifact_index, 
     monkeypatch.setattr(cli_mod, "SLOW_SEARCH_AFTER", 0.05)
     res = invoke("search", "white matter", "--index", scifact_index, "-k", "2")
     assert res.exit_code == 0 and "note:" not in res.stderr, res.stderr  # slow, but with its kernel ready: no news
-    monkeypatch.setattr(api, "kernels_ready", lambda batch=False: False)  # as while a first search compiles
+    monkeypatch.setattr(api, "kernels_compiling", lambda batch=False: not batch)  # as while a first search compiles
     res = invoke("search", "white matter", "--index", scifact_index, "-k", "2")
     assert res.exit_code == 0 and res.stderr.splitlines()[0] == cli_mod.SLOW_SEARCH_NOTE, res.stderr
     assert res.stdout.startswith("  1  ") and "note:" not in res.stdout  # the hits, on stdout alone
@@ -772,9 +807,9 @@ def test_a_first_run_compiling_its_batch_kernel_says_so(tmp_path, scifact_index,
 
     import ckqti.cli as cli_mod
 
-    fresh = subprocess.run([sys.executable, "-c", "from ckqti import api; print(api.kernels_ready(), api.kernels_ready(True))"],
-                           capture_output=True, text=True, timeout=120)
-    assert fresh.stdout.split() == ["False", "False"], fresh.stderr  # nothing compiled or loaded before a first search
+    fresh = subprocess.run([sys.executable, "-c", "from ckqti import api; print(api.kernels_ready(), api.kernels_ready(True), "
+                            "api.kernels_compiling(), api.kernels_compiling(True))"], capture_output=True, text=True, timeout=120)
+    assert fresh.stdout.split() == ["False"] * 4, fresh.stderr  # nothing compiled, loaded or compiling before a first search
     queries = tmp_path / "q.tsv"
     queries.write_text("q1\tcell\n")
     real = api.run
@@ -785,13 +820,61 @@ def test_a_first_run_compiling_its_batch_kernel_says_so(tmp_path, scifact_index,
 
     monkeypatch.setattr(api, "run", slow)
     monkeypatch.setattr(cli_mod, "SLOW_SEARCH_AFTER", 0.05)
-    for ready in (False, True):
-        monkeypatch.setattr(api, "kernels_ready", lambda batch=False, ready=ready: ready or not batch)
+    for compiling in (True, False):
+        monkeypatch.setattr(api, "kernels_compiling", lambda batch=False, compiling=compiling: compiling and batch)
         res = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "r.trec")
-        assert res.exit_code == 0 and (cli_mod.SLOW_RUN_NOTE in res.stderr) == (not ready), res.stderr
+        assert res.exit_code == 0 and (cli_mod.SLOW_RUN_NOTE in res.stderr) == compiling, res.stderr
     from retriever.search import kernels_ready
 
     assert kernels_ready(batch=True)  # this process has run a batch by now
+
+
+def test_a_slow_run_that_compiles_nothing_says_nothing_of_compiling(tmp_path, scifact_index, monkeypatch):
+    """A run slow before its first search (a busy machine, a long queries file) printed the
+    compiling note though nothing compiled, even when it then failed on its queries file."""
+    import time
+
+    from numba import njit
+
+    import ckqti.cli as cli_mod
+    import retriever.search as search_mod
+
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\n")  # no text column: the run fails before any search
+    real = api.run
+
+    def slow(*args, **kwargs):
+        time.sleep(0.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(api, "run", slow)
+    monkeypatch.setattr(cli_mod, "SLOW_SEARCH_AFTER", 0.05)
+    monkeypatch.setattr(search_mod, "saat_batch", njit(lambda: 0))  # a batch kernel not yet called, as in a new process
+    res = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "r.trec")
+    assert res.exit_code == 1 and res.stderr.splitlines() == [
+        f"Error: {queries}:1: expected 2 tab-separated columns (qid, text), found 1"], res.stderr
+
+
+def test_a_compile_that_begins_after_the_wait_is_still_noted(monkeypatch, capsys):
+    """A run may read its index and queries for longer than the wait before its kernel starts
+    compiling: the note comes when it does, not only if it already did at the wait's end."""
+    import threading
+
+    import ckqti.cli as cli_mod
+
+    monkeypatch.setattr(cli_mod, "NOTE_POLL", 0.01)
+    looks = []
+    third = threading.Event()
+
+    def compiling() -> bool:
+        looks.append(1)
+        if len(looks) >= 3:
+            third.set()
+        return len(looks) >= 3  # compiling from the third look on
+
+    with cli_mod.note_if_slow(0.01, "note: compiling", compiling):
+        assert third.wait(30)
+    assert capsys.readouterr().err == "note: compiling\n" and len(looks) == 3
 
 
 def test_rerank_and_explain_take_orcas_as_the_api_does_and_say_its_errors_as_index_does(clicked_collection, tmp_path):

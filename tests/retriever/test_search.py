@@ -561,3 +561,31 @@ def test_search_many_in_bounded_parts_and_deep_k_over_small_shards(tmp_path, sci
         one = searcher.search(q, 600)
         assert [(h.docid, h.score) for h in r.hits] == [(h.docid, h.score) for h in one.hits]
         assert len(r.hits) > 10 or q == "zzqx"
+
+
+def test_compiling_is_true_only_while_a_kernel_compiles():
+    """``ckqti search``/``run`` say the kernels are compiling only when they are: not before a
+    first call, not after it (nor for a plain function, as under ``NUMBA_DISABLE_JIT=1``)."""
+    from numba import njit
+    from numba.core import event
+
+    from retriever.search import compiling
+
+    @njit
+    def add_one(x):
+        return x + 1
+
+    seen = []
+
+    class Listener(event.Listener):
+        def on_start(self, ev):
+            if ev.data["dispatcher"] is add_one:
+                seen.append(compiling(add_one))
+
+        def on_end(self, ev):
+            pass
+
+    assert not compiling(add_one) and not compiling(add_one.py_func)
+    with event.install_listener("numba:compile", Listener()):
+        assert add_one(1) == 2
+    assert seen == [True] and not compiling(add_one)

@@ -47,7 +47,8 @@ def _reference(text, query_terms, analyzer, width, context, mark):
         if sum(hits[at : last + 1]) > best:
             best, best_at = sum(hits[at : last + 1]), at
     first = next((i for i in range(best_at, min(best_at + width, len(words))) if hits[i]), best_at)
-    start = max(best_at, first - context)
+    start = 0 if len(words) <= width else max(best_at, first - context)  # a text that fits is shown whole
+
     def marked(w):  # the runs of ASCII letters and digits that analyze to a query term, else the whole word
         runs = re.split("([0-9A-Za-z]+)", w)
         out = [f"{mark[0]}{r}{mark[1]}" if i % 2 and set(analyzer(r)) & query_terms else r for i, r in enumerate(runs)]
@@ -93,3 +94,17 @@ def test_a_snippet_cut_to_columns_drops_context_words_to_show_its_first_hit():
     out = snippet(text, {"cell"}, Analyzer(), mark=("[", "]"), columns=60)
     assert "[cells]" in out and columns_of(out) <= 60
     assert snippet(text, {"cell"}, Analyzer(), mark=("[", "]")).startswith("x" * (MAX_WORD - 1))  # no cut asked
+
+
+def test_a_short_text_that_fits_is_shown_whole():
+    """A text shorter than the snippet started 3 words before its first hit all the same:
+    ``... and iron supplements [vitamin]`` hid the words that fit before it."""
+    text = "Daily folic acid and iron supplements vitamin"
+    terms, analyzer = {"vitamin"}, Analyzer()
+    whole = "Daily folic acid and iron supplements [vitamin]"
+    assert snippet(text, terms, analyzer, mark=("[", "]")) == whole
+    assert snippet(text, terms, analyzer, mark=("[", "]"), columns=len(whole)) == whole
+    narrow = snippet(text, terms, analyzer, mark=("[", "]"), columns=40)  # too wide for the columns: cut as before
+    assert narrow == "... and iron supplements [vitamin]"
+    longer = snippet(" ".join(["w"] * 40 + [text]), terms, analyzer, mark=("[", "]"))  # more words than the window
+    assert longer.startswith("... and iron supplements [vitamin]")

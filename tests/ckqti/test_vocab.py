@@ -1,0 +1,40 @@
+"""Vocabulary files: what ``save`` writes, ``load`` reads; anything else is one line naming the file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ckqti.errors import InputError
+from ckqti.vocab import PAD, UNK, Vocabulary
+
+
+def test_a_saved_vocabulary_loads_as_it_was(tmp_path):
+    vocab = Vocabulary.build([["cell", "membrane"], ["cell"]])
+    vocab.save(tmp_path / "vocab.json")
+    back = Vocabulary.load(tmp_path / "vocab.json")
+    assert back.terms == vocab.terms and back.df.tolist() == [0, 0, 2, 1] and back.num_docs == 2
+    assert back.id("cell") == 2 and back.id("zeta") == UNK
+
+
+@pytest.mark.parametrize("terms", [["cell", "membrane", "wall"], ["[UNK]", "[PAD]", "cell"], ["[PAD]"]])
+def test_a_vocabulary_without_pad_and_unk_first_is_refused(tmp_path, terms):
+    """Ids 0 and 1 are padding and unknown everywhere: a file without ``[PAD]`` and ``[UNK]`` first
+    loaded, and its first two real terms were then read as padding and unknown."""
+    path = tmp_path / "vocab.json"
+    n = len(terms)
+    path.write_text(json.dumps({"terms": terms, "df": [1] * n, "cf": [1] * n, "num_docs": 1, "total_terms": n}))
+    with pytest.raises(InputError) as e:
+        Vocabulary.load(path)
+    assert str(e.value) == (f"{path}: a vocabulary's first terms must be '[PAD]' and '[UNK]' (ids {PAD} and {UNK}), "
+                            f"found {terms[:2]!r}")
+
+
+@pytest.mark.parametrize("text", ['{"terms": ["[PAD]", "[UNK]"', '{"terms": ["[PAD]", "[UNK]"]}', "[1, 2]", "\xff"])
+def test_a_file_that_is_no_vocabulary_is_one_line_naming_it(tmp_path, text):
+    path = tmp_path / "vocab.json"
+    path.write_bytes(text.encode("latin-1"))
+    with pytest.raises(InputError, match="not a vocabulary file") as e:
+        Vocabulary.load(path)
+    assert str(e.value).startswith(f"{path}: ") and "\n" not in str(e.value)
