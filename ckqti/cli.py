@@ -186,8 +186,8 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
         echo(f"appended {m.appends[-1]['num_docs']} documents: {m.num_docs} documents, {m.num_postings} postings, "
              f"{len(m.shards)} shard(s) in {index_path}"
              + (clicked_note(m.appends[-1]["corpus"].get("orcas_documents")) if orcas else ""))
-        if m.appends[-1]["clipped_impacts"]:
-            echo(f"note: {m.appends[-1]['clipped_impacts']:,} impacts of the new documents were above the build's "
+        if clipped := m.appends[-1].get("clipped_impacts"):
+            echo(f"note: {clipped:,} impacts of the new documents were above the build's "
                  "largest and are stored as 255 (`ckqti info` counts them; rebuild if many: docs/INDEX.md)", err=True)
         return
     if out is None:
