@@ -274,11 +274,31 @@ def info_lines(info) -> list[str]:
         clicks = f" with ORCAS clicks from {info.orcas}{clicked_note(info.orcas_documents)}" if info.orcas else ""
         lines.append(f"built from  {info.corpus}{clicks}{built}{since}")
     if info.clipped_impacts:
-        lines.append(f"clipped     {info.clipped_impacts:,} appended impacts above the build's largest (stored as 255)")
+        lines.append(clipped_line(info.clipped_impacts, info.appended_clipped_impacts))
     if info.unfinished:
         lines.append(f"unfinished  {info.unfinished} (an interrupted build; the same ckqti index command resumes it)")
+    if info.leftovers:
+        lines.append(leftovers_line(info.leftovers, size["leftovers"], info.writing))
     lines.append("checksums   " + ("verified" if info.verified else "not checked (--verify)"))
     return lines
+
+
+def clipped_line(clipped: int, appended: int) -> str:
+    """Impacts stored as 255 though above 255 quantization steps: at build time (only forced steps
+    clip there) and by appends (new documents scoring above the build's largest)."""
+    parts = [f"{clipped - appended:,} at build (forced quantization steps)"] if clipped > appended else []
+    parts += [f"{appended:,} appended, above the build's largest"] if appended else []
+    return f"clipped     {clipped:,} impacts stored as 255: {'; '.join(parts)}"
+
+
+def leftovers_line(names: list[str], size: str, writing: int | None) -> str:
+    """What an interrupted append or compaction left in the index, or what a running one has written so far."""
+    shown = ", ".join(n + ("" if n.endswith(".arrow") else "/") for n in names[:3])
+    shown += f" and {len(names) - 3} more" if len(names) > 3 else ""
+    if writing is not None:
+        return f"writing     an append or compaction (process {writing}) is writing: {size} so far ({shown})"
+    return (f"leftovers   {len(names)} item(s), {size}, of an interrupted append or compaction ({shown}); "
+            "the next ckqti index --append or ckqti compact removes them")
 
 
 @cli.command("search")

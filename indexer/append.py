@@ -19,7 +19,6 @@ the next append or compaction). One writer at a time: ``INDEX/.writer.lock`` (:m
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import time
 from dataclasses import asdict, replace
@@ -37,10 +36,12 @@ from indexer.build import check_input_files, corpus_record, quantize_raw, score_
 from indexer.format import (
     DOCS_FILE,
     MANIFEST,
+    SHARD_RE,
     Manifest,
     ShardInfo,
     file_checksum,
     shard_name,
+    strays,
     verify_files,
     vocab_file_name,
 )
@@ -50,7 +51,6 @@ from indexer.quantize import Quantizer
 from indexer.shards import write_shard
 
 LOCK = ".writer.lock"
-_SHARD_RE = re.compile(r"shard-(\d+)$")
 
 
 # --- writing next to a live index -------------------------------------------------------
@@ -63,24 +63,18 @@ def writer_lock(index: Path, wait: bool = False):
 
 
 def remove_strays(index: Path, manifest: Manifest) -> None:
-    """Delete what an interrupted append or compaction left: shard directories and vocabulary
-    files the manifest does not name, and work directories. A folder holding a manifest is an
-    index of its own that someone put there, never a leftover: it stays."""
-    keep = {s.name for s in manifest.shards} | {manifest.vocab_file}
-    for p in index.iterdir():
-        stray_shard = p.is_dir() and _SHARD_RE.match(p.name) and p.name not in keep and not (p / MANIFEST).exists()
-        stray_vocab = p.is_file() and p.name.startswith("vocab") and p.suffix == ".arrow" and p.name not in keep
-        work = p.is_dir() and p.name.startswith((".append-", ".compact-"))
-        if stray_shard or work:
+    """Delete what an interrupted append or compaction left (:func:`indexer.format.strays`)."""
+    for p in strays(index, manifest):
+        if p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
-        elif stray_vocab:
+        else:
             p.unlink(missing_ok=True)
 
 
 def next_shard_number(index: Path, manifest: Manifest) -> int:
     """A shard number above every shard the manifest names or the directory holds."""
     names = [s.name for s in manifest.shards] + [p.name for p in index.iterdir()]
-    numbers = [int(m.group(1)) for m in map(_SHARD_RE.match, names) if m]
+    numbers = [int(m.group(1)) for m in map(SHARD_RE.match, names) if m]
     return max(numbers, default=-1) + 1
 
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -72,6 +73,26 @@ def vocab_file_name(generation: int) -> str:
 
 def shard_name(i: int) -> str:
     return f"shard-{i:05d}"
+
+
+SHARD_RE = re.compile(r"shard-(\d+)$")
+WORK_PREFIXES = (".append-", ".compact-")  # INDEX/.append-PID/, INDEX/.compact-PID/: a writer's work directory
+
+
+def strays(directory: Path, manifest: "Manifest") -> list[Path]:
+    """What an interrupted append or compaction left in the index ``directory``: its work
+    directories and the shard directories and vocabulary files the manifest does not name
+    (sorted by name). A folder holding a manifest is an index of its own that someone put
+    there, never a leftover."""
+    keep = {s.name for s in manifest.shards} | {manifest.vocab_file}
+    found = []
+    for p in directory.iterdir():
+        shard = p.is_dir() and SHARD_RE.match(p.name) and p.name not in keep and not (p / MANIFEST).exists()
+        vocab = p.is_file() and p.name.startswith("vocab") and p.suffix == ".arrow" and p.name not in keep
+        work = p.is_dir() and p.name.startswith(WORK_PREFIXES)
+        if shard or vocab or work:
+            found.append(p)
+    return sorted(found)
 
 
 def file_checksum(path: str | Path, chunk: int = 1 << 22) -> str:
@@ -114,7 +135,7 @@ class Manifest:
     channels: list[dict] = field(default_factory=lambda: [{"weight": "one", "step": 1.0}])
     collection: dict = field(default_factory=dict)  # num_docs, total_terms: the statistics idf is computed from
     model_constants: dict = field(default_factory=dict)  # model.index_constants() of the build, reused by appends
-    clipped_impacts: int = 0  # appended impacts above 255 * step, stored as 255
+    clipped_impacts: int = 0  # impacts above 255 * step, stored as 255: at build (forced steps) and by appends
     appends: list[dict] = field(default_factory=list)
     generation: int = 0  # appends and compactions so far
     vocab_file: str = VOCAB_FILE

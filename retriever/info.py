@@ -7,7 +7,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ckqti.errors import IndexFormatError
-from indexer.format import DOCS_FILE, MANIFEST, SHARD_FILES, Manifest, verify_files
+from ckqti.files import alive
+from indexer.format import DOCS_FILE, MANIFEST, SHARD_FILES, WORK_PREFIXES, Manifest, strays, verify_files
 
 
 @dataclass(frozen=True)
@@ -16,10 +17,16 @@ class IndexInfo:
 
     Attributes:
         bytes: on disk, ``postings`` (postings, segments and term directory of every shard),
-            ``documents`` (the document stores), ``vocabulary`` and ``total`` (with the manifest).
+            ``documents`` (the document stores), ``vocabulary``, ``leftovers`` and ``total`` (with
+            the manifest).
         shards: ``name``, ``docs``, ``postings`` of each shard.
-        unfinished: a build, append or compaction left unfinished beside the index (its
-            ``.partial`` directory), else None.
+        clipped_impacts: impacts stored as 255 though above 255 steps, at build (forced steps) and
+            by appends; ``appended_clipped_impacts`` of them by appends.
+        unfinished: a build left unfinished beside the index (its ``.partial`` directory), else None.
+        leftovers: names of what an interrupted append or compaction left inside the index
+            (:func:`indexer.format.strays`: the next append or compaction removes them).
+        writing: the process id of an append or compaction writing the index now (its work
+            directory is among ``leftovers`` and its process is alive), else None.
         verified: whether every file's checksum was checked (and matched).
     """
 
@@ -41,7 +48,10 @@ class IndexInfo:
     generation: int
     appends: int
     clipped_impacts: int
+    appended_clipped_impacts: int
     unfinished: str | None
+    leftovers: list[str]
+    writing: int | None
     verified: bool
 
     def to_dict(self) -> dict:
@@ -54,6 +64,28 @@ def file_bytes(path: Path) -> int:
     if not path.is_file():
         raise IndexFormatError("index file missing", path)
     return path.stat().st_size
+
+
+def tree_bytes(path: Path) -> int:
+    """Bytes of a file, or of the files under a directory; what vanishes meanwhile (a live writer's
+    files) counts 0."""
+    paths = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+    total = 0
+    for p in paths:
+        try:
+            total += p.stat().st_size
+        except FileNotFoundError:
+            continue
+    return total
+
+
+def live_writer(leftovers: list[Path]) -> int | None:
+    """The process id of a running append or compaction whose work directory is among ``leftovers``."""
+    for p in leftovers:
+        pid = p.name.rpartition("-")[2]
+        if p.name.startswith(WORK_PREFIXES) and pid.isdigit() and alive(int(pid)):
+            return int(pid)
+    return None
 
 
 def index_info(path: str | Path, verify: bool = False) -> IndexInfo:
@@ -72,7 +104,9 @@ def index_info(path: str | Path, verify: bool = False) -> IndexInfo:
     documents = sizes[DOCS_FILE]
     postings = sum(sizes.values()) - documents
     vocabulary = file_bytes(path / m.vocab_file)
-    total = postings + documents + vocabulary + file_bytes(path / MANIFEST)
+    left = strays(path, m)
+    leftovers = sum(tree_bytes(p) for p in left)
+    total = postings + documents + vocabulary + leftovers + file_bytes(path / MANIFEST)
     return IndexInfo(
         path=str(path),
         format_version=m.format_version,
@@ -84,7 +118,8 @@ def index_info(path: str | Path, verify: bool = False) -> IndexInfo:
         channels=[c["weight"] for c in m.channels],
         quantization=dict(m.quantization),
         shards=[{"name": s.name, "docs": s.num_docs, "postings": s.num_postings} for s in m.shards],
-        bytes={"postings": postings, "documents": documents, "vocabulary": vocabulary, "total": total},
+        bytes={"postings": postings, "documents": documents, "vocabulary": vocabulary, "leftovers": leftovers,
+               "total": total},
         corpus=m.corpus.get("path"),
         orcas=m.corpus.get("orcas"),
         orcas_documents=m.corpus.get("orcas_documents"),
@@ -92,6 +127,9 @@ def index_info(path: str | Path, verify: bool = False) -> IndexInfo:
         generation=m.generation,
         appends=len(m.appends),
         clipped_impacts=m.clipped_impacts,
+        appended_clipped_impacts=sum(a.get("clipped_impacts", 0) for a in m.appends),
         unfinished=str(partial) if partial.is_dir() else None,
+        leftovers=[p.name for p in left],
+        writing=live_writer(left),
         verified=verify,
     )

@@ -127,6 +127,19 @@ def test_info_prints_what_the_api_reports(scifact_index):
     assert res.exit_code == 0 and json.loads(res.stdout) == {**info.to_dict(), "verified": True}
 
 
+def test_info_notes_the_leftovers_of_an_interrupted_append(tmp_path, scifact_index):
+    """As it notes an unfinished build: one line, what and how many bytes, and what removes them."""
+    from tests.retriever.test_info import dead_pid, with_leftovers
+
+    pid = dead_pid()
+    res = invoke("info", "--index", with_leftovers(tmp_path, scifact_index, pid))
+    assert res.exit_code == 0, res.output
+    assert [line for line in res.stdout.splitlines() if line.startswith("leftovers")] == [
+        f"leftovers   3 item(s), 1.3 KiB, of an interrupted append or compaction (.append-{pid}/, shard-00003/, "
+        "vocab-00001.arrow); the next ckqti index --append or ckqti compact removes them"]
+    assert "leftovers" not in invoke("info", "--index", scifact_index).stdout
+
+
 def test_info_of_a_missing_index_is_one_line(tmp_path):
     res = invoke("info", "--index", tmp_path / "none")
     assert res.exit_code != 0 and "no such index directory" in res.output

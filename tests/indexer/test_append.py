@@ -348,11 +348,16 @@ def test_the_cli_append_says_how_many_impacts_it_clipped(tmp_path, parts, index_
     half = tuple(c["step"] / 2 for c in Manifest.read(index_a).channels)
     idx = tmp_path / "idx"
     factory, info = untrained_ndrm2(torch.device("cpu"))
-    build_index(a, idx, factory, info, BuildConfig(channel_steps=half), progress=False)
+    built = build_index(a, idx, factory, info, BuildConfig(channel_steps=half), progress=False).clipped_impacts
     res = CliRunner().invoke(cli, ["index", str(b), "--append", "--index", str(idx)])
     assert res.exit_code == 0, res.output
     clipped = Manifest.read(idx).appends[-1]["clipped_impacts"]
     assert clipped > 0 and f"note: {clipped:,} impacts of the new documents were above" in res.stderr
+    # info tells the build's clipping (forced steps) from the appends' (it called all of them appended)
+    res = CliRunner().invoke(cli, ["info", "--index", str(idx)])
+    assert [line for line in res.stdout.splitlines() if line.startswith("clipped")] == [
+        f"clipped     {built + clipped:,} impacts stored as 255: {built:,} at build (forced quantization steps); "
+        f"{clipped:,} appended, above the build's largest"]
 
 
 def test_shard_groups_are_consecutive_and_bounded():

@@ -1,4 +1,8 @@
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +65,38 @@ def test_a_missing_file_is_named_without_verify(tmp_path, scifact_index):
     shutil.rmtree(idx / "shard-00001")
     with pytest.raises(IndexFormatError, match=r"shard-00001/\w+\.arrow: index file missing"):
         index_info(idx)
+
+
+def dead_pid() -> int:
+    """The id of a process that has ended."""
+    proc = subprocess.Popen([sys.executable, "-c", ""])
+    proc.wait()
+    return proc.pid
+
+
+def with_leftovers(tmp_path, scifact_index, pid: int) -> Path:
+    """A copy of the index holding what an append (process ``pid``) killed before its commit leaves:
+    its work directory, a shard and a vocabulary file moved in that the manifest does not name; and
+    an index of someone's own in a folder named like a shard, which is no leftover."""
+    idx = tmp_path / "idx"
+    shutil.copytree(scifact_index, idx)
+    (idx / f".append-{pid}" / "shard-00004").mkdir(parents=True)
+    (idx / f".append-{pid}" / "shard-00004" / "postings.arrow").write_bytes(b"p" * 1000)
+    (idx / "shard-00003").mkdir()
+    (idx / "shard-00003" / "docs.arrow").write_bytes(b"d" * 300)
+    (idx / "vocab-00001.arrow").write_bytes(b"v" * 30)
+    shutil.copytree(scifact_index, idx / "shard-00009")  # holds a manifest: an index, not a leftover
+    return idx
+
+
+def test_leftovers_of_an_interrupted_append_are_named_and_counted(tmp_path, scifact_index):
+    """An append or compaction killed before its commit leaves files inside the index that the next
+    one removes: info names them and counts their bytes in the total (it left both out)."""
+    clean = index_info(scifact_index)
+    assert clean.leftovers == [] and clean.writing is None and clean.bytes["leftovers"] == 0
+    pid = dead_pid()
+    info = index_info(with_leftovers(tmp_path, scifact_index, pid))
+    assert info.leftovers == [f".append-{pid}", "shard-00003", "vocab-00001.arrow"] and info.writing is None
+    assert info.bytes["leftovers"] == 1330
+    assert info.bytes["total"] == clean.bytes["total"] + 1330
+    assert index_info(with_leftovers(tmp_path / "live", scifact_index, os.getpid())).writing == os.getpid()
