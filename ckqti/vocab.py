@@ -122,15 +122,26 @@ class Vocabulary:
     @classmethod
     def load(cls, path: str | Path) -> "Vocabulary":
         """A vocabulary :meth:`save` wrote; anything else is an :class:`InputError` naming ``path``
-        (a file whose ids 0 and 1 are not ``[PAD]`` and ``[UNK]`` would make two real terms padding
-        and unknown)."""
+        (:func:`checked`)."""
         try:
             d = json.loads(Path(path).read_text())
             vocab = cls(d["terms"], np.asarray(d["df"], np.int64), np.asarray(d["cf"], np.int64),
                         int(d["num_docs"]), int(d["total_terms"]))
         except (ValueError, KeyError, TypeError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             raise InputError(f"not a vocabulary file ({type(e).__name__}: {e})", path) from None
-        if vocab.terms[:2] != [PAD_TERM, UNK_TERM]:
-            raise InputError(f"a vocabulary's first terms must be {PAD_TERM!r} and {UNK_TERM!r} (ids 0 and 1), "
-                             f"found {vocab.terms[:2]!r}", path)
-        return vocab
+        return checked(vocab, path)
+
+
+def checked(vocab: Vocabulary, path: str | Path) -> Vocabulary:
+    """``vocab`` as read from ``path`` (a vocabulary file, a checkpoint), if ids 0 and 1 are ``[PAD]``
+    and ``[UNK]`` (else two real terms would be read as padding and unknown) and ``df`` and ``cf``
+    hold a count for every term; else an :class:`InputError` naming ``path``."""
+    if vocab.terms[:2] != [PAD_TERM, UNK_TERM]:
+        raise InputError(f"a vocabulary's first terms must be {PAD_TERM!r} and {UNK_TERM!r} (ids {PAD} and {UNK}), "
+                         f"found {vocab.terms[:2]!r}", path)
+    for name in ("df", "cf"):
+        counts = getattr(vocab, name)
+        if counts.ndim != 1 or counts.shape[0] != len(vocab.terms):
+            raise InputError(f"a vocabulary's {name} must hold one count per term: {len(vocab.terms)} terms, "
+                             f"{name} of shape {tuple(counts.shape)}", path)
+    return vocab

@@ -46,7 +46,7 @@ from torch import Tensor, nn
 from ckqti.errors import CkqtiError
 from ckqti.files import replacing
 from ckqti.text import Analyzer
-from ckqti.vocab import Vocabulary
+from ckqti.vocab import Vocabulary, checked
 
 FORMAT = "ckqti-checkpoint"
 FORMAT_VERSION = 1
@@ -244,8 +244,8 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     """Read and verify a checkpoint written by :func:`save_checkpoint`.
 
     Raises:
-        CkqtiError: missing file, not a checkpoint, another format version, or a content
-            hash that does not match (a corrupted file).
+        CkqtiError: missing file, not a checkpoint, another format version, a vocabulary
+            :func:`ckqti.vocab.checked` refuses, or a content hash that does not match (a corrupted file).
     """
     p = Path(path)
     if not p.is_file():
@@ -262,7 +262,8 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     if missing:
         raise CkqtiError(f"checkpoint lacks {', '.join(missing)}", p)
     v = payload["vocab"]
-    vocab = Vocabulary(list(v["terms"]), v["df"].numpy().copy(), v["cf"].numpy().copy(), v["num_docs"], v["total_terms"])
+    vocab = checked(Vocabulary(list(v["terms"]), v["df"].numpy().copy(), v["cf"].numpy().copy(), v["num_docs"],
+                               v["total_terms"]), p)
     ckpt = Checkpoint(payload["kind"], payload["config"], payload["state_dict"], vocab, payload["analyzer"],
                       payload["meta"], payload["content_hash"], p.resolve(), payload["fallback"])
     if content_hash(ckpt.kind, ckpt.config, ckpt.analyzer, vocab, ckpt.state_dict, ckpt.fallback) != ckpt.content_hash:

@@ -38,3 +38,14 @@ def test_a_file_that_is_no_vocabulary_is_one_line_naming_it(tmp_path, text):
     with pytest.raises(InputError, match="not a vocabulary file") as e:
         Vocabulary.load(path)
     assert str(e.value).startswith(f"{path}: ") and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["df", "cf"])
+def test_counts_that_do_not_match_the_terms_are_refused(tmp_path, name):
+    """``df`` and ``cf`` hold a count per term id; a shorter list loaded, to fail later far from the file."""
+    path = tmp_path / "vocab.json"
+    row = {"terms": ["[PAD]", "[UNK]", "cell"], "df": [0, 0, 1], "cf": [0, 0, 1], "num_docs": 1, "total_terms": 1}
+    path.write_text(json.dumps({**row, name: [0, 0]}))
+    with pytest.raises(InputError) as e:
+        Vocabulary.load(path)
+    assert str(e.value) == f"{path}: a vocabulary's {name} must hold one count per term: 3 terms, {name} of shape (2,)"

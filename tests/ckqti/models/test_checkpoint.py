@@ -207,6 +207,25 @@ def test_other_kinds_round_trip_but_cannot_fill_an_index(tmp_path):
         load_for_indexing(tmp_path / "tk.pt")
 
 
+@pytest.mark.parametrize("terms, df, why", [
+    (["cell", "wall", "w2"], [1, 1, 1], r"first terms must be '\[PAD\]' and '\[UNK\]' \(ids 0 and 1\), found \['cell', 'wall'\]"),
+    (["[PAD]", "[UNK]", "cell"], [0, 0], r"df must hold one count per term: 3 terms, df of shape \(2,\)"),
+])
+def test_a_checkpoint_whose_vocabulary_is_not_one_is_one_line(tmp_path, terms, df, why):
+    """The vocabulary file check holds for a checkpoint's vocabulary too (it loaded, its first two
+    real terms then read as padding and unknown, or its counts misaligned with its terms)."""
+    from dataclasses import asdict
+
+    from ckqti.models.tk import TK, TKConfig
+    from ckqti.text import Analyzer
+
+    config = TKConfig(vocab_size=3, embedding_dim=16, num_heads=2, ff_dim=8)
+    vocab = Vocabulary(terms, np.array(df, np.int64), np.ones(3, np.int64), 1, 3)
+    save_checkpoint(tmp_path / "tk.pt", TK(config), "tk", asdict(config), vocab, Analyzer())
+    with pytest.raises(CkqtiError, match=f"^{tmp_path / 'tk.pt'}: a vocabulary's {why}$"):
+        load_checkpoint(tmp_path / "tk.pt")
+
+
 def test_repr_is_a_line_not_the_weights():
     from ckqti.models.loading import DEFAULT_CHECKPOINT
 
