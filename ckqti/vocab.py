@@ -132,11 +132,12 @@ class Vocabulary:
         return checked(vocab, path)
 
 
-def checked(vocab: Vocabulary, path: str | Path) -> Vocabulary:
+def checked(vocab: Vocabulary, path: str | Path, reserved: bool = True) -> Vocabulary:
     """``vocab`` as read from ``path`` (a vocabulary file, a checkpoint), if ids 0 and 1 are ``[PAD]``
-    and ``[UNK]`` (else two real terms would be read as padding and unknown) and ``df`` and ``cf``
-    hold a count for every term; else an :class:`InputError` naming ``path``."""
-    if vocab.terms[:2] != [PAD_TERM, UNK_TERM]:
+    and ``[UNK]`` (else two real terms would be read as padding and unknown; ``reserved`` False: a
+    WordPiece model's token list, with ids of its own) and ``df`` and ``cf`` hold a count for every
+    term; else an :class:`InputError` naming ``path``."""
+    if reserved and vocab.terms[:2] != [PAD_TERM, UNK_TERM]:
         raise InputError(f"a vocabulary's first terms must be {PAD_TERM!r} and {UNK_TERM!r} (ids {PAD} and {UNK}), "
                          f"found {vocab.terms[:2]!r}", path)
     for name in ("df", "cf"):

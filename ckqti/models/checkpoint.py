@@ -45,6 +45,7 @@ from torch import Tensor, nn
 
 from ckqti.errors import CkqtiError
 from ckqti.files import replacing
+from ckqti.models.inputs import WORDPIECE_ANALYZER
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary, checked
 
@@ -262,8 +263,9 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     if missing:
         raise CkqtiError(f"checkpoint lacks {', '.join(missing)}", p)
     v = payload["vocab"]
+    wordpiece = payload["analyzer"].get("tokenizer") == WORDPIECE_ANALYZER["tokenizer"]  # IDCM's tokens: [UNK] is 100
     vocab = checked(Vocabulary(list(v["terms"]), v["df"].numpy().copy(), v["cf"].numpy().copy(), v["num_docs"],
-                               v["total_terms"]), p)
+                               v["total_terms"]), p, reserved=not wordpiece)
     ckpt = Checkpoint(payload["kind"], payload["config"], payload["state_dict"], vocab, payload["analyzer"],
                       payload["meta"], payload["content_hash"], p.resolve(), payload["fallback"])
     if content_hash(ckpt.kind, ckpt.config, ckpt.analyzer, vocab, ckpt.state_dict, ckpt.fallback) != ckpt.content_hash:

@@ -226,6 +226,19 @@ def test_a_checkpoint_whose_vocabulary_is_not_one_is_one_line(tmp_path, terms, d
         load_checkpoint(tmp_path / "tk.pt")
 
 
+def test_a_wordpiece_checkpoint_keeps_its_own_token_ids(tmp_path):
+    """IDCM's vocabulary is its WordPiece token list ([UNK] is id 100): not held to [PAD], [UNK] first."""
+    from dataclasses import asdict
+
+    from ckqti.models.inputs import WORDPIECE_ANALYZER
+    from ckqti.models.tk import TK, TKConfig
+
+    config = TKConfig(vocab_size=3, embedding_dim=16, num_heads=2, ff_dim=8)
+    vocab = Vocabulary(["[PAD]", "[unused0]", "[UNK]"], np.zeros(3, np.int64), np.zeros(3, np.int64), 0, 0)
+    save_checkpoint(tmp_path / "wp.pt", TK(config), "tk", asdict(config), vocab, WORDPIECE_ANALYZER)
+    assert load_checkpoint(tmp_path / "wp.pt").vocab.terms == vocab.terms
+
+
 def test_repr_is_a_line_not_the_weights():
     from ckqti.models.loading import DEFAULT_CHECKPOINT
 
