@@ -350,6 +350,9 @@ def explain(query: str, docid: str, model: str | Path | None, corpus: str | Path
 
     check_keywords(explain_score, options)
     check_counts(options, "max_doc_length")
+    if (corpus is None) == (index_path is None):
+        raise OptionError("give exactly one of corpus or index_path: where to read the document from",
+                          ("corpus", "index_path"))
     if model is None:
         if index_path is None:
             raise OptionError("model is needed with a corpus (with an index, the index's model is the default)",

@@ -35,10 +35,24 @@ class EmbeddingStart(click.ParamType):
                   param, ctx)
 
 
+class Command(click.Command):
+    """An :class:`OptionError` of the command is a usage error in the command's context: exit 2 with
+    its ``Usage:`` line, as click's own usage errors (raised from the group, it had none)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except OptionError as e:
+            close_progress_bars()
+            raise click.UsageError(visible(e.as_flags()), ctx) from None
+
+
 class Group(click.Group):
     """Turns every :class:`CkqtiError`, an operating system's refusal (a read-only folder, a full
     disk) and a file cut short that no reader named, into a one-line message and a non-zero exit;
-    Ctrl-C into ``interrupted`` and exit 130."""
+    Ctrl-C into ``interrupted`` and exit 130. Its commands are :class:`Command` instances."""
+
+    command_class = Command
 
     def invoke(self, ctx):
         try:
@@ -616,12 +630,11 @@ def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, col
                 orcas):
     """Why the model scores DOCID as it does for QUERY: regions, kernels or term contributions."""
     check_format_needs_corpus(fmt, corpus)
+    if (corpus is None) == (index_path is None):
+        raise click.UsageError("give exactly one of --corpus or --index: where to read DOCID from")
     query = decoded_argument(query)
-    try:
-        e = api.explain(query, docid, model_path, corpus, index_path, html_out, fmt=fmt, device=device,
-                        adapt_vocabulary=adapt_vocabulary, orcas=orcas)
-    except OptionError as err:  # raised in the command, not the group: click adds explain's usage line
-        raise click.UsageError(err.as_flags()) from None
+    e = api.explain(query, docid, model_path, corpus, index_path, html_out, fmt=fmt, device=device,
+                    adapt_vocabulary=adapt_vocabulary, orcas=orcas)
     if as_json:
         click.echo(json.dumps(e.to_dict()))
         return

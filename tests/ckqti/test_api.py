@@ -73,6 +73,9 @@ def test_rerank_explain_evaluate_and_open_searcher_check_their_arguments(tmp_pat
         api.explain("cancer", "x", "ndrm2", index_path=scifact_index, bogus=1)
     with pytest.raises(InputError, match="is a directory"):
         api.explain("cancer", "x", "ndrm2", index_path=scifact_index, html_out=tmp_path)
+    for model in (None, "ndrm2"):  # neither source: said before the model (it was "model is needed with a corpus")
+        with pytest.raises(OptionError, match="^give exactly one of corpus or index_path"):
+            api.explain("cancer", "x", model)
     for level in ("2", 2.5, 0):
         with pytest.raises(OptionError, match="rel_level must be an integer >= 1"):
             api.evaluate(tmp_path / "r.trec", tmp_path / "qrels", rel_level=level)

@@ -140,6 +140,20 @@ def test_info_notes_the_leftovers_of_an_interrupted_append(tmp_path, scifact_ind
     assert "leftovers" not in invoke("info", "--index", scifact_index).stdout
 
 
+def test_option_errors_are_usage_errors_of_their_command(tmp_path, scifact_index):
+    """An option the API refuses (OptionError) reads as click's own usage errors: exit 2 and the
+    command's Usage line (raised through the group, it had none); explain with neither --corpus nor
+    --index names them (it said "a corpus file or an index", exit 1)."""
+    neighbours = invoke("index", tmp_path / "c.tsv", "--out", tmp_path / "i", "--model", "ndrm2", "--neighbours", 5)
+    assert neighbours.exit_code == 2 and neighbours.output.startswith("Usage: cli index [OPTIONS] CORPUS\n")
+    assert neighbours.output.splitlines()[-1].startswith("Error: --neighbours are for dense latent models;")
+    neither = invoke("explain", "cell", "4983", "--model", "ndrm2")
+    assert neither.exit_code == 2 and neither.output.startswith("Usage: cli explain [OPTIONS] QUERY DOCID\n")
+    assert neither.output.splitlines()[-1] == "Error: give exactly one of --corpus or --index: where to read DOCID from"
+    both = invoke("explain", "cell", "4983", "--corpus", tmp_path / "c.tsv", "--index", scifact_index)
+    assert both.exit_code == 2 and both.output.splitlines()[-1] == neither.output.splitlines()[-1]
+
+
 def test_info_of_a_missing_index_is_one_line(tmp_path):
     res = invoke("info", "--index", tmp_path / "none")
     assert res.exit_code != 0 and "no such index directory" in res.output
@@ -381,10 +395,11 @@ def test_neighbours_option_sets_a_latent_index_candidates(tmp_path, scifact_smal
     assert postings[16] > postings[0]  # neighbour terms add latent postings
     res = invoke("index", corpus, "--append", "--index", tmp_path / "idx0", "--neighbours", 8)
     assert res.exit_code == 2 and "--neighbours" in res.output
-    # a gated model stores exactly the pairs its gate opens: --neighbours is refused in one line, nothing written
+    # a gated model stores exactly the pairs its gate opens: --neighbours is a usage error, nothing written
     gated = small_ndrm3(tmp_path / "gated.pt", corpus, latent_gate=0.9)
     res = invoke("index", corpus, "--out", tmp_path / "gated", "--neighbours", 16, "--model", gated.path)
-    assert res.exit_code != 0 and "gated" in res.output and len(res.output.strip().splitlines()) == 1
+    assert res.exit_code == 2 and res.output.startswith("Usage: cli index [OPTIONS] CORPUS\n"), res.output
+    assert [line for line in res.output.splitlines() if "gated" in line] == res.output.splitlines()[-1:]
     assert not (tmp_path / "gated").exists()
     res = invoke("index", corpus, "--out", tmp_path / "gated", "--model", gated.path)
     assert res.exit_code == 0, res.output
