@@ -354,11 +354,11 @@ class NDRM2(QTIScorer):
 
     def set_collection(self, vocab: Vocabulary) -> None:
         super().set_collection(vocab)
-        self.idf.copy_(torch.as_tensor(vocab.idf(), dtype=torch.float32))
+        self.idf.copy_(torch.as_tensor(vocab.idf(), dtype=self.idf.dtype))  # a float64 model's idf unrounded
         self.length_scale.prior.fill_(max(vocab.mean_doc_length, 1e-6))
 
     def encode_documents(self, ids: Tensor, lengths: Tensor | None = None) -> DocumentEncoding:
-        return DocumentEncoding(ids, ids != 0, document_lengths(ids, lengths), None)
+        return DocumentEncoding(ids, ids != 0, document_lengths(ids, lengths, self.idf.dtype), None)
 
     def encoded_term_scores(self, query: Tensor, docs: DocumentEncoding) -> Tensor:
         return self.idf[query] * self.idf_free_scores(query, docs)  # [B, Q]
@@ -368,7 +368,7 @@ class NDRM2(QTIScorer):
     def idf_free_scores(self, query: Tensor, docs: DocumentEncoding) -> Tensor:
         """``tf' / (tf' + ReLU(w dl' + b) + eps)``: the score without its idf factor -> ``[B, Q]``
         (0 for padding and unknown query terms)."""
-        counts = occurrences(query, docs.ids, docs.mask).sum(-1).to(torch.float32)  # [B, Q]
+        counts = occurrences(query, docs.ids, docs.mask).sum(-1).to(self.idf.dtype)  # [B, Q]
         real = query_term_mask(query).expand_as(counts)  # [B, Q]
         tf = self.tf_scale(counts, real)  # [B, Q]
         dl = self.length_scale(docs.lengths)  # [B]
@@ -512,7 +512,7 @@ class NDRM1(QTIScorer):
         emb = self.embedding(ids)  # [B, L, D]
         ctx = self.encoder(emb, mask)  # [B, L, D]
         vectors = F.normalize(self.mix(emb, ctx), dim=-1) * mask.unsqueeze(-1)  # [B, L, D]
-        return DocumentEncoding(ids, mask, document_lengths(ids, lengths), vectors)
+        return DocumentEncoding(ids, mask, document_lengths(ids, lengths, emb.dtype), vectors)
 
     def term_vectors(self, terms: Tensor) -> Tensor:
         return F.normalize(self.query_proj(self.embedding(terms)), dim=-1)  # [..., D]

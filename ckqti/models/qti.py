@@ -102,12 +102,12 @@ class QTIModel(Protocol):
         ...
 
 
-def document_lengths(ids: Tensor, lengths: Tensor | None = None) -> Tensor:
-    """``lengths`` as float, or the count of non-padding ids per row when None.
+def document_lengths(ids: Tensor, lengths: Tensor | None = None, dtype: torch.dtype = torch.float32) -> Tensor:
+    """``lengths`` as ``dtype`` (the model's), or the count of non-padding ids per row when None.
 
     Shape:
         ids ``[B, L]`` -> ``[B]`` float.
     """
     if lengths is None:
-        return (ids != 0).sum(-1).to(torch.float32)
-    return lengths.to(device=ids.device, dtype=torch.float32)
+        return (ids != 0).sum(-1).to(dtype)
+    return lengths.to(device=ids.device, dtype=dtype)

@@ -218,6 +218,24 @@ def test_ndrm2_untrained_equals_hand_computed_value():
 
 
 @torch.no_grad()
+def test_a_float64_ndrm2_scores_in_float64():
+    """Term counts, document lengths and idf were float32 in a float64 model (scores off by about 1e-7
+    relative: tf / 1.3, dl / 3 and log 3 rounded); they follow the model's dtype now."""
+    vocab = _hand_vocab()
+    x, y, z, v = (vocab.id(t) for t in "xyzv")
+    m = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm2"), vocab).double().eval()
+    m.set_collection(vocab)  # idf again, in the model's dtype
+    m.tf_scale.prior.fill_(1.3)  # tf' = tf / 1.3, as a trained model's mean divides it
+    docs = pad([[x, y, x, z], [z, z, z, vocab.id("u"), v]])
+    scores = m.term_scores(torch.tensor([[x, z, y], [x, z, y]]), docs)
+    idf_x, idf_z = math.log(4.5 / 1.5), math.log(3.5 / 2.5)
+    expected = [idf_x * (2 / 1.3) / (2 / 1.3 + 4 / 3 + 1e-6), idf_z * (1 / 1.3) / (1 / 1.3 + 4 / 3 + 1e-6), 0.0,
+                0.0, idf_z * (3 / 1.3) / (3 / 1.3 + 5 / 3 + 1e-6), 0.0]
+    assert scores.dtype == torch.float64
+    assert scores.flatten().tolist() == pytest.approx(expected, rel=1e-14, abs=0)
+
+
+@torch.no_grad()
 def test_ndrm2_length_saturation_is_clamped_at_zero():
     """SPEC: ``ReLU(w * dl' + b)``. With ``w < 0`` a long document's ``w * dl' + b`` is negative: the
     ReLU makes it 0, so the score is ``idf * tf' / (tf' + eps)``, not a larger or negative one."""
