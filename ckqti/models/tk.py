@@ -95,7 +95,7 @@ def set_idf_weights(model: nn.Module, vocab) -> None:
         return
     if len(vocab) != model.config.vocab_size:
         raise ValueError(f"vocabulary has {len(vocab)} terms, the model was built for {model.config.vocab_size}")
-    model.idf.copy_(torch.as_tensor(vocab.idf(), dtype=torch.float32))
+    model.idf.copy_(torch.as_tensor(vocab.idf(), dtype=model.idf.dtype))  # a float64 model's unrounded
 
 
 def query_term_weights(model: nn.Module, query_ids: Tensor, qmask: Tensor, dtype: torch.dtype) -> Tensor:

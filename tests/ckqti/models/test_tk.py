@@ -173,6 +173,9 @@ def test_idf_term_weights_scale_each_query_terms_contribution():
     model.set_collection(vocab)
     assert torch.allclose(model.idf, torch.as_tensor(vocab.idf(), dtype=torch.float32))
     assert model.idf[0] == model.idf[1] == 0  # padding and the unknown id
+    double = TK(tiny(vocab_size=len(vocab), term_weights="idf")).double()
+    double.set_collection(vocab)  # in the model's dtype, as NDRM2's idf (it was rounded to float32)
+    assert double.idf.tolist() == torch.as_tensor(vocab.idf(), dtype=torch.float64).tolist()
     with pytest.raises(ValueError, match="vocabulary has"):
         TK(tiny(term_weights="idf")).set_collection(vocab)
     with pytest.raises(ValueError, match="term_weights"):
