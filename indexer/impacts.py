@@ -197,14 +197,24 @@ class ImpactScorer:
         return not self.model.is_latent or self._cand_terms.numel() == 0 or (
             self.gate is None and self.config.neighbours == 0)
 
-    def candidates(self, enc: DocumentEncoding, b: int) -> torch.Tensor:
-        """Candidate term ids of document ``b`` of an encoded batch."""
+    def reached(self, enc: DocumentEncoding) -> list[torch.Tensor] | None:
+        """Gated latent models: which candidate terms ``[V']`` reach the gate's cosine with each document
+        of an encoded batch (:meth:`ThresholdCosines.reaching_batch`, one bound product for the batch);
+        None for other models."""
+        if self.gate is None or self.own_terms_only:
+            return None
+        return self._search.reaching_batch(enc.vectors, enc.mask, self.gate)
+
+    def candidates(self, enc: DocumentEncoding, b: int, reached: torch.Tensor | None = None) -> torch.Tensor:
+        """Candidate term ids of document ``b`` of an encoded batch (``reached``: :meth:`reached`'s row
+        ``b``, else found here)."""
         own = enc.ids[b][enc.mask[b]]
         if self.own_terms_only:
             return torch.unique(own)
         vecs = enc.vectors[b][enc.mask[b]]
         if self.gate is not None:  # exactly the pairs the model's gate opens
-            return torch.unique(torch.cat([own, self._cand_terms[self._search.reaching(vecs, self.gate)]]))
+            near = self._search.reaching(vecs, self.gate) if reached is None else reached
+            return torch.unique(torch.cat([own, self._cand_terms[near]]))
         best = self._search.plain_max(vecs)  # [V'] max_j cos(t, d_j)
         # neighbours are terms the document does not hold: its own terms are nearest to it and
         # would otherwise fill the slots (a SciFact abstract has ~100 distinct terms)
@@ -222,7 +232,8 @@ class ImpactScorer:
         enc = self.model.encode_documents(ids, lengths)
         if self.batched:
             return self.batch_impacts(enc)
-        return [self.document_impacts(enc, b) for b in range(len(documents))]
+        reached = self.reached(enc) or [None] * len(documents)
+        return [self.document_impacts(enc, b, r) for b, r in enumerate(reached)]
 
     def max_cosines(self, enc: DocumentEncoding) -> torch.Tensor:
         """``max_j cos(t, d_j)`` of every candidate term against every document of the batch
@@ -279,9 +290,10 @@ class ImpactScorer:
             out.append(DocImpacts(lists.astype(np.int32), s[b, ti, ci].astype(np.float32)))
         return out
 
-    def document_impacts(self, enc: DocumentEncoding, b: int) -> DocImpacts:
-        """Positive channel scores of document ``b``'s candidate terms, offsets taken off."""
-        terms = self.candidates(enc, b)
+    def document_impacts(self, enc: DocumentEncoding, b: int, reached: torch.Tensor | None = None) -> DocImpacts:
+        """Positive channel scores of document ``b``'s candidate terms (``reached``: as :meth:`candidates`),
+        offsets taken off."""
+        terms = self.candidates(enc, b, reached)
         terms = terms[terms >= 2]
         if terms.numel() == 0:
             return DocImpacts(np.zeros(0, np.int32), np.zeros(0, np.float32))

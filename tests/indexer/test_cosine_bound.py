@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
+from indexer import cosine_bound
 from indexer.cosine_bound import WATCH_DOCS, ThresholdCosines
 
 
@@ -56,3 +58,38 @@ def test_no_document_vectors_open_nothing_and_rank_zero_is_plain():
     terms = unit(torch.randn(100, 16, generator=torch.Generator().manual_seed(3)))
     assert not ThresholdCosines(terms).reaching(torch.zeros(0, 16), 0.5).any()
     assert ThresholdCosines(terms, rank=0).projection is None
+
+
+@pytest.mark.parametrize("rows", [1024, 80, 1])
+def test_a_padded_batch_answers_as_each_document_alone(rows, monkeypatch):
+    """``reaching_batch`` bounds a padded batch's documents together (all five, two at a time, one
+    at a time); each document's answer is ``reaching``'s on its real rows, an empty document's
+    and a short one's among them."""
+    monkeypatch.setattr(cosine_bound, "BOUND_ROWS", rows)
+    gen = torch.Generator().manual_seed(4)
+    terms = clustered(3000, 64, 12, gen)
+    lengths = [40, 0, 3, 25, 1]
+    vectors = torch.zeros(len(lengths), max(lengths), 64)  # padding rows are zero, as an encoder leaves them
+    mask = torch.zeros(len(lengths), max(lengths), dtype=torch.bool)
+    for b, n in enumerate(lengths):
+        vectors[b, :n], mask[b, :n] = clustered(n, 64, 12, gen), True
+    for threshold in (0.3, 0.6, 0.9):
+        batch, alone = ThresholdCosines(terms), ThresholdCosines(terms)
+        got = batch.reaching_batch(vectors, mask, threshold)
+        assert len(got) == len(lengths)
+        for b, n in enumerate(lengths):
+            assert torch.equal(got[b], alone.reaching(vectors[b, :n], threshold))
+            assert torch.equal(got[b], alone.plain_max(vectors[b, :n]) >= threshold)
+        assert (batch.checked, batch.seen) == (alone.checked, alone.seen)
+
+
+def test_a_batch_goes_plain_where_the_watch_drops_the_bound():
+    gen = torch.Generator().manual_seed(5)
+    terms = unit(torch.randn(2000, 64, generator=gen))
+    search = ThresholdCosines(terms)
+    vectors = unit(torch.randn(WATCH_DOCS + 5, 30, 64, generator=gen))
+    mask = torch.ones(vectors.shape[:2], dtype=torch.bool)
+    got = search.reaching_batch(vectors, mask, 0.2)
+    assert search.projection is None and search.docs == WATCH_DOCS  # dropped mid-batch, the rest plain
+    for b in range(vectors.shape[0]):
+        assert torch.equal(got[b], search.plain_max(vectors[b]) >= 0.2)
