@@ -826,20 +826,12 @@ def test_a_search_still_running_after_a_while_says_why_it_may_be(scifact_index, 
     assert res.stdout.startswith("  1  ") and "note:" not in res.stdout  # the hits, on stdout alone
 
 
-def test_a_first_run_compiling_its_batch_kernel_says_so(tmp_path, scifact_index, monkeypatch):
-    """``ckqti run`` compiled its batch kernel for 10-20 s in silence on a first run ("1 query in
-    12.05s"); a note says why, and only while that kernel is not ready."""
-    import subprocess
-    import sys
+def slow_runs(monkeypatch) -> None:
+    """``api.run`` half a second slower, and the CLI's slow-start note due after 0.05 s."""
     import time
 
     import ckqti.cli as cli_mod
 
-    fresh = subprocess.run([sys.executable, "-c", "from ckqti import api; print(api.kernels_ready(), api.kernels_ready(True), "
-                            "api.kernels_compiling(), api.kernels_compiling(True))"], capture_output=True, text=True, timeout=120)
-    assert fresh.stdout.split() == ["False"] * 4, fresh.stderr  # nothing compiled, loaded or compiling before a first search
-    queries = tmp_path / "q.tsv"
-    queries.write_text("q1\tcell\n")
     real = api.run
 
     def slow(*args, **kwargs):
@@ -848,6 +840,22 @@ def test_a_first_run_compiling_its_batch_kernel_says_so(tmp_path, scifact_index,
 
     monkeypatch.setattr(api, "run", slow)
     monkeypatch.setattr(cli_mod, "SLOW_SEARCH_AFTER", 0.05)
+
+
+def test_a_first_run_compiling_its_batch_kernel_says_so(tmp_path, scifact_index, monkeypatch):
+    """``ckqti run`` compiled its batch kernel for 10-20 s in silence on a first run ("1 query in
+    12.05s"); a note says why, and only while that kernel is not ready."""
+    import subprocess
+    import sys
+
+    import ckqti.cli as cli_mod
+
+    fresh = subprocess.run([sys.executable, "-c", "from ckqti import api; print(api.kernels_ready(), api.kernels_ready(True), "
+                            "api.kernels_compiling(), api.kernels_compiling(True))"], capture_output=True, text=True, timeout=120)
+    assert fresh.stdout.split() == ["False"] * 4, fresh.stderr  # nothing compiled, loaded or compiling before a first search
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tcell\n")
+    slow_runs(monkeypatch)
     for compiling in (True, False):
         monkeypatch.setattr(api, "kernels_compiling", lambda batch=False, compiling=compiling: compiling and batch)
         res = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "r.trec")
@@ -860,23 +868,13 @@ def test_a_first_run_compiling_its_batch_kernel_says_so(tmp_path, scifact_index,
 def test_a_slow_run_that_compiles_nothing_says_nothing_of_compiling(tmp_path, scifact_index, monkeypatch):
     """A run slow before its first search (a busy machine, a long queries file) printed the
     compiling note though nothing compiled, even when it then failed on its queries file."""
-    import time
-
     from numba import njit
 
-    import ckqti.cli as cli_mod
     import retriever.search as search_mod
 
     queries = tmp_path / "q.tsv"
     queries.write_text("q1\n")  # no text column: the run fails before any search
-    real = api.run
-
-    def slow(*args, **kwargs):
-        time.sleep(0.5)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(api, "run", slow)
-    monkeypatch.setattr(cli_mod, "SLOW_SEARCH_AFTER", 0.05)
+    slow_runs(monkeypatch)
     monkeypatch.setattr(search_mod, "saat_batch", njit(lambda: 0))  # a batch kernel not yet called, as in a new process
     res = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "r.trec")
     assert res.exit_code == 1 and res.stderr.splitlines() == [
