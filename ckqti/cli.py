@@ -124,6 +124,14 @@ def mode_options(f):
     )(f)
 
 
+def corpus_orcas_option(note: str = "."):
+    """``--orcas`` of a command that reads documents from ``--corpus`` (train, rerank, explain); ``note``
+    ends its help."""
+    return click.option("--orcas", type=click.Path(), default=None,
+                        help="docid<TAB>query clicked queries, a leading field of --corpus's text as `index --orcas` "
+                             "reads them" + note)
+
+
 def check_anytime_options(mode: str, slack: float) -> None:
     """``--budget`` or a ``--slack`` below 1 with exact mode, which reads neither: a usage error before any
     work (the search would have run exact without the limit asked for, or failed later with exit 1)."""
@@ -505,9 +513,7 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
               help="Initial weights (NDRM, TK, TKL) [default: paper for NDRM, match for TK/TKL].")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None,
               help="Corpus format (default: from the file).")
-@click.option("--orcas", type=click.Path(), default=None,
-              help="docid<TAB>query clicked queries, a leading field of --corpus's text as `index --orcas` reads them "
-                   "(BM25 candidates still search the plain corpus).")
+@corpus_orcas_option(" (BM25 candidates still search the plain corpus).")
 @qrels_format_option
 @rel_level_option
 @click.option("--resume", is_flag=True,
@@ -592,9 +598,7 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
                    "with, saved in it; the untrained NDRM2's 4,000 terms).")
 @click.option("--adapt-vocabulary", is_flag=True,
               help="Read text with the collection's vocabulary (zero-shot): --corpus's, else the --candidates index's.")
-@click.option("--orcas", type=click.Path(), default=None,
-              help="docid<TAB>query clicked queries, a leading field of --corpus's text as `index --orcas` reads them "
-                   "(BM25 candidates still search the plain corpus; an index's text holds its own).")
+@corpus_orcas_option(" (BM25 candidates still search the plain corpus; an index's text holds its own).")
 def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_size, device, tag, max_doc_length,
                adapt_vocabulary, orcas):
     """Rerank each query's top --depth candidates with a model; writes a TREC run."""
@@ -624,8 +628,7 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
 @click.option("--json", "as_json", is_flag=True, help="JSON output for programs.")
 @click.option("--device", default=None, help="torch device (default: cuda if available).")
 @click.option("--adapt-vocabulary", is_flag=True, help="Read text with the corpus's (or index's) vocabulary (zero-shot).")
-@click.option("--orcas", type=click.Path(), default=None,
-              help="docid<TAB>query clicked queries, a leading field of --corpus's text as `index --orcas` reads them.")
+@corpus_orcas_option()
 def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, color, as_json, device, adapt_vocabulary,
                 orcas):
     """Why the model scores DOCID as it does for QUERY: regions, kernels or term contributions."""

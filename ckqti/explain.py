@@ -282,25 +282,16 @@ def explain_text(reranker: Reranker, query: str, docid: str, text: str) -> Expla
     raise InputError(f"cannot explain a {reranker.kind!r} model")
 
 
-def find_document(docid: str, corpus: str | Path | None = None, index: str | Path | Index | None = None,
-                  fmt: str | None = None, orcas: Orcas | None = None) -> str:
+def find_document(docid: str, corpus: str | Path, fmt: str | None = None, orcas: Orcas | None = None) -> str:
     """The text of ``docid`` from a corpus file (its fields joined, its ``orcas`` clicks first as an
-    index built with them reads them) or an index's document store (every field the index read: ORCAS
-    clicks, URL, title, text)."""
-    if (corpus is None) == (index is None):
-        raise InputError("give exactly one of a corpus file or an index to read the document from")
-    if corpus is not None:
-        from indexer.readers import read_corpus
+    index built with them reads them). An index's is its document store's (:func:`locate_document`,
+    :meth:`retriever.index.Shard.indexed_text`: every field the index read)."""
+    from indexer.readers import read_corpus
 
-        for doc in read_corpus(corpus, fmt=fmt, orcas=orcas):
-            if doc.docid == docid:
-                return doc.full_text()
-        raise InputError(f"document {docid!r} is not in the corpus", corpus)
-    from retriever.index import open_index
-
-    idx = open_index(index)  # checksums verified: a corrupted store or vocabulary would explain a wrong score
-    shard, row = locate_document(idx, docid)
-    return idx.shards[shard].indexed_text(row)  # ORCAS clicks and URL too, as the index read it
+    for doc in read_corpus(corpus, fmt=fmt, orcas=orcas):
+        if doc.docid == docid:
+            return doc.full_text()
+    raise InputError(f"document {docid!r} is not in the corpus", corpus)
 
 
 def locate_document(index: Index, docid: str) -> tuple[int, int]:
@@ -383,14 +374,16 @@ def explain(
     from retriever.rerank import corpus_clicks
 
     clicks = corpus_clicks(orcas, corpus)
-    if index is not None and corpus is None:
+    if (corpus is None) == (index is None):
+        raise InputError("give exactly one of a corpus file or an index to read the document from")
+    if corpus is None:
         from retriever.index import Index
 
         index = Index(index)  # once: checksums are read for the document and for the model's statistics
         where = locate_document(index, docid)  # once too: the text and the index's score are of this row
-        text = index.shards[where[0]].indexed_text(where[1])
+        text = index.shards[where[0]].indexed_text(where[1])  # ORCAS clicks and URL too, as the index read it
     else:
-        where, text = None, find_document(docid, corpus, index, fmt, clicks)
+        where, text = None, find_document(docid, corpus, fmt, clicks)
     reranker = open_explainer(model_path, corpus, index, fmt, device, max_doc_length, adapt_vocabulary, clicks)
     result = explain_text(reranker, query, docid, text)
     if where is not None and result.kind in QTI_KINDS and result.model_id == index.model_id:
