@@ -13,7 +13,8 @@ An index is a directory::
         segments.arrow         start (int64, S+1 rows: postings offset of each segment, plus the end),
                                impact (uint8 padded to S+1 rows): the impact shared by a segment's postings
         terms.arrow            seg_ptr (int64, V*C+1 rows): posting list id -> its first segment
-        docs.arrow             docid, title, text (string), length (int32): document store for snippets
+        docs.arrow             docid, title, text (string), length (int32), prefix (string: the fields
+                               indexed before the title, e.g. ORCAS clicks): the document store
       shard-00001/ ...
       .verified.json           not part of the index: which files matched their checksums, by stat, so
                                that an open does not hash them again (:mod:`indexer.stamps`)
