@@ -163,6 +163,46 @@ def test_the_resume_fingerprint_reads_the_corpus_content(tmp_path):
         os.utime(path)
         assert fp() == edited
 
+def test_a_build_of_other_settings_starts_over_instead_of_resuming(tmp_path, scifact_small, monkeypatch):
+    """Saved impacts are reused only by a build of the same settings: a rerun with another shard size
+    (the saved first shard holds other documents), model, impact settings, steps, format or analyzer
+    starts over, and a build interrupted at shards of 200 then run at 300 equals a clean one."""
+    from dataclasses import replace
+
+    from ckqti.text import Analyzer
+    from indexer.impacts import ImpactConfig
+
+    out = tmp_path / "idx"
+    calls = interrupt_second_save(monkeypatch)
+    with pytest.raises(Interrupt):
+        api.index(scifact_small, out, model="ndrm2", shard_size=200, progress=False)
+    calls["n"] = -100
+    api.index(scifact_small, out, model="ndrm2", shard_size=300, progress=False)
+    clean = tmp_path / "clean"
+    api.index(scifact_small, clean, model="ndrm2", shard_size=300, progress=False)
+    assert [s.files for s in Manifest.read(out).shards] == [s.files for s in Manifest.read(clean).shards]
+    config = build_mod.BuildConfig()
+
+    def fp(fmt=None, model="m", **settings) -> str:
+        return build_mod.fingerprint(scifact_small, fmt, None, {"id": model}, replace(config, **settings))
+
+    others = [fp(model="other"), fp(fmt="jsonl"), fp(shard_size=7), fp(impacts=ImpactConfig(neighbours=8)),
+              fp(channel_steps=(0.5,)), fp(analyzer=Analyzer(stemmer="none"))]
+    assert fp() == fp() and len({fp(), *others}) == 1 + len(others)
+
+
+def test_quantized_impacts_use_their_own_channels_step(tmp_path):
+    """Each impact is quantized with the step of its channel (list id modulo the channel count)."""
+    from indexer.quantize import Quantizer
+
+    raw = tmp_path / "shard-00000.npz"
+    build_mod.save_npz_atomic(raw, lists=np.array([0, 1, 2, 3], np.int32), docs=np.zeros(4, np.uint32),
+                              scores=np.array([1.0, 10.0, 0.2, 2.0], np.float32), weights=np.array(["one", "idf"]),
+                              maxima=np.array([1.0, 10.0]))
+    postings, clipped = build_mod.quantize_raw(raw, Quantizer((1 / 255, 10 / 255), weights=("one", "idf")))
+    assert postings.impacts.tolist() == [255, 255, 51, 51] and postings.channels == 2 and clipped == 0
+
+
 def test_workdir_notes_what_it_does_with_an_interrupted_build(tmp_path, capsys):
     work = tmp_path / "idx.partial"
     build_mod.prepare_workdir(work, "fp-a", resume=True, progress=True)

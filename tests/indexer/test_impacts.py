@@ -86,25 +86,31 @@ def test_gated_latent_model_stores_every_pair_it_scores():
         if variant == "ndrm3":
             with torch.no_grad():
                 model.combine.linear.weight.copy_(torch.tensor([[0.5, 1.0]]))
-        scorer = ImpactScorer(model, vocab.df, ImpactConfig(neighbours=3, min_df=5))  # neither applies to a gate
-        offsets = scorer.fit_offsets(ids, len(vocab))
-        assert np.all(offsets[2:] == np.float32(model.closed_pair_score()))
-        terms = torch.arange(2, len(vocab))
-        channels = len(model.impact_channels)
-        with torch.no_grad():
-            enc = model.encode_documents(*pad_batch(ids[:6], 4000, torch.device("cpu")))
-            exact = model.channel_scores(terms, enc).numpy()  # [B, T, C]
-        stored_pairs = 0
-        for b, imp in enumerate(scorer.score_batch(ids[:6])):
-            rebuilt = np.zeros((len(vocab), channels), np.float32)
-            rebuilt[imp.lists // channels, imp.lists % channels] = imp.scores
-            rebuilt[:, scorer.offset_channel] += offsets
-            np.testing.assert_allclose(rebuilt[2:], exact[b], rtol=1e-5, atol=1e-5)
-            stored_pairs += len(imp.lists)
-            # more than the document's own terms: embedding neighbours open too, whatever their df
-            latent_terms = set((imp.lists[imp.lists % channels == scorer.offset_channel] // channels).tolist())
-            assert latent_terms > set(ids[b].tolist())
-        assert stored_pairs < 6 * (len(vocab) - 2) * channels  # far from every pair
+        for impacts in (ImpactConfig(neighbours=3, min_df=5), ImpactConfig(neighbours=0)):  # neither applies to a gate
+            check_gated_scorer(model, vocab, ids, impacts)
+
+
+def check_gated_scorer(model, vocab, ids, impacts):
+    """The scorer's impacts plus offsets rebuild the gated ``model``'s score of every pair (see above)."""
+    scorer = ImpactScorer(model, vocab.df, impacts)
+    offsets = scorer.fit_offsets(ids, len(vocab))
+    assert np.all(offsets[2:] == np.float32(model.closed_pair_score()))
+    terms = torch.arange(2, len(vocab))
+    channels = len(model.impact_channels)
+    with torch.no_grad():
+        enc = model.encode_documents(*pad_batch(ids[:6], 4000, torch.device("cpu")))
+        exact = model.channel_scores(terms, enc).numpy()  # [B, T, C]
+    stored_pairs = 0
+    for b, imp in enumerate(scorer.score_batch(ids[:6])):
+        rebuilt = np.zeros((len(vocab), channels), np.float32)
+        rebuilt[imp.lists // channels, imp.lists % channels] = imp.scores
+        rebuilt[:, scorer.offset_channel] += offsets
+        np.testing.assert_allclose(rebuilt[2:], exact[b], rtol=1e-5, atol=1e-5)
+        stored_pairs += len(imp.lists)
+        # more than the document's own terms: embedding neighbours open too, whatever their df
+        latent_terms = set((imp.lists[imp.lists % channels == scorer.offset_channel] // channels).tolist())
+        assert latent_terms > set(ids[b].tolist())
+    assert stored_pairs < 6 * (len(vocab) - 2) * channels  # far from every pair
 
 
 def test_length_batches_sort_each_block_and_cover_every_document_once():
@@ -191,3 +197,21 @@ def test_a_model_scoring_nan_stops_the_build():
         scorer = ImpactScorer(model, vocab.df, ImpactConfig(batch_size=3, batched=batched))
         with pytest.raises(CkqtiError, match="NaN or infinite"):
             scorer.score_batch(ids[:3])
+
+
+def test_documents_are_cut_at_max_doc_terms():
+    """A document is scored on its first ``max_doc_terms`` terms (SPEC: 4,000), with its whole length
+    (NDRM's length normalisation reads the untruncated length): terms that occur only after the cut
+    are not stored, in either scoring path."""
+    head = [f"h{i}" for i in range(10)]
+    docs = [head + [f"t{i}" for i in range(20)], head[:5] + ["t0", "h1"]]
+    vocab = Vocabulary.build(docs)
+    ids = [np.array(vocab.ids(d), np.int64) for d in docs]
+    model = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm2"), vocab).eval()
+    for batched in (False, True):
+        imp = ImpactScorer(model, vocab.df, ImpactConfig(max_doc_terms=10, batched=batched)).score_batch(ids)[0]
+        assert sorted(imp.lists.tolist()) == sorted(set(ids[0][:10].tolist()))
+        with torch.no_grad():  # the first 10 terms, the length of all 30
+            enc = model.encode_documents(torch.from_numpy(ids[0][None, :10]), torch.tensor([30.0]))
+            want = model.channel_scores(torch.from_numpy(imp.lists.astype(np.int64)), enc)[0, :, 0].numpy()
+        np.testing.assert_allclose(imp.scores, want, rtol=1e-6)
