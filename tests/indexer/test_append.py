@@ -29,7 +29,8 @@ from indexer.append import append_index
 from indexer.build import BuildConfig, build_index
 from indexer.compact import compact_index, shard_groups
 from indexer.format import MANIFEST, Manifest
-from indexer.readers import read_queries
+from indexer.impacts import ImpactConfig
+from indexer.readers import read_corpus, read_queries
 from indexer.stamps import STAMPS_FILE
 from retriever.index import Index
 from retriever.kernels import brute_force_scores
@@ -540,3 +541,19 @@ def test_an_index_nested_in_another_is_refused_and_never_taken_for_a_stray_shard
     api.append(parts[1], idx, shard_size=100, progress=False)
     assert Manifest.read(idx / "shard-00009").num_docs == 240
     assert "shard-00009" not in {s.name for s in Manifest.read(idx).shards}
+
+
+def test_appended_shards_take_the_builds_candidate_settings(tmp_path, short_parts):
+    """A latent index built with --neighbours 0 stores each document's own terms only: so must its appended shards."""
+    a, b = short_parts
+    info = {"id": "tiny-ndrm3", "name": "tiny-ndrm3"}
+    idx = tmp_path / "idx"
+    build_index(a, idx, tiny_ndrm3, info, BuildConfig(shard_size=25, impacts=ImpactConfig(neighbours=0)), progress=False)
+    before = len(Index(idx).shards)
+    append_index(idx, b, tiny_ndrm3, info, shard_size=25, progress=False)
+    new = Index(idx)
+    analyzer = new.analyzer
+    own = sum(len(set(analyzer(doc.full_text()))) for doc in read_corpus(b))
+    appended = sum(int(sh.postings.size) for sh in new.shards[before:])
+    assert 0 < appended <= 2 * own  # two channels, own terms only (64 neighbours each would add up to 1,920)
+    shutil.rmtree(idx)
