@@ -202,6 +202,35 @@ def test_an_index_without_its_commit_is_not_installed(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+def anserini_run(monkeypatch, returncode: int, lines: list[str]) -> None:
+    """``java`` replaced by a run that writes a committed index, prints ``lines`` and exits ``returncode``."""
+
+    def run(args, **kwargs):
+        index_dir = Path(args[args.index("-index") + 1])
+        index_dir.mkdir(parents=True)
+        (index_dir / "segments_1").write_text("commit")
+        return subprocess.CompletedProcess(args, returncode, stdout="\n".join(lines))
+
+    monkeypatch.setattr(bm25.subprocess, "run", run)
+
+
+def test_a_failed_java_run_is_named_with_its_exit_status_and_installs_nothing(tmp_path, monkeypatch):
+    anserini_run(monkeypatch, 1, ["2026-01-01 ERROR [main] index.IndexCollection - java.lang.OutOfMemoryError",
+                                  "2026-01-01 INFO  [main] index.AbstractIndexer - indexed: 2"])
+    with pytest.raises(IndexFormatError, match=r"IndexCollection failed \(exit 1\): .*OutOfMemoryError"):
+        bm25.build_bm25_index([("a", "alpha beta"), ("b", "beta gamma")], tmp_path / "small")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_documents_anserini_skips_as_empty_are_no_error_and_counts_read_with_commas(tmp_path, monkeypatch):
+    """Anserini skips a document whose text analyzes to nothing (fewer indexed than written is fine)
+    and prints its count with thousands separators."""
+    anserini_run(monkeypatch, 0, ["2026-01-01 INFO  [main] index.AbstractIndexer - indexed:               1"])
+    assert bm25.build_bm25_index([("a", "alpha beta"), ("b", "the of")], tmp_path / "small").is_dir()
+    anserini_run(monkeypatch, 0, ["2026-01-01 INFO  [main] index.AbstractIndexer - indexed:           5,183"])
+    assert bm25.run_index_collection(tmp_path / "c", tmp_path / "i", "JsonCollection") == 5183
+
+
 def test_a_killed_build_s_scratch_folder_is_removed_by_the_next_build(tmp_path, monkeypatch):
     """A kill -9 of a BM25 build (training's ``WORK/bm25``) left its scratch folder, collection
     and half index, for good: each rerun made another (``bm25.ckqti-tmp-*``, named for no

@@ -68,6 +68,14 @@ def test_skipgram_matrix_is_in_and_out_concatenated(docs, skipgram, composer):
     assert rare, "min_count 3 should leave some words without a skip-gram vector"
     rows = matrix[[vocab.id(t) for t in rare]]
     assert np.all(np.isfinite(rows)) and np.all(np.linalg.norm(rows, axis=1) > 0)
+    full = np.concatenate([skipgram.wv.vectors, skipgram.syn1neg], axis=1)
+    assert np.allclose(matrix[1], full.mean(axis=0), atol=1e-6)  # unknown: the mean skip-gram row
+
+
+def test_skipgram_settings_are_the_papers(skipgram):
+    """NDRM's skip-gram: 128-d IN and OUT, window 10, 5 epochs, negative sampling (SPEC)."""
+    assert (skipgram.sg, skipgram.hs, skipgram.vector_size, skipgram.window, skipgram.epochs) == (1, 0, 128, 10, 5)
+    assert skipgram.negative == 5
 
 
 def test_skipgram_training_is_reproducible(docs):
@@ -124,6 +132,8 @@ def test_wordpiece_pieces_match_the_bert_tokenizer(docs, composer):
     assert len(words) > 500
     for w in words:
         assert composer.pieces(w) == reference.encode(w, add_special_tokens=False).ids, w
+    for long in ("a" * 100, "a" * 101):  # BERT reads a word of up to 100 characters
+        assert composer.pieces(long) == reference.encode(long, add_special_tokens=False).ids
     assert composer.pieces("") == [composer.unk_id]
 
 
@@ -240,3 +250,12 @@ def test_missing_minilm_files_raise_input_error(tmp_path):
     with pytest.raises(InputError) as err:
         WordPieceComposer(tmp_path)
     assert str(tmp_path) in str(err.value)
+
+
+def test_minilm_fallback_needs_16_known_words(docs, composer):
+    """Below 16 known rows a ridge map over 385 features fits nothing: new words get the mean row."""
+    old = Vocabulary(terms=["[PAD]", "[UNK]", "cell", "gene", "protein", "tumor", "blood"])
+    matrix = np.random.default_rng(0).normal(size=(len(old), 8)).astype(np.float32)
+    new = Vocabulary(terms=["[PAD]", "[UNK]", "cell", "membrane"])
+    out = adapt_embeddings(matrix, old, new, "minilm", composer)
+    assert np.array_equal(out[2], matrix[2]) and np.allclose(out[3], matrix[2:].mean(axis=0))

@@ -527,6 +527,13 @@ def test_the_html_page_replaces_only_an_earlier_page_and_is_written_whole(setup,
     assert page.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["p.html"]
 
 
+def test_the_html_page_may_replace_an_empty_file(setup, tmp_path):
+    page = tmp_path / "empty.html"
+    page.write_bytes(b"")  # as a shell's `> page.html` leaves it
+    explain("gene", "long-1", setup["paths"]["tk"], corpus=setup["corpus"], html_out=page, device="cpu")
+    assert b"<title>ckqti explain:" in page.read_bytes()
+
+
 def test_adapting_idcm_to_a_vocabulary_is_refused(setup):
     """IDCM reads WordPiece: --adapt-vocabulary would do nothing, so rerank says so."""
     from retriever.rerank import open_reranker

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -49,3 +50,13 @@ def test_counts_that_do_not_match_the_terms_are_refused(tmp_path, name):
     with pytest.raises(InputError) as e:
         Vocabulary.load(path)
     assert str(e.value) == f"{path}: a vocabulary's {name} must hold one count per term: 3 terms, {name} of shape (2,)"
+
+
+def test_counts_and_idf_of_a_built_vocabulary():
+    """df counts documents, cf occurrences; idf is NDRM2's ``max(log((N - df + 0.5) / (df + 0.5)), 0)``
+    (SPEC), 0 for the reserved ids and for a term in more than half of the documents."""
+    vocab = Vocabulary.build([["cell", "cell", "wall"], ["cell", "gene"], ["cell"], ["wall"]])
+    assert vocab.terms == ["[PAD]", "[UNK]", "cell", "wall", "gene"]
+    assert vocab.df.tolist() == [0, 0, 3, 2, 1] and vocab.cf.tolist() == [0, 0, 4, 2, 1]
+    assert (vocab.num_docs, vocab.total_terms, vocab.mean_doc_length) == (4, 7, 1.75)
+    assert vocab.idf().tolist() == pytest.approx([0.0, 0.0, 0.0, 0.0, math.log(3.5 / 1.5)])

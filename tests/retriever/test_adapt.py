@@ -60,3 +60,19 @@ def test_matched_weights_restore_the_source_ratio_and_are_one_on_the_source_itse
         matched_channel_weights(source, {"one": 1.0})
     with pytest.raises(ValueError, match="positive"):
         matched_channel_weights(source, {"one": 0.0, "idf": 1.0})
+
+
+def test_a_channel_without_postings_spreads_0_and_gets_no_weight(tmp_path):
+    """A channel no posting holds has no spread to restore: 0, which matched_channel_weights refuses
+    (not a NaN from dividing by no postings, which passed its check and gave NaN weights)."""
+    triples = [(t, 1, d, 10 * t + d) for t in range(2, 5) for d in range(t)]  # the "idf" channel only
+    spreads = channel_spreads(two_channel_index(tmp_path / "x", triples, 20))
+    assert spreads["one"] == 0.0 and spreads["idf"] > 0
+    with pytest.raises(ValueError, match="positive"):
+        matched_channel_weights(spreads, {"one": 1.0, "idf": 1.0})
+
+
+def test_matched_weights_need_the_reference_channel():
+    with pytest.raises(ValueError, match="include 'idf'"):
+        matched_channel_weights({"one": 1.0}, {"one": 2.0})
+    assert matched_channel_weights({"one": 1.0, "x": 2.0}, {"one": 4.0, "x": 1.0}, reference="x") == {"one": 0.125}

@@ -100,3 +100,17 @@ def test_leftovers_of_an_interrupted_append_are_named_and_counted(tmp_path, scif
     assert info.bytes["leftovers"] == 1330
     assert info.bytes["total"] == clean.bytes["total"] + 1330
     assert index_info(with_leftovers(tmp_path / "live", scifact_index, os.getpid())).writing == os.getpid()
+
+
+def test_clipped_impacts_and_appends_are_the_manifest_s(tmp_path, scifact_index):
+    """Impacts stored as 255 though above it (at build with forced steps, and by each append) are
+    reported as the manifest records them: the build's and appends' together, and the appends' alone."""
+    from indexer.format import Manifest
+
+    idx = tmp_path / "idx"
+    shutil.copytree(scifact_index, idx)
+    m = Manifest.read(idx)
+    m.clipped_impacts, m.appends = 12, [{"clipped_impacts": 3}, {"docs": 5}, {"clipped_impacts": 4}]
+    m.write(idx)
+    info = index_info(idx)
+    assert (info.clipped_impacts, info.appended_clipped_impacts, info.appends) == (12, 7, 3)

@@ -375,3 +375,24 @@ def test_orcas_without_a_corpus_or_malformed_is_one_line_before_any_work(clicked
     with pytest.raises(InputError, match=f"^{orcas}: "):
         rerank(queries, index, "ndrm2", orcas, corpus=corpus, orcas=orcas)  # --out the ORCAS file: not replaced
     assert orcas.read_bytes() == before and not (tmp_path / "r.trec").exists()
+
+
+def test_run_file_candidates_are_its_best_scored_whatever_its_line_order(scifact_small, queries, tmp_path):
+    """A run file from another tool need not list a query's documents best first: trec_eval sorts by
+    score, and so does the cut at --depth."""
+    docids = [json.loads(line)["_id"] for line in scifact_small.read_text().splitlines()][:10]
+    (tmp_path / "first.trec").write_text("".join(f"q0 Q0 {d} {10 - i} {i}.5 other\n" for i, d in enumerate(docids)))
+    rerank(queries, tmp_path / "first.trec", "ndrm2", tmp_path / "run.trec", depth=3, corpus=scifact_small)
+    assert set(read_run(tmp_path / "run.trec")["q0"]) == set(docids[-3:])
+
+
+def test_a_corpus_gives_the_statistics_also_with_index_candidates(clicked_collection, tmp_path):
+    """With --corpus the model reads the corpus's text and statistics whatever gives the candidates:
+    an index's candidates are scored as the same documents from a run file are."""
+    corpus, index = clicked_collection["corpus"], clicked_collection["index"]  # the index holds ORCAS clicks too
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tcell division\nq2\tlung infection rash\n")
+    rerank(queries, index, "ndrm2", tmp_path / "index.trec", depth=6, corpus=corpus)
+    rerank(queries, tmp_path / "index.trec", "ndrm2", tmp_path / "run.trec", depth=6, corpus=corpus)
+    from_index, from_run = read_run(tmp_path / "index.trec"), read_run(tmp_path / "run.trec")
+    assert from_index.keys() == {"q1", "q2"} and from_index == from_run

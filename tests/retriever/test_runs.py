@@ -55,6 +55,9 @@ def test_written_ranks_are_the_ones_evaluated(tmp_path):
         ({"q": [("d", 1.0)]}, "my tag"),
         ({"q": [("d", float("nan"))]}, "t"),
         ({"q": [("d", 1.0), ("d", 2.0)]}, "t"),
+        ({"q": [("d\t1", 1.0)]}, "t"),  # a tab or a newline splits the line as a space does
+        ({"q\n": [("d", 1.0)]}, "t"),
+        ({"q": [("d", 1.0)]}, "my\ttag"),
     ],
 )
 def test_write_run_rejects_bad_results(tmp_path, results, tag):
@@ -83,6 +86,8 @@ def read_error(tmp_path, text: str) -> InputError:
         ("q Q0 d 1_0 1.0 t\n", 1, "bad rank"),
         ("q Q0 d 1 \u0661.5 t\n", 1, "bad rank"),  # an Arabic-Indic digit, which float() reads as 1
         ("q Q0 d 1 1.0 t\nr Q0 d 1 1.0 t\nq Q0 d 2 0.5 t\n", 3, "twice (first at line 1)"),
+        ("r Q0 d 1 1.0 t\nq Q0 d 1 1.0 t\nq Q0 d 2 0.5 t\n", 3, "twice (first at line 2)"),  # query r's d is another
+        ("q Q0 d 1 1.0 my tag\n", 1, "expected 6 run columns (qid Q0 docid rank score tag), found 7"),
     ],
 )
 def test_read_run_errors_name_file_and_line(tmp_path, text, line, words):

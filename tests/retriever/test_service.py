@@ -177,6 +177,16 @@ def test_bad_requests_get_a_4xx_with_a_message(port, name, path, body, headers, 
     assert isinstance(got["detail"], str) and message in got["detail"]
 
 
+def test_a_body_of_exactly_the_limit_is_answered(port, searcher):
+    """max_body_bytes is the largest body taken, declared (Content-Length) or streamed (chunked)."""
+    body = json.dumps({"query": "thai", "k": 3}).encode()
+    body = body[:-1] + b" " * (LIMITS["max_body_bytes"] - len(body)) + b"}"  # JSON whitespace up to the limit
+    assert len(body) == LIMITS["max_body_bytes"]
+    headers = {"Content-Type": "application/json"}
+    assert call(port, "POST", "/search", body, headers) == (200, reference(searcher, "thai", 3))
+    assert call(port, "POST", "/search", [body[:1000], body[1000:]], headers) == (200, reference(searcher, "thai", 3))
+
+
 def test_the_service_still_answers_after_bad_requests(port, searcher):
     for _, path, body, headers, _, _ in BAD_REQUESTS:
         call(port, "POST", path, body, headers)
@@ -189,8 +199,9 @@ def test_api_key_is_required_on_every_endpoint(keyed_port, searcher):
                             ("GET", "/documents/x", None)]:
         status, got = call(keyed_port, method, path, b)
         assert status == 401 and got["detail"] == "missing X-API-Key header"
-        status, got = call(keyed_port, method, path, b, {"X-API-Key": KEY[:-1] + "0"})
-        assert status == 401 and got["detail"] == "wrong API key"
+        for wrong in (KEY[:-1] + "0", KEY + "0", KEY[:-1]):  # the whole key, nothing more or less
+            status, got = call(keyed_port, method, path, b, {"X-API-Key": wrong})
+            assert status == 401 and got["detail"] == "wrong API key"
     status, got = call(keyed_port, "POST", "/search", body, {"X-API-Key": KEY})
     assert status == 200 and got == reference(searcher, "thai", 3)
 

@@ -77,12 +77,14 @@ def test_clip_cuts_between_words_in_terminal_columns():
     assert clip(line, 100) == line
     assert clip(line, 30) == "[cell] growth of the ..."  # "[membrane]" would not fit whole: no "[membr"
     assert clip("\u7d30\u80de\u819c " * 10, 12) == "\u7d30\u80de\u819c ..."  # 6 + 1 + 4 columns
+    assert clip("aaa bbb ccc", 7) == "aaa ..."  # exactly the columns: the word fits
     assert clip("x" * 50, 10) == "x" * 9 + "\u2026"
     assert clip("cafe\u0301" * 10, 5) == "cafe\u0301\u2026"  # never between a letter and its accent
     assert clip("\U0001f469\u200d\U0001f469\u200d\U0001f467" * 3, 8) == "\U0001f469\u200d\U0001f469\u200d\U0001f467\u2026"
 
 
 def test_a_long_word_is_cut_before_an_accent_or_a_joined_emoji_not_inside():
+    assert shorten("a" * MAX_WORD) == "a" * MAX_WORD and shorten("a" * (MAX_WORD + 1)) == "a" * (MAX_WORD - 1) + "\u2026"
     word = "a" * (MAX_WORD - 2) + "e\u0301" + "tail"
     assert shorten(word) == "a" * (MAX_WORD - 2) + "\u2026"
     joined = "a" * (MAX_WORD - 2) + "\U0001f469\u200d\U0001f469" + "tail"
@@ -94,6 +96,8 @@ def test_a_snippet_cut_to_columns_drops_context_words_to_show_its_first_hit():
     out = snippet(text, {"cell"}, Analyzer(), mark=("[", "]"), columns=60)
     assert "[cells]" in out and columns_of(out) <= 60
     assert snippet(text, {"cell"}, Analyzer(), mark=("[", "]")).startswith("x" * (MAX_WORD - 1))  # no cut asked
+    # the cut's " ..." takes 4 columns: a first hit ending in them would be cut off, so a context word goes
+    assert snippet("delta cells beta", {"cell"}, Analyzer(), mark=("[", "]"), columns=15) == "... [cells] ..."
 
 
 def test_a_short_text_that_fits_is_shown_whole():
