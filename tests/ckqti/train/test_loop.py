@@ -595,3 +595,23 @@ def test_patience_counts_epochs_since_the_last_improvement(tmp_path, tiny_scifac
     assert [h["dev_ndcg10"] for h in result.history] == [0.3, 0.2, 0.4, 0.35, 0.33]
     assert (result.best_epoch, result.best_dev_ndcg10, result.stopped_early) == (3, 0.4, True)
     assert load_checkpoint(result.out).meta["epoch"] == 3
+
+
+def test_the_listwise_loss_skips_examples_without_a_relevant_document(tiny_scifact):
+    """``loss="lce"``: an example whose top-100 holds no relevant document adds nothing (TrainConfig), with
+    one BM25 negative too, where its labels (1, 0, 0, 0) had a single best document: the non-relevant
+    candidate was trained as the relevant one against the random documents."""
+    from ckqti.train.sampling import Example
+
+    config = dataclasses.replace(CONFIG, loss="lce")
+    coll = load_collection(tiny_scifact["corpus"])
+    data = prepare_data(coll, tiny_scifact["queries"], tiny_scifact["qrels"], config, None, tiny_scifact["candidates"])
+    torch.manual_seed(0)
+    model = build_model(data, config, torch.device("cpu"), init=True)
+    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
+    qid = data.train_qids[0]
+    without = [Example(qid, (3, 4, 5, 6), (1, 0, 0, 0))]
+    assert train_step(model, opt, without, data, 120, torch.device("cpu"), config) == 0.0
+    assert train_step(model, opt, without * 2, data, 120, torch.device("cpu"), dataclasses.replace(config, negatives=2)) == 0.0
+    with_relevant = [Example(qid, (3, 4, 5, 6), (2, 1, 0, 0))]
+    assert train_step(model, opt, with_relevant, data, 120, torch.device("cpu"), config) > 0.0
