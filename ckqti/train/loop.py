@@ -60,7 +60,7 @@ from ckqti.train.data import (
     wordless_notes,
 )
 from ckqti.train.losses import distill_loss, finite_loss, listwise_loss, ranknet_loss
-from ckqti.train.sampling import Example, sample_epoch
+from ckqti.train.sampling import LABELS_WITH_RELEVANT, Example, sample_epoch
 from ckqti.train.scoring import as_run, score_pairs
 
 EMBEDDING_INITS = ("skipgram", "minilm", "random")  # or a checkpoint file (``.pt``): its word vectors
@@ -485,7 +485,10 @@ def train_step(
     per_query = len(batch[0].docs)
     scores = _score_groups(model, data, [ex.qid for ex in batch], docs, per_query, doc_terms, device)  # [B, n + 3]
     labels = torch.tensor([ex.labels for ex in batch], device=device)  # [B, n + 3]
-    loss = listwise_loss(scores, labels) if config is not None and config.loss == "lce" else ranknet_loss(scores, labels)
+    if config is not None and config.loss == "lce":  # examples without a relevant document (label 2) add nothing
+        loss = listwise_loss(scores, labels, relevant=LABELS_WITH_RELEVANT[0])
+    else:
+        loss = ranknet_loss(scores, labels)
     if data.teacher and config is not None and config.distill_weight > 0:
         qids, t_docs, t_scores = teacher_group(data, batch, config.distill_docs, rng or np.random.default_rng(0))
         if qids:

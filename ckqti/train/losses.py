@@ -38,9 +38,13 @@ def ranknet_loss(scores: Tensor, labels: Tensor, valid: Tensor | None = None) ->
     return losses.mean()
 
 
-def listwise_loss(scores: Tensor, labels: Tensor) -> Tensor:
+def listwise_loss(scores: Tensor, labels: Tensor, relevant: int | None = None) -> Tensor:
     """Mean over rows with exactly one document of the row's highest label, itself above another, of
     ``-log softmax(scores)[that document]`` (the relevant document against every other one of its row).
+
+    Args:
+        relevant: the lowest label of a relevant document: a row whose highest label is below it adds
+            nothing (None: every row's single best document counts as its relevant one).
 
     Returns:
         A scalar; 0 (with a gradient path) when no row has such a document.
@@ -53,6 +57,8 @@ def listwise_loss(scores: Tensor, labels: Tensor) -> Tensor:
     top = labels.max(dim=-1, keepdim=True).values  # [B, 1]
     best = labels == top  # [B, N]
     rows = (best.sum(-1) == 1) & (labels.min(dim=-1).values < top.squeeze(-1))  # [B]
+    if relevant is not None:
+        rows &= top.squeeze(-1) >= relevant
     if not rows.any():
         return scores.sum() * 0.0
     logp = torch.log_softmax(scores[rows], dim=-1)  # [B', N]

@@ -315,3 +315,15 @@ def test_grades_beyond_a_million_are_refused_not_passed_to_trec_eval():
     for grade in (10**6 + 1, -(10**6) - 1, 2**31 - 1, 2**40):
         with pytest.raises(InputError, match="out of range"):
             evaluate(run, {"q": {"d": grade}})
+
+
+def test_paired_tests_pair_mappings_by_query_and_need_two_queries():
+    """Mappings listed in other orders are paired by qid (not by position), and a test on one query
+    has no p-value (NaN; scipy's Wilcoxon would say 1.0)."""
+    a = {"q1": 0.1, "q2": 0.5, "q3": 0.2, "q4": 0.9}
+    b = {"q4": 0.7, "q3": 0.6, "q1": 0.3, "q2": 0.55}
+    x, y = [a[q] for q in a], [b[q] for q in a]
+    for test, reference in ((paired_ttest, stats.ttest_rel), (wilcoxon, stats.wilcoxon)):
+        assert test(a, b).p_value == pytest.approx(reference(y, x).pvalue)
+        one = test({"q1": 0.1}, {"q1": 0.3})
+        assert math.isnan(one.statistic) and math.isnan(one.p_value) and one.mean_delta == pytest.approx(0.2)

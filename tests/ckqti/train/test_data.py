@@ -106,3 +106,53 @@ def test_wordless_notes_name_training_queries_of_which_no_term_is_known():
     assert wordless_notes(["a", "b", "c"], ids) == [
         "2 of the 3 training queries have no term in the vocabulary and are skipped (first: 'b')"]
     assert wordless_notes(["a"], ids) == []
+
+
+def test_split_dev_sizes_round_and_always_leave_both_sides_a_query():
+    """The dev split is the nearest count to the fraction, at least 1 query and never every query;
+    it depends on the set of query ids and the seed, not on the order the qrels list them."""
+    qrels = {f"q{i}": {"d": 1} for i in range(7)}
+    for fraction, n_dev in ((0.25, 2), (0.01, 1), (0.99, 6)):  # 1.75 -> 2; 0.07 -> 1; 6.93 -> 7 -> 6
+        train, dev = split_dev(qrels, fraction, seed=1)
+        assert (len(train), len(dev)) == (7 - n_dev, n_dev)
+    assert [len(part) for part in split_dev({"a": {"d": 1}, "b": {"d": 1}}, 0.9, seed=0)] == [1, 1]
+    assert split_dev(dict(reversed(qrels.items())), 0.25, seed=1)[1] == split_dev(qrels, 0.25, seed=1)[1]
+
+
+def test_candidates_keep_the_first_depth_in_the_corpus_and_queries_their_first_terms():
+    from ckqti.train.data import analyze_queries, candidate_indices
+
+    index = {"a": 0, "b": 1, "c": 2}
+    assert candidate_indices({"q": ["a", "gone", "b", "c"]}, index, 2) == {"q": [0, 1]}
+    assert candidate_indices({"q": ["c", "a"]}, index, 100) == {"q": [2, 0]}
+    vocab = Vocabulary.build([["aspirin", "fever", "child"]])
+    ids = analyze_queries({"q": "Aspirin lowers fever in children"}, Analyzer(), vocab, 2)["q"]
+    assert ids.tolist() == [vocab.id("aspirin"), 1]  # 'lower' is not in the vocabulary: unknown
+
+
+def test_two_term_titles_are_queries_and_pseudo_queries_are_drawn_without_repeats():
+    from ckqti.train.pseudo import draw_pseudo
+
+    queries, _ = title_pseudo_queries(["d1"], ["Aspirin fever"], Analyzer())
+    assert queries == {"title:d1": "Aspirin fever"}  # min_terms=2: two terms are enough
+    qids = [f"title:d{i}" for i in range(10)]
+    drawn = draw_pseudo(qids, 6, np.random.default_rng(0))
+    assert len(set(drawn)) == 6 and drawn == sorted(drawn, key=qids.index)
+    assert draw_pseudo(qids, None, np.random.default_rng(0)) == qids == draw_pseudo(qids, 50, np.random.default_rng(0))
+
+
+def test_inputs_digest_reads_arrays_and_files_by_content(tmp_path):
+    """A resumed run is refused when what it read differs: an array's values (an edited corpus of the
+    same size) and a file's content under the same name (a rewritten teacher file) change the digest."""
+    from pathlib import Path
+
+    from ckqti.train.data import inputs_digest
+
+    assert inputs_digest(np.array([1, 2], np.int32)) != inputs_digest(np.array([1, 3], np.int32))
+    assert inputs_digest([np.array([1, 2])], {"a": 1}) != inputs_digest([np.array([1, 3])], {"a": 1})
+    teacher = tmp_path / "teacher.json"
+    teacher.write_text('{"scores": {}}')
+    before = inputs_digest(Path(teacher))
+    assert inputs_digest(Path(teacher)) == before
+    teacher.write_text('{"scores": {"q": {}}}')
+    assert inputs_digest(Path(teacher)) != before

@@ -6,6 +6,7 @@ from ckqti.embeddings import minilm_embeddings
 from ckqti.errors import CkqtiError
 from ckqti.models.checkpoint import load_checkpoint, save_checkpoint
 from ckqti.train.interpolate import interpolate_embeddings
+from ckqti.vocab import Vocabulary
 from tests.ckqti.models.test_checkpoint import batch, collection, trained  # noqa: F401  (collection: a fixture)
 
 KEY = "latent.embedding.weight"
@@ -101,4 +102,11 @@ def test_averages_are_weighted_means_of_models_sharing_an_architecture(tmp_path,
         average_checkpoints([source, tmp_path / "w.pt"], [0.5, 0.5], tmp_path / "bad.pt")
     with pytest.raises(ValueError, match="sum to 1"):
         average_checkpoints([source, tmp_path / "b.pt"], [0.5, 0.6], tmp_path / "bad.pt")
+    with pytest.raises(ValueError, match="non-negative"):  # an extrapolation, not an average
+        average_checkpoints([source, tmp_path / "b.pt"], [-0.5, 1.5], tmp_path / "bad.pt")
+    v = src.vocab  # the same shapes over other words: row i is another term's vector
+    renamed = Vocabulary([*v.terms[:2], *reversed(v.terms[2:])], v.df.copy(), v.cf.copy(), v.num_docs, v.total_terms)
+    save_checkpoint(tmp_path / "r.pt", other_model, "ndrm3", other_model.config.to_dict(), renamed, src.analyzer)
+    with pytest.raises(CkqtiError, match="same model"):
+        average_checkpoints([source, tmp_path / "r.pt"], [0.5, 0.5], tmp_path / "bad.pt")
     assert not (tmp_path / "bad.pt").exists()

@@ -522,3 +522,96 @@ def test_training_with_orcas_reads_the_clicks_bm25_the_plain_corpus_and_resume_t
         with pytest.raises(CkqtiError, match="other settings or data"):
             train(*args, again, orcas=other, resume=True)
     assert train(*args, again, orcas=orcas, resume=True).epochs_run == 2
+
+
+def test_each_epoch_draws_its_own_examples_from_the_top_depth_and_validation_reranks_the_top_dev_depth(tiny_scifact):
+    """An epoch's examples are a function of (seed, epoch): another epoch or seed draws others; the
+    non-relevant candidate comes from the top ``depth`` even when validation reads deeper
+    (``dev_depth``); validation reranks each dev query's top ``dev_depth`` only."""
+    from ckqti.evaluate import evaluate
+    from ckqti.train.loop import validate
+
+    config = dataclasses.replace(CONFIG, depth=5)  # dev_depth 30: candidates are kept to 30
+    coll = load_collection(tiny_scifact["corpus"])
+    data = prepare_data(coll, tiny_scifact["queries"], tiny_scifact["qrels"], config, None, tiny_scifact["candidates"])
+    first = epoch_examples(data, config, 0)
+    assert first == epoch_examples(data, config, 0) != epoch_examples(data, config, 1)
+    assert first != epoch_examples(data, dataclasses.replace(config, seed=1), 0)
+    examples = first + epoch_examples(data, config, 1)
+    assert max(len(data.candidates[e.qid]) for e in examples) > 5
+    assert all(d in data.candidates[e.qid][:5] for e in examples for d, label in zip(e.docs, e.labels) if label == 1)
+    torch.manual_seed(0)
+    model = build_model(data, config, torch.device("cpu"), init=True)
+    top1 = {q: {coll.docids[data.candidates[q][0]]: 1.0} for q in data.dev_qids}  # one document: any model ranks it so
+    expected = evaluate(top1, data.dev_qrels, ["nDCG@10"]).mean["nDCG@10"]
+    assert validate(model, data, dataclasses.replace(config, dev_depth=1), torch.device("cpu")) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("field,value", [("seed", 1), ("depth", 50), ("dev_depth", 20), ("negatives", 2),
+                                         ("loss", "lce"), ("lr", 1e-3), ("batch_size", 4), ("dev_fraction", 0.5),
+                                         ("weak_supervision", "titles")])
+def test_resume_refuses_settings_that_change_the_run(field, value):
+    from ckqti.train.loop import fingerprint
+
+    assert fingerprint(CONFIG, {}) != fingerprint(dataclasses.replace(CONFIG, **{field: value}), {})
+    assert fingerprint(CONFIG, {}) == fingerprint(dataclasses.replace(CONFIG, epochs=9, patience=7, progress=True,
+                                                                      eval_batch_size=3), {})
+
+
+def test_the_seed_decides_the_start_and_the_callers_rng_is_left_alone(tmp_path, tiny_scifact):
+    """The run seeds its own torch RNG with ``seed`` (the start of training differs between seeds) in a
+    fork: the caller's RNG state is the same after training."""
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    starts = [load_checkpoint(run(tiny_scifact, tmp_path / f"{seed}.pt", config={"epochs": 1, "lr": 1e-12, "seed": seed})
+                              .out).state_dict["latent.embedding.weight"] for seed in (1, 2)]
+    assert torch.equal(torch.get_rng_state(), before)
+    assert not torch.allclose(starts[0], starts[1], atol=1e-4)
+
+
+def test_a_dev_score_of_zero_is_still_a_best_epoch_and_the_last_epoch_no_early_stop(tmp_path, tiny_scifact):
+    """Dev queries whose candidates hold no relevant document score nDCG@10 0 in every epoch: the first
+    epoch is still the best and written; patience running out at the last epoch is no early stop."""
+    dev_qids = list(tiny_scifact["qrels"])[:5]
+    dev = {q: tiny_scifact["qrels"][q] for q in dev_qids}
+    train_qrels = {q: j for q, j in tiny_scifact["qrels"].items() if q not in dev}
+    candidates = {q: [d for d in c if q not in dev or d not in dev[q]] for q, c in tiny_scifact["candidates"].items()}
+    result = train(tiny_scifact["corpus"], tiny_scifact["queries"], train_qrels, tmp_path / "m.pt",
+                   dataclasses.replace(CONFIG, epochs=2, patience=1, model="ndrm2"), dev_qrels=dev, candidates=candidates)
+    assert [h["dev_ndcg10"] for h in result.history] == [0.0, 0.0]
+    assert result.best_epoch == 1 and load_checkpoint(result.out).id == result.model_id
+    assert result.epochs_run == 2 and not result.stopped_early
+
+
+def test_patience_counts_epochs_since_the_last_improvement(tmp_path, tiny_scifact, monkeypatch):
+    """Dev nDCG@10 0.3, 0.2, 0.4, 0.35, 0.33 (then 0.5, never reached) with patience 2: an improvement
+    restarts the count, so training stops after epoch 5 with epoch 3 written as the best."""
+    import ckqti.train.loop as loop
+
+    devs = iter([0.3, 0.2, 0.4, 0.35, 0.33, 0.5])
+    monkeypatch.setattr(loop, "run_epoch", lambda *args: {"loss": 0.0, "examples": 0})
+    monkeypatch.setattr(loop, "validate", lambda *args: next(devs))
+    result = run(tiny_scifact, tmp_path / "m.pt", config={"epochs": 6, "patience": 2, "model": "ndrm2"})
+    assert [h["dev_ndcg10"] for h in result.history] == [0.3, 0.2, 0.4, 0.35, 0.33]
+    assert (result.best_epoch, result.best_dev_ndcg10, result.stopped_early) == (3, 0.4, True)
+    assert load_checkpoint(result.out).meta["epoch"] == 3
+
+
+def test_the_listwise_loss_skips_examples_without_a_relevant_document(tiny_scifact):
+    """``loss="lce"``: an example whose top-100 holds no relevant document adds nothing (TrainConfig), with
+    one BM25 negative too, where its labels (1, 0, 0, 0) had a single best document: the non-relevant
+    candidate was trained as the relevant one against the random documents."""
+    from ckqti.train.sampling import Example
+
+    config = dataclasses.replace(CONFIG, loss="lce")
+    coll = load_collection(tiny_scifact["corpus"])
+    data = prepare_data(coll, tiny_scifact["queries"], tiny_scifact["qrels"], config, None, tiny_scifact["candidates"])
+    torch.manual_seed(0)
+    model = build_model(data, config, torch.device("cpu"), init=True)
+    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
+    qid = data.train_qids[0]
+    without = [Example(qid, (3, 4, 5, 6), (1, 0, 0, 0))]
+    assert train_step(model, opt, without, data, 120, torch.device("cpu"), config) == 0.0
+    assert train_step(model, opt, without * 2, data, 120, torch.device("cpu"), dataclasses.replace(config, negatives=2)) == 0.0
+    with_relevant = [Example(qid, (3, 4, 5, 6), (2, 1, 0, 0))]
+    assert train_step(model, opt, with_relevant, data, 120, torch.device("cpu"), config) > 0.0

@@ -51,3 +51,26 @@ def test_listwise_loss_is_the_relevant_documents_softmax_cross_entropy():
     assert scores.grad[0, 0] < 0 and (scores.grad[0, 1:] > 0).all()  # descent raises the relevant document
     assert (scores.grad[1] == 0).all()
     assert listwise_loss(torch.zeros(1, 3, requires_grad=True), torch.tensor([[1, 1, 1]])).item() == 0.0
+
+
+def test_listwise_and_distillation_losses_are_means_over_rows():
+    """A batch's loss is the mean of its rows' (a sum would scale the step with the batch size)."""
+    from ckqti.train.losses import distill_loss
+
+    scores = torch.tensor([[2.0, 1.0, 0.0, -1.0], [0.0, 3.0, 1.0, 0.5]])
+    labels = torch.tensor([[2, 1, 0, 0], [1, 0, 0, 0]])
+    rows = [-torch.log_softmax(scores[0], -1)[0].item(), -torch.log_softmax(scores[1], -1)[0].item()]
+    assert math.isclose(listwise_loss(scores, labels).item(), sum(rows) / 2, rel_tol=1e-6)
+    teacher = torch.tensor([[1.0, 0.0, 0.0, 2.0], [0.0, 0.0, 5.0, 1.0]])
+    rows = [-(torch.softmax(teacher[i], -1) * torch.log_softmax(scores[i], -1)).sum().item() for i in range(2)]
+    assert math.isclose(distill_loss(scores, teacher).item(), sum(rows) / 2, rel_tol=1e-6)
+
+
+def test_listwise_rows_below_the_relevant_label_add_nothing():
+    scores = torch.tensor([[2.0, 1.0, 0.0, -1.0], [0.0, 3.0, 1.0, 0.5]], requires_grad=True)
+    labels = torch.tensor([[2, 1, 0, 0], [1, 0, 0, 0]])  # the second row has no relevant document (label 2)
+    loss = listwise_loss(scores, labels, relevant=2)
+    assert math.isclose(loss.item(), -torch.log_softmax(scores[0].detach(), -1)[0].item(), rel_tol=1e-6)
+    loss.backward()
+    assert (scores.grad[1] == 0).all()
+    assert listwise_loss(scores, labels[1:2].expand(2, -1), relevant=2).item() == 0.0

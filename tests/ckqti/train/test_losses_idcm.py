@@ -83,3 +83,55 @@ def test_distillation_lowers_the_selector_loss(kind):
         opt.step()
     assert selector_distillation_loss(model, q, d, kind).item() < 0.7 * first
     assert all(torch.equal(a, b) for a, b in zip(before, model.bert.parameters()))  # the teacher is frozen
+
+
+def test_selector_mse_loss_is_the_mean_over_valid_windows_only():
+    """Windows past a document's end neither add error nor count in the mean, whatever their scores."""
+    student = torch.tensor([[1.0, 2.0, 50.0], [0.0, 9.0, 0.0]])
+    teacher = torch.tensor([[0.0, 0.0, -7.0], [1.0, 0.0, 3.0]])
+    valid = torch.tensor([[True, True, False], [True, False, False]])
+    assert selector_mse_loss(student, teacher, valid).item() == pytest.approx((1 + 4 + 1) / 3)
+
+
+def test_the_teacher_scores_without_dropout_and_the_kind_picks_the_loss():
+    """The frozen cross-encoder's window scores are its eval-mode ones (dropout would make the target
+    noise), its training mode is restored; each ``kind`` is the loss it names."""
+    from dataclasses import replace
+
+    from tests.ckqti.models.test_idcm import TINY_BERT
+
+    torch.manual_seed(0)
+    model = IDCM(tiny(bert=replace(TINY_BERT, dropout=0.5)))
+    model.train()
+    q, d = random_batch()
+    first = selector_distillation_loss(model, q, d, kind="mse")
+    assert torch.equal(first, selector_distillation_loss(model, q, d, kind="mse")) and model.bert.training
+    model.eval()
+    with torch.no_grad():
+        teacher, student = model.all_window_scores(q, d), model.selector_scores(q, d)
+        losses = {"mse": selector_mse_loss(student.scores, teacher.scores, teacher.valid),
+                  "kl": selector_kl_loss(student.scores, teacher.scores, teacher.valid),
+                  "lambda": selector_lambda_loss(student.scores, teacher.scores, teacher.valid, model.config.sample_n)}
+        for kind, expected in losses.items():
+            torch.testing.assert_close(selector_distillation_loss(model, q, d, kind), expected)
+    assert len({round(v.item(), 6) for v in losses.values()}) == 3
+
+
+def test_lambda_loss_matches_its_formula_on_a_small_list():
+    """NDCG-Loss2 by the docstring's formula, written out: G is normalised by the ideal DCG (gains
+    sorted), pairs are ranks of the list sorted by score with a higher gain first."""
+    import math
+
+    scores, gains = [0.5, 0.1, 0.9, -0.3], [1.0, 3.0, 2.0, 0.0]
+    order = sorted(range(4), key=lambda i: -scores[i])
+    max_dcg = sum((2 ** g - 1) / math.log2(2 + r) for r, g in enumerate(sorted(gains, reverse=True)))
+    expected = 0.0
+    for ri, i in enumerate(order):
+        for rj, j in enumerate(order):
+            if gains[i] > gains[j]:
+                n = abs(ri - rj)
+                delta = abs(1 / math.log2(1 + n) - 1 / math.log2(2 + n)) * abs(2 ** gains[i] - 2 ** gains[j]) / max_dcg
+                expected -= delta * math.log2(1 / (1 + math.exp(-(scores[i] - scores[j]))))
+    valid = torch.ones(1, 4, dtype=torch.bool)
+    got = lambda_loss(torch.tensor([scores]), torch.tensor([gains]), valid)
+    assert got.item() == pytest.approx(expected, rel=1e-5)

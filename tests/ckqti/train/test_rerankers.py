@@ -559,3 +559,34 @@ def test_documents_trained_on_with_orcas_are_the_index_s_stored_text(clicked_col
         analyzer = Analyzer()
         assert [[coll.vocab.terms[t] for t in coll.doc(i)] for i in range(len(coll))] == [analyzer(t) for t in stored]
         assert coll.vocab.df[coll.vocab.ids(["division"])[0]] == 1  # the statistics count the clicks too
+
+
+def test_a_stage_keeps_its_first_best_epoch_and_stops_when_patience_runs_out(monkeypatch):
+    """Dev nDCG@10 of 0.5 before training, then 0.6, 0.6, 0.55 (patience 2), then 0.9 never reached:
+    the stage stops after epoch 3 and ends with epoch 1's weights (an equal score is no improvement)."""
+    import ckqti.train.rerankers as rerankers_mod
+
+    model = torch.nn.Linear(1, 1)
+    devs = iter([0.5, 0.6, 0.6, 0.55, 0.9])
+
+    def epoch(score, loss_fn, model, optimizer, data, config, epoch, device):
+        model.weight.data.fill_(epoch + 1.0)  # the weights say which epoch trained them
+        return {"loss": 0.0, "steps": 1}
+
+    monkeypatch.setattr(rerankers_mod, "train_epoch", epoch)
+    monkeypatch.setattr(rerankers_mod, "validate", lambda *args: next(devs))
+    bests = []
+    result = rerankers_mod.fit_stage(1, model, None, model, None, None, quick("tk", patience=2), 4, torch.device("cpu"),
+                                     on_best=lambda dev, history: bests.append(dev))
+    assert [h["dev_ndcg10"] for h in result.history] == [0.5, 0.6, 0.6, 0.55] and result.best == 0.6
+    assert model.weight.item() == 1.0 and bests == [0.5, 0.6]
+
+
+def test_validation_reranks_the_top_dev_depth_candidates():
+    from ckqti.train.rerankers import rerank_scores
+
+    docs = [np.array([2, 3]), np.array([4]), np.array([5, 6, 7]), np.array([8])]
+    data = PairData(["a", "b", "c", "d"], docs, {"q": np.array([2])}, {"q": frozenset({0})}, {"q": [2, 0, 3, 1]},
+                    [], ["q"], {"q": {"a": 1}})
+    run = rerank_scores(lambda q, d: d.sum(1).float(), data, ["q"], 3, 2, torch.device("cpu"))
+    assert run == {"q": {"c": 18.0, "a": 5.0, "d": 8.0}}

@@ -117,3 +117,21 @@ def test_sampling_on_scifact_candidates(tiny_scifact):
             assert not set(cands[ex.qid]) & rel[ex.qid]
         assert not set(ex.docs[1:]) & rel[ex.qid]
     assert sum(ex.labels == LABELS_WITH_RELEVANT for ex in examples) > len(examples) // 2
+
+
+def test_the_positive_is_drawn_among_every_relevant_candidate():
+    """Several relevant documents in the top-100: each is the example's relevant document in turn
+    (a sampler that always took the first one would train on one judgement per query)."""
+    rng = np.random.default_rng(0)
+    relevant, candidates = frozenset({4, 8, 9}), [8, 1, 4, 2, 3]  # 9 is relevant but not a candidate
+    drawn = [sample_example("q", relevant, candidates, 40, rng).docs[0] for _ in range(100)]
+    assert set(drawn) == {4, 8} and 20 < drawn.count(4) < 80
+
+
+def test_an_epoch_comes_in_a_shuffled_order():
+    """Batches are runs of consecutive examples: the epoch's order is shuffled, not the queries' order."""
+    qids = [f"q{i:02d}" for i in range(30)]
+    relevant = {q: frozenset({i}) for i, q in enumerate(qids)}
+    candidates = {q: [i, i + 1, i + 2] for i, q in enumerate(qids)}
+    orders = [[e.qid for e in sample_epoch(qids, relevant, candidates, 100, np.random.default_rng(s))] for s in range(3)]
+    assert all(sorted(order) == qids and order != qids for order in orders) and orders[0] != orders[1]
