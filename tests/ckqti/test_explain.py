@@ -304,6 +304,41 @@ def test_ndrm_terms_sum_to_the_score_and_matches_are_marked(setup, tmp_path):
     assert matched == {t for t, s in zip(e.query_tokens, e.term_scores) if s > 0}
 
 
+def test_an_unknown_query_word_contributes_nothing_to_a_latent_ndrm_as_search_skips_it(setup, tmp_path):
+    """A latent model (NDRM3) scores every known query term, matched or not; a word the model never
+    saw is skipped, as search and rerank skip it: listed with contribution 0 and named as not read,
+    and the contributions still sum to the score, which equals the score without that word."""
+    from ckqti.models.checkpoint import save_checkpoint
+    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+
+    analyzer = Analyzer()
+    texts = [json.loads(line) for line in setup["corpus"].read_text().splitlines()]
+    vocab = Vocabulary.build([analyzer(d["title"] + "\n" + d["text"]) for d in texts])
+    torch.manual_seed(0)
+    config = NDRMConfig(vocab_size=len(vocab), variant="ndrm3", dim=16, num_heads=4, conv_window=5, ff_dim=16,
+                        mlp_hidden=16, num_layers=1)
+    model = build_ndrm(config, vocab).eval()
+    with torch.no_grad():
+        model.combine.linear.weight.copy_(torch.tensor([[0.5, 1.0]]))
+    path = save_checkpoint(tmp_path / "ndrm3.pt", model, "ndrm3", config.to_dict(), vocab, analyzer).path
+    known = setup["query"]
+    query = "zzqxv " + known + " qqzzv"  # two words of no document
+    e = explain(query, "long-1", path, corpus=setup["corpus"], device="cpu")
+    plain = explain(known, "long-1", path, corpus=setup["corpus"], device="cpu")
+    assert e.unknown == ("zzqxv", "qqzzv") and e.query_tokens[0] == "zzqxv" and e.query_tokens[-1] == "qqzzv"
+    assert e.term_scores[0] == e.term_scores[-1] == 0.0
+    assert all(s != 0 for s in e.term_scores[1:-1])  # latent: every known term scores, matched or not
+    assert e.term_scores[1:-1] == pytest.approx(plain.term_scores, rel=1e-5)
+    assert sum(e.term_scores) == pytest.approx(e.score, rel=1e-5) == pytest.approx(plain.score, rel=1e-5)
+    reranked = float(load_reranker(path, device="cpu").score(query, [setup["long"]])[0])
+    assert e.score == pytest.approx(reranked, rel=1e-5)
+    terminal = e.render_terminal(color=False)
+    assert "not in the model's vocabulary (not scored, as search skips them): zzqxv qqzzv" in terminal
+    assert "read as its unknown word" not in terminal
+    tk = explain(query, "long-1", setup["paths"]["tk"], corpus=setup["corpus"], device="cpu")  # TK reads the word
+    assert "not in the model's vocabulary (read as its unknown word): zzqxv qqzzv" in tk.render_terminal(color=False)
+
+
 def test_a_decomposed_accent_stays_inside_the_mark_of_its_word(setup):
     """``cafe`` + U+0301: the mark (terminal brackets, HTML element) used to close before the
     accent, which then sat on the ``]`` or ``}``."""
