@@ -239,6 +239,35 @@ def test_overlapping_regions_show_their_text_once(setup):
     assert page == '<mark class="a">one two</mark><mark class="b"> three</mark> four'
 
 
+def test_a_short_document_shows_only_the_regions_tkl_found(setup):
+    """A document shorter than a saturation window has one region (every window of it overlaps the
+    first pick); TKL marks its other picks invalid, and explain showed them too: regions starting at
+    token -1 with score 0. Every region shown is a valid window the model picked, inside the text."""
+    from ckqti.explain import explain_text
+
+    rr = load_reranker(setup["paths"]["tkl"], device="cpu")
+    c = rr.model.config
+    words = setup["long"][setup["planted_chars"][0]:].split()
+    for n_words, expected in ((12, 1), (60, None)):  # 7 tokens; 44 (room for 2 regions, not 3)
+        text = " ".join(words[:n_words])
+        e = explain_text(rr, setup["query"], "short", text)
+        n = len(e.tokens)
+        with torch.no_grad():
+            m = rr.model.explain(torch.as_tensor(rr.query_ids(setup["query"]))[None],
+                                 torch.as_tensor(rr.doc_ids(text))[None])
+        found = int(m.region_valid[0].sum())
+        assert 0 < n < c.regions * c.saturation_window and e.tokens_read == n
+        assert len(e.regions) == found == (expected or found) and found < c.regions
+        for r in e.regions:
+            w = r.token_start // c.saturation_stride
+            assert 0 <= r.token_start < r.token_end <= n and r.token_start % c.saturation_stride == 0
+            assert bool(m.window_valid[0, w]) and r.score == pytest.approx(float(m.topography[0, w]))
+            assert 0 <= r.char_start < r.char_end <= len(text)
+        assert [r.rank for r in e.regions] == list(range(1, found + 1))
+        assert f"#{found + 1} " not in e.render_terminal(color=False)
+        assert len(parse(e.to_html()).regions) == found
+
+
 def test_tk_colours_each_word_read_by_its_closest_kernel(setup):
     e = explain(setup["query"], "long-1", setup["paths"]["tk"], corpus=setup["corpus"], device="cpu")
     k = e.kernels
