@@ -107,7 +107,8 @@ class Explanation:
         term_scores: NDRM: each query token's contribution (aligned with ``query_tokens``).
         parts: ``(name, value)`` pairs that sum to the score, for a model combining channels (TK or
             TKL with an explicit channel); empty otherwise.
-        unknown: query tokens the model's vocabulary lacks (read as its one unknown word).
+        unknown: query tokens the model's vocabulary lacks: TK and TKL read them as their one unknown word;
+            an NDRM model scores them 0 (:attr:`term_scores`), as search skips them.
         query_tokens_cut: query tokens past the model's query cap, not read.
         index_score: explained from the index the model built, the score search gives the document
             (from its quantized impacts: close to :attr:`score`, up to the quantization); ``None`` otherwise.
@@ -480,8 +481,9 @@ def terminal_lines(e: Explanation, color: bool) -> list[str]:
         + ("" if e.index_score is None else f"   (in the index: {e.index_score:.4f}, from quantized impacts)"),
         f"read {e.tokens_read} of {len(e.tokens)} document tokens; query tokens: {' '.join(e.query_tokens)}",
     )]
-    if e.unknown:
-        lines.append(visible(f"not in the model's vocabulary (read as its unknown word): {' '.join(e.unknown)}"))
+    if e.unknown:  # a QTI model scores the unknown id 0 (search skips the word); TK and TKL read it as a word
+        how = "not scored, as search skips them" if e.kind in QTI_KINDS else "read as its unknown word"
+        lines.append(visible(f"not in the model's vocabulary ({how}): {' '.join(e.unknown)}"))
     if e.query_tokens_cut:
         lines.append(f"the model reads {len(e.query_tokens)} query tokens; the last {e.query_tokens_cut} were not read")
     if e.parts:

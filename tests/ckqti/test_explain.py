@@ -239,6 +239,35 @@ def test_overlapping_regions_show_their_text_once(setup):
     assert page == '<mark class="a">one two</mark><mark class="b"> three</mark> four'
 
 
+def test_a_short_document_shows_only_the_regions_tkl_found(setup):
+    """A document shorter than a saturation window has one region (every window of it overlaps the
+    first pick); TKL marks its other picks invalid, and explain showed them too: regions starting at
+    token -1 with score 0. Every region shown is a valid window the model picked, inside the text."""
+    from ckqti.explain import explain_text
+
+    rr = load_reranker(setup["paths"]["tkl"], device="cpu")
+    c = rr.model.config
+    words = setup["long"][setup["planted_chars"][0]:].split()
+    for n_words, expected in ((12, 1), (60, None)):  # 7 tokens; 44 (room for 2 regions, not 3)
+        text = " ".join(words[:n_words])
+        e = explain_text(rr, setup["query"], "short", text)
+        n = len(e.tokens)
+        with torch.no_grad():
+            m = rr.model.explain(torch.as_tensor(rr.query_ids(setup["query"]))[None],
+                                 torch.as_tensor(rr.doc_ids(text))[None])
+        found = int(m.region_valid[0].sum())
+        assert 0 < n < c.regions * c.saturation_window and e.tokens_read == n
+        assert len(e.regions) == found == (expected or found) and found < c.regions
+        for r in e.regions:
+            w = r.token_start // c.saturation_stride
+            assert 0 <= r.token_start < r.token_end <= n and r.token_start % c.saturation_stride == 0
+            assert bool(m.window_valid[0, w]) and r.score == pytest.approx(float(m.topography[0, w]))
+            assert 0 <= r.char_start < r.char_end <= len(text)
+        assert [r.rank for r in e.regions] == list(range(1, found + 1))
+        assert f"#{found + 1} " not in e.render_terminal(color=False)
+        assert len(parse(e.to_html()).regions) == found
+
+
 def test_tk_colours_each_word_read_by_its_closest_kernel(setup):
     e = explain(setup["query"], "long-1", setup["paths"]["tk"], corpus=setup["corpus"], device="cpu")
     k = e.kernels
@@ -302,6 +331,41 @@ def test_ndrm_terms_sum_to_the_score_and_matches_are_marked(setup, tmp_path):
     assert e.tokens_read == len(e.tokens) and page.unread == ""  # read to the end: nothing greyed out
     matched = {x["data-term"] for x in page.matches}
     assert matched == {t for t, s in zip(e.query_tokens, e.term_scores) if s > 0}
+
+
+def test_an_unknown_query_word_contributes_nothing_to_a_latent_ndrm_as_search_skips_it(setup, tmp_path):
+    """A latent model (NDRM3) scores every known query term, matched or not; a word the model never
+    saw is skipped, as search and rerank skip it: listed with contribution 0 and named as not read,
+    and the contributions still sum to the score, which equals the score without that word."""
+    from ckqti.models.checkpoint import save_checkpoint
+    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+
+    analyzer = Analyzer()
+    texts = [json.loads(line) for line in setup["corpus"].read_text().splitlines()]
+    vocab = Vocabulary.build([analyzer(d["title"] + "\n" + d["text"]) for d in texts])
+    torch.manual_seed(0)
+    config = NDRMConfig(vocab_size=len(vocab), variant="ndrm3", dim=16, num_heads=4, conv_window=5, ff_dim=16,
+                        mlp_hidden=16, num_layers=1)
+    model = build_ndrm(config, vocab).eval()
+    with torch.no_grad():
+        model.combine.linear.weight.copy_(torch.tensor([[0.5, 1.0]]))
+    path = save_checkpoint(tmp_path / "ndrm3.pt", model, "ndrm3", config.to_dict(), vocab, analyzer).path
+    known = setup["query"]
+    query = "zzqxv " + known + " qqzzv"  # two words of no document
+    e = explain(query, "long-1", path, corpus=setup["corpus"], device="cpu")
+    plain = explain(known, "long-1", path, corpus=setup["corpus"], device="cpu")
+    assert e.unknown == ("zzqxv", "qqzzv") and e.query_tokens[0] == "zzqxv" and e.query_tokens[-1] == "qqzzv"
+    assert e.term_scores[0] == e.term_scores[-1] == 0.0
+    assert all(s != 0 for s in e.term_scores[1:-1])  # latent: every known term scores, matched or not
+    assert e.term_scores[1:-1] == pytest.approx(plain.term_scores, rel=1e-5)
+    assert sum(e.term_scores) == pytest.approx(e.score, rel=1e-5) == pytest.approx(plain.score, rel=1e-5)
+    reranked = float(load_reranker(path, device="cpu").score(query, [setup["long"]])[0])
+    assert e.score == pytest.approx(reranked, rel=1e-5)
+    terminal = e.render_terminal(color=False)
+    assert "not in the model's vocabulary (not scored, as search skips them): zzqxv qqzzv" in terminal
+    assert "read as its unknown word" not in terminal
+    tk = explain(query, "long-1", setup["paths"]["tk"], corpus=setup["corpus"], device="cpu")  # TK reads the word
+    assert "not in the model's vocabulary (read as its unknown word): zzqxv qqzzv" in tk.render_terminal(color=False)
 
 
 def test_a_decomposed_accent_stays_inside_the_mark_of_its_word(setup):

@@ -396,3 +396,46 @@ def test_a_corpus_gives_the_statistics_also_with_index_candidates(clicked_collec
     rerank(queries, tmp_path / "index.trec", "ndrm2", tmp_path / "run.trec", depth=6, corpus=corpus)
     from_index, from_run = read_run(tmp_path / "index.trec"), read_run(tmp_path / "run.trec")
     assert from_index.keys() == {"q1", "q2"} and from_index == from_run
+
+
+def test_an_ndrm_checkpoint_adapted_to_an_appended_index_takes_the_builds_constants(scifact_small, queries, tmp_path):
+    """An NDRM2 checkpoint whose length mean is a prior (untrained, or ``explicit_fixed``) fills an
+    index with the build's mean document length, which appended shards keep (``length_prior``).
+    After an append of short documents the index's vocabulary has another mean; reranking its
+    candidates with --adapt-vocabulary must score as search does (the build's constants), not by
+    the new mean (which the model read from the index's vocabulary before they were set)."""
+    from ckqti import api
+    from ckqti.models.checkpoint import load_checkpoint, save_checkpoint
+    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+    from ckqti.models.reranker import adapt_reranker
+    from retriever.index import Index
+
+    lines = scifact_small.read_text().splitlines(keepends=True)
+    rows = [json.loads(x) for x in lines[100:160]]
+    (tmp_path / "a.jsonl").write_text("".join(lines[:100]))
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps({**r, "title": "", "text": " ".join(r["text"].split()[:5])})
+                                              + "\n" for r in rows))  # 60 documents of about 5 words
+    analyzer = Analyzer()
+    narrow = Vocabulary.build([analyzer(json.loads(x)["title"] + "\n" + json.loads(x)["text"]) for x in lines[:20]])
+    model = build_ndrm(NDRMConfig(vocab_size=len(narrow), variant="ndrm2", bm25_init=(0.9, 0.4)), narrow)
+    path = save_checkpoint(tmp_path / "ndrm2.pt", model, "ndrm2", model.config.to_dict(), narrow, analyzer).path
+    index = tmp_path / "idx"
+    api.index(tmp_path / "a.jsonl", index, model=str(path), progress=False)
+    api.append(tmp_path / "b.jsonl", index, progress=False)
+    idx = Index(index)
+    prior = idx.manifest.model_constants["length_prior"]
+    assert idx.vocabulary().mean_doc_length < 0.8 * prior  # the appended short documents moved the mean
+
+    rerank(queries, index, path, tmp_path / "run.trec", depth=10, adapt_vocabulary=True)
+    run = read_run(tmp_path / "run.trec")
+    unset = adapt_reranker(load_checkpoint(path), idx.vocabulary(), "cpu")  # the new mean, no constants
+    searcher, moved = Searcher(idx), 0
+    for i, text in enumerate(QUERIES[:3]):
+        indexed = {h.docid: h.score for h in searcher.search(text, 10).hits}
+        assert run[f"q{i}"].keys() == indexed.keys()
+        for docid, score in run[f"q{i}"].items():
+            assert score == pytest.approx(indexed[docid], rel=0.01, abs=0.01)
+        stored = {h.docid: idx.shards[h.shard].indexed_text(h.doc) for h in searcher.search(text, 10).hits}
+        other = unset.score(text, list(stored.values()))
+        moved += sum(s != pytest.approx(indexed[d], rel=0.01, abs=0.01) for d, s in zip(stored, other.tolist()))
+    assert moved > 10  # without the build's constants the scores are not the index's
