@@ -206,10 +206,16 @@ class WordPieceComposer:
         return out
 
     def raw(self, words: Sequence[str]) -> np.ndarray:
-        """``[n, 384]``: each word's mean WordPiece input embedding."""
+        """``[n, 384]``: each word's mean WordPiece input embedding, one ``mean`` for all the words of
+        as many pieces (a numpy call per word was half the time of adapting the bundled model's 28k
+        words to a new collection; numpy sums ``[n, k, 384]`` along ``k`` in the order it sums one ``[k, 384]``)."""
+        pieces = [self.pieces(w) for w in words]
+        counts = np.array([len(p) for p in pieces], dtype=np.int64)  # [n]
         out = np.zeros((len(words), self.width), dtype=np.float32)
-        for i, w in enumerate(words):
-            out[i] = self.weight[self.pieces(w)].mean(axis=0)
+        for k in np.unique(counts):
+            rows = np.flatnonzero(counts == k)  # [n_k]
+            ids = np.array([pieces[i] for i in rows], dtype=np.int64)  # [n_k, k]
+            out[rows] = self.weight[ids].mean(axis=1)
         return out
 
     def principal_axes(self) -> tuple[np.ndarray, np.ndarray]:

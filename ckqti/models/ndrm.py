@@ -60,7 +60,8 @@ TREC-Deep-Learning-Quick-Start):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
@@ -495,6 +496,7 @@ class NDRM1(QTIScorer):
             config.num_kernels, config.mlp_hidden, config.pool_window, config.pool_stride, config.dropout, config.eps
         )
         self.gate = None if config.latent_gate is None else LatentGate(config.latent_gate)
+        self._term_table: Tensor | None = None  # set by :meth:`frozen_weights` only
 
     def load_embeddings(self, matrix: Tensor) -> None:
         """Copy an initial ``[vocab_size, dim]`` embedding matrix (row 0 is zeroed: padding)."""
@@ -515,7 +517,21 @@ class NDRM1(QTIScorer):
         return DocumentEncoding(ids, mask, document_lengths(ids, lengths, emb.dtype), vectors)
 
     def term_vectors(self, terms: Tensor) -> Tensor:
+        if self._term_table is not None:
+            return self._term_table[terms]  # [..., D]
         return F.normalize(self.query_proj(self.embedding(terms)), dim=-1)  # [..., D]
+
+    @contextmanager
+    def frozen_weights(self, term_table: Tensor) -> Iterator[None]:
+        """A block in which the weights do not change (indexing scores every document with one model):
+        :meth:`term_vectors` reads ``term_table`` ``[V, D]``, which the caller computed once as
+        ``term_vectors(arange(V))``, instead of projecting a document's candidate terms again for each
+        document. Restored on exit."""
+        self._term_table = term_table
+        try:
+            yield
+        finally:
+            self._term_table = None
 
     @property
     def gate_threshold(self) -> float | None:
@@ -577,6 +593,7 @@ class NDRM3(QTIScorer):
         self.latent = NDRM1(replace(config, variant="ndrm1"))
         self.explicit = NDRM2(replace(config, variant="ndrm2"))
         self.combine = TermCombiner()
+        self._combination: tuple[float, float, float] | None = None  # set by :meth:`frozen_weights` only
 
     def set_collection(self, vocab: Vocabulary) -> None:
         super().set_collection(vocab)
@@ -593,6 +610,16 @@ class NDRM3(QTIScorer):
 
     def term_vectors(self, terms: Tensor) -> Tensor:
         return self.latent.term_vectors(terms)
+
+    @contextmanager
+    def frozen_weights(self, term_table: Tensor) -> Iterator[None]:
+        """:meth:`NDRM1.frozen_weights`, and :meth:`combination` computed once for the block."""
+        with self.latent.frozen_weights(term_table):
+            self._combination = self.combination()
+            try:
+                yield
+            finally:
+                self._combination = None
 
     @property
     def gate_threshold(self) -> float | None:
@@ -628,7 +655,7 @@ class NDRM3(QTIScorer):
 
     def encoded_channel_scores(self, query: Tensor, docs: DocumentEncoding) -> Tensor:
         """Channel "one" = ``a * latent + c``, channel "idf" = ``b * g`` with ``g`` NDRM2's idf-free factor."""
-        a, b, c = self.combination()
+        a, b, c = self._combination or self.combination()
         if b < 0:
             raise ValueError(
                 f"NDRM3 weighs exact-match evidence negatively (b = {b:.4g}): its idf channel cannot be stored as impacts"

@@ -153,6 +153,19 @@ def test_composition_is_the_mean_of_pieces_and_projection_is_orthonormal(compose
     assert np.all(v400[384:] == 0) and np.allclose(np.linalg.norm(v400), np.linalg.norm(raw - mean), rtol=1e-4)
 
 
+def test_compositions_of_many_words_are_each_words_own_mean_to_the_bit(docs, composer):
+    """``raw`` composes all the words of as many pieces in one ``mean``: the same float32 bits as each
+    word's own ``weight[pieces].mean(axis=0)`` (a running sum, ``np.add.reduceat``, differs in the last
+    bit for two words in five), in the words' order, whatever their piece counts."""
+    words = sorted({t for d in docs for t in d})[:3000] + ["", "x" * 200, "immunohistochemistry"]
+    counts = {len(composer.pieces(w)) for w in words}
+    assert len(counts) >= 5  # one to many pieces
+    raw = composer.raw(words)
+    own = np.stack([composer.weight[composer.pieces(w)].mean(axis=0) for w in words])
+    assert raw.dtype == np.float32 and np.array_equal(raw.view(np.uint32), own.view(np.uint32))
+    assert composer.raw([]).shape == (0, composer.width)
+
+
 def test_minilm_embeddings_aligned_to_vocabulary(docs, composer):
     vocab = Vocabulary.build(docs[:50])
     matrix = minilm_embeddings(vocab, 256, composer)

@@ -413,6 +413,39 @@ def test_adapt_to_vocabulary_keeps_weights_and_known_rows(variant):
         assert torch.allclose(adapted(q_new, d_new), m(q_old, d_old), atol=1e-6)
 
 
+@pytest.mark.parametrize("variant", ["ndrm1", "ndrm3"])
+@torch.no_grad()
+def test_frozen_weights_read_the_term_table_and_hold_only_inside_the_block(scifact, variant):
+    """Indexing scores every document inside ``frozen_weights(table)``: query vectors are the rows of
+    the table (every term's vector, computed once), equal to the model's own for any terms, and NDRM3's
+    combination is the one of the block's start; outside it, both follow the weights again."""
+    vocab, _, pos, _ = scifact
+    m = model(vocab, variant).eval()
+    docs = m.encode_documents(pos)
+    table = m.term_vectors(torch.arange(len(vocab)))  # [V, D]
+    terms = torch.from_numpy(np.random.default_rng(0).permutation(np.arange(2, len(vocab)))[:40])
+    before = m.channel_scores(terms, docs)
+    with m.frozen_weights(table):
+        assert torch.equal(m.term_vectors(terms), table[terms])
+        assert torch.equal(m.term_vectors(terms[None]), table[terms][None])  # [1, T] query rows
+        torch.testing.assert_close(m.channel_scores(terms, docs), before, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(m.term_vectors(terms), table[terms], rtol=1e-5, atol=1e-6)  # the model's own
+    shifted = table.roll(1, 0)  # another table: read as given, not recomputed
+    with m.frozen_weights(shifted):
+        assert torch.equal(m.term_vectors(terms), shifted[terms])
+        if variant == "ndrm3":  # the combination is fixed at the block's start
+            m.combine.linear.bias += 1.0
+            frozen = m.channel_scores(terms, docs)
+    latent = m if variant == "ndrm1" else m.latent
+    latent.query_proj.weight.mul_(2.0)
+    assert not torch.allclose(m.term_vectors(terms), table[terms])  # after the block: the weights again
+    if variant == "ndrm3":
+        assert not torch.allclose(m.channel_scores(terms, docs)[..., 0], frozen[..., 0])
+    with pytest.raises(KeyError), m.frozen_weights(table):
+        raise KeyError("x")
+    assert not torch.allclose(m.term_vectors(terms), table[terms])  # restored after an error too
+
+
 # -- the gated latent channel (NDRMConfig.latent_gate) -----------------------------------------
 
 
