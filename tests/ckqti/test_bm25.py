@@ -169,13 +169,14 @@ def test_kept_bm25_index_is_rebuilt_for_another_corpus(tmp_path):
     assert sorted(bm25.bm25_candidates(corpus, queries, tmp_path / "work", 10)["q"]) == ["b1", "b2"]
 
 
-def anserini_log(monkeypatch, returncode: int, lines: list[str]) -> None:
-    """``java`` replaced by a run that prints ``lines`` and exits ``returncode``, writing no index."""
+def anserini_log(monkeypatch, returncode: int, lines: list[str], committed: bool = False) -> None:
+    """``java`` replaced by a run that prints ``lines`` and exits ``returncode``, writing an index
+    that is committed (``segments_1``) or not (a half-written segment file only)."""
 
     def run(args, **kwargs):
         index_dir = Path(args[args.index("-index") + 1])
         index_dir.mkdir(parents=True)
-        (index_dir / "_0.fdt").write_text("half")
+        (index_dir / ("segments_1" if committed else "_0.fdt")).write_text("index")
         return subprocess.CompletedProcess(args, returncode, stdout="\n".join(lines))
 
     monkeypatch.setattr(bm25.subprocess, "run", run)
@@ -202,21 +203,9 @@ def test_an_index_without_its_commit_is_not_installed(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def anserini_run(monkeypatch, returncode: int, lines: list[str]) -> None:
-    """``java`` replaced by a run that writes a committed index, prints ``lines`` and exits ``returncode``."""
-
-    def run(args, **kwargs):
-        index_dir = Path(args[args.index("-index") + 1])
-        index_dir.mkdir(parents=True)
-        (index_dir / "segments_1").write_text("commit")
-        return subprocess.CompletedProcess(args, returncode, stdout="\n".join(lines))
-
-    monkeypatch.setattr(bm25.subprocess, "run", run)
-
-
 def test_a_failed_java_run_is_named_with_its_exit_status_and_installs_nothing(tmp_path, monkeypatch):
-    anserini_run(monkeypatch, 1, ["2026-01-01 ERROR [main] index.IndexCollection - java.lang.OutOfMemoryError",
-                                  "2026-01-01 INFO  [main] index.AbstractIndexer - indexed: 2"])
+    anserini_log(monkeypatch, 1, ["2026-01-01 ERROR [main] index.IndexCollection - java.lang.OutOfMemoryError",
+                                  "2026-01-01 INFO  [main] index.AbstractIndexer - indexed: 2"], committed=True)
     with pytest.raises(IndexFormatError, match=r"IndexCollection failed \(exit 1\): .*OutOfMemoryError"):
         bm25.build_bm25_index([("a", "alpha beta"), ("b", "beta gamma")], tmp_path / "small")
     assert list(tmp_path.iterdir()) == []
@@ -225,9 +214,11 @@ def test_a_failed_java_run_is_named_with_its_exit_status_and_installs_nothing(tm
 def test_documents_anserini_skips_as_empty_are_no_error_and_counts_read_with_commas(tmp_path, monkeypatch):
     """Anserini skips a document whose text analyzes to nothing (fewer indexed than written is fine)
     and prints its count with thousands separators."""
-    anserini_run(monkeypatch, 0, ["2026-01-01 INFO  [main] index.AbstractIndexer - indexed:               1"])
+    anserini_log(monkeypatch, 0, ["2026-01-01 INFO  [main] index.AbstractIndexer - indexed:               1"],
+                 committed=True)
     assert bm25.build_bm25_index([("a", "alpha beta"), ("b", "the of")], tmp_path / "small").is_dir()
-    anserini_run(monkeypatch, 0, ["2026-01-01 INFO  [main] index.AbstractIndexer - indexed:           5,183"])
+    anserini_log(monkeypatch, 0, ["2026-01-01 INFO  [main] index.AbstractIndexer - indexed:           5,183"],
+                 committed=True)
     assert bm25.run_index_collection(tmp_path / "c", tmp_path / "i", "JsonCollection") == 5183
 
 
