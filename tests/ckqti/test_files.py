@@ -149,3 +149,44 @@ def test_same_file_knows_a_file_by_any_spelling_and_data_is_no_file(tmp_path):
     check_not_input(tmp_path / "new", {"queries file": tmp_path / "a.tsv", "corpus": None})
     with pytest.raises(InputError, match=f"^{tmp_path / 'b'}: is also the queries file this command reads"):
         check_not_input(tmp_path / "b", {"queries file": tmp_path / "a.tsv"})
+
+
+def test_a_full_quota_names_the_file_being_written_too(tmp_path):
+    import errno
+
+    from ckqti.errors import DiskFullError
+
+    path = tmp_path / "run.trec"
+    with pytest.raises(DiskFullError, match=rf"writing {path}$"):
+        with replacing(path):
+            raise OSError(errno.EDQUOT, "Disk quota exceeded")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_without_make_folders_a_missing_folder_is_an_error_not_made(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        with replacing(tmp_path / "gone" / "out.txt", make_folders=False) as tmp:
+            tmp.write_text("x")
+    assert not (tmp_path / "gone").exists()
+
+
+def test_an_output_below_a_file_is_refused_before_any_work(tmp_path):
+    from ckqti.files import check_folder_of
+
+    (tmp_path / "taken").write_text("a file")
+    with pytest.raises(InputError, match=f"cannot write the run: {tmp_path / 'taken'} is a file, not a directory"):
+        check_folder_of(tmp_path / "taken" / "sub" / "run.trec", "the run")
+    check_folder_of(tmp_path / "new" / "sub" / "run.trec", "the run")  # folders yet to be made are fine
+
+
+def test_a_process_of_another_user_counts_as_alive(monkeypatch):
+    """Signal 0 to another user's process is refused (EPERM): it exists, so its temporary files stay."""
+    import os
+
+    from ckqti.files import alive
+
+    def refused(pid, sig):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "kill", refused)
+    assert alive(12345)

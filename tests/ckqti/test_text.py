@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ckqti.text import Analyzer
+from ckqti.text import Analyzer, non_ascii_readings
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 
@@ -68,3 +68,26 @@ def test_prefix_lower_cases_before_cutting_chunks():
     assert whole[:3] == [w.lower() for w in words] and len(whole) == 450
     for n in (1, 2, 3, 5, 7, 17, 50, 200):
         assert a.prefix(text, n) == whole[:n], n
+
+
+@pytest.mark.parametrize("analyzer", [Analyzer(), Analyzer(stemmer="none"), Analyzer(stopwords="none"),
+                                      Analyzer(stemmer="none", stopwords="none", lowercase=False)])
+def test_an_analyzer_comes_back_from_its_manifest_form(analyzer):
+    """An index records ``to_dict`` and is only searched with an equal analyzer: every setting returns."""
+    again = Analyzer.from_dict(json.loads(json.dumps(analyzer.to_dict())))
+    assert again == analyzer and again("The Cells ran") == analyzer("The Cells ran")
+
+
+def test_an_unknown_stemmer_or_stopword_list_is_refused():
+    """Not read as no stemming (an index of unstemmed terms under a name that says otherwise)."""
+    with pytest.raises(ValueError, match="unknown stemmer 'porter'"):
+        Analyzer(stemmer="porter")
+    with pytest.raises(ValueError, match="unknown stopword list 'french'"):
+        Analyzer(stopwords="french")
+
+
+def test_non_ascii_readings_name_each_word_with_a_foreign_letter_once():
+    """The search note lists words holding a non-ASCII letter or digit (not punctuation like a dash),
+    each once, with the terms the analyzer reads of it."""
+    text = "naïve cells — 日本 naïve ok ２"
+    assert non_ascii_readings(text, Analyzer()) == [("naïve", ["na", "ve"]), ("日本", []), ("２", [])]

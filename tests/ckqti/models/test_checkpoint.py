@@ -261,3 +261,68 @@ def test_an_ndrm3_that_cannot_fill_an_index_is_refused_at_load(tmp_path, collect
     with pytest.raises(CkqtiError, match=r"m\.pt: this NDRM3 weighs exact-match evidence negatively"):
         load_qti_model(str(tmp_path / "m.pt"), "cpu")  # what ckqti index and append open a model with
     load_for_indexing(tmp_path / "m.pt")  # other uses (reranking, tests of the weights) still read it
+
+
+def tiny_ndrm2(tmp_path, name="n2.pt", vocab=None, **kw):
+    """A tiny untrained NDRM2 saved as a checkpoint; returns its path."""
+    from ckqti.text import Analyzer
+
+    if vocab is None:
+        vocab = Vocabulary.build([["gene", "cell"], ["cell", "tumor"]])
+    model = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm2"), vocab)
+    save_checkpoint(tmp_path / name, model, "ndrm2", model.config.to_dict(), vocab, Analyzer(), **kw)
+    return tmp_path / name
+
+
+def test_a_checkpoint_of_another_format_version_or_lacking_a_field_is_one_line(tmp_path):
+    """A later format (or an edited file missing a field) is refused by name, not read as this one
+    (a KeyError traceback, or weights put where they do not belong)."""
+    path = tiny_ndrm2(tmp_path)
+    payload = torch.load(path, weights_only=True)
+    torch.save({**payload, "format_version": 2}, tmp_path / "v2.pt")
+    with pytest.raises(CkqtiError, match=f"^{tmp_path / 'v2.pt'}: checkpoint format version 2 is not supported$"):
+        load_checkpoint(tmp_path / "v2.pt")
+    torch.save({k: v for k, v in payload.items() if k not in ("fallback", "meta")}, tmp_path / "old.pt")
+    with pytest.raises(CkqtiError, match=f"^{tmp_path / 'old.pt'}: checkpoint lacks fallback, meta$"):
+        load_checkpoint(tmp_path / "old.pt")
+
+
+def test_the_fallback_is_checked_saved_and_loaded(tmp_path):
+    """``fallback`` decides the rows of unseen words: an unknown one is refused when saving, and
+    "mean" comes back from the file (and makes another id than "minilm")."""
+    with pytest.raises(ValueError, match="fallback must be one of"):
+        tiny_ndrm2(tmp_path, "bad.pt", fallback="glove")
+    assert not (tmp_path / "bad.pt").exists()
+    mean = load_checkpoint(tiny_ndrm2(tmp_path, "mean.pt", fallback="mean"))
+    minilm = load_checkpoint(tiny_ndrm2(tmp_path, "minilm.pt"))
+    assert (mean.fallback, minilm.fallback) == ("mean", "minilm") and mean.id != minilm.id
+
+
+def test_a_vocabulary_grown_document_by_document_saves_and_loads(tmp_path):
+    """``Vocabulary.add_document`` keeps spare room in df and cf; the checkpoint stores one count per term."""
+    vocab = Vocabulary()
+    for doc in (["gene", "cell"], ["cell", "tumor"], ["rain"]):
+        vocab.add_document(doc)
+    assert len(vocab.df) > len(vocab)  # the spare room the save must drop
+    loaded = load_checkpoint(tiny_ndrm2(tmp_path, vocab=vocab))
+    assert loaded.vocab.terms == vocab.terms and loaded.vocab.df.tolist() == vocab.df[: len(vocab)].tolist()
+
+
+@pytest.mark.parametrize("fallback", ["minilm", "mean"])
+def test_unseen_words_get_the_checkpoints_fallback_rows(tmp_path, collection, fallback):
+    """Indexing another corpus fills unseen words' rows the way the checkpoint says: "minilm" predicts
+    each word's own row (two unseen words differ), "mean" gives them all the known rows' mean."""
+    torch.manual_seed(0)
+    model = build_ndrm(NDRMConfig(vocab_size=len(collection.vocab), variant="ndrm3", **TINY_MODEL), collection.vocab)
+    save_checkpoint(tmp_path / "m.pt", model, "ndrm3", model.config.to_dict(), collection.vocab, collection.analyzer,
+                    fallback=fallback)
+    corpus_vocab = Vocabulary.build([[collection.vocab.terms[10], "zzyzxword", "quantumfoamology"]])
+    factory, _ = load_for_indexing(tmp_path / "m.pt", "cpu")
+    emb = factory(corpus_vocab).latent.embedding.weight.detach()
+    a, b = emb[corpus_vocab.id("zzyzxword")], emb[corpus_vocab.id("quantumfoamology")]
+    known = model.latent.embedding.weight.detach()[2:]
+    if fallback == "mean":
+        torch.testing.assert_close(a, known.mean(0))
+        torch.testing.assert_close(b, known.mean(0))
+    else:
+        assert not torch.allclose(a, b)

@@ -91,3 +91,16 @@ def test_every_parameter_gets_a_gradient_with_the_explicit_channel(kind):
     model(q, d).sum().backward()
     for name, p in model.named_parameters():
         assert p.grad is not None and torch.count_nonzero(p.grad) > 0, name
+
+
+def test_the_combination_holds_when_a_channel_barely_varies():
+    """``combination()`` is the eval-mode map even where BatchNorm's eps matters (a channel whose
+    running variance is near eps): what explanations report sums to the score."""
+    combiner = ExplicitCombiner(VOCAB).eval()
+    with torch.no_grad():
+        combiner.norm.running_mean.zero_()
+        combiner.norm.running_var.copy_(torch.tensor([2e-5, 1e-5]))
+        combiner.linear.weight.copy_(torch.tensor([[0.7, 1.3]]))
+        score, explicit = torch.tensor([0.001, 0.002, -0.003]), torch.tensor([0.002, -0.001, 0.004])
+        a, b, c = combiner.combination()
+        torch.testing.assert_close(combiner(score, explicit), (a * score + b * explicit + c).float(), rtol=1e-4, atol=1e-6)

@@ -41,3 +41,37 @@ def test_pad_rows_truncates_and_pads():
     out = pad_rows([np.array([5, 6, 7]), np.array([8])], max_len=2)
     assert out.tolist() == [[5, 6], [8, 0]]
     assert pad_rows([np.array([], dtype=np.int64)]).tolist() == [[0]]
+
+
+def test_a_piece_does_not_take_the_mark_the_next_piece_is():
+    """A spacing mark the tokenizer keeps as a piece of its own (Devanagari's vowel sign in ``kaा``)
+    stays that piece's: the piece before stops where it starts, so two highlights never overlap."""
+    from ckqti.models.minilm import WordPieceTokenizer
+
+    text = "ka\u093e gene"
+    pieces = WordPieceText(WordPieceTokenizer.minilm()).spans(text)
+    assert [(s.token, s.start, s.end) for s in pieces] == [("ka", 0, 2), ("##\u093e", 2, 3), ("gene", 4, 8)]
+
+
+def test_a_wordpiece_checkpoint_s_vocabulary_is_the_whole_tokenizer():
+    """IDCM saves its tokenizer as a vocabulary and reads it back: every token, in order, so the
+    pieces (and ids) of any text are the same; a long text's length is all of its pieces."""
+    from ckqti.models.inputs import tokenizer_from_vocabulary, wordpiece_vocabulary
+    from ckqti.models.minilm import WordPieceTokenizer
+
+    tok = WordPieceTokenizer.minilm()
+    again = tokenizer_from_vocabulary(wordpiece_vocabulary(tok))
+    assert again.vocab_size == tok.vocab_size
+    assert again.tokens(range(tok.vocab_size)) == tok.tokens(range(tok.vocab_size))
+    text = "Vitamin D deficiency and tuberculosis risk. " * 100  # ~800 pieces, past BERT's 512
+    assert len(tok.encode(text)) > 600 and WordPieceText(again).length(text) == len(tok.encode(text))
+
+
+def test_spans_of_an_analyzer_that_keeps_case_are_its_terms():
+    """An analyzer that does not lower-case drops upper-case letters as separators; its spans must too
+    (lower-cased spans would highlight terms the model never read)."""
+    analyzer = Analyzer(stemmer="none", stopwords="none", lowercase=False)
+    text = "Gene EXPRESSION in tumor Cells"
+    spans = analyzed_spans(analyzer, text)
+    assert [s.token for s in spans] == analyzer(text) == ["ene", "in", "tumor", "ells"]
+    assert [text[s.start:s.end] for s in spans] == ["ene", "in", "tumor", "ells"]

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from ckqti.errors import CkqtiError
 from ckqti.models.inputs import TermText
-from ckqti.models.reranker import Reranker, build_model, load_reranker, save_reranker
+from ckqti.models.reranker import QTI_QUERY_TERMS, Reranker, build_model, load_reranker, save_reranker
 from ckqti.text import Analyzer
 from ckqti.train.rerankers import match_init
 from ckqti.vocab import Vocabulary
+
+from ..conftest import TINY_MODEL
 
 TINY_TK = dict(embedding_dim=16, num_heads=2, ff_dim=16, num_layers=1)
 
@@ -79,3 +82,69 @@ def test_adapted_vocabulary_keeps_known_rows_and_stops_unknown_words_matching(tm
     assert before[0] >= before[1]  # two unknown words "match" zebrafish at least as well as zebrafish itself
     s = adapted.score(q, docs)
     assert s[1] > s[0]  # only the document holding the word matches it
+
+
+def qti_reranker(variant: str, docs: list[str], max_doc_length: int = 4000) -> Reranker:
+    """An untrained NDRM of ``variant`` reading the analyzed ``docs``' vocabulary (no checkpoint)."""
+    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+
+    analyzer = Analyzer()
+    vocab = Vocabulary.build([analyzer(d) for d in docs])
+    torch.manual_seed(3)
+    model = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant=variant, **{**TINY_MODEL, "max_doc_terms": max_doc_length}),
+                       vocab).eval()
+    return Reranker(variant, model, TermText(analyzer, vocab), f"{variant}-test", QTI_QUERY_TERMS, max_doc_length,
+                    torch.device("cpu"))
+
+
+DOCS = ["gene expression in tumor cells", "tumor tumor growth", "rain tomorrow", "sunny days and tumor"]
+
+
+@pytest.mark.parametrize("variant", ["ndrm1", "ndrm2", "ndrm3"])
+def test_a_qti_model_scores_a_query_as_the_index_sums_it(variant):
+    """Search sums a query's term impacts, each term once per occurrence, and an unknown word has no
+    postings: a rerank (or explanation) scores so too, whatever order and batches the documents come in."""
+    rr = qti_reranker(variant, DOCS)
+    one = rr.score("tumor", DOCS)
+    np.testing.assert_allclose(rr.score("tumor tumor", DOCS), 2 * one, rtol=1e-6)
+    np.testing.assert_allclose(rr.score("tumor zebrafish", DOCS), one, rtol=1e-6)  # zebrafish: unknown
+    alone = [rr.score("tumor gene", [d])[0] for d in DOCS]
+    np.testing.assert_allclose(rr.score("tumor gene", DOCS, batch_size=2), alone, rtol=1e-5)
+
+
+def test_a_qti_model_normalises_by_the_whole_length_of_a_document_it_reads_part_of():
+    """NDRM's length normalisation reads the untruncated length (as the index builder does): a
+    document cut at 2 terms scores as the whole one when its terms all fall in the cut."""
+    long = "quasar gene " + "filler " * 50
+    whole = qti_reranker("ndrm2", DOCS + [long]).score("quasar", [long])
+    cut = qti_reranker("ndrm2", DOCS + [long], max_doc_length=2).score("quasar", [long])
+    assert whole[0] > 0 and cut[0] == pytest.approx(whole[0], rel=1e-6)
+
+
+def test_a_query_is_unreadable_without_a_known_word_or_over_the_distinct_term_cap():
+    """The reasons rerank and explain refuse a query, as search does: no term, no known word, or
+    more than QTI_QUERY_TERMS distinct known terms (repeats and unknown words do not count)."""
+    words = [f"w{i}x" for i in range(QTI_QUERY_TERMS + 1)]
+    rr = qti_reranker("ndrm2", [" ".join(words)])
+    assert rr.unreadable(rr.query_ids("the of and")) == "no term the model reads"
+    assert rr.unreadable(rr.query_ids("zebrafish quasar")) == "no word the model knows"
+    assert rr.unreadable(rr.query_ids(" ".join(words[:QTI_QUERY_TERMS] + ["zebrafish"] * 5))) is None
+    assert rr.unreadable(rr.query_ids(" ".join([words[0]] * (2 * QTI_QUERY_TERMS)))) is None
+    assert rr.unreadable(rr.query_ids(" ".join(words))) == (
+        f"query has {QTI_QUERY_TERMS + 1} distinct known terms; a query may have at most {QTI_QUERY_TERMS}")
+
+
+def test_an_untrained_ndrm2_takes_the_index_builds_constants():
+    """An untrained NDRM2 reranking an index scores as its build did: with the build's prior mean
+    document length (an append keeps it), not the current collection's."""
+    from ckqti.models.reranker import untrained_reranker
+
+    analyzer = Analyzer()
+    vocab = Vocabulary.build([analyzer(d) for d in DOCS])
+    plain = untrained_reranker("ndrm2", vocab, device="cpu")
+    built = {k: 3 * v for k, v in plain.model.index_constants().items()}
+    rr = untrained_reranker("ndrm2", vocab, built, device="cpu")
+    assert rr.model.index_constants() == pytest.approx(built) and rr.model_id == "ndrm2-untrained"
+    assert not np.allclose(rr.score("gene growth", DOCS), plain.score("gene growth", DOCS))
+    short = untrained_reranker("ndrm2", vocab, device="cpu", max_doc_length=2)
+    assert short.max_doc_length == 2 and len(short.doc_ids(DOCS[0])) == 2  # --max-doc-length reaches it

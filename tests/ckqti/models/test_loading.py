@@ -1,0 +1,44 @@
+"""Which model fills an index (ckqti.models.loading): the default, the untrained names, the bundled name."""
+
+from __future__ import annotations
+
+import pytest
+
+from ckqti.errors import CkqtiError
+from ckqti.models.loading import BUNDLED, DEFAULT_CHECKPOINT, load_qti_model, resolve_model
+from ckqti.vocab import Vocabulary
+
+VOCAB = Vocabulary.build([["gene", "cell"], ["cell", "tumor"]])
+bundled = pytest.mark.skipif(not DEFAULT_CHECKPOINT.is_file(), reason="no bundled NDRM3 checkpoint")
+
+
+@pytest.mark.parametrize("spec, length_weight, length_bias", [
+    ("ndrm2", 1.0, 0.0),  # the paper's start: BM25 with k1 = 1, b = 1
+    ("ndrm2-anserini", 0.9 * 0.4, 0.9 * (1 - 0.4)),  # Anserini's k1 = 0.9, b = 0.4: w = k1 b, b = k1 (1 - b)
+])
+def test_the_untrained_models_start_at_their_bm25_and_say_so(spec, length_weight, length_bias):
+    factory, info = load_qti_model(spec, "cpu")
+    assert info == {"id": f"{spec}-untrained", "name": spec, "variant": "ndrm2"}
+    model = factory(VOCAB)
+    assert model.length_weight.item() == pytest.approx(length_weight)
+    assert model.length_bias.item() == pytest.approx(length_bias)
+
+
+@bundled
+def test_no_model_named_is_the_bundled_checkpoint_and_so_is_its_short_name():
+    _, default = load_qti_model(None, "cpu")
+    _, named = load_qti_model("ndrm3-scifact", "cpu")
+    assert default["path"] == named["path"] == str(DEFAULT_CHECKPOINT) and default["id"] == named["id"]
+    assert default["variant"] == "ndrm3" and default["id"].startswith("ndrm3-")
+    assert default["latent_gate"] == 0.6  # the manifest records the bundled model's gate (docs/EFFECTIVENESS.md)
+    assert resolve_model("ndrm3-scifact") == str(DEFAULT_CHECKPOINT)
+
+
+def test_a_bundled_model_this_install_lacks_and_a_folder_are_one_line(tmp_path, monkeypatch):
+    monkeypatch.setitem(BUNDLED, "ndrm3-scifact", tmp_path / "gone.pt")
+    with pytest.raises(CkqtiError, match=r"gone\.pt: the bundled model 'ndrm3-scifact' is not in this install$"):
+        resolve_model("ndrm3-scifact")
+    with pytest.raises(CkqtiError, match=f"^{tmp_path}: is a directory; a model is 'ndrm2'"):
+        resolve_model(tmp_path)
+    with pytest.raises(CkqtiError, match="model not found"):
+        resolve_model(tmp_path / "nosuch.pt")
