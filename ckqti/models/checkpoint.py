@@ -82,9 +82,7 @@ class Checkpoint:
 
     def build(self, device: torch.device | str | None = None) -> nn.Module:
         """The model exactly as saved (training vocabulary), in eval mode."""
-        model = _builder(self.kind, self.path)(self.config)
-        model.load_state_dict(_as_float32(self.state_dict))
-        return model.to(device or "cpu").eval()
+        return _built(self, self.config, _as_float32(self.state_dict)).to(device or "cpu").eval()
 
     def info(self) -> dict[str, Any]:
         """What an index manifest records about the model."""
@@ -145,6 +143,22 @@ def _builder(kind: str, path: Path | None) -> Callable[[Mapping[str, Any]], nn.M
     if kind not in _BUILDERS:
         raise CkqtiError(f"checkpoint holds a {kind!r} model, which this version cannot build", path)
     return _BUILDERS[kind]
+
+
+def _built(ckpt: Checkpoint, config: Mapping[str, Any], state: Mapping[str, Tensor]) -> nn.Module:
+    """The model of ``ckpt``'s kind from ``config`` with ``state`` loaded; a config or weights this
+    version cannot read (a newer ckqti's field, weights of another shape) is a one-line error."""
+    builder = _builder(ckpt.kind, ckpt.path)
+    try:
+        model = builder(config)
+    except (TypeError, ValueError) as err:
+        raise CkqtiError(f"its {ckpt.kind} config is not one this version of ckqti reads ({err})", ckpt.path) from None
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as err:  # torch: "Error(s) in loading state_dict ...:" then one line a problem
+        why = next((line.strip() for line in str(err).splitlines()[1:] if line.strip()), str(err))
+        raise CkqtiError(f"its weights do not fit its {ckpt.kind} config ({why[:200]})", ckpt.path) from None
+    return model
 
 
 def _as_float32(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
@@ -323,9 +337,7 @@ def checkpoint_embeddings(path: str | Path, vocab: Vocabulary, dim: int) -> np.n
 
 def adapt_to_vocabulary(ckpt: Checkpoint, vocab: Vocabulary, device: torch.device | str | None = None) -> nn.Module:
     """The checkpoint's model with term ids of ``vocab`` and its statistics attached, in eval mode."""
-    builder = _builder(ckpt.kind, ckpt.path)
     config = replace_vocab_size(ckpt.config, len(vocab))
-    model = builder(config)
     n_train = len(ckpt.vocab)
     state = {}
     for key, value in _as_float32(ckpt.state_dict).items():
@@ -334,7 +346,7 @@ def adapt_to_vocabulary(ckpt: Checkpoint, vocab: Vocabulary, device: torch.devic
         elif key.endswith(STATISTIC_SUFFIX) and value.shape[:1] == (n_train,):
             value = torch.zeros((len(vocab),) + tuple(value.shape[1:]), dtype=value.dtype)
         state[key] = value
-    model.load_state_dict(state)
+    model = _built(ckpt, config, state)
     if hasattr(model, "set_collection"):
         model.set_collection(vocab)
     return model.to(device or "cpu").eval()

@@ -326,3 +326,27 @@ def test_unseen_words_get_the_checkpoints_fallback_rows(tmp_path, collection, fa
         torch.testing.assert_close(b, known.mean(0))
     else:
         assert not torch.allclose(a, b)
+
+
+def test_a_config_or_weights_this_version_cannot_read_is_one_line(tmp_path):
+    """A newer ckqti's config field, or weights that do not fit the config, with a consistent hash:
+    a one-line error naming the file, not a ValueError or RuntimeError traceback."""
+    from ckqti.models.checkpoint import content_hash
+
+    path = tiny_ndrm2(tmp_path)
+    payload = torch.load(path, weights_only=True)
+    ckpt = load_checkpoint(path)
+
+    def saved(name, config, state):
+        digest = content_hash(ckpt.kind, config, ckpt.analyzer, ckpt.vocab, state, ckpt.fallback)
+        torch.save({**payload, "config": config, "state_dict": state, "content_hash": digest}, tmp_path / name)
+        return load_checkpoint(tmp_path / name)
+
+    newer = saved("newer.pt", {**payload["config"], "future_field": 1}, payload["state_dict"])
+    other = saved("other.pt", payload["config"], {k: v for k, v in list(payload["state_dict"].items())[1:]})
+    for bad, why in ((newer, r"its ndrm2 config is not one this version of ckqti reads \(unknown NDRMConfig fields"),
+                     (other, r"its weights do not fit its ndrm2 config \(Missing key")):
+        with pytest.raises(CkqtiError, match=f"^{bad.path}: {why}"):
+            bad.build()
+        with pytest.raises(CkqtiError, match=f"^{bad.path}: {why}"):
+            adapt_to_vocabulary(bad, ckpt.vocab)
