@@ -115,3 +115,45 @@ def test_gated_latent_model_index_matches_exhaustive_scoring(tmp_path, data_dir)
     assert rep.queries == 225
     assert rep.overlap_at_k >= 0.99
     assert abs(rep.delta_ndcg10) <= 0.002
+
+
+def test_the_index_run_is_cut_at_the_reference_depth_not_at_ten():
+    """Overlap@100 needs the index's top 100: a run cut at 10 would hold a tenth of it at most."""
+    docs = [f"d{i}" for i in range(20)]
+    ref = ExhaustiveReference(queries={"q": "text"}, qrels={"q": {"d0": 1}}, run={"q": {d: 20.0 - i for i, d in enumerate(docs)}},
+                              ndcg10=1.0, k=20)
+    searcher = SimpleNamespace(resolution=7, search=lambda text, k: SimpleNamespace(
+        hits=[SimpleNamespace(docid=d, score=20.0 - i) for i, d in enumerate(docs[:k])]))
+    assert index_report(searcher, ref).overlap_at_k == 1.0
+
+
+def test_mean_overlap_is_nan_when_the_reference_ranks_nothing():
+    assert math.isnan(mean_overlap_at_k({"q1": ["a"], "q2": []}, {"q1": [], "q2": []}, 10))
+
+
+def test_a_resolution_sweep_scores_exhaustively_once_and_searches_at_each_resolution(monkeypatch):
+    """Each report is of a searcher at its own resolution (None: the default), against one reference."""
+    import indexer.fidelity as fidelity
+    import retriever.index
+    import retriever.search
+
+    ref = ExhaustiveReference(queries={"q": "text"}, qrels={"q": {"d1": 1}}, run={"q": {"d1": 2.0, "d2": 1.0}},
+                              ndcg10=1.0, k=2)
+    calls = []
+    monkeypatch.setattr(fidelity, "exhaustive_reference", lambda *a, **kw: calls.append(a) or ref)
+    monkeypatch.setattr(retriever.index, "Index", lambda path: SimpleNamespace(path=path))
+
+    class Searcher:  # finds d1 alone at a resolution of at least 5
+        def __init__(self, index, resolution):
+            self.resolution = resolution
+
+        def search(self, text, k):
+            hits = [("d1", 2.0)] if self.resolution >= 5 else [("d2", 2.0)]
+            return SimpleNamespace(hits=[SimpleNamespace(docid=d, score=s) for d, s in hits])
+
+    monkeypatch.setattr(retriever.search, "Searcher", Searcher)
+    reps = fidelity.resolution_sweep("idx", "c", "m", "q", "r", [3, 7, None])
+    assert len(calls) == 1
+    assert [r.resolution for r in reps] == [3, 7, retriever.search.RESOLUTION]
+    assert [r.overlap_at_k for r in reps] == [0.5, 0.5, 0.5] and reps[0].ndcg10_index == 0.0 < reps[1].ndcg10_index
+    assert fidelity.measure_fidelity("idx", "c", "m", "q", "r", resolution=4).resolution == 4

@@ -356,6 +356,21 @@ def test_impact_fidelity_refuses_an_index_of_another_corpus(ndrm2_index, data_di
     assert check_index(ndrm2_index, "ndrm2", ndrm2_index.parent / "corpus.jsonl").num_docs == 40
 
 
+def test_impact_fidelity_refuses_an_index_of_part_of_the_corpus_or_of_another_model(ndrm2_index, tmp_path):
+    """An index lacking some of the corpus's documents would be measured against exhaustive scoring of
+    all of them (a lower overlap that is not the index's); one of another model against another model."""
+    from ckqti.errors import IndexFormatError
+    from scripts.impact_fidelity import check_index
+
+    corpus = tmp_path / "corpus.jsonl"
+    with open(REPO / "ckqti" / "data" / "sample" / "corpus.jsonl") as f:
+        corpus.write_text("".join(line for _, line in zip(range(50), f)))
+    with pytest.raises(InputError, match="built from another corpus"):
+        check_index(ndrm2_index, "ndrm2", corpus)
+    with pytest.raises(IndexFormatError, match="built with"):
+        check_index(ndrm2_index, "ndrm2-anserini", ndrm2_index.parent / "corpus.jsonl")
+
+
 def test_merge_files_are_checked_before_the_work(tmp_path):
     from dataclasses import asdict
 

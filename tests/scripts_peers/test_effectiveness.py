@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from scripts.effectiveness_registry import (
@@ -27,6 +28,7 @@ from scripts.effectiveness_report import (
     cited_by_training,
     collection_table,
     compare_to_base,
+    fmt_p,
     merge_rows,
     predates_new_word_rows,
     summary_table,
@@ -284,3 +286,59 @@ def test_wise_alpha_is_the_smallest_within_tolerance_of_the_bundled_vectors():
     assert pick_alpha({0.0: 0.70, 0.25: 0.79, 0.5: 0.794, 1.0: 0.803}, tolerance=0.01) == 0.5
     assert pick_alpha({0.0: 0.90, 1.0: 0.803}) == 0.0
     assert pick_alpha({0.0: 0.5, 0.5: 0.6, 1.0: 0.803}) == 1.0
+
+
+def test_targets_and_significance_marks_at_their_bounds():
+    """+0.03 exactly meets a +0.03 target, -0.01 exactly a -0.01 floor; p 0.05 is not below 0.05."""
+    def row(delta, p):
+        return {"ttest_vs_bm25": {"nDCG@10": {"delta": delta, "p": p}}}
+
+    report = {"scifact": {"bm25": {}, "ndrm3-full": row(0.03, 0.01), "tkl-rerank": row(0.03, 0.5)},
+              "vaswani": {"bm25": {}, "ndrm3-full": row(-0.01, 0.3)}}
+    checks = {c["target"]: c["met"] for c in target_checks(report)}
+    assert checks["NDRM3 fullrank >= BM25 + 0.03 nDCG@10 on SciFact test, significant (p < 0.05)"] is True
+    assert checks["TKL rerank >= BM25 + 0.03 nDCG@10 on SciFact test"] is True
+    assert checks["ndrm3-full zero-shot on vaswani: nDCG@10 >= BM25 - 0.01"] is True
+    report["scifact"]["ndrm3-full"] = row(0.04, 0.05)
+    assert target_checks(report)[0]["met"] is False
+    table = summary_table({"scifact": {"bm25": _run("BM25", 0.6), "x": _run("Model X", 0.64, 0.04, 0.05)}}, ("bm25", "x"))
+    assert "0.640 (+0.040)" in table and "*" not in table
+
+
+def test_p_values_keep_their_magnitude():
+    assert fmt_p(3.2e-6) == "3.2e-06" and fmt_p(0.01234) == "0.0123" and fmt_p(None) == "-" and fmt_p(float("nan")) == "-"
+
+
+def test_pick_alpha_takes_the_smallest_alpha_within_the_tolerance_inclusive():
+    assert pick_alpha({0.0: 0.25, 0.5: 0.5, 1.0: 0.75}, tolerance=0.25) == 0.5
+
+
+def test_qti_rerank_scores_as_the_model_does_best_first():
+    """The shortcut (each document encoded once for all its queries) scores every pair as the model's
+    forward does, and lists a query's documents best first."""
+    import torch
+
+    from ckqti.models.inputs import TermText, collection_vocabulary
+    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+    from ckqti.models.reranker import Reranker
+    from ckqti.text import Analyzer
+    from scripts.effectiveness_stages import check_qti_rerank, qti_rerank
+
+    texts = {"a": "protein binding in the cell membrane", "b": "gene expression of a protein", "c": "cell cycle arrest",
+             "d": "membrane protein protein folding", "e": "unrelated words only here"}
+    analyzer = Analyzer()
+    vocab = collection_vocabulary(texts.values(), analyzer)
+    torch.manual_seed(0)
+    model = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm3", dim=16, num_heads=4, conv_window=5, ff_dim=16,
+                                  mlp_hidden=16, num_layers=1), vocab).eval()
+    rr = Reranker("ndrm3", model, TermText(analyzer, vocab), "ndrm3", 20, 4000, torch.device("cpu"))
+    queries = {"q1": "protein membrane", "q2": "cell gene"}
+    cands = {"q1": ["e", "a", "b", "d"], "q2": ["c", "a", "b"]}
+    run = qti_rerank(rr, queries, cands, texts, batch_size=2)
+    for q, ranked in run.items():
+        assert sorted(d for d, _ in ranked) == sorted(cands[q])
+        scores = [s for _, s in ranked]
+        assert scores == sorted(scores, reverse=True) and len(set(scores)) > 1
+        direct = rr.score_rows(rr.query_ids(queries[q]), [rr.doc_rows([texts[d]])[0][0] for d, _ in ranked])
+        np.testing.assert_allclose(scores, direct, rtol=1e-4, atol=1e-5)
+    assert check_qti_rerank(rr, queries, cands, texts, run) <= 1e-3

@@ -17,6 +17,8 @@ front beats it.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -24,13 +26,16 @@ import torch
 from ckqti.models.inputs import TermText
 from ckqti.models.ndrm import NDRMConfig, build_ndrm
 from ckqti.models.reranker import Reranker, build_model
+from ckqti.text import Analyzer
 from ckqti.train.rerankers import match_init
 from scripts.long_documents import (
     BM25,
     LongDocConfig,
+    Source,
     TermCutter,
     hard_negatives,
     plant,
+    query_setups,
     rank_of_first,
     run_source,
 )
@@ -150,3 +155,81 @@ def test_merge_adds_a_run_of_other_models_to_an_earlier_one(world):
         merge_results(earlier, {"scifact": second}, replace(config, top_k=2))
     with pytest.raises(ValueError, match="collection"):
         merge_results(earlier, {}, config)
+
+
+def test_rank_of_first_counts_ties_against_the_planted_document():
+    assert rank_of_first(np.array([2.0, 1.0, 0.5])) == 1
+    assert rank_of_first(np.array([1.0, 1.0, 0.5])) == 2
+    assert rank_of_first(np.array([0.0, 0.0, 0.0])) == 3
+
+
+def test_bm25_is_lucenes_over_the_texts_ranked_together():
+    """k1 0.9, b 0.4, idf ``ln(1 + (N - df + 0.5) / (df + 0.5))`` from the collection, average length
+    over the two texts ranked (3 and 1 terms: 2)."""
+    docs = {"a": "cell protein cell", "b": "protein", "c": "gene expression"}
+    bm25 = BM25(docs, Analyzer())
+    idf_cell, idf_protein = math.log(1 + 2.5 / 1.5), math.log(1 + 1.5 / 2.5)
+    norm_a, norm_b = 0.9 * (0.6 + 0.4 * 3 / 2), 0.9 * (0.6 + 0.4 * 1 / 2)
+    a = idf_cell * 2 * 1.9 / (2 + norm_a) + idf_protein * 1.9 / (1 + norm_a)
+    b = idf_protein * 1.9 / (1 + norm_b)
+    assert bm25.score("cell protein", [docs["a"], docs["b"]]) == pytest.approx([a, b])
+
+
+def toy_source() -> Source:
+    docs = {"a": "cell protein cell", "b": "protein", "c": "gene expression", "d": "cell membrane protein binding"}
+    docs |= {f"f{i}": f"filler text number {i}" for i in range(30)}
+    return Source("toy", docs, {"q": "cell protein"}, {"q": ["a"]}, {"q": {"a", "f3", "f7"}})
+
+
+def test_hard_negatives_are_the_best_bm25_documents_not_judged_relevant():
+    source = toy_source()
+    bm25 = BM25(source.docs, Analyzer())
+    assert bm25.rank_collection("cell protein") == ["a", "d", "b"]  # only documents sharing a term, best first
+    assert hard_negatives(source, bm25, "q", 5) == ["d", "b"]
+    assert hard_negatives(source, bm25, "q", 1) == ["d"]
+
+
+def test_filler_holds_no_judged_document_and_no_hard_negative():
+    source = toy_source()
+    (setup,) = query_setups(source, BM25(source.docs, Analyzer()), LongDocConfig(queries=1), 2)
+    assert setup.relevant == "a" and setup.hard == ["d", "b"]
+    assert len(setup.filler) == len(source.docs) - 5
+    assert not set(setup.filler) & {"a", "b", "d", "f3", "f7"}
+
+
+def relevant_texts(source):
+    return {source.queries[q]: source.docs[source.relevant[q][0]] for q in source.queries}
+
+
+def test_mean_rank_and_found_by_depth(scifact_source):
+    """A scorer that sees the relevant text only in the first 2,000 characters (and, for queries whose id
+    ends in 7, never): planted at depth 0 it ranks first (where it sees), at depth 2,500 it ties with
+    the distractor, which counts against it."""
+    source, analyzer, _ = scifact_source
+    rel = relevant_texts(source)
+    blind = {source.queries[q] for q in source.queries if q.endswith("7")}
+
+    def capped(query, docs):
+        return np.array([float(query not in blind and 0 <= d.find(rel[query]) < 2000) for d in docs])
+
+    config = LongDocConfig(depths=(0, 2500), total_terms=3000, distractors=1, lengths=(250,), top_k=1, queries=3)
+    res = run_source(source, {"capped": capped}, config, analyzer)
+    expected = [[2, 2] if source.queries[q] in blind else [1, 2] for q in res["queries"]]
+    assert 0 < sum(e == [2, 2] for e in expected) < 3  # both kinds of query among the three
+    assert res["ranks"]["capped"] == expected
+    assert res["mean_rank"]["capped"] == pytest.approx(np.mean(expected, axis=0))
+    assert res["found"]["capped"] == pytest.approx([sum(e[0] == 1 for e in expected) / 3, 0.0])
+
+
+def test_retrieval_by_length_tells_relevant_from_non_relevant_documents(scifact_source):
+    """A scorer that finds the relevant text anywhere: the top 2 of the 4 documents (2 lengths x
+    relevant or not) are the two relevant ones."""
+    source, analyzer, _ = scifact_source
+    rel = relevant_texts(source)
+
+    def finder(query, docs):
+        return np.array([1.0 / (1 + d.find(rel[query])) if rel[query] in d else 0.0 for d in docs])
+
+    config = LongDocConfig(depths=(0,), total_terms=3000, distractors=1, lengths=(250, 2500), top_k=2, queries=2)
+    res = run_source(source, {"finder": finder}, config, analyzer)
+    assert res["p_retrieved"]["finder"] == {"relevant": [1.0, 1.0], "non_relevant": [0.0, 0.0]}

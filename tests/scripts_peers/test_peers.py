@@ -183,3 +183,45 @@ def test_peer_on_a_hand_built_index(tmp_path, name):
     assert peer.search([], 10)[0].size == 0
     with pytest.raises(QueryError):
         peer.search([4], 10)
+
+
+def test_a_cached_pisa_index_is_reused_only_for_the_same_impacts(tmp_path):
+    """``--peer-cache``: the same impacts reuse the index (and its measured build time); other impacts
+    in the same places rebuild it."""
+    m = random_impacts(300, 200, per_doc=5, seed=5)
+    first = peers.PisaPeer(tmp_path, "maxscore").build(m, reuse=True)
+    again = peers.PisaPeer(tmp_path, "maxscore").build(m, reuse=True)
+    assert again.build_s == first.build_s  # read back from the stamp, not measured again
+    other = m.copy()
+    other.data = other.data % 7 + 1  # the same postings, other impacts
+    rebuilt = peers.PisaPeer(tmp_path, "maxscore").build(other, reuse=True)
+    assert_exact_topk(rebuilt.search([1, 2, 3], 10), other, [1, 2, 3], 10)
+
+
+def test_pisa_verification_names_a_wrong_impact_or_term_list(tmp_path):
+    m = random_impacts(300, 200, per_doc=5, seed=5)
+    peers.PisaPeer(tmp_path, "maxscore").build(m)
+    index = tmp_path / "pisa"
+    freqs = np.fromfile(index / "inv.freqs", dtype=np.uint32)
+    freqs[-1] += 1  # the last posting's impact
+    freqs.tofile(index / "inv.freqs")
+    with pytest.raises(IndexFormatError, match="impacts differ"):
+        peers.verify_pisa_postings(index, m)
+    terms = (index / "fwd.terms").read_text().split()
+    (index / "fwd.terms").write_text("\n".join(terms[:-1] + [str(m.shape[1] - 1)]) + "\n")  # a term without postings
+    with pytest.raises(IndexFormatError, match="term list differs"):
+        peers.verify_pisa_postings(index, m)
+
+
+def test_brute_force_breaks_ties_by_document_index():
+    m = sp.csr_matrix(np.array([[0, 2], [3, 0], [0, 0], [3, 2]], dtype=np.int32))
+    assert peers.brute_force_topk(m, [0], k=1)[0].tolist() == [1]  # 1 and 3 tie at 3: the lower index
+    assert peers.brute_force_topk(m, [0, 1], k=3)[0].tolist() == [3, 1, 0]  # 5, 3, 2
+
+
+def test_a_stored_zero_is_no_posting():
+    """0 means "not stored": an explicit zero in the matrix must not become a posting of impact 0."""
+    m = sp.csr_matrix((np.array([0, 3, 4]), np.array([0, 1, 0]), np.array([0, 2, 3])), shape=(2, 2))
+    assert m.nnz == 3
+    canonical = peers.as_impacts(m)
+    assert canonical.nnz == 2 and canonical.data.min() > 0 and canonical.toarray().tolist() == [[0, 3], [4, 0]]

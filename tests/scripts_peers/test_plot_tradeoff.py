@@ -29,3 +29,13 @@ def test_points_are_fullrank_ndrm_rows_with_every_collection_and_their_worst_zer
                                     "worst_on": "vaswani"}
     plot_tradeoff.plot(list(points.values()), tmp_path / "t.png")
     assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_row_missing_one_zero_shot_collection_is_no_point():
+    """The worst zero-shot loss is over all three collections: a row not run on one of them has none."""
+    report = {"collections": {"scifact": {"ndrm3-full": row(0.04)}, "trecdl": {"ndrm3-full": row(0.01)},
+                              "cranfield": {"ndrm3-full": row(0.02)}}}
+    assert plot_tradeoff.tradeoff_points(report) == []
+    report["collections"]["vaswani"] = {"ndrm3-full": row(0.005, p=0.3)}
+    (point,) = plot_tradeoff.tradeoff_points(report)
+    assert (point["worst"], point["worst_on"]) == (0.005, "vaswani")  # the lowest delta, whatever its p

@@ -17,7 +17,7 @@ from ckqti.models.inputs import TermText, WordPieceText, analyzed_spans
 from ckqti.models.reranker import Reranker, build_model
 from ckqti.text import Analyzer
 from ckqti.train.rerankers import match_init
-from scripts.long_documents import BM25, LongDocConfig, TermCutter, plant_span, query_setups
+from scripts.long_documents import BM25, LongDocConfig, QuerySetup, TermCutter, plant_span, query_setups
 from scripts.region_positions import (
     hit_rates,
     natural_regions,
@@ -135,3 +135,31 @@ def test_natural_regions_and_plot(world, tmp_path):
     png = plot(results, config, {"TKL": 4000}, tmp_path)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert np.isclose(results["scifact"]["hit_rates"]["TKL"]["hit@1"], [1.0, 0.0]).all()
+
+
+def test_first_and_last_tenth_are_half_open():
+    """A best region starting at 0.1 of the document is in its second tenth; one at 0.9 in its last."""
+    summary = natural_summary([{"relative_starts": [0.1]}, {"relative_starts": [0.9]}])
+    assert summary == pytest.approx({"first_tenth": 0.0, "last_tenth": 0.5, "mean": 0.5, "documents": 2})
+
+
+def test_planted_terms_and_natural_starts_are_the_texts_own(world):
+    """``planted`` is the planted text's first and last term (inclusive); a natural region's relative
+    start is its first term's position over the document's length."""
+    source, analyzer, models = world
+    qid = sorted(source.queries)[0]
+    rel = source.relevant[qid][0]
+    filler = [d for d in sorted(source.docs) if d not in source.judged[qid]][:200]
+    setup = QuerySetup(qid, rel, [], filler)
+    cutter = TermCutter(analyzer, source.docs)
+    config = LongDocConfig(depths=(0, 700), total_terms=1500, queries=1)
+    for rec in planted_regions(setup, source, cutter, models, config)["TKL"]:
+        text, _, _ = plant_span(cutter, rel, rec["depth"], config.total_terms, filler, 0)
+        lo, hi = rec["planted"]
+        assert analyzer(text)[lo:hi + 1] == analyzer(source.docs[rel]) and lo == rec["depth"]
+    (nat,) = natural_regions(source, models, analyzer, [qid])["TKL"]
+    text = source.docs[nat["docid"]]
+    spans = analyzed_spans(analyzer, text)
+    regions = explain_text(models["TKL"], source.queries[qid], nat["docid"], text).regions
+    assert len(regions) > 1 and nat["length"] == len(spans)
+    assert [spans[round(x * len(spans))].start for x in nat["relative_starts"]] == [r.char_start for r in regions]
