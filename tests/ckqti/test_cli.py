@@ -929,3 +929,142 @@ def test_rerank_and_explain_take_orcas_as_the_api_does_and_say_its_errors_as_ind
     assert errors[0].output == errors[1].output == errors[2].output and f"{bad}:3: expected 2 " in errors[0].output
     assert "join the documents of a corpus file (--corpus)" in errors[3].output
     assert not (tmp_path / "idx").exists() and not (tmp_path / "r.trec").exists()
+
+
+def hits_of(res):
+    return [h.docid for h in res.hits], [h.score for h in res.hits]
+
+
+def test_search_and_run_rank_as_the_api_does_with_the_same_options(tmp_path, scifact_index):
+    """--mode, --budget, -k, --channel-weight, --format and --tag each change what search and run return
+    as the API's same argument does: a mutant dropping --mode or --budget on its way to the searcher, or
+    --mode, --budget, --format or --model of run on their way to the API, passed every other test."""
+    q = "white matter diffusion imaging"
+    exact = api.search(q, scifact_index, k=5)
+    cut = api.search(q, scifact_index, k=5, mode="anytime", budget=5)
+    assert hits_of(cut) != hits_of(exact)  # a budget of 5 postings a shard stops this query early
+    res = invoke("search", q, "--index", scifact_index, "-k", 5, "--json", "--mode", "anytime", "--budget", 5)
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.stdout)["hits"]
+    assert [h["docid"] for h in got] == hits_of(cut)[0] and [h["score"] for h in got] == pytest.approx(hits_of(cut)[1])
+
+    queries, out = tmp_path / "queries.jsonl", tmp_path / "run.trec"  # TSV under a JSONL name: only --format reads it
+    queries.write_text(f"q1\t{q}\nq2\tcancer risk\n")
+    res = invoke("run", "--index", scifact_index, "--queries", queries, "--out", out, "-k", 3, "--mode", "anytime",
+                 "--budget", 5, "--channel-weight", "idf=2", "--tag", "mine", "--format", "tsv")
+    assert res.exit_code == 0, res.output
+    rows = [line.split() for line in out.read_text().splitlines()]
+    for qid, text in (("q1", q), ("q2", "cancer risk")):
+        want = api.search(text, scifact_index, k=3, mode="anytime", budget=5, channel_weights={"idf": 2.0})
+        mine = [r for r in rows if r[0] == qid]
+        assert [r[2] for r in mine] == hits_of(want)[0] and len(mine) == 3
+        assert [float(r[4]) for r in mine] == pytest.approx(hits_of(want)[1], abs=1e-4)
+        assert {r[5] for r in mine} == {"mine"}
+    assert invoke("run", "--index", scifact_index, "--queries", queries, "--out", out).exit_code == 1  # not JSONL
+    for command in (["search", q], ["run", "--queries", queries, "--format", "tsv", "--out", tmp_path / "other.trec"]):
+        other = invoke(*command, "--index", scifact_index, "--model", "ndrm2-anserini")  # built with ndrm2
+        assert other.exit_code == 1 and "built with model 'ndrm2-untrained'" in other.output, other.output
+
+
+def test_search_and_run_defaults_are_the_api_defaults(tmp_path, scifact_index):
+    """Without -k (or any option) search and run return what the API's defaults return."""
+    q = "human protein expression mice role"  # matches hundreds of documents
+    res = invoke("search", q, "--index", scifact_index, "--json")
+    assert res.exit_code == 0, res.output
+    want = api.search(q, scifact_index)
+    assert [h["docid"] for h in json.loads(res.stdout)["hits"]] == hits_of(want)[0]
+    queries = tmp_path / "q.tsv"
+    queries.write_text(f"q1\t{q}\nq2\twhite matter\n")
+    assert invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "cli.trec").exit_code == 0
+    api.run(scifact_index, queries, tmp_path / "api.trec")
+    assert (tmp_path / "cli.trec").read_text() == (tmp_path / "api.trec").read_text()
+    assert len((tmp_path / "api.trec").read_text().splitlines()) > 300
+
+
+def test_search_and_run_hand_slack_and_threads_on(tmp_path, scifact_index, monkeypatch):
+    """--slack and --threads change no result on a small index (slack prunes on long posting lists,
+    threads only share the work), nor does the default --budget: the searcher they reach is looked at."""
+    import inspect
+
+    from retriever.search import Searcher
+
+    budget = inspect.signature(api.open_searcher).parameters["budget"].default  # the API's default
+    opened, asked = [], []
+    open_searcher, search_many = api.open_searcher, Searcher.search_many
+    monkeypatch.setattr(api, "open_searcher", lambda *a, **kw: opened.append(open_searcher(*a, **kw)) or opened[-1])
+    monkeypatch.setattr(Searcher, "search_many",
+                        lambda self, qs, k, threads=1: asked.append(threads) or search_many(self, qs, k, threads=threads))
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tprotein\n")
+    for line in (["search", "protein"], ["run", "--queries", queries, "--out", tmp_path / "r.trec", "--threads", 2]):
+        res = invoke(*line, "--index", scifact_index, "--mode", "anytime", "--slack", 0.5)
+        assert res.exit_code == 0, res.output
+        assert (opened[-1].mode, opened[-1].slack, opened[-1].budget) == ("anytime", 0.5, budget)
+    assert asked == [2]
+
+
+def test_eval_qrels_format_reaches_the_reader(tmp_path):
+    """Space-separated 3-column qrels are ambiguous: --qrels-format names their third column's meaning
+    (BEIR's gain, Cranfield's codes), and eval scores as the API does with that format."""
+    qrels, run = tmp_path / "qrels.txt", tmp_path / "run.trec"
+    qrels.write_text("q1 d1 1\nq1 d2 2\n")
+    run.write_text("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\n")
+    assert invoke("eval", run, qrels).exit_code == 1  # which one: the reader asks
+    for fmt in ("beir", "cranfield"):
+        res = invoke("eval", run, qrels, "--qrels-format", fmt)
+        assert res.exit_code == 0 and res.stdout == api.evaluate(run, qrels, qrels_format=fmt).table() + "\n", res.output
+    beir, cranfield = (api.evaluate(run, qrels, qrels_format=f).results[0].mean["nDCG@10"] for f in ("beir", "cranfield"))
+    assert beir != cranfield  # d2 is the better document in BEIR's grades, d1 in Cranfield's codes
+
+
+def test_index_options_reach_the_build(tmp_path):
+    """--format, --shard-size and --batch-size are what the build records, --force replaces an index,
+    --no-resume discards an interrupted build, and --append --model is the model appended with (refused
+    where it is not the index's): mutants dropping all but --shard-size on the way to the API passed every test."""
+    corpus, out = tmp_path / "corpus.jsonl", tmp_path / "idx"  # TSV under a JSONL name: only --format reads it
+    corpus.write_text("".join(f"d{i}\tcell {i} protein matter\n" for i in range(5)))
+    args = ("index", corpus, "--out", out, "--model", "ndrm2", "--format", "tsv", "--shard-size", 2, "--batch-size", 3)
+    res = invoke(*args)
+    assert res.exit_code == 0, res.output
+    m = Manifest.read(out)
+    assert [s.num_docs for s in m.shards] == [2, 2, 1] and m.build["impact_config"]["batch_size"] == 3
+    assert m.corpus["format"] == "tsv"
+    again = invoke(*args)
+    assert again.exit_code == 1 and "--force" in again.output, again.output
+    assert invoke(*args, "--force").exit_code == 0
+    (tmp_path / "new.partial").mkdir()  # what an interrupted build of other inputs left
+    (tmp_path / "new.partial" / "FINGERPRINT").write_text("another build")
+    res = invoke("index", corpus, "--out", tmp_path / "new", "--model", "ndrm2", "--format", "tsv", "--no-resume")
+    assert res.exit_code == 0 and "(asked not to resume): starting over" in res.output, res.output
+    other = invoke("index", corpus, "--append", "--index", out, "--format", "tsv", "--model", "ndrm2-anserini")
+    assert other.exit_code == 1 and "append with its model" in other.output, other.output
+
+
+def test_rerank_options_reach_the_reranker(tmp_path, scifact_index):
+    """--depth, --max-doc-length and --tag change rerank's run as the API's same arguments do."""
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\thuman protein expression mice role\nq2\tcancer risk\n")
+    res = invoke("rerank", "--queries", queries, "--candidates", scifact_index, "--model", "ndrm2", "--out",
+                 tmp_path / "cli.trec", "--depth", 4, "--max-doc-length", 5, "--tag", "mine")
+    assert res.exit_code == 0, res.output
+    api.rerank(queries, scifact_index, "ndrm2", tmp_path / "api.trec", 4, max_doc_length=5, tag="mine")
+    api.rerank(queries, scifact_index, "ndrm2", tmp_path / "plain.trec", 4)
+    got = (tmp_path / "cli.trec").read_text()
+    assert got == (tmp_path / "api.trec").read_text() and len(got.splitlines()) == 8
+    plain = [line.split()[2:5] for line in (tmp_path / "plain.trec").read_text().splitlines()]
+    assert [line.split()[2:5] for line in got.splitlines()] != plain  # 5 tokens a document rank differently
+
+
+@pytest.mark.skipif(not DEFAULT_CHECKPOINT.is_file(), reason="no bundled NDRM3 checkpoint")
+def test_explain_adapt_vocabulary_and_format_reach_the_model(tmp_path):
+    """explain --adapt-vocabulary reads the corpus's words the checkpoint lacks (its score is the API's
+    with adapt_vocabulary, not the score without), and --format reads a corpus whose name says otherwise."""
+    corpus = tmp_path / "corpus.jsonl"  # TSV under a JSONL name: only --format reads it
+    corpus.write_text("d1\tthe zyxwvut protein binds cancer cells\nd2\tother text here\n")
+    query = "zyxwvut protein"
+    res = invoke("explain", query, "d1", "--model", "ndrm3-scifact", "--corpus", corpus, "--format", "tsv",
+                 "--adapt-vocabulary", "--json")
+    assert res.exit_code == 0, res.output
+    adapted = api.explain(query, "d1", "ndrm3-scifact", corpus, fmt="tsv", adapt_vocabulary=True).score
+    plain = api.explain(query, "d1", "ndrm3-scifact", corpus, fmt="tsv").score
+    assert json.loads(res.stdout)["score"] == pytest.approx(adapted) and adapted != pytest.approx(plain)

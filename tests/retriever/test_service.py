@@ -464,3 +464,23 @@ def test_a_second_ctrl_c_ends_requests_in_flight_without_a_traceback(sample_inde
         proc.wait(timeout=30)
     assert proc.returncode == 130 and "Traceback" not in err and "ERROR" not in err, err
     assert err.strip() == "interrupted"
+
+
+def test_cli_serve_hands_its_search_and_server_options_on(monkeypatch, sample_index):
+    """--mode, --budget, --slack, --max-k, --workers and --access-log reach the served searcher, the app
+    and the server (mutants dropping --max-k or --mode on their way to the API passed every test)."""
+    import retriever.service
+
+    served, ran = [], []
+    monkeypatch.setattr(retriever.service, "create_app", lambda searcher, **kw: served.append((searcher, kw)))
+    monkeypatch.setattr(retriever.service, "listen_socket", lambda host, port: socket.socket())
+    monkeypatch.setattr(retriever.service, "run_server", lambda app, sock, **kw: ran.append(kw) or sock.close())
+    res = CliRunner().invoke(cli, ["serve", "--index", str(sample_index), "--port", "0", "--mode", "anytime",
+                                   "--budget", "7", "--slack", "0.5", "--max-k", "20", "--workers", "3", "--access-log"])
+    assert res.exit_code == 0, res.output
+    searcher, kw = served[-1]
+    assert (searcher.mode, searcher.budget, searcher.slack) == ("anytime", 7, 0.5)
+    assert (kw["max_k"], kw["workers"], ran[-1]["access_log"]) == (20, 3, True)
+    res = CliRunner().invoke(cli, ["serve", "--index", str(sample_index), "--port", "0"])
+    searcher, kw = served[-1]
+    assert (searcher.mode, kw["max_k"], kw["workers"], ran[-1]["access_log"]) == ("exact", 1000, None, False)

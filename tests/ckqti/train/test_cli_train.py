@@ -325,3 +325,32 @@ def test_cli_trains_with_orcas_as_the_api_does(tmp_path, tiny_scifact, monkeypat
     assert ckpt.id == api_run.model_id and ckpt.id in res.output and ckpt.meta["orcas"] == "orcas.tsv"
     plain = api.train("ndrm2", tiny_scifact["corpus"], queries, qrels, tmp_path / "plain.pt", **options)
     assert plain.model_id != api_run.model_id  # the clicks' statistics are the model's
+
+
+def test_cli_training_options_reach_the_api_s_config(tmp_path, tiny_scifact, monkeypatch):
+    """Each general training option of ``ckqti train`` is the TrainConfig the API builds from the same
+    keywords, and --dev-qrels goes on to the training (mutants dropping --seed or --negatives on their
+    way to the API passed every test)."""
+    import ckqti.train
+    from ckqti.train.options import train_config
+
+    seen = {}
+
+    def fake_train(corpus, queries, qrels, out, config, **kw):
+        seen.update(config=config, **kw)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(ckqti.train, "train", fake_train)
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("q1\t0\td1\t1\n")
+    options = dict(epochs=3, patience=2, batch_size=4, lr=0.01, seed=7, dev_fraction=0.3, rel_level=2,
+                   weak_supervision="titles", loss="lce", negatives=2)
+    args = ["train", "--model", "ndrm3", "--corpus", tiny_scifact["corpus"], "--queries", tiny_scifact["corpus"],
+            "--qrels", tiny_scifact["corpus"], "--out", tmp_path / "m.pt", "--dev-qrels", dev]
+    for name, value in options.items():
+        args += [f"--{name.replace('_', '-')}", value]
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    assert res.exit_code == 0 and "config" in seen, res.output
+    assert seen["config"] == train_config("ndrm3", dev_qrels=str(dev), **options)
+    assert seen["config"] != train_config("ndrm3", dev_qrels=str(dev))
+    assert str(seen["dev_qrels"]) == str(dev)
