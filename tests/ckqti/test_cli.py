@@ -1068,3 +1068,25 @@ def test_explain_adapt_vocabulary_and_format_reach_the_model(tmp_path):
     adapted = api.explain(query, "d1", "ndrm3-scifact", corpus, fmt="tsv", adapt_vocabulary=True).score
     plain = api.explain(query, "d1", "ndrm3-scifact", corpus, fmt="tsv").score
     assert json.loads(res.stdout)["score"] == pytest.approx(adapted) and adapted != pytest.approx(plain)
+
+
+@pytest.mark.skipif(not DEFAULT_CHECKPOINT.is_file(), reason="no bundled NDRM3 checkpoint")
+def test_rerank_adapt_vocabulary_reaches_the_reranker(tmp_path):
+    """rerank --adapt-vocabulary reads a word the checkpoint lacks (the run is the API's with
+    adapt_vocabulary, its scores not those without)."""
+    corpus, queries, run = tmp_path / "c.tsv", tmp_path / "q.tsv", tmp_path / "cands.trec"
+    corpus.write_text("d1\tthe zyxwvut protein binds cancer cells\nd2\tother protein text here\n")
+    queries.write_text("q1\tzyxwvut protein\n")
+    run.write_text("q1 Q0 d1 1 2.0 x\nq1 Q0 d2 2 1.0 x\n")
+    res = invoke("rerank", "--queries", queries, "--candidates", run, "--corpus", corpus, "--model", "ndrm3-scifact",
+                 "--out", tmp_path / "cli.trec", "--adapt-vocabulary")
+    assert res.exit_code == 0, res.output
+    api.rerank(queries, str(run), "ndrm3-scifact", tmp_path / "api.trec", corpus=corpus, adapt_vocabulary=True)
+    api.rerank(queries, str(run), "ndrm3-scifact", tmp_path / "plain.trec", corpus=corpus)
+    got = (tmp_path / "cli.trec").read_text()
+    assert got == (tmp_path / "api.trec").read_text() and len(got.splitlines()) == 2
+
+    def scores(path):
+        return [float(line.split()[4]) for line in path.read_text().splitlines()]
+
+    assert scores(tmp_path / "cli.trec") != pytest.approx(scores(tmp_path / "plain.trec"))
