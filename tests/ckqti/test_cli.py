@@ -593,14 +593,20 @@ def test_append_keeps_the_index_batch_size_unless_given(tmp_path, monkeypatch):
         assert res.exit_code == 0 and seen[-1] == want, res.output
 
 
-def test_index_options_that_do_not_apply_are_refused_not_ignored(tmp_path, monkeypatch):
-    """--force and --no-resume concern a build of --out, and --index an --append: each given where it does nothing is a
-    usage error naming it, before anything is read or written (they were silently ignored)."""
+def no_api_calls(monkeypatch, *names: str) -> None:
+    """The API functions ``names`` fail the test if called: the CLI must refuse before any work."""
+
     def fail(*args, **kwargs):
         raise AssertionError("the API must not be called")
 
-    monkeypatch.setattr(api, "append", fail)
-    monkeypatch.setattr(api, "index", fail)
+    for name in names:
+        monkeypatch.setattr(api, name, fail)
+
+
+def test_index_options_that_do_not_apply_are_refused_not_ignored(tmp_path, monkeypatch):
+    """--force and --no-resume concern a build of --out, and --index an --append: each given where it does nothing is a
+    usage error naming it, before anything is read or written (they were silently ignored)."""
+    no_api_calls(monkeypatch, "append", "index")
     corpus = tmp_path / "c.tsv"
     corpus.write_text("d1\tthe cat sat\n")
     for args, option in (([corpus, "--append", "--index", tmp_path, "--force"], "--force"),
@@ -614,11 +620,7 @@ def test_index_options_that_do_not_apply_are_refused_not_ignored(tmp_path, monke
 
 def test_format_without_a_corpus_is_refused_not_ignored(tmp_path, monkeypatch):
     """rerank's and explain's --format is --corpus's format: with only an index or a run to read, a usage error."""
-    def fail(*args, **kwargs):
-        raise AssertionError("the API must not be called")
-
-    monkeypatch.setattr(api, "rerank", fail)
-    monkeypatch.setattr(api, "explain", fail)
+    no_api_calls(monkeypatch, "rerank", "explain")
     queries = tmp_path / "q.tsv"
     queries.write_text("1\tcat\n")
     for args in (("rerank", "--queries", queries, "--candidates", tmp_path, "--model", "ndrm2", "--out",
