@@ -198,7 +198,7 @@ def run(
 ) -> RunStats:
     """Search every query of a queries file and write a TREC run."""
     from indexer.readers import read_queries
-    from retriever.runs import check_run_path, write_run
+    from retriever.runs import check_run_path, write_ranked_run
 
     check_run_path(out, tag, {"queries file": queries})
     searcher = open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack)
@@ -212,7 +212,7 @@ def run(
         for lo in range(0, len(qids), RUN_CHUNK):
             chunk = qids[lo:lo + RUN_CHUNK]
             t0 = time.perf_counter()
-            found = searcher.search_many([qs[q] for q in chunk], k, threads=threads)
+            found = searcher.topk_many([qs[q] for q in chunk], k, threads=threads)
             stats.seconds += time.perf_counter() - t0
             for qid, res in zip(chunk, found):
                 if isinstance(res, QueryError):
@@ -221,14 +221,14 @@ def run(
                     continue
                 stats.searched += 1
                 stats.oov_terms += len(res.oov)
-                stats.documents += len(res.hits)
-                if not res.hits:  # no line in the run: say why, as search does
+                stats.documents += len(res.docids)
+                if not res.docids:  # no line in the run: say why, as search does
                     stats.empty[qid] = res.why_empty()
                     continue
-                yield qid, [(h.docid, h.score) for h in res.hits]
+                yield qid, res.docids, res.scores
 
     with searcher:  # its helper threads stop with the run
-        write_run(out, rankings(), tag)
+        write_ranked_run(out, rankings(), tag)
     return stats
 
 

@@ -79,9 +79,40 @@ class SearchResult:
     def why_empty(self) -> str:
         """Why a search retrieved nothing (``ckqti run``'s and ``rerank``'s note): no query word in the
         index vocabulary, or no document scoring above 0 for those that are."""
-        if not self.terms:
-            return f"not in the index vocabulary: {' '.join(self.oov)}"
-        return f"no document scores above 0 for {' '.join(self.terms)}"
+        return why_empty(self.terms, self.oov)
+
+
+def why_empty(terms: list[str], oov: list[str]) -> str:
+    """:meth:`SearchResult.why_empty` of a query with these known and unknown words."""
+    if not terms:
+        return f"not in the index vocabulary: {' '.join(oov)}"
+    return f"no document scores above 0 for {' '.join(terms)}"
+
+
+@dataclass(frozen=True, eq=False)
+class TopK:
+    """One query's hits as columns, ranked as :class:`SearchResult` ranks them: what ``ckqti run``
+    writes. A run at k = 1,000 would otherwise make a :class:`Hit` a document, a million for as many
+    queries, and making and collecting them as garbage took twice the time of everything else."""
+
+    query: str
+    terms: list[str]
+    docids: list[str]
+    scores: list[float]
+    shards: np.ndarray  # int64
+    docs: np.ndarray  # int64, each document's row in its shard
+    oov: list[str]
+    postings: int
+    unweighted: list[str]
+
+    def result(self) -> SearchResult:
+        """The same hits as a :class:`SearchResult`."""
+        hits = [Hit(rank, docid, score, shard, doc) for rank, docid, score, shard, doc
+                in zip(itertools.count(1), self.docids, self.scores, self.shards.tolist(), self.docs.tolist())]
+        return SearchResult(self.query, self.terms, hits, self.oov, self.postings, self.unweighted)
+
+    def why_empty(self) -> str:
+        return why_empty(self.terms, self.oov)
 
 
 @dataclass(frozen=True)
@@ -415,6 +446,10 @@ class Searcher:
     def search_many(self, queries: list[str], k: int = 10, threads: int = 1) -> list[SearchResult | QueryError]:
         """:meth:`search` for many query strings through :meth:`topk_batch`; a query that
         cannot be searched (empty, only stopwords, too long) gives its :class:`QueryError`."""
+        return [r if isinstance(r, QueryError) else r.result() for r in self.topk_many(queries, k, threads)]
+
+    def topk_many(self, queries: list[str], k: int = 10, threads: int = 1) -> list[TopK | QueryError]:
+        """:meth:`search_many`'s hits as columns (:class:`TopK`): for many hits a query, as a run writes."""
         positive_int(k, "k")
         positive_int(threads, "threads")
         if isinstance(queries, str):
@@ -433,7 +468,7 @@ class Searcher:
         empty = np.zeros(0, np.int64)
         k = min(k, self._num_docs)
         step = max(1, MAX_BATCH_HITS // (k + 1))  # queries a topk_batch call takes: its [queries, k] rows stay bounded
-        results: list[SearchResult | QueryError] = []
+        results: list[TopK | QueryError] = []
         searched = -1  # the first query of the part searched last
         for i, (text, q, plan) in enumerate(zip(queries, parsed, plans)):
             if plan is None:
@@ -448,8 +483,7 @@ class Searcher:
             top = (vals[j, :counts[j]], shards[j, :counts[j]], docs[j, :counts[j]], int(processed[j]))
             if tie_at_cut(top[0], k):  # rare: this query alone, until every document of the k-th score is in
                 top = self.topk_with_ties(plan.lists, plan.weights, k)
-            results.append(SearchResult(text, q.known, self.hits(plan, *top[:3], k), q.oov, top[3],
-                                        self.unweighted(q, plan)))
+            results.append(self.ranked(text, q, plan, *top, k))
         return results
 
     def topk_with_ties(self, terms: np.ndarray, weights: np.ndarray | None, k: int):
@@ -464,14 +498,19 @@ class Searcher:
                 return top
             want = min(2 * want, self._num_docs)
 
-    def hits(self, plan: QueryPlan, vals: np.ndarray, shards: np.ndarray, docs: np.ndarray, k: int) -> list[Hit]:
+    def ranked(self, text: str, q: ParsedQuery, plan: QueryPlan, vals: np.ndarray, shards: np.ndarray, docs: np.ndarray,
+               processed: int, k: int) -> TopK:
         """The first ``k`` of hits holding every tie of the k-th score (:meth:`topk_with_ties`),
         ranked as ``ckqti run`` writes them and trec_eval reads them: score descending, then docid
         descending. So a run's top 10 is the first 10 lines of its top 1,000, and search's ranks are
         the run's."""
-        rows = [(v, self.index.shards[s].docid(d), s, d) for v, s, d in zip(vals.tolist(), shards.tolist(), docs.tolist())]
-        rows.sort(key=lambda r: (r[0], r[1]), reverse=True)
-        return [Hit(r + 1, docid, v * plan.unit + plan.base, s, d) for r, (v, docid, s, d) in enumerate(rows[:k])]
+        docids = self.index.docids(shards, docs) if vals.size else []
+        # trec_eval's order in one numpy sort, ascending, then read backwards: the last key (the
+        # score) first, then the docid, compared by code point as Python compares strings (docids
+        # hold no controls, so numpy's fixed-width strings lose no trailing NUL)
+        order = np.lexsort((np.array(docids, dtype=str), vals))[::-1][:k]
+        return TopK(text, q.known, list(map(docids.__getitem__, order.tolist())), (vals[order] * plan.unit + plan.base).tolist(),
+                    shards[order], docs[order], q.oov, processed, self.unweighted(q, plan))
 
     def search_ids(self, terms: np.ndarray, weights: np.ndarray, k: int) -> tuple[list[tuple[int, int, int]], int]:
         """Top-k ``(integer score, shard, doc)`` over all shards for posting lists ``terms`` with
@@ -484,9 +523,7 @@ class Searcher:
         positive_int(k, "k")
         q = self.parse(query)
         plan = self.plan(q)
-        vals, shards, docs, processed = self.topk_with_ties(plan.lists, plan.weights, k)
-        return SearchResult(query, q.known, self.hits(plan, vals, shards, docs, k), q.oov, processed,
-                            self.unweighted(q, plan))
+        return self.ranked(query, q, plan, *self.topk_with_ties(plan.lists, plan.weights, k), k).result()
 
     def document_score(self, query: str, docid: str) -> float | None:
         """The score :meth:`search` gives ``docid`` for ``query``, from the document's stored (quantized)

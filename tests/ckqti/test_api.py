@@ -124,9 +124,9 @@ def test_run_searches_and_writes_a_chunk_of_queries_at_a_time(tmp_path, scifact_
                                                                 "vitamin d", "cell growth"])))
     whole = api.run(scifact_index, q, tmp_path / "whole.trec", k=20)
     calls = []
-    real = retriever.runs.write_run
-    monkeypatch.setattr(retriever.runs, "write_run", lambda out, results, tag: (calls.append(type(results).__name__),
-                                                                                real(out, results, tag)))
+    real = retriever.runs.write_ranked_run
+    monkeypatch.setattr(retriever.runs, "write_ranked_run", lambda out, results, tag: (
+        calls.append(type(results).__name__), real(out, results, tag)))
     monkeypatch.setattr(module, "RUN_CHUNK", 2)
     chunked = api.run(scifact_index, q, tmp_path / "chunked.trec", k=20)
     assert calls == ["generator"]

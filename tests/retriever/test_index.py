@@ -262,3 +262,18 @@ def test_close_unmaps_the_files_and_a_later_search_is_a_clear_error(tmp_path, sc
     with Index(idx) as again:
         assert Searcher(again).search("cancer cells", 5).hits
 
+
+
+@pytest.mark.parametrize("count", [3, index_mod.TAKE_FROM + 1, 200])
+def test_docids_of_many_rows_are_each_rows_docid_in_every_shard(scifact_index, count):
+    """A run's docids come a query at a time, one by one or beyond ``TAKE_FROM`` in one Arrow call (repeats and a
+    strided view of the rows included); across the index's shards each is the docid of its own shard's row."""
+    index = Index(scifact_index)
+    rng = np.random.default_rng(count)
+    assert len(index.shards) > 1
+    for shard in index.shards:
+        rows = rng.integers(0, shard.num_docs, 2 * count)[::2]  # a strided view, with repeats
+        assert shard.docids(rows) == [shard.docid(i) for i in rows.tolist()]
+    shards = rng.integers(0, len(index.shards), count)
+    rows = np.array([rng.integers(0, index.shards[s].num_docs) for s in shards.tolist()], np.int64)
+    assert index.docids(shards, rows) == [index.shards[s].docid(r) for s, r in zip(shards.tolist(), rows.tolist())]

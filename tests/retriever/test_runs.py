@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import gzip
+import re
 
 import numpy as np
 import pytest
 
 from ckqti.errors import InputError
 from ckqti.evaluate import evaluate
-from retriever.runs import check_run_path, read_run, trec_order, write_run
+from retriever.runs import check_run_path, read_run, trec_order, write_ranked_run, write_run
 
 
 def test_trec_order_breaks_ties_by_docid_descending():
@@ -64,6 +65,29 @@ def test_write_run_rejects_bad_results(tmp_path, results, tag):
     with pytest.raises(ValueError):
         write_run(tmp_path / "r.run", results, tag)
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("bad, message", [
+    (("", 1.0), "docid '' must be a non-empty string without whitespace"),
+    (("d\u20281", 1.0), r"docid 'd\u20281' must be a non-empty string"),  # a Unicode line separator is whitespace too
+    (("d7", 1.0), "docid 'd7' appears twice in the results of query 'q'"),
+    (("x", float("inf")), "score inf of query 'q', doc 'x' is not finite"),
+])
+def test_a_bad_row_among_many_is_named(tmp_path, bad, message):
+    """A query's rows are checked all at once, and a bad one, wherever it is, is named as a check a row names it."""
+    good = [(f"d{i}", float(100 - i)) for i in range(100)]
+    ranked = good[:50] + [bad] + good[50:]
+    with pytest.raises(ValueError, match=re.escape(message)):
+        write_ranked_run(tmp_path / "r.run", [("q", [d for d, _ in ranked], [s for _, s in ranked])], "t")
+    assert not list(tmp_path.iterdir())
+
+
+def test_write_ranked_run_keeps_the_given_order(tmp_path):
+    """Rows already ranked (a search's) are written as given, ranks from 1, queries in order."""
+    path = tmp_path / "r.run.gz"
+    write_ranked_run(path, iter([("q2", ["b", "a"], [1.0, 1.0]), ("q1", ["x"], [0.5])]), "t")
+    with gzip.open(path, "rt") as stream:
+        assert stream.read().splitlines() == ["q2 Q0 b 1 1.0 t", "q2 Q0 a 2 1.0 t", "q1 Q0 x 1 0.5 t"]
 
 
 def read_error(tmp_path, text: str) -> InputError:

@@ -7,6 +7,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from ckqti import api
 from ckqti.errors import IndexFormatError, QueryError
 from retriever.index import Index
 from retriever.kernels import brute_force_scores
@@ -589,3 +590,25 @@ def test_compiling_is_true_only_while_a_kernel_compiles():
     with event.install_listener("numba:compile", Listener()):
         assert add_one(1) == 2
     assert seen == [True] and not compiling(add_one)
+
+
+def test_tied_documents_are_ranked_by_docid_as_python_orders_strings(tmp_path):
+    """A tie is broken by docid descending in code point order, as trec_eval's strcmp and Python's sort
+    order them (numpy sorts the docids here: case, digits as text, accents, other scripts, beyond
+    the basic plane), both for a few hits and for more than one Arrow call fetches at once."""
+    from retriever.index import TAKE_FROM
+
+    names = ["a", "B", "b", "Z", "z", "9", "10", "100", "é", "e", "ß", "ü1", "日本", "\U0001F600x", "a-b", "a_b", "A0"]
+    docids = [f"{n}{i}" if i >= len(names) else n for i, n in enumerate(names * 3)]
+    corpus = tmp_path / "c.tsv"
+    fillers = "".join(f"filler{i}\tother text there\n" for i in range(2 * len(docids)))  # so that idf is not 0
+    corpus.write_text("".join(f"{d}\tsame words here\n" for d in docids) + fillers, encoding="utf-8")
+    api.index(corpus, tmp_path / "ix", model="ndrm2", progress=False)
+    s = Searcher(tmp_path / "ix")
+    assert len(docids) > TAKE_FROM
+    for k in (3, len(docids)):
+        hits = s.search("same words", k).hits
+        assert len({h.score for h in hits}) == 1
+        assert [h.docid for h in hits] == sorted(docids, reverse=True)[:k]
+        top = s.topk_many(["same words"], k)[0]
+        assert (top.docids, top.scores) == ([h.docid for h in hits], [h.score for h in hits])
