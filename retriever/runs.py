@@ -13,18 +13,23 @@ import itertools
 import math
 import operator
 import re
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from ckqti.errors import InputError
 from ckqti.files import check_folder_of, check_not_input, replacing
-from indexer.readers.formats import is_decimal, is_int, iter_lines
+from indexer.readers.formats import is_decimal, is_int, iter_lines, open_binary
 
 Ranking = Mapping[str, float] | Iterable[tuple[str, float]]
 
 _WHITESPACE = re.compile(r"\s")
 _SCORE_THEN_DOCID = operator.itemgetter(1, 0)
 GZIP_LEVEL = 6
+# Bytes read_run's fast path reads at a time: a block's rows stay in cache (a run at k = 1,000,
+# 1.1M lines: 1.4-1.5 s at 16-64 KB, 2.6-4.0 s at 16 MB, 2.8 s line by line; a loaded machine).
+# A longer line is read line by line.
+READ_BLOCK = 1 << 16
 
 
 def check_run_path(path: str | Path, tag: str | None = None, inputs: Mapping[str, str | Path | None] | None = None) -> None:
@@ -131,11 +136,78 @@ def _check_token(value: str, what: str) -> None:
 def read_run(path: str | Path) -> dict[str, dict[str, float]]:
     """Read a TREC run file (plain or gzip) into ``qid -> {docid: score}``, queries in file order.
 
+    A well-formed run is read a block of lines at a time (:func:`_read_well_formed`); anything it
+    cannot vouch for is read again line by line, which finds and names what is wrong.
+
     Raises:
         InputError: a line without 6 columns, a non-integer rank, a non-numeric or
             non-finite score, a docid repeated within a query (naming both lines), invalid
             UTF-8, or an empty file.
     """
+    run = _read_well_formed(path)
+    return run if run is not None else _read_line_by_line(path)
+
+
+def _read_well_formed(path: str | Path) -> dict[str, dict[str, float]] | None:
+    """:func:`read_run`'s result when the file is a run it reads without complaint, else ``None``
+    (also for a line over :data:`READ_BLOCK` bytes; a file with carriage returns but no line feeds
+    reads as one line of more than 6 columns). About 2x faster on a run at k = 1,000: its million
+    lines are checked a block at a time."""
+    run: dict[str, dict[str, float]] = {}
+    rows = 0
+    try:
+        with open_binary(path) as stream:
+            rest, first = b"", True
+            while chunk := stream.read(READ_BLOCK):
+                block = rest + chunk
+                cut = block.rfind(b"\n") + 1
+                block, rest = block[:cut], block[cut:]
+                if len(rest) > READ_BLOCK:
+                    return None
+                added = _add_rows(run, block, first and bool(block))
+                if added is None:
+                    return None
+                rows, first = rows + added, first and not block
+            added = _add_rows(run, rest, first)
+    except (UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error):
+        return None
+    if added is None or not run or rows + added != sum(map(len, run.values())):  # fewer: a docid repeated in a query
+        return None
+    return run
+
+
+def _add_rows(run: dict[str, dict[str, float]], block: bytes, first: bool) -> int | None:
+    """Add the rows of whole lines ``block`` (the file's ``first`` lines: a byte-order mark is dropped)
+    to ``run``; how many there were, or ``None`` when one is not what :func:`_run_rows` reads without
+    complaint."""
+    text = block.decode("utf-8")
+    if first and text.startswith("\ufeff"):
+        text = text[1:]
+    rows = [cols for cols in map(str.split, text.split("\n")) if cols]
+    if any(len(cols) != 6 for cols in rows):
+        return None
+    ranks, scores = [cols[3] for cols in rows], [cols[4] for cols in rows]
+    # what int and float read beyond is_int and is_decimal is an underscore or a digit of another script
+    written = "".join(ranks) + "".join(scores)
+    if "_" in written or not written.isascii():
+        return None
+    try:
+        for _ in map(int, ranks):  # only whether int reads every rank
+            pass
+        values = list(map(float, scores))
+    except ValueError:
+        return None
+    if not all(map(math.isfinite, values)):
+        return None
+    for cols, score in zip(rows, values):
+        docs = run.get(cols[0])
+        if docs is None:
+            docs = run[cols[0]] = {}
+        docs[cols[2]] = score
+    return len(rows)
+
+
+def _read_line_by_line(path: str | Path) -> dict[str, dict[str, float]]:
     run: dict[str, dict[str, float]] = {}
     for number, qid, docid, score in _run_rows(path):
         docs = run.setdefault(qid, {})

@@ -178,3 +178,50 @@ def test_a_gzip_run_names_itself_in_its_header(tmp_path):
     raw = (tmp_path / "r.trec.gz").read_bytes()
     assert raw[10:17] == b"r.trec\x00" and b"ckqti-tmp" not in raw  # FNAME: gunzip -N restores r.trec
     assert read_run(tmp_path / "r.trec.gz") == {"q": {"d": 1.0}}
+
+
+VALID_RUNS = {
+    "plain": "q1 Q0 d1 1 2.5 t\nq1 Q0 d2 2 -1e-3 t\nq2 Q0 d1 1 +.5E+2 t\n",
+    "crlf, blank lines, tabs": "\r\nq1\tQ0\td1\t1\t2.5\tt\r\n\r\nq1 Q0 d2 2 5. t\r\n",
+    "byte-order mark": "\ufeffq1 Q0 d1 1 1 t\n",
+    "a query in two places": "q1 Q0 a 1 3 t\nq2 Q0 a 1 2 t\nq1 Q0 b 2 1 t\n",
+    "non-ASCII ids, no final line feed": "q\u00e9 Q0 \u65e5\u672c 1 1.0 t\nq\u00e9 Q0 \U0001F600 2 0.5 t",
+    "long": "".join(f"q{i % 7} Q0 d{i}\u00e9 {i} {i / 3!r} t\n" for i in range(400)),
+}
+
+
+@pytest.mark.parametrize("name", list(VALID_RUNS))
+@pytest.mark.parametrize("block", [64, 1 << 16])
+def test_a_well_formed_run_is_read_a_block_at_a_time_as_line_by_line(tmp_path, monkeypatch, name, block):
+    """The fast path reads what the line-by-line reader reads, block boundaries anywhere (a multi-byte
+    character split between two reads included), plain and gzip; it does not fall back for these."""
+    import retriever.runs as runs
+
+    monkeypatch.setattr(runs, "READ_BLOCK", block)
+    for path in (tmp_path / "r.trec", tmp_path / "r.trec.gz"):
+        data = VALID_RUNS[name].encode("utf-8")
+        path.write_bytes(gzip.compress(data) if path.suffix == ".gz" else data)
+        fast = runs._read_well_formed(path)
+        assert fast is not None
+        assert fast == runs._read_line_by_line(path) and list(fast) == list(runs._read_line_by_line(path))
+        assert [list(d) for d in fast.values()] == [list(d) for d in runs._read_line_by_line(path).values()]
+
+
+@pytest.mark.parametrize("text", [
+    "q Q0 d 1 1.0 t\nq Q0 d 2 0.5 t\n",  # a docid twice
+    "q Q0 d 1 1_0 t\n",  # float reads 10, trec_eval does not
+    "q Q0 d \u0661 1.0 t\n",  # an Arabic-Indic digit as the rank
+    "q Q0 d 1 nan t\n", "q Q0 d 1 1e999 t\n", "q Q0 d 1 1.0\n", "q Q0 d x 1.0 t\n", "",
+    "q Q0 d 1 1.0 t\rq Q0 e 2 0.5 t\r",  # carriage returns alone
+    "q Q0 d 1 1.0 t\n\xff\n",
+])
+def test_what_the_line_by_line_reader_refuses_is_left_to_it(tmp_path, text):
+    """Every file the line-by-line reader refuses (or reads only because it reads line by line) makes
+    the fast path step aside, so the error names the line as before."""
+    import retriever.runs as runs
+
+    path = tmp_path / "r.trec"
+    path.write_bytes(text.encode("utf-8", "surrogateescape") if "\xff" not in text else text.encode("latin-1"))
+    assert runs._read_well_formed(path) is None
+    with pytest.raises(InputError):
+        read_run(path)
