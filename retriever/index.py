@@ -58,6 +58,7 @@ def column(table: pa.Table, name: str) -> np.ndarray:
         return np.frombuffer(col.buffers()[1], dtype=dtype, count=len(col), offset=col.offset * dtype.itemsize)
     return col.to_numpy(zero_copy_only=True)
 
+
 TAKE_FROM = 32  # Shard.docids: from how many documents one Arrow call beats a lookup each
 
 
@@ -97,7 +98,7 @@ class Shard:
         return self.seg_ptr.shape[0] - 1
 
     def docid(self, i: int) -> str:
-        return self.docs.column("docid")[i].as_py()
+        return self._docid_array[i].as_py()
 
     def docids(self, rows: np.ndarray) -> list[str]:
         """The docids of documents ``rows`` (int64): beyond :data:`TAKE_FROM` of them in one Arrow
