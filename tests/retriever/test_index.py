@@ -1,11 +1,13 @@
 """Opening an index: damaged files are one IndexFormatError, and an open that races a writer
 (append, compact) opens the index the writer left."""
 
+import dataclasses
 import re
 import shutil
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 import retriever.index as index_mod
@@ -278,3 +280,14 @@ def test_docids_of_many_rows_are_each_rows_docid_in_every_shard(scifact_index, c
     shards = rng.integers(0, len(index.shards), count)
     rows = np.array([rng.integers(0, index.shards[s].num_docs) for s in shards.tolist()], np.int64)
     assert index.docids(shards, rows) == [stored[s][r] for s, r in zip(shards.tolist(), rows.tolist())]
+
+
+def test_docids_of_a_shard_whose_docid_column_is_in_several_chunks(scifact_index):
+    """A docid column read in several chunks is combined, not cut to its first chunk."""
+    shard = Index(scifact_index).shards[0]
+    stored = shard.docs.column("docid").to_pylist()
+    chunked = dataclasses.replace(shard, docs=pa.Table.from_batches(shard.docs.to_batches(max_chunksize=shard.num_docs // 3)))
+    assert chunked.docs.column("docid").num_chunks > 1
+    for rows in (np.array([shard.num_docs - 1, 0, shard.num_docs // 2]), np.arange(shard.num_docs)[::-1]):
+        assert chunked.docids(rows) == [stored[i] for i in rows.tolist()]
+    assert chunked.docid(shard.num_docs - 1) == stored[-1]

@@ -186,6 +186,8 @@ VALID_RUNS = {
     "byte-order mark": "\ufeffq1 Q0 d1 1 1 t\n",
     "a query in two places": "q1 Q0 a 1 3 t\nq2 Q0 a 1 2 t\nq1 Q0 b 2 1 t\n",
     "non-ASCII ids, no final line feed": "q\u00e9 Q0 \u65e5\u672c 1 1.0 t\nq\u00e9 Q0 \U0001F600 2 0.5 t",
+    "one line, no final line feed": "q Q0 d 1 1.0 t",
+    "a byte-order mark, a first line longer than a block": "\ufeffq Q0 " + "d" * 80 + " 1 1.5 t\nq Q0 e 2 0.5 t\n",
     "long": "".join(f"q{i % 7} Q0 d{i}\u00e9 {i} {i / 3!r} t\n" for i in range(400)),
 }
 
@@ -224,4 +226,49 @@ def test_what_the_line_by_line_reader_refuses_is_left_to_it(tmp_path, text):
     path.write_bytes(text.encode("utf-8", "surrogateescape") if "\xff" not in text else text.encode("latin-1"))
     assert runs._read_well_formed(path) is None
     with pytest.raises(InputError):
+        read_run(path)
+
+
+@pytest.mark.parametrize("block", [64, 1 << 16])
+def test_a_line_over_a_block_is_left_to_the_line_by_line_reader(tmp_path, monkeypatch, block):
+    """Past its first, a line longer than a block is not gathered by the fast path (a file with few line
+    feeds would be read whole into memory): the line-by-line reader reads it."""
+    import retriever.runs as runs
+
+    monkeypatch.setattr(runs, "READ_BLOCK", block)
+    path = tmp_path / "r.trec"
+    path.write_text(f"q Q0 d 1 1.0 t\nq Q0 {'e' * 2 * block} 2 0.5 t\n")
+    assert runs._read_well_formed(path) is None
+    assert read_run(path) == {"q": {"d": 1.0, "e" * 2 * block: 0.5}}
+
+
+def test_a_well_formed_run_is_read_once(tmp_path, monkeypatch):
+    """read_run takes the fast path's result: a well-formed run is not read again line by line."""
+    import retriever.runs as runs
+
+    def line_by_line(path):
+        raise AssertionError("read line by line")
+
+    monkeypatch.setattr(runs, "_read_line_by_line", line_by_line)
+    path = tmp_path / "r.trec"
+    path.write_text(VALID_RUNS["long"])
+    assert read_run(path) == runs._read_well_formed(path) and len(read_run(path)) == 7
+
+
+def _gzip_damaged(kind: str) -> bytes:
+    data = gzip.compress("".join(f"q Q0 d{i} {i + 1} 1.0 t\n" for i in range(5000)).encode())
+    if kind == "truncated":
+        return data[:len(data) // 2]
+    if kind == "bad header":  # the gzip magic, then no deflate method
+        return data[:2] + b"garbage" * 10
+    return data[:10] + b"\xff" * 40  # a deflate block of an invalid type
+
+
+@pytest.mark.parametrize("kind", ["truncated", "bad header", "bad deflate data"])
+def test_a_damaged_gzip_run_is_an_input_error_naming_the_file(tmp_path, kind):
+    """Whatever gzip raises in the fast path (EOFError, BadGzipFile, zlib.error) leaves the file to the
+    line-by-line reader, whose error names the file: never a traceback."""
+    path = tmp_path / "r.trec.gz"
+    path.write_bytes(_gzip_damaged(kind))
+    with pytest.raises(InputError, match=re.escape(str(path)) + ":[0-9]+: corrupt gzip data"):
         read_run(path)

@@ -612,3 +612,17 @@ def test_tied_documents_are_ranked_by_docid_as_python_orders_strings(tmp_path):
         assert [h.docid for h in hits] == sorted(docids, reverse=True)[:k]
         top = s.topk_many(["same words"], k)[0]
         assert (top.docids, top.scores) == ([h.docid for h in hits], [h.score for h in hits])
+
+
+def test_each_hit_names_the_shard_and_row_of_its_docid(scifact_index):
+    """A hit's (shard, doc) is its own document's (snippets and documents are read from there), in
+    search, search_many and topk_many alike: the rows are reordered with the docids and scores (a query
+    of one word ties documents of several shards, which the kernel returns in another order)."""
+    searcher = Searcher(scifact_index)
+    queries = ["cancer", "cell growth cancer treatment"]
+    results = [searcher.search(queries[0], 50), *searcher.search_many(queries, 50)]
+    for r in results:
+        assert len({h.shard for h in r.hits}) > 1
+        assert [searcher.index.shards[h.shard].docid(h.doc) for h in r.hits] == [h.docid for h in r.hits]
+    for top in searcher.topk_many(queries, 50):
+        assert [searcher.index.shards[s].docid(d) for s, d in zip(top.shards.tolist(), top.docs.tolist())] == top.docids

@@ -81,3 +81,44 @@ def test_pyserini_in_process_and_as_a_command(tiny, tmp_path):
     rows = json.loads((tmp_path / "bench.json").read_text())["rows"]
     check_rows(rows, ["pyserini-bm25"], set(read_queries(tiny["queries"])), threads=(2,))
     assert all(r["command_s"] > 0 and r["command_ndcg10"] == pytest.approx(r["ndcg10"], abs=1e-3) for r in rows)
+
+
+class ScriptedEngine:
+    """An engine whose run and command take the times given, in turn (the warm-up's first)."""
+
+    def __init__(self, name: str, times: list[tuple[float, float]], command: bool):
+        self.name, self.times, self.has_command = name, iter(times), command
+
+    def run(self, queries, files, out, k, threads):
+        return next(self.times)
+
+    def command(self, files, out, k, threads):
+        return ["cmd", str(out)] if self.has_command else None
+
+
+def test_rows_are_medians_of_the_timed_rounds_without_the_warm_up(tmp_path, monkeypatch):
+    """search, rest = total - search and the command are each the median of the rounds after the untimed
+    first; q/s are the queries over those medians."""
+    commands = iter([100.0, 7.0, 1.0, 4.0])
+    monkeypatch.setattr(bench, "time_command", lambda argv, out: next(commands))
+    engine = ScriptedEngine("e", [(100.0, 100.0), (1.0, 4.0), (3.0, 5.0), (2.0, 9.0)], command=True)
+    [row] = bench.bench([engine], {q: "text" for q in "abcdefghij"}, {}, [K], [1], 3, tmp_path)
+    assert (row["rounds"], row["queries"]) == (3, 10)
+    assert (row["search_s"], row["total_s"], row["rest_s"], row["command_s"]) == (2.0, 5.0, 3.0, 4.0)
+    assert (row["qps_search"], row["qps_rest"], row["qps_total"]) == pytest.approx((5.0, 10 / 3, 2.0))
+    assert bench.table_row({**row, "ndcg10": 0.5}) == "| e | 5 | 1 | 5 | 3 | 2 | 5.000 | 4.00 | 0.5000 |"
+
+
+def test_query_files_keep_the_judged_queries_on_one_line_each(tmp_path):
+    queries, qrels = tmp_path / "queries.tsv", tmp_path / "qrels.tsv"
+    queries.write_text("q1\tfirst  query\nq2\tsecond\nq3\tthird\n")
+    qrels.write_text("q3\td1\t1\nq1\td2\t1\n")
+    got, files = bench.query_files(queries, qrels, tmp_path)
+    assert got == {"q1": "first query", "q3": "third"}
+    assert read_queries(files["jsonl"]) == read_queries(files["tsv"]) == got
+
+
+def test_a_command_that_fails_is_an_error_even_when_it_wrote_its_run(tmp_path):
+    out = tmp_path / "run.trec"
+    with pytest.raises(bench.CkqtiError, match="exit 3"):
+        bench.time_command([sys.executable, "-c", f"open({str(out)!r}, 'w'); raise SystemExit(3)"], out)
