@@ -122,3 +122,13 @@ def test_a_command_that_fails_is_an_error_even_when_it_wrote_its_run(tmp_path):
     out = tmp_path / "run.trec"
     with pytest.raises(bench.CkqtiError, match="exit 3"):
         bench.time_command([sys.executable, "-c", f"open({str(out)!r}, 'w'); raise SystemExit(3)"], out)
+
+
+def test_bm25s_writes_only_the_documents_a_query_matches(tmp_path):
+    """bm25s returns k documents whatever they score; its run keeps those scoring above 0, as the other
+    engines' runs hold only matching documents (a query matching 1 of 4 documents: 1 line at k = 3)."""
+    corpus = tmp_path / "c.tsv"
+    corpus.write_text("a\tzebra stripes\nb\tlion mane\nc\teagle wings\nd\tshark fins\n")
+    engine = bench.Bm25sEngine(corpus, tmp_path, backend="numpy")
+    engine.run({"q1": "zebra", "q2": "lion eagle"}, {}, tmp_path / "r.trec", 3, 1)
+    assert {q: sorted(docs) for q, docs in read_run(tmp_path / "r.trec").items()} == {"q1": ["a"], "q2": ["b", "c"]}
