@@ -241,6 +241,15 @@ def usable_devices(parser: argparse.ArgumentParser, names: Sequence[str], option
     return out
 
 
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+def shown(path: str | Path) -> str:
+    """``path`` relative to the repository root, as a results JSON records it (results stay
+    comparable across checkouts; the shared data reads ``../shared/data/...``)."""
+    return os.path.relpath(Path(path).resolve(), REPOSITORY)
+
+
 def command_line(script: str, argv: Sequence[str] | None = None) -> str:
     """The command as run, for a report: ``python scripts/<script> ARGS``, quoted for a shell (an
     argument with a space or quote stays one argument when the line is run again). ``ARGS`` is

@@ -50,6 +50,7 @@ from scripts.args import (  # noqa: E402
     positive_int,
     positive_ints,
     run,
+    shown,
 )
 
 DATA = ROOT.parent / "shared" / "data" / "scifact"
@@ -192,13 +193,12 @@ def time_command(argv: list[str], out: Path) -> float:
 def bench(engines, queries, files, depths, threads, rounds, workdir: Path, commands: bool = True) -> list[dict]:
     """Every engine at every depth and thread count: one untimed pass each, then ``rounds``
     interleaved timed rounds; a row per (engine, k, threads) with the medians."""
-    runs = workdir / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
+    (workdir / "runs").mkdir(parents=True, exist_ok=True)
     cases = [(e, k, t) for k in depths for t in threads for e in engines]
     timings: dict[tuple, list] = {(e.name, k, t): [] for e, k, t in cases}
     for r in range(rounds + 1):  # round 0 is the warm-up
         for eng, k, t in cases:
-            out, cli_out = runs / f"{eng.name}-k{k}-t{t}.trec", runs / f"{eng.name}-k{k}-t{t}-cli.trec"
+            out, cli_out = workdir / run_file(eng.name, k, t), workdir / run_file(eng.name, k, t, command=True)
             search_s, total_s = eng.run(queries, files, out, k, t)
             argv = eng.command(files, cli_out, k, t) if commands else None
             cli_s = time_command(argv, cli_out) if argv else None
@@ -213,17 +213,21 @@ def bench(engines, queries, files, depths, threads, rounds, workdir: Path, comma
                      "search_s": search_s, "rest_s": total_s - search_s, "total_s": total_s,
                      "qps_search": n / search_s, "qps_rest": n / max(total_s - search_s, 1e-9), "qps_total": n / total_s,
                      "command_s": float(np.median(cli)) if cli else None,
-                     "run": str(runs / f"{name}-k{k}-t{t}.trec"),
-                     "command_run": str(runs / f"{name}-k{k}-t{t}-cli.trec") if cli else None})
+                     "run": run_file(name, k, t), "command_run": run_file(name, k, t, command=True) if cli else None})
     return rows
 
 
-def add_quality(rows: list[dict], qrels: Path) -> None:
-    """nDCG@10 of each row's run (and of its command's run) on ``qrels``."""
+def run_file(engine: str, k: int, threads: int, command: bool = False) -> str:
+    """Where a run is written, relative to the work folder (as the JSON records it)."""
+    return f"runs/{engine}-k{k}-t{threads}{'-cli' if command else ''}.trec"
+
+
+def add_quality(rows: list[dict], qrels: Path, workdir: Path) -> None:
+    """nDCG@10 of each row's run (and of its command's run, both in ``workdir``) on ``qrels``."""
     from ckqti import api
 
     def ndcg(path):
-        return float(api.evaluate(path, qrels, measures=["nDCG@10"]).results[0].mean["nDCG@10"])
+        return float(api.evaluate(workdir / path, qrels, measures=["nDCG@10"]).results[0].mean["nDCG@10"])
 
     for row in rows:
         row["ndcg10"] = ndcg(row["run"])
@@ -265,12 +269,14 @@ def main(argv: list[str] | None = None) -> None:
     queries, files = query_files(args.queries, args.qrels if args.test_only else None, args.workdir)
     engines = make_engines(args.engines, args.corpus, args.workdir, args.bm25s_backend)
     rows = bench(engines, queries, files, args.depths, args.threads, args.rounds, args.workdir, not args.no_commands)
-    add_quality(rows, args.qrels)
+    add_quality(rows, args.qrels, args.workdir)
     print(HEADER)
     for row in rows:
         print(table_row(row))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2, default=str))
+    recorded = {**vars(args), **{name: shown(getattr(args, name)) for name in ("corpus", "queries", "qrels")}}
+    del recorded["workdir"], recorded["out"]  # scratch, and this file: the run files are relative to the former
+    args.out.write_text(json.dumps({"args": recorded, "rows": rows}, indent=2, default=str))
 
 
 if __name__ == "__main__":

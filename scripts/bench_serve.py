@@ -56,6 +56,7 @@ from scripts.args import (  # noqa: E402
     positive_int,
     positive_ints,
     run,
+    shown,
 )
 
 SAMPLE = ROOT / "ckqti" / "data" / "sample"
@@ -238,11 +239,6 @@ def measure(index: Path, args, texts: list[str], want: dict, searcher) -> list[L
     finally:
         stop_server(proc)
     return levels
-
-
-def shown(path: Path) -> str:
-    """``path`` relative to the repository root (results stay comparable across checkouts)."""
-    return os.path.relpath(Path(path).resolve(), ROOT)
 
 
 def bench(args, index: Path) -> dict:

@@ -47,7 +47,7 @@ def bench_args(tiny, tmp_path, engines: str, *extra: str, threads: str = "1,2") 
             "--workdir", str(tmp_path / "work"), "--out", str(tmp_path / "bench.json"), *extra]
 
 
-def check_rows(rows: list[dict], engines: list[str], qids: set[str], threads=(1, 2)) -> None:
+def check_rows(rows: list[dict], engines: list[str], qids: set[str], workdir: Path, threads=(1, 2)) -> None:
     queries = len(qids)
     assert sorted((r["engine"], r["threads"]) for r in rows) == sorted((e, t) for e in engines for t in threads)
     for row in rows:
@@ -56,7 +56,7 @@ def check_rows(rows: list[dict], engines: list[str], qids: set[str], threads=(1,
         assert row["qps_total"] == pytest.approx(queries / row["total_s"])
         assert 0 < row["ndcg10"] <= 1
         for path in filter(None, (row["run"], row["command_run"])):
-            lines = Counter(qid for qid, docs in read_run(path).items() for _ in docs)
+            lines = Counter(qid for qid, docs in read_run(workdir / path).items() for _ in docs)
             assert set(lines) <= qids
             assert max(lines.values()) == K and all(1 <= n <= K for n in lines.values())
 
@@ -64,9 +64,9 @@ def check_rows(rows: list[dict], engines: list[str], qids: set[str], threads=(1,
 def test_ckqti_and_bm25s_runs_and_rows(tiny, tmp_path):
     bench.main(bench_args(tiny, tmp_path, "ckqti-ndrm2,bm25s", "--no-commands", "--bm25s-backend", "numpy"))
     rows = json.loads((tmp_path / "bench.json").read_text())["rows"]
-    check_rows(rows, ["ckqti-ndrm2", "bm25s"], set(read_queries(tiny["queries"])))
+    check_rows(rows, ["ckqti-ndrm2", "bm25s"], set(read_queries(tiny["queries"])), tmp_path / "work")
     assert all(r["command_s"] is None and r["command_run"] is None for r in rows)
-    ckqti = read_run(next(r["run"] for r in rows if r["engine"] == "ckqti-ndrm2"))
+    ckqti = read_run(tmp_path / "work" / next(r["run"] for r in rows if r["engine"] == "ckqti-ndrm2"))
     assert len(ckqti) == 8  # every claim shares a term with some abstract
 
 
@@ -79,7 +79,7 @@ def test_pyserini_in_process_and_as_a_command(tiny, tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = json.loads((tmp_path / "bench.json").read_text())["rows"]
-    check_rows(rows, ["pyserini-bm25"], set(read_queries(tiny["queries"])), threads=(2,))
+    check_rows(rows, ["pyserini-bm25"], set(read_queries(tiny["queries"])), tmp_path / "work", threads=(2,))
     assert all(r["command_s"] > 0 and r["command_ndcg10"] == pytest.approx(r["ndcg10"], abs=1e-3) for r in rows)
 
 
