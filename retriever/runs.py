@@ -164,10 +164,11 @@ def _read_well_formed(path: str | Path) -> dict[str, dict[str, float]] | None:
                 block, rest = block[:cut], block[cut:]
                 if len(rest) > READ_BLOCK:
                     return None
-                added = _add_rows(run, block, first and bool(block))
+                added = _add_rows(run, block, first)
                 if added is None:
                     return None
-                rows, first = rows + added, first and not block
+                rows += added
+                first = first and not block  # the first line lies in the first block holding a line feed
             added = _add_rows(run, rest, first)
     except (UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error):
         return None
