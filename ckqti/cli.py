@@ -110,8 +110,34 @@ def rel_level_option(f):
                              "every grade's gain).")(f)
 
 
+DEFAULT_INDEX = "ckqti-index"  # the index of `ckqti index corpus.tsv` and `ckqti search QUERY`, in the current folder
+INDEX_ENV = "CKQTI_INDEX"  # names another default
+
+
+def default_index() -> str:
+    """The index directory a command uses when none is named: ``$CKQTI_INDEX``, else ``./ckqti-index``."""
+    return os.environ.get(INDEX_ENV) or DEFAULT_INDEX
+
+
+def index_or_default(ctx, param, value):
+    """``--index``, else :func:`default_index`; a default with no index (nor a build of one) there is named as the
+    default, with how to make one, rather than as a directory the user never typed."""
+    if value is not None:
+        return value
+    path = default_index()
+    if not os.path.exists(path) and not os.path.exists(path + ".partial"):
+        raise click.ClickException(visible(
+            f"{path}: no such index directory (the default index: build it with `ckqti index CORPUS`, "
+            f"or name one with --index or ${INDEX_ENV})"))
+    return path
+
+
+INDEX_HELP = f"Index directory (default: ${INDEX_ENV}, else ./{DEFAULT_INDEX})."
+
+
 def index_option(f):
-    return click.option("--index", "index_path", required=True, type=click.Path(), help="Index directory.")(f)
+    return click.option("--index", "index_path", default=None, type=click.Path(), callback=index_or_default,
+                        help=INDEX_HELP)(f)
 
 
 def mode_options(f):
@@ -180,9 +206,11 @@ def cli() -> None:
 
 @cli.command("index")
 @click.argument("corpus", type=click.Path())
-@click.option("--out", default=None, type=click.Path(), help="Index directory to create (required unless --append).")
+@click.option("--out", default=None, type=click.Path(),
+              help=f"Index directory to create (default: ${INDEX_ENV}, else ./{DEFAULT_INDEX}).")
 @click.option("--append", "append_to", is_flag=True, help="Add CORPUS to the index --index as new shards.")
-@click.option("--index", "index_path", default=None, type=click.Path(), help="With --append: the index to grow.")
+@click.option("--index", "index_path", default=None, type=click.Path(),
+              help=f"With --append: the index to grow (default: ${INDEX_ENV}, else ./{DEFAULT_INDEX}).")
 @click.option("--model", default=None, help="'ndrm2' (untrained, the paper's start), 'ndrm2-anserini' (untrained, BM25 k1 0.9, b 0.4), "
               "'ndrm3-scifact' (the bundled model) or a checkpoint; default: the bundled model (--append: the index's).")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None,
@@ -204,6 +232,7 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
     """Build an index of CORPUS (TSV, JSONL, TREC or SMART; plain or gzip), or with --append add it to one."""
     check_index_options(append_to, out, index_path, ray_address, workers, neighbours, force, no_resume)
     if append_to:
+        index_path = index_or_default(None, None, index_path)
         m = api.append(corpus, index_path, model, fmt, orcas, shard_size, batch_size, device)
         echo(f"appended {m.appends[-1]['num_docs']} documents: {m.num_docs} documents, {m.num_postings} postings, "
              f"{len(m.shards)} shard(s) in {index_path}"
@@ -212,8 +241,7 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
             echo(f"note: {clipped:,} impacts of the new documents were above the build's "
                  "largest and are stored as 255 (`ckqti info` counts them; rebuild if many: docs/INDEX.md)", err=True)
         return
-    if out is None:
-        raise click.UsageError("missing option '--out' (or use --append --index INDEX)")
+    out = default_index() if out is None else out
     m = api.index(corpus, out, model, fmt, orcas, shard_size, force=force, resume=not no_resume, device=device,
                   ray_address=ray_address, workers=workers, neighbours=neighbours,
                   **({} if batch_size is None else {"batch_size": batch_size}))
@@ -230,7 +258,7 @@ def check_index_options(append_to: bool, out, index_path, ray_address, workers, 
         if index_path is not None:
             raise click.UsageError("--index names the index to grow with --append; a new index is --out OUT")
         return
-    if index_path is None or out is not None:
+    if out is not None:
         raise click.UsageError("--append takes the index to grow as --index INDEX (not --out)")
     for given, option, why in ((ray_address is not None, "--ray", "--ray builds a new index"),
                                (neighbours is not None, "--neighbours", "--neighbours is fixed when an index is built; "

@@ -1092,3 +1092,43 @@ def test_rerank_adapt_vocabulary_reaches_the_reranker(tmp_path):
         return [float(line.split()[4]) for line in path.read_text().splitlines()]
 
     assert scores(tmp_path / "cli.trec") != pytest.approx(scores(tmp_path / "plain.trec"))
+
+
+def test_the_default_index_serves_the_briefs_commands(tmp_path, monkeypatch):
+    """`ckqti index corpus.tsv` then `ckqti search "..."` with no paths: ./ckqti-index, or $CKQTI_INDEX;
+    --index names another; every --index command and --append read the same default."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CKQTI_INDEX", raising=False)
+    (tmp_path / "corpus.tsv").write_text("d1\taziz hashim opened a restaurant\nd2\tcells divide\nd3\tproteins fold\n")
+    (tmp_path / "more.tsv").write_text("d4\thashim cooks rice\n")
+    built = invoke("index", "corpus.tsv", "--model", "ndrm2")
+    assert built.exit_code == 0 and built.output.strip().endswith("-> ckqti-index"), built.output
+    assert (tmp_path / "ckqti-index" / "manifest.json").is_file()
+    found = invoke("search", "who is aziz hashim", "--json")
+    assert found.exit_code == 0 and [h["docid"] for h in json.loads(found.stdout)["hits"]] == ["d1"], found.output
+    assert invoke("index", "more.tsv", "--append").exit_code == 0
+    assert json.loads(invoke("info", "--json").stdout)["num_docs"] == 4
+    assert invoke("compact").exit_code == 0 and len(json.loads(invoke("info", "--json").stdout)["shards"]) == 1
+    (tmp_path / "q.tsv").write_text("1\taziz\n2\trice\n")
+    assert invoke("run", "--queries", "q.tsv", "--out", "r.trec").exit_code == 0
+    assert {line.split()[2] for line in (tmp_path / "r.trec").read_text().splitlines()} == {"d1", "d4"}
+
+    monkeypatch.setenv("CKQTI_INDEX", str(tmp_path / "env-index"))
+    assert invoke("index", "more.tsv", "--model", "ndrm2").exit_code == 0
+    assert json.loads(invoke("info", "--json").stdout)["num_docs"] == 1  # the environment's index
+    assert json.loads(invoke("info", "--json", "--index", "ckqti-index").stdout)["num_docs"] == 4  # --index wins
+
+
+def test_a_missing_default_index_says_how_to_make_one(tmp_path, monkeypatch):
+    """No index named and none at the default: one line naming the default and `ckqti index`, not a bare
+    'no such index directory' for a path the user never typed; an unfinished build there is still named."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CKQTI_INDEX", raising=False)
+    for args in (("search", "cells"), ("info",), ("compact",), ("run", "--queries", "q.tsv", "--out", "r.trec"),
+                 ("index", "c.tsv", "--append")):
+        res = invoke(*args)
+        assert res.exit_code == 1 and res.output.count("\n") == 1, (args, res.output)
+        assert "ckqti-index: no such index directory (the default index" in res.output and "ckqti index CORPUS" in res.output
+    (tmp_path / "ckqti-index.partial").mkdir()
+    res = invoke("search", "cells")
+    assert res.exit_code == 1 and "an unfinished build is in" in res.output, res.output
