@@ -108,38 +108,91 @@ def rerank_candidates(
     them: a model's score there is an artefact (TKL's and IDCM's missing windows count 0, above
     any negative window score), and the index holds no posting of it for any query term.
 
+    An NDRM (QTI) model encodes each distinct candidate once, however many queries rank it
+    (:func:`qti_term_scores`); TK, TKL and IDCM score every (query, document) pair.
+
     Raises:
         InputError: a candidate without text.
     """
-    from ckqti.progress import progress_bar
+    from ckqti.models.checkpoint import QTI_KINDS
 
     missing = next((d for docs in candidates.values() for d in docs if d not in texts), None)
     if missing is not None:
         raise InputError(f"candidate document {missing!r} is not in the corpus")
     cache = DocumentRows(reranker, texts)
-    out = {}
-    for qid in progress_bar([q for q in queries if candidates.get(q)], desc="rerank", unit="q", show=progress):
+    ranked: dict[str, tuple[np.ndarray, list[str]]] = {}  # qid -> (query ids, its distinct candidates)
+    for qid in (q for q in queries if candidates.get(q)):
         query = reranker.query_ids(queries[qid])
         if why := reranker.unreadable(query):  # every score would be equal: the candidates in docid order
             if skipped is not None:
                 skipped[qid] = why
             continue
-        docs = list(dict.fromkeys(candidates[qid]))
+        ranked[qid] = query, list(dict.fromkeys(candidates[qid]))
+    if reranker.kind in QTI_KINDS:
+        table = qti_term_scores(reranker, cache, ranked.values(), batch_size, progress)
+
+        def score_of(query: np.ndarray, rows: Sequence[tuple[np.ndarray, int]]) -> np.ndarray:
+            terms, counts = np.unique(query[query > 1], return_counts=True)
+            return np.array([sum(table[row_key(r, n)].get(t, 0.0) * c for t, c in zip(terms.tolist(), counts.tolist()))
+                             for r, n in rows], dtype=np.float64)
+    else:
+        def score_of(query: np.ndarray, rows: Sequence[tuple[np.ndarray, int]]) -> np.ndarray:
+            return reranker.score_rows(query, [r for r, _ in rows], [n for _, n in rows], batch_size)
+    from ckqti.progress import progress_bar
+
+    out = {}
+    for qid in progress_bar(list(ranked), desc="rerank", unit="q", show=progress and reranker.kind not in QTI_KINDS):
+        query, docs = ranked[qid]
         cache.add(docs)
-        scores = distinct_scores(reranker, query, [cache.get(d) for d in docs], batch_size)
+        scores = distinct_scores(reranker, query, [cache.get(d) for d in docs], score_of)
         out[qid] = sorted(zip(docs, scores.tolist()), key=lambda p: (p[1], p[0]), reverse=True)
     return out
 
 
+def row_key(ids: np.ndarray, length: int) -> tuple[bytes, int]:
+    """A document as the model reads it: its id row and true length (same text, same key)."""
+    return ids.tobytes(), length
+
+
+def qti_term_scores(reranker: Reranker, cache: DocumentRows, ranked: Collection[tuple[np.ndarray, Sequence[str]]],
+                    batch_size: int, progress: bool) -> dict[tuple[bytes, int], dict[int, float]]:
+    """Under query term independence a query's score is a sum of its terms' scores, so each distinct
+    readable candidate row (:func:`row_key`) is encoded once, in batches of similar length, and scored
+    against every known term of the queries that rank it: ``row key -> {term: score}``."""
+    from ckqti.progress import progress_bar
+
+    wanted: dict[tuple[bytes, int], set[int]] = {}
+    rows: dict[tuple[bytes, int], tuple[np.ndarray, int]] = {}
+    for query, docs in ranked:
+        terms = set(query[query > 1].tolist())
+        cache.add(docs)
+        for d in docs:
+            r, n = cache.get(d)
+            if reranker.reads(r):
+                key = row_key(r, n)
+                rows[key] = r, n
+                wanted.setdefault(key, set()).update(terms)
+    order = sorted(wanted, key=lambda key: len(rows[key][0]))
+    table: dict[tuple[bytes, int], dict[int, float]] = {}
+    with progress_bar(total=len(order), desc="rerank", unit="doc", show=progress) as bar:
+        for start in range(0, len(order), batch_size):
+            part = order[start: start + batch_size]
+            terms = np.array(sorted(set().union(*(wanted[key] for key in part))), dtype=np.int64)
+            scores = reranker.term_table(terms, [rows[key][0] for key in part], [rows[key][1] for key in part])
+            for key, line in zip(part, scores.tolist()):
+                table[key] = dict(zip(terms.tolist(), line))
+            bar.update(len(part))
+    return table
+
+
 def distinct_scores(reranker: Reranker, query: np.ndarray, rows: Sequence[tuple[np.ndarray, int]],
-                    batch_size: int) -> np.ndarray:
-    """Scores of ``(ids, length)`` rows, each distinct row scored once, unreadable rows below the rest
-    (see :func:`rerank_candidates`)."""
-    key_of = [(r.tobytes(), n) for r, n in rows]
+                    score_of) -> np.ndarray:
+    """Scores of ``(ids, length)`` rows, each distinct row scored once by ``score_of(query, rows)``,
+    unreadable rows below the rest (see :func:`rerank_candidates`)."""
+    key_of = [row_key(r, n) for r, n in rows]
     first = dict(zip(reversed(key_of), reversed(range(len(rows)))))  # key -> its first row
     readable = [i for i in first.values() if reranker.reads(rows[i][0])]
-    scored = dict(zip(readable, reranker.score_rows(query, [rows[i][0] for i in readable],
-                                                    [rows[i][1] for i in readable], batch_size).tolist()))
+    scored = dict(zip(readable, score_of(query, [rows[i] for i in readable]).tolist()))
     floor = min(scored.values(), default=1.0) - 1.0
     return np.array([scored.get(first[k], floor) for k in key_of], dtype=np.float64)
 

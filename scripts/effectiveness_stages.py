@@ -436,13 +436,9 @@ def rerank(row: Row, spec: CollectionSpec, work: Path, ranked: Mapping[str, list
     texts = corpus_texts(spec.corpus, keep={d for docs in cands.values() for d in docs},
                          orcas=orcas_file(work) if row.orcas else None)  # BM25's candidates come from the plain corpus
     started = time.perf_counter()
-    check = None
-    if reranker.kind in QTI_KINDS:
-        scored = qti_rerank(reranker, queries, cands, texts)
-        check = check_qti_rerank(reranker, queries, cands, texts, scored)
-    else:
-        batch = 128 if reranker.device.type == "cuda" else (16 if row.model.startswith("idcm") else 32)
-        scored = rerank_candidates(reranker, queries, cands, texts, batch_size=batch, progress=True)
+    batch = 128 if reranker.device.type == "cuda" else (16 if row.model.startswith("idcm") else 32)
+    scored = rerank_candidates(reranker, queries, cands, texts, batch_size=batch, progress=True)
+    check = check_qti_rerank(reranker, queries, cands, texts, scored) if reranker.kind in QTI_KINDS else None
     seconds = time.perf_counter() - started
     if row.depth < RERANK_DEPTH:
         scored = with_tail(scored, {q: ranked.get(q, []) for q in queries}, RERANK_DEPTH)
@@ -454,53 +450,9 @@ def rerank(row: Row, spec: CollectionSpec, work: Path, ranked: Mapping[str, list
             "adapted_vocabulary": spec.zero_shot and reranker.kind != "idcm", "qti_check_max_rel_diff": check}
 
 
-def doc_queries(cands: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
-    """``docid -> qids`` ranking it, documents in first-seen order."""
-    out: dict[str, list[str]] = {}
-    for qid, docs in cands.items():
-        for d in dict.fromkeys(docs):
-            out.setdefault(d, []).append(qid)
-    return out
-
-
-def qti_rerank(reranker, queries: Mapping[str, str], cands: Mapping[str, Sequence[str]], texts: Mapping[str, str],
-               batch_size: int = 32) -> dict[str, list[tuple[str, float]]]:
-    """Rerank with an NDRM (QTI) model encoding each candidate document once, however many queries rank it.
-
-    Under query term independence score(q, d) = sum over q's terms of s(t, d), so a batch of
-    documents is encoded once and scored against the union of its queries' terms
-    (``model.score_encoded``, what the indexer uses); unknown and padding ids score 0 as in the
-    model's forward. :func:`check_qti_rerank` compares a sample with the model's forward pass.
-    """
-    import torch
-
-    from ckqti.models.inputs import pad_rows
-    from retriever.rerank import DocumentRows
-
-    model, rows = reranker.model, DocumentRows(reranker, texts)
-    q_ids = {q: [int(t) for t in reranker.query_ids(queries[q]) if t > 1] for q in cands}
-    by_doc = doc_queries(cands)
-    order = sorted(by_doc, key=lambda d: len(rows.get(d)[0]))
-    scores: dict[str, dict[str, float]] = {q: {} for q in cands}
-    with torch.no_grad():
-        for start in range(0, len(order), batch_size):
-            part = order[start: start + batch_size]
-            got = [rows.get(d) for d in part]
-            ids = pad_rows([r for r, _ in got]).to(reranker.device)  # [B, L]
-            lengths = torch.tensor([n for _, n in got], dtype=torch.float32, device=reranker.device)  # [B]
-            terms = sorted({t for d in part for q in by_doc[d] for t in q_ids[q]})
-            column = {t: i for i, t in enumerate(terms)}
-            enc = model.encode_documents(ids, lengths)
-            table = model.score_encoded(torch.tensor(terms, dtype=torch.long, device=ids.device), enc)  # [B, T]
-            table = table.double().cpu().numpy()
-            for b, d in enumerate(part):
-                for q in by_doc[d]:
-                    scores[q][d] = float(sum(table[b, column[t]] for t in q_ids[q]))
-    return {q: sorted(s.items(), key=lambda p: (p[1], p[0]), reverse=True) for q, s in scores.items() if s}
-
-
 def check_qti_rerank(reranker, queries, cands, texts, run, sample: int = 40) -> float:
-    """Largest difference between :func:`qti_rerank`'s scores and the model's forward on ``sample`` pairs.
+    """Largest difference between an NDRM rerank's scores (each document encoded once for all its queries,
+    :func:`retriever.rerank.qti_term_scores`) and the model's forward on ``sample`` pairs.
 
     Raises RuntimeError above 1e-3 relative: the shortcut would not be the model.
     """

@@ -109,6 +109,25 @@ class Reranker:
                 out = self.model(q, d)
         return out.double().cpu().numpy()
 
+    def term_table(self, terms: np.ndarray, docs: Sequence[np.ndarray], lengths: Sequence[int]) -> np.ndarray:
+        """QTI models: every known term of ``terms`` (ids > 1) scored alone against every document id row,
+        the rows encoded once for all of them (:meth:`score_ids` encodes them again for each query).
+        A query's score is its terms' entries times their occurrences, summed (unknown terms add 0).
+
+        Shape:
+            terms ``[T]``, ``B`` id rows -> ``[B, T]`` float64.
+        """
+        if self.kind not in QTI_KINDS:
+            raise ValueError(f"a {self.kind} model's score is not a sum of term scores")
+        terms = np.asarray(terms, dtype=np.int64)
+        if not len(docs) or not len(terms):
+            return np.zeros((len(docs), len(terms)))
+        d = pad_rows(docs).to(self.device)  # [B, L]
+        with torch.no_grad():
+            enc = self.model.encode_documents(d, torch.tensor(lengths, dtype=torch.float32, device=self.device))
+            table = self.model.score_encoded(torch.as_tensor(terms, device=self.device), enc)  # [B, T]
+        return table.double().cpu().numpy() * (terms > 1)
+
     def doc_length(self, doc: str) -> int:
         """Tokens of the whole document (NDRM's length normalisation reads the untruncated length)."""
         return self.text.length(doc)

@@ -307,8 +307,46 @@ def test_unreadable_documents_rank_last_and_identical_texts_tie_by_docid(scifact
     assert scores["empty"] == scores["stop"] == min(scores[d] for d in real) - 1.0
     assert scores["copy"] == scores[real[0]]
     rows = [(torch.tensor([]).long().numpy(), 0), (reranker.doc_ids(texts[real[1]]), 0)]
-    assert distinct_scores(reranker, reranker.query_ids("vitamin"), rows, 32)[0] < \
-        distinct_scores(reranker, reranker.query_ids("vitamin"), rows, 32)[1]
+
+    def model(query, rs):
+        return reranker.score_rows(query, [r for r, _ in rs], [n for _, n in rs])
+
+    assert distinct_scores(reranker, reranker.query_ids("vitamin"), rows, model)[0] < \
+        distinct_scores(reranker, reranker.query_ids("vitamin"), rows, model)[1]
+
+
+@pytest.mark.parametrize("model", ["ndrm3-scifact", "ndrm2"])
+def test_qti_models_encode_each_candidate_once_and_score_as_pair_by_pair(scifact_small, scifact_index, model,
+                                                                         monkeypatch):
+    """An NDRM model encoded a document again for every query ranking it (Cranfield's BM25 top 100: 22,500
+    encodings of 1,400 abstracts, 102 s). Under QTI each distinct candidate is encoded once and scored against
+    its queries' terms: the same scores as the model's pair-by-pair forward (repeated and unknown query words,
+    a shared document, identical texts, a document of no known word), the same run order."""
+    from retriever.rerank import rerank_candidates
+
+    texts = corpus_texts(scifact_small)
+    docs = list(texts)[:40]
+    texts = {**texts, "copy": texts[docs[3]], "stop": "the of and"}
+    queries = {"a": "vitamin d deficiency tuberculosis vitamin", "b": "white matter zzzqqq development of the brain",
+               "c": "breast cancer prognosis", "d": "cancer"}
+    candidates = {"a": docs[:25] + ["copy", "stop"], "b": docs[10:40], "c": docs[5:30] + ["copy"], "d": docs[:3]}
+    reranker = open_reranker(model, "cpu", None, scifact_index if model == "ndrm2" else None)
+    encode, encoded = reranker.model.encode_documents, []
+    monkeypatch.setattr(reranker.model, "encode_documents", lambda ids, lengths=None: (
+        encoded.append(int(ids.shape[0])), encode(ids, lengths))[1])
+    fast = rerank_candidates(reranker, queries, candidates, texts, batch_size=7)
+    distinct = {d for ds in candidates.values() for d in ds} - {"copy", "stop"}  # copy reads as docs[3]; stop as nothing
+    assert sum(encoded) == len(distinct)  # each once, in batches of at most 7
+    assert max(encoded) <= 7 and len(encoded) == -(-len(distinct) // 7)
+    encoded.clear()
+    for q, ranking in fast.items():  # the model's forward, one pair at a time
+        query = reranker.query_ids(queries[q])
+        want = {d: float(reranker.score_rows(query, *reranker.doc_rows([texts[d]]))[0])
+                for d in candidates[q] if d != "stop"}
+        assert [d for d, _ in ranking][:len(want)] == sorted(want, key=lambda d: (want[d], d), reverse=True), q
+        assert [s for _, s in ranking][:len(want)] == pytest.approx(sorted(want.values(), reverse=True), rel=1e-5)
+    assert sum(encoded) == sum(len(c) for c in candidates.values()) - 1  # (what the shortcut saves)
+    assert dict(fast["a"])["copy"] == dict(fast["a"])[docs[3]] and fast["a"][-1][0] == "stop"
 
 
 def test_rerank_from_a_corpus_with_orcas_reads_what_an_index_built_with_them_holds(clicked_collection, tmp_path):

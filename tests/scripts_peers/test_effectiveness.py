@@ -313,16 +313,17 @@ def test_pick_alpha_takes_the_smallest_alpha_within_the_tolerance_inclusive():
     assert pick_alpha({0.0: 0.25, 0.5: 0.5, 1.0: 0.75}, tolerance=0.25) == 0.5
 
 
-def test_qti_rerank_scores_as_the_model_does_best_first():
-    """The shortcut (each document encoded once for all its queries) scores every pair as the model's
-    forward does, and lists a query's documents best first."""
+def test_the_qti_check_passes_the_model_and_catches_other_scores():
+    """check_qti_rerank (recorded with every NDRM rerank row) passes a rerank whose shortcut (each document
+    encoded once for all its queries) scores as the model's forward, and refuses scores the model did not give."""
     import torch
 
     from ckqti.models.inputs import TermText, collection_vocabulary
     from ckqti.models.ndrm import NDRMConfig, build_ndrm
     from ckqti.models.reranker import Reranker
     from ckqti.text import Analyzer
-    from scripts.effectiveness_stages import check_qti_rerank, qti_rerank
+    from retriever.rerank import rerank_candidates
+    from scripts.effectiveness_stages import check_qti_rerank
 
     texts = {"a": "protein binding in the cell membrane", "b": "gene expression of a protein", "c": "cell cycle arrest",
              "d": "membrane protein protein folding", "e": "unrelated words only here"}
@@ -334,11 +335,11 @@ def test_qti_rerank_scores_as_the_model_does_best_first():
     rr = Reranker("ndrm3", model, TermText(analyzer, vocab), "ndrm3", 20, 4000, torch.device("cpu"))
     queries = {"q1": "protein membrane", "q2": "cell gene"}
     cands = {"q1": ["e", "a", "b", "d"], "q2": ["c", "a", "b"]}
-    run = qti_rerank(rr, queries, cands, texts, batch_size=2)
+    run = rerank_candidates(rr, queries, cands, texts, batch_size=2)
     for q, ranked in run.items():
-        assert sorted(d for d, _ in ranked) == sorted(cands[q])
-        scores = [s for _, s in ranked]
-        assert scores == sorted(scores, reverse=True) and len(set(scores)) > 1
         direct = rr.score_rows(rr.query_ids(queries[q]), [rr.doc_rows([texts[d]])[0][0] for d, _ in ranked])
-        np.testing.assert_allclose(scores, direct, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose([s for _, s in ranked], direct, rtol=1e-4, atol=1e-5)
     assert check_qti_rerank(rr, queries, cands, texts, run) <= 1e-3
+    off = {q: [(d, s * 1.01 + 0.01) for d, s in ranked] for q, ranked in run.items()}
+    with pytest.raises(RuntimeError, match="differs from the model's forward"):
+        check_qti_rerank(rr, queries, cands, texts, off)
