@@ -5,7 +5,8 @@ Endpoints (every error is a 4xx with ``{"detail": "<one-line message>"}``):
 - ``GET /health``: the index's model id, document and shard counts, the search mode (with the
   anytime mode's ``budget`` and ``slack``; null in exact mode) and channel weights, and the
   request limits.
-- ``POST /search`` ``{"query": str, "k": int}``: exactly the JSON of ``ckqti search --json``.
+- ``POST /search`` ``{"query": str, "k": int}``: exactly the JSON of ``ckqti search --json``;
+  ``GET /search?q=...&k=...`` the same.
 - ``POST /search/batch`` ``{"queries": [str, ...], "k": int}``: ``{"results": [...]}``, one
   answer per query in order; a query with no searchable terms gets ``{"query", "error"}``.
 - ``GET /documents/{docid}``: ``{"docid", "title", "text"}`` from the index's document store.
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Annotated
 
 import numpy as np
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Query
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ConfigDict, Field, StringConstraints, create_model
@@ -180,7 +181,8 @@ def validation_message(errors) -> str:
     """One line from pydantic's error list: ``field: message; field: message``."""
     parts = []
     for e in errors:
-        loc = [str(x) for x in e.get("loc", ()) if x != "body"]
+        loc = [str(x) for x in e.get("loc", ())]
+        loc = loc[1:] if loc[:1] in (["body"], ["query"]) else loc  # where: the body, or the URL's parameters
         parts.append(f"{'.'.join(loc)}: {e['msg']}" if loc else e["msg"])
     return "; ".join(parts)
 
@@ -190,7 +192,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_validation(request, exc: RequestValidationError):
         ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if ctype != "application/json" and not (ctype.startswith("application/") and ctype.endswith("+json")):
+        if request.method == "POST" and ctype != "application/json" and \
+                not (ctype.startswith("application/") and ctype.endswith("+json")):
             return JSONResponse({"detail": "send the request body as JSON with Content-Type: application/json"},
                                 status_code=415)
         errors = exc.errors()
@@ -265,12 +268,20 @@ def add_routes(app: FastAPI, searcher: Searcher, config: ServiceConfig, pool: Th
             "max_body_bytes": config.max_body_bytes,
         })
 
-    @app.post("/search")
-    async def search(req: SearchRequest) -> JSONResponse:
+    async def answer(query: str, k: int) -> JSONResponse:
         try:
-            return JSONResponse(await in_pool(one, req.query, req.k))
+            return JSONResponse(await in_pool(one, query, k))
         except QueryError as e:
             raise HTTPException(422, str(e)) from None
+
+    @app.post("/search")
+    async def search(req: SearchRequest) -> JSONResponse:
+        return await answer(req.query, req.k)
+
+    @app.get("/search")  # a browser's or curl's ?q=...&k=...: the same answer as POST /search
+    async def search_url(q: Annotated[str, Query(min_length=1, max_length=config.max_query_chars)],
+                         k: Annotated[int, Query(ge=1, le=config.max_k)] = 10) -> JSONResponse:
+        return await answer(q, k)
 
     @app.post("/search/batch")
     async def search_batch(req: BatchSearchRequest) -> JSONResponse:

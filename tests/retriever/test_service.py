@@ -118,6 +118,27 @@ def test_k_defaults_to_ten(port, searcher):
     assert status == 200 and got == reference(searcher, "daily life of thai people", 10)
 
 
+def test_a_search_by_url_answers_as_the_post(port, searcher):
+    """GET /search?q=...&k=... (a browser, curl without a body) was 405; it answers as POST /search does,
+    with the same limits and one-line 422s."""
+    from urllib.parse import quote
+
+    for q in sample_queries()[:3] + ["caf\u00e9 & thai?"]:
+        for k in (None, 4):
+            path = f"/search?q={quote(q)}" + ("" if k is None else f"&k={k}")
+            assert call(port, "GET", path) == call(port, "POST", "/search", {"query": q, **({} if k is None else {"k": k})})
+    assert call(port, "GET", "/search?q=thai&k=3") == (200, reference(searcher, "thai", 3))
+    for path, message in (("/search?q=thai&k=51", "k: Input should be less than or equal to 50"),
+                          ("/search?q=thai&k=0", "k: Input should be greater than or equal to 1"),
+                          ("/search?q=thai&k=ten", "k: Input should be a valid integer"),
+                          ("/search?q=", "q: String should have at least 1 character"),
+                          ("/search?k=3", "q: Field required"),
+                          (f"/search?q={'thai%20' * 61}", "q: String should have at most 300"),
+                          ("/search?q=who%20is%20the", "no searchable terms")):
+        status, got = call(port, "GET", path)
+        assert status == 422 and message in got["detail"] and "\n" not in got["detail"], (path, got)
+
+
 def test_batch_equals_singles_and_reports_unsearchable_queries(port, searcher):
     queries = sample_queries()[:5] + ["the of and"] + sample_queries()[5:7]
     status, got = call(port, "POST", "/search/batch", {"queries": queries, "k": 5})
@@ -196,7 +217,7 @@ def test_the_service_still_answers_after_bad_requests(port, searcher):
 def test_api_key_is_required_on_every_endpoint(keyed_port, searcher):
     body = {"query": "thai", "k": 3}
     for method, path, b in [("GET", "/health", None), ("POST", "/search", body), ("POST", "/search/batch", {"queries": ["x"]}),
-                            ("GET", "/documents/x", None)]:
+                            ("GET", "/documents/x", None), ("GET", "/search?q=thai", None)]:
         status, got = call(keyed_port, method, path, b)
         assert status == 401 and got["detail"] == "missing X-API-Key header"
         for wrong in (KEY[:-1] + "0", KEY + "0", KEY[:-1]):  # the whole key, nothing more or less
