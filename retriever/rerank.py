@@ -115,6 +115,7 @@ def rerank_candidates(
         InputError: a candidate without text.
     """
     from ckqti.models.checkpoint import QTI_KINDS
+    from ckqti.progress import progress_bar
 
     missing = next((d for docs in candidates.values() for d in docs if d not in texts), None)
     if missing is not None:
@@ -138,7 +139,6 @@ def rerank_candidates(
     else:
         def score_of(query: np.ndarray, rows: Sequence[tuple[np.ndarray, int]]) -> np.ndarray:
             return reranker.score_rows(query, [r for r, _ in rows], [n for _, n in rows], batch_size)
-    from ckqti.progress import progress_bar
 
     out = {}
     for qid in progress_bar(list(ranked), desc="rerank", unit="q", show=progress and reranker.kind not in QTI_KINDS):
