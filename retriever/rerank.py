@@ -218,20 +218,17 @@ def index_candidates(index: str | Path | Index, queries: Mapping[str, str], dept
     cands: Candidates = {}
     texts: dict[str, str] = {}
     refused: dict[str, str] = {}
-    for qid, text in queries.items():
-        try:
-            result = searcher.search(text, depth)
-        except QueryError as e:
-            refused[qid] = e.message
+    for qid, top in zip(queries, searcher.topk_many(list(queries.values()), depth)):  # one batch: no Hit a document
+        if isinstance(top, QueryError):
+            refused[qid] = top.message
             continue
-        hits = result.hits
-        if not hits:
-            refused[qid] = result.why_empty()
-        cands[qid] = [h.docid for h in hits]
+        if not top.docids:
+            refused[qid] = top.why_empty()
+        cands[qid] = top.docids
         if with_text:
-            for h in hits:
-                if h.docid not in texts:  # every field the index read: ORCAS clicks and URL too
-                    texts[h.docid] = searcher.index.shards[h.shard].indexed_text(h.doc)
+            for docid, shard, doc in zip(top.docids, top.shards.tolist(), top.docs.tolist()):
+                if docid not in texts:  # every field the index read: ORCAS clicks and URL too
+                    texts[docid] = searcher.index.shards[shard].indexed_text(doc)
     return cands, texts, refused
 
 
