@@ -232,9 +232,10 @@ def run(
     return stats
 
 
-def evaluate(run_path: str | Path, qrels: str | Path, per_query: bool = False, compare: str | Path | None = None,
-             qrels_format: str | None = None, rel_level: int = 1, measures: Sequence[str] | None = None) -> EvalReport:
-    """Evaluate a TREC run against qrels (and optionally test it against a second run); binary
+def evaluate(run_path: str | Path, qrels: str | Path, per_query: bool = False,
+             compare: str | Path | Sequence[str | Path] | None = None, qrels_format: str | None = None,
+             rel_level: int = 1, measures: Sequence[str] | None = None) -> EvalReport:
+    """Evaluate a TREC run against qrels (and optionally test other runs, one or several, against it); binary
     measures (RR, AP, P, R) count a document relevant from grade ``rel_level`` (TREC DL passages: 2).
     ``measures``: names such as ``"nDCG@10"`` (see :func:`ckqti.evaluate.parse_measure`); None:
     :data:`ckqti.evaluate.DEFAULT_MEASURES`."""

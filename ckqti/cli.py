@@ -491,8 +491,9 @@ def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack,
 @click.argument("run", type=click.Path())
 @click.argument("qrels", type=click.Path())
 @click.option("--per-query", is_flag=True, help="Also print every query's measures.")
-@click.option("--compare", type=click.Path(), default=None,
-              help="A second run: its delta against RUN, paired t-test and Wilcoxon signed-rank test.")
+@click.option("--compare", type=click.Path(), multiple=True,
+              help="Another run: its delta against RUN, paired t-test and Wilcoxon signed-rank test; repeatable "
+                   "(each run against RUN).")
 @qrels_format_option
 @rel_level_option
 @click.option("--measures", default=None, metavar="M1,M2,...",
@@ -508,7 +509,7 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
     if as_json and markdown:
         raise click.UsageError("--json and --markdown do not combine")
     chosen = None if measures is None else [m.strip() for m in measures.split(",") if m.strip()]
-    report = api.evaluate(run, qrels, per_query, compare, qrels_format, rel_level, chosen)
+    report = api.evaluate(run, qrels, per_query, list(compare) or None, qrels_format, rel_level, chosen)
     if as_json:
         click.echo(json.dumps(report.to_dict()))
         return

@@ -283,24 +283,26 @@ def _mean_delta(x: list[float], y: list[float]) -> float:
 
 @dataclass(frozen=True)
 class Comparison:
-    """One measure of run ``b`` against run ``a``: both tests."""
+    """One measure of run ``b`` against run ``a``: both tests. ``run``: ``b``'s place among a report's
+    runs (``a`` is the first)."""
 
     measure: str
     ttest: SignificanceResult
     wilcoxon: SignificanceResult
+    run: int = 1
 
 
-def compare_results(a: EvalResult, b: EvalResult) -> tuple[Comparison, ...]:
+def compare_results(a: EvalResult, b: EvalResult, run: int = 1) -> tuple[Comparison, ...]:
     """Paired t-test and Wilcoxon test of ``b`` against ``a`` on every measure they share."""
     shared = [m for m in a.measures if m in b.measures]
     return tuple(
-        Comparison(m, paired_ttest(a.values(m), b.values(m)), wilcoxon(a.values(m), b.values(m))) for m in shared
+        Comparison(m, paired_ttest(a.values(m), b.values(m)), wilcoxon(a.values(m), b.values(m)), run) for m in shared
     )
 
 
 @dataclass(frozen=True)
 class EvalReport:
-    """Results of one or two runs on the same qrels, with the tests of the second against the first."""
+    """Results of runs on the same qrels, with the tests of every other run against the first."""
 
     names: tuple[str, ...]
     results: tuple[EvalResult, ...]
@@ -318,11 +320,11 @@ class EvalReport:
             ]
             parts.append(format_table(["run", "query", *measures], rows, markdown))
         rows = [[n, str(r.num_queries), *(_num(r.mean[m]) for m in measures)] for n, r in zip(self.names, self.results)]
-        if self.comparisons:
-            tests = {c.measure: c for c in self.comparisons}
+        for run in sorted({c.run for c in self.comparisons}):
+            tests = {c.measure: c for c in self.comparisons if c.run == run}
             rows.append(
                 [
-                    f"delta ({self.names[1]} - {self.names[0]})",
+                    f"delta ({self.names[run]} - {self.names[0]})",
                     "",
                     *(_num(tests[m].ttest.mean_delta, True) for m in measures),
                 ]
@@ -335,6 +337,9 @@ class EvalReport:
 
     def _notes(self) -> list[str]:
         notes = [f"binary measures (RR, AP, P, R) count grade >= {self.results[0].rel_level} relevant"]
+        if (compared := len({c.run for c in self.comparisons})) > 1:
+            notes.append(f"{compared} runs tested against {self.names[0]}: p-values are not corrected for "
+                         f"multiple comparisons (Bonferroni: multiply by {compared})")
         longest = max(r.depth for r in self.results)
         for name, r in zip(self.names, self.results):
             if r.missing:
@@ -361,6 +366,8 @@ class EvalReport:
             "rel_level": self.results[0].rel_level,
             "comparisons": [
                 {
+                    "run": self.names[c.run],
+                    "against": self.names[0],
                     "measure": c.measure,
                     **{
                         t.test: {"statistic": _json_number(t.statistic), "p": _json_number(t.p_value),
@@ -383,14 +390,14 @@ def evaluate_files(
     measures: Sequence[str] = DEFAULT_MEASURES,
     per_query: bool = False,
     rel_level: int = 1,
-    compare: str | Path | None = None,
+    compare: str | Path | Sequence[str | Path] | None = None,
     qrels_format: str | None = None,
 ) -> EvalReport:
-    """Evaluate a run file (and optionally compare a second one with it) against a qrels file.
+    """Evaluate a run file (and optionally compare others with it) against a qrels file.
 
-    The one call behind ``ckqti eval RUN QRELS [--per-query] [--compare RUN2]``; see
-    :func:`evaluate` for the arguments and conventions. With ``compare`` the report
-    holds both runs and the paired tests of the second (``compare``) against the first.
+    The one call behind ``ckqti eval RUN QRELS [--per-query] [--compare RUN2 ...]``; see
+    :func:`evaluate` for the arguments and conventions. With ``compare`` (a run file, or several)
+    the report holds every run and the paired tests of each compared run against the first.
 
     Raises:
         InputError: unreadable run or qrels files (naming file and line), or bad arguments.
@@ -398,8 +405,12 @@ def evaluate_files(
     from indexer.readers import read_qrels  # imported on use: keeps this module free of the indexer package
     from retriever.runs import read_run
 
+    others = [] if compare is None else [compare] if isinstance(compare, (str, Path)) else list(compare)
+    paths = [Path(run_path)] + [Path(p) for p in others]
+    for i, p in enumerate(paths):
+        if any(p.resolve() == q.resolve() for q in paths[:i]):
+            raise InputError("is given twice: a run compared with itself", p)
     qrels = read_qrels(qrels_path, qrels_format)
-    paths = [Path(run_path)] + ([Path(compare)] if compare is not None else [])
     runs = [read_run(p) for p in paths]
     for path, run in zip(paths, runs):
         check_overlap(run, qrels, path, qrels_path)
@@ -407,7 +418,7 @@ def evaluate_files(
     names = tuple(p.name for p in paths)
     if len(set(names)) < len(names):
         names = tuple(str(p) for p in paths)
-    comparisons = compare_results(results[0], results[1]) if len(results) == 2 else ()
+    comparisons = tuple(c for i in range(1, len(results)) for c in compare_results(results[0], results[i], i))
     return EvalReport(names, results, comparisons)
 
 

@@ -374,6 +374,10 @@ def rerank(
         adapt_vocabulary: read text with the collection's own vocabulary (TK, TKL, NDRM: zero-shot
             use on another collection; see :func:`ckqti.models.reranker.adapt_reranker`): the
             corpus's, else the candidate index's (its terms as the index read them, ORCAS clicks too).
+            Without it, an NDRM model reranking an index's candidates with no ``corpus`` reads the
+            index's vocabulary and build constants all the same, as ``explain --index`` does: it
+            scores as the index does (it read only its training words, and on a new collection
+            ranked the index's own top 100 below the index's order).
         orcas: an ORCAS file (``docid<TAB>query``, see :func:`indexer.readers.load_orcas`) whose
             clicked queries lead each document's corpus text, as ``ckqti index --orcas`` indexes
             them (the collection's statistics count them too). Needs ``corpus``: an index's stored
@@ -384,6 +388,7 @@ def rerank(
         InputError: unreadable inputs, missing corpus, candidates without text.
         CkqtiError: an unreadable checkpoint.
     """
+    from ckqti.models.checkpoint import QTI_KINDS
     from ckqti.models.loading import UNTRAINED, resolve_model
     from indexer.readers import read_queries
     from retriever.runs import check_run_path, write_run
@@ -409,8 +414,12 @@ def rerank(
     untrained = str(model_path) in UNTRAINED  # reads the collection's statistics
     if untrained and source is None:
         raise InputError(f"an untrained {model_path} reads the collection's statistics: give --corpus")
-    reranker = open_reranker(model_path, device, max_doc_length, source if untrained or adapt_vocabulary else None, fmt,
-                             orcas=clicks)
+    if adapt_vocabulary or untrained:
+        reranker = open_reranker(model_path, device, max_doc_length, source, fmt, orcas=clicks)
+    elif isinstance(candidates, Index) and corpus is None:  # an NDRM model reads the index as it does its own
+        reranker = open_reranker(model_path, device, max_doc_length, candidates, fmt, QTI_KINDS)  # as explain --index
+    else:
+        reranker = open_reranker(model_path, device, max_doc_length, None, fmt)
     queries = read_queries(queries_path)
     work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
     cands, texts, where, refused = gather_candidates(candidates, queries, depth, corpus, fmt, work)

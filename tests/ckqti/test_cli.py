@@ -742,6 +742,12 @@ def test_eval_json_markdown_and_measures(tmp_path):
     md = invoke("eval", run, qrels, "--markdown", "--compare", other)
     assert md.exit_code == 0 and md.stdout == api.evaluate(run, qrels, compare=other).table(markdown=True) + "\n"
     assert "| delta (b.trec - a.trec)" in md.stdout
+    three = invoke("eval", run, qrels, "--compare", other, "--compare", tmp_path / "c.trec")  # c: none yet
+    assert three.exit_code == 1 and "c.trec" in three.output and three.output.count("\n") == 1, three.output
+    (tmp_path / "c.trec").write_text("q1 Q0 d2 1 2.0 t\nq2 Q0 d9 1 1.0 t\nq3 Q0 d4 1 1.0 t\n")
+    three = invoke("eval", run, qrels, "--compare", other, "--compare", tmp_path / "c.trec")
+    assert three.exit_code == 0 and three.stdout == api.evaluate(run, qrels, compare=[other, tmp_path / "c.trec"]).table() + "\n"
+    assert "delta (b.trec - a.trec)" in three.stdout and "delta (c.trec - a.trec)" in three.stdout
     for measures in ("nDCG@10,bogus", "P@10,P@10", ","):
         bad = invoke("eval", run, qrels, "--measures", measures)
         assert bad.exit_code == 2 and "Traceback" not in bad.output, bad.output

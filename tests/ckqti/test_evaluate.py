@@ -7,6 +7,7 @@ import math
 import random
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -244,6 +245,39 @@ def test_evaluate_files_with_comparison(tmp_path):
     assert f"{first.mean['nDCG@10']:.4f}" in text
     assert sum(line.startswith("|---") for line in report.table(markdown=True).splitlines()) == 2
     assert json.loads(json.dumps(report.to_dict()))["runs"]["good.run"]["queries"] == 93
+
+
+def test_several_runs_are_each_tested_against_the_first(tmp_path):
+    """--compare took one run: comparing three systems took two commands and two tables. Each compared run's
+    tests equal those of a comparison of it alone; the table and JSON say which run each test is of, and note
+    that the p-values are not corrected for the number of comparisons; a run given twice is refused."""
+    qrels_path = DATA / "vaswani" / "qrels"
+    qrels = read_qrels(qrels_path)
+    rng = random.Random(7)
+    runs = {}
+    for name, keep in (("base", 0.5), ("better", 0.9), ("worse", 0.2)):
+        runs[name] = {q: [(d, rng.random() + (1.0 if rng.random() < keep else 0.0)) for d in docs] +
+                      [(f"x{i}", rng.random()) for i in range(5)] for q, docs in qrels.items()}
+        write_run(tmp_path / f"{name}.run", runs[name], name)
+    base, better, worse = (tmp_path / f"{n}.run" for n in runs)
+    report = evaluate_files(base, qrels_path, compare=[better, worse])
+    assert report.names == ("base.run", "better.run", "worse.run")
+    for i, other in ((1, better), (2, worse)):
+        alone = evaluate_files(base, qrels_path, compare=other)
+        assert [c for c in report.comparisons if c.run == i] == [replace(c, run=i) for c in alone.comparisons]
+    text = report.table()
+    assert text.index("delta (better.run - base.run)") < text.index("delta (worse.run - base.run)")
+    assert text.count("paired t-test p") == text.count("Wilcoxon p") == 2
+    assert "2 runs tested against base.run: p-values are not corrected" in text
+    assert "not corrected" not in evaluate_files(base, qrels_path, compare=[worse]).table()
+    out = report.to_dict()
+    assert [(c["run"], c["against"]) for c in out["comparisons"]][::len(report.results[0].measures)] == [
+        ("better.run", "base.run"), ("worse.run", "base.run")]
+    nd = [c for c in out["comparisons"] if c["measure"] == "nDCG@10"]
+    assert nd[0]["t-test"]["mean_delta"] > 0 > nd[1]["t-test"]["mean_delta"]
+    for twice in ([better, better], [base], [tmp_path / "." / "worse.run", worse]):
+        with pytest.raises(InputError, match="is given twice: a run compared with itself"):
+            evaluate_files(base, qrels_path, compare=twice)
 
 
 def test_evaluate_files_names_bad_input(tmp_path):
