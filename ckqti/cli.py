@@ -16,6 +16,7 @@ from ckqti.errors import CkqtiError, OptionError
 from ckqti.terminal import columns_of, decoded_argument, repaired, visible
 
 POSITIVE = click.IntRange(min=1)  # counts: results, shard and batch sizes, threads, epochs
+UNKNOWN_WORDS_NOTE = 0.02  # rerank's note: this share of the candidates' words unknown to the model (SciFact's own: 0)
 SNIPPET_COLUMNS = 100  # terminal columns of a search hit's title and snippet lines (cut between words)
 
 
@@ -637,6 +638,9 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
                    progress=True)
     if s.skipped:
         echo(f"note: {count_queries(len(s.skipped))} skipped ({skipped_reasons(s.skipped, s.reasons)})", err=True)
+    if s.unknown_words is not None and s.unknown_words >= UNKNOWN_WORDS_NOTE and not adapt_vocabulary:
+        echo(f"note: the model read {s.unknown_words:.0%} of the candidates' words as unknown (trained on another "
+             "collection?); --adapt-vocabulary reads them as `ckqti index` does", err=True)
     echo(f"{count_queries(s.reranked) if s.reranked == s.queries else f'{s.reranked} of {count_queries(s.queries)}'}, "
          f"{s.pairs} documents reranked by {s.model_id} in {s.seconds:.2f}s ({s.ms_per_query:.0f} ms/query) -> {out}")
 

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from indexer.readers.corpus import Orcas  # docid -> clicked queries (indexer.readers.load_orcas)
 
 Candidates = dict[str, list[str]]
+WORD_SAMPLE = 500  # candidate documents whose words are counted for RerankStats.unknown_words
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class RerankStats:
         model_id, kind: the model's checkpoint id and kind.
         candidates: where the candidates came from.
         out: the run file written.
+        unknown_words: the share of the candidates' words (a sample of up to :data:`WORD_SAMPLE`
+            documents) that a TK, TKL or NDRM model read as unknown: trained on another
+            collection and not adapted to this one (``adapt_vocabulary``); None for IDCM.
     """
 
     queries: int
@@ -62,6 +66,7 @@ class RerankStats:
     candidates: str
     out: Path
     reasons: dict[str, str] = field(default_factory=dict)
+    unknown_words: float | None = None  # share of the candidates' words the model read as unknown (TK, TKL, NDRM)
 
     @property
     def ms_per_query(self) -> float:
@@ -432,6 +437,8 @@ def rerank(
         if missing is not None:
             raise InputError(f"candidate document {missing[1]!r} of query {missing[0]!r} ({where}) is not in the corpus",
                              corpus)
+    unknown = unknown_share(reranker, [texts[d] for d in list(dict.fromkeys(d for docs in cands.values()
+                                                                          for d in docs))[:WORD_SAMPLE]])
     started = time.perf_counter()
     unread: dict[str, str] = {}
     results = rerank_candidates(reranker, queries, cands, texts, batch_size, progress, unread)
@@ -441,4 +448,16 @@ def rerank(
     reasons = {q: refused.get(q) or unread.get(q) or f"no candidates from {where}" for q in skipped}
     pairs = sum(len(r) for r in results.values())
     return RerankStats(len(queries), len(results), skipped, pairs, seconds, reranker.model_id, reranker.kind, where, out,
-                       reasons)
+                       reasons, unknown)
+
+
+def unknown_share(reranker: Reranker, texts: Sequence[str]) -> float | None:
+    """The share of ``texts``' words a TK, TKL or NDRM model reads as unknown (id 1); None for IDCM, whose
+    WordPiece pieces cover every text, or when there are no words."""
+    from ckqti.models.inputs import WordPieceText
+
+    if isinstance(reranker.text, WordPieceText) or not texts:
+        return None
+    rows, _ = reranker.doc_rows(list(texts))
+    words = sum(len(r) for r in rows)
+    return sum(int((r == 1).sum()) for r in rows) / words if words else None
