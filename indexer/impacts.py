@@ -60,9 +60,12 @@ class ImpactConfig:
         batched: score a batch's candidate pairs in a few large products (:meth:`ImpactScorer.batch_impacts`)
             instead of document by document; None: on CUDA only, where the per-document kernels'
             launch and synchronisation, not arithmetic, bound the build (a lent H200, SciFact's
-            bundled-NDRM3 build: 190 -> 878 documents a second). On a CPU the per-document way
-            does less arithmetic (the cosine bound of :mod:`indexer.cosine_bound`): 9.5 s against
-            11.6 s batched for 1,000 SciFact abstracts on this project's 2 cores.
+            bundled-NDRM3 build: 190 -> 878 documents a second), and for explicit models (NDRM2)
+            everywhere: their scores are exact elementwise arithmetic, the same bits either way, and
+            a document's dozen small tensor operations cost more than its arithmetic (Vaswani's
+            11,429 abstracts, one thread: 5.9-6.3 -> 1.0-1.2 s). For a latent model on a CPU the
+            per-document way does less arithmetic (the cosine bound of :mod:`indexer.cosine_bound`):
+            9.5 s against 11.6 s batched for 1,000 SciFact abstracts on this project's 2 cores.
     """
 
     batch_size: int = 32
@@ -157,7 +160,7 @@ class ImpactScorer:
         self._term_table = None  # latent models: every term's query vector [V, D], computed once
         self._search: ThresholdCosines | None = None  # latent models: max cosines of the candidate terms
         self.gate = getattr(model, "gate_threshold", None) if model.is_latent else None
-        self.batched = self.device.type == "cuda" if config.batched is None else config.batched
+        self.batched = (self.device.type == "cuda" or not model.is_latent) if config.batched is None else config.batched
         if model.is_latent:
             ids = np.flatnonzero(np.asarray(df) >= (1 if self.gate is not None else config.min_df))
             ids = ids[ids >= 2]
@@ -259,6 +262,19 @@ class ImpactScorer:
         best = torch.cat(parts, dim=1)  # [B, V']
         return best.masked_fill_(~mask.any(1, keepdim=True), -2.0)
 
+    def candidate_pairs(self, enc: DocumentEncoding) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`candidates` of every document of the batch as ``(rows, terms)``, row-major, each row's
+        terms ascending (as ``torch.unique``). A document's own terms alone come from its sorted ids,
+        not a ``[B, V]`` mask: that mask's cost grows with the vocabulary (32 rows of MS MARCO's
+        millions of terms for each batch of 32 documents)."""
+        if not self.own_terms_only:
+            return self.candidate_mask(enc).nonzero(as_tuple=True)
+        ids = (enc.ids * enc.mask).sort(dim=1).values  # [B, L]; padding is id 0
+        first = torch.ones_like(ids, dtype=torch.bool)
+        first[:, 1:] = ids[:, 1:] != ids[:, :-1]  # [B, L]: the first of each run of one id
+        rows, cols = (first & (ids >= 2)).nonzero(as_tuple=True)  # neither padding nor unknown
+        return rows, ids[rows, cols]
+
     def candidate_mask(self, enc: DocumentEncoding) -> torch.Tensor:
         """:meth:`candidates` of every document of the batch as a ``[B, V]`` bool mask."""
         b = enc.ids.shape[0]
@@ -279,15 +295,14 @@ class ImpactScorer:
         return out
 
     def batch_impacts(self, enc: DocumentEncoding) -> list[DocImpacts]:
-        """:meth:`document_impacts` of every document of an encoded batch at once: candidates as a
-        mask, each document's candidate terms packed into a row of a ``[B, T]`` matrix scored by
+        """:meth:`document_impacts` of every document of an encoded batch at once: candidates as
+        :meth:`candidate_pairs`, each document's candidate terms packed into a row of a ``[B, T]`` matrix scored by
         one :meth:`channel_scores` call, offsets taken off on the device, one copy to the host."""
-        cand = self.candidate_mask(enc)  # [B, V]
-        counts = cand.sum(1)  # [B]
-        rows, terms = cand.nonzero(as_tuple=True)  # row-major: each row's terms ascending, as torch.unique
+        rows, terms = self.candidate_pairs(enc)  # row-major: each row's terms ascending, as torch.unique
+        counts = torch.bincount(rows, minlength=enc.ids.shape[0])  # [B]
         slots = torch.arange(rows.numel(), device=self.device) - (counts.cumsum(0) - counts)[rows]
         width = max(1, int(counts.max()) if counts.numel() else 1)
-        packed = torch.zeros(cand.shape[0], width, dtype=torch.long, device=self.device)
+        packed = torch.zeros(enc.ids.shape[0], width, dtype=torch.long, device=self.device)
         packed[rows, slots] = terms
         s = self.model.channel_scores(packed, enc).float()  # [B, T, C]
         real = torch.arange(width, device=self.device) < counts.unsqueeze(1)  # [B, T]

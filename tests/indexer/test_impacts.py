@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from ckqti.models.ndrm import NDRMConfig, build_ndrm
@@ -177,6 +178,29 @@ def test_batched_impacts_equal_document_by_document():
                 common = sorted(set(da) & set(db))
                 np.testing.assert_allclose([da[k] for k in common], [db[k] for k in common], rtol=1e-5, atol=1e-6)
         assert sum(len(x.lists) for x in many.score_batch(ids[1:6])) > 0
+
+
+def test_explicit_models_score_a_batch_at_once_by_default_with_the_same_bits(monkeypatch):
+    """NDRM2's impacts are exact elementwise arithmetic, so the batched path gives the per-document
+    path's bits, and by default it is taken on a CPU too (a document's small tensor operations made a
+    Vaswani NDRM2 build's scoring 6x slower); its candidates, a document's own terms, come from the
+    sorted ids, without a ``[B, V]`` mask. A latent model still scores document by document on a CPU."""
+    rng = np.random.default_rng(5)
+    docs = [[f"w{t}" for t in rng.integers(0, 300, n)] for n in [0, 3, *rng.integers(1, 120, 14)]]
+    docs[1] = ["w1", "w1", "w1"]  # one term repeated
+    vocab = Vocabulary.build(docs)
+    ids = [np.array(vocab.ids(d), np.int64) for d in docs]
+    ids[2] = np.array([1, 1, *ids[2][:1]], np.int64)  # unknown terms (id 1) are never candidates
+    model = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant="ndrm2", score_chunk_elements=4096), vocab).eval()
+    default = ImpactScorer(model, vocab.df, ImpactConfig(batch_size=6))
+    assert default.batched
+    one = ImpactScorer(model, vocab.df, ImpactConfig(batch_size=6, batched=False))
+    monkeypatch.setattr(ImpactScorer, "candidate_mask", lambda self, enc: pytest.fail("a [B, V] mask was built"))
+    got, want = list(default.score_all(ids)), list(one.score_all(ids))
+    assert [a.lists.tolist() for a in got] == [b.lists.tolist() for b in want]
+    assert all(np.array_equal(a.scores, b.scores) for a, b in zip(got, want))
+    assert got[1].lists.size == 1 and got[0].lists.size == 0
+    assert not ImpactScorer(latent_model(vocab), vocab.df, ImpactConfig()).batched
 
 
 def test_query_vectors_are_projected_once_per_scorer_not_per_document():
