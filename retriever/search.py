@@ -575,11 +575,16 @@ def kernels_compiling(batch: bool = False) -> bool:
 
 
 def compiling(kernel) -> bool:
-    """Whether a Numba dispatcher is compiling now: it was called, found no usable entry in its
-    cache (Numba counts that miss before it starts compiling) and holds no compiled version yet.
+    """Whether a Numba dispatcher is compiling now: it was called with argument types it found no
+    usable cache entry for (Numba counts that miss before it starts compiling) and holds no compiled
+    version for them yet. A kernel compiles once per accumulator width (uint16 for short queries,
+    uint32 for long or heavily weighted ones), so a second compile may come long after the first.
     A plain function (``NUMBA_DISABLE_JIT=1``) never compiles."""
     overloads = getattr(kernel, "overloads", None)
-    return overloads is not None and not overloads and bool(kernel.stats.cache_misses)
+    if overloads is None:
+        return False
+    missed = list(kernel.stats.cache_misses)  # one C-level copy: safe while the compiling thread counts a miss
+    return any(sig not in overloads for sig in missed)
 
 
 def search_json(searcher: Searcher, res: SearchResult) -> dict:

@@ -6,3 +6,5 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 "$PYTHON" -m pip install -q "torch==2.13.0"
 "$PYTHON" -m pip install -q -e ".[dev,bench]"
+# Numba's search kernels compiled now rather than in a user's first searches (10-20 s each of four)
+"$PYTHON" -m retriever.warm

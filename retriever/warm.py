@@ -1,0 +1,44 @@
+"""Every search kernel compiled into Numba's cache ahead of use: ``make setup`` runs
+``python -m retriever.warm``, so that no search compiles.
+
+Without it the first search after an install compiles its kernels (10-20 s on 2 cores), and so
+does the first query of the other accumulator width (uint16 while a query's largest possible score
+fits, else uint32: a long or heavily weighted query), and the first batch run of each width: four
+waits of 10-20 s, the later ones long after the first. Numba keeps compiled kernels beside the
+modules (or under ``$NUMBA_CACHE_DIR``), where every later process loads them.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from retriever.search import ACC16_MAX
+
+DOCUMENTS = "w1\tcells divide and grow\nw2\tproteins fold in cells\nw3\tgenes express proteins\n"
+
+
+def compile_kernels() -> float:
+    """Build a three-document index in a temporary folder and search it once a kernel and
+    accumulator width; returns the seconds it took (loading kernels already in the cache, a second)."""
+    from ckqti import api
+
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="ckqti-warm-") as tmp:
+        corpus = Path(tmp) / "warm.tsv"
+        corpus.write_text(DOCUMENTS, encoding="utf-8")
+        api.index(corpus, Path(tmp) / "index", model="ndrm2", progress=False)
+        with api.open_searcher(Path(tmp) / "index") as searcher:
+            terms = np.array(sorted(searcher.index.term_ids.values())[2:4], dtype=np.int64)  # past padding, unknown
+            for weight in (1, ACC16_MAX // 255 + 1):  # uint16, then uint32 accumulators
+                weights = np.full(terms.size, weight, dtype=np.int64)
+                searcher.topk_arrays(terms, weights, 2)
+                searcher.topk_batch([terms], [weights], 2)
+    return time.perf_counter() - started
+
+
+if __name__ == "__main__":
+    print(f"search kernels compiled into Numba's cache in {compile_kernels():.1f} s")
