@@ -254,10 +254,12 @@ class QTIScorer(nn.Module):
         return self.term_scores(query, doc, doc_lengths).sum(-1)
 
     def score_encoded(self, terms: Tensor, docs: DocumentEncoding) -> Tensor:
-        """Every term of ``terms [T]`` scored alone against every document -> ``[B, T]``, in chunks of terms."""
+        """Every term scored alone against the documents -> ``[B, T]``, in chunks of terms: ``terms [T]``
+        against every document, or ``[B, T]`` a row of terms for each document (0, padding, scores 0)."""
         b, length = docs.ids.shape
         chunk = max(1, self.config.score_chunk_elements // max(1, b * length * self._work_per_position()))
-        parts = [self.encoded_term_scores(part.unsqueeze(0), docs) for part in terms.split(chunk)]  # [B, chunk] each
+        rows = terms if terms.dim() == 2 else terms.unsqueeze(0)  # [B or 1, T]
+        parts = [self.encoded_term_scores(part, docs) for part in rows.split(chunk, dim=1)]  # [B, chunk] each
         if not parts:
             return docs.lengths.new_zeros(b, 0)
         return torch.cat(parts, dim=1)  # [B, T]

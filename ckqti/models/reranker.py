@@ -109,24 +109,28 @@ class Reranker:
                 out = self.model(q, d)
         return out.double().cpu().numpy()
 
-    def term_table(self, terms: np.ndarray, docs: Sequence[np.ndarray], lengths: Sequence[int]) -> np.ndarray:
-        """QTI models: every known term of ``terms`` (ids > 1) scored alone against every document id row,
-        the rows encoded once for all of them (:meth:`score_ids` encodes them again for each query).
-        A query's score is its terms' entries times their occurrences, summed (unknown terms add 0).
+    def term_table(self, terms: Sequence[np.ndarray], docs: Sequence[np.ndarray], lengths: Sequence[int]) -> list[np.ndarray]:
+        """QTI models: each document's own ``terms`` (distinct known ids, > 1) scored alone against it, the
+        documents encoded once for all of them (:meth:`score_ids` encodes them again for each query) and
+        each scored against its own terms only, packed into rows. A query's score is its terms' entries
+        times their occurrences, summed (unknown terms add 0).
 
         Shape:
-            terms ``[T]``, ``B`` id rows -> ``[B, T]`` float64.
+            ``B`` term arrays and id rows -> ``B`` float64 arrays, each as long as its terms.
         """
         if self.kind not in QTI_KINDS:
             raise ValueError(f"a {self.kind} model's score is not a sum of term scores")
-        terms = np.asarray(terms, dtype=np.int64)
-        if not len(docs) or not len(terms):
-            return np.zeros((len(docs), len(terms)))
+        if not len(docs):
+            return []
+        packed = np.zeros((len(docs), max(1, max(len(t) for t in terms))), dtype=np.int64)  # [B, T]: 0 pads
+        for b, t in enumerate(terms):
+            packed[b, :len(t)] = t
         d = pad_rows(docs).to(self.device)  # [B, L]
         with torch.no_grad():
             enc = self.model.encode_documents(d, torch.tensor(lengths, dtype=torch.float32, device=self.device))
-            table = self.model.score_encoded(torch.as_tensor(terms, device=self.device), enc)  # [B, T]
-        return table.double().cpu().numpy() * (terms > 1)
+            table = self.model.score_encoded(torch.as_tensor(packed, device=self.device), enc)  # [B, T]
+        table = table.double().cpu().numpy() * (packed > 1)
+        return [table[b, :len(t)] for b, t in enumerate(terms)]
 
     def doc_length(self, doc: str) -> int:
         """Tokens of the whole document (NDRM's length normalisation reads the untruncated length)."""

@@ -112,6 +112,10 @@ def test_qti_additivity_and_score_encoded_consistency(scifact, variant):
     assert torch.all(singles[q <= 1] == 0)  # padding and unknown query terms score 0
     encoded = m.score_encoded(torch.arange(len(vocab)), m.encode_documents(pos))  # [B, V]
     assert torch.allclose(encoded.gather(1, q) * (q > 1), singles, atol=1e-5)
+    rows = torch.randint(0, len(vocab), (pos.shape[0], 37))  # each document's own terms, padding among them
+    rows[:, -5:] = 0
+    own = m.score_encoded(rows, m.encode_documents(pos))  # [B, 37]: the [V] scores of those terms, in chunks
+    assert own.shape == rows.shape and torch.allclose(own, encoded.gather(1, rows) * (rows > 1), atol=1e-5)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
