@@ -1,4 +1,5 @@
-"""Progress bars draw on a terminal only: a log or a pipe gets no carriage-return lines."""
+"""Progress bars draw on a terminal only: a log or a pipe gets no carriage-return lines, only a whole
+line now and then for a long job."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import sys
 
 from click.testing import CliRunner
 
+import ckqti.progress
 from ckqti.cli import cli
-from ckqti.progress import on_terminal, progress_bar
+from ckqti.progress import LogLines, on_terminal, progress_bar
 
 
 class Terminal(io.StringIO):
@@ -36,7 +38,7 @@ def test_the_default_output_is_the_current_stderr(monkeypatch):
     monkeypatch.setattr(sys, "stderr", Terminal())
     assert on_terminal() and not progress_bar(total=1).disable
     monkeypatch.setattr(sys, "stderr", io.StringIO())
-    assert not on_terminal() and progress_bar(total=1).disable
+    assert not on_terminal() and isinstance(progress_bar(total=1), LogLines) and progress_bar(total=1, show=False).disable
     closed = io.StringIO()
     closed.close()
     assert not on_terminal(closed) and not on_terminal(object())
@@ -57,3 +59,26 @@ def test_a_piped_stderr_gets_no_bar(tmp_path):
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert "\r" not in res.stderr and "impacts" not in res.stderr and "analyze" not in res.stderr, res.stderr
+
+
+def test_a_long_job_written_to_a_log_gets_a_whole_line_now_and_then(monkeypatch):
+    """`ckqti train ... > log` wrote nothing until its first epoch ended (18 minutes on SciFact under load), which
+    looks like a hang: a bar shown to a log writes a plain line every LOG_EVERY seconds, none for a shorter job,
+    however often the loss is set (a training step), and nothing when it closes."""
+    import time
+
+    monkeypatch.setattr(ckqti.progress, "LOG_EVERY", 0.2)
+    log = io.StringIO()
+    bar = progress_bar(range(24), desc="epoch 1/3", unit="step", file=log)
+    for i in bar:
+        time.sleep(0.025)
+        bar.set_postfix(loss=f"{i / 10:.2f}")
+    lines = log.getvalue().split("\n")
+    assert lines[-1] == "" and 1 <= len(lines) - 1 <= 3 and "\r" not in log.getvalue(), lines  # 0.6 s: 0.2 s apart
+    assert all(line.startswith("epoch 1/3: ") and "/24 [" in line and "loss=" in line for line in lines[:-1])
+    assert int(lines[0].split("/24")[0].split()[-1]) >= 6  # the count as it is, not as it was at the start
+    quick = io.StringIO()
+    hand = progress_bar(total=5, desc="impacts", file=quick)
+    hand.update(5)
+    hand.close()
+    assert sum(progress_bar(range(3), desc="quick", file=quick)) == 3 and quick.getvalue() == ""
