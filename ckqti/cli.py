@@ -528,6 +528,8 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
 @click.option("--dev-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.1, show_default=True, help="Share of training queries held out as dev.")
 @click.option("--epochs", type=POSITIVE, default=10, show_default=True)
 @click.option("--patience", type=POSITIVE, default=3, show_default=True, help="Epochs without a better dev nDCG@10 before stopping.")
+@click.option("--max-steps", type=POSITIVE, default=None,
+              help="Optimizer steps per epoch at most, for a quick trial of a set-up (default: every training query).")
 @click.option("--batch-size", type=POSITIVE, default=32, show_default=True,
               help="Queries per step (NDRM: the relevant, --negatives BM25 and 2 random documents each; "
                    "TK/TKL/IDCM: a triple each, or with --loss lce the relevant and --negatives).")
@@ -585,14 +587,15 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
 @click.option("--selector-loss", type=click.Choice(["lambda", "mse", "kl"]), default=None,
               help="IDCM: stage 3's loss distilling the window selector from the cross-encoder: LambdaLoss over its "
                    "top windows (the paper's), or the MSE / KL alternatives [default: lambda].")
-def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epochs, patience, batch_size, lr, seed,
+def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epochs, patience, max_steps, batch_size, lr, seed,
               device, weak_supervision, embeddings, init, fmt, orcas, qrels_format, rel_level, resume, loss, negatives,
               term_weights, teacher, distill_docs, distill_weight, latent_gate, tail_windows, max_doc_length, explicit,
               fixed_bm25, frozen_embeddings, selector_loss):
     """Train a model on BM25 candidates (NDRM: RankNet or listwise; TK/TKL/IDCM: pairwise or listwise); writes the best dev epoch to --out."""
     try:
         r = api.train(variant, corpus, queries, qrels, out, dev_qrels=dev_qrels, fmt=fmt, qrels_format=qrels_format,
-                      resume=resume, orcas=orcas, epochs=epochs, patience=patience, batch_size=batch_size, lr=lr, seed=seed,
+                      resume=resume, orcas=orcas, epochs=epochs, patience=patience, max_steps=max_steps,
+                      batch_size=batch_size, lr=lr, seed=seed,
                       dev_fraction=dev_fraction, rel_level=rel_level, device=device,
                       weak_supervision=weak_supervision, embeddings=embeddings, init=init, loss=loss,
                       negatives=negatives, term_weights=term_weights, tail_windows=tail_windows,

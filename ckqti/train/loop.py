@@ -98,6 +98,7 @@ class TrainConfig:
             model that already ranks sensibly (:func:`match_init`), for short training runs.
         min_df: training vocabulary bound: terms in fewer documents map to the unknown id.
         train_doc_terms: document truncation in training batches (None: the model's ``max_doc_terms``).
+        max_steps: optimizer steps per epoch at most (None: every training example), for a quick trial.
         eval_batch_size: documents encoded at once when validating.
         embedding_dtype: ``"float32"`` or ``"float16"`` for embedding matrices in saved checkpoints.
         fallback: how unseen words get embedding rows when the checkpoint meets a new corpus.
@@ -137,6 +138,7 @@ class TrainConfig:
     min_df: int = 1
     train_doc_terms: int | None = None
     eval_batch_size: int = 64
+    max_steps: int | None = None
     embedding_dtype: str = "float32"
     fallback: str = "minilm"
     teacher: str | None = None
@@ -164,7 +166,7 @@ class TrainConfig:
             raise ValueError("lr must be positive and dev_fraction in (0, 1)")
         if self.weak_supervision not in (None, *WEAK_SUPERVISION):
             raise ValueError(f"weak_supervision must be None or one of {WEAK_SUPERVISION}")
-        for name in ("pseudo_per_epoch", "train_doc_terms"):
+        for name in ("pseudo_per_epoch", "train_doc_terms", "max_steps"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be None or >= 1")
         if self.distill_weight < 0:
@@ -512,7 +514,7 @@ def run_epoch(
     doc_terms = config.train_doc_terms or model.config.max_doc_terms
     model.train()
     losses = []
-    steps = range(0, len(examples), config.batch_size)
+    steps = range(0, len(examples), config.batch_size)[: config.max_steps]
     bar = progress_bar(steps, desc=f"epoch {epoch + 1}/{config.epochs}", unit="step", show=config.progress)
     for start in bar:
         loss = train_step(model, optimizer, examples[start : start + config.batch_size], data, doc_terms, device, config,
@@ -538,6 +540,8 @@ def fingerprint(config: TrainConfig, sources: Mapping[str, Any]) -> str:
     d = config.to_dict()
     for key in ("epochs", "patience", "progress", "device", "eval_batch_size"):
         d.pop(key)
+    if d["max_steps"] is None:  # as states saved before the option were fingerprinted
+        d.pop("max_steps")
     return json.dumps({"config": d, "sources": dict(sources)}, sort_keys=True, default=str)
 
 

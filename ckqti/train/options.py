@@ -23,6 +23,7 @@ def train_config(
     dev_qrels: object = None,
     epochs: int = 10,
     patience: int = 3,
+    max_steps: int | None = None,
     batch_size: int = 32,
     lr: float | None = None,
     seed: int = 0,
@@ -54,7 +55,8 @@ def train_config(
     Options left at None take the model's default: ``lr`` 1e-4 (NDRM; TK/TKL/IDCM train with
     the SPEC's two rates), ``loss`` RankNet (NDRM) or margin (TK/TKL/IDCM), ``embeddings``
     skip-gram, ``init`` paper (NDRM) or match (TK/TKL), ``selector_loss`` lambda (IDCM's stage 3).
-    ``rel_level`` (every model) is the grade from which a judged document is relevant, as
+    ``max_steps`` (every model; None: every training query) caps an epoch's optimizer steps, for a
+    quick trial. ``rel_level`` (every model) is the grade from which a judged document is relevant, as
     ``ckqti eval --rel-level`` counts it (TREC DL passages: 2). ``max_doc_length`` (TKL, IDCM;
     None: their 2,000) is the document tokens the model reads, kept in its checkpoint's config.
 
@@ -70,10 +72,13 @@ def train_config(
         int(v) for v in (epochs, patience, batch_size, seed, negatives, distill_docs, rel_level))  # (checkpoint meta)
     if max_doc_length is not None:
         max_doc_length = option_count(max_doc_length, "max_doc_length")
+    if max_steps is not None:
+        max_steps = int(option_count(max_steps, "max_steps"))
     refuse_other_models_options(model, tail_windows, explicit, fixed_bm25, frozen_embeddings, max_doc_length)
     if selector_loss is not None and model != "idcm":
         raise OptionError("selector_loss is for IDCM (its stage 3 distils the window selector)", ("selector_loss",))
-    common = dict(epochs=epochs, patience=patience, batch_size=batch_size, seed=seed, dev_fraction=dev_fraction,
+    common = dict(epochs=epochs, patience=patience, max_steps=max_steps, batch_size=batch_size, seed=seed,
+                  dev_fraction=dev_fraction,
                   rel_level=rel_level, device=device, teacher=teacher, distill_docs=distill_docs,
                   distill_weight=distill_weight, negatives=negatives, weak_supervision=weak_supervision)
     if model in RERANKER_MODELS:

@@ -344,7 +344,7 @@ def test_cli_training_options_reach_the_api_s_config(tmp_path, tiny_scifact, mon
     dev = tmp_path / "dev.tsv"
     dev.write_text("q1\t0\td1\t1\n")
     options = dict(epochs=3, patience=2, batch_size=4, lr=0.01, seed=7, dev_fraction=0.3, rel_level=2,
-                   weak_supervision="titles", loss="lce", negatives=2)
+                   weak_supervision="titles", loss="lce", negatives=2, max_steps=5)
     args = ["train", "--model", "ndrm3", "--corpus", tiny_scifact["corpus"], "--queries", tiny_scifact["corpus"],
             "--qrels", tiny_scifact["corpus"], "--out", tmp_path / "m.pt", "--dev-qrels", dev]
     for name, value in options.items():

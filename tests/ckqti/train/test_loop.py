@@ -75,6 +75,25 @@ def test_training_writes_the_best_epoch_and_a_checkpoint_each_epoch(tmp_path, ti
     assert info["id"] == result.model_id and not factory(ckpt.vocab).training
 
 
+def test_max_steps_caps_an_epoch_for_a_quick_trial(tmp_path, tiny_scifact, monkeypatch):
+    """`ckqti train` had no way to a short run: one NDRM epoch of SciFact's claims took over 18 minutes on a busy CPU.
+    max_steps caps each epoch's optimizer steps; a saved state of the uncapped settings does not resume it."""
+    import ckqti.train.loop as loop
+
+    steps = []
+    real = loop.train_step
+    monkeypatch.setattr(loop, "train_step", lambda *a, **k: (steps.append(len(a[2])), real(*a, **k))[1])
+    result = run(tiny_scifact, tmp_path / "m.pt", config={"max_steps": 2})
+    assert result.epochs_run == 2 and steps == [8, 8, 8, 8]  # 30 training queries: 4 steps of 8 an epoch uncapped
+    steps.clear()
+    run(tiny_scifact, tmp_path / "full.pt")
+    assert steps == [8, 8, 8, 6] * 2
+    with pytest.raises(CkqtiError, match="other settings or data"):
+        run(tiny_scifact, tmp_path / "full.pt", config={"max_steps": 2, "epochs": 3}, resume=True)
+    with pytest.raises(ValueError, match="max_steps must be None or >= 1"):
+        dataclasses.replace(CONFIG, max_steps=0)
+
+
 def test_resume_reaches_the_same_weights_as_an_uninterrupted_run(tmp_path, tiny_scifact):
     straight = run(tiny_scifact, tmp_path / "a.pt")
     first = run(tiny_scifact, tmp_path / "b.pt", config={"epochs": 1})

@@ -122,6 +122,7 @@ def test_api_train_refuses_an_output_below_a_file_or_equal_to_its_start_checkpoi
     ({"latent_gate": "0.5"}, "latent_gate must be a number in (0, 1], got '0.5'"),
     ({"max_doc_length": 0}, "max_doc_length must be an integer >= 1, got 0"),
     ({"max_doc_length": 4000.0}, "max_doc_length must be an integer >= 1, got 4000.0"),
+    ({"max_steps": 0}, "max_steps must be an integer >= 1, got 0"),
     ({"loss": "bogus"}, "loss must be one of ('ranknet', 'lce'), got 'bogus'"),
 ])
 def test_api_train_refuses_bad_values_as_option_errors(tmp_path, options, message):
@@ -130,6 +131,11 @@ def test_api_train_refuses_bad_values_as_option_errors(tmp_path, options, messag
         api.train("ndrm3", tmp_path / "none", tmp_path / "none", tmp_path / "none", tmp_path / "m.pt", **options)
     assert str(err.value).startswith(message)
     assert not (tmp_path / "m.pt").exists() and not (tmp_path / "m.pt.work").exists()
+
+
+@pytest.mark.parametrize("model", ["ndrm3", "tk", "idcm"])
+def test_max_steps_reaches_every_models_config(model):
+    assert train_config(model).max_steps is None and train_config(model, max_steps=3).max_steps == 3
 
 
 @pytest.mark.parametrize("model", ["ndrm3", "tk", "idcm"])
