@@ -114,6 +114,9 @@ class Explanation:
             (from its quantized impacts: close to :attr:`score`, up to the quantization); ``None`` otherwise.
         settings: TKL / IDCM: the model's settings that shape its regions (:data:`REGION_SETTINGS`),
             which the notes on them name; empty otherwise.
+        closed_score: an NDRM model with a latent gate: what a query term the document neither holds
+            nor comes near adds (NDRM3: its combination's constant; NDRM1: 0), the same for every
+            such document, so it ranks none above another; ``None`` otherwise.
     """
 
     kind: str
@@ -133,6 +136,7 @@ class Explanation:
     query_tokens_cut: int = 0
     index_score: float | None = None
     settings: dict[str, int] = field(default_factory=dict)
+    closed_score: float | None = None
 
     @property
     def unread_from(self) -> int:
@@ -279,7 +283,9 @@ def explain_text(reranker: Reranker, query: str, docid: str, text: str) -> Expla
             return Explanation(score=score, kernels=view, parts=parts, **base)
         if reranker.kind in QTI_KINDS:
             score, terms = ndrm_terms(reranker, q, d, len(tokens))
-            return Explanation(score=score, term_scores=terms, **base)
+            gated = getattr(reranker.model, "gate_threshold", None) is not None  # NDRM1, NDRM3 with a latent gate
+            closed = reranker.model.closed_pair_score() if gated else None
+            return Explanation(score=score, term_scores=terms, closed_score=closed, **base)
     raise InputError(f"cannot explain a {reranker.kind!r} model")
 
 
@@ -544,11 +550,25 @@ def kernel_lines(e: Explanation, color: bool) -> list[str]:
     return lines + ["", marked_text(e, marks, color)]
 
 
+def closed_note(e: Explanation) -> str | None:
+    """What the terms scoring the model's closed-pair constant (:attr:`Explanation.closed_score`, when not
+    0) are: a user read NDRM3's -0.8660 for three absent words as evidence against the document."""
+    if not e.closed_score:
+        return None
+    closed = [t for t, s in zip(e.query_tokens, e.term_scores) if abs(s - e.closed_score) <= 1e-5 * max(1.0, abs(s))]
+    if not closed:
+        return None
+    return (f"{e.closed_score:.4f}: what a term adds to every document that neither holds it nor comes near it "
+            f"({', '.join(dict.fromkeys(closed))}): it ranks none of them above another")
+
+
 def term_lines(e: Explanation, color: bool) -> list[str]:
     lines = ["query term contributions s(t, d) (the score is their sum)"]
     top = max((abs(s) for s in e.term_scores), default=0.0) or 1.0
     for term, s in zip(e.query_tokens, e.term_scores):
         lines.append(f"  {visible(term[:20]):<20} {s:>9.4f}  {'#' * round(20 * abs(s) / top)}")
+    if note := closed_note(e):
+        lines.append(f"  ({note})")
     wanted = set(e.query_tokens)
     marks = [(t.start, t.end, MATCH_COLOUR, "[", "]") for t in e.tokens[: e.tokens_read] if t.token in wanted]
     return lines + ["", marked_text(e, marks, color)]

@@ -198,6 +198,10 @@ def term_summary(e: "Explanation") -> str:
         bar = "bar neg" if s < 0 else "bar"
         rows.append(f'<tr data-term="{escape(t)}" data-score="{s!r}"><td class="term">{escape(t)}</td><td>{s:.4f}</td>'
                     f'<td style="width: 12em"><div class="{bar}" style="width: {width:.1f}%"></div></td></tr>')
+    from ckqti.explain import closed_note
+
+    note = closed_note(e)
     return ("<h2>Query term contributions</h2><p>Under query term independence the score is the sum of each "
             "query term's score s(t, d). Exact matches are marked in the document.</p>"
-            f"<table><tr><th class=term>term</th><th>s(t, d)</th><th></th></tr>{''.join(rows)}</table>")
+            f"<table><tr><th class=term>term</th><th>s(t, d)</th><th></th></tr>{''.join(rows)}</table>"
+            + (f'<p class="closed">{escape(note)}</p>' if note else ""))

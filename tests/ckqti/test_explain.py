@@ -333,6 +333,26 @@ def test_ndrm_terms_sum_to_the_score_and_matches_are_marked(setup, tmp_path):
     assert matched == {t for t, s in zip(e.query_tokens, e.term_scores) if s > 0}
 
 
+def test_terms_at_the_gated_models_constant_are_said_to_rank_nothing(setup, tmp_path):
+    """The bundled (gated) NDRM3 gives a query term neither in a document nor near its words its combination's
+    constant, -0.8660: shown bare, three such terms read as evidence against the document. A note names them and
+    the constant, in the terminal, on the page and in the JSON; an ungated model (NDRM2) has none."""
+    from retriever.rerank import open_reranker
+
+    doc = json.loads(setup["corpus"].read_text().splitlines()[0])
+    query = "0-dimensional biomaterials lack inductive properties"
+    e = explain(query, doc["_id"], "ndrm3-scifact", corpus=setup["corpus"], device="cpu")
+    constant = open_reranker("ndrm3-scifact", "cpu").model.combination()[2]
+    assert e.closed_score == pytest.approx(constant) and constant < 0
+    at = [t for t, s in zip(e.query_tokens, e.term_scores) if s == pytest.approx(constant, abs=1e-5)]
+    assert at and len(at) < len(e.query_tokens)  # some terms are near the document, some not
+    note = f"({constant:.4f}: what a term adds to every document that neither holds it nor comes near it ({', '.join(at)})"
+    assert note in e.render_terminal(color=False)
+    assert note[1:] in e.to_html() and json.loads(json.dumps(e.to_dict()))["closed_score"] == pytest.approx(constant)
+    plain = explain(query, doc["_id"], "ndrm2", corpus=setup["corpus"], device="cpu")
+    assert plain.closed_score is None and "neither holds it" not in plain.render_terminal(color=False)
+
+
 def test_an_unknown_query_word_contributes_nothing_to_a_latent_ndrm_as_search_skips_it(setup, tmp_path):
     """A latent model (NDRM3) scores every known query term, matched or not; a word the model never
     saw is skipped, as search and rerank skip it: listed with contribution 0 and named as not read,
