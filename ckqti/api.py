@@ -46,10 +46,7 @@ def index(
     ``neighbours``: a latent model's candidate terms per document beyond its own (default
     :class:`indexer.impacts.ImpactConfig`'s; more = closer to exhaustive scoring, larger index,
     see docs/INDEX.md); a gated latent model stores exactly the pairs its gate opens instead."""
-    from ckqti.models.loading import load_qti_model
-    from ckqti.text import Analyzer
-    from indexer.build import BuildConfig, build_index
-    from indexer.impacts import ImpactConfig
+    from indexer.paths import check_build_paths, output_path
 
     shard_size, batch_size = option_count(shard_size, "shard_size"), option_count(batch_size, "batch_size")
     neighbours = None if neighbours is None else option_count(neighbours, "neighbours", 0)
@@ -57,6 +54,13 @@ def index(
         if ray_address is None:
             raise OptionError("workers needs ray_address (the Ray build's model replicas)", ("workers", "ray_address"))
         workers = option_count(workers, "workers")
+    check_build_paths(Path(corpus), Path(orcas) if orcas else None, output_path(out), force)  # before torch is imported
+
+    from ckqti.models.loading import load_qti_model
+    from ckqti.text import Analyzer
+    from indexer.build import BuildConfig, build_index
+    from indexer.impacts import ImpactConfig
+
     factory, info = load_qti_model(model, device)
     if neighbours is not None and info.get("variant") == "ndrm2":
         raise OptionError("neighbours are for dense latent models; NDRM2 has no latent channel (it stores each "

@@ -32,7 +32,7 @@ from ckqti.progress import progress_bar
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 from indexer.analyze import AnalyzedCorpus, analyze_corpus
-from indexer.build import check_input_files, corpus_record, quantize_raw, score_shard, shard_ranges, write_vocab
+from indexer.build import corpus_record, quantize_raw, score_shard, shard_ranges, write_vocab
 from indexer.format import (
     DOCS_FILE,
     MANIFEST,
@@ -47,6 +47,7 @@ from indexer.format import (
 )
 from indexer.impacts import ImpactConfig, ImpactScorer
 from indexer.locks import exclusive
+from indexer.paths import check_input_files
 from indexer.quantize import Quantizer
 from indexer.shards import write_shard
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import sys
 import time
@@ -26,15 +25,16 @@ import pyarrow as pa
 from tqdm.auto import tqdm
 
 from ckqti.errors import CkqtiError, DiskFullError
-from ckqti.files import check_folder_of, naming_full_disk, replacing
+from ckqti.files import naming_full_disk, replacing
 from ckqti.progress import progress_bar
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 from indexer.analyze import AnalyzedCorpus, analyze_corpus
-from indexer.format import FORMAT_VERSION, MANIFEST, VOCAB_FILE, Manifest, ShardInfo, file_checksum, shard_name
+from indexer.format import FORMAT_VERSION, VOCAB_FILE, Manifest, ShardInfo, file_checksum, shard_name
 from indexer.impacts import ImpactConfig, ImpactScorer
 from indexer.install import install, recover
 from indexer.locks import exclusive
+from indexer.paths import check_build_paths, output_path
 from indexer.quantize import Quantizer
 from indexer.shards import ImpactPostings, write_shard, write_table
 
@@ -307,65 +307,11 @@ def write_prebuilt_index(out: Path, shards: list[ImpactPostings], vocab_size: in
     return write_index(Path(out), zip(shards, columns), vocab, np.zeros(vocab_size), Quantizer(step), model, analyzer)
 
 
-def check_build_paths(corpus_path: Path, orcas: Path | None, out: Path, force: bool) -> None:
-    """Refuse a build before any work: a missing corpus or ORCAS file, an ``out`` whose folder is
-    not writable, an ``out`` inside another
-    index (its appends and compactions own that folder), an existing ``out`` without ``force``,
-    and with ``force`` anything but a ckqti index (or an empty directory) there, the working
-    directory or one above it, or an ``out`` holding an input (``force`` replaces the whole
-    directory)."""
-    check_input_files(corpus_path, orcas)
-    check_folder_of(out, "the index")
-    folder = next(p for p in out.resolve().parents if p.exists())
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise CkqtiError(f"cannot be written: its folder {folder} is not writable (a build writes beside "
-                         "the index, then renames it into place)", out)
-    outer = next((p for p in out.resolve().parents if (p / MANIFEST).is_file()), None)
-    if outer is not None:
-        raise CkqtiError(f"is inside the index {outer}, whose appends and compactions would delete it; "
-                         "choose an output outside it", out)
-    if not out.exists() and not out.is_symlink():
-        return
-    if not force:
-        raise CkqtiError("output exists; pass --force (Python: force=True) to replace it", out)
-    here = Path.cwd().resolve()
-    target = out.resolve()
-    if target == here or target in here.parents:
-        raise CkqtiError("is the working directory or holds it; --force would delete it, choose another output", out)
-    if not target.is_dir() or (any(target.iterdir()) and not (target / MANIFEST).is_file()):
-        raise CkqtiError(f"exists and is not a ckqti index (no {MANIFEST}); --force replaces only an index", out)
-    for f in (corpus_path, orcas):
-        if f is not None and target in f.resolve().parents:
-            raise CkqtiError("holds an input file, which --force would delete; choose another output", out)
-
-
-def check_input_files(corpus_path: Path, orcas: Path | None) -> None:
-    """The corpus and the ORCAS file (None: none) of a build or an append must be regular files: a
-    :class:`CkqtiError` saying what one is instead (a folder, a pipe, nothing)."""
-    for path, kind in ((corpus_path, "corpus"), (orcas, "ORCAS")):
-        if path is not None and not path.is_file():
-            why = ("is a directory, not a file" if path.is_dir()
-                   else "is not a regular file (a pipe is read once only; write it to a file first)" if path.exists()
-                   else "not found")
-            raise CkqtiError(f"{kind} file {why}", path)
-
-
 def build_lock(out: Path):
     """One build of ``out`` at a time (``OUT.lock`` beside it, :func:`indexer.locks.exclusive`): a
     second one would resume, or delete, the first's ``OUT.partial``. Folders above ``out`` are made."""
     out.parent.mkdir(parents=True, exist_ok=True)
     return exclusive(out.with_name(out.name + ".lock"), "another build is writing this index", out)
-
-
-def output_path(out: str | Path) -> Path:
-    """Where a build installs: ``out``, or the directory a symbolic link ``out`` points to (a
-    rebuild replaces the index behind the link and keeps the link). The root directory is refused
-    (a :class:`CkqtiError`): a build writes beside the index, and the root has no folder above it."""
-    out = Path(out)
-    if not out.resolve().name:  # '/' (or a link to it): no OUT.partial, OUT.lock beside it
-        raise CkqtiError("is the root directory; a build writes beside the index and renames it into place: "
-                         "choose a folder below it", out)
-    return out.resolve() if out.is_symlink() else out
 
 
 def build_index(

@@ -58,12 +58,10 @@ from indexer.build import (
     BuildConfig,
     build_lock,
     build_record,
-    check_build_paths,
     corpus_record,
     fingerprint,
     finish_index,
     fit_quantizer,
-    output_path,
     prepare_workdir,
     quantized_shard,
     save_npz_atomic,
@@ -73,6 +71,7 @@ from indexer.build import (
 from indexer.format import SHARD_FILES, Manifest, ShardInfo, file_checksum, shard_name
 from indexer.impacts import ImpactConfig, ImpactScorer
 from indexer.install import install, recover
+from indexer.paths import check_build_paths, output_path
 from indexer.quantize import Quantizer
 from indexer.shards import write_shard
 
