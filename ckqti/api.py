@@ -54,7 +54,8 @@ def index(
         if ray_address is None:
             raise OptionError("workers needs ray_address (the Ray build's model replicas)", ("workers", "ray_address"))
         workers = option_count(workers, "workers")
-    check_build_paths(Path(corpus), Path(orcas) if orcas else None, output_path(out), force)  # before torch is imported
+    if neighbours is None:  # else the model decides whether it is an option error, which comes first: after loading it
+        check_build_paths(Path(corpus), Path(orcas) if orcas else None, output_path(out), force)  # before torch
 
     from ckqti.models.loading import load_qti_model
     from ckqti.text import Analyzer
