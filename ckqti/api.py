@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -238,7 +238,7 @@ def run(
 
 def evaluate(run_path: str | Path, qrels: str | Path, per_query: bool = False,
              compare: str | Path | Sequence[str | Path] | None = None, qrels_format: str | None = None,
-             rel_level: int = 1, measures: Sequence[str] | None = None) -> EvalReport:
+             rel_level: int = 1, measures: Iterable[str] | None = None) -> EvalReport:
     """Evaluate a TREC run against qrels (and optionally test other runs, one or several, against it); binary
     measures (RR, AP, P, R) count a document relevant from grade ``rel_level`` (TREC DL passages: 2).
     ``measures``: names such as ``"nDCG@10"`` (see :func:`ckqti.evaluate.parse_measure`); None:
@@ -248,13 +248,18 @@ def evaluate(run_path: str | Path, qrels: str | Path, per_query: bool = False,
     rel_level = option_count(rel_level, "rel_level")
     if measures is None:
         measures = DEFAULT_MEASURES
-    if isinstance(measures, str):
+    if not isinstance(measures, str):
+        try:
+            measures = tuple(measures)  # an iterator is read once: by the check below, then by the evaluation
+        except TypeError:
+            pass
+    if not isinstance(measures, tuple) or not all(isinstance(m, str) for m in measures):
         raise OptionError(f"measures must be a list of names, e.g. {list(DEFAULT_MEASURES[:2])}", ("measures",))
     try:
         parse_measures(measures)
     except InputError as e:
         raise OptionError(f"measures: {e.message} (default: {','.join(DEFAULT_MEASURES)})", ("measures",)) from None
-    return evaluate_files(run_path, qrels, measures=tuple(measures), per_query=per_query, compare=compare,
+    return evaluate_files(run_path, qrels, measures=measures, per_query=per_query, compare=compare,
                           qrels_format=qrels_format, rel_level=rel_level)
 
 

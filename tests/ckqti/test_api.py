@@ -135,6 +135,18 @@ def test_run_searches_and_writes_a_chunk_of_queries_at_a_time(tmp_path, scifact_
         whole.searched, whole.skipped, whole.documents, whole.empty)
 
 
+def test_evaluate_reads_measures_from_any_iterable_once(tmp_path):
+    """A generator of measure names was read up by the check, and the evaluation then said "no
+    measure given"; names that are not strings failed with an AttributeError."""
+    (tmp_path / "r.trec").write_text("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\n")
+    (tmp_path / "qrels").write_text("q1 0 d2 1\n")
+    report = api.evaluate(tmp_path / "r.trec", tmp_path / "qrels", measures=(m for m in ["RR@10", "P@1"]))
+    assert report.results[0].measures == ("RR@10", "P@1") and report.results[0].mean == {"RR@10": 0.5, "P@1": 0.0}
+    for measures in (5, [5], "RR@10"):
+        with pytest.raises(OptionError, match="measures must be a list of names"):
+            api.evaluate(tmp_path / "r.trec", tmp_path / "qrels", measures=measures)
+
+
 def test_packages_are_marked_typed():
     """PEP 561: a type checker reads the annotations (``api.search`` -> ``SearchResult``, ...) of an
     installed package only if it holds ``py.typed``, which setuptools puts in the wheel."""
