@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ckqti.errors import QueryError, is_real
-from retriever.index import Index
+from retriever.index import Index, Shard
 from retriever.kernels import EXACT_SLACK, LOOKUP_COST, saat_batch, saat_topk
 
 MAX_QUERY_TERMS = 1024
@@ -537,11 +537,14 @@ class Searcher:
     def score_at(self, query: str, where: tuple[int, int] | None) -> float | None:
         """:meth:`document_score` of the document at ``where``, ``(shard, row)`` as
         :meth:`~retriever.index.Index.locate` gives it (``None``: no document), for a caller that
-        located it already (a locate scans the shards' docids)."""
+        located it already (a locate scans the shards' docids).
+
+        Raises:
+            QueryError: as :meth:`parse`, or ``where`` is no document of the index."""
         plan = self.plan(self.parse(query))
         if where is None:
             return None
-        sh, d = self.index.shards[where[0]], where[1]
+        sh, d = self.shard_row(*where)
         total = 0
         for lst, w in zip(plan.lists.tolist(), plan.weights.tolist()):
             if lst >= sh.seg_ptr.shape[0] - 1:  # a list this shard was written without
@@ -555,7 +558,22 @@ class Searcher:
         return total * plan.unit + plan.base
 
     def document(self, hit: Hit) -> dict:
-        return self.index.shards[hit.shard].document(hit.doc)
+        """The stored fields of a hit's document (:meth:`retriever.index.Shard.document`).
+
+        Raises:
+            QueryError: the hit's ``(shard, doc)`` is no document of the index."""
+        sh, d = self.shard_row(hit.shard, hit.doc)
+        return sh.document(d)
+
+    def shard_row(self, shard: int, row: int) -> tuple[Shard, int]:
+        """The :class:`~retriever.index.Shard` ``shard`` and ``row`` when the index holds a document there,
+        else a :class:`QueryError` (a row past a shard's end read as no posting, a score of just the
+        offsets, and a negative row as a document counted from the end)."""
+        shards = self.index.shards
+        if isinstance(shard, (int, np.integer)) and isinstance(row, (int, np.integer)) and 0 <= shard < len(shards) \
+                and 0 <= row < shards[shard].num_docs:
+            return shards[shard], int(row)
+        raise QueryError(f"no document at shard {shard!r}, row {row!r} of this index ({len(shards)} shard(s))")
 
 
 def kernels_ready(batch: bool = False) -> bool:

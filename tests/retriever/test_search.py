@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -234,6 +235,22 @@ def test_a_documents_score_looked_up_is_the_one_search_gives(scifact_index):
     for h in hits:
         assert searcher.document_score(query, h.docid) == h.score
     assert searcher.document_score(query, "no-such-document") is None
+
+
+def test_a_location_outside_the_index_is_a_query_error(scifact_index):
+    """``score_at`` and ``document`` of a (shard, row) the index does not hold: a row past a shard's end
+    scored just the query's offsets, a negative row read another document, a shard past the last an
+    IndexError."""
+    searcher = Searcher(scifact_index)
+    hit = searcher.search("cell growth", 1).hits[0]
+    assert searcher.document(hit)["docid"] == hit.docid
+    assert searcher.score_at("cell growth", (hit.shard, hit.doc)) == hit.score
+    last = len(searcher.index.shards) - 1
+    for shard, row in ((0, -1), (last, searcher.index.shards[last].num_docs), (last + 1, 0)):
+        with pytest.raises(QueryError, match=f"no document at shard {shard}, row {row}"):
+            searcher.score_at("cell growth", (shard, row))
+        with pytest.raises(QueryError, match=f"no document at shard {shard}, row {row}"):
+            searcher.document(replace(hit, shard=shard, doc=row))
 
 
 def test_anytime_mode_with_a_large_budget_is_exact(scifact_index):
