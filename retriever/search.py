@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +46,7 @@ BUDGET_MAX = int(np.iinfo(np.int64).max)  # the kernels' budget is an int64: a l
 # A channel weight is 0 or within these: beyond them a query's real weights overflow to infinity
 # (scores inf, JSON's Infinity) or underflow below a representable unit (weights that are not integers)
 CHANNEL_WEIGHT_MIN, CHANNEL_WEIGHT_MAX = 1e-6, 1e6
+SHOWN_IN_REPR = 5  # hits a result's repr shows; the rest are counted
 
 
 @dataclass(frozen=True)
@@ -76,10 +77,28 @@ class SearchResult:
         return hash((self.query, tuple(self.terms), tuple(self.hits), tuple(self.oov), self.postings,
                      tuple(self.unweighted)))
 
+    def __repr__(self) -> str:
+        return brief_repr(self)
+
     def why_empty(self) -> str:
         """Why a search retrieved nothing (``ckqti run``'s and ``rerank``'s note): no query word in the
         index vocabulary, or no document scoring above 0 for those that are."""
         return why_empty(self.terms, self.oov)
+
+
+def brief_repr(obj) -> str:
+    """A dataclass's repr with each list or array field of more than :data:`SHOWN_IN_REPR` items cut
+    to its first ones and a count of the rest: a result of 1,000 hits printed 78,000 characters."""
+    shown = []
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, (list, np.ndarray)) and len(value) > SHOWN_IN_REPR:
+            first = ", ".join(map(repr, value[:SHOWN_IN_REPR].tolist() if isinstance(value, np.ndarray) else value[:SHOWN_IN_REPR]))
+            opening, closing = ("array([", "])") if isinstance(value, np.ndarray) else ("[", "]")
+            shown.append(f"{f.name}={opening}{first}, ... {len(value) - SHOWN_IN_REPR:,} more{closing}")
+        else:
+            shown.append(f"{f.name}={value!r}")
+    return f"{type(obj).__name__}({', '.join(shown)})"
 
 
 def why_empty(terms: list[str], oov: list[str]) -> str:
@@ -104,6 +123,9 @@ class TopK:
     oov: list[str]
     postings: int
     unweighted: list[str]
+
+    def __repr__(self) -> str:
+        return brief_repr(self)
 
     def result(self) -> SearchResult:
         """The same hits as a :class:`SearchResult`."""

@@ -12,7 +12,7 @@ from ckqti import api
 from ckqti.errors import IndexFormatError, QueryError
 from retriever.index import Index
 from retriever.kernels import brute_force_scores
-from retriever.search import BATCH_CHUNK, CHUNKS_PER_THREAD, MAX_CHUNK_HITS, Searcher, batch_chunk
+from retriever.search import BATCH_CHUNK, CHUNKS_PER_THREAD, MAX_CHUNK_HITS, SHOWN_IN_REPR, Searcher, batch_chunk
 
 
 def brute_force(idx: Index, terms, weights, k):
@@ -251,6 +251,20 @@ def test_a_location_outside_the_index_is_a_query_error(scifact_index):
             searcher.score_at("cell growth", (shard, row))
         with pytest.raises(QueryError, match=f"no document at shard {shard}, row {row}"):
             searcher.document(replace(hit, shard=shard, doc=row))
+
+
+def test_a_deep_results_repr_shows_its_first_hits_and_counts_the_rest(scifact_index):
+    """A SearchResult of 1,000 hits printed every one (78,000 characters), a TopK all its columns."""
+    searcher = Searcher(scifact_index)
+    result, top = searcher.search("cancer", 1000), searcher.topk_many(["cancer"], 1000)[0]
+    more = f"... {len(result.hits) - SHOWN_IN_REPR:,} more"
+    assert len(result.hits) > 2 * SHOWN_IN_REPR
+    assert repr(result).startswith("SearchResult(query='cancer', terms=['cancer'], hits=[Hit(rank=1, ")
+    assert f"{result.hits[SHOWN_IN_REPR - 1]!r}, {more}], oov=[]" in repr(result) and len(repr(result)) < 1000
+    assert f"shards=array([{top.shards[0]}, " in repr(top) and repr(top).count(more) == 4 and len(repr(top)) < 1000
+    short = searcher.search("cancer", 2)
+    assert repr(short) == (f"SearchResult(query='cancer', terms=['cancer'], hits={short.hits!r}, oov=[], "
+                           f"postings={short.postings}, unweighted=[])")
 
 
 def test_anytime_mode_with_a_large_budget_is_exact(scifact_index):
