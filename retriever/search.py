@@ -541,7 +541,7 @@ class Searcher:
         return list(zip(vals.tolist(), shards.tolist(), docs.tolist())), processed
 
     def search(self, query: str, k: int = 10) -> SearchResult:
-        """Top-k documents for a query string, ranked as :meth:`hits` says (ties by docid, descending)."""
+        """Top-k documents for a query string, ranked as :meth:`ranked` says (ties by docid, descending)."""
         positive_int(k, "k")
         q = self.parse(query)
         plan = self.plan(q)
