@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +21,15 @@ if TYPE_CHECKING:  # the return types, for type checkers only: the modules load 
     from retriever.info import IndexInfo
     from retriever.rerank import RerankStats
     from retriever.search import Searcher, SearchResult
+
+
+def check_paths(optional: tuple[str, ...] = (), **paths) -> None:
+    """Each of ``paths`` (argument name -> value) is a ``str`` or ``os.PathLike`` (or None, for the
+    names in ``optional``), else an :class:`OptionError` naming it: a bare ``TypeError`` from deep
+    inside told a caller who passed None or a number nothing of which argument it was."""
+    for name, value in paths.items():
+        if not isinstance(value, (str, os.PathLike)) and not (value is None and name in optional):
+            raise OptionError(f"{name} must be a path, got {type(value).__name__}", (name,))
 
 
 def index(
@@ -48,6 +57,7 @@ def index(
     see docs/INDEX.md); a gated latent model stores exactly the pairs its gate opens instead."""
     from indexer.paths import check_build_paths, output_path
 
+    check_paths(("orcas",), corpus=corpus, out=out, orcas=orcas)
     shard_size, batch_size = option_count(shard_size, "shard_size"), option_count(batch_size, "batch_size")
     neighbours = None if neighbours is None else option_count(neighbours, "neighbours", 0)
     if workers is not None:
@@ -98,6 +108,7 @@ def append(
     from indexer.append import append_index, index_model_spec
     from indexer.format import Manifest
 
+    check_paths(("orcas",), corpus=corpus, index_path=index_path, orcas=orcas)
     shard_size = option_count(shard_size, "shard_size")
     batch_size = None if batch_size is None else option_count(batch_size, "batch_size")
     if model is None:
@@ -111,6 +122,7 @@ def compact(index_path: str | Path, shard_size: int = 100_000) -> Manifest:
     """Merge an index's consecutive shards into shards of up to ``shard_size`` documents; returns the new manifest."""
     from indexer.compact import compact_index
 
+    check_paths(index_path=index_path)
     return compact_index(index_path, option_count(shard_size, "shard_size"))
 
 
@@ -119,6 +131,7 @@ def info(index_path: str | Path, verify: bool = False) -> IndexInfo:
     checks every file's checksum."""
     from retriever.info import index_info
 
+    check_paths(index_path=index_path)
     return index_info(index_path, verify)
 
 
@@ -129,8 +142,7 @@ def open_searcher(index_path: str | Path, mode: str = "exact", budget: int = 200
     from retriever.index import Index
     from retriever.search import Searcher
 
-    if not isinstance(index_path, (str, os.PathLike)):
-        raise OptionError(f"index_path must be a path, got {type(index_path).__name__}", ("index_path",))
+    check_paths(index_path=index_path)
     idx = Index(index_path, verify=verify)
     if model is not None:
         from ckqti.models.loading import load_qti_model
@@ -205,6 +217,7 @@ def run(
     from indexer.readers import read_queries
     from retriever.runs import check_run_path, write_ranked_run
 
+    check_paths(index_path=index_path, queries=queries, out=out)
     check_run_path(out, tag, {"queries file": queries})
     searcher = open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack)
     qs = read_queries(queries, fmt=fmt)
@@ -239,23 +252,36 @@ def run(
 
 def evaluate(run_path: str | Path, qrels: str | Path, per_query: bool = False,
              compare: str | Path | Sequence[str | Path] | None = None, qrels_format: str | None = None,
-             rel_level: int = 1, measures: Sequence[str] | None = None) -> EvalReport:
+             rel_level: int = 1, measures: Iterable[str] | None = None) -> EvalReport:
     """Evaluate a TREC run against qrels (and optionally test other runs, one or several, against it); binary
     measures (RR, AP, P, R) count a document relevant from grade ``rel_level`` (TREC DL passages: 2).
     ``measures``: names such as ``"nDCG@10"`` (see :func:`ckqti.evaluate.parse_measure`); None:
     :data:`ckqti.evaluate.DEFAULT_MEASURES`."""
     from ckqti.evaluate import DEFAULT_MEASURES, evaluate_files, parse_measures
 
+    check_paths(run_path=run_path, qrels=qrels)
+    if compare is not None and not isinstance(compare, (str, os.PathLike)):
+        try:
+            compare = tuple(compare)  # an iterator is read once, here
+        except TypeError:
+            compare = (compare,)
+        for path in compare:
+            check_paths(compare=path)
     rel_level = option_count(rel_level, "rel_level")
     if measures is None:
         measures = DEFAULT_MEASURES
-    if isinstance(measures, str):
+    if not isinstance(measures, str):
+        try:
+            measures = tuple(measures)  # an iterator is read once: by the check below, then by the evaluation
+        except TypeError:
+            pass
+    if not isinstance(measures, tuple) or not all(isinstance(m, str) for m in measures):
         raise OptionError(f"measures must be a list of names, e.g. {list(DEFAULT_MEASURES[:2])}", ("measures",))
     try:
         parse_measures(measures)
     except InputError as e:
         raise OptionError(f"measures: {e.message} (default: {','.join(DEFAULT_MEASURES)})", ("measures",)) from None
-    return evaluate_files(run_path, qrels, measures=tuple(measures), per_query=per_query, compare=compare,
+    return evaluate_files(run_path, qrels, measures=measures, per_query=per_query, compare=compare,
                           qrels_format=qrels_format, rel_level=rel_level)
 
 
@@ -282,6 +308,8 @@ def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path
     """
     from ckqti.train.options import RERANKER_MODELS, train_config
 
+    check_paths(("dev_qrels", "orcas"), corpus=corpus, queries=queries, qrels=qrels, out=out, dev_qrels=dev_qrels,
+                orcas=orcas)
     check_keywords(train_config, options, passed=("resume", "dev_qrels"))
     config = train_config(model, resume=resume, dev_qrels=dev_qrels, **options)
     check_checkpoint_path(out, {"corpus": corpus, "queries file": queries, "qrels file": qrels, "dev qrels file": dev_qrels,
@@ -334,6 +362,7 @@ def rerank(queries: str | Path, candidates: str | Path, model: str | Path, out: 
     of any kind and write a TREC run; ``options`` as :func:`retriever.rerank.rerank`'s."""
     from retriever.rerank import rerank as rerank_run
 
+    check_paths(("corpus",), queries=queries, candidates=candidates, out=out, corpus=corpus)
     check_keywords(rerank_run, options)
     depth = option_count(depth, "depth")
     check_counts(options, "batch_size", "max_doc_length")
@@ -354,6 +383,7 @@ def explain(query: str, docid: str, model: str | Path | None, corpus: str | Path
     ``options`` as :func:`ckqti.explain.explain`'s. ``model`` None: the model the index was built with."""
     from ckqti.explain import explain as explain_score
 
+    check_paths(("corpus", "index_path", "html_out"), corpus=corpus, index_path=index_path, html_out=html_out)
     check_keywords(explain_score, options)
     check_counts(options, "max_doc_length")
     if (corpus is None) == (index_path is None):

@@ -38,6 +38,14 @@ class LogLines(terminal_tqdm):
         return True
 
 
+class Hidden(terminal_tqdm):
+    """A bar that draws nothing (``show=False``), with no monitor thread: tqdm starts one with a new
+    bar when none runs, and only a drawn bar's close stops it (every API call made with
+    ``progress=False`` left a ``tqdm_monitor`` thread behind, waking every 10 s)."""
+
+    monitor_interval = 0
+
+
 def on_terminal(stream=None) -> bool:
     """Whether ``stream`` (default: the current ``sys.stderr``) is a terminal; a closed or
     replaced stream without ``isatty`` is not."""
@@ -53,10 +61,10 @@ def progress_bar(iterable=None, *, show: bool = True, **kwargs):
     output (``file``, default stderr) is a terminal, or in a notebook (its widget); shown to a log
     file or a pipe, :class:`LogLines`; not shown, disabled: iterating and ``update`` still work and
     draw nothing. ``kwargs`` are tqdm's."""
+    if not show:
+        return Hidden(iterable, disable=True, **kwargs)
     from tqdm.auto import tqdm
 
-    if not show:
-        return tqdm(iterable, disable=True, **kwargs)
     in_notebook = sys.modules["tqdm.autonotebook"].tqdm is not terminal_tqdm  # tqdm.auto imported it
     if in_notebook or on_terminal(kwargs.get("file")):
         return tqdm(iterable, **kwargs)

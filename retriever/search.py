@@ -20,13 +20,13 @@ from collections import Counter
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
 
 from ckqti.errors import QueryError, is_real
-from retriever.index import Index
+from retriever.index import Index, Shard
 from retriever.kernels import EXACT_SLACK, LOOKUP_COST, saat_batch, saat_topk
 
 MAX_QUERY_TERMS = 1024
@@ -46,6 +46,7 @@ BUDGET_MAX = int(np.iinfo(np.int64).max)  # the kernels' budget is an int64: a l
 # A channel weight is 0 or within these: beyond them a query's real weights overflow to infinity
 # (scores inf, JSON's Infinity) or underflow below a representable unit (weights that are not integers)
 CHANNEL_WEIGHT_MIN, CHANNEL_WEIGHT_MAX = 1e-6, 1e6
+SHOWN_IN_REPR = 5  # hits a result's repr shows; the rest are counted
 
 
 @dataclass(frozen=True)
@@ -76,10 +77,28 @@ class SearchResult:
         return hash((self.query, tuple(self.terms), tuple(self.hits), tuple(self.oov), self.postings,
                      tuple(self.unweighted)))
 
+    def __repr__(self) -> str:
+        return brief_repr(self)
+
     def why_empty(self) -> str:
         """Why a search retrieved nothing (``ckqti run``'s and ``rerank``'s note): no query word in the
         index vocabulary, or no document scoring above 0 for those that are."""
         return why_empty(self.terms, self.oov)
+
+
+def brief_repr(obj) -> str:
+    """A dataclass's repr with each list or array field of more than :data:`SHOWN_IN_REPR` items cut
+    to its first ones and a count of the rest: a result of 1,000 hits printed 78,000 characters."""
+    shown = []
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, (list, np.ndarray)) and len(value) > SHOWN_IN_REPR:
+            first = ", ".join(map(repr, value[:SHOWN_IN_REPR].tolist() if isinstance(value, np.ndarray) else value[:SHOWN_IN_REPR]))
+            opening, closing = ("array([", "])") if isinstance(value, np.ndarray) else ("[", "]")
+            shown.append(f"{f.name}={opening}{first}, ... {len(value) - SHOWN_IN_REPR:,} more{closing}")
+        else:
+            shown.append(f"{f.name}={value!r}")
+    return f"{type(obj).__name__}({', '.join(shown)})"
 
 
 def why_empty(terms: list[str], oov: list[str]) -> str:
@@ -104,6 +123,9 @@ class TopK:
     oov: list[str]
     postings: int
     unweighted: list[str]
+
+    def __repr__(self) -> str:
+        return brief_repr(self)
 
     def result(self) -> SearchResult:
         """The same hits as a :class:`SearchResult`."""
@@ -519,7 +541,7 @@ class Searcher:
         return list(zip(vals.tolist(), shards.tolist(), docs.tolist())), processed
 
     def search(self, query: str, k: int = 10) -> SearchResult:
-        """Top-k documents for a query string, ranked as :meth:`hits` says (ties by docid, descending)."""
+        """Top-k documents for a query string, ranked as :meth:`ranked` says (ties by docid, descending)."""
         positive_int(k, "k")
         q = self.parse(query)
         plan = self.plan(q)
@@ -537,11 +559,14 @@ class Searcher:
     def score_at(self, query: str, where: tuple[int, int] | None) -> float | None:
         """:meth:`document_score` of the document at ``where``, ``(shard, row)`` as
         :meth:`~retriever.index.Index.locate` gives it (``None``: no document), for a caller that
-        located it already (a locate scans the shards' docids)."""
+        located it already (a locate scans the shards' docids).
+
+        Raises:
+            QueryError: as :meth:`parse`, or ``where`` is no document of the index."""
         plan = self.plan(self.parse(query))
         if where is None:
             return None
-        sh, d = self.index.shards[where[0]], where[1]
+        sh, d = self.shard_row(*where)
         total = 0
         for lst, w in zip(plan.lists.tolist(), plan.weights.tolist()):
             if lst >= sh.seg_ptr.shape[0] - 1:  # a list this shard was written without
@@ -555,7 +580,22 @@ class Searcher:
         return total * plan.unit + plan.base
 
     def document(self, hit: Hit) -> dict:
-        return self.index.shards[hit.shard].document(hit.doc)
+        """The stored fields of a hit's document (:meth:`retriever.index.Shard.document`).
+
+        Raises:
+            QueryError: the hit's ``(shard, doc)`` is no document of the index."""
+        sh, d = self.shard_row(hit.shard, hit.doc)
+        return sh.document(d)
+
+    def shard_row(self, shard: int, row: int) -> tuple[Shard, int]:
+        """The :class:`~retriever.index.Shard` ``shard`` and ``row`` when the index holds a document there,
+        else a :class:`QueryError` (a row past a shard's end read as no posting, a score of just the
+        offsets, and a negative row as a document counted from the end)."""
+        shards = self.index.shards
+        if isinstance(shard, (int, np.integer)) and isinstance(row, (int, np.integer)) and 0 <= shard < len(shards) \
+                and 0 <= row < shards[shard].num_docs:
+            return shards[shard], int(row)
+        raise QueryError(f"no document at shard {shard!r}, row {row!r} of this index ({len(shards)} shard(s))")
 
 
 def kernels_ready(batch: bool = False) -> bool:

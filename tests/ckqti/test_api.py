@@ -135,6 +135,42 @@ def test_run_searches_and_writes_a_chunk_of_queries_at_a_time(tmp_path, scifact_
         whole.searched, whole.skipped, whole.documents, whole.empty)
 
 
+def test_evaluate_reads_measures_from_any_iterable_once(tmp_path):
+    """A generator of measure names was read up by the check, and the evaluation then said "no
+    measure given"; names that are not strings failed with an AttributeError."""
+    (tmp_path / "r.trec").write_text("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\n")
+    (tmp_path / "qrels").write_text("q1 0 d2 1\n")
+    report = api.evaluate(tmp_path / "r.trec", tmp_path / "qrels", measures=(m for m in ["RR@10", "P@1"]))
+    assert report.results[0].measures == ("RR@10", "P@1") and report.results[0].mean == {"RR@10": 0.5, "P@1": 0.0}
+    for measures in (5, [5], "RR@10"):
+        with pytest.raises(OptionError, match="measures must be a list of names"):
+            api.evaluate(tmp_path / "r.trec", tmp_path / "qrels", measures=measures)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda p: api.index(5, p / "out"), "corpus"),
+    (lambda p: api.index(p / "c.tsv", None), "out"),
+    (lambda p: api.append(None, p / "idx"), "corpus"),
+    (lambda p: api.append(p / "c.tsv", 3), "index_path"),
+    (lambda p: api.compact(None), "index_path"),
+    (lambda p: api.info(3), "index_path"),
+    (lambda p: api.run(p / "idx", None, p / "r.trec"), "queries"),
+    (lambda p: api.run(p / "idx", p / "q.tsv", None), "out"),
+    (lambda p: api.evaluate(None, p / "qrels"), "run_path"),
+    (lambda p: api.evaluate(p / "r.trec", p / "qrels", compare=5), "compare"),
+    (lambda p: api.evaluate(p / "r.trec", p / "qrels", compare=[p / "r2.trec", None]), "compare"),
+    (lambda p: api.train("ndrm1", p / "c.tsv", p / "q.tsv", p / "qrels", None), "out"),
+    (lambda p: api.rerank(p / "q.tsv", "bm25", "ndrm2", None, corpus=p / "c.tsv"), "out"),
+    (lambda p: api.explain("cancer", "d1", None, index_path=5), "index_path"),
+])
+def test_a_path_argument_that_is_not_a_path_is_an_option_error(tmp_path, call, name):
+    """None or a number where a path goes raised a bare TypeError from deep inside (open_searcher alone
+    checked); now an OptionError naming the argument, before any work."""
+    with pytest.raises(OptionError, match=f"^{name} must be a path, got "):
+        call(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_packages_are_marked_typed():
     """PEP 561: a type checker reads the annotations (``api.search`` -> ``SearchResult``, ...) of an
     installed package only if it holds ``py.typed``, which setuptools puts in the wheel."""

@@ -34,6 +34,23 @@ def test_a_bar_draws_on_a_terminal_only_and_when_shown():
     assert hidden.getvalue() == "" and bar.disable
 
 
+def test_a_hidden_bar_leaves_no_thread_behind(monkeypatch):
+    """tqdm starts a monitor thread with a bar when none runs, and a disabled bar never stops it: every
+    API call with ``progress=False`` left one behind."""
+    import threading
+
+    import tqdm.auto
+    import tqdm.std
+
+    for cls in (tqdm.std.tqdm, tqdm.auto.tqdm):  # as in a fresh process: no monitor running yet
+        monkeypatch.setattr(cls, "monitor", None)
+    before = set(threading.enumerate())
+    bar = progress_bar(range(3), show=False)
+    assert sum(bar) == 3
+    bar.close()
+    assert set(threading.enumerate()) - before == set()
+
+
 def test_the_default_output_is_the_current_stderr(monkeypatch):
     monkeypatch.setattr(sys, "stderr", Terminal())
     assert on_terminal() and not progress_bar(total=1).disable

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from ckqti import api
 from ckqti.errors import IndexFormatError, QueryError
 from retriever.index import Index
 from retriever.kernels import brute_force_scores
-from retriever.search import BATCH_CHUNK, CHUNKS_PER_THREAD, MAX_CHUNK_HITS, Searcher, batch_chunk
+from retriever.search import BATCH_CHUNK, CHUNKS_PER_THREAD, MAX_CHUNK_HITS, SHOWN_IN_REPR, Searcher, batch_chunk
 
 
 def brute_force(idx: Index, terms, weights, k):
@@ -234,6 +235,36 @@ def test_a_documents_score_looked_up_is_the_one_search_gives(scifact_index):
     for h in hits:
         assert searcher.document_score(query, h.docid) == h.score
     assert searcher.document_score(query, "no-such-document") is None
+
+
+def test_a_location_outside_the_index_is_a_query_error(scifact_index):
+    """``score_at`` and ``document`` of a (shard, row) the index does not hold: a row past a shard's end
+    scored just the query's offsets, a negative row read another document, a shard past the last an
+    IndexError."""
+    searcher = Searcher(scifact_index)
+    hit = searcher.search("cell growth", 1).hits[0]
+    assert searcher.document(hit)["docid"] == hit.docid
+    assert searcher.score_at("cell growth", (hit.shard, hit.doc)) == hit.score
+    last = len(searcher.index.shards) - 1
+    for shard, row in ((0, -1), (last, searcher.index.shards[last].num_docs), (last + 1, 0)):
+        with pytest.raises(QueryError, match=f"no document at shard {shard}, row {row}"):
+            searcher.score_at("cell growth", (shard, row))
+        with pytest.raises(QueryError, match=f"no document at shard {shard}, row {row}"):
+            searcher.document(replace(hit, shard=shard, doc=row))
+
+
+def test_a_deep_results_repr_shows_its_first_hits_and_counts_the_rest(scifact_index):
+    """A SearchResult of 1,000 hits printed every one (78,000 characters), a TopK all its columns."""
+    searcher = Searcher(scifact_index)
+    result, top = searcher.search("cancer", 1000), searcher.topk_many(["cancer"], 1000)[0]
+    more = f"... {len(result.hits) - SHOWN_IN_REPR:,} more"
+    assert len(result.hits) > 2 * SHOWN_IN_REPR
+    assert repr(result).startswith("SearchResult(query='cancer', terms=['cancer'], hits=[Hit(rank=1, ")
+    assert f"{result.hits[SHOWN_IN_REPR - 1]!r}, {more}], oov=[]" in repr(result) and len(repr(result)) < 1000
+    assert f"shards=array([{top.shards[0]}, " in repr(top) and repr(top).count(more) == 4 and len(repr(top)) < 1000
+    short = searcher.search("cancer", 2)
+    assert repr(short) == (f"SearchResult(query='cancer', terms=['cancer'], hits={short.hits!r}, oov=[], "
+                           f"postings={short.postings}, unweighted=[])")
 
 
 def test_anytime_mode_with_a_large_budget_is_exact(scifact_index):
