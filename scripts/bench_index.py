@@ -20,7 +20,7 @@ Shards are the Ray build's unit of work, so every run uses ``--shard-size`` (def
 (manifest without its ``build`` entry: every file's checksum), recorded as ``same_as_single``.
 
     nice -n 10 python3 scripts/bench_index.py                      # ndrm2 and the bundled NDRM3
-    python3 scripts/bench_index.py --models ndrm2 --docs 1000      # a quick look
+    python3 scripts/bench_index.py --models ndrm2 --docs 1000 --out out/bench_index.json   # a quick look (the default --out is the committed report)
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from scripts.args import (  # noqa: E402
     output_file,
     positive_int,
     run,
+    shown,
     torch_device,
 )
 
@@ -157,11 +158,12 @@ def ray_leftovers() -> int:
 def bench(corpus: Path, models: list[str], modes: list[str], shard_size: int, threads: int, work: Path,
           device: str = "cpu") -> list[dict]:
     rows = []
-    for model, mode in itertools.product(models, modes):
+    for (i, model), mode in itertools.product(enumerate(models), modes):
         deadline = time.time() + 120
         while ray_leftovers() and time.time() < deadline:  # the previous run's workers still exiting
             time.sleep(1)
-        out = work / f"{model}-{mode}"
+        # named by position: a checkpoint's absolute path joined to ``work`` would put the index beside the checkpoint
+        out = work / f"model{i}-{mode}"
         cmd = [sys.executable, __file__, "--child", model, mode, str(out), "--corpus", str(corpus),
                "--shard-size", str(shard_size), "--threads", str(threads), "--device", device]
         load = os.getloadavg()[0]
@@ -169,12 +171,18 @@ def bench(corpus: Path, models: list[str], modes: list[str], shard_size: int, th
         if res.returncode != 0:
             raise SystemExit(f"{Path(__file__).name}: error: the {model} {mode} build failed: {child_error(res.stderr)}")
         row = json.loads(res.stdout.strip().splitlines()[-1])
+        row["model"] = model_label(model)
         row["load_before"], row["load_after"] = round(load, 2), round(os.getloadavg()[0], 2)
-        single = work / f"{model}-single"
+        single = work / f"model{i}-single"
         row["same_as_single"] = same_index(single, out) if mode != "single" and single.is_dir() else None
         rows.append(row)
         print(table([row], header=len(rows) == 1), flush=True)
     return rows
+
+
+def model_label(model: str) -> str:
+    """A model as the report records it: its name, or a checkpoint's path relative to the repository."""
+    return model if model in NAMED_MODELS else shown(model)
 
 
 def child_error(stderr: str) -> str:
@@ -289,7 +297,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     out = args.out
     old = earlier_report(out) if args.merge else None
-    models, modes = ",".join(args.models), ",".join(args.modes)
+    models, modes = ",".join(map(model_label, args.models)), ",".join(args.modes)
     with tempfile.TemporaryDirectory(prefix="bench_index-") as tmp:
         corpus = args.corpus or corpus_slice(args.docs, Path(tmp))
         start = [round(x, 2) for x in os.getloadavg()]

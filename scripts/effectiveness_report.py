@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from scripts.args import shown
 from scripts.effectiveness_registry import (
     ALL,
     CHECKPOINTS,
@@ -170,7 +171,7 @@ def evaluate_collection(spec: CollectionSpec, work: Path) -> dict[str, dict]:
     results = evaluate_runs(spec, {r.key: run_path(r.key, spec.name, work) for r in rows})
     out = compare_to_base(results, "bm25")
     for key, entry in out.items():
-        entry.update(label=labels[key], run=str(run_path(key, spec.name, work).relative_to(ROOT)),
+        entry.update(label=labels[key], run=shown(run_path(key, spec.name, work)),
                      meta=read_meta(run_path(key, spec.name, work)))
     return out
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from scripts.args import shown
 from scripts.effectiveness_registry import (
     CHECKPOINTS,
     FIRST_STAGE_DEPTH,
@@ -413,7 +414,7 @@ def fullrank(row: Row, spec: CollectionSpec, work: Path, force: bool) -> dict:
     stats = api.run(index_dir, queries_file(spec, work), run_path(row.key, spec.name, work), k=FIRST_STAGE_DEPTH,
                     threads=2, channel_weights=weights)
     manifest = json.loads((index_dir / "manifest.json").read_text())
-    return {"index": str(index_dir.relative_to(ROOT)), "index_seconds": manifest["build"]["seconds"],
+    return {"index": shown(index_dir), "index_seconds": manifest["build"]["seconds"],
             "index_seconds_here": built - started, "run_seconds": stats.seconds, "skipped_queries": stats.skipped,
             "postings": manifest.get("num_postings"), **({"channel_weights": weights} if weights else {})}
 

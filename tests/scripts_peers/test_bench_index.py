@@ -4,6 +4,8 @@ failed build stops the run with the build's own one-line error."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +14,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def bench_index(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO / "scripts" / "bench_index.py"), "--models", "ndrm2",
+    return bench_index_with(["--models", "ndrm2"], *argv)
+
+
+def bench_index_with(models: list[str], *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "scripts" / "bench_index.py"), *models,
                            "--modes", "single", "--threads", "1", *argv], capture_output=True, text=True,
                           cwd=REPO, timeout=300)
 
@@ -35,3 +41,19 @@ def test_a_failed_build_is_one_line_naming_the_file(tmp_path):
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr == f"bench_index.py: error: the ndrm2 single build failed: {corpus}:2: bad JSON (Expecting value at column 1)\n"
     assert not out.exists()
+
+
+def test_a_checkpoint_is_built_in_the_work_folder_and_recorded_relative(tmp_path):
+    models = tmp_path / "models"
+    models.mkdir()
+    checkpoint = models / "m.pt"
+    shutil.copyfile(REPO / "ckqti" / "data" / "models" / "ndrm3-scifact.pt", checkpoint)
+    out = tmp_path / "bench_index.json"
+    done = bench_index_with(["--models", str(checkpoint)], "--docs", "3", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    # the index went to <checkpoint>-single, beside the checkpoint (the work folder joined to an absolute path)
+    assert sorted(p.name for p in models.iterdir()) == ["m.pt"]
+    report = json.loads(out.read_text())
+    label = os.path.relpath(checkpoint, REPO)  # was the absolute path
+    assert [r["model"] for r in report["rows"]] == [label]
+    assert report["invocations"][0]["models"] == label

@@ -343,3 +343,21 @@ def test_the_qti_check_passes_the_model_and_catches_other_scores():
     off = {q: [(d, s * 1.01 + 0.01) for d, s in ranked] for q, ranked in run.items()}
     with pytest.raises(RuntimeError, match="differs from the model's forward"):
         check_qti_rerank(rr, queries, cands, texts, off)
+
+
+def test_a_cache_folder_outside_the_repository_is_recorded_relative(tmp_path, data_dir):
+    # --work /tmp/...: the report's run paths were Path.relative_to(ROOT), a ValueError traceback
+    # after every run was made
+    import os
+
+    from scripts.effectiveness_report import evaluate_collection
+    from scripts.effectiveness_stages import run_path
+
+    spec = collections()["cranfield"]
+    for key in ("bm25", "ndrm2-full"):
+        path = run_path(key, "cranfield", tmp_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("1 Q0 184 1 2.0 x\n1 Q0 29 2 1.0 x\n")
+    rows = evaluate_collection(spec, tmp_path)
+    assert {k: r["run"] for k, r in rows.items()} == {
+        k: os.path.relpath(run_path(k, "cranfield", tmp_path), REPO) for k in ("bm25", "ndrm2-full")}
