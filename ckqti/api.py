@@ -23,6 +23,20 @@ if TYPE_CHECKING:  # the return types, for type checkers only: the modules load 
     from retriever.search import Searcher, SearchResult
 
 
+def check_flag(value, name: str) -> None:
+    """A yes/no argument must be a ``bool``: ``verify="no"`` was truthy, and verified."""
+    if not isinstance(value, bool):
+        raise OptionError(f"{name} must be True or False, got {value!r}", (name,))
+
+
+def check_docid(docid) -> None:
+    """Docids are text: ``1686997`` found nothing where ``"1686997"`` would have, and said only that the document
+    was not there."""
+    if not isinstance(docid, str):
+        raise OptionError(f"docid must be a string (docids are text, e.g. {str(docid)!r}), got {type(docid).__name__}",
+                          ("docid",))
+
+
 def check_paths(optional: tuple[str, ...] = (), **paths) -> None:
     """Each of ``paths`` (argument name -> value) is a ``str`` or ``os.PathLike`` (or None, for the
     names in ``optional``), else an :class:`OptionError` naming it: a bare ``TypeError`` from deep
@@ -132,6 +146,7 @@ def info(index_path: str | Path, verify: bool = False) -> IndexInfo:
     from retriever.info import index_info
 
     check_paths(index_path=index_path)
+    check_flag(verify, "verify")
     return index_info(index_path, verify)
 
 
@@ -143,6 +158,7 @@ def open_searcher(index_path: str | Path, mode: str = "exact", budget: int = 200
     from retriever.search import Searcher
 
     check_paths(index_path=index_path)
+    check_flag(verify, "verify")
     idx = Index(index_path, verify=verify)
     if model is not None:
         from ckqti.models.loading import load_qti_model
@@ -384,6 +400,7 @@ def explain(query: str, docid: str, model: str | Path | None, corpus: str | Path
     from ckqti.explain import explain as explain_score
 
     check_paths(("corpus", "index_path", "html_out"), corpus=corpus, index_path=index_path, html_out=html_out)
+    check_docid(docid)
     check_keywords(explain_score, options)
     check_counts(options, "max_doc_length")
     if (corpus is None) == (index_path is None):

@@ -6,6 +6,7 @@ import pytest
 
 from ckqti import api
 from ckqti.errors import InputError, OptionError
+from retriever.search import Searcher
 
 
 @pytest.mark.parametrize("options, message", [
@@ -82,6 +83,19 @@ def test_rerank_explain_evaluate_and_open_searcher_check_their_arguments(tmp_pat
     with pytest.raises(OptionError, match="index_path must be a path, got NoneType"):
         api.open_searcher(None)
     assert not (tmp_path / "r.trec").exists()
+
+
+def test_a_numeric_docid_and_a_flag_that_is_not_a_bool_are_option_errors(scifact_index):
+    """explain(q, 1686997) said only that the document is not in the index (docids are text); open_searcher and
+    info took verify="no" as a yes (a truthy string)."""
+    docid = Searcher(str(scifact_index)).index.shards[0].docid(3)
+    assert docid.isdigit() and api.explain("cancer", docid, None, index_path=scifact_index).docid == docid
+    with pytest.raises(OptionError, match=f"docid must be a string \\(docids are text, e.g. '{docid}'\\), got int"):
+        api.explain("cancer", int(docid), None, index_path=scifact_index)
+    for call in (lambda v: api.open_searcher(scifact_index, verify=v), lambda v: api.info(scifact_index, v)):
+        with pytest.raises(OptionError, match="verify must be True or False, got 'no'"):
+            call("no")
+        call(False)
 
 
 def test_run_stops_its_helper_threads(tmp_path, scifact_index):
