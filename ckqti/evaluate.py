@@ -23,6 +23,7 @@ This module starts no JVM and imports no torch; scipy is imported only by the te
 from __future__ import annotations
 
 import math
+import os
 import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -405,7 +406,7 @@ def evaluate_files(
     from indexer.readers import read_qrels  # imported on use: keeps this module free of the indexer package
     from retriever.runs import read_run
 
-    others = [] if compare is None else [compare] if isinstance(compare, (str, Path)) else list(compare)
+    others = [] if compare is None else [compare] if isinstance(compare, (str, os.PathLike)) else list(compare)
     paths = [Path(run_path)] + [Path(p) for p in others]
     for i, p in enumerate(paths):
         if any(p.resolve() == q.resolve() for q in paths[:i]):
