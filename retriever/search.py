@@ -587,6 +587,22 @@ class Searcher:
         sh, d = self.shard_row(hit.shard, hit.doc)
         return sh.document(d)
 
+    def titles(self, hits: list[Hit]) -> list[str]:
+        """The titles of the hits' documents, each shard's in one Arrow call (:meth:`document` reads
+        each whole document: a search of Vaswani's abstracts at k 1,000 spent 26 ms on its titles, 6.6 searching).
+
+        Raises:
+            QueryError: a hit's ``(shard, doc)`` is no document of the index."""
+        if not hits:
+            return []
+        shards, rows = np.array([h.shard for h in hits]), np.array([h.doc for h in hits])
+        sizes = np.array([s.num_docs for s in self.index.shards], np.int64)
+        if not (shards.dtype.kind == rows.dtype.kind == "i" and shards.min() >= 0 and shards.max() < len(sizes)
+                and rows.min() >= 0 and (rows < sizes[shards]).all()):
+            for h in hits:
+                self.shard_row(h.shard, h.doc)  # raises, naming the first that is no document
+        return self.index.titles(shards, rows)
+
     def shard_row(self, shard: int, row: int) -> tuple[Shard, int]:
         """The :class:`~retriever.index.Shard` ``shard`` and ``row`` when the index holds a document there,
         else a :class:`QueryError` (a row past a shard's end read as no posting, a score of just the
@@ -629,10 +645,8 @@ def compiling(kernel) -> bool:
 
 def search_json(searcher: Searcher, res: SearchResult) -> dict:
     """A search result as ``ckqti search --json`` prints it and ``POST /search`` returns it."""
-    hits = []
-    for h in res.hits:
-        doc = searcher.document(h)
-        hits.append({"rank": h.rank, "docid": h.docid, "score": h.score, "title": doc["title"]})
+    hits = [{"rank": h.rank, "docid": h.docid, "score": h.score, "title": title}
+            for h, title in zip(res.hits, searcher.titles(res.hits))]
     return {"query": res.query, "terms": res.terms, "oov": res.oov, "unweighted": res.unweighted, "hits": hits}
 
 

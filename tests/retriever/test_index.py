@@ -280,6 +280,7 @@ def test_docids_of_many_rows_are_each_rows_docid_in_every_shard(scifact_index, c
     shards = rng.integers(0, len(index.shards), count)
     rows = np.array([rng.integers(0, index.shards[s].num_docs) for s in shards.tolist()], np.int64)
     assert index.docids(shards, rows) == [stored[s][r] for s, r in zip(shards.tolist(), rows.tolist())]
+    assert index.titles(shards, rows) == [index.shards[s].document(r)["title"] for s, r in zip(shards.tolist(), rows.tolist())]
 
 
 def test_docids_of_a_shard_whose_docid_column_is_in_several_chunks(scifact_index):
@@ -291,3 +292,5 @@ def test_docids_of_a_shard_whose_docid_column_is_in_several_chunks(scifact_index
     for rows in (np.array([shard.num_docs - 1, 0, shard.num_docs // 2]), np.arange(shard.num_docs)[::-1]):
         assert chunked.docids(rows) == [stored[i] for i in rows.tolist()]
     assert chunked.docid(shard.num_docs - 1) == stored[-1]
+    titles = shard.docs.column("title").to_pylist()
+    assert chunked.titles(np.arange(shard.num_docs)[::-1]) == titles[::-1]

@@ -10,9 +10,17 @@ import pytest
 
 from ckqti import api
 from ckqti.errors import IndexFormatError, QueryError
-from retriever.index import Index
+from retriever.index import Index, Shard
 from retriever.kernels import brute_force_scores
-from retriever.search import BATCH_CHUNK, CHUNKS_PER_THREAD, MAX_CHUNK_HITS, SHOWN_IN_REPR, Searcher, batch_chunk
+from retriever.search import (
+    BATCH_CHUNK,
+    CHUNKS_PER_THREAD,
+    MAX_CHUNK_HITS,
+    SHOWN_IN_REPR,
+    Searcher,
+    batch_chunk,
+    search_json,
+)
 
 
 def brute_force(idx: Index, terms, weights, k):
@@ -251,6 +259,26 @@ def test_a_location_outside_the_index_is_a_query_error(scifact_index):
             searcher.score_at("cell growth", (shard, row))
         with pytest.raises(QueryError, match=f"no document at shard {shard}, row {row}"):
             searcher.document(replace(hit, shard=shard, doc=row))
+        with pytest.raises(QueryError, match=f"no document at shard {shard}, row {row}"):
+            searcher.titles([hit, replace(hit, shard=shard, doc=row)])
+
+
+def test_search_json_takes_the_hits_titles_without_reading_whole_documents(scifact_index, monkeypatch):
+    """``search_json`` (``ckqti search --json``, every ``ckqti serve`` answer) read each hit's whole document
+    for its title: 100 queries at k 1,000 spent 2.6 s there against 0.7 s searching. Its titles, now taken per
+    shard in one Arrow call, are each hit's own document's, in every shard, deep and shallow."""
+    searcher = Searcher(scifact_index)
+    deep, shallow = searcher.search("cell growth and cancer treatment", 600), searcher.search("cancer", 3)
+    assert len({h.shard for h in deep.hits}) == 3
+    expected = {r.query: [searcher.document(h)["title"] for h in r.hits] for r in (deep, shallow)}
+    assert len(set(expected[deep.query])) > 100
+    monkeypatch.setattr(Searcher, "document", lambda self, hit: pytest.fail("read a whole document"))
+    monkeypatch.setattr(Shard, "document", lambda self, i: pytest.fail("read a whole document"))
+    for r in (deep, shallow):
+        answer = search_json(searcher, r)
+        assert [h["title"] for h in answer["hits"]] == expected[r.query]
+        assert [h["docid"] for h in answer["hits"]] == [h.docid for h in r.hits]
+    assert search_json(searcher, replace(deep, hits=[]))["hits"] == []
 
 
 def test_a_deep_results_repr_shows_its_first_hits_and_counts_the_rest(scifact_index):
