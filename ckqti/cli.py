@@ -327,7 +327,8 @@ def info_lines(info) -> list[str]:
     if info.clipped_impacts:
         lines.append(clipped_line(info.clipped_impacts, info.appended_clipped_impacts))
     if info.unfinished:
-        lines.append(f"unfinished  {info.unfinished} (an interrupted build; the same ckqti index command resumes it)")
+        lines.append(f"unfinished  {info.unfinished} " + (f"(a build in progress, process {info.building})" if info.building
+                     else "(an interrupted build; the same ckqti index command resumes it)"))
     if info.leftovers:
         lines.append(leftovers_line(info.leftovers, size["leftovers"], info.writing))
     lines.append("checksums   " + ("verified" if info.verified else "not checked (--verify)"))

@@ -33,7 +33,7 @@ from indexer.analyze import AnalyzedCorpus, analyze_corpus
 from indexer.format import FORMAT_VERSION, VOCAB_FILE, Manifest, ShardInfo, file_checksum, shard_name
 from indexer.impacts import ImpactConfig, ImpactScorer
 from indexer.install import install, recover
-from indexer.locks import exclusive
+from indexer.locks import build_lock_path, exclusive
 from indexer.paths import check_build_paths, output_path
 from indexer.quantize import Quantizer
 from indexer.shards import ImpactPostings, write_shard, write_table
@@ -311,7 +311,7 @@ def build_lock(out: Path):
     """One build of ``out`` at a time (``OUT.lock`` beside it, :func:`indexer.locks.exclusive`): a
     second one would resume, or delete, the first's ``OUT.partial``. Folders above ``out`` are made."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    return exclusive(out.with_name(out.name + ".lock"), "another build is writing this index", out)
+    return exclusive(build_lock_path(out), "another build is writing this index", out)
 
 
 def build_index(

@@ -52,6 +52,7 @@ from pathlib import Path
 from ckqti.errors import IndexFormatError
 from ckqti.files import naming_full_disk
 from indexer.install import recover, stranded
+from indexer.locks import running_build
 from indexer.stamps import file_stat, forget, read_stamps, record, trusted
 
 FORMAT_NAME = "ckqti-index"
@@ -94,6 +95,16 @@ def strays(directory: Path, manifest: "Manifest") -> list[Path]:
         if shard or vocab or work:
             found.append(p)
     return sorted(found)
+
+
+def unfinished_build(partial: Path, shown: str | None = None) -> str:
+    """What the ``OUT.partial`` folder ``partial`` (written as ``shown``, default its path) is: a
+    build running now, or one that was interrupted and that the same command resumes."""
+    out = partial.with_name(partial.name.removesuffix(".partial"))
+    pid = running_build(out)
+    if pid is not None:
+        return f"a build (process {pid}) is writing it in {shown or partial}"
+    return f"an unfinished build is in {shown or partial}; the same ckqti index command resumes it"
 
 
 def file_checksum(path: str | Path, chunk: int = 1 << 22) -> str:
@@ -160,8 +171,7 @@ class Manifest:
             recover(Path(directory))  # the old index a killed two-rename --force swap left in OUT.old-PID
         if not Path(directory).is_dir():
             partial = Path(directory).with_name(Path(directory).name + ".partial")
-            why = (f"no index here yet: an unfinished build is in {partial}; the same ckqti index command resumes it"
-                   if partial.is_dir() else "no such index directory")
+            why = f"no index here yet: {unfinished_build(partial)}" if partial.is_dir() else "no such index directory"
             if old := stranded(Path(directory)):  # recover could not rename it back (a read-only parent)
                 why += f"; the previous index waits in {old[0]} (an interrupted replace): rename it to {directory}"
             raise IndexFormatError(why, directory)

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ckqti.errors import CkqtiError
+from ckqti.files import alive
 
 WAIT_POLL_S = 0.2
 
@@ -37,6 +38,22 @@ def exclusive(path: Path, busy: str, where: Path | None = None, wait: bool = Fal
     finally:
         path.unlink(missing_ok=True)
         os.close(fd)
+
+
+def build_lock_path(out: Path) -> Path:
+    """The lock a build of ``out`` holds while it runs: ``OUT.lock`` beside it."""
+    return out.with_name(out.name + ".lock")
+
+
+def running_build(out: Path) -> int | None:
+    """The process id of a build of ``out`` running now, else ``None``: the process its lock file
+    names, when alive (a killed build leaves the file, naming a process that is gone). Only read:
+    taking the lock to test it could refuse a build starting at that moment."""
+    try:
+        pid = int(build_lock_path(out).read_text().strip() or "0")
+    except (OSError, ValueError):
+        return None
+    return pid if pid > 0 and alive(pid) else None
 
 
 def _acquire(path: Path, busy: str, where: Path, wait: bool) -> int:

@@ -8,7 +8,17 @@ from pathlib import Path
 
 from ckqti.errors import IndexFormatError
 from ckqti.files import alive
-from indexer.format import DOCS_FILE, MANIFEST, SHARD_FILES, WORK_PREFIXES, Manifest, strays, verify_files
+from indexer.format import (
+    DOCS_FILE,
+    MANIFEST,
+    SHARD_FILES,
+    WORK_PREFIXES,
+    Manifest,
+    strays,
+    unfinished_build,
+    verify_files,
+)
+from indexer.locks import running_build
 
 
 @dataclass(frozen=True)
@@ -22,7 +32,9 @@ class IndexInfo:
         shards: ``name``, ``docs``, ``postings`` of each shard.
         clipped_impacts: impacts stored as 255 though above 255 steps, at build (forced steps) and
             by appends; ``appended_clipped_impacts`` of them by appends.
-        unfinished: a build left unfinished beside the index (its ``.partial`` directory), else None.
+        unfinished: a build's folder beside the index (``.partial``): one interrupted, or running now
+            (``building``), else None.
+        building: the process id of a build of this index running now (in ``unfinished``), else None.
         leftovers: names of what an interrupted append or compaction left inside the index
             (:func:`indexer.format.strays`: the next append or compaction removes them).
         writing: the process id of an append or compaction writing the index now (its work
@@ -50,6 +62,7 @@ class IndexInfo:
     clipped_impacts: int
     appended_clipped_impacts: int
     unfinished: str | None
+    building: int | None
     leftovers: list[str]
     writing: int | None
     verified: bool
@@ -95,8 +108,7 @@ def index_info(path: str | Path, verify: bool = False) -> IndexInfo:
     path = Path(path)
     partial = path.with_name(path.name + ".partial")
     if not path.exists() and partial.is_dir():
-        raise IndexFormatError(f"no index here yet: an unfinished build is in {partial.name}/ (the same ckqti index "
-                               "command resumes it)", path)
+        raise IndexFormatError(f"no index here yet: {unfinished_build(partial, partial.name + '/')}", path)
     m = Manifest.read(path)
     if verify:
         verify_files(path, m, stamps=False)
@@ -129,6 +141,7 @@ def index_info(path: str | Path, verify: bool = False) -> IndexInfo:
         clipped_impacts=m.clipped_impacts,
         appended_clipped_impacts=sum(a.get("clipped_impacts", 0) for a in m.appends),
         unfinished=str(partial) if partial.is_dir() else None,
+        building=running_build(path) if partial.is_dir() else None,
         leftovers=[p.name for p in left],
         writing=live_writer(left),
         verified=verify,

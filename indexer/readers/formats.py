@@ -54,8 +54,34 @@ def open_binary(path: str | Path) -> IO[bytes]:
     if stat.S_ISFIFO(path.stat().st_mode):  # `<(...)`: readers open a file more than once (format, repeated ids)
         raise InputError("is a pipe, which can be read once only; write it to a file first", path)
     with open(path, "rb") as probe:
-        magic = probe.read(2)
-    return gzip.open(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")
+        magic = probe.read(10)
+    if (other := _other_encoding(magic)) is not None:
+        raise InputError(other, path)
+    return gzip.open(path, "rb") if magic.startswith(GZIP_MAGIC) else open(path, "rb")
+
+
+# What a file's first bytes say it is when it is neither gzip nor UTF-8 text: each was reported as
+# "invalid UTF-8 (byte 0 of the line)" of line 1, which sent users after the text's encoding.
+_COMPRESSED = {
+    b"\xfd7zXZ\x00": ("xz", "unxz -k FILE"),
+    b"\x28\xb5\x2f\xfd": ("zstd", "unzstd FILE"),
+    b"PK\x03\x04": ("zip", "unzip FILE"),
+}
+_BZIP2 = re.compile(rb"BZh[1-9](1AY&SY|\x17rE8P\x90)")  # a block, or the end of an empty stream
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def _other_encoding(magic: bytes) -> str | None:
+    """Why a file starting with ``magic`` cannot be read (``None``: it can): compressed otherwise than
+    with gzip, or UTF-16 text (as Windows editors save "Unicode")."""
+    found = _COMPRESSED.get(next((m for m in _COMPRESSED if magic.startswith(m)), b""))
+    if found is None and _BZIP2.match(magic):
+        found = ("bzip2", "bunzip2 -k FILE")
+    if found is not None:
+        return f"{found[0]}-compressed; only gzip is read: decompress it first ({found[1]}) or gzip it"
+    if magic.startswith(_UTF16_BOMS):
+        return "UTF-16 text (it starts with a UTF-16 byte-order mark); convert it to UTF-8 first (iconv -f UTF-16 -t UTF-8)"
+    return None
 
 
 # A file whose records end in a carriage return alone (classic Mac OS) reads as one line, which a

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -650,6 +651,16 @@ def test_an_index_still_being_built_is_named(tmp_path):
     (tmp_path / "idx.partial").mkdir()
     res = invoke("search", "cell", "--index", tmp_path / "idx")
     assert res.exit_code == 1 and "an unfinished build is in" in res.output and "idx.partial" in res.output
+
+
+def test_info_tells_a_running_build_from_an_interrupted_one(tmp_path, scifact_index):
+    shutil.copytree(scifact_index, tmp_path / "idx")
+    (tmp_path / "idx.partial").mkdir()
+    (tmp_path / "idx.lock").write_text(str(os.getpid()))  # a build's lock names its process: this one, alive
+    res = invoke("info", "--index", tmp_path / "idx")
+    assert res.exit_code == 0 and f"(a build in progress, process {os.getpid()})" in res.output, res.output
+    (tmp_path / "idx.lock").unlink()  # none, or a killed build's: interrupted
+    assert "(an interrupted build; the same ckqti index command resumes it)" in invoke("info", "--index", tmp_path / "idx").output
 
 
 def test_orcas_coverage_is_reported_by_index_append_and_info(tmp_path):

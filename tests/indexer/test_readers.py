@@ -486,6 +486,38 @@ def test_corrupt_gzip(tmp_path):
     assert "corrupt gzip" in str(error_of(read_corpus, path, fmt="tsv"))
 
 
+def test_other_compressions_and_utf16_are_named(tmp_path):
+    """A bzip2, xz, zstd or zip file, or UTF-16 text (Windows' "Unicode"), was reported as "invalid
+    UTF-8 (byte 0 of the line)", which points at the text's encoding: each is named, with the fix."""
+    import bz2
+    import lzma
+    import zipfile
+
+    text = b"".join(b"q%d\tquery number %d\n" % (i, i) for i in range(50))
+    archive = tmp_path / "q.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("q.tsv", text)
+    files = {
+        "bzip2": write_bytes(tmp_path / "q.tsv.bz2", bz2.compress(text)),
+        "xz": write_bytes(tmp_path / "q.tsv.xz", lzma.compress(text)),
+        "zstd": write_bytes(tmp_path / "q.tsv.zst", b"\x28\xb5\x2f\xfd" + bytes(20)),  # zstd's frame magic
+        "zip": archive,
+        "UTF-16": write_bytes(tmp_path / "q16.tsv", text.decode().encode("utf-16")),
+    }
+    for name, path in files.items():
+        for reader in (read_queries, read_corpus, read_qrels, load_orcas):
+            err = error_of(reader, path)
+            assert_names(err, path, None)
+            assert name in str(err) and "invalid UTF-8" not in str(err)
+    assert len(read_queries(write_bytes(tmp_path / "q.tsv.gz", gzip.compress(text)))) == 50  # gzip is read
+    assert read_queries(write_bytes(tmp_path / "bz.tsv", b"BZh9\tstarts like bzip2\n")) == {"BZh9": "starts like bzip2"}
+
+
+def write_bytes(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
 def test_missing_file_is_reported_at_call(tmp_path):
     for fmt in (None, "tsv"):
         with pytest.raises(InputError) as info:

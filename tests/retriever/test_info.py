@@ -59,6 +59,28 @@ def test_unfinished_builds_are_named(tmp_path, scifact_index):
         index_info(tmp_path / "other")
 
 
+def test_a_build_running_now_is_not_called_interrupted(tmp_path, scifact_index):
+    """``info`` and search called a build still running "an interrupted build; the same ckqti index
+    command resumes it", and that command then failed: another build is writing this index. A
+    build's ``OUT.lock`` names its process; a killed build's names one that is gone."""
+    shutil.copytree(scifact_index, tmp_path / "idx")
+    for name in ("idx", "new"):
+        (tmp_path / f"{name}.partial").mkdir()
+        (tmp_path / f"{name}.lock").write_text(str(os.getpid()))  # a live process: this one
+    info = index_info(tmp_path / "idx")
+    assert info.unfinished == str(tmp_path / "idx.partial") and info.building == os.getpid()
+    with pytest.raises(IndexFormatError, match=rf"a build \(process {os.getpid()}\) is writing it in new.partial/$"):
+        index_info(tmp_path / "new")
+    with pytest.raises(IndexFormatError, match=rf"a build \(process {os.getpid()}\) is writing it in \S+new.partial$"):
+        Index(tmp_path / "new")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    for name in ("idx", "new"):
+        (tmp_path / f"{name}.lock").write_text(gone.stdout.strip())  # what a killed build leaves
+    assert index_info(tmp_path / "idx").building is None
+    with pytest.raises(IndexFormatError, match="unfinished build is in new.partial/; the same ckqti index command resumes it"):
+        index_info(tmp_path / "new")
+
+
 def test_a_missing_file_is_named_without_verify(tmp_path, scifact_index):
     idx = tmp_path / "idx"
     shutil.copytree(scifact_index, idx)
