@@ -669,6 +669,19 @@ def test_the_html_page_shows_control_and_bidi_characters_as_escapes(setup):
     assert "\\x1b[2J \\u202eevil" in page and '<code id="docid">long\\x1b-1</code>' in page and "\\x07" in page
 
 
+def test_the_page_wraps_a_word_longer_than_a_line_inside_the_document_and_the_region_table():
+    """The document box kept white space (pre-wrap) but broke lines only there: a URL or another word
+    longer than a line (a web page's, TREC DL's passages hold 100-character ones) ran past the box and
+    widened the page; the document and the regions' text now break inside such a word."""
+    import re
+
+    from ckqti.explain_html import CSS
+
+    rules = {sel.strip(): body for sels, body in re.findall(r"([^{}]+)\{([^}]*)\}", CSS) for sel in sels.split(",")}
+    for selector in (".doc", "td.term"):
+        assert "overflow-wrap: anywhere" in rules.get(selector, ""), selector
+
+
 def test_mojibake_is_shown_repaired_in_the_terminal_and_on_the_page(setup):
     """A fifth of the bundled MS MARCO passages hold UTF-8 once read as Windows-1252: ``ckqti
     search`` showed them repaired, ``explain`` showed ``donâ\\x80\\x99t`` and Thai as ``à¹\\x83...``.
