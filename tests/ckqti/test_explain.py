@@ -427,6 +427,21 @@ def test_terminal_colours_only_when_asked(setup):
         assert " ".join(e.region_text(r).split()) in plain
 
 
+def test_a_coloured_region_across_a_line_break_is_closed_at_the_end_of_each_line(setup):
+    """A region of a long document often spans a paragraph break; its background colour stayed on
+    across the break, and a terminal filled the rest of the line (and every line it scrolled in) with it."""
+    import re
+
+    from ckqti.explain import RESET, explain_text
+
+    e = explain_text(load_reranker(setup["paths"]["tkl"], device="cpu"), "genes regulate", "d",
+                     "genes regulate cells\n\ngenes regulate mice")
+    assert any("\n" in e.region_text(r) for r in e.regions)
+    for line in e.render_terminal(color=True).split("\n"):
+        codes = re.findall("\x1b\\[[0-9;]*m", line)
+        assert not codes or codes[-1] == RESET, repr(line)
+
+
 def test_unknown_document_and_source_errors(setup):
     with pytest.raises(InputError):
         explain("q", "no-such-doc", setup["paths"]["tk"], corpus=setup["corpus"])
