@@ -664,17 +664,19 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
 @click.option("--color/--no-color", default=None, help="ANSI colours (default: when stdout is a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="JSON output for programs.")
 @click.option("--device", default=None, help="torch device (default: cuda if available).")
+@click.option("--max-doc-length", type=POSITIVE, default=None,
+              help="Document tokens read (TKL, IDCM and NDRM), as rerank's option: the score rerank gave with it.")
 @click.option("--adapt-vocabulary", is_flag=True, help="Read text with the corpus's (or index's) vocabulary (zero-shot).")
 @corpus_orcas_option()
-def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, color, as_json, device, adapt_vocabulary,
-                orcas):
+def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, color, as_json, device, max_doc_length,
+                adapt_vocabulary, orcas):
     """Why the model scores DOCID as it does for QUERY: regions, kernels or term contributions."""
     check_format_needs_corpus(fmt, corpus)
     if (corpus is None) == (index_path is None):
         raise click.UsageError("give exactly one of --corpus or --index: where to read DOCID from")
     query = decoded_argument(query)
     e = api.explain(query, docid, model_path, corpus, index_path, html_out, fmt=fmt, device=device,
-                    adapt_vocabulary=adapt_vocabulary, orcas=orcas)
+                    max_doc_length=max_doc_length, adapt_vocabulary=adapt_vocabulary, orcas=orcas)
     if as_json:
         click.echo(json.dumps(e.to_dict()))
         return

@@ -446,7 +446,11 @@ def kernel_colour(mu: float) -> str:
 
 
 def paint(text: str, code: str, color: bool) -> str:
-    return f"{code}{text}{RESET}" if color and text else text
+    """``text`` in colour ``code``, closed at the end of every line: a background left on at a line
+    break fills the rest of the line (and of every line a terminal scrolls in) with it."""
+    if not color:
+        return text
+    return "\n".join(f"{code}{line}{RESET}" if line else line for line in text.split("\n"))
 
 
 Mark = tuple[int, int, str, str, str]  # char start, end, ANSI code, plain-text opening and closing

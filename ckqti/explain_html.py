@@ -46,6 +46,7 @@ table { border-collapse: collapse; margin: .5em 0; font-size: .9em; }
 td, th { border: 1px solid #dee2e6; padding: .2em .5em; text-align: right; }
 td.term, th.term { text-align: left; }
 .doc { line-height: 1.7; white-space: pre-wrap; border: 1px solid #dee2e6; padding: 1em; }
+.doc, td.term { overflow-wrap: anywhere; }
 mark.region { padding: .1em 0; border-radius: .2em; }
 mark.region::before { content: attr(data-rank); font-size: .7em; vertical-align: super; font-weight: bold; }
 mark.match { background: #ffd8a8; font-weight: bold; }

@@ -80,12 +80,13 @@ class LongDocConfig:
     top_k: int = 3
     queries: int = 20
     seed: int = 0
+    long_cap: int = 4000  # terms TKL and NDRM read (--long-cap)
 
     def __post_init__(self) -> None:
         if min(self.depths) < 0 or max(self.depths) >= self.total_terms:
             raise ValueError("depths must lie in [0, total_terms)")
-        if self.distractors < 1 or self.top_k < 1 or self.queries < 1 or min(self.lengths) < 1:
-            raise ValueError("distractors, top_k, queries and lengths must be positive")
+        if self.distractors < 1 or self.top_k < 1 or self.queries < 1 or min(self.lengths) < 1 or self.long_cap < 1:
+            raise ValueError("distractors, top_k, queries, lengths and long_cap must be positive")
 
 
 @dataclass
@@ -422,11 +423,17 @@ def read_earlier(path: str | Path, config: LongDocConfig, collections: Sequence[
     for name, res in earlier["results"].items():
         if not isinstance(res, dict) or not all(k in res for k in parts) or "BM25" not in res["ranks"]:
             raise InputError(f"results of {name!r} lack some of {', '.join(parts)} (or BM25's ranks)", path)
-    if earlier["config"] != json.loads(json.dumps(asdict(config))):
+    if not same_settings(earlier["config"], config):
         raise InputError("the earlier run has other settings: rerun it or drop --merge", path)
     if missing := sorted(set(earlier["results"]) - set(collections)):
         raise InputError(f"the earlier run ranked {', '.join(missing)} too: add it to --collections", path)
     return earlier
+
+
+def same_settings(earlier: Mapping, config: LongDocConfig) -> bool:
+    """An earlier run's ``config`` (JSON) is ``config``; one written before ``long_cap`` was recorded
+    read the default 4,000 terms."""
+    return {"long_cap": 4000, **earlier} == json.loads(json.dumps(asdict(config)))
 
 
 def merge_results(earlier: Mapping, results: Mapping[str, dict], config: LongDocConfig) -> dict[str, dict]:
@@ -436,7 +443,7 @@ def merge_results(earlier: Mapping, results: Mapping[str, dict], config: LongDoc
         ValueError: the runs differ in settings, queries or BM25's ranks (they did not rank the same
         documents), or this run lacks one of the earlier collections.
     """
-    if earlier["config"] != json.loads(json.dumps(asdict(config))):
+    if not same_settings(earlier["config"], config):
         raise ValueError("the earlier run has other settings: rerun it or drop --merge")
     merged = {}
     for name, old in earlier["results"].items():
@@ -480,7 +487,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
     ap.add_argument("--collections", type=names_from(tuple(COLLECTIONS)), default=",".join(COLLECTIONS),
                     help="comma-separated collections")
     ap.add_argument("--queries", type=positive_int, default=LongDocConfig.queries, help="queries a collection")
-    ap.add_argument("--long-cap", type=positive_int, default=4000,
+    ap.add_argument("--long-cap", type=positive_int, default=LongDocConfig.long_cap,
                     help="terms TKL, NDRM and TKL-like --model checkpoints read")
     ap.add_argument("--device", type=torch_device, default=None, help="torch device (default: cuda if available)")
     ap.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's)")
@@ -493,7 +500,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
 
 def main(argv: list[str] | None = None) -> None:
     args, paths, checkpoints = parse_args(argv)
-    config = LongDocConfig(queries=args.queries)
+    config = LongDocConfig(queries=args.queries, long_cap=args.long_cap)
     earlier = read_earlier(args.merge, config, args.collections) if args.merge else None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -504,7 +511,7 @@ def main(argv: list[str] | None = None) -> None:
             torch.set_num_threads(args.threads)
         for name in args.collections:
             source = load_source(name)
-            models = load_models(checkpoints, source, args.long_cap, args.device)
+            models = load_models(checkpoints, source, config.long_cap, args.device)
             results[name] = run_source(source, models, config, progress=True)
     finally:
         torch.set_num_threads(threads)

@@ -249,7 +249,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
                     help="comma-separated collections")
     ap.add_argument("--queries", type=positive_int, default=LongDocConfig.queries, help="queries of the planted experiment")
     ap.add_argument("--natural-queries", type=positive_int, default=300, help="queries of the natural experiment")
-    ap.add_argument("--long-cap", type=positive_int, default=4000, help="terms TKL reads")
+    ap.add_argument("--long-cap", type=positive_int, default=LongDocConfig.long_cap, help="terms TKL reads")
     ap.add_argument("--device", type=torch_device, default=None, help="torch device (default: cuda if available)")
     ap.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's)")
     ap.add_argument("--out", type=output_dir, default="out", help="folder of the plot and the JSON")
@@ -263,7 +263,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[
 
 def main(argv: list[str] | None = None) -> None:
     args, paths, checkpoints = parse_args(argv)
-    config = LongDocConfig(queries=args.queries)
+    config = LongDocConfig(queries=args.queries, long_cap=args.long_cap)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.threads:
@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> None:
     results, caps = {}, {}
     for name in args.collections:
         source = load_source(name)
-        models = load_rerankers(checkpoints, source, args.long_cap, args.device)
+        models = load_rerankers(checkpoints, source, config.long_cap, args.device)
         caps = {m: rr.max_doc_length for m, rr in models.items() if rr.kind == "tkl"}
         results[name] = run_source(source, models, config, natural_queries=args.natural_queries, progress=True)
     png = plot(results, config, caps, out)

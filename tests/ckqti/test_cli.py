@@ -1089,6 +1089,25 @@ def test_explain_adapt_vocabulary_and_format_reach_the_model(tmp_path):
     assert json.loads(res.stdout)["score"] == pytest.approx(adapted) and adapted != pytest.approx(plain)
 
 
+def test_explain_max_doc_length_explains_the_score_rerank_gave_with_it(tmp_path):
+    """explain --max-doc-length reads as many document tokens as rerank's option (it had none: a long
+    document reranked with --max-doc-length could not be explained at that score)."""
+    corpus, queries, run = tmp_path / "c.tsv", tmp_path / "q.tsv", tmp_path / "cands.trec"
+    corpus.write_text("d1\tprotein binds cancer cells in mice lungs\nd2\tother protein text here\n"
+                      "d3\tcell division\nd4\tbone fractures\n")
+    queries.write_text("q1\tmice lungs\n")
+    run.write_text("q1 Q0 d1 1 2.0 x\nq1 Q0 d2 2 1.0 x\n")
+    reranked = invoke("rerank", "--queries", queries, "--candidates", run, "--corpus", corpus, "--model", "ndrm2",
+                      "--out", tmp_path / "r.trec", "--max-doc-length", 3)
+    assert reranked.exit_code == 0, reranked.output
+    score = {line.split()[2]: float(line.split()[4]) for line in (tmp_path / "r.trec").read_text().splitlines()}["d1"]
+    res = invoke("explain", "mice lungs", "d1", "--model", "ndrm2", "--corpus", corpus, "--max-doc-length", 3, "--json")
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.stdout)
+    assert got["tokens_read"] == 3 and got["score"] == pytest.approx(score)
+    assert got["score"] != pytest.approx(api.explain("mice lungs", "d1", "ndrm2", corpus).score)  # the words past 3
+
+
 @pytest.mark.skipif(not DEFAULT_CHECKPOINT.is_file(), reason="no bundled NDRM3 checkpoint")
 def test_rerank_adapt_vocabulary_reaches_the_reranker(tmp_path):
     """rerank --adapt-vocabulary reads a word the checkpoint lacks (the run is the API's with

@@ -427,6 +427,21 @@ def test_terminal_colours_only_when_asked(setup):
         assert " ".join(e.region_text(r).split()) in plain
 
 
+def test_a_coloured_region_across_a_line_break_is_closed_at_the_end_of_each_line(setup):
+    """A region of a long document often spans a paragraph break; its background colour stayed on
+    across the break, and a terminal filled the rest of the line (and every line it scrolled in) with it."""
+    import re
+
+    from ckqti.explain import RESET, explain_text
+
+    e = explain_text(load_reranker(setup["paths"]["tkl"], device="cpu"), "genes regulate", "d",
+                     "genes regulate cells\n\ngenes regulate mice")
+    assert any("\n" in e.region_text(r) for r in e.regions)
+    for line in e.render_terminal(color=True).split("\n"):
+        codes = re.findall("\x1b\\[[0-9;]*m", line)
+        assert not codes or codes[-1] == RESET, repr(line)
+
+
 def test_unknown_document_and_source_errors(setup):
     with pytest.raises(InputError):
         explain("q", "no-such-doc", setup["paths"]["tk"], corpus=setup["corpus"])
@@ -667,6 +682,19 @@ def test_the_html_page_shows_control_and_bidi_characters_as_escapes(setup):
     page = e.to_html()
     assert not any(c in page for c in "\x1b\u202e\x07")
     assert "\\x1b[2J \\u202eevil" in page and '<code id="docid">long\\x1b-1</code>' in page and "\\x07" in page
+
+
+def test_the_page_wraps_a_word_longer_than_a_line_inside_the_document_and_the_region_table():
+    """The document box kept white space (pre-wrap) but broke lines only there: a URL or another word
+    longer than a line (a web page's, TREC DL's passages hold 100-character ones) ran past the box and
+    widened the page; the document and the regions' text now break inside such a word."""
+    import re
+
+    from ckqti.explain_html import CSS
+
+    rules = {sel.strip(): body for sels, body in re.findall(r"([^{}]+)\{([^}]*)\}", CSS) for sel in sels.split(",")}
+    for selector in (".doc", "td.term"):
+        assert "overflow-wrap: anywhere" in rules.get(selector, ""), selector
 
 
 def test_mojibake_is_shown_repaired_in_the_terminal_and_on_the_page(setup):

@@ -144,7 +144,8 @@ def test_merge_adds_a_run_of_other_models_to_an_earlier_one(world):
     first = run_source(source, {"TK": models["TK"].score}, config, analyzer)
     second = run_source(source, {"TKL": models["TKL"].score, "NDRM3": models["NDRM3"].score}, config, analyzer)
     earlier = json.loads(json.dumps({"config": asdict(config), "results": {"scifact": first}}))
-    merged = merge_results(earlier, {"scifact": second}, config)["scifact"]
+    merged_all = merge_results(earlier, {"scifact": second}, config)
+    merged = merged_all["scifact"]
     assert list(merged["mean_rank"]) == ["BM25", "TK", "TKL", "NDRM3"]
     assert merged["ranks"]["TK"] == first["ranks"]["TK"] and merged["ranks"]["TKL"] == second["ranks"]["TKL"]
     assert merged["p_retrieved"]["NDRM3"] == second["p_retrieved"]["NDRM3"]
@@ -153,6 +154,10 @@ def test_merge_adds_a_run_of_other_models_to_an_earlier_one(world):
         merge_results(earlier, {"scifact": other}, config)
     with pytest.raises(ValueError, match="settings"):
         merge_results(earlier, {"scifact": second}, replace(config, top_k=2))
+    with pytest.raises(ValueError, match="settings"):  # rows of models that read other lengths: not one table
+        merge_results(earlier, {"scifact": second}, replace(config, long_cap=2000))
+    before = {**earlier, "config": {k: v for k, v in earlier["config"].items() if k != "long_cap"}}
+    assert merge_results(before, {"scifact": second}, config) == merged_all  # a JSON written before the field
     with pytest.raises(ValueError, match="collection"):
         merge_results(earlier, {}, config)
 
