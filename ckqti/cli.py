@@ -609,7 +609,9 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
     if r.best_dev_ndcg10 == 0:
         echo("note: dev nDCG@10 was 0 at every epoch (the dev queries' relevant documents were never ranked in "
              "the top 10): dev did not choose this model", err=True)
-    echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} at epoch {r.best_epoch} of {r.epochs_run}{stage} -> {out}")
+    start = " (the model before training: no epoch beat it)" if r.best_epoch == 0 else ""
+    echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} at epoch {r.best_epoch} of {r.epochs_run}{stage}{start} "
+         f"-> {out}")
 
 
 @cli.command("rerank")

@@ -585,6 +585,26 @@ def load_state(path: Path, model: nn.Module, optimizer, fp: str) -> RunState:
     return RunState(**payload["run"])
 
 
+def resume_notes(resume: bool, resuming: bool, state: RunState, path: Path, config: TrainConfig) -> list[str]:
+    """What a run does with the saved state at ``path``, in one line: ``--resume`` printed nothing, so
+    a resumed run looked like a new one until its next epoch ended, ``--resume`` without a state
+    started over silently, and a run without ``--resume`` silently replaced an interrupted run's state."""
+    if resuming:
+        best = f"best dev nDCG@10 {state.best:.4f} at epoch {state.best_epoch}" if state.best_epoch else "no best yet"
+        if state.epoch >= config.epochs:
+            left = f"all {config.epochs} epochs are done"
+        elif state.since_best >= config.patience:
+            left = f"stopped early: no better dev nDCG@10 in {state.since_best} epochs (--patience)"
+        else:
+            left = f"epoch {state.epoch + 1} of {config.epochs} next"
+        return [f"resuming from {path} after epoch {state.epoch} ({best}): {left}"]
+    if resume:
+        return [f"nothing to resume ({path} does not exist): training from epoch 1"]
+    if path.is_file():
+        return [f"{path} holds an earlier run's state: training from epoch 1 replaces it (--resume continues it)"]
+    return []
+
+
 def _save_model(path: Path, model: nn.Module, data: TrainingData, config: TrainConfig, meta: dict) -> Checkpoint:
     return save_checkpoint(path, model, config.model, model.config.to_dict(), data.collection.vocab,
                            data.collection.analyzer, meta, config.embedding_dtype, config.fallback)
@@ -707,6 +727,8 @@ def train(
         model = build_model(data, config, device, init=not resuming, matrix=init_embeddings)
         optimizer = torch.optim.Adam(parameter_groups(model, config.lr, config.head_lr))
         state = load_state(paths["state"], model, optimizer, fp) if resuming else RunState()
+        if config.progress:
+            show_notes(resume_notes(resume, resuming, state, paths["state"], config))
         if resuming and state.best_id and saved_id(out) != state.best_id:
             if saved_id(paths["best"]) != state.best_id:
                 raise CkqtiError(f"the best epoch's checkpoint ({state.best_id}, epoch {state.best_epoch}) is no longer "

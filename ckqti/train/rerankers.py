@@ -537,8 +537,9 @@ def fit_stage(stage: int, score: ScoreFn, loss_fn: LossFn | None, model: nn.Modu
     best = validate(score, model, data, config, device)
     best_state, since = copy.deepcopy(model.state_dict()), 0
     history = [{"stage": stage, "epoch": 0, "loss": None, "steps": 0, "dev_ndcg10": best, "seconds": 0.0}]
+    label = f"stage {stage} " if stage else ""  # TK and TKL train in one stage, numbered 0: no label
     if config.progress:
-        print(f"stage {stage} before training: dev nDCG@10 {best:.4f}", flush=True)
+        print(f"{label}before training: dev nDCG@10 {best:.4f}", flush=True)
     if on_best is not None:
         on_best(best, history)
     for epoch in range(epochs):
@@ -548,7 +549,7 @@ def fit_stage(stage: int, score: ScoreFn, loss_fn: LossFn | None, model: nn.Modu
         history.append({"stage": stage, "epoch": epoch + 1, **stats, "dev_ndcg10": dev,
                         "seconds": time.perf_counter() - started})
         if config.progress:
-            print(f"stage {stage} epoch {epoch + 1}: loss {stats['loss']:.4f}, dev nDCG@10 {dev:.4f}", flush=True)
+            print(f"{label}epoch {epoch + 1}: loss {stats['loss']:.4f}, dev nDCG@10 {dev:.4f}", flush=True)
         if dev > best:
             best, best_state, since = dev, copy.deepcopy(model.state_dict()), 0
             if on_best is not None:

@@ -210,6 +210,24 @@ def test_cli_names_the_saved_epoch_of_a_reranker(tmp_path, monkeypatch, model, s
     assert res.output.strip() == f"{model}-abc: best dev nDCG@10 0.4000 at epoch 1 of 2{stage} -> {out}"
 
 
+def test_cli_says_when_no_epoch_beat_the_model_before_training(tmp_path, monkeypatch):
+    """TK's dev nDCG@10 did not move in two steps on SciFact: "best dev nDCG@10 0.5897 at epoch 0 of 1"
+    did not say that epoch 0 is the untrained model, kept."""
+    from ckqti import api
+    from ckqti.train.rerankers import RerankerTrainResult
+
+    history = tuple({"stage": 0, "epoch": e, "dev_ndcg10": d} for e, d in enumerate((0.5, 0.5)))
+    out = tmp_path / "m.pt"
+    monkeypatch.setattr(api, "train", lambda *a, **k: RerankerTrainResult(out, "tk-abc", 0.5, history, tmp_path))
+    given = tmp_path / "given.tsv"
+    given.write_text("")
+    res = CliRunner().invoke(cli, [str(a) for a in ["train", "--model", "tk", "--corpus", given, "--queries", given,
+                                                    "--qrels", given, "--out", out]])
+    assert res.exit_code == 0, res.output
+    assert res.output.strip() == (f"tk-abc: best dev nDCG@10 0.5000 at epoch 0 of 1 (the model before training: no "
+                                  f"epoch beat it) -> {out}")
+
+
 @pytest.mark.parametrize("model", ["ndrm2", "tk"])
 def test_cli_qrels_format_reaches_training(tmp_path, tiny_scifact, monkeypatch, model):
     """The qrels reader's error asks for --qrels-format, which only ``ckqti eval`` had: Cranfield's

@@ -107,6 +107,32 @@ def test_resume_reaches_the_same_weights_as_an_uninterrupted_run(tmp_path, tiny_
     assert a.id == b.id  # same weights, buffers (BatchScale means) and vocabulary
 
 
+def test_a_run_says_whether_it_resumes_starts_over_or_replaces_a_saved_state(tmp_path, tiny_scifact, capsys):
+    """``--resume`` printed nothing (a resumed run looked new until its epoch ended), ``--resume`` without a
+    state started over silently, and a run without it silently replaced an interrupted run's state."""
+    state = tmp_path / "m.pt.work" / "state.pt"
+    first = run(tiny_scifact, tmp_path / "m.pt", config={"epochs": 1, "progress": True}, resume=True)
+    assert f"note: nothing to resume ({state} does not exist): training from epoch 1\n" in capsys.readouterr().err
+    run(tiny_scifact, tmp_path / "m.pt", config={"epochs": 2, "progress": True}, resume=True)
+    assert (f"note: resuming from {state} after epoch 1 (best dev nDCG@10 {first.best_dev_ndcg10:.4f} at epoch 1): "
+            "epoch 2 of 2 next\n") in capsys.readouterr().err
+    run(tiny_scifact, tmp_path / "m.pt", config={"epochs": 2, "progress": True}, resume=True)
+    err = capsys.readouterr().err
+    assert f"note: resuming from {state} after epoch 2 (best dev nDCG@10 " in err and "): all 2 epochs are done\n" in err
+    run(tiny_scifact, tmp_path / "m.pt", config={"epochs": 1, "progress": True})
+    assert f"note: {state} holds an earlier run's state: training from epoch 1 replaces it" in capsys.readouterr().err
+
+
+def test_resuming_a_run_that_stopped_early_says_so(tmp_path):
+    """Patience ran out before --epochs: a resumed run trains nothing, and says why."""
+    from ckqti.train.loop import RunState, resume_notes
+
+    state = RunState(epoch=4, best=0.5, best_epoch=1, since_best=3)
+    assert resume_notes(True, True, state, tmp_path / "state.pt", dataclasses.replace(CONFIG, epochs=10)) == [
+        f"resuming from {tmp_path / 'state.pt'} after epoch 4 (best dev nDCG@10 0.5000 at epoch 1): stopped early: "
+        "no better dev nDCG@10 in 3 epochs (--patience)"]
+
+
 def test_resume_refuses_other_settings(tmp_path, tiny_scifact):
     run(tiny_scifact, tmp_path / "m.pt", config={"epochs": 1})
     with pytest.raises(CkqtiError, match="other settings"):

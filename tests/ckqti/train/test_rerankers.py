@@ -582,6 +582,20 @@ def test_a_stage_keeps_its_first_best_epoch_and_stops_when_patience_runs_out(mon
     assert model.weight.item() == 1.0 and bests == [0.5, 0.6]
 
 
+@pytest.mark.parametrize("stage, label", [(0, ""), (3, "stage 3 ")])
+def test_a_stage_names_itself_only_when_the_model_has_stages(monkeypatch, capsys, stage, label):
+    """TK and TKL train in one stage, numbered 0: their lines read "stage 0 before training", "stage 0 epoch 1"."""
+    import ckqti.train.rerankers as rerankers_mod
+
+    model = torch.nn.Linear(1, 1)
+    devs = iter([0.5, 0.25])
+    monkeypatch.setattr(rerankers_mod, "train_epoch", lambda *args: {"loss": 0.125, "steps": 1})
+    monkeypatch.setattr(rerankers_mod, "validate", lambda *args: next(devs))
+    rerankers_mod.fit_stage(stage, model, None, model, None, None, quick("tk", progress=True), 1, torch.device("cpu"))
+    assert capsys.readouterr().out == (f"{label}before training: dev nDCG@10 0.5000\n"
+                                       f"{label}epoch 1: loss 0.1250, dev nDCG@10 0.2500\n")
+
+
 def test_validation_reranks_the_top_dev_depth_candidates():
     from ckqti.train.rerankers import rerank_scores
 
