@@ -4,7 +4,9 @@ Measures come from ``ir_measures``' pytrec_eval provider (trec_eval's own C code
 so that every measure sees the same ranking: score descending, ties broken by docid
 descending (ir_measures' default provider mix breaks ties differently for RR than for
 nDCG). RR@k is trec_eval's ``recip_rank`` on the run cut to its top k (that provider has
-no cut-off RR). NCG, which trec_eval lacks, is :func:`ncg_at_k`, ordered the same way.
+no cut-off RR). NCG, which trec_eval lacks, is :func:`ncg_at_k`, ordered the same way. A measure
+without a cutoff takes every retrieved document: P and R are then trec_eval's ``set_P`` and
+``set_recall`` (its ``P`` and ``recall`` need a cutoff).
 
 Conventions (trec_eval's ``-c``):
 - a query counts when the qrels judge at least one document for it; run queries without
@@ -40,6 +42,7 @@ DEFAULT_MEASURES: tuple[str, ...] = ("nDCG@10", "RR@10", "AP@100", "NCG@100", "P
 # Accepted families; MRR and MAP are read as RR and AP (the papers' names for them).
 _FAMILIES = {"nDCG": "nDCG", "NCG": "NCG", "RR": "RR", "MRR": "RR", "AP": "AP", "MAP": "AP", "P": "P", "R": "R"}
 _BINARY = frozenset({"RR", "AP", "P", "R"})
+_UNCUT = {"P": "SetP", "R": "SetR"}  # ir_measures' P and R need a cutoff; over every retrieved document they are these
 _MEASURE = re.compile(r"^([A-Za-z]+)(?:@(\d+))?$")
 
 
@@ -192,7 +195,7 @@ def _trec_eval_scores(
     """
     whole: dict = {}  # ir_measures measure -> our name, on the whole run
     for m in measures:
-        family = getattr(ir_measures, m.family)
+        family = getattr(ir_measures, _UNCUT.get(m.family, m.family) if m.cutoff is None else m.family)
         measure = family(rel=rel_level) if m.family in _BINARY else family
         if m.family == "RR" and m.cutoff is not None:
             cut = {qid: dict(list(docs.items())[: m.cutoff]) for qid, docs in run.items()}

@@ -155,6 +155,17 @@ def test_measure_names_and_bad_arguments():
             evaluate(RUN, QRELS, twice)
 
 
+def test_precision_and_recall_without_a_cutoff_take_every_retrieved_document():
+    # --measures P crashed with ir_measures' AssertionError: its P and R need a cutoff (trec_eval's set_P, set_recall do not)
+    assert evaluate(RUN, QRELS, ["P", "R"]).mean == pytest.approx({"P": 2 / 3, "R": 1.0})  # d3, d1 of the 3 retrieved
+    assert evaluate(RUN, QRELS, ["P", "R"], rel_level=2).mean == pytest.approx({"P": 1 / 3, "R": 1.0})  # d1 alone
+    run, qrels = scifact_run(seed=5)
+    result = evaluate(run, qrels, ["P", "R"])
+    direct = pytrec_eval.RelevanceEvaluator(qrels, {"set_P", "set_recall"}).evaluate(run)
+    for qid, scores in result.by_query.items():
+        assert scores == pytest.approx({"P": direct[qid]["set_P"], "R": direct[qid]["set_recall"]}, abs=1e-12)
+
+
 def scifact_run(seed: int) -> tuple[dict, dict]:
     """A random run over SciFact's test queries: the relevant docs plus 150 random ones, scores on a coarse grid (ties)."""
     qrels = read_qrels(DATA / "scifact" / "qrels" / "test.tsv")
