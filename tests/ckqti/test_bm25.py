@@ -341,3 +341,30 @@ def test_ctrl_c_during_bm25_ends_its_child_without_a_traceback_from_it(tmp_path,
         assert gone_within(child, 30)
         err.seek(0)
         assert "Traceback" not in err.read()
+
+
+def test_the_searcher_gives_pyserini_lucene_searchers_hits_without_importing_pyserini_search(scifact_index):
+    """ckqti calls the Java class LuceneSearcher wraps, skipping pyserini.search's import of transformers,
+    torch and scikit-learn (about 10 s of every train and rerank): same hits, one process each."""
+    queries, _ = scifact_test()
+    some = dict(list(queries.items())[:5])
+    code = (
+        "import json, sys; from ckqti import bm25; "
+        f"s = bm25.BM25Searcher({str(scifact_index)!r}, isolate=False); queries = {some!r}; "
+        "out = {'one': s.search(next(iter(queries.values())), 30), 'batch': s.batch_search(queries, 30, 2), "
+        "'docs': s.num_docs, 'heavy': [m for m in ('pyserini.search', 'transformers', 'sklearn') if m in sys.modules]}; "
+        "s.close(); "
+        "from pyserini.search.lucene import LuceneSearcher; p = LuceneSearcher(" + repr(str(scifact_index)) + "); "
+        "p.set_bm25(0.9, 0.4); "
+        "out['pyserini_one'] = [(h.docid, h.score) for h in p.search(next(iter(queries.values())), k=30)]; "
+        "b = p.batch_search(list(queries.values()), list(queries), k=30, threads=2); "
+        "out['pyserini_batch'] = {q: [(h.docid, h.score) for h in hits] for q, hits in b.items()}; "
+        "out['pyserini_docs'] = p.num_docs; print(json.dumps(out))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["heavy"] == []
+    assert out["docs"] == out["pyserini_docs"] == 5183
+    assert out["one"] == out["pyserini_one"] and len(out["one"]) == 30
+    assert out["batch"] == out["pyserini_batch"] and set(out["batch"]) == set(some)
