@@ -33,7 +33,8 @@ def read_queries(path: str | Path, fmt: str | None = None) -> dict[str, str]:
             or ``query``), ``"trec"`` (``<top>`` blocks with ``<num>`` (``Number: 51`` or
             ``51``; a number of digits loses its leading zeros, with or without ``Number:``, as TREC-1's
             ``051`` is its qrels' ``51`` and as Anserini reads topic numbers) and ``<title>``, the query (a leading ``Topic:`` is dropped; ``<desc>``
-            and ``<narr>`` are not read), closing tags optional)
+            and ``<narr>`` are not read), closing tags optional; or the XML topics of the Web tracks and
+            TREC-COVID: ``<topic number="1">`` blocks whose ``<query>`` is the query)
             or ``"smart"``. ``None`` detects it as :func:`~indexer.readers.read_corpus` does
             (``.qry`` is SMART).
 
@@ -96,6 +97,9 @@ _TITLE = re.compile(r"<title>\s*(?:Topic:)?(.*?)(?=<|\Z)", re.IGNORECASE | re.DO
 
 
 def _parse_trec(path: str | Path) -> Iterator[tuple[int, str, str]]:
+    if _xml_topics(path):
+        yield from _parse_xml_topics(path)
+        return
     for number, _attributes, raw in tagged_blocks(path, "top"):
         num, title = _NUM.search(raw), _TITLE.search(raw)
         if num is None:
@@ -106,6 +110,31 @@ def _parse_trec(path: str | Path) -> Iterator[tuple[int, str, str]]:
         if qid.isascii() and qid.isdigit():  # TREC-1's "Number: 051" is its qrels' 51, as Anserini reads it
             qid = str(int(qid))
         yield number, qid, unescape_sgml(title.group(1))  # AT&amp;T is "AT&T"
+
+
+# The Web tracks' and TREC-COVID's topics: <topic number="1" ...> <query>text</query> <description>...
+_TOPIC_OR_TOP = re.compile(r"<(topic|top)[\s>]", re.IGNORECASE)
+_NUMBER = re.compile(r"""\bnumber\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""", re.IGNORECASE)
+_QUERY = re.compile(r"<query>(.*?)</query>", re.IGNORECASE | re.DOTALL)
+
+
+def _xml_topics(path: str | Path) -> bool:
+    """Whether the file's first topic opens with ``<topic`` (XML topics) rather than ``<top>``."""
+    for _number, line in iter_lines(path):
+        match = _TOPIC_OR_TOP.search(line)
+        if match:
+            return match.group(1).lower() == "topic"
+    return False
+
+
+def _parse_xml_topics(path: str | Path) -> Iterator[tuple[int, str, str]]:
+    for number, attributes, raw in tagged_blocks(path, "topic"):
+        num, query = _NUMBER.search(attributes), _QUERY.search(raw)
+        if num is None:
+            raise InputError("<topic> without a number attribute", path, number)
+        if query is None:
+            raise InputError("<topic> without <query>", path, number)
+        yield number, unescape_sgml(next(g for g in num.groups() if g is not None)), unescape_sgml(query.group(1))
 
 
 def _parse_smart(path: str | Path) -> Iterator[tuple[int, str, str]]:

@@ -695,3 +695,24 @@ def test_a_file_with_carriage_returns_but_no_line_feeds_is_refused_with_a_hint(t
     fine = tmp_path / "fine.tsv"  # CRLF line ends, and a last line ended by a CR alone, read as before
     fine.write_bytes(b"d1\thello cells\r\nd2\tgenes here\r")
     assert [(d.docid, d.text) for d in read_corpus(fine)] == [("d1", "hello cells"), ("d2", "genes here")]
+
+
+def test_xml_topics_of_the_web_tracks_and_trec_covid_read_their_query(tmp_path):
+    """<topic number="1"> ... <query> topics (Web tracks, TREC-COVID): the query is <query>, not the
+    description or a subtopic; the number attribute is the qid, as their qrels name it."""
+    path = write(tmp_path / "topics-rnd5.xml", (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<topics>\n'
+        '<topic number="1">\n  <query>coronavirus origin</query>\n'
+        '  <question>what is the origin of COVID-19</question>\n  <narrative>seeking range</narrative>\n</topic>\n'
+        "<topic number='2' type=\"faceted\"><query>AT&amp;T  phone\n plans</query>\n"
+        '  <description>find plans</description>\n'
+        '  <subtopic number="1" type="nav">a subtopic</subtopic>\n</topic>\n</topics>\n'
+    ))
+    assert read_queries(path) == {"1": "coronavirus origin", "2": "AT&T phone plans"}
+    assert read_queries(path, fmt="trec") == read_queries(path)
+    missing = write(tmp_path / "no-query.xml", '<topics>\n<topic number="3">\n<description>x</description>\n</topic>\n')
+    with pytest.raises(InputError, match=r"no-query.xml:2: <topic> without <query>"):
+        read_queries(missing)
+    unnumbered = write(tmp_path / "no-number.xml", "<topic>\n<query>x</query>\n</topic>\n")
+    with pytest.raises(InputError, match=r"no-number.xml:1: <topic> without a number attribute"):
+        read_queries(unnumbered)
