@@ -40,7 +40,8 @@ from retriever.runs import Ranking, trec_order
 DEFAULT_MEASURES: tuple[str, ...] = ("nDCG@10", "RR@10", "AP@100", "NCG@100", "P@10", "R@100")
 
 # Accepted families; MRR and MAP are read as RR and AP (the papers' names for them).
-_FAMILIES = {"nDCG": "nDCG", "NCG": "NCG", "RR": "RR", "MRR": "RR", "AP": "AP", "MAP": "AP", "P": "P", "R": "R"}
+# Accepted in any case (ndcg@10, map@100, as trec_eval and ir_datasets users write them).
+_FAMILIES = {"ndcg": "nDCG", "ncg": "NCG", "rr": "RR", "mrr": "RR", "ap": "AP", "map": "AP", "p": "P", "r": "R"}
 _BINARY = frozenset({"RR", "AP", "P", "R"})
 _UNCUT = {"P": "SetP", "R": "SetR"}  # ir_measures' P and R need a cutoff; over every retrieved document they are these
 _MEASURE = re.compile(r"^([A-Za-z]+)(?:@(\d+))?$")
@@ -58,7 +59,7 @@ class Measure:
 def parse_measure(name: str) -> Measure:
     """Parse ``"nDCG@10"``, ``"RR@10"`` (or ``"MRR@10"``), ``"AP@100"`` (or ``"MAP@100"``), ``"NCG@100"``, ``"P@10"``, ``"R@100"``; the cutoff is optional."""
     match = _MEASURE.match(name.strip())
-    family = _FAMILIES.get(match.group(1)) if match else None
+    family = _FAMILIES.get(match.group(1).lower()) if match else None
     if match is None or family is None:
         raise InputError(f"unknown measure {name!r}: use nDCG, RR (MRR), AP (MAP), NCG, P or R, optionally @k")
     cutoff = int(match.group(2)) if match.group(2) else None

@@ -19,6 +19,7 @@ from ckqti.evaluate import (
     DEFAULT_MEASURES,
     EvalReport,
     EvalResult,
+    Measure,
     compare_results,
     evaluate,
     evaluate_files,
@@ -140,6 +141,10 @@ def test_measure_names_and_bad_arguments():
     assert parse_measure("MRR@10").family == "RR" and parse_measure("MAP@100").family == "AP"
     assert parse_measure("nDCG").cutoff is None
     assert evaluate(RUN, QRELS, ["MRR@10"]).mean == {"MRR@10": 1.0}
+    # any case, as trec_eval users write them; the column keeps the name as given
+    assert parse_measure("ndcg@10") == Measure("nDCG", 10, "ndcg@10") and parse_measure("map").family == "AP"
+    assert evaluate(RUN, QRELS, ["ndcg@10", "p@1"]).mean == {"ndcg@10": evaluate(RUN, QRELS).mean["nDCG@10"],
+                                                              "p@1": evaluate(RUN, QRELS, ["P@1"]).mean["P@1"]}
     for bad in ("BLEU@4", "nDCG@0", "nDCG@x"):
         with pytest.raises(InputError):
             parse_measure(bad)
