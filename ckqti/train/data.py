@@ -157,6 +157,17 @@ def show_notes(notes: Sequence[str]) -> None:
         print(f"note: {note}", file=sys.stderr, flush=True)
 
 
+def show_step(text: str, show: bool) -> None:
+    """Say on stderr which long step of training's start-up runs (BM25 candidates, skip-gram vectors:
+    minutes, with no bar of their own), so a run in a log is not taken for a hung one."""
+    if show:
+        print(text, file=sys.stderr, flush=True)
+
+
+def bm25_step(queries: int, depth: int) -> str:
+    return f"BM25 candidates (Pyserini): the top {depth:,} of {queries:,} queries ..."
+
+
 def require_texts(qids: Sequence[str], queries: Mapping[str, str], path: str | Path | None = None) -> None:
     """Every judged query in ``qids`` must have a text in ``queries`` (read from ``path``)."""
     missing = [q for q in qids if q not in queries]

@@ -48,6 +48,7 @@ from ckqti.train import pseudo
 from ckqti.train.data import (
     Collection,
     analyze_queries,
+    bm25_step,
     candidate_indices,
     inputs_digest,
     judgement_notes,
@@ -56,6 +57,7 @@ from ckqti.train.data import (
     relevant_docs,
     require_texts,
     show_notes,
+    show_step,
     split_dev,
     wordless_notes,
 )
@@ -359,7 +361,7 @@ def check_embedding_start(method: str) -> None:
         raise ValueError(f"embeddings must be one of {EMBEDDING_INITS} or a checkpoint file (.pt), got {method!r}")
 
 
-def initial_embeddings(collection: Collection, method: str, dim: int, seed: int) -> np.ndarray | None:
+def initial_embeddings(collection: Collection, method: str, dim: int, seed: int, show: bool = False) -> np.ndarray | None:
     """``[len(vocab), dim]`` initial embeddings, or None for the model's random initialisation.
 
     ``method`` is one of :data:`EMBEDDING_INITS` or a checkpoint file whose word vectors start the
@@ -379,6 +381,7 @@ def initial_embeddings(collection: Collection, method: str, dim: int, seed: int)
         raise ValueError(f"skip-gram IN+OUT embeddings need an even dim, got {dim}")
     docs = [[vocab.terms[i] for i in collection.doc(d) if i > 1] for d in range(len(collection))]
     config = embeddings.SkipGramConfig(dim=dim // 2, seed=seed)
+    show_step(f"skip-gram word vectors (gensim, {config.epochs} epochs) on {len(docs):,} documents ...", show)
     return embeddings.skipgram_embeddings(docs, vocab, config)
 
 
@@ -393,7 +396,8 @@ def build_model(
     model = build_ndrm(model_config, vocab)
     if init and config.model != "ndrm2":
         if matrix is None:
-            matrix = initial_embeddings(data.collection, config.embeddings, model_config.dim, config.seed)
+            matrix = initial_embeddings(data.collection, config.embeddings, model_config.dim, config.seed,
+                                        config.progress)
         if matrix is not None:
             model.load_embeddings(torch.as_tensor(matrix))
     if init and config.init == "match":
@@ -698,8 +702,12 @@ def train(
     if config.progress:
         show_notes(notes)
     depth = max(config.depth, config.dev_depth)
-    data = prepare_data(collection, q_texts, qrels_map, config, dev_map, candidates,
-                        bm25=lambda texts: bm25_candidates(corpus, texts, work, depth, fmt),
+
+    def bm25(texts: Mapping[str, str]) -> dict[str, list[str]]:
+        show_step(bm25_step(len(texts), depth), config.progress)
+        return bm25_candidates(corpus, texts, work, depth, fmt)
+
+    data = prepare_data(collection, q_texts, qrels_map, config, dev_map, candidates, bm25=bm25,
                         qrels_path=qrels if isinstance(qrels, (str, Path)) else None)
     if not data.train_qids:
         raise InputError("no training query has a term in the corpus vocabulary", qrels if isinstance(qrels, (str, Path)) else None)

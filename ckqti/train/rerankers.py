@@ -58,6 +58,7 @@ from ckqti.models.inputs import TermText, WordPieceText, pad_rows
 from ckqti.models.loading import pick_device
 from ckqti.models.reranker import RERANKER_KINDS, build_model, save_reranker
 from ckqti.train.data import (
+    bm25_step,
     candidate_indices,
     inputs_digest,
     judgement_notes,
@@ -65,6 +66,7 @@ from ckqti.train.data import (
     relevant_docs,
     require_texts,
     show_notes,
+    show_step,
     split_dev,
     wordless_notes,
 )
@@ -575,7 +577,7 @@ def new_term_model(kind: str, text: TermText, collection, config: RerankerTrainC
     from ckqti.train.loop import initial_embeddings
 
     model = build_model(kind, {**term_model_options(config), "vocab_size": len(text.vocab)})
-    matrix = initial_embeddings(collection, config.embeddings, model.config.embedding_dim, config.seed)
+    matrix = initial_embeddings(collection, config.embeddings, model.config.embedding_dim, config.seed, config.progress)
     if matrix is not None:
         with torch.no_grad():
             model.embedding.weight.copy_(torch.as_tensor(matrix, dtype=torch.float32))
@@ -735,7 +737,9 @@ def train_reranker(
     if missing:
         from ckqti.bm25 import bm25_candidates
 
-        found = bm25_candidates(corpus, missing, work, max(config.depth, config.dev_depth), fmt)
+        depth = max(config.depth, config.dev_depth)
+        show_step(bm25_step(len(missing), depth), config.progress)
+        found = bm25_candidates(corpus, missing, work, depth, fmt)
         candidates = {**(candidates or {}), **found}
     data = prepare_pairs(text, docids, doc_rows, {**q_texts, **p_queries}, qrels_map, candidates, config, max_q, teacher,
                          p_qrels)

@@ -660,3 +660,22 @@ def test_the_listwise_loss_skips_examples_without_a_relevant_document(tiny_scifa
     assert train_step(model, opt, without * 2, data, 120, torch.device("cpu"), dataclasses.replace(config, negatives=2)) == 0.0
     with_relevant = [Example(qid, (3, 4, 5, 6), (2, 1, 0, 0))]
     assert train_step(model, opt, with_relevant, data, 120, torch.device("cpu"), config) > 0.0
+
+
+def test_start_up_says_when_bm25_and_skipgram_run(tmp_path, tiny_scifact, monkeypatch, capsys):
+    """BM25 candidates and skip-gram vectors take minutes with no bar of their own: a run in a log
+    printed nothing until its first epoch (helpers s37b, s37e). Each now says it starts, only with progress."""
+    import ckqti.embeddings
+    import ckqti.train.loop
+
+    monkeypatch.setattr(ckqti.train.loop, "bm25_candidates", lambda *a, **k: tiny_scifact["candidates"])  # no Java
+    monkeypatch.setattr(ckqti.embeddings, "skipgram_embeddings",
+                        lambda docs, vocab, config: np.zeros((len(vocab), 2 * config.dim), dtype=np.float32))
+    args = (tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"])
+    config = dataclasses.replace(CONFIG, epochs=1, embeddings="skipgram", progress=True)
+    train(*args, tmp_path / "m.pt", config)
+    err = capsys.readouterr().err
+    bm25, skipgram = err.find("BM25 candidates (Pyserini): the top 100 of "), err.find("skip-gram word vectors (gensim")
+    assert 0 <= bm25 < skipgram, err
+    train(*args, tmp_path / "quiet.pt", dataclasses.replace(config, progress=False))
+    assert capsys.readouterr().err == ""

@@ -604,3 +604,14 @@ def test_validation_reranks_the_top_dev_depth_candidates():
                     [], ["q"], {"q": {"a": 1}})
     run = rerank_scores(lambda q, d: d.sum(1).float(), data, ["q"], 3, 2, torch.device("cpu"))
     assert run == {"q": {"c": 18.0, "a": 5.0, "d": 8.0}}
+
+
+def test_start_up_says_when_bm25_runs(tiny_scifact, tmp_path, monkeypatch, capsys):
+    """As NDRM's training: BM25's candidates took minutes without a line (helper s37e saw a TK trial
+    print nothing for 4 minutes in a log)."""
+    import ckqti.bm25
+
+    monkeypatch.setattr(ckqti.bm25, "bm25_candidates", lambda *a, **k: tiny_scifact["candidates"])  # no Java
+    train_reranker("tk", tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], tmp_path / "tk.pt",
+                   quick("tk", epochs=1, progress=True))
+    assert "BM25 candidates (Pyserini): the top 100 of " in capsys.readouterr().err
