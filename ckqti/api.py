@@ -86,7 +86,12 @@ def index(
     from indexer.build import BuildConfig, build_index
     from indexer.impacts import ImpactConfig
 
-    factory, info = load_qti_model(model, device)
+    if ray_address is not None:  # the model here is the driver's: on its CPU when it has no GPU, the workers on theirs
+        from indexer.distributed import driver_device
+
+        factory, info = load_qti_model(model, driver_device(device))
+    else:
+        factory, info = load_qti_model(model, device)
     if neighbours is not None and info.get("variant") == "ndrm2":
         raise OptionError("neighbours are for dense latent models; NDRM2 has no latent channel (it stores each "
                           "document's own terms)", ("neighbours",))

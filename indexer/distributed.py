@@ -405,16 +405,22 @@ def analyzed_corpus(work: Path, inputs: BuildInputs, progress: bool) -> Analyzed
     return corpus
 
 
+def driver_device(device: str | None) -> str | None:
+    """Where the driver's model replica runs: ``device``, but the CPU for a CUDA device when the
+    driver has no GPU (a head node without one steering GPU workers, which take ``device``)."""
+    import torch
+
+    if device is not None and device.startswith("cuda") and not torch.cuda.is_available():
+        return "cpu"
+    return device
+
+
 def driver_scorer(work: Path, corpus: AnalyzedCorpus, inputs: BuildInputs, device: str | None) -> ImpactScorer:
     """The driver's model replica: it fits the per-term offsets (saved for the workers) and
     tells the channels and constants the manifest records; it scores no shard."""
-    import torch
-
     from ckqti.models.loading import load_qti_model
 
-    if device is not None and device.startswith("cuda") and not torch.cuda.is_available():
-        device = "cpu"  # a driver without a GPU steering GPU workers
-    factory, _ = load_qti_model(inputs.model_spec, device)
+    factory, _ = load_qti_model(inputs.model_spec, driver_device(device))
     scorer = ImpactScorer(factory(corpus.vocab), corpus.vocab.df, inputs.config.impacts)
     offsets = scorer.fit_offsets(corpus.token_lists(0, len(corpus)), len(corpus.vocab))
     save_npz_atomic(work / OFFSETS_FILE, offsets=np.asarray(offsets, dtype=np.float32))

@@ -196,3 +196,17 @@ def test_packages_are_marked_typed():
 
     for package in (ckqti, indexer, retriever):
         assert (Path(package.__file__).parent / "py.typed").is_file(), package.__name__
+
+
+def test_a_ray_build_asking_for_cuda_starts_on_a_driver_without_a_gpu(tmp_path, scifact_small, monkeypatch):
+    """The driver's model only names the index's model and fits offsets (on its CPU, indexer.distributed.driver_device);
+    the workers take the device. It was loaded on the device asked for: 'CUDA is not available here' before Ray started."""
+    import torch
+
+    import indexer.distributed
+
+    seen = {}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(indexer.distributed, "build_index_ray", lambda *args, **kwargs: seen.update(kwargs))
+    api.index(scifact_small, tmp_path / "idx", model="ndrm2", ray_address="local", device="cuda", progress=False)
+    assert seen["device"] == "cuda" and seen["address"] == "local"
