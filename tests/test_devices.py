@@ -1,0 +1,154 @@
+"""The inference paths keep their tensors on the model's device, checked on a CPU.
+
+CI has no GPU, and a tensor made on the CPU (``torch.tensor``, ``zeros``, ``arange`` without
+``device=``, ``from_numpy``) meeting a model's tensor, or ``.numpy()`` of a model's output without
+``.cpu()``, fails only on CUDA. :class:`HostTensors` simulates two devices on one CPU: tensors made
+without a device, by ``from_numpy`` or ``.cpu()`` are "host" tensors (an attribute marks them),
+while parameters, buffers and tensors made with ``device=`` or moved by ``.to()`` are the model's.
+An operation mixing a host tensor (not a 0-dim one: CUDA takes those) with a model tensor, indexing
+a host tensor by a model tensor, or ``.numpy()`` of a model tensor is recorded with the line of
+ckqti code that made it. Models are built (and moved) before the check starts.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten
+
+from ckqti.explain import explain_text
+from ckqti.models.inputs import TermText, WordPieceText
+from ckqti.models.ndrm import NDRMConfig, build_ndrm
+from ckqti.models.reranker import QTI_QUERY_TERMS, Reranker, build_model
+from ckqti.text import Analyzer
+from ckqti.train.loop import match_init
+from ckqti.vocab import Vocabulary
+from indexer.impacts import ImpactConfig, ImpactScorer
+
+from .ckqti.conftest import TINY_MODEL
+
+MAKERS = {"tensor", "as_tensor", "asarray", "zeros", "ones", "full", "empty", "arange", "linspace", "eye", "rand",
+          "randn", "randint", "randperm", "from_numpy"}
+ANY_DEVICE = {"copy_", "__setitem__", "to", "tolist", "item", "__get__", "__set__", "__repr__", "__format__"}
+CPU = torch.device("cpu")
+DOCS = ["gene expression in tumor cells and tumor growth " * 4, "tumor tumor growth", "rain tomorrow in the cells",
+        "sunny days and tumor", ""]
+
+
+def on_host(t: torch.Tensor) -> bool:
+    return getattr(t, "_host", False)
+
+
+def set_host(out, host: bool = True) -> None:
+    for t in tree_flatten(out)[0]:
+        if isinstance(t, torch.Tensor):
+            t._host = host
+
+
+class HostTensors(TorchFunctionMode):
+    """Records ``(what, "file:line")`` of each device mix-up in ``found`` (see the module docstring)."""
+
+    def __init__(self):
+        super().__init__()
+        self.found: Counter = Counter()
+
+    def note(self, what: str) -> None:
+        frames = traceback.extract_stack()[:-2]  # less this method and __torch_function__
+        where = next((f"{f.filename}:{f.lineno}" for f in reversed(frames) if "/torch/" not in f.filename), "?")
+        self.found[(what, where)] += 1
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+        model_side = [t for t in tensors if not on_host(t)]
+        if name == "numpy" and model_side:
+            self.note(".numpy() of a model tensor")
+        elif name == "__getitem__" and tensors and on_host(tensors[0]) and model_side:
+            self.note("a host tensor indexed by a model tensor")
+        elif name not in ANY_DEVICE | MAKERS and model_side and any(on_host(t) and t.dim() > 0 for t in tensors):
+            self.note(f"host and model tensors in {name}")
+        out = func(*args, **kwargs)
+        if name in MAKERS:
+            source = args[0] if args and isinstance(args[0], torch.Tensor) else None
+            if kwargs.get("device") is None and (source is None or on_host(source)):
+                set_host(out)
+        elif name == "to":
+            other = next((a for a in args[1:] if isinstance(a, torch.Tensor)), None)
+            device = kwargs.get("device") or next((a for a in args[1:] if isinstance(a, (str, torch.device))), None)
+            if device is not None or other is not None:  # a move: a tensor of its own, on the model's side
+                out = out.clone() if out is args[0] else out
+                set_host(out, other is not None and on_host(other))
+            elif on_host(args[0]):
+                set_host(out)
+        elif name == "cpu" or (tensors and not model_side):
+            set_host(out)
+        return out
+
+
+@pytest.fixture(scope="module")
+def rerankers() -> dict[str, Reranker]:
+    from ckqti.models.idcm import IDCM, IDCMConfig
+    from ckqti.models.minilm import BertConfig, WordPieceTokenizer
+
+    analyzer = Analyzer()
+    vocab = Vocabulary.build([analyzer(d) for d in DOCS])
+    text = TermText(analyzer, vocab)
+    torch.manual_seed(0)
+    out = {}
+    for variant, gate in (("ndrm1", None), ("ndrm2", None), ("ndrm3", None), ("ndrm3-gated", 0.2)):
+        model = build_ndrm(NDRMConfig(vocab_size=len(vocab), variant=variant[:5], latent_gate=gate, **TINY_MODEL), vocab)
+        match_init(model)  # NDRM3: a positive exact-match weight, whose impacts can be stored
+        out[variant] = Reranker(variant[:5], model.to(CPU).eval(), text, variant, QTI_QUERY_TERMS, 120, CPU)
+    for kind in ("tk", "tkl"):
+        model = build_model(kind, dict(vocab_size=len(vocab), embedding_dim=16, num_heads=2, ff_dim=16, num_layers=1))
+        model.set_collection(vocab)
+        out[kind] = Reranker(kind, model.to(CPU).eval(), text, kind, 30, 200, CPU)
+    tok = WordPieceTokenizer.minilm()
+    bert = BertConfig(vocab_size=tok.vocab_size, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
+                      max_position_embeddings=128, dropout=0.0)
+    idcm = IDCMConfig(bert=bert, window=10, overlap=2, max_doc_length=120, max_query_length=8, sample_n=3, top_k=2,
+                      cls_id=tok.cls_id, sep_id=tok.sep_id)
+    out["idcm"] = Reranker("idcm", IDCM(idcm).to(CPU).eval(), WordPieceText(tok), "idcm", 8, 120, CPU)
+    return out
+
+
+def test_the_check_finds_a_cpu_tensor_meeting_a_model_tensor_and_numpy_without_cpu():
+    weight = torch.nn.Linear(3, 1).weight  # [1, 3]
+    with HostTensors() as check:
+        weight + torch.zeros(1, 3)  # made without device=
+        weight.detach().numpy()  # no .cpu()
+        weight + torch.zeros(1, 3, device=weight.device) + torch.tensor(2.0)  # on its device; a 0-dim CPU tensor
+        weight.detach().cpu().numpy()
+        (weight + torch.from_numpy(np.ones((1, 3), np.float32)).to(weight.device)).tolist()
+    assert sorted(what for what, _ in check.found) == [".numpy() of a model tensor", "host and model tensors in add"]
+    assert all(where.startswith(__file__) for _, where in check.found)
+
+
+@pytest.mark.parametrize("name", ["ndrm1", "ndrm2", "ndrm3", "ndrm3-gated", "tk", "tkl", "idcm"])
+def test_scoring_and_explaining_stay_on_the_models_device(rerankers, name):
+    rr = rerankers[name]
+    with HostTensors() as check:
+        rr.score("tumor growth cells", DOCS)
+        explain_text(rr, "tumor growth", "d0", DOCS[0])
+        if name.startswith("ndrm"):
+            rows, lengths = rr.doc_rows(DOCS[:3])
+            rr.term_table([np.array([2, 3])] * 3, rows, lengths)
+    assert not check.found, check.found
+
+
+@pytest.mark.parametrize("name", ["ndrm1", "ndrm2", "ndrm3", "ndrm3-gated"])
+@pytest.mark.parametrize("batched", [True, False])
+def test_impacts_stay_on_the_models_device(rerankers, name, batched):
+    rr = rerankers[name]
+    docs = [rr.text.ids(d) for d in DOCS]
+    scorer = ImpactScorer(rr.model, rr.text.vocab.df, ImpactConfig(batched=batched, offset_sample=4, neighbours=3))
+    with HostTensors() as check:
+        scorer.fit_offsets(docs, len(rr.text.vocab))
+        scorer.score_batch(docs)
+    assert not check.found, check.found
