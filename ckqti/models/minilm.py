@@ -417,6 +417,6 @@ def sentence_embeddings(model: BertEncoder, tokenizer: WordPieceTokenizer, texts
             mean = summed / mask.sum(1, keepdim=True).clamp(min=1)
             out.append(F.normalize(mean, dim=-1))
     if not out:
-        return torch.zeros(0, model.config.hidden_size)
+        return torch.zeros(0, model.config.hidden_size, device=device)
     return torch.cat(out)
 
