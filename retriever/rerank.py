@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ckqti.errors import InputError, QueryError
-from ckqti.models.reranker import Reranker, load_reranker
+from ckqti.models.reranker import ENCODED_KINDS, Reranker, load_reranker
 from ckqti.vocab import Vocabulary
 from retriever.index import Index, open_index
 
@@ -114,7 +114,8 @@ def rerank_candidates(
     any negative window score), and the index holds no posting of it for any query term.
 
     An NDRM (QTI) model encodes each distinct candidate once, however many queries rank it
-    (:func:`qti_term_scores`); TK, TKL and IDCM score every (query, document) pair.
+    (:func:`qti_term_scores`), and so do TK and TKL, whose document vectors do not depend on the
+    query (:func:`encoded_pair_scores`); IDCM's cross-encoder reads every (query, document) pair.
 
     Raises:
         InputError: a candidate without text.
@@ -141,12 +142,18 @@ def rerank_candidates(
             terms, counts = np.unique(query[query > 1], return_counts=True)
             return np.array([sum(table[row_key(r, n)].get(t, 0.0) * c for t, c in zip(terms.tolist(), counts.tolist()))
                              for r, n in rows], dtype=np.float64)
+    elif reranker.kind in ENCODED_KINDS:
+        pair_table = encoded_pair_scores(reranker, cache, ranked.values(), batch_size, progress)
+
+        def score_of(query: np.ndarray, rows: Sequence[tuple[np.ndarray, int]]) -> np.ndarray:
+            return np.array([pair_table[row_key(r, n)][query.tobytes()] for r, n in rows], dtype=np.float64)
     else:
         def score_of(query: np.ndarray, rows: Sequence[tuple[np.ndarray, int]]) -> np.ndarray:
             return reranker.score_rows(query, [r for r, _ in rows], [n for _, n in rows], batch_size)
 
     out = {}
-    for qid in progress_bar(list(ranked), desc="rerank", unit="q", show=progress and reranker.kind not in QTI_KINDS):
+    per_query = reranker.kind not in QTI_KINDS + ENCODED_KINDS  # the others scored every document above
+    for qid in progress_bar(list(ranked), desc="rerank", unit="q", show=progress and per_query):
         query, docs = ranked[qid]
         cache.add(docs)
         scores = distinct_scores(reranker, query, [cache.get(d) for d in docs], score_of)
@@ -189,6 +196,40 @@ def qti_term_scores(reranker: Reranker, cache: DocumentRows, ranked: Collection[
             for key, own, line in zip(part, terms, scores):
                 table[key] = dict(zip(own, line.tolist()))
             bar.update(len(part))
+    return table
+
+
+def encoded_pair_scores(reranker: Reranker, cache: DocumentRows, ranked: Collection[tuple[np.ndarray, Sequence[str]]],
+                        batch_size: int, progress: bool) -> dict[tuple[bytes, int], dict[bytes, float]]:
+    """TK and TKL contextualise a document apart from the query, so each distinct readable candidate row
+    (:func:`row_key`) is encoded once and scored against every query that ranks it
+    (:meth:`Reranker.score_pairs`, a batch of documents at a time): ``row key -> {query ids' bytes: score}``."""
+    from ckqti.progress import progress_bar
+
+    queries: dict[bytes, int] = {}  # query ids' bytes -> index
+    query_rows: list[np.ndarray] = []
+    docs: dict[tuple[bytes, int], int] = {}  # row key -> index
+    doc_rows: list[np.ndarray] = []
+    pairs: dict[tuple[int, int], None] = {}  # (query, document), in order
+    for query, candidates in ranked:
+        q = queries.setdefault(query.tobytes(), len(queries))
+        if q == len(query_rows):
+            query_rows.append(query)
+        cache.add(candidates)
+        for docid in candidates:
+            r, n = cache.get(docid)
+            if reranker.reads(r):
+                d = docs.setdefault(row_key(r, n), len(docs))
+                if d == len(doc_rows):
+                    doc_rows.append(r)
+                pairs[q, d] = None
+    index = np.array(list(pairs), dtype=np.int64).reshape(-1, 2)  # [P, 2]
+    with progress_bar(total=len(doc_rows), desc="rerank", unit="doc", show=progress) as bar:
+        scores = reranker.score_pairs(query_rows, doc_rows, index, batch_size, bar.update)
+    query_keys, doc_keys = list(queries), list(docs)
+    table: dict[tuple[bytes, int], dict[bytes, float]] = {key: {} for key in doc_keys}
+    for (q, d), score in zip(index.tolist(), scores.tolist()):
+        table[doc_keys[d]][query_keys[q]] = score
     return table
 
 

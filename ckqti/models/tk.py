@@ -291,11 +291,44 @@ class TK(nn.Module):
         ctx = self.contextualizer(emb + self.positions[: ids.shape[1]], src_key_padding_mask=padding_mask_for_attention(mask))
         return (self.mixer * emb + (1 - self.mixer) * ctx) * mask.unsqueeze(-1)  # [B, L, D]
 
+    def encode_query(self, query_ids: Tensor) -> Tensor:
+        """Hybrid vectors of the first ``max_query_length`` query tokens.
+
+        Shape:
+            query_ids ``[B, Q]`` -> ``[B, min(Q, max_query_length), D]``.
+        """
+        query_ids = query_ids[:, : self.config.max_query_length]
+        return self.encode(query_ids, query_ids != 0)
+
+    def encode_document(self, doc_ids: Tensor) -> Tensor:
+        """Hybrid vectors of the first ``max_doc_length`` document tokens: they do not depend on the
+        query, so a reranker encodes a document once for all the queries that rank it
+        (:meth:`score_encoded`).
+
+        Shape:
+            doc_ids ``[B, L]`` -> ``[B, min(L, max_doc_length), D]``.
+        """
+        doc_ids = doc_ids[:, : self.config.max_doc_length]
+        return self.encode(doc_ids, doc_ids != 0)
+
+    def score_encoded(self, query_ids: Tensor, query: Tensor, doc_ids: Tensor, doc: Tensor) -> Tensor:
+        """:meth:`forward` from :meth:`encode_query`'s and :meth:`encode_document`'s vectors.
+
+        Shape:
+            query_ids ``[B, Q]``, query ``[B, Q', D]``, doc_ids ``[B, L]``, doc ``[B, L', D]`` (the
+            encodings of the capped ids) -> ``[B]``.
+        """
+        parts = self._match(query_ids, query, doc_ids, doc)
+        return self._score(parts, self._kernel_score(parts))
+
     def _parts(self, query_ids: Tensor, doc_ids: Tensor) -> _TKParts:
+        return self._match(query_ids, self.encode_query(query_ids), doc_ids, self.encode_document(doc_ids))
+
+    def _match(self, query_ids: Tensor, query: Tensor, doc_ids: Tensor, doc: Tensor) -> _TKParts:
         query_ids = query_ids[:, : self.config.max_query_length]
         doc_ids = doc_ids[:, : self.config.max_doc_length]
         qmask, dmask = query_ids != 0, doc_ids != 0  # [B, Q], [B, L]
-        cos = cosine_matrix(self.encode(query_ids, qmask), self.encode(doc_ids, dmask))  # [B, Q, L]
+        cos = cosine_matrix(query, doc)  # [B, Q, L]
         pair_mask = (qmask.unsqueeze(-1) & dmask.unsqueeze(1)).unsqueeze(-1)  # [B, Q, L, 1]
         sums = (self.kernels(cos) * pair_mask).sum(2)  # [B, Q, K]
         qm = query_term_weights(self, query_ids, qmask, sums.dtype).unsqueeze(-1)  # [B, Q, 1]: 1 or idf, 0 at padding
@@ -314,8 +347,7 @@ class TK(nn.Module):
         return kernel_score if self.combiner is None else self.combiner(kernel_score, parts.explicit)
 
     def forward(self, query_ids: Tensor, doc_ids: Tensor) -> Tensor:
-        parts = self._parts(query_ids, doc_ids)
-        return self._score(parts, self._kernel_score(parts))
+        return self.score_encoded(query_ids, self.encode_query(query_ids), doc_ids, self.encode_document(doc_ids))
 
     def explain(self, query_ids: Tensor, doc_ids: Tensor) -> TKExplanation:
         """Per-kernel, per-query-term scores and the closest kernel of every document term."""

@@ -338,18 +338,27 @@ class TKL(nn.Module):
         return (self.mixer * x + (1 - self.mixer) * ctx) * mask.unsqueeze(-1)
 
     def encode_query(self, query_ids: Tensor) -> Tensor:
-        """Query term vectors ``[B, Q, D]`` (zero at padding) of ``query_ids [B, Q]``."""
+        """Query term vectors (zero at padding) of the first ``max_query_length`` tokens.
+
+        Shape:
+            query_ids ``[B, Q]`` -> ``[B, min(Q, max_query_length), D]``.
+        """
+        query_ids = query_ids[:, : self.config.max_query_length]
         mask = query_ids != 0
         emb = self.embedding(query_ids) * mask.unsqueeze(-1)
         return self._contextualize(emb, mask, self.query_positions[: query_ids.shape[1]])
 
     def encode_document(self, doc_ids: Tensor) -> Tensor:
-        """Locally contextualised document vectors in the original order.
+        """Locally contextualised vectors of the first ``max_doc_length`` document tokens, in the original
+        order: they do not depend on the query, so a reranker encodes a document once for all the queries
+        that rank it (:meth:`score_encoded`).
 
         Shape:
-            doc_ids ``[B, L]`` -> ``[B, n * chunk_size, D]`` (``n * chunk_size >= L``), zero at padding.
+            doc_ids ``[B, L]`` -> ``[B, n * chunk_size, D]`` (``n * chunk_size >= min(L, max_doc_length)``),
+            zero at padding.
         """
         c = self.config
+        doc_ids = doc_ids[:, : c.max_doc_length]
         windows = split_windows(doc_ids, c.chunk_size, c.overlap)  # [B, n, 50]
         b, n, w = windows.shape
         flat = windows.reshape(b * n, w)  # [B * n, 50]
@@ -364,13 +373,23 @@ class TKL(nn.Module):
             out = self._contextualize(emb, mask, self.window_positions)
         return join_centres(out.view(b, n, w, -1), c.overlap)  # [B, n * 40, D]
 
+    def score_encoded(self, query_ids: Tensor, query: Tensor, doc_ids: Tensor, doc: Tensor) -> Tensor:
+        """:meth:`forward` from :meth:`encode_query`'s and :meth:`encode_document`'s vectors.
+
+        Shape:
+            query_ids ``[B, Q]``, query ``[B, Q', D]``, doc_ids ``[B, L]``, doc ``[B, L', D]`` (the
+            encodings of the capped ids) -> ``[B]``.
+        """
+        return self._match(query_ids, query, doc_ids, doc).score
+
     def _parts(self, query_ids: Tensor, doc_ids: Tensor) -> _TKLParts:
+        return self._match(query_ids, self.encode_query(query_ids), doc_ids, self.encode_document(doc_ids))
+
+    def _match(self, query_ids: Tensor, q: Tensor, doc_ids: Tensor, d: Tensor) -> _TKLParts:
         c = self.config
         query_ids = query_ids[:, : c.max_query_length]
         doc_ids = doc_ids[:, : c.max_doc_length]
         qmask = query_ids != 0  # [B, Q]
-        q = self.encode_query(query_ids)  # [B, Q, D]
-        d = self.encode_document(doc_ids)  # [B, L', D]
         dmask = nn.functional.pad(doc_ids != 0, (0, d.shape[1] - doc_ids.shape[1]))  # [B, L']
         act = self.kernels(cosine_matrix(q, d)) * dmask[:, None, :, None]  # [B, Q, L', K]
         sums = window_sums(act, c.saturation_window, c.saturation_stride)  # [B, Q, W, K]

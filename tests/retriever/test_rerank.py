@@ -15,7 +15,7 @@ import torch
 
 from ckqti.errors import CkqtiError, InputError
 from ckqti.models.inputs import TermText
-from ckqti.models.reranker import build_model, load_reranker, save_reranker
+from ckqti.models.reranker import Reranker, build_model, load_reranker, save_reranker
 from ckqti.text import Analyzer
 from ckqti.train.rerankers import match_init
 from ckqti.vocab import Vocabulary
@@ -369,6 +369,53 @@ def test_qti_models_encode_each_candidate_once_and_score_as_pair_by_pair(scifact
         assert [s for _, s in ranking][:len(want)] == pytest.approx(sorted(want.values(), reverse=True), rel=1e-5)
     assert sum(encoded) == sum(len(c) for c in candidates.values()) - 1  # (what the shortcut saves)
     assert dict(fast["a"])["copy"] == dict(fast["a"])[docs[3]] and fast["a"][-1][0] == "stop"
+
+
+@pytest.mark.parametrize("kind", ["tk", "tkl"])
+def test_tk_and_tkl_encode_each_candidate_once_and_score_as_pair_by_pair(scifact_small, kind):
+    """TK and TKL contextualised a document again for every query ranking it (SciFact's BM25 top 100: each
+    abstract ~20 times). Their document vectors do not depend on the query, so each distinct candidate
+    goes through the Transformer once (TK: the document; TKL: its windows), each query once: the same
+    scores as the model's forward pair by pair (a shared document, identical texts, a document of no
+    known word, a query twice), in batches of at most 7 documents."""
+    from ckqti.models.tkl import split_windows
+    from retriever.rerank import rerank_candidates
+
+    texts = corpus_texts(scifact_small)
+    docs = list(texts)[:40]
+    texts = {**texts, "copy": texts[docs[3]], "stop": "the of and"}
+    queries = {"a": "vitamin d deficiency tuberculosis vitamin", "b": "white matter zzzqqq development of the brain",
+               "c": "breast cancer prognosis", "d": "cancer", "e": "breast cancer prognosis"}
+    candidates = {"a": docs[:25] + ["copy", "stop"], "b": docs[10:40], "c": docs[5:30] + ["copy"], "d": docs[:3],
+                  "e": docs[20:23]}
+    analyzer = Analyzer()
+    vocab = Vocabulary.build([analyzer(t) for t in texts.values()])
+    torch.manual_seed(0)
+    model = build_model(kind, dict(vocab_size=len(vocab), embedding_dim=16, num_heads=2, ff_dim=16, num_layers=1,
+                                   **({"max_doc_length": 300} if kind == "tkl" else {})))
+    with torch.no_grad():  # the contextualised vectors weigh most, and scores are not all near 0
+        model.mixer.fill_(0.3)
+        for name, p in model.named_parameters():
+            if name.startswith("dense"):
+                p.mul_(100)
+    reranker = Reranker(kind, model.eval(), TermText(analyzer, vocab), kind, model.config.max_query_length,
+                        model.config.max_doc_length, torch.device("cpu"))
+    sequences = []  # rows of every Transformer input
+    model.contextualizer.register_forward_hook(lambda m, args, out: sequences.append(int(args[0].shape[0])))
+    fast = rerank_candidates(reranker, queries, candidates, texts, batch_size=7)
+    distinct = {d for ds in candidates.values() for d in ds} - {"copy", "stop"}  # copy reads as docs[3]; stop as nothing
+    c = model.config
+    windows = [int((split_windows(torch.as_tensor(reranker.doc_ids(texts[d]))[None], c.chunk_size, c.overlap)[0]
+                    [:, c.overlap: c.overlap + c.chunk_size] != 0).any(-1).sum()) if kind == "tkl" else 1 for d in distinct]
+    assert sum(sequences) == len(queries) - 1 + sum(windows)  # each distinct query and document once
+    for q, ranking in fast.items():  # the model's forward, one pair at a time
+        query = reranker.query_ids(queries[q])
+        want = {d: float(reranker.score_rows(query, *reranker.doc_rows([texts[d]]))[0])
+                for d in candidates[q] if d != "stop"}
+        assert dict(ranking) == pytest.approx({**want, **({"stop": min(want.values()) - 1} if q == "a" else {})},
+                                              rel=1e-4, abs=1e-5), q  # float32 noise
+    assert dict(fast["a"])["copy"] == dict(fast["a"])[docs[3]] and fast["a"][-1][0] == "stop"
+    assert dict(fast["e"]).items() <= dict(fast["c"]).items()  # the same query: the same scores
 
 
 def test_rerank_from_a_corpus_with_orcas_reads_what_an_index_built_with_them_holds(clicked_collection, tmp_path):

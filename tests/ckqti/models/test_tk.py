@@ -107,6 +107,24 @@ def test_padding_invariance():
     torch.testing.assert_close(alone, base[1:2], atol=1e-5, rtol=1e-5)
 
 
+def test_a_document_encoded_once_scores_every_query_as_forward():
+    """A reranker encodes each document once for all its queries (:meth:`TK.encode_document`, in a batch of
+    other documents) and scores each query against it (:meth:`TK.score_encoded`): forward's scores, with
+    the caps, idf weights and the explicit channel."""
+    torch.manual_seed(0)
+    model = TK(tiny(max_doc_length=20, max_query_length=4, term_weights="idf", explicit=True)).eval()
+    model.set_collection(Vocabulary.build([[f"w{i}" for i in range(58)], ["w1", "w2"]]))
+    q, d = random_batch(q=6)
+    with torch.no_grad():
+        docs = model.encode_document(d.flip(0))  # [3, 20, D]: the cap applied, in another batch order
+        queries = model.encode_query(q)
+        for j in range(3):  # every query against document j
+            doc = docs[2 - j].expand(3, -1, -1)
+            score = model.score_encoded(q, queries, d[j].expand(3, -1), doc)
+            torch.testing.assert_close(score, model(q, d[j].expand(3, -1)), atol=1e-6, rtol=1e-5)
+    assert docs.shape == (3, 20, 16) and queries.shape == (3, 4, 16)
+
+
 def test_document_is_capped_at_max_doc_length():
     torch.manual_seed(0)
     model = TK(tiny(max_doc_length=20)).eval()

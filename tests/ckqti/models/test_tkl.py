@@ -137,6 +137,24 @@ def test_query_and_document_are_capped():
         assert not torch.allclose(longer(q[:, :3], d)[0], capped[0])  # the terms past the cap would count
 
 
+def test_a_document_encoded_once_scores_every_query_as_forward():
+    """A reranker encodes each document once for all its queries (:meth:`TKL.encode_document`, in a batch of
+    other documents, so with more padding) and scores each query against it (:meth:`TKL.score_encoded`):
+    forward's scores, with the caps, idf weights and the explicit channel."""
+    torch.manual_seed(0)
+    model = TKL(tiny(max_doc_length=100, max_query_length=4, term_weights="idf", explicit=True)).eval()
+    model.set_collection(Vocabulary.build([[f"w{i}" for i in range(58)], ["w1", "w2"]]))
+    q, d = random_batch(q=6)
+    with torch.no_grad():
+        docs = model.encode_document(d.flip(0))  # [4, 120, D]: the cap applied, in another batch order
+        queries = model.encode_query(q)
+        for j in range(4):  # every query against document j
+            doc = docs[3 - j].expand(4, -1, -1)
+            score = model.score_encoded(q, queries, d[j].expand(4, -1), doc)
+            torch.testing.assert_close(score, model(q, d[j].expand(4, -1)), atol=1e-5, rtol=1e-5)
+    assert docs.shape == (4, 120, 16) and queries.shape == (4, 4, 16)
+
+
 def test_query_vectors_are_the_hybrid_mix():
     """``alpha * emb + (1 - alpha) * ctx`` (TK's mix, alpha learned), ctx the Transformer over the
     embeddings plus the query positions; zero at padding."""
