@@ -19,7 +19,7 @@ trec_eval breaks them).
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -166,6 +166,16 @@ def row_key(ids: np.ndarray, length: int) -> tuple[bytes, int]:
     return ids.tobytes(), length
 
 
+def readable_candidates(reranker: Reranker, cache: DocumentRows, ranked: Iterable[tuple[np.ndarray, Sequence[str]]]
+                        ) -> Iterator[tuple[np.ndarray, list[tuple[tuple[bytes, int], np.ndarray, int]]]]:
+    """Each ranked ``(query, docids)`` as ``(query, [(row key, ids, length), ...])``: its candidates the model
+    can read, as :func:`qti_term_scores` and :func:`encoded_pair_scores` encode them."""
+    for query, docs in ranked:
+        cache.add(docs)
+        rows = (cache.get(d) for d in docs)
+        yield query, [(row_key(r, n), r, n) for r, n in rows if reranker.reads(r)]
+
+
 def qti_term_scores(reranker: Reranker, cache: DocumentRows, ranked: Collection[tuple[np.ndarray, Sequence[str]]],
                     batch_size: int, progress: bool) -> dict[tuple[bytes, int], dict[int, float]]:
     """Under query term independence a query's score is a sum of its terms' scores, so each distinct
@@ -176,15 +186,11 @@ def qti_term_scores(reranker: Reranker, cache: DocumentRows, ranked: Collection[
 
     wanted: dict[tuple[bytes, int], set[int]] = {}
     rows: dict[tuple[bytes, int], tuple[np.ndarray, int]] = {}
-    for query, docs in ranked:
+    for query, found in readable_candidates(reranker, cache, ranked):
         terms = set(query[query > 1].tolist())
-        cache.add(docs)
-        for d in docs:
-            r, n = cache.get(d)
-            if reranker.reads(r):
-                key = row_key(r, n)
-                rows[key] = r, n
-                wanted.setdefault(key, set()).update(terms)
+        for key, r, n in found:
+            rows[key] = r, n
+            wanted.setdefault(key, set()).update(terms)
     order = sorted(wanted, key=lambda key: len(rows[key][0]))
     table: dict[tuple[bytes, int], dict[int, float]] = {}
     with progress_bar(total=len(order), desc="rerank", unit="doc", show=progress) as bar:
@@ -211,18 +217,15 @@ def encoded_pair_scores(reranker: Reranker, cache: DocumentRows, ranked: Collect
     docs: dict[tuple[bytes, int], int] = {}  # row key -> index
     doc_rows: list[np.ndarray] = []
     pairs: dict[tuple[int, int], None] = {}  # (query, document), in order
-    for query, candidates in ranked:
+    for query, found in readable_candidates(reranker, cache, ranked):
         q = queries.setdefault(query.tobytes(), len(queries))
         if q == len(query_rows):
             query_rows.append(query)
-        cache.add(candidates)
-        for docid in candidates:
-            r, n = cache.get(docid)
-            if reranker.reads(r):
-                d = docs.setdefault(row_key(r, n), len(docs))
-                if d == len(doc_rows):
-                    doc_rows.append(r)
-                pairs[q, d] = None
+        for key, r, _ in found:
+            d = docs.setdefault(key, len(docs))
+            if d == len(doc_rows):
+                doc_rows.append(r)
+            pairs[q, d] = None
     index = np.array(list(pairs), dtype=np.int64).reshape(-1, 2)  # [P, 2]
     with progress_bar(total=len(doc_rows), desc="rerank", unit="doc", show=progress) as bar:
         scores = reranker.score_pairs(query_rows, doc_rows, index, batch_size, bar.update)

@@ -10,10 +10,10 @@ its 30,522 WordPiece tokens, so the checkpoint carries its own tokenizer). Reran
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -33,6 +33,8 @@ from ckqti.models.loading import pick_device
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 
+T = TypeVar("T")
+
 RERANKER_KINDS = ("tk", "tkl", "idcm")
 # Kinds that encode a document apart from the query (encode_document, encode_query, score_encoded): a rerank
 # encodes each candidate once for all the queries that rank it (Reranker.score_pairs). IDCM's cross-encoder
@@ -42,6 +44,15 @@ ENCODED_KINDS = ("tk", "tkl")
 # every occurrence counts (a term twice in a query counts twice, as search weighs it), so a rerank or an
 # explanation scores what the index does; a query with more is refused, as search refuses it.
 QTI_QUERY_TERMS = 1024
+
+
+def length_chunks(items: Iterable[T], length: Callable[[T], int], size: int) -> list[list[T]]:
+    """``items`` grouped by ``length(item)`` (groups in order of first appearance, items in order),
+    each group cut into lists of at most ``size``: batches that need no padding."""
+    groups: dict[int, list[T]] = {}
+    for item in items:
+        groups.setdefault(length(item), []).append(item)
+    return [same[s: s + size] for same in groups.values() for s in range(0, len(same), size)]
 
 
 @dataclass
@@ -178,27 +189,18 @@ class Reranker:
         queries have one length: no query is padded, as :meth:`score_ids` pads none (a sum over a padded query's
         terms rounds otherwise, and TKL's region picks can flip on that: one of 20,000 SciFact pairs, whose top
         two windows were 8e-6 apart, scored 10% off) -> ``(pairs, document rows)``."""
-        by_length: dict[int, list[tuple[int, int]]] = {}
-        for p, n in mine:
-            by_length.setdefault(len(qvecs[pairs[p, 0]]), []).append((p, n))
-        return [([p for p, _ in same[s: s + batch_size]],
-                 torch.as_tensor([n for _, n in same[s: s + batch_size]], device=self.device))
-                for same in by_length.values() for s in range(0, len(same), batch_size)]
+        return [([p for p, _ in part], torch.as_tensor([n for _, n in part], device=self.device))
+                for part in length_chunks(mine, lambda item: len(qvecs[pairs[item[0], 0]]), batch_size)]
 
     def _encode_queries(self, queries: Sequence[np.ndarray], batch_size: int) -> list[torch.Tensor]:
         """Each query's vectors ``[Q_i, D]`` (its capped tokens), unpadded as :meth:`score_ids` encodes it: in
         batches of queries of its length."""
         vecs: list[torch.Tensor] = [torch.zeros(0)] * len(queries)
         rows = [q[: self.max_query_length] for q in queries]
-        by_length: dict[int, list[int]] = {}
-        for i, r in enumerate(rows):
-            by_length.setdefault(len(r), []).append(i)
-        for same in by_length.values():
-            for start in range(0, len(same), batch_size):
-                part = same[start: start + batch_size]
-                enc = self.model.encode_query(pad_rows([rows[i] for i in part]).to(self.device))  # [N, Q, D]
-                for n, i in enumerate(part):
-                    vecs[i] = enc[n]
+        for part in length_chunks(range(len(rows)), lambda i: len(rows[i]), batch_size):
+            enc = self.model.encode_query(pad_rows([rows[i] for i in part]).to(self.device))  # [N, Q, D]
+            for n, i in enumerate(part):
+                vecs[i] = enc[n]
         return vecs
 
     def doc_length(self, doc: str) -> int:
