@@ -11,7 +11,7 @@ import threading
 
 import click
 
-from ckqti import api
+from ckqti import __version__, api
 from ckqti.errors import CkqtiError, OptionError
 from ckqti.terminal import columns_of, decoded_argument, repaired, visible
 
@@ -200,7 +200,7 @@ def channel_option(f):
 
 
 @click.group(cls=Group, context_settings={"max_content_width": 120})
-@click.version_option(package_name="ckqti")
+@click.version_option(__version__, prog_name="ckqti")  # a source tree on the path without an install: 0+unknown
 def cli() -> None:
     """Full-retrieval neural search with a learned impact index."""
 

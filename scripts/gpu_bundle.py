@@ -7,7 +7,7 @@ The lent machine has PyTorch with CUDA but reaches no package registry and none 
     data.tar.gz      the four collections of ../shared/data
     minilm/          all-MiniLM-L6-v2's config, vocabulary and weights, the weights in float16
                      (45 MB instead of 91; a relative rounding of about 5e-4, loaded back as float32)
-    wheels/          packages the machine lacks: ir-measures, pytrec-eval-terrier (cp312 wheels) and
+    wheels/          packages the machine lacks: ir-measures, pytrec-eval-terrier, ftfy, wcwidth (wheels) and
                      the KrovetzStemmer source (built there)
     cache.tar.gz     caches made here with Pyserini, which needs Java: every collection's BM25 run and
                      SciFact train's BM25 top 100 (``scripts/effectiveness.py``), and the BM25 top 100 of
@@ -36,7 +36,7 @@ from scripts.args import HelpFormatter, output_dir, run  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 COLLECTIONS = ("scifact", "trecdl19-passage-subset", "cranfield", "vaswani")
-WHEELS = ("ir-measures==0.4.3", "pytrec-eval-terrier==0.5.11")
+WHEELS = ("ir-measures==0.4.3", "pytrec-eval-terrier==0.5.11", "ftfy==6.3.1", "wcwidth==0.7.0")
 SOURCES = ("KrovetzStemmer==0.8",)
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64")

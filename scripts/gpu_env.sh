@@ -6,11 +6,13 @@ if [ ! -d .gpu ]; then echo "gpu_env.sh: no .gpu/ here (carry it; see scripts/gp
 mkdir -p ../shared/data
 [ -d ../shared/data/scifact ] || tar -xzf .gpu/data.tar.gz -C ../shared/data || return 1
 tar -xzf .gpu/cache.tar.gz || return 1
-if ! ls /tmp/ckqti-site 2>/dev/null | grep -qi krovetz; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/ckqti-site \
+# installed again when the bundle's wheels differ from those installed (a warm machine keeps /tmp)
+if [ "$(ls .gpu/wheels)" != "$(cat /tmp/ckqti-site/.wheels 2>/dev/null)" ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/ckqti-site \
         .gpu/wheels/*.whl || return 1
-    python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir --target /tmp/ckqti-site \
+    python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir --upgrade --target /tmp/ckqti-site \
         .gpu/wheels/*.tar.gz || return 1
+    ls .gpu/wheels > /tmp/ckqti-site/.wheels
 fi
 export PYTHONPATH="$PWD:/tmp/ckqti-site${PYTHONPATH:+:$PYTHONPATH}"
 export CKQTI_MINILM_DIR="$PWD/.gpu/minilm"

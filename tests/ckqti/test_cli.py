@@ -697,6 +697,21 @@ def test_python_dash_m_runs_the_cli_and_the_version_has_one_source():
     assert res.stdout.strip() == f"ckqti, version {version('ckqti')}" and ckqti.__version__ == version("ckqti")
 
 
+def test_the_version_of_a_source_tree_run_without_an_install_is_unknown_not_a_traceback():
+    """On a lent GPU the checkout runs from PYTHONPATH, not installed: `python -m ckqti --version`
+    raised click's RuntimeError "'ckqti' is not installed"."""
+    import subprocess
+    import sys
+
+    code = ("import importlib.metadata as m\n"
+            "def missing(name):\n    raise m.PackageNotFoundError(name)\n"
+            "m.version = missing\n"
+            "from ckqti.cli import cli\ncli(['--version'])\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "ckqti, version 0+unknown"
+
+
 def test_cli_messages_helper_26(tmp_path, scifact_index):
     """What a day of use found (helper-26): option errors named the plain word too and exited 1 like an
     input error; a missing file gave exit 2 on some commands and 1 on others; a query's accented words
