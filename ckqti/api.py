@@ -123,13 +123,17 @@ def append(
 ) -> Manifest:
     """Add the documents of ``corpus`` to an index as new shards (old shards are not rescored);
     ``model`` defaults to the one the index was built with. Returns the new manifest."""
-    from ckqti.models.loading import load_qti_model
-    from indexer.append import append_index, index_model_spec
     from indexer.format import Manifest
+    from indexer.paths import check_append_paths
 
     check_paths(("orcas",), corpus=corpus, index_path=index_path, orcas=orcas)
     shard_size = option_count(shard_size, "shard_size")
     batch_size = None if batch_size is None else option_count(batch_size, "batch_size")
+    check_append_paths(Path(corpus), Path(orcas) if orcas else None, Path(index_path))  # before torch
+
+    from ckqti.models.loading import load_qti_model
+    from indexer.append import append_index, index_model_spec
+
     if model is None:
         model = index_model_spec(Path(index_path), Manifest.read(index_path))
     factory, info = load_qti_model(model, device)

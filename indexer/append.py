@@ -18,9 +18,12 @@ the next append or compaction). One writer at a time: ``INDEX/.writer.lock`` (:m
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -47,7 +50,7 @@ from indexer.format import (
 )
 from indexer.impacts import ImpactConfig, ImpactScorer
 from indexer.locks import exclusive
-from indexer.paths import check_input_files
+from indexer.paths import check_input_files, read_only_index
 from indexer.quantize import Quantizer
 from indexer.shards import write_shard
 
@@ -61,6 +64,20 @@ def writer_lock(index: Path, wait: bool = False):
     """Hold ``INDEX/.writer.lock`` (:func:`indexer.locks.exclusive`) while an append, a compaction or
     a rebuild's install writes the index; another writer is refused (or, with ``wait``, waited for)."""
     return exclusive(index / LOCK, "another append, compaction or build is writing this index", index, wait)
+
+
+@contextlib.contextmanager
+def writing(index: Path) -> Iterator[None]:
+    """:func:`writer_lock` for an append or a compaction; an index where its lock file cannot be made
+    (read-only) is a :class:`CkqtiError` naming the index (:func:`indexer.paths.read_only_index`)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(writer_lock(index))
+        except OSError as e:
+            if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+            raise read_only_index(index) from None
+        yield
 
 
 def remove_strays(index: Path, manifest: Manifest) -> None:
@@ -216,7 +233,7 @@ def append_index(
         raise ValueError("shard_size must be >= 1")
     check_input_files(corpus_path, Path(orcas) if orcas else None)  # a folder, a pipe, nothing: said as a build says it
     manifest = Manifest.read(index)
-    with writer_lock(index):
+    with writing(index):
         manifest = Manifest.read(index)
         verify_files(index, manifest)  # as compact does: growing a damaged index hides the damage
         remove_strays(index, manifest)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from indexer.append import next_shard_number, publish, remove_strays, writer_lock
+from indexer.append import next_shard_number, publish, remove_strays, writing
 from indexer.format import Manifest, ShardInfo, shard_name
 from indexer.shards import DOC_COLUMNS, ImpactPostings, decode_segments, document_column, write_shard
 
@@ -66,7 +66,7 @@ def compact_index(index_path: str | Path, shard_size: int = 100_000) -> Manifest
         raise ValueError("shard_size must be >= 1")
     index = Path(index_path)
     Manifest.read(index)  # a clear error for a missing or unsupported index
-    with writer_lock(index):
+    with writing(index):
         idx = Index(index)  # verifies every file: corruption is not copied into new shards
         manifest = idx.manifest
         remove_strays(index, manifest)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ckqti.errors import CkqtiError
 from ckqti.files import check_folder_of
-from indexer.format import MANIFEST
+from indexer.format import MANIFEST, Manifest
 
 
 def output_path(out: str | Path) -> Path:
@@ -53,6 +53,22 @@ def check_build_paths(corpus_path: Path, orcas: Path | None, out: Path, force: b
     for f in (corpus_path, orcas):
         if f is not None and target in f.resolve().parents:
             raise CkqtiError("holds an input file, which --force would delete; choose another output", out)
+
+
+def check_append_paths(corpus_path: Path, orcas: Path | None, index: Path) -> None:
+    """Refuse an append before any work (its model loads in seconds): a corpus or ORCAS file that is
+    no regular file, no index at ``index``, or an index that cannot be written (:func:`read_only_index`)."""
+    check_input_files(corpus_path, orcas)
+    Manifest.read(index)
+    if not os.access(index, os.W_OK | os.X_OK):
+        raise read_only_index(index)
+
+
+def read_only_index(index: Path) -> CkqtiError:
+    """The error for an index in which an append or a compaction cannot write: named as the index
+    (not as the lock file it would make first, which the user never named)."""
+    return CkqtiError("cannot be written: the index is read-only (its folder or file system); an append or "
+                      "a compaction writes its new shards inside it", index)
 
 
 def check_input_files(corpus_path: Path, orcas: Path | None) -> None:

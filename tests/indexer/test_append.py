@@ -307,6 +307,53 @@ def test_a_corpus_or_orcas_file_that_is_a_directory_is_named_as_one(tmp_path, pa
     assert Manifest.read(idx).num_docs == before
 
 
+def read_only_run(args: list[str], cwd: Path):
+    """``ckqti ARGS`` in a process that file permissions bind; prints whether torch was imported."""
+    from tests.indexer.test_build import as_user
+
+    return as_user(f"import sys\nfrom ckqti.cli import cli\ntry:\n    cli({args!r}, prog_name='ckqti')\n"
+                   "finally:\n    print('torch' in sys.modules)", cwd)
+
+
+def test_a_read_only_index_is_named_as_one_before_the_model_loads(tmp_path, parts, index_a):
+    """Appending to or compacting an index after `chmod -R a-w` said 'INDEX/.writer.lock: Permission
+    denied', of a file the user never named (an append only after loading its model)."""
+    idx = copy_of(index_a, tmp_path)
+    before = Manifest.read(idx).to_json()
+    modes = {p: p.stat().st_mode for p in [idx, *idx.rglob("*")]}
+    for p, mode in modes.items():
+        p.chmod(mode & ~0o222)
+    try:
+        append = read_only_run(["index", str(parts[1]), "--append", "--index", "idx"], tmp_path)
+        compact = read_only_run(["compact", "--index", "idx", "--shard-size", "1000"], tmp_path)
+    finally:
+        for p, mode in modes.items():
+            p.chmod(mode)
+    said = ("Error: idx: cannot be written: the index is read-only (its folder or file system); an append or a "
+            "compaction writes its new shards inside it\n")
+    assert (append.returncode, append.stderr, append.stdout) == (1, said, "False\n")
+    assert (compact.returncode, compact.stderr) == (1, said)
+    assert Manifest.read(idx).to_json() == before
+
+
+def test_a_refused_writer_lock_names_the_index(tmp_path, parts, index_a, monkeypatch):
+    """The lock file refused as root never sees it (a read-only file system; a folder root may not write):
+    append_index and compact_index name the index, not the lock file."""
+    import errno
+
+    idx = copy_of(index_a, tmp_path)
+
+    def refused(index, wait=False):
+        raise PermissionError(errno.EACCES, "Permission denied", str(index / append_mod.LOCK))
+
+    monkeypatch.setattr(append_mod, "writer_lock", refused)
+    factory, info = untrained_ndrm2(torch.device("cpu"))
+    for call in (lambda: append_index(idx, parts[1], factory, info, progress=False), lambda: compact_index(idx, 1000)):
+        with pytest.raises(CkqtiError) as err:
+            call()
+        assert str(err.value).startswith(f"{idx}: cannot be written: the index is read-only")
+
+
 def test_append_refuses_another_model_and_precomputed_indexes(tmp_path, parts, index_a):
     a, b, _ = parts
     idx = copy_of(index_a, tmp_path)
