@@ -713,12 +713,15 @@ def serve_cmd(index_path, port, host, api_key_env, workers, max_k, access_log, m
         if api_key != api_key.strip():  # HTTP drops a header value's surrounding blanks: no request could match
             raise click.ClickException(f"--api-key-env: the key in {api_key_env} starts or ends with whitespace, "
                                        "which an X-API-Key header cannot carry")
-    if not is_loopback(host):
-        guard = "API key required" if api_key else "NO API key: anyone who can reach it can use it"
-        echo(f"warning: binding {host}, not loopback: the index is reachable from the network ({guard})", err=True)
-    api.serve(index_path, host, port, api_key, mode, budget, model, workers, max_k, access_log,
-              on_ready=lambda url: echo(f"serving {index_path} at {url} (Ctrl-C to stop)"), slack=slack,
-              channel_weights=channel_weights)
+
+    def ready(url: str) -> None:  # bound: a failure to open the index or to listen is said alone, without the warning
+        if not is_loopback(host):
+            guard = "API key required" if api_key else "NO API key: anyone who can reach it can use it"
+            echo(f"warning: binding {host}, not loopback: the index is reachable from the network ({guard})", err=True)
+        echo(f"serving {index_path} at {url} (Ctrl-C to stop)")
+
+    api.serve(index_path, host, port, api_key, mode, budget, model, workers, max_k, access_log, on_ready=ready,
+              slack=slack, channel_weights=channel_weights)
 
 
 def main() -> None:

@@ -316,7 +316,7 @@ def test_loopback_hosts():
 
 def test_cli_serve_reads_the_key_from_the_environment_and_warns_off_loopback(monkeypatch, sample_index):
     calls = []
-    monkeypatch.setattr(api, "serve", lambda *a, **kw: calls.append(a))
+    monkeypatch.setattr(api, "serve", lambda *a, **kw: (calls.append(a), kw["on_ready"]("http://h:1")))
     monkeypatch.setenv("CKQTI_TEST_KEY", KEY)
     res = CliRunner().invoke(cli, ["serve", "--index", str(sample_index), "--port", "0", "--api-key-env", "CKQTI_TEST_KEY"])
     assert res.exit_code == 0, res.output
@@ -330,6 +330,27 @@ def test_cli_serve_reads_the_key_from_the_environment_and_warns_off_loopback(mon
         monkeypatch.setenv("CKQTI_TEST_KEY", padded)  # a .env line 'KEY=abc ' would never match a request
         res = CliRunner().invoke(cli, ["serve", "--index", str(sample_index), "--api-key-env", "CKQTI_TEST_KEY"])
         assert res.exit_code != 0 and why in res.output
+
+
+def test_cli_serve_warns_off_loopback_only_once_it_listens(monkeypatch, tmp_path, sample_index):
+    """The warning came before the index was opened and the port bound: a failure printed it, then
+    the error ('cannot listen on 0.0.0.0:8000 (Address already in use)'), for a server never started."""
+    import errno
+
+    import retriever.service
+
+    def in_use(host, port):
+        raise OSError(errno.EADDRINUSE, "Address already in use")
+
+    monkeypatch.setattr(retriever.service, "listen_socket", in_use)
+    for index in (sample_index, tmp_path / "none"):
+        res = CliRunner().invoke(cli, ["serve", "--index", str(index), "--host", "0.0.0.0"])
+        assert res.exit_code == 1 and "warning" not in res.output and res.output.startswith("Error: "), res.output
+    monkeypatch.setattr(retriever.service, "listen_socket", lambda host, port: socket.socket())
+    monkeypatch.setattr(retriever.service, "run_server", lambda app, sock, **kw: sock.close())
+    res = CliRunner().invoke(cli, ["serve", "--index", str(sample_index), "--host", "0.0.0.0", "--port", "0"])
+    assert res.exit_code == 0 and res.stderr.startswith("warning: binding 0.0.0.0, not loopback")
+    assert res.stdout.startswith(f"serving {sample_index} at http://0.0.0.0:")
 
 
 def test_cli_serve_takes_channel_weights_as_search_does(monkeypatch, sample_index):
