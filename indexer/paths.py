@@ -73,10 +73,16 @@ def read_only_index(index: Path) -> CkqtiError:
 
 def check_input_files(corpus_path: Path, orcas: Path | None) -> None:
     """The corpus and the ORCAS file (None: none) of a build or an append must be regular files: a
-    :class:`CkqtiError` saying what one is instead (a folder, a pipe, nothing)."""
+    :class:`CkqtiError` saying what one is instead (a folder, a pipe, nothing); their first bytes
+    must read as UTF-8 lines (:func:`indexer.readers.formats.check_start`)."""
+    from indexer.readers.formats import check_start
+
     for path, kind in ((corpus_path, "corpus"), (orcas, "ORCAS")):
         if path is not None and not path.is_file():
             why = ("is a directory, not a file" if path.is_dir()
                    else "is not a regular file (a pipe is read once only; write it to a file first)" if path.exists()
                    else "not found")
             raise CkqtiError(f"{kind} file {why}", path)
+    for path in (corpus_path, orcas):
+        if path is not None:
+            check_start(path)

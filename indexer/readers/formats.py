@@ -112,6 +112,21 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
         raise InputError(f"corrupt gzip data ({err})", path, number + 1) from None
 
 
+START_BYTES = 4 * 2**20  # what a command reads of its input before loading a model (a few ms)
+
+
+def check_start(path: str | Path, size: int = START_BYTES) -> None:
+    """Read the lines of ``path``'s first ``size`` bytes (decompressed) as :func:`iter_lines` does,
+    raising its errors: a text in another encoding (CP-1252, Latin-1), a file of one line, a corrupt
+    gzip stream are named at once, not after the seconds a model takes to load. An error further on
+    is still named by the reader, file and line."""
+    read = 0
+    for _, line in iter_lines(path):
+        read += len(line) + 1
+        if read >= size:
+            return
+
+
 def _decode(raw: bytes, path: str | Path, number: int) -> str:
     try:
         line = raw.decode("utf-8")

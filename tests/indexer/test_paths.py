@@ -34,3 +34,38 @@ def test_an_existing_output_or_a_missing_corpus_is_refused_before_torch_is_impor
         assert res.returncode == 0, res.stderr
         said, imported = res.stdout.splitlines()
         assert message in said and imported == "[]", res.stdout
+
+
+def test_a_corpus_in_another_encoding_is_refused_before_torch_is_imported(tmp_path):
+    """A CP-1252 corpus (a Windows editor's "ANSI") was named, file and line, only once the model had
+    loaded (4 s); its first bytes are read first now, plain or gzip, for a build and an append."""
+    import gzip
+
+    text = "".join(f"d{i}\tcells {'café' if i == 40 else 'divide'}\n" for i in range(60)).encode("cp1252")
+    plain, packed = tmp_path / "ansi.tsv", tmp_path / "ansi.tsv.gz"
+    plain.write_bytes(text)
+    packed.write_bytes(gzip.compress(text))
+    append = REFUSED.replace("api.index(sys.argv[1], sys.argv[2])", "api.append(sys.argv[1], sys.argv[2])")
+    index = tmp_path / "idx"
+    index.mkdir()
+    (index / "manifest.json").write_text('{"format_version": 2}')
+    for script, corpus, out in ((REFUSED, plain, tmp_path / "new"), (REFUSED, packed, tmp_path / "new"),
+                                (append, plain, index)):
+        res = subprocess.run([sys.executable, "-c", script, str(corpus), str(out)], cwd=ROOT, capture_output=True,
+                             text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.splitlines() == [f"{corpus}:41: invalid UTF-8 (byte 13 of the line)", "[]"], res.stdout
+
+
+def test_only_the_start_of_an_input_is_read_before_the_model(tmp_path):
+    """The check reads a few MiB, not a collection: a bad byte past them is the reader's to name."""
+    import pytest
+
+    from ckqti.errors import InputError
+    from indexer.readers.formats import check_start
+
+    corpus = tmp_path / "c.tsv"
+    corpus.write_bytes(b"".join(b"d%d\tcells divide\n" % i for i in range(100)) + b"d100\tcaf\xe9\n")
+    check_start(corpus, size=1000)
+    with pytest.raises(InputError, match=r"c.tsv:101: invalid UTF-8 \(byte 8 of the line\)"):
+        check_start(corpus)
