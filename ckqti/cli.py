@@ -111,13 +111,22 @@ def rel_level_option(f):
                              "every grade's gain).")(f)
 
 
+class PathArg(click.Path):
+    """Every path option and argument: a leading ``~`` or ``~user`` is the home folder, as the shell
+    would have it where it leaves it alone (``--out=~/idx``, a quoted ``"~/idx"``, ``$CKQTI_INDEX``),
+    rather than a folder named ``~`` in the working directory."""
+
+    def convert(self, value, param, ctx):
+        return super().convert(os.path.expanduser(value) if isinstance(value, str) else value, param, ctx)
+
+
 DEFAULT_INDEX = "ckqti-index"  # the index of `ckqti index corpus.tsv` and `ckqti search QUERY`, in the current folder
 INDEX_ENV = "CKQTI_INDEX"  # names another default
 
 
 def default_index() -> str:
     """The index directory a command uses when none is named: ``$CKQTI_INDEX``, else ``./ckqti-index``."""
-    return os.environ.get(INDEX_ENV) or DEFAULT_INDEX
+    return os.path.expanduser(os.environ.get(INDEX_ENV) or DEFAULT_INDEX)
 
 
 def index_or_default(ctx, param, value):
@@ -137,7 +146,7 @@ INDEX_HELP = f"Index directory (default: ${INDEX_ENV}, else ./{DEFAULT_INDEX})."
 
 
 def index_option(f):
-    return click.option("--index", "index_path", default=None, type=click.Path(), callback=index_or_default,
+    return click.option("--index", "index_path", default=None, type=PathArg(), callback=index_or_default,
                         help=INDEX_HELP)(f)
 
 
@@ -154,7 +163,7 @@ def mode_options(f):
 def corpus_orcas_option(note: str = "."):
     """``--orcas`` of a command that reads documents from ``--corpus`` (train, rerank, explain); ``note``
     ends its help."""
-    return click.option("--orcas", type=click.Path(), default=None,
+    return click.option("--orcas", type=PathArg(), default=None,
                         help="docid<TAB>query clicked queries, a leading field of --corpus's text as `index --orcas` "
                              "reads them" + note)
 
@@ -206,17 +215,17 @@ def cli() -> None:
 
 
 @cli.command("index")
-@click.argument("corpus", type=click.Path())
-@click.option("--out", default=None, type=click.Path(),
+@click.argument("corpus", type=PathArg())
+@click.option("--out", default=None, type=PathArg(),
               help=f"Index directory to create (default: ${INDEX_ENV}, else ./{DEFAULT_INDEX}).")
 @click.option("--append", "append_to", is_flag=True, help="Add CORPUS to the index --index as new shards.")
-@click.option("--index", "index_path", default=None, type=click.Path(),
+@click.option("--index", "index_path", default=None, type=PathArg(),
               help=f"With --append: the index to grow (default: ${INDEX_ENV}, else ./{DEFAULT_INDEX}).")
 @click.option("--model", default=None, help="'ndrm2' (untrained, the paper's start), 'ndrm2-anserini' (untrained, BM25 k1 0.9, b 0.4), "
               "'ndrm3-scifact' (the bundled model) or a checkpoint; default: the bundled model (--append: the index's).")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None,
               help="Corpus format (default: from the file).")
-@click.option("--orcas", type=click.Path(), default=None, help="docid<TAB>query clicked queries, a leading field.")
+@click.option("--orcas", type=PathArg(), default=None, help="docid<TAB>query clicked queries, a leading field.")
 @click.option("--shard-size", type=POSITIVE, default=100_000, show_default=True, help="Documents per shard.")
 @click.option("--batch-size", type=POSITIVE, default=None, help="Documents scored at once (default 32; --append: the index's).")
 @click.option("--device", default=None, help="torch device (default: cuda if available).")
@@ -462,8 +471,8 @@ def search_lines(searcher, res) -> list[str]:
 
 @cli.command("run")
 @index_option
-@click.option("--queries", required=True, type=click.Path(), help="Queries file (TSV, JSONL, TREC, SMART).")
-@click.option("--out", required=True, type=click.Path(),
+@click.option("--queries", required=True, type=PathArg(), help="Queries file (TSV, JSONL, TREC, SMART).")
+@click.option("--out", required=True, type=PathArg(),
               help="TREC run file to write (an existing file is replaced only if it is a run, or empty).")
 @click.option("-k", type=POSITIVE, default=1000, show_default=True, help="Documents per query.")
 @click.option("--threads", type=POSITIVE, default=1, show_default=True, help="Search threads.")
@@ -490,10 +499,10 @@ def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack,
 
 
 @cli.command("eval")
-@click.argument("run", type=click.Path())
-@click.argument("qrels", type=click.Path())
+@click.argument("run", type=PathArg())
+@click.argument("qrels", type=PathArg())
 @click.option("--per-query", is_flag=True, help="Also print every query's measures.")
-@click.option("--compare", type=click.Path(), multiple=True,
+@click.option("--compare", type=PathArg(), multiple=True,
               help="Another run: its delta against RUN, paired t-test and Wilcoxon signed-rank test; repeatable "
                    "(each run against RUN).")
 @qrels_format_option
@@ -520,11 +529,11 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
 
 @cli.command("train")
 @click.option("--model", "variant", type=click.Choice(["ndrm1", "ndrm2", "ndrm3", "tk", "tkl", "idcm"]), default="ndrm3", show_default=True)
-@click.option("--corpus", required=True, type=click.Path(), help="Corpus file (TSV, JSONL, TREC, SMART).")
-@click.option("--queries", required=True, type=click.Path(), help="Queries file.")
-@click.option("--qrels", required=True, type=click.Path(), help="Training judgements.")
-@click.option("--out", required=True, type=click.Path(), help="Checkpoint to write (best dev epoch).")
-@click.option("--dev-qrels", type=click.Path(), default=None,
+@click.option("--corpus", required=True, type=PathArg(), help="Corpus file (TSV, JSONL, TREC, SMART).")
+@click.option("--queries", required=True, type=PathArg(), help="Queries file.")
+@click.option("--qrels", required=True, type=PathArg(), help="Training judgements.")
+@click.option("--out", required=True, type=PathArg(), help="Checkpoint to write (best dev epoch).")
+@click.option("--dev-qrels", type=PathArg(), default=None,
               help="NDRM: dev judgements (else carved from --qrels, as TK, TKL and IDCM always do).")
 @click.option("--dev-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.1, show_default=True, help="Share of training queries held out as dev.")
 @click.option("--epochs", type=POSITIVE, default=10, show_default=True)
@@ -569,7 +578,7 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
 @click.option("--explicit", is_flag=True,
               help="TK/TKL: combine the score with NDRM2's explicit (BM25-like) term matching, as NDRM3 combines its "
                    "channels; the model starts as NDRM2 alone.")
-@click.option("--teacher", type=click.Path(dir_okay=False), default=None,
+@click.option("--teacher", type=PathArg(dir_okay=False), default=None,
               help="NDRM/TK/TKL: a teacher's scores ({'scores': {qid: {docid: score}}}, .json or .json.gz) to distil "
                    "listwise beside the ranking loss (training queries only).")
 @click.option("--distill-docs", type=click.IntRange(1), default=8, show_default=True,
@@ -615,15 +624,15 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
 
 
 @cli.command("rerank")
-@click.option("--queries", required=True, type=click.Path(), help="Queries file (TSV, JSONL, TREC, SMART).")
+@click.option("--queries", required=True, type=PathArg(), help="Queries file (TSV, JSONL, TREC, SMART).")
 @click.option("--candidates", required=True, help="'bm25' (needs --corpus), an index directory, or a TREC run file.")
 @click.option("--model", "model_path", required=True,
               help="Checkpoint (TK, TKL, IDCM or NDRM), 'ndrm3-scifact' (the bundled NDRM3), or 'ndrm2' / "
                    "'ndrm2-anserini' (untrained, on the collection's statistics: --corpus's, else the index of --candidates).")
-@click.option("--out", required=True, type=click.Path(),
+@click.option("--out", required=True, type=PathArg(),
               help="TREC run file to write (BM25's Lucene index is kept in OUT.work for later runs on the same corpus).")
 @click.option("--depth", type=POSITIVE, default=100, show_default=True, help="Candidates reranked per query.")
-@click.option("--corpus", type=click.Path(), default=None, help="Corpus for BM25 and document text.")
+@click.option("--corpus", type=PathArg(), default=None, help="Corpus for BM25 and document text.")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None,
               help="Corpus format (default: from the file).")
 @click.option("--batch-size", type=POSITIVE, default=32, show_default=True, help="Documents scored at once.")
@@ -657,10 +666,10 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
 @click.option("--model", "model_path", default=None,
               help="Checkpoint of any kind, 'ndrm3-scifact' (the bundled NDRM3), or 'ndrm2' / 'ndrm2-anserini' "
                    "(untrained, on the collection's statistics); with --index, default: the index's model.")
-@click.option("--corpus", type=click.Path(), default=None, help="Corpus file holding DOCID.")
-@click.option("--index", "index_path", type=click.Path(), default=None,
+@click.option("--corpus", type=PathArg(), default=None, help="Corpus file holding DOCID.")
+@click.option("--index", "index_path", type=PathArg(), default=None,
               help="Or an index holding DOCID (an NDRM model then reads with the index's vocabulary: its score).")
-@click.option("--html", "html_out", type=click.Path(), default=None, help="Also write a self-contained HTML page.")
+@click.option("--html", "html_out", type=PathArg(), default=None, help="Also write a self-contained HTML page.")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None,
               help="Corpus format (default: from the file).")
 @click.option("--color/--no-color", default=None, help="ANSI colours (default: when stdout is a terminal).")

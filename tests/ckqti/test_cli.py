@@ -1205,3 +1205,21 @@ def test_a_missing_default_index_says_how_to_make_one(tmp_path, monkeypatch):
     (tmp_path / "ckqti-index.partial").mkdir()
     res = invoke("search", "cells")
     assert res.exit_code == 1 and "an unfinished build is in" in res.output, res.output
+
+
+def test_a_leading_tilde_in_a_path_is_the_home_folder(tmp_path, monkeypatch):
+    """`--out=~/idx`, a quoted "~/idx" and CKQTI_INDEX="~/idx" reach ckqti unexpanded (the shell expands
+    ~ only at a word's start): the build wrote a folder named ~ in the working directory and said
+    '-> ~/idx', as if it were the home folder's."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    (home / "c.tsv").write_text("d1\tcells divide\nd2\tmembranes hold\nd3\tproteins fold\nd4\tgenes copy\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    res = invoke("index", "~/c.tsv", "--out=~/idx", "--model", "ndrm2")
+    assert res.exit_code == 0, res.output
+    assert res.output.rstrip().endswith(f"-> {home / 'idx'}") and Manifest.read(home / "idx").num_docs == 4
+    monkeypatch.setenv("CKQTI_INDEX", "~/idx")
+    assert invoke("search", "cells").stdout.split()[:2] == ["1", "d1"]
+    assert list(work.iterdir()) == []
