@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # the return types, for type checkers only: the modules load 
     from ckqti.train.loop import TrainResult
     from ckqti.train.rerankers import RerankerTrainResult
     from indexer.format import Manifest
+    from indexer.readers import Document
     from retriever.info import IndexInfo
     from retriever.rerank import RerankStats
     from retriever.search import Searcher, SearchResult
@@ -47,7 +48,7 @@ def check_paths(optional: tuple[str, ...] = (), **paths) -> None:
 
 
 def index(
-    corpus: str | Path,
+    corpus: str | Path | Iterable[str | Mapping | Document],
     out: str | Path,
     model: str | None = None,
     fmt: str | None = None,
@@ -64,6 +65,10 @@ def index(
 ) -> Manifest:
     """Build a learned impact index of ``corpus`` at ``out``; returns its manifest.
 
+    ``corpus`` is a corpus file, or documents in memory: a list of texts (docids ``"0"``, ``"1"``,
+    ...), of dicts with a JSONL corpus's fields (``{"id": ..., "text": ...}``; ``_id``, ``contents``,
+    ``title`` too) or of :class:`indexer.readers.Document` (:func:`indexer.readers.read_documents`).
+
     ``ray_address`` builds on Ray (:mod:`indexer.distributed`): ``"local"`` starts a local
     Ray, ``"auto"`` or ``"HOST:PORT"`` joins a cluster; ``workers`` caps its actors.
     ``neighbours``: a latent model's candidate terms per document beyond its own (default
@@ -71,7 +76,9 @@ def index(
     see docs/INDEX.md); a gated latent model stores exactly the pairs its gate opens instead."""
     from indexer.paths import check_build_paths, output_path
 
-    check_paths(("orcas",), corpus=corpus, out=out, orcas=orcas)
+    if not isinstance(corpus, (str, os.PathLike)):
+        corpus = in_memory_corpus(corpus, fmt=fmt, orcas=orcas, ray_address=ray_address)
+    check_paths(("orcas",), out=out, orcas=orcas)  # corpus: a path, or documents read above
     shard_size, batch_size = option_count(shard_size, "shard_size"), option_count(batch_size, "batch_size")
     neighbours = None if neighbours is None else option_count(neighbours, "neighbours", 0)
     if workers is not None:
@@ -79,7 +86,8 @@ def index(
             raise OptionError("workers needs ray_address (the Ray build's model replicas)", ("workers", "ray_address"))
         workers = option_count(workers, "workers")
     if neighbours is None:  # else the model decides whether it is an option error, which comes first: after loading it
-        check_build_paths(Path(corpus), Path(orcas) if orcas else None, output_path(out), force)  # before torch
+        check_build_paths(Path(corpus) if isinstance(corpus, (str, os.PathLike)) else None, Path(orcas) if orcas else None,
+                          output_path(out), force)  # before torch
 
     from ckqti.models.loading import load_qti_model
     from ckqti.text import Analyzer
@@ -108,6 +116,20 @@ def index(
         return build_index_ray(corpus, out, model, info, config, fmt=fmt, orcas=orcas, force=force, resume=resume,
                                address=ray_address, num_workers=workers, device=device, progress=progress)
     return build_index(corpus, out, factory, info, config, fmt=fmt, orcas=orcas, force=force, resume=resume, progress=progress)
+
+
+def in_memory_corpus(corpus, fmt: str | None, orcas, ray_address: str | None) -> list[Document]:
+    """:func:`index`'s documents given in memory, read and checked (:func:`indexer.readers.read_documents`)."""
+    from indexer.readers import read_documents
+
+    for name, value in (("fmt", fmt), ("orcas", orcas), ("ray_address", ray_address)):
+        if value is not None:
+            raise OptionError(f"{name} is for a corpus file; documents given in memory are indexed as they are",
+                              (name,))
+    if corpus is None or not isinstance(corpus, Iterable):
+        raise OptionError(f"corpus must be a path, got {type(corpus).__name__} (or documents in memory: a list of "
+                          "texts, dicts or Documents)", ("corpus",))
+    return read_documents(corpus)
 
 
 def append(
@@ -226,7 +248,7 @@ class RunStats:
 
 def run(
     index_path: str | Path,
-    queries: str | Path,
+    queries: str | Path | Mapping[str, str],
     out: str | Path,
     k: int = 1000,
     threads: int = 1,
@@ -238,14 +260,17 @@ def run(
     channel_weights: dict[str, float] | None = None,
     slack: float = 1.0,
 ) -> RunStats:
-    """Search every query of a queries file and write a TREC run."""
-    from indexer.readers import read_queries
+    """Search every query of a queries file, or of a dict ``qid -> text``, and write a TREC run."""
+    from indexer.readers import read_queries, read_query_mapping
     from retriever.runs import check_run_path, write_ranked_run
 
-    check_paths(index_path=index_path, queries=queries, out=out)
+    in_memory = isinstance(queries, Mapping)
+    if in_memory and fmt is not None:
+        raise OptionError("fmt is for a queries file; a dict of queries is searched as it is", ("fmt",))
+    check_paths(index_path=index_path, out=out, **({} if in_memory else {"queries": queries}))
     check_run_path(out, tag, {"queries file": queries})
     searcher = open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack)
-    qs = read_queries(queries, fmt=fmt)
+    qs = read_query_mapping(queries) if in_memory else read_queries(queries, fmt=fmt)
     stats = RunStats(queries=len(qs), searched=0)
 
     def rankings():

@@ -8,6 +8,8 @@ saved so an interrupted build resumes after this pass.
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from ckqti.files import naming_full_disk
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 from indexer.format import DOCS_FILE
-from indexer.readers import read_corpus
+from indexer.readers import Document, read_corpus
 from indexer.shards import DOC_COLUMNS, document_column, write_documents
 
 
@@ -83,19 +85,20 @@ class AnalyzedCorpus:
 
 
 def analyze_corpus(
-    path: str | Path,
+    path: str | Path | Sequence[Document],
     analyzer: Analyzer,
     fmt: str | None = None,
     orcas: str | Path | None = None,
     progress=None,
 ) -> AnalyzedCorpus:
-    """Read and analyze every document of a corpus file."""
+    """Read and analyze every document of a corpus file, or of documents already read
+    (:func:`indexer.readers.read_documents`; ``fmt`` and ``orcas`` are then not used)."""
     vocab = Vocabulary()
     docs: dict[str, list] = {"docid": [], "title": [], "text": [], "length": [], "prefix": []}
     chunks: list[np.ndarray] = []
     lengths: list[int] = []
     clicked = 0
-    for doc in read_corpus(path, fmt=fmt, orcas=orcas):
+    for doc in read_corpus(path, fmt=fmt, orcas=orcas) if isinstance(path, (str, os.PathLike)) else path:
         clicked += bool(doc.orcas)
         ids = vocab.add_document(analyzer(doc.full_text()))
         chunks.append(np.asarray(ids, dtype=np.int32))

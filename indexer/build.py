@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import sys
 import time
 import zipfile
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, astuple, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +37,7 @@ from indexer.install import install, recover
 from indexer.locks import build_lock_path, exclusive
 from indexer.paths import check_build_paths, output_path
 from indexer.quantize import Quantizer
+from indexer.readers import Document
 from indexer.shards import ImpactPostings, write_shard, write_table
 
 
@@ -64,9 +66,10 @@ class BuildConfig:
             object.__setattr__(self, "channel_steps", steps)
 
 
-def fingerprint(corpus: Path, fmt: str | None, orcas: Path | None, model_info: dict, config: BuildConfig) -> str:
+def fingerprint(corpus: Path | Sequence[Document], fmt: str | None, orcas: Path | None, model_info: dict,
+                config: BuildConfig) -> str:
     parts = {
-        "corpus": _file_id(corpus),
+        "corpus": _file_id(corpus) if isinstance(corpus, Path) else _documents_id(corpus),
         "orcas": _file_id(orcas) if orcas else None,
         "fmt": fmt,
         "model": model_info.get("id"),
@@ -85,6 +88,15 @@ def _file_id(path: Path) -> dict:
     a resume then mixed impacts of the old text into the new index. Hashing reads the file
     once more than a resumed build would (whose analyzed corpus is saved)."""
     return {"path": str(path.resolve()), "sha256": file_checksum(path)}
+
+
+def _documents_id(docs: Sequence[Document]) -> dict:
+    """In-memory documents by their content, as :func:`_file_id` names a file: an interrupted build of the
+    same documents resumes."""
+    digest = hashlib.sha256()
+    for doc in docs:
+        digest.update(json.dumps(astuple(doc)).encode())
+    return {"documents": len(docs), "sha256": digest.hexdigest()}
 
 
 def prepare_workdir(work: Path, fp: str, resume: bool, progress: bool = False) -> None:
@@ -315,7 +327,7 @@ def build_lock(out: Path):
 
 
 def build_index(
-    corpus_path: str | Path,
+    corpus_path: str | Path | Sequence[Document],
     out: str | Path,
     model,
     model_info: dict,
@@ -328,13 +340,15 @@ def build_index(
 ) -> Manifest:
     """Build an index of ``corpus_path`` at ``out`` with a QTI ``model``.
 
-    ``model`` may be a callable ``vocab -> QTIModel`` so that models needing the
-    corpus vocabulary (idf, embedding rows) are prepared after analysis.
+    ``corpus_path`` may instead be documents already read (:func:`indexer.readers.read_documents`),
+    without ``fmt`` or ``orcas``. ``model`` may be a callable ``vocab -> QTIModel`` so that models
+    needing the corpus vocabulary (idf, embedding rows) are prepared after analysis.
     """
-    corpus_path, out = Path(corpus_path), output_path(out)
+    corpus_path = Path(corpus_path) if isinstance(corpus_path, (str, os.PathLike)) else corpus_path
+    out = output_path(out)
     orcas = Path(orcas) if orcas else None
     recover(out)
-    check_build_paths(corpus_path, orcas, out, force)
+    check_build_paths(corpus_path if isinstance(corpus_path, Path) else None, orcas, out, force)
     work = out.with_name(out.name + ".partial")
     with build_lock(out):
         prepare_workdir(work, fingerprint(corpus_path, fmt, orcas, model_info, config), resume, progress)
@@ -348,10 +362,11 @@ def build_index(
             raise
 
 
-def corpus_record(corpus_path: Path, fmt: str | None, orcas: Path | None, clicked: int = 0) -> dict:
+def corpus_record(corpus_path: Path | None, fmt: str | None, orcas: Path | None, clicked: int = 0) -> dict:
     """The manifest's ``corpus`` entry: where the documents came from, as absolute paths (``info``
-    names them wherever it runs), and with ORCAS clicks how many documents got any."""
-    record = {"path": str(Path(corpus_path).absolute()), "format": fmt,
+    names them wherever it runs; None: documents given in memory), and with ORCAS clicks how many
+    documents got any."""
+    record = {"path": str(Path(corpus_path).absolute()) if corpus_path is not None else None, "format": fmt,
               "orcas": str(Path(orcas).absolute()) if orcas else None}
     return record | ({"orcas_documents": clicked} if orcas else {})
 
@@ -390,7 +405,7 @@ def _build(corpus_path, out, work, model, model_info, config, fmt, orcas, force,
         quantizer,
         model_info,
         config.analyzer.to_dict(),
-        corpus=corpus_record(corpus_path, fmt, orcas, corpus.clicked),
+        corpus=corpus_record(corpus_path if isinstance(corpus_path, Path) else None, fmt, orcas, corpus.clicked),
         build=build_record(config, t0, corpus.vocab),
         constants=qti.index_constants(),
         clipped=count_clipped(corpus, quantizer, config, work / "raw"),

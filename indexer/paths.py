@@ -23,7 +23,7 @@ def output_path(out: str | Path) -> Path:
     return out.resolve() if out.is_symlink() else out
 
 
-def check_build_paths(corpus_path: Path, orcas: Path | None, out: Path, force: bool) -> None:
+def check_build_paths(corpus_path: Path | None, orcas: Path | None, out: Path, force: bool) -> None:
     """Refuse a build before any work: a missing corpus or ORCAS file, an ``out`` whose folder is
     not writable, an ``out`` inside another
     index (its appends and compactions own that folder), an existing ``out`` without ``force``,
@@ -71,7 +71,7 @@ def read_only_index(index: Path) -> CkqtiError:
                       "a compaction writes its new shards inside it", index)
 
 
-def check_input_files(corpus_path: Path, orcas: Path | None) -> None:
+def check_input_files(corpus_path: Path | None, orcas: Path | None) -> None:
     """The corpus and the ORCAS file (None: none) of a build or an append must be regular files: a
     :class:`CkqtiError` saying what one is instead (a folder, a pipe, nothing); their first bytes
     must read as UTF-8 lines (:func:`indexer.readers.formats.check_start`)."""

@@ -1,15 +1,25 @@
 """Input readers: corpora, queries and relevance judgements in the common IR file formats.
 
 - :func:`read_corpus` streams :class:`Document` objects from TSV, BEIR JSONL, TREC or SMART
-  files (plain or gzip), optionally joined with ORCAS clicks (:func:`load_orcas`).
-- :func:`read_queries` reads ``qid -> text``; :func:`read_qrels` reads ``qid -> {docid: gain}``.
+  files (plain or gzip), optionally joined with ORCAS clicks (:func:`load_orcas`);
+  :func:`read_documents` checks in-memory ones (texts, dicts or :class:`Document` s).
+- :func:`read_queries` reads ``qid -> text`` (:func:`read_query_mapping` checks an in-memory one);
+  :func:`read_qrels` reads ``qid -> {docid: gain}``.
 
 Bad input raises :class:`ckqti.errors.InputError` naming the file and line.
 """
 
-from indexer.readers.corpus import CORPUS_FORMATS, ORCAS_MAX_TERMS, Document, load_orcas, orcas_field, read_corpus
+from indexer.readers.corpus import (
+    CORPUS_FORMATS,
+    ORCAS_MAX_TERMS,
+    Document,
+    load_orcas,
+    orcas_field,
+    read_corpus,
+    read_documents,
+)
 from indexer.readers.qrels import CRANFIELD_GAINS, QRELS_FORMATS, Qrels, count_judgements, read_qrels
-from indexer.readers.queries import QUERY_FORMATS, read_queries
+from indexer.readers.queries import QUERY_FORMATS, read_queries, read_query_mapping
 
 __all__ = [
     "CORPUS_FORMATS",
@@ -23,6 +33,8 @@ __all__ = [
     "load_orcas",
     "orcas_field",
     "read_corpus",
+    "read_documents",
     "read_qrels",
     "read_queries",
+    "read_query_mapping",
 ]

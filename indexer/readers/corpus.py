@@ -9,7 +9,7 @@ attaches ORCAS clicked queries when given. Malformed input raises
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from indexer.readers.formats import (
     iter_lines,
     json_string,
     json_text,
+    object_keys,
     parse_json_object,
     resolve_format,
     smart_records,
@@ -154,16 +155,57 @@ def _parse_jsonl(path: str | Path) -> Iterator[tuple[int, Document]]:
     for number, line in iter_lines(path):
         if not line.strip():
             continue
-        obj = parse_json_object(line, path, number)
-        docid = json_string(obj, ID_KEYS, path, number)
-        if docid is None:
-            raise InputError(f"missing document id (one of {', '.join(ID_KEYS)})", path, number)
-        title = json_string(obj, ("title",), path, number)
-        text = json_text(obj, TEXT_KEYS, path, number)  # "text": "" beside a "body" reads the body
-        if title is None and text is None:
-            raise InputError(f"no text field (title or one of {', '.join(TEXT_KEYS)})", path, number)
-        url = json_string(obj, ("url",), path, number) or ""
-        yield number, Document(docid, (title or "").strip(), (text or "").strip(), url=url.strip())
+        yield number, _json_document(parse_json_object(line, path, number), path, number)
+
+
+def _json_document(obj: Mapping, path: str | Path, number: int | None) -> Document:
+    """A JSONL line's object (or an in-memory dict, :func:`read_documents`) as a :class:`Document`."""
+    docid = json_string(obj, ID_KEYS, path, number)
+    if docid is None:
+        raise InputError(f"missing document id (one of {', '.join(ID_KEYS)}; found {object_keys(obj)})", path, number)
+    title = json_string(obj, ("title",), path, number)
+    text = json_text(obj, TEXT_KEYS, path, number)  # "text": "" beside a "body" reads the body
+    if title is None and text is None:
+        raise InputError(f"no text field (title or one of {', '.join(TEXT_KEYS)}; found {object_keys(obj)})", path, number)
+    url = json_string(obj, ("url",), path, number) or ""
+    return Document(docid, (title or "").strip(), (text or "").strip(), url=url.strip())
+
+
+def read_documents(documents: Iterable[str | Mapping | Document]) -> list[Document]:
+    """In-memory documents, checked as :func:`read_corpus` checks a file's (the Python API's
+    ``index(["text", ...], out)``, as bm25s and Pyserini's ``JsonCollection`` users hold them).
+
+    Each item is a text (its docid is its position, ``"0"``, ``"1"``, ..., as bm25s numbers a list
+    of texts), a dict read as a BEIR or Pyserini JSONL line (``_id``/``id``/``docid``, ``title``,
+    ``text``/``contents``/``body``, ``url``) or a :class:`Document`.
+
+    Raises:
+        InputError: naming the item (``documents[3]``): another type, a dict without an id or text,
+            a docid :func:`read_corpus` would refuse, a duplicate docid, or no document at all.
+    """
+    if isinstance(documents, (str, bytes, Mapping)):
+        raise InputError(f"expected a list of documents, got one {type(documents).__name__}", "documents")
+    docs: list[Document] = []
+    seen: dict[str, int] = {}
+    for i, item in enumerate(documents):
+        where = f"documents[{i}]"
+        if isinstance(item, str):
+            doc = Document(str(i), "", item.strip())
+        elif isinstance(item, Mapping):
+            doc = _json_document(item, where, None)
+        elif isinstance(item, Document):
+            doc = item
+        else:
+            raise InputError(f"expected a text, a dict (id and text fields, as in a JSONL corpus) or a Document, "
+                             f"found {type(item).__name__}", where)
+        docid = check_id(doc.docid, "docid", where, None)
+        if docid in seen:
+            raise InputError(f"duplicate docid {docid!r} (first at documents[{seen[docid]}])", where)
+        seen[docid] = i
+        docs.append(replace(doc, docid=docid))
+    if not docs:
+        raise InputError("no documents in the list", "documents")
+    return docs
 
 
 _TAG = re.compile(r"</?[A-Za-z][^<>]*>")

@@ -16,7 +16,7 @@ import stat
 import sys
 import unicodedata
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from html.entities import html5
 from pathlib import Path
 from typing import IO
@@ -210,7 +210,7 @@ def parse_json_object(line: str, path: str | Path, number: int) -> dict:
     return obj
 
 
-def json_string(obj: dict, keys: Sequence[str], path: str | Path, number: int) -> str | None:
+def json_string(obj: Mapping, keys: Sequence[str], path: str | Path, number: int | None) -> str | None:
     """The value of the first of ``keys`` present (and not null) in ``obj`` as a string, else ``None``.
 
     Integers are accepted and converted (ids are often written as numbers); any other type is an error.
@@ -228,7 +228,7 @@ def json_string(obj: dict, keys: Sequence[str], path: str | Path, number: int) -
     return None
 
 
-def json_text(obj: dict, keys: Sequence[str], path: str | Path, number: int) -> str | None:
+def json_text(obj: Mapping, keys: Sequence[str], path: str | Path, number: int | None) -> str | None:
     """The first of ``keys`` holding more than whitespace (see :func:`json_string`): a blank value falls
     through to the next key (``{"text": "", "body": "..."}`` reads the body). ``""`` when every key present is
     blank, ``None`` when none is present. Keys after the one taken are not looked at."""
@@ -241,7 +241,13 @@ def json_text(obj: dict, keys: Sequence[str], path: str | Path, number: int) -> 
     return blank
 
 
-def check_id(value: str, what: str, path: str | Path, number: int) -> str:
+def object_keys(obj: Mapping, shown: int = 8) -> str:
+    """The keys a JSON object has, for an error saying which it lacks: ``"abstract"`` beside a wanted ``"text"``."""
+    keys = [repr(str(k)) for k in obj]
+    return (", ".join(keys[:shown]) + (f" and {len(keys) - shown} more" if len(keys) > shown else "")) or "no keys"
+
+
+def check_id(value: str, what: str, path: str | Path, number: int | None) -> str:
     """Strip an identifier and reject it when empty or holding whitespace (run files could not hold it)
     or an invisible character: a control character (a NUL ends the id for C tools such as trec_eval)
     or a format character, such as the byte-order mark that starts a second file after ``cat``

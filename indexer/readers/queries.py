@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from ckqti.errors import InputError
@@ -12,6 +12,7 @@ from indexer.readers.formats import (
     iter_lines,
     json_string,
     json_text,
+    object_keys,
     parse_json_object,
     resolve_format,
     smart_records,
@@ -48,18 +49,44 @@ def read_queries(path: str | Path, fmt: str | None = None) -> dict[str, str]:
     """
     fmt = resolve_format(path, fmt, QUERY_FORMATS, "queries")
     queries: dict[str, str] = {}
-    lines: dict[str, int] = {}
+    lines: dict[str, str] = {}
     for number, qid, text in _PARSERS[fmt](path):
-        qid = check_id(qid, "query id", path, number)
-        text = " ".join(text.split())
-        if not text:
-            raise InputError(f"query {qid!r} has no text", path, number)
-        if qid in queries:
-            raise InputError(f"duplicate query id {qid!r} (first at line {lines[qid]})", path, number)
-        queries[qid], lines[qid] = text, number
+        _add_query(queries, lines, qid, text, path, number, f"line {number}")
     if not queries:
         raise InputError("no queries in file", path)
     return queries
+
+
+def read_query_mapping(queries: Mapping[str, str]) -> dict[str, str]:
+    """In-memory queries, ``qid -> text`` (the Python API's ``run(index, {"1": "text"}, out)``), checked
+    as :func:`read_queries` checks a file's; an error names the query (``queries['3']``)."""
+    if not isinstance(queries, Mapping):
+        raise InputError(f"expected a dict of query id -> text (a run names each query by its id), got "
+                         f"{type(queries).__name__}", "queries")
+    checked: dict[str, str] = {}
+    keys: dict[str, str] = {}
+    for qid, text in queries.items():
+        where = f"queries[{qid!r}]"
+        if isinstance(qid, bool) or not isinstance(qid, (str, int)):
+            raise InputError(f"a query id must be a string, found {type(qid).__name__}", where)
+        if not isinstance(text, str):
+            raise InputError(f"a query must be a string, found {type(text).__name__}", where)
+        _add_query(checked, keys, str(qid), text, where, None, where)
+    if not checked:
+        raise InputError("no queries in the dict", "queries")
+    return checked
+
+
+def _add_query(queries: dict[str, str], first: dict[str, str], qid: str, text: str, path: str | Path,
+               number: int | None, where: str) -> None:
+    """Add one query, checked: its id (:func:`check_id`), some text, not seen before (``first``: id -> where)."""
+    qid = check_id(qid, "query id", path, number)
+    text = " ".join(text.split())
+    if not text:
+        raise InputError(f"query {qid!r} has no text", path, number)
+    if qid in queries:
+        raise InputError(f"duplicate query id {qid!r} (first at {first[qid]})", path, number)
+    queries[qid], first[qid] = text, where
 
 
 TSV_HEADER_IDS = ("qid", "query_id", "query-id", "queryid", "id", "_id")
@@ -87,8 +114,12 @@ def _parse_jsonl(path: str | Path) -> Iterator[tuple[int, str, str]]:
         obj = parse_json_object(line, path, number)
         qid = json_string(obj, QID_KEYS, path, number)
         if qid is None:
-            raise InputError(f"missing query id (one of {', '.join(QID_KEYS)})", path, number)
-        yield number, qid, json_text(obj, QUERY_TEXT_KEYS, path, number) or ""  # the first not blank
+            raise InputError(f"missing query id (one of {', '.join(QID_KEYS)}; found {object_keys(obj)})", path, number)
+        text = json_text(obj, QUERY_TEXT_KEYS, path, number)  # the first not blank
+        if text is None:
+            raise InputError(f"no query text field (one of {', '.join(QUERY_TEXT_KEYS)}; found {object_keys(obj)})",
+                             path, number)
+        yield number, qid, text
 
 
 # A topic field runs from its tag to the next tag (old TREC topics have no closing tags).

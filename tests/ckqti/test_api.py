@@ -23,6 +23,21 @@ def test_index_refuses_bad_counts_before_any_work(tmp_path, scifact_small, optio
     assert not out.exists() and not (tmp_path / "idx.partial").exists()
 
 
+@pytest.mark.parametrize("options, documents, error, message", [
+    ({"fmt": "jsonl"}, ["a cat"], OptionError, "fmt is for a corpus file; documents given in memory are indexed as they are"),
+    ({"orcas": "o.tsv"}, ["a cat"], OptionError, "orcas is for a corpus file"),
+    ({}, ["a cat", {"id": "x", "contents": "a dog"}, ("id", "text")], InputError,
+     "documents[2]: expected a text, a dict (id and text fields, as in a JSONL corpus) or a Document, found tuple"),
+    ({}, [{"doc_id": "x", "contents": "a dog"}], InputError, "documents[0]: missing document id"),
+])
+def test_documents_in_memory_are_checked_before_any_work(tmp_path, options, documents, error, message):
+    out = tmp_path / "idx"
+    with pytest.raises(error) as info:
+        api.index(documents, out, model="ndrm2", progress=False, **options)
+    assert str(info.value).startswith(message)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_numpy_counts_build_an_index_with_a_json_manifest(tmp_path, scifact_small):
     m = api.index(scifact_small, tmp_path / "idx", model="ndrm2", shard_size=np.int64(150), batch_size=np.int32(8),
                   progress=False)
@@ -105,6 +120,22 @@ def test_run_stops_its_helper_threads(tmp_path, scifact_index):
     q.write_text("".join(f"q{i}\t{t}\n" for i, t in enumerate(["cancer cells", "brain imaging", "vitamin d"] * 10)))
     api.run(scifact_index, q, tmp_path / "r.trec", k=10, threads=4)
     assert not [t for t in threading.enumerate() if t.name.startswith("ckqti-search")]
+
+
+def test_run_takes_queries_in_memory_and_writes_the_run_their_file_writes(tmp_path, scifact_index):
+    """A dict ``qid -> text`` (as a bm25s or Pyserini user holds queries) was refused ("queries must be
+    a path"); it now writes the same run as a queries file of the same queries."""
+    queries = {"q1": "cancer cells", "7": "brain  imaging", "q3": "vitamin d"}
+    (tmp_path / "q.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in queries.items()))
+    on_file = api.run(scifact_index, tmp_path / "q.tsv", tmp_path / "file.trec", k=20)
+    in_memory = api.run(scifact_index, queries, tmp_path / "mem.trec", k=20)
+    assert (tmp_path / "mem.trec").read_text() == (tmp_path / "file.trec").read_text() != ""
+    assert in_memory.searched == on_file.searched == 3
+    with pytest.raises(OptionError, match="fmt is for a queries file"):
+        api.run(scifact_index, queries, tmp_path / "r.trec", fmt="tsv")
+    with pytest.raises(InputError, match=r"^queries\['q2'\]: query 'q2' has no text$"):
+        api.run(scifact_index, {"q1": "cancer", "q2": "  "}, tmp_path / "r.trec")
+    assert not (tmp_path / "r.trec").exists()
 
 
 def test_an_unguarded_script_calling_bm25_gets_a_one_line_reason(tmp_path, scifact_small):

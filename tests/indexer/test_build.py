@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -586,3 +587,28 @@ def test_the_root_directory_as_output_is_named_not_a_traceback(tmp_path, scifact
         api.index(scifact_small, out, model="ndrm2", force=True, progress=False)
     assert str(err.value) == (f"{out}: is the root directory; a build writes beside the index and renames it "
                               "into place: choose a folder below it")
+
+
+def test_documents_in_memory_build_the_index_their_file_builds(tmp_path, scifact_small, scifact_index):
+    """``api.index(list_of_dicts, out)``, as a bm25s or Pyserini user holds a corpus: the same shards,
+    byte for byte, as the JSONL file of those documents (``scifact_index``), and no corpus path recorded."""
+    from tests.conftest import first_docs
+
+    out = tmp_path / "mem"
+    m = api.index(first_docs(scifact_small, 600), out, model="ndrm2", shard_size=250, progress=False)
+    assert [s.files for s in m.shards] == [s.files for s in Manifest.read(scifact_index).shards]
+    assert m.corpus == {"path": None, "format": None, "orcas": None} and api.info(out).corpus is None
+    texts = [d["title"] + " " + d["text"] for d in first_docs(scifact_small, 50)]
+    api.index(texts, tmp_path / "texts", model="ndrm2", progress=False)
+    hits = api.search("vitamin d deficiency", tmp_path / "texts", k=3).hits
+    assert hits and all(0 <= int(h.docid) < 50 for h in hits)  # a text's docid is its position
+
+
+def test_an_interrupted_build_of_documents_in_memory_resumes_only_for_the_same_documents(scifact_small):
+    from indexer.readers import read_corpus, read_documents
+
+    docs = read_documents(read_corpus(scifact_small))
+    fp = build_mod.fingerprint(docs, None, None, {"id": "m"}, build_mod.BuildConfig())
+    assert build_mod.fingerprint(list(docs), None, None, {"id": "m"}, build_mod.BuildConfig()) == fp
+    changed = docs[:5] + [replace(docs[5], text=docs[5].text + " more")] + docs[6:]
+    assert build_mod.fingerprint(changed, None, None, {"id": "m"}, build_mod.BuildConfig()) != fp

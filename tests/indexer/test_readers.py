@@ -17,8 +17,10 @@ from indexer.readers import (
     load_orcas,
     orcas_field,
     read_corpus,
+    read_documents,
     read_qrels,
     read_queries,
+    read_query_mapping,
 )
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
@@ -396,6 +398,71 @@ def test_json_missing_id_and_missing_text(tmp_path):
     assert "missing document id" in str(err)
     path = write(tmp_path / "d.jsonl", '{"_id": "1", "metadata": {}}\n')
     assert_names(error_of(read_corpus, path), path, 1)
+
+
+def test_a_jsonl_line_without_an_id_or_text_field_names_the_fields_it_has(tmp_path):
+    """A corpus with other field names (``doc_id``, ``abstract``) was told only which names were wanted,
+    and a query file's ``question`` field read as a query without text; the error now shows the line's
+    own fields, so the mismatch is seen at once."""
+    path = write(tmp_path / "c.jsonl", '{"doc_id": "1", "abstract": "x y"}\n')
+    err = error_of(read_corpus, path)
+    assert_names(err, path, 1)
+    assert "missing document id (one of _id, id, docid; found 'doc_id', 'abstract')" in str(err)
+    path = write(tmp_path / "d.jsonl", '{"_id": "1", "abstract": "x y"}\n')
+    assert "(title or one of text, contents, body; found '_id', 'abstract')" in str(error_of(read_corpus, path))
+    path = write(tmp_path / "q.jsonl", '{"_id": "1", "text": "ok"}\n{"query-id": "2", "text": "x"}\n')
+    assert str(error_of(read_queries, path)) == f"{path}:2: missing query id (one of _id, id, qid, query_id; found 'query-id', 'text')"
+    path = write(tmp_path / "r.jsonl", '{"_id": "1", "question": "x"}\n{"_id": "2", "text": " "}\n')
+    assert str(error_of(read_queries, path)) == f"{path}:1: no query text field (one of text, query, title; found '_id', 'question')"
+    path = write(tmp_path / "s.jsonl", '{"_id": "2", "text": " "}\n')
+    assert str(error_of(read_queries, path)) == f"{path}:1: query '2' has no text"  # a text field, blank
+
+
+def test_documents_in_memory_read_as_the_same_documents_in_a_file(tmp_path):
+    """``read_documents`` (``api.index`` of a list): a dict reads as a JSONL line (BEIR's and Pyserini's
+    keys), a text is numbered by its position as bm25s numbers a list, a Document is kept."""
+    lines = ['{"id": 7, "contents": " x y "}', '{"docid": "b", "title": "T", "text": "z"}',
+             '{"_id": "c", "text": "", "body": "the body", "url": "u"}']
+    path = write(tmp_path / "c.jsonl", "\n".join(lines) + "\n")
+    import json
+
+    assert read_documents(json.loads(line) for line in lines) == list(read_corpus(path))
+    assert read_documents(["a cat", " a dog "]) == [Document("0", "", "a cat"), Document("1", "", "a dog")]
+    assert read_documents([Document(" d1 ", "T", "x"), "y"]) == [Document("d1", "T", "x"), Document("1", "", "y")]
+
+
+@pytest.mark.parametrize(("documents", "where", "message"), [
+    (["a", 3], "documents[1]", "expected a text, a dict (id and text fields, as in a JSONL corpus) or a Document, found int"),
+    ([{"doc_id": "1", "abstract": "x"}], "documents[0]", "missing document id (one of _id, id, docid; found 'doc_id', 'abstract')"),
+    ([{"id": "1", "abstract": "x"}], "documents[0]", "no text field (title or one of text, contents, body; found 'id', 'abstract')"),
+    ([{"id": "1", "text": ["x"]}], "documents[0]", "field 'text' must be a string, found list"),
+    ([{"id": "a b", "text": "x"}], "documents[0]", "docid 'a b' contains whitespace"),
+    (["x", {"id": "0", "text": "y"}], "documents[1]", "duplicate docid '0' (first at documents[0])"),
+    ([], "documents", "no documents in the list"),
+    ("a cat", "documents", "expected a list of documents, got one str"),
+    ({"id": "1", "text": "x"}, "documents", "expected a list of documents, got one dict"),
+])
+def test_bad_documents_in_memory_name_the_item(documents, where, message):
+    err = error_of(read_documents, documents)
+    assert str(err) == f"{where}: {message}"
+
+
+def test_queries_in_memory_read_as_the_same_queries_in_a_file(tmp_path):
+    path = write(tmp_path / "q.tsv", "1\t a  query\nq2\tanother\n")
+    assert read_query_mapping({1: " a  query", " q2 ": "another"}) == read_queries(path) == {"1": "a query", "q2": "another"}
+
+
+@pytest.mark.parametrize(("queries", "message"), [
+    (["a query"], "queries: expected a dict of query id -> text (a run names each query by its id), got list"),
+    ({}, "queries: no queries in the dict"),
+    ({"1": "x", 2: None}, "queries[2]: a query must be a string, found NoneType"),
+    ({("a",): "x"}, "queries[('a',)]: a query id must be a string, found tuple"),
+    ({"q 1": "x"}, "queries['q 1']: query id 'q 1' contains whitespace"),
+    ({"1": "x", " 1": "y"}, "queries[' 1']: duplicate query id '1' (first at queries['1'])"),
+    ({"1": " "}, "queries['1']: query '1' has no text"),
+])
+def test_bad_queries_in_memory_name_the_query(queries, message):
+    assert str(error_of(read_query_mapping, queries)) == message
 
 
 def test_unknown_format(tmp_path):
