@@ -2,14 +2,19 @@
 
 The result is a flat token array with per-document offsets (CSR), the document store
 columns, and the :class:`~ckqti.vocab.Vocabulary` with collection statistics, all
-saved so an interrupted build resumes after this pass.
+saved so an interrupted build resumes after this pass. A build analyzes straight into
+its work folder (``analyze_corpus(..., directory=)``): documents and term ids go to disk
+a batch at a time and are read back memory-mapped, so the corpus's text and terms never
+have to fit in memory at once (MS MARCO's documents are 16 GB of text).
 """
 
 from __future__ import annotations
 
 import json
+import operator
 import os
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +27,58 @@ from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 from indexer.format import DOCS_FILE
 from indexer.readers import Document, read_corpus
-from indexer.shards import DOC_COLUMNS, document_column, write_documents
+from indexer.shards import DOC_COLUMNS, document_column, documents_table, write_documents
+
+BATCH_DOCS = 10_000  # documents analyzed between two writes of a streamed analysis
+TOKENS_FILE = "tokens.npy"
+
+
+class DocumentColumns(Mapping):
+    """A document store's columns (see :func:`indexer.shards.write_documents`) over an Arrow
+    table, memory-mapped when read from a file: ``columns["docid"]`` is a list."""
+
+    def __init__(self, table: pa.Table):
+        self.table = table
+
+    def __getitem__(self, name: str) -> list:
+        if name not in DOC_COLUMNS:
+            raise KeyError(name)
+        return document_column(self.table, name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(DOC_COLUMNS)
+
+    def __len__(self) -> int:
+        return len(DOC_COLUMNS)
+
+    @property
+    def num_rows(self) -> int:
+        return self.table.num_rows
+
+    def rows(self, start: int, stop: int) -> dict[str, list]:
+        """Documents ``[start, stop)`` as lists, one per column."""
+        part = self.table.slice(start, stop - start)
+        return {c: document_column(part, c) for c in DOC_COLUMNS}
+
+
+class TokenLists(Sequence):
+    """Documents ``[start, stop)`` of a corpus as term id arrays, each made when it is read (a list
+    of 3.2M array views, for MS MARCO's documents, would be 350 MB)."""
+
+    def __init__(self, offsets: np.ndarray, tokens: np.ndarray, start: int, stop: int):
+        self.offsets, self.tokens, self.start, self.stop = offsets, tokens, start, stop
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = operator.index(i)
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        j = self.start + i % len(self)
+        return self.tokens[self.offsets[j] : self.offsets[j + 1]]
 
 
 @dataclass
@@ -36,52 +92,123 @@ class AnalyzedCorpus:
 
     offsets: np.ndarray
     tokens: np.ndarray
-    docs: dict[str, list]
+    docs: DocumentColumns
     vocab: Vocabulary
     clicked: int = 0
 
     def __len__(self) -> int:
-        return len(self.docs["docid"])
+        return self.docs.num_rows
 
     def doc_tokens(self, i: int) -> np.ndarray:
         return self.tokens[self.offsets[i] : self.offsets[i + 1]]
 
-    def token_lists(self, start: int, stop: int) -> list[np.ndarray]:
-        return [self.doc_tokens(i) for i in range(start, stop)]
+    def token_lists(self, start: int, stop: int) -> TokenLists:
+        return TokenLists(self.offsets, self.tokens, start, stop)
 
     def doc_columns(self, start: int, stop: int) -> dict[str, list]:
-        return {k: v[start:stop] for k, v in self.docs.items()}
+        return self.docs.rows(start, stop)
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        for name, array in (("offsets.npy", self.offsets), ("tokens.npy", self.tokens)):
+        for name, values in (("offsets.npy", self.offsets), (TOKENS_FILE, self.tokens)):
             with naming_full_disk(directory / name):
-                np.save(directory / name, array)
-        write_documents(directory / DOCS_FILE, self.docs)
-        with naming_full_disk(directory / "vocab.json"):
-            self.vocab.save(directory / "vocab.json")
-        with naming_full_disk(directory / "DONE"):
-            (directory / "DONE").write_text(json.dumps({"docs": len(self), "clicked": self.clicked}))
+                np.save(directory / name, values)
+        write_documents(directory / DOCS_FILE, self.docs.table)
+        finish_save(directory, self.vocab, len(self), self.clicked)
 
     @classmethod
     def load(cls, directory: Path) -> "AnalyzedCorpus | None":
         """A finished save, or ``None`` when there is none or it cannot be read (a damaged work
-        folder is analyzed again, not a traceback at every rerun)."""
+        folder is analyzed again, not a traceback at every rerun). Term ids and documents stay
+        on disk, memory-mapped."""
         if not (directory / "DONE").is_file():
             return None
         try:
-            table = pa.ipc.open_file(str(directory / DOCS_FILE)).read_all()
-            docs = {c: document_column(table, c) for c in DOC_COLUMNS}
-            corpus = cls(np.load(directory / "offsets.npy"), np.load(directory / "tokens.npy"), docs,
-                         Vocabulary.load(directory / "vocab.json"),
+            table = pa.ipc.open_file(pa.memory_map(str(directory / DOCS_FILE))).read_all()
+            if not set(DOC_COLUMNS) - {"prefix"} <= set(table.column_names):
+                raise KeyError("document store columns")
+            corpus = cls(np.load(directory / "offsets.npy"), np.load(directory / TOKENS_FILE, mmap_mode="r"),
+                         DocumentColumns(table), Vocabulary.load(directory / "vocab.json"),
                          int(json.loads((directory / "DONE").read_text()).get("clicked", 0)))
         except (OSError, ValueError, KeyError, EOFError, pa.ArrowException, InputError):  # JSONDecodeError: a ValueError
             (directory / "DONE").unlink(missing_ok=True)
             return None
-        if len(corpus.offsets) != len(docs["docid"]) + 1 or corpus.offsets[-1] != len(corpus.tokens):
+        if len(corpus.offsets) != len(corpus) + 1 or corpus.offsets[-1] != len(corpus.tokens):
             (directory / "DONE").unlink(missing_ok=True)
             return None
         return corpus
+
+
+def finish_save(directory: Path, vocab: Vocabulary, num_docs: int, clicked: int) -> None:
+    """The vocabulary, then ``DONE``: a save without ``DONE`` is not loaded."""
+    with naming_full_disk(directory / "vocab.json"):
+        vocab.save(directory / "vocab.json")
+    with naming_full_disk(directory / "DONE"):
+        (directory / "DONE").write_text(json.dumps({"docs": num_docs, "clicked": clicked}))
+
+
+class _MemorySink:
+    """Where :func:`analyze_corpus` puts each batch when it keeps the corpus in memory."""
+
+    def __init__(self) -> None:
+        self.tables: list[pa.Table] = []
+        self.tokens: list[np.ndarray] = []
+
+    def write(self, docs: dict[str, list], tokens: np.ndarray) -> None:
+        self.tables.append(documents_table(docs))
+        self.tokens.append(tokens)
+
+    def close(self) -> tuple[pa.Table, np.ndarray]:
+        if not self.tables:
+            return pa.table({}), np.zeros(0, np.int32)  # no documents: analyze_corpus refuses the corpus
+        return pa.concat_tables(self.tables), np.concatenate(self.tokens)
+
+
+class _FileSink:
+    """Where :func:`analyze_corpus` puts each batch when it analyzes into ``directory``: the
+    document store and the term ids (an ``.npy`` whose header, the same length for any size
+    as numpy pads it for appends, is rewritten with the final count)."""
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "DONE").unlink(missing_ok=True)
+        self.directory, self.count, self.docs = directory, 0, None
+        with naming_full_disk(directory / TOKENS_FILE):
+            self.tokens = open(directory / TOKENS_FILE, "wb")
+            self.header = self._write_header(0)
+
+    def _write_header(self, n: int) -> int:
+        self.tokens.seek(0)
+        np.lib.format.write_array_header_1_0(self.tokens, {"descr": "<i4", "fortran_order": False, "shape": (n,)})
+        return self.tokens.tell()
+
+    def write(self, docs: dict[str, list], tokens: np.ndarray) -> None:
+        table = documents_table(docs)
+        with naming_full_disk(self.directory / DOCS_FILE):
+            if self.docs is None:
+                self.docs = pa.ipc.new_file(str(self.directory / DOCS_FILE), table.schema)
+            self.docs.write_table(table)
+        with naming_full_disk(self.directory / TOKENS_FILE):
+            self.tokens.write(np.ascontiguousarray(tokens, "<i4").data)
+        self.count += tokens.size
+
+    def close(self) -> tuple[pa.Table, np.ndarray]:
+        with naming_full_disk(self.directory / TOKENS_FILE):
+            if self._write_header(self.count) != self.header:
+                raise ValueError(f"{self.directory / TOKENS_FILE}: the header changed length")
+            self.tokens.close()
+        with naming_full_disk(self.directory / DOCS_FILE):
+            if self.docs is not None:
+                self.docs.close()
+        if self.docs is None:
+            return pa.table({}), np.zeros(0, np.int32)  # no documents: analyze_corpus refuses the corpus
+        table = pa.ipc.open_file(pa.memory_map(str(self.directory / DOCS_FILE))).read_all()
+        return table, np.load(self.directory / TOKENS_FILE, mmap_mode="r")
+
+    def abort(self) -> None:
+        self.tokens.close()
+        if self.docs is not None:
+            self.docs.close()
 
 
 def analyze_corpus(
@@ -90,13 +217,40 @@ def analyze_corpus(
     fmt: str | None = None,
     orcas: str | Path | None = None,
     progress=None,
+    directory: Path | None = None,
 ) -> AnalyzedCorpus:
     """Read and analyze every document of a corpus file, or of documents already read
-    (:func:`indexer.readers.read_documents`; ``fmt`` and ``orcas`` are then not used)."""
+    (:func:`indexer.readers.read_documents`; ``fmt`` and ``orcas`` are then not used).
+
+    With ``directory``, the analyzed corpus is saved there as it is read, a batch of
+    ``BATCH_DOCS`` documents at a time (what :meth:`AnalyzedCorpus.load` reads back), and the
+    corpus returned reads its documents and term ids from those files, memory-mapped;
+    without, it is kept in memory."""
+    sink = _FileSink(directory) if directory is not None else _MemorySink()
+    try:
+        vocab, offsets, clicked = _analyze_into(sink, path, analyzer, fmt, orcas, progress)
+    except BaseException:
+        if isinstance(sink, _FileSink):
+            sink.abort()
+        raise
+    table, tokens = sink.close()
+    if not len(offsets) > 1:
+        raise InputError("corpus has no documents", path)
+    vocab = vocab.trimmed()
+    if directory is not None:
+        with naming_full_disk(directory / "offsets.npy"):
+            np.save(directory / "offsets.npy", offsets)
+        finish_save(directory, vocab, len(offsets) - 1, clicked)
+    return AnalyzedCorpus(offsets, tokens, DocumentColumns(table), vocab, clicked)
+
+
+def _analyze_into(sink, path, analyzer, fmt, orcas, progress) -> tuple[Vocabulary, np.ndarray, int]:
+    """Every document analyzed into ``sink`` a batch at a time; the vocabulary, the offsets and
+    the count of documents with ORCAS clicks."""
     vocab = Vocabulary()
-    docs: dict[str, list] = {"docid": [], "title": [], "text": [], "length": [], "prefix": []}
+    docs: dict[str, list] = {c: [] for c in DOC_COLUMNS}
     chunks: list[np.ndarray] = []
-    lengths: list[int] = []
+    lengths = array("q")  # int64, not a list of Python ints (3.2M documents for MS MARCO)
     clicked = 0
     for doc in read_corpus(path, fmt=fmt, orcas=orcas) if isinstance(path, (str, os.PathLike)) else path:
         clicked += bool(doc.orcas)
@@ -108,11 +262,13 @@ def analyze_corpus(
         docs["text"].append(doc.text)
         docs["length"].append(len(ids))
         docs["prefix"].append("\n".join(f for f in (doc.orcas, doc.url) if f))
+        if len(chunks) == BATCH_DOCS:
+            sink.write(docs, np.concatenate(chunks))
+            docs, chunks = {c: [] for c in DOC_COLUMNS}, []
         if progress is not None:
             progress.update(1)
-    if not docs["docid"]:
-        raise InputError("corpus has no documents", path)
+    if chunks:
+        sink.write(docs, np.concatenate(chunks))
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    tokens = np.concatenate(chunks) if chunks else np.zeros(0, np.int32)
-    return AnalyzedCorpus(offsets, tokens, docs, vocab.trimmed(), clicked)
+    return vocab, offsets, clicked

@@ -3,9 +3,10 @@
 Everything is written under ``OUT.partial/``; the finished index is renamed into place
 only when complete, so an interrupted build never leaves a half-written index and a
 previous index at ``OUT`` stays intact until the new one replaces it. Rerunning the
-same build resumes: the analyzed corpus and each shard's float impacts are saved as
-they complete (``analyzed/``, ``raw/shard-NNNNN.npz``) under a fingerprint of the
-inputs; a build with other inputs starts over.
+same build resumes: the analyzed corpus (written as it is read, and read back
+memory-mapped, so the corpus's text never has to fit in memory) and each shard's float
+impacts are saved as they complete (``analyzed/``, ``raw/shard-NNNNN.npz``) under a
+fingerprint of the inputs; a build with other inputs starts over.
 """
 
 from __future__ import annotations
@@ -389,9 +390,8 @@ def _build(corpus_path, out, work, model, model_info, config, fmt, orcas, force,
     corpus = AnalyzedCorpus.load(work / "analyzed")
     if corpus is None:
         bar = progress_bar(desc="analyze", unit="doc", show=progress)
-        corpus = analyze_corpus(corpus_path, config.analyzer, fmt=fmt, orcas=orcas, progress=bar)
+        corpus = analyze_corpus(corpus_path, config.analyzer, fmt=fmt, orcas=orcas, progress=bar, directory=work / "analyzed")
         bar.close()
-        corpus.save(work / "analyzed")
     qti = model(corpus.vocab) if callable(model) and not hasattr(model, "encode_documents") else model
     scorer = ImpactScorer(qti, corpus.vocab.df, config.impacts)
     offsets = scorer.fit_offsets(corpus.token_lists(0, len(corpus)), len(corpus.vocab))

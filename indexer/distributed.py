@@ -398,10 +398,10 @@ def analyzed_corpus(work: Path, inputs: BuildInputs, progress: bool) -> Analyzed
     if corpus is None:
         bar = progress_bar(desc="analyze", unit="doc", show=progress)
         corpus = analyze_corpus(
-            inputs.corpus_path, inputs.config.analyzer, fmt=inputs.fmt, orcas=inputs.orcas, progress=bar
+            inputs.corpus_path, inputs.config.analyzer, fmt=inputs.fmt, orcas=inputs.orcas, progress=bar,
+            directory=work / "analyzed",
         )
         bar.close()
-        corpus.save(work / "analyzed")
     return corpus
 
 

@@ -41,21 +41,26 @@ def document_column(table: pa.Table, name: str) -> list:
     return table.column(name).to_pylist()
 
 
-def write_documents(path: str | Path, docs: dict) -> None:
-    """Write a document store: ``docid``, ``title``, ``text`` (strings), ``length`` (int32, analyzed
-    terms) and ``prefix`` (the fields indexed before the title that snippets leave out: ORCAS clicks
-    and an MS MARCO document's URL; empty where there are none)."""
+def documents_table(docs: dict[str, list]) -> pa.Table:
+    """A document store's columns as an Arrow table: ``docid``, ``title``, ``text`` (strings),
+    ``length`` (int32, analyzed terms) and ``prefix`` (the fields indexed before the title that
+    snippets leave out: ORCAS clicks and an MS MARCO document's URL; empty where there are none)."""
     n = len(docs["docid"])
-    write_table(
-        path,
+    return pa.table(
         {
             "docid": pa.array(docs["docid"], pa.string()),
             "title": pa.array(docs["title"], pa.string()),
             "text": pa.array(docs["text"], pa.large_string()),
-            "length": np.asarray(docs["length"], dtype=np.int32),
+            "length": pa.array(np.asarray(docs["length"], dtype=np.int32)),
             "prefix": pa.array(docs.get("prefix") or [""] * n, pa.large_string()),
-        },
+        }
     )
+
+
+def write_documents(path: str | Path, docs: dict[str, list] | pa.Table) -> None:
+    """Write a document store (columns as in :func:`documents_table`, or such a table)."""
+    table = docs if isinstance(docs, pa.Table) else documents_table(docs)
+    write_table(path, {name: table.column(name).combine_chunks() for name in table.column_names})
 
 
 @dataclass(frozen=True)
