@@ -37,7 +37,7 @@ T = TypeVar("T")
 
 RERANKER_KINDS = ("tk", "tkl", "idcm")
 # Kinds that encode a document apart from the query (encode_document, encode_query, score_encoded): a rerank
-# encodes each candidate once for all the queries that rank it (Reranker.score_pairs). IDCM's cross-encoder
+# encodes each candidate once for all the queries that rank it (score_encoded_pairs). IDCM's cross-encoder
 # reads the query and the document together.
 ENCODED_KINDS = ("tk", "tkl")
 # Distinct known query terms a QTI model reads at inference, as search does (retriever.search.MAX_QUERY_TERMS):
@@ -54,6 +54,62 @@ def length_chunks(items: Iterable[T], length: Callable[[T], int], size: int) -> 
         groups.setdefault(length(item), []).append(item)
     return [same[s: s + size] for same in groups.values() for s in range(0, len(same), size)]
 
+
+def score_encoded_pairs(model: nn.Module, queries: Sequence[np.ndarray], docs: Sequence[np.ndarray], pairs: np.ndarray,
+                        device: torch.device, batch_size: int = 32,
+                        done: Callable[[int], object] | None = None) -> np.ndarray:
+    """A TK or TKL ``model``'s (eval mode) scores of ``(query, document)`` index pairs, each query and each
+    document encoded once however many pairs hold it (:meth:`Reranker.score_ids` encodes a document again
+    for every query). Documents are encoded ``batch_size`` at a time, in order of length, and each batch
+    is scored against all of its queries, ``batch_size`` pairs of one query length at a time (see
+    :func:`_pair_chunks`); ``done(n)`` is called as ``n`` more documents are scored.
+
+    Shape:
+        ``pairs [P, 2]`` int (query index, document index) -> ``[P]`` float64, as :meth:`Reranker.score_ids` scores them.
+    """
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    out = np.zeros(len(pairs), dtype=np.float64)
+    of_doc: list[list[int]] = [[] for _ in docs]  # each document's pairs
+    for p, d in enumerate(pairs[:, 1].tolist()):
+        of_doc[d].append(p)
+    with torch.no_grad():
+        qvecs = _encode_queries(model, queries, device, batch_size)
+        order = sorted(range(len(docs)), key=lambda i: len(docs[i]))
+        for start in range(0, len(order), batch_size):
+            part = order[start: start + batch_size]
+            ids = pad_rows([docs[i] for i in part]).to(device)  # [N, L]
+            vecs = model.encode_document(ids)  # [N, L', D]
+            for chunk, rows in _pair_chunks([(p, n) for n, i in enumerate(part) for p in of_doc[i]],
+                                            pairs, qvecs, batch_size, device):
+                q = pairs[chunk, 0].tolist()
+                qids = pad_rows([queries[i] for i in q]).to(device)  # [P, Q]
+                qv = torch.stack([qvecs[i] for i in q])  # [P, Q, D]
+                out[chunk] = model.score_encoded(qids, qv, ids[rows], vecs[rows]).double().cpu().numpy()
+            if done is not None:
+                done(len(part))
+    return out
+
+
+def _pair_chunks(mine: list[tuple[int, int]], pairs: np.ndarray, qvecs: Sequence[torch.Tensor], batch_size: int,
+                 device: torch.device) -> list[tuple[list[int], torch.Tensor]]:
+    """A document batch's ``(pair, document row)`` items cut into chunks of at most ``batch_size`` pairs whose
+    queries have one length: no query is padded, as :meth:`Reranker.score_ids` pads none (a sum over a padded
+    query's terms rounds otherwise, and TKL's region picks can flip on that: one of 20,000 SciFact pairs, whose
+    top two windows were 8e-6 apart, scored 10% off) -> ``(pairs, document rows)``."""
+    return [([p for p, _ in part], torch.as_tensor([n for _, n in part], device=device))
+            for part in length_chunks(mine, lambda item: len(qvecs[pairs[item[0], 0]]), batch_size)]
+
+
+def _encode_queries(model: nn.Module, queries: Sequence[np.ndarray], device: torch.device,
+                    batch_size: int) -> list[torch.Tensor]:
+    """Each query's vectors ``[Q_i, D]`` (the tokens the model reads), unpadded as :meth:`Reranker.score_ids`
+    encodes it: in batches of queries of its length."""
+    vecs: list[torch.Tensor] = [torch.zeros(0)] * len(queries)
+    for part in length_chunks(range(len(queries)), lambda i: len(queries[i]), batch_size):
+        enc = model.encode_query(pad_rows([queries[i] for i in part]).to(device))  # [N, Q, D]
+        for n, i in enumerate(part):
+            vecs[i] = enc[n]
+    return vecs
 
 @dataclass
 class Reranker:
@@ -149,59 +205,12 @@ class Reranker:
 
     def score_pairs(self, queries: Sequence[np.ndarray], docs: Sequence[np.ndarray], pairs: np.ndarray,
                     batch_size: int = 32, done: Callable[[int], object] | None = None) -> np.ndarray:
-        """TK and TKL (:data:`ENCODED_KINDS`): scores of ``(query, document)`` index pairs, each query and
-        each document encoded once however many pairs hold it (:meth:`score_ids` encodes a document again
-        for every query). Documents are encoded ``batch_size`` at a time, in order of length, and each batch
-        is scored against all of its queries, ``batch_size`` pairs of one query length at a time (see
-        :meth:`_pair_chunks`); ``done(n)`` is called as
-        ``n`` more documents are scored.
-
-        Shape:
-            ``pairs [P, 2]`` int (query index, document index) -> ``[P]`` float64, as :meth:`score_ids` scores them.
-        """
+        """TK and TKL (:data:`ENCODED_KINDS`): :func:`score_encoded_pairs` with this model; ``queries`` are
+        read up to :attr:`max_query_length`."""
         if self.kind not in ENCODED_KINDS:
             raise ValueError(f"a {self.kind} model reads the query and the document together")
-        pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-        out = np.zeros(len(pairs), dtype=np.float64)
-        of_doc: list[list[int]] = [[] for _ in docs]  # each document's pairs
-        for p, d in enumerate(pairs[:, 1].tolist()):
-            of_doc[d].append(p)
-        with torch.no_grad():
-            qvecs = self._encode_queries(queries, batch_size)
-            order = sorted(range(len(docs)), key=lambda i: len(docs[i]))
-            for start in range(0, len(order), batch_size):
-                part = order[start: start + batch_size]
-                ids = pad_rows([docs[i] for i in part]).to(self.device)  # [N, L]
-                vecs = self.model.encode_document(ids)  # [N, L', D]
-                for chunk, rows in self._pair_chunks([(p, n) for n, i in enumerate(part) for p in of_doc[i]],
-                                                     pairs, qvecs, batch_size):
-                    q = pairs[chunk, 0].tolist()
-                    qids = pad_rows([queries[i][: self.max_query_length] for i in q]).to(self.device)  # [P, Q]
-                    qv = torch.stack([qvecs[i] for i in q])  # [P, Q, D]
-                    out[chunk] = self.model.score_encoded(qids, qv, ids[rows], vecs[rows]).double().cpu().numpy()
-                if done is not None:
-                    done(len(part))
-        return out
-
-    def _pair_chunks(self, mine: list[tuple[int, int]], pairs: np.ndarray, qvecs: Sequence[torch.Tensor],
-                     batch_size: int) -> list[tuple[list[int], torch.Tensor]]:
-        """A document batch's ``(pair, document row)`` items cut into chunks of at most ``batch_size`` pairs whose
-        queries have one length: no query is padded, as :meth:`score_ids` pads none (a sum over a padded query's
-        terms rounds otherwise, and TKL's region picks can flip on that: one of 20,000 SciFact pairs, whose top
-        two windows were 8e-6 apart, scored 10% off) -> ``(pairs, document rows)``."""
-        return [([p for p, _ in part], torch.as_tensor([n for _, n in part], device=self.device))
-                for part in length_chunks(mine, lambda item: len(qvecs[pairs[item[0], 0]]), batch_size)]
-
-    def _encode_queries(self, queries: Sequence[np.ndarray], batch_size: int) -> list[torch.Tensor]:
-        """Each query's vectors ``[Q_i, D]`` (its capped tokens), unpadded as :meth:`score_ids` encodes it: in
-        batches of queries of its length."""
-        vecs: list[torch.Tensor] = [torch.zeros(0)] * len(queries)
-        rows = [q[: self.max_query_length] for q in queries]
-        for part in length_chunks(range(len(rows)), lambda i: len(rows[i]), batch_size):
-            enc = self.model.encode_query(pad_rows([rows[i] for i in part]).to(self.device))  # [N, Q, D]
-            for n, i in enumerate(part):
-                vecs[i] = enc[n]
-        return vecs
+        return score_encoded_pairs(self.model, [q[: self.max_query_length] for q in queries], docs, pairs,
+                                   self.device, batch_size, done)
 
     def doc_length(self, doc: str) -> int:
         """Tokens of the whole document (NDRM's length normalisation reads the untruncated length)."""

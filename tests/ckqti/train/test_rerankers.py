@@ -615,3 +615,31 @@ def test_start_up_says_when_bm25_runs(tiny_scifact, tmp_path, monkeypatch, capsy
     train_reranker("tk", tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], tmp_path / "tk.pt",
                    quick("tk", epochs=1, progress=True))
     assert "BM25 candidates (Pyserini): the top 100 of " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["tk", "tkl"])
+def test_tk_and_tkl_validation_encodes_each_candidate_once_and_scores_as_pair_by_pair(tiny_scifact, kind):
+    """Validation reranked each dev query's candidates pair by pair, encoding a document again for every
+    query that ranks it (most of a SciFact TK epoch); TK and TKL now encode each distinct candidate once,
+    as a rerank does, and score as before (queries of one length at a time: no TKL region pick flips)."""
+    from ckqti.train.rerankers import rerank_scores, validate
+
+    data, text = small_pairs(tiny_scifact)
+    qids = [*data.train_qids, *data.dev_qids]
+    data = replace(data, dev_qids=qids, dev_qrels={q: {data.docids[d]: 1 for d in data.relevant[q]} for q in qids})
+    torch.manual_seed(0)
+    model = build_model(kind, dict(vocab_size=len(text.vocab), **TINY_TK)).eval()
+    encoded: list[int] = []
+    encode = model.encode_document
+    model.encode_document = lambda ids: (encoded.append(ids.shape[0]), encode(ids))[1]
+    depth, cpu = 20, torch.device("cpu")
+    run = rerank_scores(model, data, qids, depth, 8, cpu)
+    distinct = {d for q in qids for d in data.candidates[q][:depth]}
+    pairs = sum(len(data.candidates[q][:depth]) for q in qids)
+    assert sum(encoded) == len(distinct) < pairs  # each candidate once, though queries share them
+    pair_by_pair = rerank_scores(lambda q, d: model(q, d), data, qids, depth, 8, cpu)
+    assert run.keys() == pair_by_pair.keys() and all(run[q].keys() == pair_by_pair[q].keys() for q in qids)
+    np.testing.assert_allclose([run[q][d] for q in qids for d in run[q]],
+                               [pair_by_pair[q][d] for q in qids for d in run[q]], rtol=1e-5, atol=1e-6)
+    config = quick(kind, dev_depth=depth)
+    assert abs(validate(model, model, data, config, cpu) - validate(lambda q, d: model(q, d), model, data, config, cpu)) <= 1e-6
