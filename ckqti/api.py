@@ -376,6 +376,7 @@ def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path
     check_paths(("dev_qrels", "orcas"), corpus=corpus, queries=queries, qrels=qrels, out=out, dev_qrels=dev_qrels,
                 orcas=orcas)
     check_keywords(train_config, options, passed=("resume", "dev_qrels"))
+    check_text_starts(corpus, queries, orcas)  # before torch, which train_config's TrainConfig imports
     config = train_config(model, resume=resume, dev_qrels=dev_qrels, **options)
     check_checkpoint_path(out, {"corpus": corpus, "queries file": queries, "qrels file": qrels, "dev qrels file": dev_qrels,
                                 "embeddings checkpoint": options.get("embeddings"), "teacher file": options.get("teacher"),
@@ -425,13 +426,27 @@ def rerank(queries: str | Path, candidates: str | Path, model: str | Path, out: 
            corpus: str | Path | None = None, **options) -> RerankStats:
     """Rerank every query's top ``depth`` candidates (``"bm25"``, an index or a run) with a model
     of any kind and write a TREC run; ``options`` as :func:`retriever.rerank.rerank`'s."""
+    check_paths(("corpus",), queries=queries, candidates=candidates, out=out, corpus=corpus)
+    check_text_starts(queries, corpus, options.get("orcas"))  # before torch, which retriever.rerank imports
+
     from retriever.rerank import rerank as rerank_run
 
-    check_paths(("corpus",), queries=queries, candidates=candidates, out=out, corpus=corpus)
     check_keywords(rerank_run, options)
     depth = option_count(depth, "depth")
     check_counts(options, "batch_size", "max_doc_length")
     return rerank_run(queries, candidates, model, out, depth, corpus, **options)
+
+
+def check_text_starts(*paths: str | Path | None) -> None:
+    """Each of ``paths`` that is a file starts with UTF-8 lines (:func:`indexer.readers.formats.check_start`):
+    a corpus or queries file in another encoding (CP-1252) is named before the model loads, not after
+    the seconds torch's import alone takes. What is no file (not there, a folder, a pipe) is left to
+    the command's own checks, which say what it is."""
+    from indexer.readers.formats import check_start
+
+    for path in paths:
+        if isinstance(path, (str, os.PathLike)) and Path(path).is_file():
+            check_start(path)
 
 
 def check_counts(options: dict, *names: str) -> None:
@@ -446,9 +461,11 @@ def explain(query: str, docid: str, model: str | Path | None, corpus: str | Path
             index_path: str | Path | None = None, html_out: str | Path | None = None, **options) -> Explanation:
     """Why ``model`` scores ``docid`` (from ``corpus`` or ``index_path``) as it does for ``query``;
     ``options`` as :func:`ckqti.explain.explain`'s. ``model`` None: the model the index was built with."""
+    check_paths(("corpus", "index_path", "html_out"), corpus=corpus, index_path=index_path, html_out=html_out)
+    check_text_starts(corpus, options.get("orcas"))  # before torch, which ckqti.explain imports
+
     from ckqti.explain import explain as explain_score
 
-    check_paths(("corpus", "index_path", "html_out"), corpus=corpus, index_path=index_path, html_out=html_out)
     check_docid(docid)
     check_keywords(explain_score, options)
     check_counts(options, "max_doc_length")
