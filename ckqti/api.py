@@ -118,10 +118,17 @@ def index(
     return build_index(corpus, out, factory, info, config, fmt=fmt, orcas=orcas, force=force, resume=resume, progress=progress)
 
 
-def in_memory_corpus(corpus, fmt: str | None, orcas, ray_address: str | None) -> list[Document]:
-    """:func:`index`'s documents given in memory, read and checked (:func:`indexer.readers.read_documents`)."""
+def in_memory_corpus(corpus, fmt: str | None, orcas, ray_address: str | None = None, start: int = 0) -> list[Document]:
+    """:func:`index`'s and :func:`append`'s documents given in memory, read and checked
+    (:func:`indexer.readers.read_documents`; texts numbered from ``start``)."""
     from indexer.readers import read_documents
 
+    check_in_memory_options(corpus, fmt, orcas, ray_address)
+    return read_documents(corpus, start)
+
+
+def check_in_memory_options(corpus, fmt: str | None, orcas, ray_address: str | None = None) -> None:
+    """Documents in memory take no file options, and are an iterable."""
     for name, value in (("fmt", fmt), ("orcas", orcas), ("ray_address", ray_address)):
         if value is not None:
             raise OptionError(f"{name} is for a corpus file; documents given in memory are indexed as they are",
@@ -129,11 +136,10 @@ def in_memory_corpus(corpus, fmt: str | None, orcas, ray_address: str | None) ->
     if corpus is None or not isinstance(corpus, Iterable):
         raise OptionError(f"corpus must be a path, got {type(corpus).__name__} (or documents in memory: a list of "
                           "texts, dicts or Documents)", ("corpus",))
-    return read_documents(corpus)
 
 
 def append(
-    corpus: str | Path,
+    corpus: str | Path | Iterable[str | Mapping | Document],
     index_path: str | Path,
     model: str | None = None,
     fmt: str | None = None,
@@ -144,14 +150,23 @@ def append(
     progress: bool = True,
 ) -> Manifest:
     """Add the documents of ``corpus`` to an index as new shards (old shards are not rescored);
-    ``model`` defaults to the one the index was built with. Returns the new manifest."""
+    ``model`` defaults to the one the index was built with. Returns the new manifest.
+
+    ``corpus`` is a corpus file or documents in memory, as :func:`index` takes them; a text's docid
+    is its position after the index's documents (``"600"`` for the first text appended to an index
+    of 600), as if the list had been part of the one the index was built from."""
     from indexer.format import Manifest
     from indexer.paths import check_append_paths
 
-    check_paths(("orcas",), corpus=corpus, index_path=index_path, orcas=orcas)
+    in_memory = not isinstance(corpus, (str, os.PathLike))
+    if in_memory:
+        check_in_memory_options(corpus, fmt, orcas)
+    check_paths(("orcas",), index_path=index_path, orcas=orcas, **({} if in_memory else {"corpus": corpus}))
     shard_size = option_count(shard_size, "shard_size")
     batch_size = None if batch_size is None else option_count(batch_size, "batch_size")
-    check_append_paths(Path(corpus), Path(orcas) if orcas else None, Path(index_path))  # before torch
+    check_append_paths(None if in_memory else Path(corpus), Path(orcas) if orcas else None, Path(index_path))  # before torch
+    if in_memory:
+        corpus = in_memory_corpus(corpus, fmt, orcas, start=Manifest.read(index_path).num_docs)
 
     from ckqti.models.loading import load_qti_model
     from indexer.append import append_index, index_model_spec
@@ -361,6 +376,7 @@ def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path
     check_paths(("dev_qrels", "orcas"), corpus=corpus, queries=queries, qrels=qrels, out=out, dev_qrels=dev_qrels,
                 orcas=orcas)
     check_keywords(train_config, options, passed=("resume", "dev_qrels"))
+    check_text_starts(corpus, queries, orcas)  # before torch, which train_config's TrainConfig imports
     config = train_config(model, resume=resume, dev_qrels=dev_qrels, **options)
     check_checkpoint_path(out, {"corpus": corpus, "queries file": queries, "qrels file": qrels, "dev qrels file": dev_qrels,
                                 "embeddings checkpoint": options.get("embeddings"), "teacher file": options.get("teacher"),
@@ -410,13 +426,27 @@ def rerank(queries: str | Path, candidates: str | Path, model: str | Path, out: 
            corpus: str | Path | None = None, **options) -> RerankStats:
     """Rerank every query's top ``depth`` candidates (``"bm25"``, an index or a run) with a model
     of any kind and write a TREC run; ``options`` as :func:`retriever.rerank.rerank`'s."""
+    check_paths(("corpus",), queries=queries, candidates=candidates, out=out, corpus=corpus)
+    check_text_starts(queries, corpus, options.get("orcas"))  # before torch, which retriever.rerank imports
+
     from retriever.rerank import rerank as rerank_run
 
-    check_paths(("corpus",), queries=queries, candidates=candidates, out=out, corpus=corpus)
     check_keywords(rerank_run, options)
     depth = option_count(depth, "depth")
     check_counts(options, "batch_size", "max_doc_length")
     return rerank_run(queries, candidates, model, out, depth, corpus, **options)
+
+
+def check_text_starts(*paths: str | Path | None) -> None:
+    """Each of ``paths`` that is a file starts with UTF-8 lines (:func:`indexer.readers.formats.check_start`):
+    a corpus or queries file in another encoding (CP-1252) is named before the model loads, not after
+    the seconds torch's import alone takes. What is no file (not there, a folder, a pipe) is left to
+    the command's own checks, which say what it is."""
+    from indexer.readers.formats import check_start
+
+    for path in paths:
+        if isinstance(path, (str, os.PathLike)) and Path(path).is_file():
+            check_start(path)
 
 
 def check_counts(options: dict, *names: str) -> None:
@@ -431,9 +461,11 @@ def explain(query: str, docid: str, model: str | Path | None, corpus: str | Path
             index_path: str | Path | None = None, html_out: str | Path | None = None, **options) -> Explanation:
     """Why ``model`` scores ``docid`` (from ``corpus`` or ``index_path``) as it does for ``query``;
     ``options`` as :func:`ckqti.explain.explain`'s. ``model`` None: the model the index was built with."""
+    check_paths(("corpus", "index_path", "html_out"), corpus=corpus, index_path=index_path, html_out=html_out)
+    check_text_starts(corpus, options.get("orcas"))  # before torch, which ckqti.explain imports
+
     from ckqti.explain import explain as explain_score
 
-    check_paths(("corpus", "index_path", "html_out"), corpus=corpus, index_path=index_path, html_out=html_out)
     check_docid(docid)
     check_keywords(explain_score, options)
     check_counts(options, "max_doc_length")

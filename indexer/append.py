@@ -23,7 +23,7 @@ import errno
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -52,6 +52,7 @@ from indexer.impacts import ImpactConfig, ImpactScorer
 from indexer.locks import exclusive
 from indexer.paths import check_input_files, read_only_index
 from indexer.quantize import Quantizer
+from indexer.readers import Document
 from indexer.shards import write_shard
 
 LOCK = ".writer.lock"
@@ -184,14 +185,24 @@ def merge_vocabulary(base: Vocabulary, new: Vocabulary) -> tuple[Vocabulary, np.
     return merged, remap
 
 
-def check_docids(index: Path, manifest: Manifest, corpus: AnalyzedCorpus, corpus_path: Path, fmt: str | None) -> None:
-    """Refuse new documents whose docid the index already holds (naming the corpus line)."""
+def check_docids(index: Path, manifest: Manifest, corpus: AnalyzedCorpus, corpus_path: Path | Sequence[Document],
+                 fmt: str | None) -> None:
+    """Refuse new documents whose docid the index already holds (naming the corpus line, or the item
+    of documents in memory)."""
     new = set(corpus.docs["docid"])
     for s in manifest.shards:
         docs = pa.ipc.open_file(pa.memory_map(str(index / s.name / DOCS_FILE), "r")).read_all()
         clash = next((d for d in docs.column("docid").to_pylist() if d in new), None)
-        if clash is not None:
-            raise InputError(f"docid {clash!r} is already in the index {index}", corpus_path, _line_of(corpus_path, fmt, clash))
+        if clash is None:
+            continue
+        message = f"docid {clash!r} is already in the index {index}"
+        if isinstance(corpus_path, Path):
+            raise InputError(message, corpus_path, _line_of(corpus_path, fmt, clash))
+        i = next(i for i, d in enumerate(corpus_path) if d.docid == clash)
+        if clash == str(manifest.num_docs + i):  # a text's, most likely: say where the number came from
+            message += (f" (a text's docid is its position after the index's {manifest.num_docs:,} documents; give "
+                        "docids with dicts or Documents)")
+        raise InputError(message, f"documents[{i}]")
 
 
 def _line_of(path: Path, fmt: str | None, docid: str) -> int | None:
@@ -209,7 +220,7 @@ def _line_of(path: Path, fmt: str | None, docid: str) -> int | None:
 
 def append_index(
     index_path: str | Path,
-    corpus_path: str | Path,
+    corpus_path: str | Path | Sequence[Document],
     model_factory,
     model_info: dict,
     shard_size: int = 100_000,
@@ -218,7 +229,8 @@ def append_index(
     batch_size: int | None = None,
     progress: bool = True,
 ) -> Manifest:
-    """Add the documents of ``corpus_path`` to the index at ``index_path`` as new shards of up
+    """Add the documents of ``corpus_path`` (a file, or documents read by
+    :func:`indexer.readers.read_documents`) to the index at ``index_path`` as new shards of up
     to ``shard_size`` documents; returns the new manifest.
 
     ``model_factory(vocab)`` gives the index's model (``model_info["id"]`` must be the
@@ -228,10 +240,11 @@ def append_index(
         CkqtiError: a corpus or ORCAS file that is no regular file, another model, a docid the index already holds (naming
             the corpus line), or a malformed corpus; the index is then unchanged.
     """
-    index, corpus_path = Path(index_path), Path(corpus_path)
+    index = Path(index_path)
+    corpus_path = Path(corpus_path) if isinstance(corpus_path, (str, os.PathLike)) else corpus_path
     if shard_size < 1:
         raise ValueError("shard_size must be >= 1")
-    check_input_files(corpus_path, Path(orcas) if orcas else None)  # a folder, a pipe, nothing: said as a build says it
+    check_input_files(corpus_path if isinstance(corpus_path, Path) else None, Path(orcas) if orcas else None)  # a folder, a pipe, nothing: said as a build says it
     manifest = Manifest.read(index)
     with writing(index):
         manifest = Manifest.read(index)
@@ -268,7 +281,7 @@ def _append(index, work, manifest, corpus_path, model_factory, model_info, shard
     gen = manifest.generation + 1
     write_vocab(work / vocab_file_name(gen), vocab, offsets)
     entry = {
-        "corpus": corpus_record(corpus_path, fmt, orcas, new.clicked),
+        "corpus": corpus_record(corpus_path if isinstance(corpus_path, Path) else None, fmt, orcas, new.clicked),
         "num_docs": len(corpus),
         "new_terms": len(vocab) - len(base),
         "shards": [i.name for i in infos],

@@ -55,9 +55,9 @@ def check_build_paths(corpus_path: Path | None, orcas: Path | None, out: Path, f
             raise CkqtiError("holds an input file, which --force would delete; choose another output", out)
 
 
-def check_append_paths(corpus_path: Path, orcas: Path | None, index: Path) -> None:
-    """Refuse an append before any work (its model loads in seconds): a corpus or ORCAS file that is
-    no regular file, no index at ``index``, or an index that cannot be written (:func:`read_only_index`)."""
+def check_append_paths(corpus_path: Path | None, orcas: Path | None, index: Path) -> None:
+    """Refuse an append before any work (its model loads in seconds): a corpus (None: documents in
+    memory) or ORCAS file that is no regular file, no index at ``index``, or an index that cannot be written (:func:`read_only_index`)."""
     check_input_files(corpus_path, orcas)
     Manifest.read(index)
     if not os.access(index, os.W_OK | os.X_OK):

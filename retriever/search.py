@@ -80,6 +80,16 @@ class SearchResult:
     def __repr__(self) -> str:
         return brief_repr(self)
 
+    @property
+    def docids(self) -> list[str]:
+        """The hits' docids in rank order: :class:`TopK`'s column (a bm25s user's ``results`` row)."""
+        return [h.docid for h in self.hits]
+
+    @property
+    def scores(self) -> list[float]:
+        """The hits' scores in rank order: :class:`TopK`'s column, a list as there (``np.asarray`` for an array)."""
+        return [h.score for h in self.hits]
+
     def why_empty(self) -> str:
         """Why a search retrieved nothing (``ckqti run``'s and ``rerank``'s note): no query word in the
         index vocabulary, or no document scoring above 0 for those that are."""

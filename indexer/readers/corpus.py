@@ -171,12 +171,12 @@ def _json_document(obj: Mapping, path: str | Path, number: int | None) -> Docume
     return Document(docid, (title or "").strip(), (text or "").strip(), url=url.strip())
 
 
-def read_documents(documents: Iterable[str | Mapping | Document]) -> list[Document]:
+def read_documents(documents: Iterable[str | Mapping | Document], start: int = 0) -> list[Document]:
     """In-memory documents, checked as :func:`read_corpus` checks a file's (the Python API's
     ``index(["text", ...], out)``, as bm25s and Pyserini's ``JsonCollection`` users hold them).
 
     Each item is a text (its docid is its position, ``"0"``, ``"1"``, ..., as bm25s numbers a list
-    of texts), a dict read as a BEIR or Pyserini JSONL line (``_id``/``id``/``docid``, ``title``,
+    of texts; counted from ``start``: an append's texts follow the index's documents), a dict read as a BEIR or Pyserini JSONL line (``_id``/``id``/``docid``, ``title``,
     ``text``/``contents``/``body``, ``url``) or a :class:`Document`.
 
     Raises:
@@ -190,7 +190,7 @@ def read_documents(documents: Iterable[str | Mapping | Document]) -> list[Docume
     for i, item in enumerate(documents):
         where = f"documents[{i}]"
         if isinstance(item, str):
-            doc = Document(str(i), "", item.strip())
+            doc = Document(str(start + i), "", item.strip())
         elif isinstance(item, Mapping):
             doc = _json_document(item, where, None)
         elif isinstance(item, Document):

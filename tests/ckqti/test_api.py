@@ -1,6 +1,10 @@
 """ckqti.api's own checks of its arguments: what the CLI's flag types refuse, Python callers get
 as one CkqtiError, before any work (no OUT.partial left behind)."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -241,3 +245,36 @@ def test_a_ray_build_asking_for_cuda_starts_on_a_driver_without_a_gpu(tmp_path, 
     monkeypatch.setattr(indexer.distributed, "build_index_ray", lambda *args, **kwargs: seen.update(kwargs))
     api.index(scifact_small, tmp_path / "idx", model="ndrm2", ray_address="local", device="cuda", progress=False)
     assert seen["device"] == "cuda" and seen["address"] == "local"
+
+
+ANSI_INPUTS = """
+import sys
+from ckqti import api
+from ckqti.errors import CkqtiError
+bad, good, qrels, out = sys.argv[1:]
+for call in (lambda: api.rerank(bad, "bm25", "ndrm2", out, corpus=good),
+             lambda: api.rerank(good, "bm25", "ndrm2", out, corpus=bad),
+             lambda: api.explain("cells", "d50", "ndrm2", corpus=bad),
+             lambda: api.train("ndrm3", bad, good, qrels, out),
+             lambda: api.train("tk", good, bad, qrels, out)):
+    try:
+        call()
+        print("no error")
+    except CkqtiError as e:
+        print(e, "torch" in sys.modules)  # each call's: none imported it before
+"""
+
+
+def test_rerank_train_and_explain_name_a_corpus_or_queries_in_another_encoding_before_torch(tmp_path):
+    """A CP-1252 corpus or queries file (a Windows editor's "ANSI") was named, file and line, only after
+    torch had been imported and the model loaded (5 to 7 s); their first bytes are read first now, as
+    index and append read a corpus's (indexer.paths.check_input_files)."""
+    lines = [f"d{i}\tcells {'café' if i == 40 else 'divide'}\n" for i in range(60)]
+    bad, good, qrels = tmp_path / "ansi.tsv", tmp_path / "utf8.tsv", tmp_path / "qrels.txt"
+    bad.write_bytes("".join(lines).encode("cp1252"))
+    good.write_text("".join(lines).replace("café", "cafe"))
+    qrels.write_text("".join(f"d{i} 0 d{i} 1\n" for i in range(60)))
+    res = subprocess.run([sys.executable, "-c", ANSI_INPUTS, str(bad), str(good), str(qrels), str(tmp_path / "out")],
+                         cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == [f"{bad}:41: invalid UTF-8 (byte 13 of the line) False"] * 5, res.stdout

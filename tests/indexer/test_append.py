@@ -238,6 +238,47 @@ def test_docid_collision_names_the_file_and_line(tmp_path, parts, index_a):
                                                      "vocab.arrow"]
 
 
+def test_documents_in_memory_append_the_shards_their_file_appends(tmp_path, parts, index_a):
+    """``api.append(list_of_dicts, INDEX)``, as ``api.index`` takes them, was refused ("corpus must be a
+    path"): the same shards and vocabulary as appending the JSONL file of those documents."""
+    b = parts[1]
+    on_file, in_memory = copy_of(index_a, tmp_path / "file"), copy_of(index_a, tmp_path / "memory")
+    want = api.append(b, on_file, shard_size=100, progress=False)
+    got = api.append([json.loads(line) for line in b.read_text().splitlines()], in_memory, shard_size=100,
+                     progress=False)
+    assert [s.files for s in got.shards] == [s.files for s in want.shards] and len(got.shards) == 5
+    assert got.vocab_checksum == want.vocab_checksum and got.num_docs == 360
+    assert got.appends[0]["corpus"]["path"] is None and want.appends[0]["corpus"]["path"] == str(b.absolute())
+    with pytest.raises(CkqtiError, match="^fmt is for a corpus file"):
+        api.append(["a text"], in_memory, fmt="jsonl", progress=False)
+    with pytest.raises(InputError, match=r"^documents\[1\]: duplicate docid 'x' \(first at documents\[0\]\)$"):
+        api.append([{"id": "x", "text": "a"}, {"id": "x", "text": "b"}], in_memory, progress=False)
+    assert Manifest.read(in_memory).num_docs == 360
+
+
+def test_appended_texts_are_numbered_after_the_indexs_documents(tmp_path, parts):
+    """A text's docid is its position (as ``api.index`` numbers a list of texts): appended texts follow
+    the index's documents, so that an index of texts grown by texts numbers them as one list would,
+    and never reuses a docid; a docid the index holds already is refused, saying where it came from."""
+    texts = [json.loads(line)["text"] for line in parts[0].read_text().splitlines()[:30]]
+    idx = tmp_path / "texts"
+    api.index(texts[:20], idx, model="ndrm2", progress=False)
+    m = api.append(texts[20:], idx, progress=False)
+    assert m.num_docs == 30
+    whole = tmp_path / "whole"
+    api.index(texts, whole, model="ndrm2", progress=False)
+    docids = [d for sh in Index(idx).shards for d in sh.docs.column("docid").to_pylist()]
+    assert docids == [str(i) for i in range(30)] == [d for sh in Index(whole).shards
+                                                      for d in sh.docs.column("docid").to_pylist()]
+    other = tmp_path / "ids"
+    api.index([{"id": "a", "text": texts[0]}, {"id": "3", "text": texts[1]}], other, model="ndrm2", progress=False)
+    with pytest.raises(InputError) as err:
+        api.append([{"id": "b", "text": texts[2]}, texts[3]], other, progress=False)
+    assert str(err.value) == (f"documents[1]: docid '3' is already in the index {other} (a text's docid is its "
+                              "position after the index's 2 documents; give docids with dicts or Documents)")
+    assert Manifest.read(other).num_docs == 2
+
+
 class Interrupt(Exception):
     pass
 

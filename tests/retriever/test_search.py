@@ -295,6 +295,18 @@ def test_a_deep_results_repr_shows_its_first_hits_and_counts_the_rest(scifact_in
                            f"postings={short.postings}, unweighted=[])")
 
 
+def test_a_result_has_its_hits_docids_and_scores_as_columns(scifact_index):
+    """A bm25s user holds a query's results as docids and scores; a SearchResult had only ``hits[i]``:
+    its ``docids`` and ``scores`` are ``topk_many``'s columns, read-only (the result is hashable)."""
+    searcher = Searcher(scifact_index)
+    result, top = searcher.search("cancer cells", 50), searcher.topk_many(["cancer cells"], 50)[0]
+    assert len(result.hits) == 50 and result.docids == top.docids and result.scores == top.scores
+    assert result.docids == [h.docid for h in result.hits] and result.scores == [h.score for h in result.hits]
+    with pytest.raises(AttributeError):
+        result.docids = []
+    assert result.scores[0] > result.scores[-1] and hash(result) == hash(searcher.search("cancer cells", 50))
+
+
 def test_anytime_mode_with_a_large_budget_is_exact(scifact_index):
     exact = Searcher(scifact_index)
     anytime = Searcher(scifact_index, mode="anytime", budget=10**9)
