@@ -63,7 +63,7 @@ from ckqti.train.data import (
 )
 from ckqti.train.losses import distill_loss, finite_loss, listwise_loss, ranknet_loss
 from ckqti.train.sampling import LABELS_WITH_RELEVANT, Example, sample_epoch
-from ckqti.train.scoring import as_run, score_pairs
+from ckqti.train.scoring import as_run, encode_by_length, score_pairs
 
 EMBEDDING_INITS = ("skipgram", "minilm", "random")  # or a checkpoint file (``.pt``): its word vectors
 MODEL_INITS = ("paper", "match")
@@ -459,9 +459,10 @@ def _score_groups(model: nn.Module, data: TrainingData, qids: Sequence[str], doc
     """Scores of ``per_query`` documents for each query, documents listed query by query -> ``[len(qids), per_query]``."""
     coll = data.collection
     query = pad_rows([data.query_ids[q] for q in qids]).to(device).repeat_interleave(per_query, dim=0)  # [B * k, Q]
-    ids = pad_rows([coll.doc(d) for d in docs], doc_terms).to(device)  # [B * k, L]
     lengths = torch.tensor([len(coll.doc(d)) for d in docs], dtype=torch.float32, device=device)  # [B * k]
-    return model(query, ids, lengths).view(len(qids), per_query)
+    enc = encode_by_length(model, [coll.doc(d)[:doc_terms] for d in docs], lengths, device)  # [B * k, L]
+    # scored in one call: NDRM2's tf and length means and NDRM3's BatchNorm take the whole batch's statistics
+    return model.encoded_term_scores(query, enc).sum(-1).view(len(qids), per_query)
 
 
 def teacher_group(data: TrainingData, batch: Sequence[Example], k: int,
