@@ -721,3 +721,28 @@ def test_a_step_encoding_its_documents_by_length_has_the_loss_and_gradients_of_o
     for (name, mine), theirs in zip(model.named_buffers(), reference.buffers()):
         assert torch.allclose(mine.double(), theirs.double()), name
 
+
+def test_resuming_a_run_with_no_epoch_left_skips_bm25_and_still_checks_the_state(tmp_path, tiny_scifact, monkeypatch,
+                                                                                capsys):
+    """``--resume`` of a run whose epochs were all done (or whose patience ran out) fetched every query's
+    BM25 candidates (most of a minute on SciFact) before saying there was nothing to train; now it skips
+    them. Its state is still checked against the settings and data, and a run with an epoch left fetches them."""
+    import ckqti.train.loop as loop
+
+    searched = []
+    monkeypatch.setattr(loop, "bm25_candidates", lambda *a, **k: searched.append(1) or tiny_scifact["candidates"])
+    args = (tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], tmp_path / "m.pt")
+    first = train(*args, dataclasses.replace(CONFIG, epochs=1))
+    assert searched == [1]
+    again = train(*args, dataclasses.replace(CONFIG, epochs=1, progress=True), resume=True)
+    assert searched == [1] and "): all 1 epochs are done\n" in capsys.readouterr().err
+    assert (again.model_id, again.epochs_run, again.history) == (first.model_id, 1, first.history)
+    qid, judged = next(iter(tiny_scifact["qrels"].items()))
+    relabelled = {**tiny_scifact["qrels"], qid: {next(d for d in tiny_scifact["docs"] if d not in judged): 1}}
+    with pytest.raises(CkqtiError, match="other settings or data"):
+        train(*args[:2], relabelled, args[3], dataclasses.replace(CONFIG, epochs=1), resume=True)
+    with pytest.raises(CkqtiError, match="other settings or data"):
+        train(*args, dataclasses.replace(CONFIG, epochs=1, lr=1e-3), resume=True)
+    assert searched == [1]
+    assert train(*args, dataclasses.replace(CONFIG, epochs=2), resume=True).epochs_run == 2 and searched == [1, 1]
+    assert not loop.trains_more(loop.RunState(epoch=4, since_best=3), dataclasses.replace(CONFIG, epochs=10, patience=3))
