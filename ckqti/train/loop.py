@@ -63,7 +63,7 @@ from ckqti.train.data import (
 )
 from ckqti.train.losses import distill_loss, finite_loss, listwise_loss, ranknet_loss
 from ckqti.train.sampling import LABELS_WITH_RELEVANT, Example, sample_epoch
-from ckqti.train.scoring import as_run, score_pairs
+from ckqti.train.scoring import as_run, encode_by_length, score_pairs
 
 EMBEDDING_INITS = ("skipgram", "minilm", "random")  # or a checkpoint file (``.pt``): its word vectors
 MODEL_INITS = ("paper", "match")
@@ -459,9 +459,10 @@ def _score_groups(model: nn.Module, data: TrainingData, qids: Sequence[str], doc
     """Scores of ``per_query`` documents for each query, documents listed query by query -> ``[len(qids), per_query]``."""
     coll = data.collection
     query = pad_rows([data.query_ids[q] for q in qids]).to(device).repeat_interleave(per_query, dim=0)  # [B * k, Q]
-    ids = pad_rows([coll.doc(d) for d in docs], doc_terms).to(device)  # [B * k, L]
     lengths = torch.tensor([len(coll.doc(d)) for d in docs], dtype=torch.float32, device=device)  # [B * k]
-    return model(query, ids, lengths).view(len(qids), per_query)
+    enc = encode_by_length(model, [coll.doc(d)[:doc_terms] for d in docs], lengths, device)  # [B * k, L]
+    # scored in one call: NDRM2's tf and length means and NDRM3's BatchNorm take the whole batch's statistics
+    return model.encoded_term_scores(query, enc).sum(-1).view(len(qids), per_query)
 
 
 def teacher_group(data: TrainingData, batch: Sequence[Example], k: int,
@@ -570,6 +571,21 @@ def saved_id(path: Path) -> str | None:
         return None
 
 
+def saved_run(path: Path) -> RunState | None:
+    """The run state saved at ``path`` (read again and checked by :func:`load_state`), or None when there is
+    none to read."""
+    try:
+        return RunState(**torch.load(path, map_location="cpu", weights_only=True)["run"]) if path.is_file() else None
+    except Exception:  # a damaged file raises many types: load_state names it
+        return None
+
+
+def trains_more(state: RunState | None, config: TrainConfig) -> bool:
+    """Whether a run from ``state`` (None: a new run) has an epoch left to train: fewer than ``config.epochs``
+    done and patience not run out."""
+    return state is None or (state.epoch < config.epochs and state.since_best < config.patience)
+
+
 def load_state(path: Path, model: nn.Module, optimizer, fp: str) -> RunState:
     """Restore model, optimizer and RNG from ``path``; returns the run state."""
     try:
@@ -674,7 +690,8 @@ def train(
         fmt: corpus format (None: from the file name or content).
         qrels_format: ``qrels`` and ``dev_qrels`` files' format, ``"trec"``, ``"beir"`` or
             ``"cranfield"`` (None: detected, :func:`indexer.readers.read_qrels`).
-        resume: continue from the work folder's saved state when there is one.
+        resume: continue from the work folder's saved state when there is one (a run with no epoch left
+            fetches no BM25 candidates: it checks the state and returns its result).
         work_dir: work folder (default ``<out>.work``).
         init_embeddings: a ready ``[len(vocabulary), dim]`` initial embedding matrix for the
             corpus vocabulary (e.g. skip-gram vectors trained once for several runs); None
@@ -702,8 +719,14 @@ def train(
     if config.progress:
         show_notes(notes)
     depth = max(config.depth, config.dev_depth)
+    # the best epoch waits beside --out (one rename from it, whatever folder work is in) until the state names it
+    paths = {"out": out, "best": out.with_name(f".{out.name}.best"), "last": work / "last.pt", "state": work / "state.pt"}
+    # a run with no epoch left trains nothing: BM25 (most of the start) is skipped, its state still checked below
+    finished = resume and not trains_more(saved_run(paths["state"]), config)
 
     def bm25(texts: Mapping[str, str]) -> dict[str, list[str]]:
+        if finished:
+            return {}
         show_step(bm25_step(len(texts), depth), config.progress)
         return bm25_candidates(corpus, texts, work, depth, fmt)
 
@@ -726,8 +749,6 @@ def train(
     meta = {"trained_by": "ckqti train", "config": config.to_dict(), "corpus": Path(corpus).name,
             **({"orcas": Path(orcas).name} if orcas else {}), "documents": len(collection),
             "train_queries": len(data.train_qids), "dev_queries": len(data.dev_qids), "pseudo_queries": len(data.pseudo_qids), "dev_qids": data.dev_qids}
-    # the best epoch waits beside --out (one rename from it, whatever folder work is in) until the state names it
-    paths = {"out": out, "best": out.with_name(f".{out.name}.best"), "last": work / "last.pt", "state": work / "state.pt"}
     resuming = resume and paths["state"].is_file()
     cuda = [device.index or 0] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=cuda):

@@ -1,3 +1,4 @@
+import copy
 import dataclasses
 import os
 
@@ -679,3 +680,69 @@ def test_start_up_says_when_bm25_and_skipgram_run(tmp_path, tiny_scifact, monkey
     assert 0 <= bm25 < skipgram, err
     train(*args, tmp_path / "quiet.pt", dataclasses.replace(config, progress=False))
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("variant", ["ndrm1", "ndrm2", "ndrm3"])
+def test_a_step_encoding_its_documents_by_length_has_the_loss_and_gradients_of_one_padded_batch(tiny_scifact, variant):
+    """A training step encodes its documents in groups of similar length (scoring.encode_by_length: a batch
+    padded to its longest document had most of its encoder work on padding) and scores them in one call.
+    Without dropout its loss, gradients and training statistics (NDRM2's means, NDRM3's BatchNorm) are those of
+    the whole batch padded into one forward call, each score at its own document's place."""
+    from ckqti.models.inputs import pad_rows
+
+    config = dataclasses.replace(CONFIG, model=variant, model_options={**TINY_MODEL, "dropout": 0.0})
+    coll = load_collection(tiny_scifact["corpus"])
+    data = prepare_data(coll, tiny_scifact["queries"], tiny_scifact["qrels"], config, None, tiny_scifact["candidates"])
+    batch = epoch_examples(data, config, 0)[:12]  # 48 documents: 3 groups
+    docs = [d for e in batch for d in e.docs]
+    lengths = [min(len(coll.doc(d)), 300) for d in docs]
+    assert len(set(lengths)) > 24 and sorted(lengths) != lengths  # grouping reorders the documents
+    torch.manual_seed(0)
+    model = build_model(data, config, torch.device("cpu"), init=True).train()
+    reference = copy.deepcopy(model)
+    query = pad_rows([data.query_ids[e.qid] for e in batch]).repeat_interleave(4, 0)
+    whole = reference(query, pad_rows([coll.doc(d) for d in docs], 300),
+                      torch.tensor([float(len(coll.doc(d))) for d in docs])).view(len(batch), 4)
+    expected = ranknet_loss(whole, torch.tensor([e.labels for e in batch]))
+    expected.backward()
+    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
+    encode, calls = model.encode_documents, []
+    model.encode_documents = lambda ids, lengths=None: (calls.append(ids), encode(ids, lengths))[1]
+    loss = train_step(model, opt, batch, data, 300, torch.device("cpu"), config)
+    rows = [(ids != 0).sum(1).tolist() for ids in calls]
+    assert len(calls) == 3 and sum(rows, []) == sorted(lengths)  # in order of length
+    assert [ids.shape[1] for ids in calls] == [max(r) for r in rows]  # each call as wide as its longest document
+    assert loss == pytest.approx(expected.item(), rel=1e-5)
+    grads = {n: p.grad for n, p in reference.named_parameters() if p.grad is not None}
+    assert grads.keys() == {n for n, p in model.named_parameters() if p.grad is not None} and grads
+    for name, p in model.named_parameters():
+        if name in grads:
+            assert torch.allclose(p.grad, grads[name], rtol=1e-4, atol=1e-6), name
+    for (name, mine), theirs in zip(model.named_buffers(), reference.buffers()):
+        assert torch.allclose(mine.double(), theirs.double()), name
+
+
+def test_resuming_a_run_with_no_epoch_left_skips_bm25_and_still_checks_the_state(tmp_path, tiny_scifact, monkeypatch,
+                                                                                capsys):
+    """``--resume`` of a run whose epochs were all done (or whose patience ran out) fetched every query's
+    BM25 candidates (most of a minute on SciFact) before saying there was nothing to train; now it skips
+    them. Its state is still checked against the settings and data, and a run with an epoch left fetches them."""
+    import ckqti.train.loop as loop
+
+    searched = []
+    monkeypatch.setattr(loop, "bm25_candidates", lambda *a, **k: searched.append(1) or tiny_scifact["candidates"])
+    args = (tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], tmp_path / "m.pt")
+    first = train(*args, dataclasses.replace(CONFIG, epochs=1))
+    assert searched == [1]
+    again = train(*args, dataclasses.replace(CONFIG, epochs=1, progress=True), resume=True)
+    assert searched == [1] and "): all 1 epochs are done\n" in capsys.readouterr().err
+    assert (again.model_id, again.epochs_run, again.history) == (first.model_id, 1, first.history)
+    qid, judged = next(iter(tiny_scifact["qrels"].items()))
+    relabelled = {**tiny_scifact["qrels"], qid: {next(d for d in tiny_scifact["docs"] if d not in judged): 1}}
+    with pytest.raises(CkqtiError, match="other settings or data"):
+        train(*args[:2], relabelled, args[3], dataclasses.replace(CONFIG, epochs=1), resume=True)
+    with pytest.raises(CkqtiError, match="other settings or data"):
+        train(*args, dataclasses.replace(CONFIG, epochs=1, lr=1e-3), resume=True)
+    assert searched == [1]
+    assert train(*args, dataclasses.replace(CONFIG, epochs=2), resume=True).epochs_run == 2 and searched == [1, 1]
+    assert not loop.trains_more(loop.RunState(epoch=4, since_best=3), dataclasses.replace(CONFIG, epochs=10, patience=3))
