@@ -85,8 +85,8 @@ their BM25 top-30; for reference BM25 itself scores 0.794 there and untrained ND
 * **Since session 38** a training step encodes its documents 16 at a time in order of length
   (``scoring.encode_by_length``: 1.2x padding instead of 3x, 2-5x faster steps on the CPU).
   The loss and gradients are those of the padded batch, but dropout's masks are drawn group
-  by group, so this script now trains another checkpoint (another id) from the same
-  distribution than the bundled ``ndrm3-611caa3582ac``, which the code before it trained.
+  by group: this script now trains a checkpoint from the same distribution but with another
+  id than the bundled ``ndrm3-611caa3582ac``, which the code before that change trained.
 """
 
 from __future__ import annotations
