@@ -22,9 +22,18 @@ from ckqti.models.qti import DocumentEncoding
 from ckqti.train.data import Collection
 
 PAIR_ELEMENTS = 1 << 23  # bound on (pairs x query terms x positions x kernels) scored at once
-# documents of a training batch encoded at once: SciFact's batches of 96 documents pad to 3.0 times their
-# terms in one call, to 1.2 times in groups of 16 of similar length (the encoder is most of a step's work)
+# documents of a training batch encoded at once on the CPU: SciFact's batches of 96 documents pad to 3.0
+# times their terms in one call, to 1.2 times in groups of 16 of similar length (the encoder is most of a
+# step's work: NDRM1/NDRM3 steps 2-5x faster). Not on a GPU, where padding is cheap and each call is
+# launches: NDRM3 on an H200 took 8.4-9.8 steps/s in groups against 36-40 in one call (session 38,
+# scripts/bench_train.py --models ndrm3 --devices cuda).
 ENCODE_GROUP = 16
+
+
+def encode_group(device: torch.device) -> int | None:
+    """Documents :func:`encode_by_length` encodes at once on ``device``: :data:`ENCODE_GROUP` on the
+    CPU, else None (the whole batch in one call)."""
+    return ENCODE_GROUP if device.type == "cpu" else None
 
 
 def _kernels(model: nn.Module) -> int:
@@ -38,10 +47,11 @@ def _select(enc: DocumentEncoding, rows: torch.Tensor) -> DocumentEncoding:
 
 
 def encode_by_length(model: nn.Module, rows: Sequence[np.ndarray], lengths: torch.Tensor, device: torch.device,
-                     group: int = ENCODE_GROUP) -> DocumentEncoding:
+                     group: int | None = None) -> DocumentEncoding:
     """``model.encode_documents`` of the id ``rows`` padded into one batch, rows in their order, with gradients;
     but encoded ``group`` rows at a time in order of length, so that little padding is encoded (an NDRM
     encoding of a document does not depend on the padding beside it). ``lengths``: ``[B]`` true lengths.
+    ``group`` None: :func:`encode_group`'s for ``device`` (on a GPU, the whole batch in one call).
 
     Dropout masks are drawn group by group: in training mode the encoding is another draw of the same
     distribution as one call's, and equal to it without dropout.
@@ -49,7 +59,8 @@ def encode_by_length(model: nn.Module, rows: Sequence[np.ndarray], lengths: torc
     Shape:
         ``len(rows)`` rows -> encoding ``[B, W]``, ``W = max(1, longest row)``.
     """
-    if not len(rows):
+    group = encode_group(device) if group is None else group
+    if group is None or len(rows) <= group:
         return model.encode_documents(pad_rows(rows).to(device), lengths)
     order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
     width = max([1] + [len(r) for r in rows])
