@@ -82,8 +82,9 @@ their BM25 top-30; for reference BM25 itself scores 0.794 there and untrained ND
   (early stop). Documents are cut to 256 terms in training batches (92% of SciFact abstracts
   are shorter) and to 4,000 when scoring; dev after every epoch selects the epoch (top-30 and
   top-100 reranking gave the same dev nDCG@10 for NDRM2).
-* **Since session 38** a training step encodes its documents 16 at a time in order of length
-  (``scoring.encode_by_length``: 1.2x padding instead of 3x, 2-5x faster steps on the CPU).
+* **Since session 38** a training step on the CPU encodes its documents 16 at a time in order of
+  length (``scoring.encode_by_length``: 1.2x padding instead of 3x, 2-5x faster steps; a GPU
+  still encodes a batch in one call).
   The loss and gradients are those of the padded batch, but dropout's masks are drawn group
   by group: this script now trains a checkpoint from the same distribution but with another
   id than the bundled ``ndrm3-611caa3582ac``, which the code before that change trained.
