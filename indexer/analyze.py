@@ -19,7 +19,7 @@ from ckqti.files import naming_full_disk
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 from indexer.format import DOCS_FILE
-from indexer.readers import read_corpus
+from indexer.readers import load_orcas, read_corpus
 from indexer.shards import DOC_COLUMNS, document_column, write_documents
 
 
@@ -30,6 +30,7 @@ class AnalyzedCorpus:
     docs: document store columns (docid, title, text, length, prefix: see :func:`indexer.shards.write_documents`).
     vocab: terms and collection statistics.
     clicked: documents that ORCAS clicks were joined to.
+    repeated: ORCAS lines dropped as a query their document already held (:func:`indexer.readers.load_orcas`).
     """
 
     offsets: np.ndarray
@@ -37,6 +38,7 @@ class AnalyzedCorpus:
     docs: dict[str, list]
     vocab: Vocabulary
     clicked: int = 0
+    repeated: int = 0
 
     def __len__(self) -> int:
         return len(self.docs["docid"])
@@ -59,7 +61,8 @@ class AnalyzedCorpus:
         with naming_full_disk(directory / "vocab.json"):
             self.vocab.save(directory / "vocab.json")
         with naming_full_disk(directory / "DONE"):
-            (directory / "DONE").write_text(json.dumps({"docs": len(self), "clicked": self.clicked}))
+            (directory / "DONE").write_text(json.dumps({"docs": len(self), "clicked": self.clicked,
+                                                          "repeated": self.repeated}))
 
     @classmethod
     def load(cls, directory: Path) -> "AnalyzedCorpus | None":
@@ -70,9 +73,10 @@ class AnalyzedCorpus:
         try:
             table = pa.ipc.open_file(str(directory / DOCS_FILE)).read_all()
             docs = {c: document_column(table, c) for c in DOC_COLUMNS}
+            done = json.loads((directory / "DONE").read_text())
             corpus = cls(np.load(directory / "offsets.npy"), np.load(directory / "tokens.npy"), docs,
-                         Vocabulary.load(directory / "vocab.json"),
-                         int(json.loads((directory / "DONE").read_text()).get("clicked", 0)))
+                         Vocabulary.load(directory / "vocab.json"), int(done.get("clicked", 0)),
+                         int(done.get("repeated", 0)))
         except (OSError, ValueError, KeyError, EOFError, pa.ArrowException, InputError):  # JSONDecodeError: a ValueError
             (directory / "DONE").unlink(missing_ok=True)
             return None
@@ -95,7 +99,8 @@ def analyze_corpus(
     chunks: list[np.ndarray] = []
     lengths: list[int] = []
     clicked = 0
-    for doc in read_corpus(path, fmt=fmt, orcas=orcas):
+    clicks = load_orcas(orcas) if orcas is not None else None  # once, to count its repeated lines
+    for doc in read_corpus(path, fmt=fmt, orcas=clicks):
         clicked += bool(doc.orcas)
         ids = vocab.add_document(analyzer(doc.full_text()))
         chunks.append(np.asarray(ids, dtype=np.int32))
@@ -112,4 +117,4 @@ def analyze_corpus(
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     tokens = np.concatenate(chunks) if chunks else np.zeros(0, np.int32)
-    return AnalyzedCorpus(offsets, tokens, docs, vocab.trimmed(), clicked)
+    return AnalyzedCorpus(offsets, tokens, docs, vocab.trimmed(), clicked, clicks.repeated if clicks else 0)

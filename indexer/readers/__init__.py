@@ -7,13 +7,22 @@
 Bad input raises :class:`ckqti.errors.InputError` naming the file and line.
 """
 
-from indexer.readers.corpus import CORPUS_FORMATS, ORCAS_MAX_TERMS, Document, load_orcas, orcas_field, read_corpus
+from indexer.readers.corpus import (
+    CORPUS_FORMATS,
+    ORCAS_MAX_TERMS,
+    Clicks,
+    Document,
+    load_orcas,
+    orcas_field,
+    read_corpus,
+)
 from indexer.readers.qrels import CRANFIELD_GAINS, QRELS_FORMATS, Qrels, count_judgements, read_qrels
 from indexer.readers.queries import QUERY_FORMATS, read_queries
 
 __all__ = [
     "CORPUS_FORMATS",
     "CRANFIELD_GAINS",
+    "Clicks",
     "ORCAS_MAX_TERMS",
     "QRELS_FORMATS",
     "QUERY_FORMATS",
