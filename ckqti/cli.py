@@ -247,6 +247,8 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
         echo(f"appended {m.appends[-1]['num_docs']} documents: {m.num_docs} documents, {m.num_postings} postings, "
              f"{len(m.shards)} shard(s) in {index_path}"
              + (clicked_note(m.appends[-1]["corpus"].get("orcas_documents")) if orcas else ""))
+        if orcas:
+            repeated_note(m.appends[-1]["corpus"].get("orcas_repeated"), orcas)
         if clipped := m.appends[-1].get("clipped_impacts"):
             echo(f"note: {clipped:,} impacts of the new documents were above the build's "
                  "largest and are stored as 255 (`ckqti info` counts them; rebuild if many: docs/INDEX.md)", err=True)
@@ -257,6 +259,8 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
                   **({} if batch_size is None else {"batch_size": batch_size}))
     echo(f"indexed {m.num_docs} documents, {m.num_postings} postings, {len(m.shards)} shard(s) -> {out}"
          + (clicked_note(m.corpus.get("orcas_documents")) if orcas else ""))
+    if orcas:
+        repeated_note(m.corpus.get("orcas_repeated"), orcas)
 
 
 def check_index_options(append_to: bool, out, index_path, ray_address, workers, neighbours, force: bool,
@@ -282,6 +286,14 @@ def check_index_options(append_to: bool, out, index_path, ray_address, workers, 
 def clicked_note(documents: int | None) -> str:
     """How many documents ORCAS clicks were joined to, where the manifest says (older builds do not)."""
     return "" if documents is None else f" (clicks joined to {documents:,} documents)"
+
+
+def repeated_note(repeated: int | None, orcas) -> None:
+    """Say how many lines of the ORCAS file repeated a query their document already held (dropped:
+    a click counts once, :func:`indexer.readers.load_orcas`)."""
+    if repeated:
+        echo(f"note: {repeated:,} repeated line{'s' if repeated > 1 else ''} of {orcas} dropped "
+             "(a document's clicked query counts once)", err=True)
 
 
 @cli.command("compact")
@@ -651,6 +663,7 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
     s = api.rerank(queries, candidates, model_path, out, depth, corpus, fmt=fmt, batch_size=batch_size, device=device,
                    tag=tag, max_doc_length=max_doc_length, adapt_vocabulary=adapt_vocabulary, orcas=orcas,
                    progress=True)
+    repeated_note(s.repeated_clicks, orcas)
     if s.skipped:
         echo(f"note: {count_queries(len(s.skipped))} skipped ({skipped_reasons(s.skipped, s.reasons)})", err=True)
     if s.unknown_words is not None and s.unknown_words >= UNKNOWN_WORDS_NOTE and not adapt_vocabulary:

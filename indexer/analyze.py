@@ -26,7 +26,7 @@ from ckqti.files import naming_full_disk
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 from indexer.format import DOCS_FILE
-from indexer.readers import Document, read_corpus
+from indexer.readers import Document, load_orcas, read_corpus
 from indexer.shards import DOC_COLUMNS, document_column, documents_table, write_documents
 
 BATCH_DOCS = 10_000  # documents analyzed between two writes of a streamed analysis
@@ -88,6 +88,7 @@ class AnalyzedCorpus:
     docs: document store columns (docid, title, text, length, prefix: see :func:`indexer.shards.write_documents`).
     vocab: terms and collection statistics.
     clicked: documents that ORCAS clicks were joined to.
+    repeated: ORCAS lines dropped as a query their document already held (:func:`indexer.readers.load_orcas`).
     """
 
     offsets: np.ndarray
@@ -95,6 +96,7 @@ class AnalyzedCorpus:
     docs: DocumentColumns
     vocab: Vocabulary
     clicked: int = 0
+    repeated: int = 0
 
     def __len__(self) -> int:
         return self.docs.num_rows
@@ -114,7 +116,7 @@ class AnalyzedCorpus:
             with naming_full_disk(directory / name):
                 np.save(directory / name, values)
         write_documents(directory / DOCS_FILE, self.docs.table)
-        finish_save(directory, self.vocab, len(self), self.clicked)
+        finish_save(directory, self.vocab, len(self), self.clicked, self.repeated)
 
     @classmethod
     def load(cls, directory: Path) -> "AnalyzedCorpus | None":
@@ -127,9 +129,10 @@ class AnalyzedCorpus:
             table = pa.ipc.open_file(pa.memory_map(str(directory / DOCS_FILE))).read_all()
             if not set(DOC_COLUMNS) - {"prefix"} <= set(table.column_names):
                 raise KeyError("document store columns")
+            done = json.loads((directory / "DONE").read_text())
             corpus = cls(np.load(directory / "offsets.npy"), np.load(directory / TOKENS_FILE, mmap_mode="r"),
                          DocumentColumns(table), Vocabulary.load(directory / "vocab.json"),
-                         int(json.loads((directory / "DONE").read_text()).get("clicked", 0)))
+                         int(done.get("clicked", 0)), int(done.get("repeated", 0)))
         except (OSError, ValueError, KeyError, EOFError, pa.ArrowException, InputError):  # JSONDecodeError: a ValueError
             (directory / "DONE").unlink(missing_ok=True)
             return None
@@ -139,12 +142,12 @@ class AnalyzedCorpus:
         return corpus
 
 
-def finish_save(directory: Path, vocab: Vocabulary, num_docs: int, clicked: int) -> None:
+def finish_save(directory: Path, vocab: Vocabulary, num_docs: int, clicked: int, repeated: int) -> None:
     """The vocabulary, then ``DONE``: a save without ``DONE`` is not loaded."""
     with naming_full_disk(directory / "vocab.json"):
         vocab.save(directory / "vocab.json")
     with naming_full_disk(directory / "DONE"):
-        (directory / "DONE").write_text(json.dumps({"docs": num_docs, "clicked": clicked}))
+        (directory / "DONE").write_text(json.dumps({"docs": num_docs, "clicked": clicked, "repeated": repeated}))
 
 
 class _MemorySink:
@@ -226,9 +229,10 @@ def analyze_corpus(
     ``BATCH_DOCS`` documents at a time (what :meth:`AnalyzedCorpus.load` reads back), and the
     corpus returned reads its documents and term ids from those files, memory-mapped;
     without, it is kept in memory."""
+    clicks = load_orcas(orcas) if orcas is not None else None  # once, to count its repeated lines
     sink = _FileSink(directory) if directory is not None else _MemorySink()
     try:
-        vocab, offsets, clicked = _analyze_into(sink, path, analyzer, fmt, orcas, progress)
+        vocab, offsets, clicked = _analyze_into(sink, path, analyzer, fmt, clicks, progress)
     except BaseException:
         if isinstance(sink, _FileSink):
             sink.abort()
@@ -237,11 +241,12 @@ def analyze_corpus(
     if not len(offsets) > 1:
         raise InputError("corpus has no documents", path)
     vocab = vocab.trimmed()
+    repeated = clicks.repeated if clicks else 0
     if directory is not None:
         with naming_full_disk(directory / "offsets.npy"):
             np.save(directory / "offsets.npy", offsets)
-        finish_save(directory, vocab, len(offsets) - 1, clicked)
-    return AnalyzedCorpus(offsets, tokens, DocumentColumns(table), vocab, clicked)
+        finish_save(directory, vocab, len(offsets) - 1, clicked, repeated)
+    return AnalyzedCorpus(offsets, tokens, DocumentColumns(table), vocab, clicked, repeated)
 
 
 def _analyze_into(sink, path, analyzer, fmt, orcas, progress) -> tuple[Vocabulary, np.ndarray, int]:

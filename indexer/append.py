@@ -281,7 +281,8 @@ def _append(index, work, manifest, corpus_path, model_factory, model_info, shard
     gen = manifest.generation + 1
     write_vocab(work / vocab_file_name(gen), vocab, offsets)
     entry = {
-        "corpus": corpus_record(corpus_path if isinstance(corpus_path, Path) else None, fmt, orcas, new.clicked),
+        "corpus": corpus_record(corpus_path if isinstance(corpus_path, Path) else None, fmt, orcas, new.clicked,
+                                new.repeated),
         "num_docs": len(corpus),
         "new_terms": len(vocab) - len(base),
         "shards": [i.name for i in infos],

@@ -363,13 +363,14 @@ def build_index(
             raise
 
 
-def corpus_record(corpus_path: Path | None, fmt: str | None, orcas: Path | None, clicked: int = 0) -> dict:
+def corpus_record(corpus_path: Path | None, fmt: str | None, orcas: Path | None, clicked: int = 0,
+                  repeated: int = 0) -> dict:
     """The manifest's ``corpus`` entry: where the documents came from, as absolute paths (``info``
     names them wherever it runs; None: documents given in memory), and with ORCAS clicks how many
-    documents got any."""
+    documents got any and how many repeated lines were dropped (:func:`indexer.readers.load_orcas`)."""
     record = {"path": str(Path(corpus_path).absolute()) if corpus_path is not None else None, "format": fmt,
               "orcas": str(Path(orcas).absolute()) if orcas else None}
-    return record | ({"orcas_documents": clicked} if orcas else {})
+    return record | ({"orcas_documents": clicked, "orcas_repeated": repeated} if orcas else {})
 
 
 def build_record(config: BuildConfig, t0: float, vocab: Vocabulary, **extra) -> dict:
@@ -405,7 +406,8 @@ def _build(corpus_path, out, work, model, model_info, config, fmt, orcas, force,
         quantizer,
         model_info,
         config.analyzer.to_dict(),
-        corpus=corpus_record(corpus_path if isinstance(corpus_path, Path) else None, fmt, orcas, corpus.clicked),
+        corpus=corpus_record(corpus_path if isinstance(corpus_path, Path) else None, fmt, orcas, corpus.clicked,
+                             corpus.repeated),
         build=build_record(config, t0, corpus.vocab),
         constants=qti.index_constants(),
         clipped=count_clipped(corpus, quantizer, config, work / "raw"),

@@ -438,8 +438,8 @@ class BuildInputs:
     model_info: dict
     config: BuildConfig
 
-    def corpus_entry(self, clicked: int) -> dict:
-        return corpus_record(self.corpus_path, self.fmt, self.orcas, clicked)
+    def corpus_entry(self, corpus: AnalyzedCorpus) -> dict:
+        return corpus_record(self.corpus_path, self.fmt, self.orcas, corpus.clicked, corpus.repeated)
 
 
 def build_index_ray(
@@ -530,7 +530,7 @@ def _build(corpus, scorer, inputs: BuildInputs, plan: RayPlan, gpu: bool, progre
         quantizer,
         inputs.model_info,
         config.analyzer.to_dict(),
-        corpus=inputs.corpus_entry(corpus.clicked),
+        corpus=inputs.corpus_entry(corpus),
         build=build_record(
             config, t0, corpus.vocab, ray={"address": address or "local", "workers": plan.workers, "device": plan.device}
         ),

@@ -32,7 +32,7 @@ from ckqti.vocab import Vocabulary
 from retriever.index import Index, open_index
 
 if TYPE_CHECKING:
-    from indexer.readers.corpus import Orcas  # docid -> clicked queries (indexer.readers.load_orcas)
+    from indexer.readers.corpus import Clicks, Orcas  # docid -> clicked queries (indexer.readers.load_orcas)
 
 Candidates = dict[str, list[str]]
 WORD_SAMPLE = 500  # candidate documents whose words are counted for RerankStats.unknown_words
@@ -54,6 +54,7 @@ class RerankStats:
         unknown_words: the share of the candidates' words (a sample of up to :data:`WORD_SAMPLE`
             documents) that a TK, TKL or NDRM model read as unknown: trained on another
             collection and not adapted to this one (``adapt_vocabulary``); None for IDCM.
+        repeated_clicks: lines of the ORCAS file dropped as a query their document already held.
     """
 
     queries: int
@@ -67,6 +68,7 @@ class RerankStats:
     out: Path
     reasons: dict[str, str] = field(default_factory=dict)
     unknown_words: float | None = None  # share of the candidates' words the model read as unknown (TK, TKL, NDRM)
+    repeated_clicks: int = 0
 
     @property
     def ms_per_query(self) -> float:
@@ -371,7 +373,7 @@ def open_reranker(model_path: str | Path, device: str | None = None, max_doc_len
     return reranker
 
 
-def corpus_clicks(orcas: str | Path | None, corpus: str | Path | None) -> Orcas | None:
+def corpus_clicks(orcas: str | Path | None, corpus: str | Path | None) -> Clicks | None:
     """The clicks of an ORCAS file (None: none) for a corpus file's documents, loaded once
     (:func:`indexer.readers.load_orcas`: a malformed line is an error naming the file and line).
 
@@ -494,7 +496,7 @@ def rerank(
     reasons = {q: refused.get(q) or unread.get(q) or f"no candidates from {where}" for q in skipped}
     pairs = sum(len(r) for r in results.values())
     return RerankStats(len(queries), len(results), skipped, pairs, seconds, reranker.model_id, reranker.kind, where, out,
-                       reasons, unknown)
+                       reasons, unknown, clicks.repeated if clicks else 0)
 
 
 def unknown_share(reranker: Reranker, texts: Sequence[str]) -> float | None:

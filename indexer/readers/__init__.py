@@ -12,6 +12,7 @@ Bad input raises :class:`ckqti.errors.InputError` naming the file and line.
 from indexer.readers.corpus import (
     CORPUS_FORMATS,
     ORCAS_MAX_TERMS,
+    Clicks,
     Document,
     load_orcas,
     orcas_field,
@@ -24,6 +25,7 @@ from indexer.readers.queries import QUERY_FORMATS, read_queries, read_query_mapp
 __all__ = [
     "CORPUS_FORMATS",
     "CRANFIELD_GAINS",
+    "Clicks",
     "ORCAS_MAX_TERMS",
     "QRELS_FORMATS",
     "QUERY_FORMATS",

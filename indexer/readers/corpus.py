@@ -80,8 +80,8 @@ def read_corpus(
             format from the extension (``.tsv``, ``.jsonl``, ``.trec``, ``.smart``, through
             ``.gz``) or else from the first non-blank line (``.I`` SMART, ``{`` JSONL, ``<``
             TREC, a tab TSV), so ``cran.all.1400`` reads as SMART.
-        orcas: an ORCAS file (see :func:`load_orcas`) or its loaded mapping; a document's
-            clicked queries become its ``orcas`` field, capped at 2,000 terms.
+        orcas: an ORCAS file (see :func:`load_orcas`: a repeated line counts once) or its loaded
+            mapping; a document's clicked queries become its ``orcas`` field, capped at 2,000 terms.
 
     Raises:
         InputError: unknown format, malformed line, a docid empty or holding whitespace or an
@@ -91,7 +91,7 @@ def read_corpus(
     """
     fmt = resolve_format(path, fmt, CORPUS_FORMATS, "corpus")
     clicks = load_orcas(orcas) if isinstance(orcas, (str, Path)) else orcas
-    return _checked(path, fmt, clicks, orcas if isinstance(orcas, (str, Path)) else None)
+    return _checked(path, fmt, clicks, clicks.path if isinstance(clicks, Clicks) else None)
 
 
 def _checked(path: str | Path, fmt: str, clicks: Orcas | None, orcas_path: str | Path | None) -> Iterator[Document]:
@@ -294,18 +294,31 @@ _PARSERS: dict[str, Callable[[str | Path], Iterator[tuple[int, Document]]]] = {
 }
 
 
-def load_orcas(path: str | Path, max_terms: int | None = ORCAS_MAX_TERMS) -> dict[str, list[str]]:
+class Clicks(dict):
+    """``docid -> [query, ...]`` as :func:`load_orcas` read the file ``path``; ``repeated`` counts the
+    lines it dropped as a query the document already held (a click counts once, as in the ORCAS release)."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__()
+        self.path = path
+        self.repeated = 0
+
+
+def load_orcas(path: str | Path, max_terms: int | None = ORCAS_MAX_TERMS) -> Clicks:
     """Load ORCAS clicks as ``docid -> [query, ...]`` in file order.
 
     Lines are ``docid<TAB>query``, or the released ``orcas.tsv`` layout
-    ``qid<TAB>query<TAB>docid<TAB>url``. Blank queries are skipped. Once a document holds
-    ``max_terms`` whitespace terms further queries are not kept (they would be cut by
-    :func:`orcas_field` anyway; this bounds memory on the 18M-line release).
+    ``qid<TAB>query<TAB>docid<TAB>url``. Blank queries are skipped, and so is a query a document
+    already holds (whitespace aside): the release lists each (query, document) pair once, so a
+    repeated line is a mistake or files joined, and would weigh the query twice; the result's
+    ``repeated`` counts them. Once a document holds ``max_terms`` whitespace terms further queries
+    are not kept (they would be cut by :func:`orcas_field` anyway; this bounds memory on the
+    18M-line release).
 
     Raises:
         InputError: a line with another column count, an empty docid, or no clicks at all.
     """
-    clicks: dict[str, list[str]] = {}
+    clicks = Clicks(path)
     terms: dict[str, int] = {}
     for number, line in iter_lines(path):
         if not line.strip():
@@ -318,11 +331,15 @@ def load_orcas(path: str | Path, max_terms: int | None = ORCAS_MAX_TERMS) -> dic
                 number,
             )
         docid, query = (cols[0], cols[1]) if len(cols) == 2 else (cols[2], cols[1])
-        docid, count = check_id(docid, "docid", path, number), len(query.split())
-        if count == 0 or (max_terms is not None and terms.get(docid, 0) >= max_terms):
+        docid, words = check_id(docid, "docid", path, number), query.split()
+        if not words or (max_terms is not None and terms.get(docid, 0) >= max_terms):
             continue
-        clicks.setdefault(docid, []).append(" ".join(query.split()))
-        terms[docid] = terms.get(docid, 0) + count
+        query, queries = " ".join(words), clicks.setdefault(docid, [])
+        if query in queries:  # a list of at most max_terms queries, most of a few
+            clicks.repeated += 1
+            continue
+        queries.append(query)
+        terms[docid] = terms.get(docid, 0) + len(words)
     if not clicks:
         raise InputError("no ORCAS clicks in file", path)
     return clicks

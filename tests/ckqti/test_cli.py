@@ -17,6 +17,8 @@ from ckqti import api
 from ckqti.cli import cli
 from ckqti.models.loading import DEFAULT_CHECKPOINT
 from indexer.format import Manifest
+from retriever.index import Index
+from retriever.runs import read_run
 
 
 def invoke(*args):
@@ -683,6 +685,35 @@ def test_orcas_coverage_is_reported_by_index_append_and_info(tmp_path):
     assert "(clicks joined to 1 documents)" in grown.stdout
     plain = invoke("index", corpus, "--out", tmp_path / "plain", "--model", "ndrm2")
     assert "clicks" not in plain.stdout and "orcas_documents" not in Manifest.read(tmp_path / "plain").corpus
+
+
+def test_repeated_orcas_lines_count_once_in_index_append_and_rerank(tmp_path):
+    """A repeated ``docid<TAB>query`` line (ORCAS lists each pair once: files joined, a pair written
+    twice) weighed its query twice in the field index, append and rerank read; each now drops it
+    and says how many it dropped, and reads the same field as from the file without the repeats."""
+    corpus, more, queries = tmp_path / "c.tsv", tmp_path / "more.tsv", tmp_path / "q.tsv"
+    corpus.write_text("D1\tcells divide\nD2\tmembranes hold\nD3\tproteins fold\n")
+    more.write_text("D4\tgenes express\nD5\tenzymes bind\n")
+    queries.write_text("q1\tcell division\n")
+    once, twice = tmp_path / "once.tsv", tmp_path / "twice.tsv"
+    once.write_text("D1\tcell division\nD3\tfolding\nD5\tbinding\n")
+    twice.write_text(once.read_text() + "D1\tcell  division\nD5\tbinding\n")
+    for clicks in (once, twice):
+        built = invoke("index", corpus, "--out", tmp_path / clicks.stem, "--model", "ndrm2", "--orcas", clicks)
+        assert built.exit_code == 0, built.output
+        grown = invoke("index", more, "--append", "--index", tmp_path / clicks.stem, "--model", "ndrm2", "--orcas",
+                       clicks)
+        assert grown.exit_code == 0, grown.output
+        ranked = invoke("rerank", "--queries", queries, "--candidates", tmp_path / clicks.stem, "--model", "ndrm2",
+                        "--corpus", corpus, "--orcas", clicks, "--out", tmp_path / f"{clicks.stem}.trec")
+        assert ranked.exit_code == 0, ranked.output
+        notes = [r.stderr for r in (built, grown, ranked)]
+    assert notes == [f"note: 2 repeated lines of {twice} dropped (a document's clicked query counts once)\n"] * 3
+    assert Manifest.read(tmp_path / "twice").corpus["orcas_repeated"] == 2
+    stored = {i: [shard.indexed_text(d) for shard in Index(tmp_path / i).shards for d in range(shard.num_docs)]
+              for i in ("once", "twice")}
+    assert stored["once"] == stored["twice"]
+    assert read_run(tmp_path / "once.trec") == read_run(tmp_path / "twice.trec")
 
 
 def test_python_dash_m_runs_the_cli_and_the_version_has_one_source():

@@ -325,6 +325,20 @@ def test_orcas_join_order_and_both_layouts(tmp_path):
     assert list(read_corpus(corpus, orcas=load_orcas(four))) == docs  # a loaded mapping works too
 
 
+def test_orcas_repeated_lines_count_once(tmp_path):
+    """The ORCAS release lists each (query, document) pair once; a repeated line (files joined, a
+    pair written twice) weighed its query twice in the field. It is dropped, whitespace aside, and
+    counted; another document's same query, or another case, is a click of its own."""
+    two = write(tmp_path / "orcas2.tsv", "D1\tcell  division\r\nD2\tcell division\r\nD1\tcell division \r\n"
+                                         "D1\tCell division\r\nD1\tcell division\r\n")
+    loaded = load_orcas(gzipped(two, tmp_path / "orcas2.tsv.gz"))
+    assert loaded == {"D1": ["cell division", "Cell division"], "D2": ["cell division"]} and loaded.repeated == 2
+    four = write(tmp_path / "orcas4.tsv", "11\tcell division\tD1\thttp://u\n11\tcell division\tD1\thttp://u\n")
+    assert load_orcas(four) == {"D1": ["cell division"]} and load_orcas(four).repeated == 1
+    corpus = write(tmp_path / "c.tsv", "D1\tbody\nD2\tother\n")
+    assert [d.orcas for d in read_corpus(corpus, orcas=two)] == ["cell division Cell division", "cell division"]
+
+
 def test_orcas_cap_at_2000_terms(tmp_path):
     lines = "".join(f"D1\t{' '.join(f'q{i}w{j}' for j in range(7))}\n" for i in range(400))  # 2,800 terms
     orcas = write(tmp_path / "orcas.tsv", lines)
