@@ -345,7 +345,7 @@ def score_new_shards(work: Path, corpus: AnalyzedCorpus, scorer: ImpactScorer, q
         raw = work / "raw" / f"{shard_name(first + i)}.npz"
         score_shard(corpus, scorer, start, stop, raw, progress=bar)
         postings, n = quantize_raw(raw, quantizer)
-        infos.append(write_shard(work, shard_name(first + i), postings, len(corpus.vocab), corpus.doc_columns(start, stop)))
+        infos.append(write_shard(work, shard_name(first + i), postings, len(corpus.vocab), corpus.doc_table(start, stop)))
         clipped += n
         raw.unlink()
     bar.close()

@@ -262,7 +262,7 @@ class ShardWriter:
         name, final = shard_name(i), self.work / "final"
         tmp = self.work / "writing" / f"{name}-{os.getpid()}-{time.time_ns()}"
         postings = quantized_shard(self.work / "raw" / f"{name}.npz", self.quantizer)
-        info = write_shard(tmp, name, postings, len(self.corpus.vocab), self.corpus.doc_columns(start, stop))
+        info = write_shard(tmp, name, postings, len(self.corpus.vocab), self.corpus.doc_table(start, stop))
         if (final / name).exists():
             shutil.rmtree(final / name)
         os.replace(tmp / name, final / name)

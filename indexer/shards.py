@@ -82,76 +82,88 @@ class ImpactPostings:
 
 
 @njit(cache=True)
-def _order_postings(terms, docs, imps, vocab_size):
-    """Stable counting sort by term, then by impact descending inside each term.
-
-    Input in ascending document order stays in ascending document order inside each
-    (term, impact) segment. O(N + V) plus a 256-bin count per term with postings.
-    """
-    n = terms.shape[0]
+def _by_term(terms, docs, imps, vocab_size):
+    """Stable counting sort of the postings with impact > 0 by term: ``(start int64[V+1], docs
+    uint32[N], impacts uint8[N])``, the documents and impacts copied (5 bytes a posting), not
+    an index of them."""
     start = np.zeros(vocab_size + 1, np.int64)
-    for i in range(n):
-        start[terms[i] + 1] += 1
+    for i in range(terms.shape[0]):
+        if imps[i] > 0:
+            start[terms[i] + 1] += 1
     for t in range(vocab_size):
         start[t + 1] += start[t]
     fill = start[:-1].copy()
-    by_term = np.empty(n, np.int64)
-    for i in range(n):
-        t = terms[i]
-        by_term[fill[t]] = i
-        fill[t] += 1
-    order = np.empty(n, np.int64)
-    counts = np.zeros(257, np.int64)
+    term_docs = np.empty(start[vocab_size], np.uint32)
+    term_imps = np.empty(start[vocab_size], np.uint8)
+    for i in range(terms.shape[0]):
+        if imps[i] > 0:
+            t = terms[i]
+            term_docs[fill[t]] = docs[i]
+            term_imps[fill[t]] = imps[i]
+            fill[t] += 1
+    return start, term_docs, term_imps
+
+
+@njit(cache=True)
+def _impact_bins(term_imps, a, b, counts):
+    """``counts[255 - v]``: how many of ``term_imps[a:b]`` are ``v`` (impact 255 -> bin 0)."""
+    counts[:] = 0
+    for j in range(a, b):
+        counts[255 - term_imps[j]] += 1
+
+
+@njit(cache=True)
+def _segment_sorted(start, term_docs, term_imps):
+    """Each term's postings (as :func:`_by_term` returns them) by impact descending, stable, and
+    cut into segments: ``(postings uint32[N], seg_start int64[S+1], seg_impact uint8[S+1],
+    seg_ptr int64[V+1])``. The 256-bin count of a term is made twice: once to size the segment
+    arrays."""
+    vocab_size = start.shape[0] - 1
+    counts = np.zeros(256, np.int64)
+    seg_ptr = np.zeros(vocab_size + 1, np.int64)
     for t in range(vocab_size):
-        a, b = start[t], start[t + 1]
-        if b - a == 0:
+        seg_ptr[t + 1] = seg_ptr[t]
+        if start[t + 1] > start[t]:
+            _impact_bins(term_imps, start[t], start[t + 1], counts)
+            seg_ptr[t + 1] += np.count_nonzero(counts)
+    segments, n = seg_ptr[vocab_size], term_docs.shape[0]
+    postings = np.empty(n, np.uint32)
+    seg_start = np.full(segments + 1, n, np.int64)
+    seg_impact = np.zeros(segments + 1, np.uint8)
+    k = 0
+    for t in range(vocab_size):
+        if start[t + 1] == start[t]:
             continue
-        counts[:] = 0
-        for j in range(a, b):
-            counts[256 - imps[by_term[j]]] += 1  # impact 255 -> bin 1 ... impact 1 -> bin 255
-        pos = a
-        for v in range(257):
-            c = counts[v]
-            counts[v] = pos
-            pos += c
-        for j in range(a, b):
-            i = by_term[j]
-            v = 256 - imps[i]
-            order[counts[v]] = i
+        _impact_bins(term_imps, start[t], start[t + 1], counts)
+        pos = start[t]
+        for v in range(256):
+            if counts[v]:
+                seg_start[k], seg_impact[k] = pos, 255 - v
+                k += 1
+            counts[v], pos = pos, pos + counts[v]
+        for j in range(start[t], start[t + 1]):
+            v = 255 - term_imps[j]
+            postings[counts[v]] = term_docs[j]
             counts[v] += 1
-    return order
+    return postings, seg_start, seg_impact, seg_ptr
 
 
 def segment_postings(p: ImpactPostings, vocab_size: int) -> dict[str, np.ndarray]:
-    """Order postings by (term, impact desc, doc) and cut them into segments.
+    """Order postings by (term, impact desc, doc) and cut them into segments; impacts of 0 are
+    dropped.
 
     Returns flat arrays: ``postings`` (uint32 docs), ``seg_start`` (int64, S+1),
     ``seg_impact`` (uint8, S+1, last entry 0), ``seg_ptr`` (int64, V+1).
     """
-    keep = p.impacts > 0
-    terms = p.terms[keep].astype(np.int64)
-    docs = p.docs[keep].astype(np.uint32)
-    imps = p.impacts[keep].astype(np.int64)
-    if terms.size and (terms.min() < 0 or terms.max() >= vocab_size):
+    terms, docs, imps = p.terms, p.docs, np.asarray(p.impacts, dtype=np.uint8)
+    keep = imps > 0
+    if keep.any() and (np.min(terms, where=keep, initial=0) < 0 or np.max(terms, where=keep, initial=0) >= vocab_size):
         raise ValueError("term id outside the vocabulary")
-    if docs.size > 1 and (np.diff(docs.astype(np.int64)) < 0).any():
+    if docs.size > 1 and (docs[1:] < docs[:-1]).any():  # a stable sort by document keeps ties in input order
         by_doc = np.argsort(docs, kind="stable")
         terms, docs, imps = terms[by_doc], docs[by_doc], imps[by_doc]
-    order = _order_postings(terms, docs, imps, vocab_size)
-    terms, docs, imps = terms[order], docs[order], imps[order].astype(np.uint8)
-    n = terms.size
-    if n:
-        new_seg = np.empty(n, dtype=bool)
-        new_seg[0] = True
-        new_seg[1:] = (terms[1:] != terms[:-1]) | (imps[1:] != imps[:-1])
-        starts = np.flatnonzero(new_seg)
-    else:
-        starts = np.zeros(0, dtype=np.int64)
-    seg_start = np.append(starts, n).astype(np.int64)
-    seg_impact = np.append(imps[starts], 0).astype(np.uint8)
-    seg_term = terms[starts]
-    seg_ptr = np.searchsorted(seg_term, np.arange(vocab_size + 1), side="left").astype(np.int64)
-    return {"postings": docs, "seg_start": seg_start, "seg_impact": seg_impact, "seg_ptr": seg_ptr}
+    postings, seg_start, seg_impact, seg_ptr = _segment_sorted(*_by_term(terms, docs, imps, vocab_size))
+    return {"postings": postings, "seg_start": seg_start, "seg_impact": seg_impact, "seg_ptr": seg_ptr}
 
 
 def write_shard(
@@ -159,25 +171,27 @@ def write_shard(
     name: str,
     postings: ImpactPostings,
     vocab_size: int,
-    docs: dict[str, list],
+    docs: dict[str, list] | pa.Table,
 ) -> ShardInfo:
     """Write a complete shard directory and return its manifest entry.
 
     ``vocab_size`` is the number of terms the shard covers (its lists: ``vocab_size *
     postings.channels``). ``docs`` holds the document store columns: ``docid``, ``title``,
-    ``text``, ``length``.
+    ``text``, ``length`` (and ``prefix``), as lists or as a table of :func:`documents_table`'s
+    schema (an analyzed corpus's rows, which never become Python strings).
     """
     d = Path(directory, name)
     d.mkdir(parents=True, exist_ok=True)
+    write_documents(d / DOCS_FILE, docs)  # first: its copy of the text is let go before the postings are sorted
+    num_docs = docs.num_rows if isinstance(docs, pa.Table) else len(docs["docid"])
     seg = segment_postings(postings, vocab_size * postings.channels)
     facts = {MAX_DOC_KEY: str(int(seg["postings"].max()))} if seg["postings"].size else None
     write_table(d / POSTINGS_FILE, {"doc": seg["postings"]}, facts)
     write_table(d / SEGMENTS_FILE, {"start": seg["seg_start"], "impact": seg["seg_impact"]})
     write_table(d / TERMS_FILE, {"seg_ptr": seg["seg_ptr"]})
-    write_documents(d / DOCS_FILE, docs)
     files = {f: file_checksum(d / f) for f in SHARD_FILES}
     size = sum((d / f).stat().st_size for f in SHARD_FILES)
-    return ShardInfo(name, len(docs["docid"]), int(seg["postings"].size), files, size)
+    return ShardInfo(name, num_docs, int(seg["postings"].size), files, size)
 
 
 def decode_segments(postings: np.ndarray, seg_start: np.ndarray, seg_impact: np.ndarray, seg_ptr: np.ndarray):

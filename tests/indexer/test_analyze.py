@@ -45,3 +45,30 @@ def test_an_analysis_into_a_folder_is_the_in_memory_one_saved_and_memory_mapped(
         assert [t.tolist() for t in got.token_lists(0, 5)] == [t.tolist() for t in memory.token_lists(0, 5)]
         assert got.vocab.terms == memory.vocab.terms and (got.offsets == memory.offsets).all()
     assert memory.token_lists(1, 3)[-1].tolist() == memory.doc_tokens(2).tolist()
+
+
+def test_a_shards_documents_are_a_slice_of_the_analyzed_table_written_as_from_lists(tmp_path, monkeypatch):
+    """A build writes a shard's document store from :meth:`AnalyzedCorpus.doc_table` (no Python
+    strings): a slice across the analysis's batches, in memory or memory-mapped, writes the same
+    bytes as the rows as lists did; a saved table without the ``prefix`` column (analyzed before it
+    was kept) is rebuilt with it, as the lists were."""
+    import pyarrow as pa
+
+    from indexer import analyze
+    from indexer.shards import DOC_COLUMNS, write_documents
+
+    corpus = tmp_path / "docs.tsv"  # MS MARCO's documents' columns: a URL, kept as the prefix
+    corpus.write_text("".join(f"D{i}\thttp://u{i}.example/\tTitle {i}\t{'cells divide ' * i}\n" for i in range(7)))
+    monkeypatch.setattr(analyze, "BATCH_DOCS", 2)
+    memory = analyze_corpus(corpus, Analyzer())
+    assert memory.docs["prefix"][3] == "http://u3.example/" and memory.docs["text"][3] == "cells divide " * 2 + "cells divide"
+    streamed = analyze_corpus(corpus, Analyzer(), directory=tmp_path / "analyzed")
+    old = analyze.AnalyzedCorpus(memory.offsets, memory.tokens, analyze.DocumentColumns(memory.docs.table.drop_columns(["prefix"])),
+                                 memory.vocab)
+    for got in (memory, streamed, old):
+        for start, stop in ((0, 7), (1, 6), (3, 4), (2, 2)):
+            table = got.doc_table(start, stop)
+            assert isinstance(table, pa.Table) and table.column_names == list(DOC_COLUMNS) and table.num_rows == stop - start
+            write_documents(tmp_path / "table.arrow", table)
+            write_documents(tmp_path / "lists.arrow", got.doc_columns(start, stop))
+            assert (tmp_path / "table.arrow").read_bytes() == (tmp_path / "lists.arrow").read_bytes(), (start, stop)

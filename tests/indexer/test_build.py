@@ -204,6 +204,69 @@ def test_quantized_impacts_use_their_own_channels_step(tmp_path):
     assert postings.impacts.tolist() == [255, 255, 51, 51] and postings.channels == 2 and clipped == 0
 
 
+class _StubScorer:
+    """A scorer of 100 random posting lists of two channels a document (no model)."""
+
+    channels = ("one", "idf")
+
+    def score_all(self, documents, progress=None):
+        from indexer.impacts import DocImpacts
+
+        rng = np.random.default_rng(1)
+        for _ in documents:
+            yield DocImpacts(np.sort(rng.choice(40_000, 100, replace=False)).astype(np.int32),
+                             rng.random(100, dtype=np.float32) + np.float32(0.01))
+
+
+class _StubCorpus:
+    def token_lists(self, start, stop):
+        return range(stop - start)
+
+
+def _peak_bytes(fn):
+    """``fn()`` and the most memory numpy (and Python) held above the start while it ran."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        out = fn()
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_scoring_a_shard_holds_its_postings_about_once(tmp_path):
+    """A shard's impacts are joined, and its document numbers made, with each document's arrays let
+    go as they are joined: 16 bytes a posting here (12 bytes of arrays), not 40 (every document's
+    arrays, their join, a document number array of each, the channels' maxima in float64)."""
+    raw = tmp_path / "shard-00000.npz"
+    maxima, peak = _peak_bytes(lambda: build_mod.score_shard(_StubCorpus(), _StubScorer(), 0, 2_000, raw))
+    with np.load(raw) as z:
+        lists, docs, scores = z["lists"], z["docs"], z["scores"]
+        assert lists.size == docs.size == scores.size == 200_000 and lists.dtype == np.int32 and scores.dtype == np.float32
+        assert docs.dtype == np.uint32 and (docs == np.repeat(np.arange(2_000), 100)).all()
+        assert maxima.tolist() == z["maxima"].tolist() == [float(scores[lists % 2 == c].max()) for c in range(2)]
+    assert peak / lists.size < 25, peak / lists.size
+
+
+def test_quantizing_a_shard_holds_little_beyond_its_postings(tmp_path, monkeypatch):
+    """A shard's scores are quantized a block at a time: the float64 arithmetic's temporaries are a
+    block's, not the shard's (~40 bytes a posting before, on top of the 13 bytes of the postings
+    read and their impacts); the impacts are those of quantizing all at once."""
+    from indexer.quantize import Quantizer
+
+    raw = tmp_path / "shard-00000.npz"
+    build_mod.score_shard(_StubCorpus(), _StubScorer(), 0, 2_000, raw)
+    quantizer = Quantizer((0.5 / 255, 1 / 255), weights=("one", "idf"))  # the "one" channel clips
+    monkeypatch.setattr(build_mod, "QUANTIZE_BLOCK", 4096, raising=False)
+    (postings, clipped), peak = _peak_bytes(lambda: build_mod.quantize_raw(raw, quantizer))
+    with np.load(raw) as z:
+        channel = z["lists"] % 2
+        assert postings.impacts.tolist() == quantizer.quantize(z["scores"], channel).tolist()
+        assert clipped == quantizer.clipped(z["scores"], channel) > 0
+    assert peak / postings.impacts.size < 20, peak / postings.impacts.size
+
+
 def test_workdir_notes_what_it_does_with_an_interrupted_build(tmp_path, capsys):
     work = tmp_path / "idx.partial"
     build_mod.prepare_workdir(work, "fp-a", resume=True, progress=True)
@@ -653,3 +716,49 @@ def test_a_build_holds_neither_text_nor_term_ids_of_the_corpus_while_it_scores(t
     assert held["python"] < text_bytes / 4 and held["arrow"] < text_bytes / 4, held
     stored = Index(tmp_path / "idx").shards[0]
     assert stored.num_docs == 600
+
+
+def test_a_build_writes_its_shards_without_holding_their_text_as_python_strings(tmp_path, monkeypatch):
+    """A shard's document store is written from the analyzed corpus's table (memory-mapped), not from
+    its text made into Python strings and back into Arrow (for SciFact repeated to 100k abstracts,
+    190 MB of strings held while the shard's postings were sorted). Python's objects and numpy's
+    arrays are counted by tracemalloc."""
+    import tracemalloc
+
+    from indexer import analyze, shards
+    from indexer.format import file_checksum
+
+    rng = np.random.default_rng(0)
+    words = [f"w{i}x" for i in range(20)]  # few distinct terms: few postings, much text
+    lines = [json.dumps({"_id": f"d{i}", "title": "", "text": " ".join(rng.choice(words, 800))}) for i in range(600)]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join(lines) + "\n")
+    text_bytes = corpus.stat().st_size  # 2.2 MB; the postings ~12k (~110 KB)
+    monkeypatch.setattr(analyze, "BATCH_DOCS", 100, raising=False)  # shards across several batches
+    monkeypatch.setattr(shards, "file_checksum", lambda path: file_checksum(path, 1 << 16))  # not 4 MB reads
+    held = {}
+    write_index, finish_index = build_mod.write_index, build_mod.finish_index
+
+    def measured(*args, **kwargs):  # from the first shard's postings and documents read ...
+        tracemalloc.reset_peak()
+        held["start"] = tracemalloc.get_traced_memory()[0]
+        return write_index(*args, **kwargs)
+
+    def written(*args, **kwargs):  # ... to the last shard written
+        held["peak"] = tracemalloc.get_traced_memory()[1] - held["start"]
+        return finish_index(*args, **kwargs)
+
+    warm = tmp_path / "warm.jsonl"  # imports and first-call caches, before counting
+    warm.write_text(lines[0] + "\n")
+    api.index(warm, tmp_path / "warm", model="ndrm2", progress=False)
+    monkeypatch.setattr(build_mod, "write_index", measured)
+    monkeypatch.setattr(build_mod, "finish_index", written)
+    tracemalloc.start()
+    try:
+        api.index(corpus, tmp_path / "idx", model="ndrm2", shard_size=250, progress=False)
+    finally:
+        tracemalloc.stop()
+    assert held["peak"] < text_bytes / 4, held
+    index = Index(tmp_path / "idx")
+    assert [s.num_docs for s in index.shards] == [250, 250, 100]
+    assert index.shards[1].document(3) == {"docid": "d253", "title": "", "text": json.loads(lines[253])["text"], "prefix": ""}
