@@ -39,6 +39,12 @@ class IndexInfo:
             (:func:`indexer.format.strays`: the next append or compaction removes them).
         writing: the process id of an append or compaction writing the index now (its work
             directory is among ``leftovers`` and its process is alive), else None.
+        orcas, orcas_documents: the build's ORCAS file and the documents its clicks joined (None: none,
+            or a build older than the count).
+        appended_orcas: ``append`` (its number, from 1), ``orcas`` and ``documents`` of each append
+            given an ORCAS file (``ckqti index --append --orcas``).
+        clicked_documents: documents with clicks, the build's and appends' together (appends add new
+            documents only); None where no ORCAS file was given or a count is missing (older manifests).
         verified: whether every file's checksum was checked (and matched).
     """
 
@@ -56,6 +62,8 @@ class IndexInfo:
     corpus: str | None
     orcas: str | None
     orcas_documents: int | None
+    appended_orcas: list[dict]
+    clicked_documents: int | None
     build_seconds: float | None
     generation: int
     appends: int
@@ -101,6 +109,19 @@ def live_writer(leftovers: list[Path]) -> int | None:
     return None
 
 
+def appended_orcas(appends: list[dict]) -> list[dict]:
+    """The ORCAS file and clicked documents of each append given one, numbered from 1."""
+    records = ((n, a.get("corpus") or {}) for n, a in enumerate(appends, 1))
+    return [{"append": n, "orcas": c["orcas"], "documents": c.get("orcas_documents")} for n, c in records if c.get("orcas")]
+
+
+def clicked_documents(corpus: dict, appended: list[dict]) -> int | None:
+    """Documents with ORCAS clicks, the build's and the appends' (each adds new docids only);
+    None without an ORCAS file or where a count is missing."""
+    counts = ([corpus.get("orcas_documents")] if corpus.get("orcas") else []) + [a["documents"] for a in appended]
+    return sum(counts) if counts and None not in counts else None
+
+
 def index_info(path: str | Path, verify: bool = False) -> IndexInfo:
     """Summary of the index at ``path``; ``verify`` hashes every file and checks its sha256, even
     where search would trust a verification stamp (:mod:`indexer.stamps`); an
@@ -119,6 +140,7 @@ def index_info(path: str | Path, verify: bool = False) -> IndexInfo:
     left = strays(path, m)
     leftovers = sum(tree_bytes(p) for p in left)
     total = postings + documents + vocabulary + leftovers + file_bytes(path / MANIFEST)
+    appended = appended_orcas(m.appends)
     return IndexInfo(
         path=str(path),
         format_version=m.format_version,
@@ -135,6 +157,8 @@ def index_info(path: str | Path, verify: bool = False) -> IndexInfo:
         corpus=m.corpus.get("path"),
         orcas=m.corpus.get("orcas"),
         orcas_documents=m.corpus.get("orcas_documents"),
+        appended_orcas=appended,
+        clicked_documents=clicked_documents(m.corpus, appended),
         build_seconds=m.build.get("seconds"),
         generation=m.generation,
         appends=len(m.appends),

@@ -687,6 +687,31 @@ def test_orcas_coverage_is_reported_by_index_append_and_info(tmp_path):
     assert "clicks" not in plain.stdout and "orcas_documents" not in Manifest.read(tmp_path / "plain").corpus
 
 
+def test_info_reports_the_clicks_appends_joined(tmp_path):
+    """``info`` named only the build's ORCAS file: an index built without clicks and grown with
+    ``index --append --orcas`` showed none at all, and one with clicks at build hid the appends'."""
+    corpus, more, again, clicks = (tmp_path / n for n in ("c.tsv", "more.tsv", "again.tsv", "orcas.tsv"))
+    corpus.write_text("D1\tcells divide\nD2\tmembranes hold\n")
+    more.write_text("D3\tgenes express\nD4\tenzymes bind\n")
+    again.write_text("D5\tproteins fold\n")
+    clicks.write_text("D1\tcell division\nD3\texpression\nD4\tbinding\nD5\tfolding\n")
+    plain, clicked = tmp_path / "plain", tmp_path / "clicked"
+    for idx, orcas in ((plain, ()), (clicked, ("--orcas", clicks))):
+        assert invoke("index", corpus, "--out", idx, "--model", "ndrm2", *orcas).exit_code == 0
+        for grow in (more, again):
+            grown = invoke("index", grow, "--append", "--index", idx, "--model", "ndrm2", "--orcas", clicks)
+            assert grown.exit_code == 0, grown.output
+    shown = invoke("info", "--index", plain)
+    assert shown.exit_code == 0 and "with ORCAS clicks" not in shown.stdout
+    assert f"clicks      by appends 1, 2 from {clicks} (clicks joined to 3 documents)\n" in shown.stdout
+    assert json.loads(invoke("info", "--index", plain, "--json").stdout)["appended_orcas"] == [
+        {"append": 1, "orcas": str(clicks), "documents": 2}, {"append": 2, "orcas": str(clicks), "documents": 1}]
+    both = invoke("info", "--index", clicked).stdout
+    assert f"built from  {corpus} with ORCAS clicks from {clicks} (clicks joined to 1 documents)" in both
+    assert "(clicks joined to 3 documents); 4 documents with clicks in all\n" in both
+    assert (api.info(plain).clicked_documents, api.info(clicked).clicked_documents) == (3, 4)
+
+
 def test_repeated_orcas_lines_count_once_in_index_append_and_rerank(tmp_path):
     """A repeated ``docid<TAB>query`` line (ORCAS lists each pair once: files joined, a pair written
     twice) weighed its query twice in the field index, append and rerank read; each now drops it

@@ -136,3 +136,27 @@ def test_clipped_impacts_and_appends_are_the_manifest_s(tmp_path, scifact_index)
     m.write(idx)
     info = index_info(idx)
     assert (info.clipped_impacts, info.appended_clipped_impacts, info.appends) == (12, 7, 3)
+
+
+def test_appends_clicks_are_listed_and_a_missing_count_leaves_the_total_unknown(tmp_path, scifact_index):
+    """Each append's ORCAS file and count (an append's own ``corpus`` record) is listed; the total
+    adds the build's, and is None where a manifest lacks a count (older builds) or no file was given."""
+    from indexer.format import Manifest
+
+    idx = tmp_path / "idx"
+    shutil.copytree(scifact_index, idx)
+    assert (index_info(idx).appended_orcas, index_info(idx).clicked_documents) == ([], None)
+    m = Manifest.read(idx)
+    m.appends = [{"corpus": {"orcas": "/a.tsv", "orcas_documents": 5}}, {"docs": 5},
+                 {"corpus": {"path": "/c.tsv", "orcas": None}}, {"corpus": {"orcas": "/b.tsv", "orcas_documents": 2}}]
+    m.write(idx)
+    info = index_info(idx)
+    assert info.appended_orcas == [{"append": 1, "orcas": "/a.tsv", "documents": 5},
+                                   {"append": 4, "orcas": "/b.tsv", "documents": 2}]
+    assert info.clicked_documents == 7
+    m.corpus = m.corpus | {"orcas": "/build.tsv"}  # a build's file without its count
+    m.write(idx)
+    assert index_info(idx).clicked_documents is None
+    m.corpus["orcas_documents"] = 10
+    m.write(idx)
+    assert index_info(idx).clicked_documents == 17
