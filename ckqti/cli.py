@@ -291,9 +291,10 @@ def clicked_note(documents: int | None) -> str:
 def repeated_note(repeated: int | None, orcas) -> None:
     """Say how many lines of the ORCAS file repeated a query their document already held (dropped:
     a click counts once, :func:`indexer.readers.load_orcas`)."""
-    if repeated:
-        echo(f"note: {repeated:,} repeated line{'s' if repeated > 1 else ''} of {orcas} dropped "
-             "(a document's clicked query counts once)", err=True)
+    from indexer.readers import repeated_clicks_note
+
+    if note := repeated_clicks_note(repeated or 0, orcas):
+        echo(f"note: {note}", err=True)
 
 
 @cli.command("compact")
@@ -717,6 +718,7 @@ def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, col
     query = decoded_argument(query)
     e = api.explain(query, docid, model_path, corpus, index_path, html_out, fmt=fmt, device=device,
                     max_doc_length=max_doc_length, adapt_vocabulary=adapt_vocabulary, orcas=orcas)
+    repeated_note(e.repeated_clicks, orcas)
     if as_json:
         click.echo(json.dumps(e.to_dict()))
         return

@@ -117,6 +117,8 @@ class Explanation:
         closed_score: an NDRM model with a latent gate: what a query term the document neither holds
             nor comes near adds (NDRM3: its combination's constant; NDRM1: 0), the same for every
             such document, so it ranks none above another; ``None`` otherwise.
+        repeated_clicks: lines of the ORCAS file dropped as a query their document already held
+            (:func:`indexer.readers.load_orcas`); ``ckqti explain`` notes them as ``ckqti index`` does.
     """
 
     kind: str
@@ -137,6 +139,7 @@ class Explanation:
     index_score: float | None = None
     settings: dict[str, int] = field(default_factory=dict)
     closed_score: float | None = None
+    repeated_clicks: int = 0
 
     @property
     def unread_from(self) -> int:
@@ -392,7 +395,7 @@ def explain(
     else:
         where, text = None, find_document(docid, corpus, fmt, clicks)
     reranker = open_explainer(model_path, corpus, index, fmt, device, max_doc_length, adapt_vocabulary, clicks)
-    result = explain_text(reranker, query, docid, text)
+    result = replace(explain_text(reranker, query, docid, text), repeated_clicks=clicks.repeated if clicks else 0)
     if where is not None and result.kind in QTI_KINDS and result.model_id == index.model_id:
         from retriever.search import Searcher  # the index's own model: say what search scores the document
 

@@ -26,7 +26,7 @@ from ckqti.files import naming_full_disk
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 from indexer.format import DOCS_FILE
-from indexer.readers import Document, load_orcas, read_corpus
+from indexer.readers import Clicks, Document, load_orcas, read_corpus
 from indexer.shards import DOC_COLUMNS, document_column, documents_table, write_documents
 
 BATCH_DOCS = 10_000  # documents analyzed between two writes of a streamed analysis
@@ -226,7 +226,7 @@ def analyze_corpus(
     path: str | Path | Sequence[Document],
     analyzer: Analyzer,
     fmt: str | None = None,
-    orcas: str | Path | None = None,
+    orcas: str | Path | Clicks | None = None,
     progress=None,
     directory: Path | None = None,
 ) -> AnalyzedCorpus:
@@ -236,8 +236,9 @@ def analyze_corpus(
     With ``directory``, the analyzed corpus is saved there as it is read, a batch of
     ``BATCH_DOCS`` documents at a time (what :meth:`AnalyzedCorpus.load` reads back), and the
     corpus returned reads its documents and term ids from those files, memory-mapped;
-    without, it is kept in memory."""
-    clicks = load_orcas(orcas) if orcas is not None else None  # once, to count its repeated lines
+    without, it is kept in memory. ``orcas``: an ORCAS file, or its clicks as
+    :func:`indexer.readers.load_orcas` loaded them."""
+    clicks = load_orcas(orcas) if isinstance(orcas, (str, Path)) else orcas  # once, to count its repeated lines
     sink = _FileSink(directory) if directory is not None else _MemorySink()
     try:
         vocab, offsets, clicked = _analyze_into(sink, path, analyzer, fmt, clicks, progress)

@@ -15,12 +15,16 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ckqti.errors import InputError
 from ckqti.text import Analyzer
 from ckqti.vocab import UNK, Vocabulary
+
+if TYPE_CHECKING:
+    from indexer.readers import Clicks
 
 Qrels = Mapping[str, Mapping[str, int]]
 
@@ -60,11 +64,12 @@ class Collection:
 
 def load_collection(
     path: str | Path, analyzer: Analyzer | None = None, fmt: str | None = None, min_df: int = 1,
-    orcas: str | Path | None = None,
+    orcas: str | Path | Clicks | None = None,
 ) -> Collection:
     """Read and analyze a corpus file; terms with ``df < min_df`` map to the unknown id. ``orcas``:
     an ORCAS file whose clicked queries lead each document's text, as ``ckqti index --orcas`` reads
-    them (:func:`indexer.readers.read_corpus`; a malformed line is an error naming the file and line)."""
+    them (:func:`indexer.readers.read_corpus`; a malformed line is an error naming the file and line),
+    or its clicks as :func:`load_clicks` loaded them."""
     from indexer.analyze import analyze_corpus
 
     analyzer = analyzer or Analyzer()
@@ -149,6 +154,22 @@ def wordless_notes(qids: Sequence[str], query_ids: Mapping[str, np.ndarray]) -> 
         return []
     return [f"{len(lost):,} of the {len(qids):,} training queries have no term in the vocabulary and are skipped "
             f"(first: {lost[0]!r})"]
+
+
+def load_clicks(orcas: str | Path | None) -> Clicks | None:
+    """An ORCAS file's clicks (:func:`indexer.readers.load_orcas`), loaded once for the corpus and
+    for :func:`clicks_notes`; None without a file."""
+    from indexer.readers import load_orcas
+
+    return load_orcas(orcas) if orcas else None
+
+
+def clicks_notes(clicks: Clicks | None) -> list[str]:
+    """The note on the lines of an ORCAS file dropped as repeated, as ``ckqti index`` shows it."""
+    from indexer.readers import repeated_clicks_note
+
+    note = repeated_clicks_note(clicks.repeated, clicks.path) if clicks else ""
+    return [note] if note else []
 
 
 def show_notes(notes: Sequence[str]) -> None:

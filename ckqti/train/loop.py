@@ -50,8 +50,10 @@ from ckqti.train.data import (
     analyze_queries,
     bm25_step,
     candidate_indices,
+    clicks_notes,
     inputs_digest,
     judgement_notes,
+    load_clicks,
     load_collection,
     read_training_inputs,
     relevant_docs,
@@ -714,8 +716,10 @@ def train(
     q_texts, qrels_map = read_training_inputs(queries, qrels, qrels_format)
     dev_map = read_qrels(dev_qrels, qrels_format) if isinstance(dev_qrels, (str, Path)) else dev_qrels
     require_texts([*qrels_map, *(dev_map or {})], q_texts, queries if isinstance(queries, (str, Path)) else None)
-    collection = load_collection(corpus, fmt=fmt, min_df=config.min_df, orcas=orcas)  # before BM25's work folder
-    notes = tuple(judgement_notes({**qrels_map, **(dev_map or {})}, collection.index(), config.rel_level))
+    clicks = load_clicks(orcas)
+    collection = load_collection(corpus, fmt=fmt, min_df=config.min_df, orcas=clicks)  # before BM25's work folder
+    notes = tuple(clicks_notes(clicks)
+                  + judgement_notes({**qrels_map, **(dev_map or {})}, collection.index(), config.rel_level))
     if config.progress:
         show_notes(notes)
     depth = max(config.depth, config.dev_depth)

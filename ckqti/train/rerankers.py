@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -60,8 +60,10 @@ from ckqti.models.reranker import RERANKER_KINDS, build_model, save_reranker
 from ckqti.train.data import (
     bm25_step,
     candidate_indices,
+    clicks_notes,
     inputs_digest,
     judgement_notes,
+    load_clicks,
     read_training_inputs,
     relevant_docs,
     require_texts,
@@ -71,6 +73,9 @@ from ckqti.train.data import (
     wordless_notes,
 )
 from ckqti.train.losses_idcm import SELECTOR_LOSSES, selector_distillation_loss
+
+if TYPE_CHECKING:
+    from indexer.readers import Clicks
 
 WEAK_SUPERVISION = ("titles",)
 LOSSES = ("margin", "ranknet", "lce")
@@ -296,9 +301,10 @@ class PairData:
 
 
 def build_text(kind: str, corpus: str | Path, config: RerankerTrainConfig, fmt: str | None,
-               orcas: str | Path | None = None):
+               orcas: str | Path | Clicks | None = None):
     """``(text, docids, document texts or None, collection or None)`` for the model kind; ``orcas``:
-    an ORCAS file whose clicks lead each document's text, as ``ckqti index --orcas`` reads them."""
+    an ORCAS file whose clicks lead each document's text, as ``ckqti index --orcas`` reads them, or
+    its clicks as :func:`ckqti.train.data.load_clicks` loaded them."""
     from indexer.readers import read_corpus
 
     if kind == "idcm":
@@ -735,9 +741,10 @@ def train_reranker(
     judged = split_dev(qrels_map, config.dev_fraction, config.seed, config.rel_level,
                        qrels if isinstance(qrels, (str, Path)) else None,
                        hint="; TK, TKL and IDCM carve dev from these judgements only (NDRM also takes --dev-qrels)")[0]
-    text, docids, doc_texts, collection = build_text(kind, corpus, config, fmt, orcas)  # before BM25's work folder
+    clicks = load_clicks(orcas)
+    text, docids, doc_texts, collection = build_text(kind, corpus, config, fmt, clicks)  # before BM25's work folder
     doc_index = {d: i for i, d in enumerate(docids)}
-    notes = tuple(judgement_notes(qrels_map, doc_index, config.rel_level))
+    notes = tuple(clicks_notes(clicks) + judgement_notes(qrels_map, doc_index, config.rel_level))
     if config.progress:
         show_notes(notes)
     model_defaults = _config_defaults(kind, config)

@@ -18,6 +18,7 @@ from indexer.readers.corpus import (
     orcas_field,
     read_corpus,
     read_documents,
+    repeated_clicks_note,
 )
 from indexer.readers.qrels import CRANFIELD_GAINS, QRELS_FORMATS, Qrels, count_judgements, read_qrels
 from indexer.readers.queries import QUERY_FORMATS, read_queries, read_query_mapping
@@ -38,5 +39,6 @@ __all__ = [
     "read_documents",
     "read_qrels",
     "read_queries",
+    "repeated_clicks_note",
     "read_query_mapping",
 ]

@@ -304,6 +304,14 @@ class Clicks(dict):
         self.repeated = 0
 
 
+def repeated_clicks_note(repeated: int, orcas: str | Path) -> str:
+    """The note ``index``, ``rerank``, ``train`` and ``explain`` show on ``repeated`` lines of the
+    ORCAS file ``orcas`` that :func:`load_orcas` dropped; "" without any."""
+    if not repeated:
+        return ""
+    return f"{repeated:,} repeated line{'s' if repeated > 1 else ''} of {orcas} dropped (a document's clicked query counts once)"
+
+
 def load_orcas(path: str | Path, max_terms: int | None = ORCAS_MAX_TERMS) -> Clicks:
     """Load ORCAS clicks as ``docid -> [query, ...]`` in file order.
 

@@ -730,6 +730,27 @@ def test_explain_from_a_corpus_with_orcas_explains_what_the_index_built_with_the
     assert plain.score < clicked.score
 
 
+def test_cli_explain_notes_repeated_orcas_lines_as_index_does(clicked_collection, tmp_path):
+    """``explain --orcas`` dropped a repeated ``docid<TAB>query`` line silently where ``index`` and
+    ``rerank`` say so; it now gives their note on stderr (text and --json), and explains the same text."""
+    from click.testing import CliRunner
+
+    from ckqti.cli import cli
+
+    corpus, orcas = clicked_collection["corpus"], clicked_collection["orcas"]
+    twice = tmp_path / "twice.tsv"
+    twice.write_text(orcas.read_text() + "d1\tcell   division\n")
+    once = explain("cell division", "d1", "ndrm2", corpus=corpus, orcas=orcas, device="cpu")
+    again = explain("cell division", "d1", "ndrm2", corpus=corpus, orcas=twice, device="cpu")
+    assert (once.repeated_clicks, again.repeated_clicks) == (0, 1) and again.text == once.text
+    note = f"note: 1 repeated line of {twice} dropped (a document's clicked query counts once)\n"
+    args = ["explain", "cell division", "d1", "--model", "ndrm2", "--corpus", str(corpus), "--device", "cpu"]
+    for extra in ([], ["--json"]):
+        res = CliRunner().invoke(cli, [*args, "--orcas", str(twice), *extra])
+        assert res.exit_code == 0 and res.stderr == note, res.output
+        assert CliRunner().invoke(cli, [*args, "--orcas", str(orcas), *extra]).stderr == ""
+
+
 def test_explain_orcas_without_a_corpus_or_malformed_is_refused(clicked_collection, tmp_path):
     from ckqti import api
 

@@ -345,6 +345,28 @@ def test_cli_trains_with_orcas_as_the_api_does(tmp_path, tiny_scifact, monkeypat
     assert plain.model_id != api_run.model_id  # the clicks' statistics are the model's
 
 
+def test_cli_train_notes_repeated_orcas_lines_as_index_does(tmp_path, tiny_scifact, monkeypatch):
+    """``train --orcas`` dropped repeated ``docid<TAB>query`` lines silently where ``index`` and
+    ``rerank`` say so: the same note now comes before the first epoch, and is among the result's notes."""
+    import ckqti.train.loop
+
+    monkeypatch.setattr(ckqti.train.loop, "bm25_candidates", lambda *a: tiny_scifact["candidates"])  # no Java
+    queries, qrels = judged_files(tmp_path, tiny_scifact)
+    orcas = tmp_path / "orcas.tsv"
+    rows = [f"{d}\t{tiny_scifact['queries'][q]}\n" for q, j in tiny_scifact["qrels"].items() for d in j]
+    orcas.write_text("".join(rows + rows[:2]))
+    note = f"note: 2 repeated lines of {orcas} dropped (a document's clicked query counts once)\n"
+    args = ["train", "--model", "ndrm2", "--corpus", tiny_scifact["corpus"], "--queries", queries, "--qrels", qrels,
+            "--out", tmp_path / "cli.pt", "--epochs", 1, "--batch-size", 8, "--dev-fraction", 0.25, "--device", "cpu",
+            "--orcas", orcas]
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    assert res.exit_code == 0, res.output
+    assert res.stderr.startswith(note) and res.stderr.count("repeated line") == 1, res.stderr
+    indexed = CliRunner().invoke(cli, [str(a) for a in ["index", tiny_scifact["corpus"], "--out", tmp_path / "idx",
+                                                        "--model", "ndrm2", "--orcas", orcas]])
+    assert indexed.exit_code == 0 and indexed.stderr == note, indexed.output
+
+
 def test_cli_training_options_reach_the_api_s_config(tmp_path, tiny_scifact, monkeypatch):
     """Each general training option of ``ckqti train`` is the TrainConfig the API builds from the same
     keywords, and --dev-qrels goes on to the training (mutants dropping --seed or --negatives on their

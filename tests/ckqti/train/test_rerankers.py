@@ -166,6 +166,19 @@ def test_train_tk_writes_a_checkpoint_that_reranks(tiny_scifact, tmp_path):
     np.testing.assert_allclose(scores, direct, rtol=1e-5, atol=1e-6)
 
 
+def test_reranker_training_notes_repeated_orcas_lines(tiny_scifact, tmp_path, capsys):
+    """TK/TKL/IDCM training with an ORCAS file shows (with ``progress``) and returns the note
+    ``ckqti index`` gives on its repeated lines, which it dropped silently."""
+    orcas = tmp_path / "orcas.tsv"
+    rows = [f"{d}\t{tiny_scifact['queries'][q]}\n" for q, j in tiny_scifact["qrels"].items() for d in j]
+    orcas.write_text("".join(rows + rows[:1]))
+    res = train_reranker("tk", tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"],
+                         tmp_path / "tk.pt", quick("tk", epochs=1, progress=True), candidates=tiny_scifact["candidates"],
+                         orcas=orcas)
+    note = f"1 repeated line of {orcas} dropped (a document's clicked query counts once)"
+    assert res.notes[0] == note and f"note: {note}\n" in capsys.readouterr().err
+
+
 def test_tkl_trained_with_a_max_doc_length_keeps_it_for_rerank(tiny_scifact, tmp_path):
     """``max_doc_length`` as ``ckqti train --max-doc-length`` gives it reaches the trained TKL, its
     checkpoint's config, and the reranker loaded from it (as trained or adapted to another vocabulary)."""
@@ -545,12 +558,16 @@ def test_documents_trained_on_with_orcas_are_the_index_s_stored_text(clicked_col
     """``ckqti train --orcas``: the documents a model trains on are read as ``ckqti index --orcas``
     stores them (clicks, URL, title, text), IDCM's as text, TK/TKL's and NDRM's (one collection
     reader) as its analyzed terms; without --orcas training never saw the clicks."""
+    from ckqti.train.data import load_clicks
     from ckqti.train.rerankers import build_text
     from retriever.index import Index
 
     corpus, orcas = clicked_collection["corpus"], clicked_collection["orcas"]
     idx = Index(clicked_collection["index"])
     _, docids, texts, coll = build_text(kind, corpus, quick(kind), None, orcas)
+    _, loaded_ids, loaded_texts, loaded = build_text(kind, corpus, quick(kind), None, load_clicks(orcas))  # train's
+    assert (loaded_ids, loaded_texts) == (docids, texts)
+    assert coll is None or (loaded.vocab.terms, loaded.tokens.tolist()) == (coll.vocab.terms, coll.tokens.tolist())
     stored = [idx.shards[idx.locate(d)[0]].indexed_text(idx.locate(d)[1]) for d in docids]
     assert stored[0].startswith("cell division growth of cells\n")  # d1's clicks lead its stored text
     if kind == "idcm":
