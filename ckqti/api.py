@@ -77,7 +77,10 @@ def index(
     from indexer.paths import check_build_paths, output_path
 
     if not isinstance(corpus, (str, os.PathLike)):
-        corpus = in_memory_corpus(corpus, fmt=fmt, orcas=orcas, ray_address=ray_address)
+        from indexer.readers import read_documents
+
+        check_in_memory_options(corpus, fmt, orcas, ray_address)
+        corpus = read_documents(corpus)
     check_paths(("orcas",), out=out, orcas=orcas)  # corpus: a path, or documents read above
     shard_size, batch_size = option_count(shard_size, "shard_size"), option_count(batch_size, "batch_size")
     neighbours = None if neighbours is None else option_count(neighbours, "neighbours", 0)
@@ -118,17 +121,9 @@ def index(
     return build_index(corpus, out, factory, info, config, fmt=fmt, orcas=orcas, force=force, resume=resume, progress=progress)
 
 
-def in_memory_corpus(corpus, fmt: str | None, orcas, ray_address: str | None = None, start: int = 0) -> list[Document]:
-    """:func:`index`'s and :func:`append`'s documents given in memory, read and checked
-    (:func:`indexer.readers.read_documents`; texts numbered from ``start``)."""
-    from indexer.readers import read_documents
-
-    check_in_memory_options(corpus, fmt, orcas, ray_address)
-    return read_documents(corpus, start)
-
-
 def check_in_memory_options(corpus, fmt: str | None, orcas, ray_address: str | None = None) -> None:
-    """Documents in memory take no file options, and are an iterable."""
+    """Documents in memory (:func:`index`'s and :func:`append`'s, then read by
+    :func:`indexer.readers.read_documents`) take no file options, and are an iterable."""
     for name, value in (("fmt", fmt), ("orcas", orcas), ("ray_address", ray_address)):
         if value is not None:
             raise OptionError(f"{name} is for a corpus file; documents given in memory are indexed as they are",
@@ -166,7 +161,9 @@ def append(
     batch_size = None if batch_size is None else option_count(batch_size, "batch_size")
     check_append_paths(None if in_memory else Path(corpus), Path(orcas) if orcas else None, Path(index_path))  # before torch
     if in_memory:
-        corpus = in_memory_corpus(corpus, fmt, orcas, start=Manifest.read(index_path).num_docs)
+        from indexer.readers import read_documents
+
+        corpus = read_documents(corpus, start=Manifest.read(index_path).num_docs)  # options checked above
 
     from ckqti.models.loading import load_qti_model
     from indexer.append import append_index, index_model_spec
