@@ -74,9 +74,9 @@ def index(
     ``neighbours``: a latent model's candidate terms per document beyond its own (default
     :class:`indexer.impacts.ImpactConfig`'s; more = closer to exhaustive scoring, larger index,
     see docs/INDEX.md); a gated latent model stores exactly the pairs its gate opens instead."""
-    from indexer.paths import check_build_paths, output_path
+    from indexer.paths import check_build_paths, corpus_file, output_path
 
-    if not isinstance(corpus, (str, os.PathLike)):
+    if corpus_file(corpus) is None:
         from indexer.readers import read_documents
 
         check_in_memory_options(corpus, fmt, orcas, ray_address)
@@ -89,8 +89,7 @@ def index(
             raise OptionError("workers needs ray_address (the Ray build's model replicas)", ("workers", "ray_address"))
         workers = option_count(workers, "workers")
     if neighbours is None:  # else the model decides whether it is an option error, which comes first: after loading it
-        check_build_paths(Path(corpus) if isinstance(corpus, (str, os.PathLike)) else None, Path(orcas) if orcas else None,
-                          output_path(out), force)  # before torch
+        check_build_paths(corpus_file(corpus), Path(orcas) if orcas else None, output_path(out), force)  # before torch
 
     from ckqti.models.loading import load_qti_model
     from ckqti.text import Analyzer
@@ -151,15 +150,15 @@ def append(
     is its position after the index's documents (``"600"`` for the first text appended to an index
     of 600), as if the list had been part of the one the index was built from."""
     from indexer.format import Manifest
-    from indexer.paths import check_append_paths
+    from indexer.paths import check_append_paths, corpus_file
 
-    in_memory = not isinstance(corpus, (str, os.PathLike))
+    in_memory = corpus_file(corpus) is None
     if in_memory:
         check_in_memory_options(corpus, fmt, orcas)
     check_paths(("orcas",), index_path=index_path, orcas=orcas, **({} if in_memory else {"corpus": corpus}))
     shard_size = option_count(shard_size, "shard_size")
     batch_size = None if batch_size is None else option_count(batch_size, "batch_size")
-    check_append_paths(None if in_memory else Path(corpus), Path(orcas) if orcas else None, Path(index_path))  # before torch
+    check_append_paths(corpus_file(corpus), Path(orcas) if orcas else None, Path(index_path))  # before torch
     if in_memory:
         from indexer.readers import read_documents
 
