@@ -159,16 +159,17 @@ def append(
     shard_size = option_count(shard_size, "shard_size")
     batch_size = None if batch_size is None else option_count(batch_size, "batch_size")
     check_append_paths(corpus_file(corpus), Path(orcas) if orcas else None, Path(index_path))  # before torch
+    manifest = Manifest.read(index_path)
     if in_memory:
         from indexer.readers import read_documents
 
-        corpus = read_documents(corpus, start=Manifest.read(index_path).num_docs)  # options checked above
+        corpus = read_documents(corpus, start=manifest.num_docs)  # options checked above
 
     from ckqti.models.loading import load_qti_model
     from indexer.append import append_index, index_model_spec
 
     if model is None:
-        model = index_model_spec(Path(index_path), Manifest.read(index_path))
+        model = index_model_spec(Path(index_path), manifest)
     factory, info = load_qti_model(model, device)
     return append_index(index_path, corpus, factory, info, shard_size, fmt=fmt, orcas=orcas, batch_size=batch_size,
                         progress=progress)
