@@ -185,10 +185,10 @@ def merge_vocabulary(base: Vocabulary, new: Vocabulary) -> tuple[Vocabulary, np.
     return merged, remap
 
 
-def check_docids(index: Path, manifest: Manifest, corpus: AnalyzedCorpus, corpus_path: Path | Sequence[Document],
+def check_docids(index: Path, manifest: Manifest, corpus: AnalyzedCorpus, source: Path | Sequence[Document],
                  fmt: str | None) -> None:
-    """Refuse new documents whose docid the index already holds (naming the corpus line, or the item
-    of documents in memory)."""
+    """Refuse new documents whose docid the index already holds, naming the line of the corpus file
+    ``source`` or the item of ``source``'s documents given in memory."""
     new = set(corpus.docs["docid"])
     for s in manifest.shards:
         docs = pa.ipc.open_file(pa.memory_map(str(index / s.name / DOCS_FILE), "r")).read_all()
@@ -196,9 +196,9 @@ def check_docids(index: Path, manifest: Manifest, corpus: AnalyzedCorpus, corpus
         if clash is None:
             continue
         message = f"docid {clash!r} is already in the index {index}"
-        if isinstance(corpus_path, Path):
-            raise InputError(message, corpus_path, _line_of(corpus_path, fmt, clash))
-        i = next(i for i, d in enumerate(corpus_path) if d.docid == clash)
+        if isinstance(source, Path):
+            raise InputError(message, source, _line_of(source, fmt, clash))
+        i = next(i for i, d in enumerate(source) if d.docid == clash)
         if clash == str(manifest.num_docs + i):  # a text's, most likely: say where the number came from
             message += (f" (a text's docid is its position after the index's {manifest.num_docs:,} documents; give "
                         "docids with dicts or Documents)")
