@@ -127,7 +127,7 @@ def check_in_memory_options(corpus, fmt: str | None, orcas, ray_address: str | N
         if value is not None:
             raise OptionError(f"{name} is for a corpus file; documents given in memory are indexed as they are",
                               (name,))
-    if corpus is None or not isinstance(corpus, Iterable):
+    if not isinstance(corpus, Iterable):  # None too
         raise OptionError(f"corpus must be a path, got {type(corpus).__name__} (or documents in memory: a list of "
                           "texts, dicts or Documents)", ("corpus",))
 
