@@ -74,10 +74,13 @@ def index(
     ``neighbours``: a latent model's candidate terms per document beyond its own (default
     :class:`indexer.impacts.ImpactConfig`'s; more = closer to exhaustive scoring, larger index,
     see docs/INDEX.md); a gated latent model stores exactly the pairs its gate opens instead."""
-    from indexer.paths import check_build_paths, output_path
+    from indexer.paths import check_build_paths, corpus_file, output_path
 
-    if not isinstance(corpus, (str, os.PathLike)):
-        corpus = in_memory_corpus(corpus, fmt=fmt, orcas=orcas, ray_address=ray_address)
+    if corpus_file(corpus) is None:
+        from indexer.readers import read_documents
+
+        check_in_memory_options(corpus, fmt, orcas, ray_address)
+        corpus = read_documents(corpus)
     check_paths(("orcas",), out=out, orcas=orcas)  # corpus: a path, or documents read above
     shard_size, batch_size = option_count(shard_size, "shard_size"), option_count(batch_size, "batch_size")
     neighbours = None if neighbours is None else option_count(neighbours, "neighbours", 0)
@@ -86,8 +89,7 @@ def index(
             raise OptionError("workers needs ray_address (the Ray build's model replicas)", ("workers", "ray_address"))
         workers = option_count(workers, "workers")
     if neighbours is None:  # else the model decides whether it is an option error, which comes first: after loading it
-        check_build_paths(Path(corpus) if isinstance(corpus, (str, os.PathLike)) else None, Path(orcas) if orcas else None,
-                          output_path(out), force)  # before torch
+        check_build_paths(corpus_file(corpus), Path(orcas) if orcas else None, output_path(out), force)  # before torch
 
     from ckqti.models.loading import load_qti_model
     from ckqti.text import Analyzer
@@ -118,22 +120,14 @@ def index(
     return build_index(corpus, out, factory, info, config, fmt=fmt, orcas=orcas, force=force, resume=resume, progress=progress)
 
 
-def in_memory_corpus(corpus, fmt: str | None, orcas, ray_address: str | None = None, start: int = 0) -> list[Document]:
-    """:func:`index`'s and :func:`append`'s documents given in memory, read and checked
-    (:func:`indexer.readers.read_documents`; texts numbered from ``start``)."""
-    from indexer.readers import read_documents
-
-    check_in_memory_options(corpus, fmt, orcas, ray_address)
-    return read_documents(corpus, start)
-
-
 def check_in_memory_options(corpus, fmt: str | None, orcas, ray_address: str | None = None) -> None:
-    """Documents in memory take no file options, and are an iterable."""
+    """Documents in memory (:func:`index`'s and :func:`append`'s, then read by
+    :func:`indexer.readers.read_documents`) take no file options, and are an iterable."""
     for name, value in (("fmt", fmt), ("orcas", orcas), ("ray_address", ray_address)):
         if value is not None:
             raise OptionError(f"{name} is for a corpus file; documents given in memory are indexed as they are",
                               (name,))
-    if corpus is None or not isinstance(corpus, Iterable):
+    if not isinstance(corpus, Iterable):  # None too
         raise OptionError(f"corpus must be a path, got {type(corpus).__name__} (or documents in memory: a list of "
                           "texts, dicts or Documents)", ("corpus",))
 
@@ -156,23 +150,26 @@ def append(
     is its position after the index's documents (``"600"`` for the first text appended to an index
     of 600), as if the list had been part of the one the index was built from."""
     from indexer.format import Manifest
-    from indexer.paths import check_append_paths
+    from indexer.paths import check_append_paths, corpus_file
 
-    in_memory = not isinstance(corpus, (str, os.PathLike))
+    in_memory = corpus_file(corpus) is None
     if in_memory:
         check_in_memory_options(corpus, fmt, orcas)
     check_paths(("orcas",), index_path=index_path, orcas=orcas, **({} if in_memory else {"corpus": corpus}))
     shard_size = option_count(shard_size, "shard_size")
     batch_size = None if batch_size is None else option_count(batch_size, "batch_size")
-    check_append_paths(None if in_memory else Path(corpus), Path(orcas) if orcas else None, Path(index_path))  # before torch
+    check_append_paths(corpus_file(corpus), Path(orcas) if orcas else None, Path(index_path))  # before torch
+    manifest = Manifest.read(index_path)
     if in_memory:
-        corpus = in_memory_corpus(corpus, fmt, orcas, start=Manifest.read(index_path).num_docs)
+        from indexer.readers import read_documents
+
+        corpus = read_documents(corpus, start=manifest.num_docs)  # options checked above
 
     from ckqti.models.loading import load_qti_model
     from indexer.append import append_index, index_model_spec
 
     if model is None:
-        model = index_model_spec(Path(index_path), Manifest.read(index_path))
+        model = index_model_spec(Path(index_path), manifest)
     factory, info = load_qti_model(model, device)
     return append_index(index_path, corpus, factory, info, shard_size, fmt=fmt, orcas=orcas, batch_size=batch_size,
                         progress=progress)

@@ -174,6 +174,9 @@ class _MemorySink:
             return pa.table({}), np.zeros(0, np.int32)  # no documents: analyze_corpus refuses the corpus
         return pa.concat_tables(self.tables), np.concatenate(self.tokens)
 
+    def abort(self) -> None:
+        """Nothing to let go: the batches are dropped with the sink."""
+
 
 class _FileSink:
     """Where :func:`analyze_corpus` puts each batch when it analyzes into ``directory``: the
@@ -243,8 +246,7 @@ def analyze_corpus(
     try:
         vocab, offsets, clicked = _analyze_into(sink, path, analyzer, fmt, clicks, progress)
     except BaseException:
-        if isinstance(sink, _FileSink):
-            sink.abort()
+        sink.abort()
         raise
     table, tokens = sink.close()
     if not len(offsets) > 1:

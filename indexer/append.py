@@ -50,7 +50,7 @@ from indexer.format import (
 )
 from indexer.impacts import ImpactConfig, ImpactScorer
 from indexer.locks import exclusive
-from indexer.paths import check_input_files, read_only_index
+from indexer.paths import check_input_files, corpus_file, read_only_index
 from indexer.quantize import Quantizer
 from indexer.readers import Document
 from indexer.shards import write_shard
@@ -185,10 +185,10 @@ def merge_vocabulary(base: Vocabulary, new: Vocabulary) -> tuple[Vocabulary, np.
     return merged, remap
 
 
-def check_docids(index: Path, manifest: Manifest, corpus: AnalyzedCorpus, corpus_path: Path | Sequence[Document],
+def check_docids(index: Path, manifest: Manifest, corpus: AnalyzedCorpus, source: Path | Sequence[Document],
                  fmt: str | None) -> None:
-    """Refuse new documents whose docid the index already holds (naming the corpus line, or the item
-    of documents in memory)."""
+    """Refuse new documents whose docid the index already holds, naming the line of the corpus file
+    ``source`` or the item of ``source``'s documents given in memory."""
     new = set(corpus.docs["docid"])
     for s in manifest.shards:
         docs = pa.ipc.open_file(pa.memory_map(str(index / s.name / DOCS_FILE), "r")).read_all()
@@ -196,9 +196,9 @@ def check_docids(index: Path, manifest: Manifest, corpus: AnalyzedCorpus, corpus
         if clash is None:
             continue
         message = f"docid {clash!r} is already in the index {index}"
-        if isinstance(corpus_path, Path):
-            raise InputError(message, corpus_path, _line_of(corpus_path, fmt, clash))
-        i = next(i for i, d in enumerate(corpus_path) if d.docid == clash)
+        if isinstance(source, Path):
+            raise InputError(message, source, _line_of(source, fmt, clash))
+        i = next(i for i, d in enumerate(source) if d.docid == clash)
         if clash == str(manifest.num_docs + i):  # a text's, most likely: say where the number came from
             message += (f" (a text's docid is its position after the index's {manifest.num_docs:,} documents; give "
                         "docids with dicts or Documents)")
@@ -241,10 +241,10 @@ def append_index(
             the corpus line), or a malformed corpus; the index is then unchanged.
     """
     index = Path(index_path)
-    corpus_path = Path(corpus_path) if isinstance(corpus_path, (str, os.PathLike)) else corpus_path
+    corpus_path = corpus_file(corpus_path) or corpus_path  # a Path, or documents in memory
     if shard_size < 1:
         raise ValueError("shard_size must be >= 1")
-    check_input_files(corpus_path if isinstance(corpus_path, Path) else None, Path(orcas) if orcas else None)  # a folder, a pipe, nothing: said as a build says it
+    check_input_files(corpus_file(corpus_path), Path(orcas) if orcas else None)  # a folder, a pipe, nothing: said as a build says it
     manifest = Manifest.read(index)
     with writing(index):
         manifest = Manifest.read(index)
@@ -281,8 +281,7 @@ def _append(index, work, manifest, corpus_path, model_factory, model_info, shard
     gen = manifest.generation + 1
     write_vocab(work / vocab_file_name(gen), vocab, offsets)
     entry = {
-        "corpus": corpus_record(corpus_path if isinstance(corpus_path, Path) else None, fmt, orcas, new.clicked,
-                                new.repeated),
+        "corpus": corpus_record(corpus_file(corpus_path), fmt, orcas, new.clicked, new.repeated),
         "num_docs": len(corpus),
         "new_terms": len(vocab) - len(base),
         "shards": [i.name for i in infos],

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import sys
 import time
@@ -36,7 +35,7 @@ from indexer.format import FORMAT_VERSION, VOCAB_FILE, Manifest, ShardInfo, file
 from indexer.impacts import ImpactConfig, ImpactScorer
 from indexer.install import install, recover
 from indexer.locks import build_lock_path, exclusive
-from indexer.paths import check_build_paths, output_path
+from indexer.paths import check_build_paths, corpus_file, output_path
 from indexer.quantize import Quantizer
 from indexer.readers import Document
 from indexer.shards import ImpactPostings, write_shard, write_table
@@ -356,11 +355,11 @@ def build_index(
     without ``fmt`` or ``orcas``. ``model`` may be a callable ``vocab -> QTIModel`` so that models
     needing the corpus vocabulary (idf, embedding rows) are prepared after analysis.
     """
-    corpus_path = Path(corpus_path) if isinstance(corpus_path, (str, os.PathLike)) else corpus_path
+    corpus_path = corpus_file(corpus_path) or corpus_path  # a Path, or documents in memory
     out = output_path(out)
     orcas = Path(orcas) if orcas else None
     recover(out)
-    check_build_paths(corpus_path if isinstance(corpus_path, Path) else None, orcas, out, force)
+    check_build_paths(corpus_file(corpus_path), orcas, out, force)
     work = out.with_name(out.name + ".partial")
     with build_lock(out):
         prepare_workdir(work, fingerprint(corpus_path, fmt, orcas, model_info, config), resume, progress)
@@ -417,8 +416,7 @@ def _build(corpus_path, out, work, model, model_info, config, fmt, orcas, force,
         quantizer,
         model_info,
         config.analyzer.to_dict(),
-        corpus=corpus_record(corpus_path if isinstance(corpus_path, Path) else None, fmt, orcas, corpus.clicked,
-                             corpus.repeated),
+        corpus=corpus_record(corpus_file(corpus_path), fmt, orcas, corpus.clicked, corpus.repeated),
         build=build_record(config, t0, corpus.vocab),
         constants=qti.index_constants(),
         clipped=count_clipped(corpus, quantizer, config, work / "raw"),

@@ -5,11 +5,22 @@ model (2.8 s, most of it importing torch)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ckqti.errors import CkqtiError
 from ckqti.files import check_folder_of
 from indexer.format import MANIFEST, Manifest
+
+if TYPE_CHECKING:
+    from indexer.readers import Document
+
+
+def corpus_file(corpus: str | os.PathLike | Sequence[Document]) -> Path | None:
+    """A build's or an append's corpus as the :class:`Path` of its file, or None for documents given
+    in memory (:func:`indexer.readers.read_documents`), which have no file to check or record."""
+    return Path(corpus) if isinstance(corpus, (str, os.PathLike)) else None
 
 
 def output_path(out: str | Path) -> Path:
