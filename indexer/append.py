@@ -10,10 +10,12 @@ terms get offsets fitted on the new documents. Idf is not stored (``"idf"`` chan
 at query time from the current df and document count), so every old impact stays correct.
 
 Writing is safe: new shard directories and the new vocabulary file (``vocab-NNNNN.arrow``)
-are prepared in ``INDEX/.append-PID/``, moved into the index under names the current
-manifest does not use, and the manifest is replaced last by an atomic rename. An append
-interrupted before that rename leaves the old index valid (the stray files are removed by
-the next append or compaction). One writer at a time: ``INDEX/.writer.lock`` (:mod:`indexer.locks`).
+are prepared in ``INDEX/.append-PID/`` (where the new documents are analyzed too, as a build
+analyzes them: on disk, read back memory-mapped, so their text and terms need not fit in
+memory), moved into the index under names the current manifest does not use, and the
+manifest is replaced last by an atomic rename. An append interrupted before that rename
+leaves the old index valid (the stray files are removed by the next append or compaction).
+One writer at a time: ``INDEX/.writer.lock`` (:mod:`indexer.locks`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from ckqti.errors import CkqtiError, IndexFormatError, InputError
 from ckqti.progress import progress_bar
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
-from indexer.analyze import AnalyzedCorpus, analyze_corpus
+from indexer.analyze import TOKENS_FILE, AnalyzedCorpus, analyze_corpus
 from indexer.build import corpus_record, quantize_raw, score_shard, shard_ranges, write_vocab
 from indexer.format import (
     DOCS_FILE,
@@ -269,11 +271,12 @@ def _append(index, work, manifest, corpus_path, model_factory, model_info, shard
         )
     base, old_offsets = read_vocabulary(index, manifest)
     bar = progress_bar(desc="analyze", unit="doc", show=progress)
-    new = analyze_corpus(corpus_path, Analyzer.from_dict(manifest.analyzer), fmt=fmt, orcas=orcas, progress=bar)
+    new = analyze_corpus(corpus_path, Analyzer.from_dict(manifest.analyzer), fmt=fmt, orcas=orcas, progress=bar,
+                         directory=work / "analyzed")  # as a build analyzes: on disk, read back memory-mapped
     bar.close()
     check_docids(index, manifest, new, corpus_path, fmt)
     vocab, remap = merge_vocabulary(base, new.vocab)
-    corpus = AnalyzedCorpus(new.offsets, remap[new.tokens].astype(np.int32), new.docs, vocab)
+    corpus = AnalyzedCorpus(new.offsets, renumber_tokens(work / "analyzed" / TOKENS_FILE, remap), new.docs, vocab)
     quantizer = Quantizer.from_manifest(manifest.quantization, manifest.channels)
     scorer = _scorer(index, manifest, model_factory, vocab, quantizer, batch_size)
     offsets = appended_offsets(scorer, corpus, old_offsets, len(vocab))
@@ -304,6 +307,22 @@ def _append(index, work, manifest, corpus_path, model_factory, model_info, shard
     updated.write(work)
     publish(index, work, [i.name for i in infos] + [updated.vocab_file], manifest, updated)
     return updated
+
+
+# Term ids renumbered at a time (:func:`renumber_tokens`): int64 temporaries of a block, not of the corpus
+RENUMBER_BLOCK = 1 << 22
+
+
+def renumber_tokens(path: Path, remap: np.ndarray) -> np.ndarray:
+    """The analyzed corpus's term ids in ``path`` (``.npy``) given their ids in the grown vocabulary
+    (``remap``: :func:`merge_vocabulary`), rewritten in place a block at a time; returned memory-mapped.
+    The file's analysis is then not loadable as it was (its ``vocab.json`` is the new documents'), but
+    it lives only in the append's work folder."""
+    tokens = np.load(path, mmap_mode="r+")
+    for s in range(0, tokens.size, RENUMBER_BLOCK):
+        tokens[s : s + RENUMBER_BLOCK] = remap[tokens[s : s + RENUMBER_BLOCK]]
+    tokens.flush()
+    return tokens
 
 
 def _scorer(index: Path, manifest: Manifest, model_factory, vocab: Vocabulary, quantizer: Quantizer,

@@ -644,3 +644,61 @@ def test_appended_shards_take_the_builds_candidate_settings(tmp_path, short_part
     appended = sum(int(sh.postings.size) for sh in new.shards[before:])
     assert 0 < appended <= 2 * own  # two channels, own terms only (64 neighbours each would add up to 1,920)
     shutil.rmtree(idx)
+
+
+def test_an_append_holds_neither_text_nor_term_ids_of_its_corpus_while_it_scores(tmp_path, monkeypatch):
+    """An append analyzes into its work folder as a build does and reads the analysis back
+    memory-mapped: while the new shards are scored, memory holds no copy of the new documents' text
+    or term ids (it held both, so an append's memory grew with what it appended: SciFact repeated
+    to 100k abstracts). Python's objects and numpy's arrays are counted by tracemalloc, Arrow's
+    buffers by its pool."""
+    import tracemalloc
+
+    import pyarrow as pa
+
+    from indexer import analyze
+
+    rng = np.random.default_rng(0)
+    words = [f"w{i}x" for i in range(300)]
+    lines = [json.dumps({"_id": f"d{i}", "title": "", "text": " ".join(rng.choice(words, 800))}) + "\n"
+             for i in range(600)]
+    corpus = write_lines(tmp_path / "corpus.jsonl", lines)
+    text_bytes = corpus.stat().st_size  # 2.9 MB; the term ids another 1.9 MB
+    base = tmp_path / "base"
+    api.index(write_lines(tmp_path / "base.jsonl", ['{"_id": "b0", "text": "w1x w2x v9"}\n']), base, model="ndrm2",
+              progress=False)
+    monkeypatch.setattr(analyze, "BATCH_DOCS", 100, raising=False)  # several batches
+    held = {}
+    score_new_shards = append_mod.score_new_shards
+
+    def measured(*args, **kwargs):
+        held["python"] = tracemalloc.get_traced_memory()[0] - start
+        held["arrow"] = pa.total_allocated_bytes() - arrow_start
+        return score_new_shards(*args, **kwargs)
+
+    warm = copy_of(base, tmp_path / "warm")  # imports and first-call caches, before counting
+    api.append(write_lines(tmp_path / "warm.jsonl", lines[:1]), warm, progress=False)
+    idx = copy_of(base, tmp_path / "measured")
+    monkeypatch.setattr(append_mod, "score_new_shards", measured)
+    tracemalloc.start()
+    try:
+        start, arrow_start = tracemalloc.get_traced_memory()[0], pa.total_allocated_bytes()
+        m = api.append(corpus, idx, progress=False)
+    finally:
+        tracemalloc.stop()
+    assert held["python"] < text_bytes / 4 and held["arrow"] < text_bytes / 4, held
+    assert m.num_docs == 601 and Index(idx).shards[1].docid(599) == "d599"
+    assert index_files(idx) and not [p for p in idx.iterdir() if p.name.startswith(".append-")]  # work folder gone
+
+
+def test_renumbered_term_ids_are_the_grown_vocabularys_across_blocks(tmp_path, monkeypatch):
+    """The analyzed term ids are rewritten in place, a block at a time, to the merged vocabulary's ids:
+    the same array as renumbering them in memory, the last block a short one."""
+    rng = np.random.default_rng(1)
+    tokens = rng.integers(0, 50, 1003).astype(np.int32)
+    np.save(tmp_path / "tokens.npy", tokens)
+    remap = rng.permutation(np.arange(1000, 1050)).astype(np.int64)
+    monkeypatch.setattr(append_mod, "RENUMBER_BLOCK", 100)
+    got = append_mod.renumber_tokens(tmp_path / "tokens.npy", remap)
+    assert got.dtype == np.int32 and np.array_equal(got, remap[tokens])
+    assert np.array_equal(np.load(tmp_path / "tokens.npy"), remap[tokens])
