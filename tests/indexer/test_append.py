@@ -650,42 +650,22 @@ def test_an_append_holds_neither_text_nor_term_ids_of_its_corpus_while_it_scores
     """An append analyzes into its work folder as a build does and reads the analysis back
     memory-mapped: while the new shards are scored, memory holds no copy of the new documents' text
     or term ids (it held both, so an append's memory grew with what it appended: SciFact repeated
-    to 100k abstracts). Python's objects and numpy's arrays are counted by tracemalloc, Arrow's
-    buffers by its pool."""
-    import tracemalloc
-
-    import pyarrow as pa
-
+    to 100k abstracts)."""
     from indexer import analyze
+    from tests.memory import held_when_called, long_random_lines
 
-    rng = np.random.default_rng(0)
-    words = [f"w{i}x" for i in range(300)]
-    lines = [json.dumps({"_id": f"d{i}", "title": "", "text": " ".join(rng.choice(words, 800))}) + "\n"
-             for i in range(600)]
+    lines = long_random_lines()
     corpus = write_lines(tmp_path / "corpus.jsonl", lines)
-    text_bytes = corpus.stat().st_size  # 2.9 MB; the term ids another 1.9 MB
+    text_bytes = corpus.stat().st_size
     base = tmp_path / "base"
     api.index(write_lines(tmp_path / "base.jsonl", ['{"_id": "b0", "text": "w1x w2x v9"}\n']), base, model="ndrm2",
               progress=False)
     monkeypatch.setattr(analyze, "BATCH_DOCS", 100, raising=False)  # several batches
-    held = {}
-    score_new_shards = append_mod.score_new_shards
-
-    def measured(*args, **kwargs):
-        held["python"] = tracemalloc.get_traced_memory()[0] - start
-        held["arrow"] = pa.total_allocated_bytes() - arrow_start
-        return score_new_shards(*args, **kwargs)
-
     warm = copy_of(base, tmp_path / "warm")  # imports and first-call caches, before counting
     api.append(write_lines(tmp_path / "warm.jsonl", lines[:1]), warm, progress=False)
     idx = copy_of(base, tmp_path / "measured")
-    monkeypatch.setattr(append_mod, "score_new_shards", measured)
-    tracemalloc.start()
-    try:
-        start, arrow_start = tracemalloc.get_traced_memory()[0], pa.total_allocated_bytes()
-        m = api.append(corpus, idx, progress=False)
-    finally:
-        tracemalloc.stop()
+    held, m = held_when_called(monkeypatch, append_mod, "score_new_shards",
+                               lambda: api.append(corpus, idx, progress=False))
     assert held["python"] < text_bytes / 4 and held["arrow"] < text_bytes / 4, held
     assert m.num_docs == 601 and Index(idx).shards[1].docid(599) == "d599"
     assert index_files(idx) and not [p for p in idx.iterdir() if p.name.startswith(".append-")]  # work folder gone

@@ -680,39 +680,19 @@ def test_an_interrupted_build_of_documents_in_memory_resumes_only_for_the_same_d
 def test_a_build_holds_neither_text_nor_term_ids_of_the_corpus_while_it_scores(tmp_path, monkeypatch):
     """Pass one writes the analyzed corpus as it reads it and the build reads it back memory-mapped:
     while the shards are scored, memory holds no copy of the documents' text or term ids (MS
-    MARCO's documents, 16 GB of text, would not fit). Python's objects and numpy's arrays are
-    counted by tracemalloc, Arrow's buffers by its pool."""
-    import tracemalloc
-
-    import pyarrow as pa
-
+    MARCO's documents, 16 GB of text, would not fit)."""
     from indexer import analyze
+    from tests.memory import held_when_called, long_random_lines
 
-    rng = np.random.default_rng(0)
-    words = [f"w{i}x" for i in range(300)]
-    lines = [json.dumps({"_id": f"d{i}", "title": "", "text": " ".join(rng.choice(words, 800))}) for i in range(600)]
-    corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text("\n".join(lines) + "\n")
-    text_bytes = corpus.stat().st_size  # 2.9 MB; the term ids another 1.9 MB
+    lines = long_random_lines()
+    corpus, warm = tmp_path / "corpus.jsonl", tmp_path / "warm.jsonl"
+    corpus.write_text("".join(lines))
+    warm.write_text(lines[0])
+    text_bytes = corpus.stat().st_size
     monkeypatch.setattr(analyze, "BATCH_DOCS", 100, raising=False)  # several batches
-    held = {}
-    score_shards = build_mod.score_shards
-
-    def measured(*args, **kwargs):
-        held["python"] = tracemalloc.get_traced_memory()[0] - start
-        held["arrow"] = pa.total_allocated_bytes() - arrow_start
-        return score_shards(*args, **kwargs)
-
-    warm = tmp_path / "warm.jsonl"  # imports and first-call caches, before counting
-    warm.write_text(lines[0] + "\n")
-    api.index(warm, tmp_path / "warm", model="ndrm2", progress=False)
-    monkeypatch.setattr(build_mod, "score_shards", measured)
-    tracemalloc.start()
-    try:
-        start, arrow_start = tracemalloc.get_traced_memory()[0], pa.total_allocated_bytes()
-        api.index(corpus, tmp_path / "idx", model="ndrm2", progress=False)
-    finally:
-        tracemalloc.stop()
+    api.index(warm, tmp_path / "warm", model="ndrm2", progress=False)  # imports and first-call caches, before counting
+    held, _ = held_when_called(monkeypatch, build_mod, "score_shards",
+                               lambda: api.index(corpus, tmp_path / "idx", model="ndrm2", progress=False))
     assert held["python"] < text_bytes / 4 and held["arrow"] < text_bytes / 4, held
     stored = Index(tmp_path / "idx").shards[0]
     assert stored.num_docs == 600
