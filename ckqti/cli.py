@@ -20,6 +20,12 @@ UNKNOWN_WORDS_NOTE = 0.02  # rerank's note: this share of the candidates' words 
 SNIPPET_COLUMNS = 100  # terminal columns of a search hit's title and snippet lines (cut between words)
 
 
+def home_expanded(value):
+    """A path's leading ``~`` or ``~user`` as the home folder, as the shell would have it where it
+    leaves it alone (``--out=~/idx``, a quoted ``"~/idx"``); anything else as it is."""
+    return os.path.expanduser(value) if isinstance(value, str) and value.startswith("~") else value
+
+
 class EmbeddingStart(click.ParamType):
     """``--embeddings``: a named start (skipgram, minilm, random) or an existing checkpoint file (``.pt``)."""
 
@@ -30,6 +36,7 @@ class EmbeddingStart(click.ParamType):
 
         from ckqti.train.loop import EMBEDDING_INITS
 
+        value = home_expanded(value)
         if value in EMBEDDING_INITS or (str(value).endswith(".pt") and Path(value).is_file()):
             return str(value)
         self.fail(f"{value!r} is neither one of {', '.join(EMBEDDING_INITS)} nor an existing checkpoint file (.pt)",
@@ -112,12 +119,21 @@ def rel_level_option(f):
 
 
 class PathArg(click.Path):
-    """Every path option and argument: a leading ``~`` or ``~user`` is the home folder, as the shell
-    would have it where it leaves it alone (``--out=~/idx``, a quoted ``"~/idx"``, ``$CKQTI_INDEX``),
+    """Every path option and argument: a leading ``~`` is the home folder (:func:`home_expanded`),
     rather than a folder named ``~`` in the working directory."""
 
     def convert(self, value, param, ctx):
-        return super().convert(os.path.expanduser(value) if isinstance(value, str) else value, param, ctx)
+        return super().convert(home_expanded(value), param, ctx)
+
+
+class NameOrPath(click.ParamType):
+    """``--model`` and ``--candidates``: a name ('ndrm3-scifact', 'bm25') or a path, whose leading ``~``
+    is the home folder (:func:`home_expanded`; no name starts with ``~``)."""
+
+    name = "text"
+
+    def convert(self, value, param, ctx):
+        return home_expanded(value)
 
 
 DEFAULT_INDEX = "ckqti-index"  # the index of `ckqti index corpus.tsv` and `ckqti search QUERY`, in the current folder
@@ -126,7 +142,7 @@ INDEX_ENV = "CKQTI_INDEX"  # names another default
 
 def default_index() -> str:
     """The index directory a command uses when none is named: ``$CKQTI_INDEX``, else ``./ckqti-index``."""
-    return os.path.expanduser(os.environ.get(INDEX_ENV) or DEFAULT_INDEX)
+    return home_expanded(os.environ.get(INDEX_ENV) or DEFAULT_INDEX)
 
 
 def index_or_default(ctx, param, value):
@@ -151,7 +167,7 @@ def index_option(f):
 
 
 def mode_options(f):
-    f = click.option("--model", default=None, help="Refuse an index not built with this model ('ndrm2', 'ndrm2-anserini', 'ndrm3-scifact' or a checkpoint).")(f)
+    f = click.option("--model", default=None, type=NameOrPath(), help="Refuse an index not built with this model ('ndrm2', 'ndrm2-anserini', 'ndrm3-scifact' or a checkpoint).")(f)
     f = click.option("--slack", default=1.0, show_default=True, type=click.FloatRange(0, 1, min_open=True),
                      help="Anytime mode: factor (0, 1] on the pruning bound; below 1 prunes sooner, approximately.")(f)
     f = click.option("--budget", type=POSITIVE, default=200_000, show_default=True, help="Anytime mode: postings per shard.")(f)
@@ -221,7 +237,7 @@ def cli() -> None:
 @click.option("--append", "append_to", is_flag=True, help="Add CORPUS to the index --index as new shards.")
 @click.option("--index", "index_path", default=None, type=PathArg(),
               help=f"With --append: the index to grow (default: ${INDEX_ENV}, else ./{DEFAULT_INDEX}).")
-@click.option("--model", default=None, help="'ndrm2' (untrained, the paper's start), 'ndrm2-anserini' (untrained, BM25 k1 0.9, b 0.4), "
+@click.option("--model", default=None, type=NameOrPath(), help="'ndrm2' (untrained, the paper's start), 'ndrm2-anserini' (untrained, BM25 k1 0.9, b 0.4), "
               "'ndrm3-scifact' (the bundled model) or a checkpoint; default: the bundled model (--append: the index's).")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None,
               help="Corpus format (default: from the file).")
@@ -654,8 +670,8 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
 
 @cli.command("rerank")
 @click.option("--queries", required=True, type=PathArg(), help="Queries file (TSV, JSONL, TREC, SMART).")
-@click.option("--candidates", required=True, help="'bm25' (needs --corpus), an index directory, or a TREC run file.")
-@click.option("--model", "model_path", required=True,
+@click.option("--candidates", required=True, type=NameOrPath(), help="'bm25' (needs --corpus), an index directory, or a TREC run file.")
+@click.option("--model", "model_path", required=True, type=NameOrPath(),
               help="Checkpoint (TK, TKL, IDCM or NDRM), 'ndrm3-scifact' (the bundled NDRM3), or 'ndrm2' / "
                    "'ndrm2-anserini' (untrained, on the collection's statistics: --corpus's, else the index of --candidates).")
 @click.option("--out", required=True, type=PathArg(),
@@ -693,7 +709,7 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
 @cli.command("explain")
 @click.argument("query")
 @click.argument("docid")
-@click.option("--model", "model_path", default=None,
+@click.option("--model", "model_path", default=None, type=NameOrPath(),
               help="Checkpoint of any kind, 'ndrm3-scifact' (the bundled NDRM3), or 'ndrm2' / 'ndrm2-anserini' "
                    "(untrained, on the collection's statistics); with --index, default: the index's model.")
 @click.option("--corpus", type=PathArg(), default=None, help="Corpus file holding DOCID.")

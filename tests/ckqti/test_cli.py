@@ -1279,3 +1279,11 @@ def test_a_leading_tilde_in_a_path_is_the_home_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("CKQTI_INDEX", "~/idx")
     assert invoke("search", "cells").stdout.split()[:2] == ["1", "d1"]
     assert list(work.iterdir()) == []
+    # --model and --candidates take a name or a path; a path's ~ is the home folder too
+    (home / "q.tsv").write_text("q1\tcells\n")
+    rr = ["rerank", "--queries", "~/q.tsv", "--corpus", "~/c.tsv", "--out", "~/rr.trec"]
+    assert f"Error: {home / 'missing.pt'}: model not found" in invoke(*rr, "--candidates", "bm25", "--model=~/missing.pt").output
+    assert f"Error: {home / 'nope.trec'}: candidates must be" in invoke(*rr, "--candidates=~/nope.trec", "--model", "ndrm2").output
+    assert str(home / "e.pt") in invoke("train", "--model", "ndrm3", "--corpus", "~/c.tsv", "--queries", "~/q.tsv", "--qrels",
+                                        "~/q.tsv", "--out", "~/m.pt", "--embeddings=~/e.pt").output
+    assert f"Error: {home / 'm.pt'}" in invoke("search", "cells", "--model=~/m.pt").output
