@@ -64,14 +64,14 @@ def read_query_mapping(queries: Mapping[str, str]) -> dict[str, str]:
         raise InputError(f"expected a dict of query id -> text (a run names each query by its id), got "
                          f"{type(queries).__name__}", "queries")
     checked: dict[str, str] = {}
-    keys: dict[str, str] = {}
+    first: dict[str, str] = {}  # id -> where it was first given
     for qid, text in queries.items():
         where = f"queries[{qid!r}]"
         if isinstance(qid, bool) or not isinstance(qid, (str, int)):
             raise InputError(f"a query id must be a string, found {type(qid).__name__}", where)
         if not isinstance(text, str):
             raise InputError(f"a query must be a string, found {type(text).__name__}", where)
-        _add_query(checked, keys, str(qid), text, where, None, where)
+        _add_query(checked, first, str(qid), text, where, None, where)
     if not checked:
         raise InputError("no queries in the dict", "queries")
     return checked

@@ -180,32 +180,30 @@ def test_cli_embeddings_take_a_named_start_or_a_checkpoint_file(tmp_path, tiny_s
         assert res.exit_code == 2 and "neither one of skipgram" in res.output
 
 
-def test_cli_says_when_dev_chose_nothing(tmp_path, monkeypatch):
+def fake_training(tmp_path, monkeypatch, model: str, best: float, history: tuple[dict, ...]):
+    """``ckqti train --model MODEL`` whose training (``api.train``) returns ``history`` with best dev
+    nDCG@10 ``best``: the CLI's result and the checkpoint path it names."""
     from ckqti import api
     from ckqti.train.rerankers import RerankerTrainResult
 
-    history = tuple({"stage": 0, "epoch": e, "dev_ndcg10": 0.0} for e in range(3))
     out = tmp_path / "m.pt"
-    monkeypatch.setattr(api, "train", lambda *a, **k: RerankerTrainResult(out, "tk-abc", 0.0, history, tmp_path))
+    monkeypatch.setattr(api, "train", lambda *a, **k: RerankerTrainResult(out, f"{model}-abc", best, history, tmp_path))
     given = tmp_path / "given.tsv"
     given.write_text("")
-    res = CliRunner().invoke(cli, [str(a) for a in ["train", "--model", "tk", "--corpus", given, "--queries", given,
-                                                    "--qrels", given, "--out", out]])
+    args = ["train", "--model", model, "--corpus", given, "--queries", given, "--qrels", given, "--out", out]
+    return CliRunner().invoke(cli, [str(a) for a in args]), out
+
+
+def test_cli_says_when_dev_chose_nothing(tmp_path, monkeypatch):
+    history = tuple({"stage": 0, "epoch": e, "dev_ndcg10": 0.0} for e in range(3))
+    res, _ = fake_training(tmp_path, monkeypatch, "tk", 0.0, history)
     assert res.exit_code == 0 and "dev did not choose this model" in res.stderr
 
 
 @pytest.mark.parametrize("model, stage", [("tk", ""), ("idcm", " of stage 2")])
 def test_cli_names_the_saved_epoch_of_a_reranker(tmp_path, monkeypatch, model, stage):
-    from ckqti import api
-    from ckqti.train.rerankers import RerankerTrainResult
-
     history = tuple({"stage": 2, "epoch": e, "dev_ndcg10": d} for e, d in enumerate((0.1, 0.4, 0.3)))
-    out = tmp_path / "m.pt"
-    monkeypatch.setattr(api, "train", lambda *a, **k: RerankerTrainResult(out, f"{model}-abc", 0.4, history, tmp_path))
-    given = tmp_path / "given.tsv"
-    given.write_text("")
-    args = ["train", "--model", model, "--corpus", given, "--queries", given, "--qrels", given, "--out", out]
-    res = CliRunner().invoke(cli, [str(a) for a in args])
+    res, out = fake_training(tmp_path, monkeypatch, model, 0.4, history)
     assert res.exit_code == 0, res.output
     assert res.output.strip() == f"{model}-abc: best dev nDCG@10 0.4000 at epoch 1 of 2{stage} -> {out}"
 
@@ -213,16 +211,8 @@ def test_cli_names_the_saved_epoch_of_a_reranker(tmp_path, monkeypatch, model, s
 def test_cli_says_when_no_epoch_beat_the_model_before_training(tmp_path, monkeypatch):
     """TK's dev nDCG@10 did not move in two steps on SciFact: "best dev nDCG@10 0.5897 at epoch 0 of 1"
     did not say that epoch 0 is the untrained model, kept."""
-    from ckqti import api
-    from ckqti.train.rerankers import RerankerTrainResult
-
     history = tuple({"stage": 0, "epoch": e, "dev_ndcg10": d} for e, d in enumerate((0.5, 0.5)))
-    out = tmp_path / "m.pt"
-    monkeypatch.setattr(api, "train", lambda *a, **k: RerankerTrainResult(out, "tk-abc", 0.5, history, tmp_path))
-    given = tmp_path / "given.tsv"
-    given.write_text("")
-    res = CliRunner().invoke(cli, [str(a) for a in ["train", "--model", "tk", "--corpus", given, "--queries", given,
-                                                    "--qrels", given, "--out", out]])
+    res, out = fake_training(tmp_path, monkeypatch, "tk", 0.5, history)
     assert res.exit_code == 0, res.output
     assert res.output.strip() == (f"tk-abc: best dev nDCG@10 0.5000 at epoch 0 of 1 (the model before training: no "
                                   f"epoch beat it) -> {out}")
