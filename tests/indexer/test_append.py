@@ -238,6 +238,20 @@ def test_docid_collision_names_the_file_and_line(tmp_path, parts, index_a):
                                                      "vocab.arrow"]
 
 
+def test_docid_collision_names_the_corpus_first_clashing_line(tmp_path, parts, index_a):
+    """Of several docids the index holds, the error names the one on the corpus's first line (it named
+    the one the index's shards held first, so fixing that line met another error further up)."""
+    a, b, _ = parts
+    idx = copy_of(index_a, tmp_path)
+    held = [json.loads(line)["_id"] for line in a.read_text().splitlines()]
+    lines = b.read_text().splitlines(keepends=True)
+    late, early = held[2], held[-1]  # early in the new file, late in the index
+    bad = write_lines(tmp_path / "bad.jsonl", lines[:2] + [json.dumps({"_id": early, "title": "", "text": "x y"}) + "\n"]
+                      + lines[2:5] + [json.dumps({"_id": late, "title": "", "text": "z"}) + "\n"])
+    with pytest.raises(InputError) as err:
+        api.append(bad, idx, progress=False)
+    assert str(err.value) == f"{bad}:3: docid {early!r} is already in the index {idx}"
+
 def test_documents_in_memory_append_the_shards_their_file_appends(tmp_path, parts, index_a):
     """``api.append(list_of_dicts, INDEX)``, as ``api.index`` takes them, was refused ("corpus must be a
     path"): the same shards and vocabulary as appending the JSONL file of those documents."""
