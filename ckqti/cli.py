@@ -13,7 +13,7 @@ import click
 
 from ckqti import __version__, api
 from ckqti.errors import CkqtiError, OptionError
-from ckqti.terminal import columns_of, decoded_argument, repaired, visible
+from ckqti.terminal import columns_of, decoded_argument, escaped_output, repaired, visible
 
 POSITIVE = click.IntRange(min=1)  # counts: results, shard and batch sizes, threads, epochs
 UNKNOWN_WORDS_NOTE = 0.02  # rerank's note: this share of the candidates' words unknown to the model (SciFact's own: 0)
@@ -781,6 +781,11 @@ def serve_cmd(index_path, port, host, api_key_env, workers, max_k, access_log, m
 
 
 def main() -> None:
+    with escaped_output():
+        _main()
+
+
+def _main() -> None:
     try:
         cli(prog_name="ckqti")
     finally:  # the command is over: a Ctrl-C while Python shuts down ends the process at once, not with a

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sys
 import unicodedata
 
 # C0 controls but tab and newline, DEL, C1 controls, bidirectional marks, overrides and isolates, and
@@ -46,6 +48,25 @@ def decoded_argument(text: str) -> str:
     """A command-line argument with bytes that are not UTF-8 (which Python keeps as lone
     surrogates) replaced by U+FFFD, so that it prints, encodes and goes into JSON as text."""
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+@contextlib.contextmanager
+def escaped_output():
+    """stdout writes a character its encoding lacks as an escape (``\\U0001f355``), as Python's
+    stderr does, instead of ending the command in a ``UnicodeEncodeError`` traceback: a document's
+    emoji or an index path's ``é`` shown where stdout is Latin-1 or CP-1252 (a Windows pipe, an
+    ISO-8859-1 locale). Restored after."""
+    stream = sys.stdout
+    before = getattr(stream, "errors", None)
+    if before is None or not hasattr(stream, "reconfigure"):  # not a TextIOWrapper: left as it is
+        yield
+        return
+    stream.reconfigure(errors="backslashreplace")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError, OSError):  # a closed stream (the reader left) keeps its setting
+            stream.reconfigure(errors=before)
 
 
 def columns_of(text: str) -> int:

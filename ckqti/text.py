@@ -9,6 +9,7 @@ every index manifest, and an index is only searched with an equal analyzer.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 # A classic English stopword list (the SMART/Lucene core plus common function words).
@@ -102,6 +103,16 @@ class Analyzer:
     @classmethod
     def from_dict(cls, d: dict) -> "Analyzer":
         return cls(stemmer=d["stemmer"], stopwords=d["stopwords"], lowercase=d["lowercase"])
+
+
+def past_marks(text: str, end: int, limit: int | None = None) -> int:
+    """``end`` moved past the combining marks that follow it (not beyond ``limit``): a span ending
+    at ``cafe`` of a decomposed ``cafe\u0301`` takes the accent too, so that a highlight does not
+    leave it to sit on the closing bracket or the next character."""
+    limit = len(text) if limit is None else min(limit, len(text))
+    while end < limit and unicodedata.category(text[end]).startswith("M"):
+        end += 1
+    return end
 
 
 def non_ascii_readings(text: str, analyzer: Analyzer) -> list[tuple[str, list[str]]]:

@@ -7,7 +7,7 @@ import re
 import numpy as np
 
 from ckqti.terminal import columns_of, safe_cut
-from ckqti.text import Analyzer
+from ckqti.text import Analyzer, past_marks
 
 MAX_WORD = 40  # characters a snippet shows of one word (a URL or a run of text without spaces)
 _RUN = re.compile(r"[0-9A-Za-z]+")  # what the analyzer reads of a word: its ASCII letters and digits
@@ -65,8 +65,9 @@ def marked(word: str, query_terms: set[str], analyzer: Analyzer, mark: tuple[str
     out, pos = [], 0
     for m in _RUN.finditer(word):
         if set(analyzer(m.group())) & query_terms:
-            out += [word[pos : m.start()], mark[0], m.group(), mark[1]]
-            pos = m.end()
+            end = past_marks(word, m.end())  # a decomposed accent stays on its letter, not on the closing mark
+            out += [word[pos : m.start()], mark[0], word[m.start() : end], mark[1]]
+            pos = end
     if not out:
         return f"{mark[0]}{word}{mark[1]}"
     return "".join(out) + word[pos:]

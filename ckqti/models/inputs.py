@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import tempfile
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ckqti.text import Analyzer
+from ckqti.text import Analyzer, past_marks
 from ckqti.vocab import Vocabulary
 
 WORDPIECE_ANALYZER = {"tokenizer": "wordpiece", "lowercase": True}
@@ -35,16 +34,6 @@ class TokenSpan:
     token: str
     start: int
     end: int
-
-
-def past_marks(text: str, end: int, limit: int | None = None) -> int:
-    """``end`` moved past the combining marks that follow it (not beyond ``limit``): a span ending
-    at ``cafe`` of a decomposed ``cafe\u0301`` takes the accent too, so that a highlight does not
-    leave it to sit on the closing bracket or the next character."""
-    limit = len(text) if limit is None else min(limit, len(text))
-    while end < limit and unicodedata.category(text[end]).startswith("M"):
-        end += 1
-    return end
 
 
 def analyzed_spans(analyzer: Analyzer, text: str) -> list[TokenSpan]:

@@ -753,6 +753,23 @@ def test_python_dash_m_runs_the_cli_and_the_version_has_one_source():
     assert res.stdout.strip() == f"ckqti, version {version('ckqti')}" and ckqti.__version__ == version("ckqti")
 
 
+def test_stdout_in_an_encoding_without_a_character_gets_an_escape_not_a_traceback(clicked_collection, tmp_path):
+    """Where stdout is Latin-1 or CP-1252 (an ISO-8859-1 locale, a Windows pipe), a character it
+    lacks (an emoji in an index path or a document) ended `info` and `search` in a UnicodeEncodeError
+    traceback; stderr already wrote such characters as escapes."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    index = shutil.copytree(clicked_collection["index"], tmp_path / "idx-\U0001f355")
+    env = {**os.environ, "PYTHONIOENCODING": "latin-1"}
+    res = subprocess.run([sys.executable, "-m", "ckqti", "info", "--index", str(index)], capture_output=True,
+                         env=env, timeout=120)
+    assert res.returncode == 0 and b"Traceback" not in res.stderr, res.stderr.decode("latin-1")
+    assert f"{tmp_path}/idx-\\U0001f355".encode("latin-1") in res.stdout
+
+
 def test_the_version_of_a_source_tree_run_without_an_install_is_unknown_not_a_traceback():
     """On a lent GPU the checkout runs from PYTHONPATH, not installed: `python -m ckqti --version`
     raised click's RuntimeError "'ckqti' is not installed"."""

@@ -29,6 +29,15 @@ def test_marks_wrap_the_matching_letters_not_the_punctuation_around_them():
     assert snippet(cut, {"cell"}, Analyzer(), mark=("[", "]")) == "[" + "x" * (MAX_WORD - 1) + "\u2026]"
 
 
+def test_a_mark_closes_after_the_accents_of_a_decomposed_word_not_before_them():
+    """``cafe\u0301`` (``café`` written in NFD) is read as ``cafe``: its mark closed before the
+    accent, which then sat on the closing bracket (``[cafe]\u0301``); explain already kept it inside."""
+    analyzer = Analyzer()
+    assert snippet("the cafe\u0301 in Zu\u0308rich", {"cafe", "rich"}, analyzer, mark=("[", "]")) == \
+        "the [cafe\u0301] in Zu\u0308[rich]"
+    assert snippet("cafe\u0301s.", {"cafe"}, analyzer, mark=("[", "]")) == "[cafe\u0301]s."  # s is not a term: an unmarked run
+
+
 def test_no_hit_gives_the_beginning_and_long_words_are_cut():
     assert snippet("alpha beta gamma", {"zeta"}, Analyzer(), width=2) == "alpha beta ..."
     long = "x" * 5000
