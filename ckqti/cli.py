@@ -441,9 +441,11 @@ def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channe
 SLOW_SEARCH_AFTER = 3.0  # seconds
 NOTE_POLL = 0.25  # seconds between looks at whether a slow search has begun compiling its kernels
 SLOW_SEARCH_NOTE = ("note: still searching: compiling the search kernels, as the first search of its kind after installing ckqti "
-                    "does (10-20 s on 2 cores; Numba keeps them for later searches where it can write its cache)")
+                    "does (10-20 s on 2 cores; Numba keeps them for later searches in $NUMBA_CACHE_DIR, beside ckqti's modules or in "
+                    "~/.cache/numba, the first it can write)")
 SLOW_RUN_NOTE = ("note: compiling the batch search kernels, as the first run of its kind after installing ckqti does "
-                 "(10-20 s on 2 cores; Numba keeps them for later runs where it can write its cache)")
+                 "(10-20 s on 2 cores; Numba keeps them for later runs in $NUMBA_CACHE_DIR, beside ckqti's modules or in "
+                 "~/.cache/numba, the first it can write)")
 
 
 @contextlib.contextmanager

@@ -81,6 +81,7 @@ PASS_DIR = "pass"  # the current Ray pass's bookkeeping: starts of each shard, a
 WORKER_ERROR = "worker-error"
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("ckqti", "indexer", "retriever")
+INSTALLED = {"site-packages", "dist-packages"}  # where pip installs packages (dist-: Debian's Python)
 
 
 @dataclass(frozen=True)
@@ -158,9 +159,9 @@ def worker_env() -> dict[str, str]:
     """Environment variables the actors need beyond Ray's defaults: this checkout on
     ``PYTHONPATH`` when the driver runs it from elsewhere without installing it (Ray puts
     the driver's working directory on the workers' path; code for a remote cluster ships
-    with the job, see :func:`connect`). Empty in the usual case, so that actors start in
-    Ray's already running worker processes."""
-    if Path.cwd().resolve() == ROOT or "site-packages" in ROOT.parts:
+    with the job, see :func:`connect`). Empty in the usual case (an installed ckqti, or run from
+    its checkout), so that actors start in Ray's already running worker processes."""
+    if Path.cwd().resolve() == ROOT or not INSTALLED.isdisjoint(ROOT.parts):
         return {}
     return {"PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
 

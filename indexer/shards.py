@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from numba import njit
 
 from ckqti.files import naming_full_disk
+from ckqti.jit import njit  # numba.njit; cache=True only where Numba can write a cache
 from indexer.format import (
     DOCS_FILE,
     MAX_DOC_KEY,

@@ -46,7 +46,8 @@ falls below ``theta``): a top-k document is then missed only when its score is w
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from ckqti.jit import njit  # numba.njit; cache=True only where Numba can write a cache
 
 SKIP_BLOCK = 64  # postings per block of the two-level lookup
 BRANCH_FREE_DOCS = 1 << 16  # accumulators (uint32) of up to this many documents sit well inside a 512 KB L2

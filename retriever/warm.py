@@ -4,19 +4,23 @@
 Without it the first search after an install compiles its kernels (10-20 s on 2 cores), and so
 does the first query of the other accumulator width (uint16 while a query's largest possible score
 fits, else uint32: a long or heavily weighted query), and the first batch run of each width: four
-waits of 10-20 s, the later ones long after the first. Numba keeps compiled kernels beside the
-modules (or under ``$NUMBA_CACHE_DIR``), where every later process loads them.
+waits of 10-20 s, the later ones long after the first. Numba keeps compiled kernels under
+``$NUMBA_CACHE_DIR`` when set, else beside the modules, else in the user's cache folder
+(``~/.cache/numba``), the first of these it can write; every later process loads them there. Where
+it can write none, each process compiles them again, and this says so (exit status 1).
 """
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from retriever.search import ACC16_MAX
+from ckqti.jit import cached
+from retriever.search import ACC16_MAX, saat_batch, saat_topk
 
 DOCUMENTS = "w1\tcells divide and grow\nw2\tproteins fold in cells\nw3\tgenes express proteins\n"
 
@@ -40,5 +44,18 @@ def compile_kernels() -> float:
     return time.perf_counter() - started
 
 
-if __name__ == "__main__":
+NO_CACHE = ("error: Numba has nowhere to keep the compiled search kernels (it can write neither beside ckqti's modules "
+            "nor in ~/.cache/numba), so each process compiles them again: set NUMBA_CACHE_DIR to a writable folder")
+
+
+def main() -> int:
+    """Compile the kernels into Numba's cache; status 1, with nothing compiled, where there is none."""
+    if not (cached(saat_topk) and cached(saat_batch)):
+        print(NO_CACHE, file=sys.stderr)
+        return 1
     print(f"search kernels compiled into Numba's cache in {compile_kernels():.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -215,3 +216,17 @@ def test_the_local_ray_a_build_starts_ends_with_it():
         for pid in started:  # what outlives the test (the agents, or all of it on failure) is ended here
             if running(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("root, extra", [("/usr/local/lib/python3.11/dist-packages", False),
+                                         ("/venv/lib/python3.11/site-packages", False), ("/home/u/ckqti", True)])
+def test_workers_get_the_code_on_their_path_only_from_a_checkout(root, extra, monkeypatch, tmp_path):
+    """An install by Debian's pip (dist-packages) put that whole folder first on the actors'
+    PYTHONPATH, ahead of a virtual environment's packages, and kept the actors out of Ray's
+    running workers; an install is importable there as it is."""
+    from indexer import distributed
+
+    monkeypatch.setattr(distributed, "ROOT", Path(root))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    assert distributed.worker_env() == ({"PYTHONPATH": root} if extra else {})

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,3 +64,16 @@ def test_the_warm_up_searches_both_accumulator_widths(monkeypatch):
     assert warm.compile_kernels() > 0
     assert sorted(set(seen)) == [("saat_batch", np.dtype("uint16")), ("saat_batch", np.dtype("uint32")),
                                  ("saat_topk", np.dtype("uint16")), ("saat_topk", np.dtype("uint32"))]
+
+
+@pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="no caching without the JIT")
+def test_the_warm_up_says_when_numba_has_nowhere_to_keep_the_kernels():
+    """From a read-only install beside a home without a writable ~/.cache it stopped on Numba's
+    RuntimeError, a traceback; now one line says so and what to do, with nothing compiled."""
+    code = ("import numba.core.caching as c, runpy; c.CacheImpl._locator_classes = [];"
+            "runpy.run_module('retriever.warm', run_name='__main__')")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in out.stderr, out.stderr
+    from retriever.warm import NO_CACHE
+
+    assert (out.returncode, out.stdout, out.stderr) == (1, "", NO_CACHE + "\n")

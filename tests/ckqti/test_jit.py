@@ -1,0 +1,58 @@
+"""``ckqti.jit.njit``: Numba's cache where it has somewhere to write one, the kernels regardless."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ckqti import jit
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Numba with no place it can write a cache: what an install in a read-only site-packages gets
+# beside a home without a writable ~/.cache (a service account's), in a fresh process.
+NO_LOCATOR = "import numba.core.caching as c; c.CacheImpl._locator_classes = [];"
+
+
+def twice(x):
+    return 2 * x
+
+
+def test_a_function_numba_cannot_cache_is_compiled_without_the_cache(monkeypatch):
+    import numba.core.caching
+
+    monkeypatch.setattr(numba.core.caching.CacheImpl, "_locator_classes", [])
+    with pytest.raises(RuntimeError, match=jit.NO_CACHE):  # what numba.njit does
+        __import__("numba").njit(cache=True)(twice)
+    kernel = jit.njit(cache=True, nogil=True)(twice)
+    assert kernel(np.int64(21)) == 42 and not jit.cached(kernel)
+
+
+def test_a_function_numba_can_cache_keeps_its_cache(tmp_path, monkeypatch):
+    import numba.core.caching
+
+    monkeypatch.setattr(numba.core.config, "CACHE_DIR", str(tmp_path))  # $NUMBA_CACHE_DIR, as Numba read it
+    kernel = jit.njit(cache=True)(twice)
+    assert jit.cached(kernel) and not jit.cached(jit.njit()(twice))
+    assert isinstance(kernel._cache._impl.locator, numba.core.caching.UserProvidedCacheLocator)
+
+
+@pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="no caching without the JIT")
+def test_the_kernels_import_and_run_where_numba_can_cache_nothing():
+    """Importing retriever.kernels (any search) or indexer.shards (any build) raised Numba's
+    RuntimeError, a traceback, when the package sat in a read-only site-packages and the user had no
+    writable ~/.cache (found from an installed wheel with both read-only)."""
+    code = NO_LOCATOR + (
+        "import numpy as np, indexer.shards, retriever.kernels as k;"
+        "from ckqti.jit import cached;"
+        "print(k.next_term(np.array([0, 1]), np.array([1, 2]), np.array([3, 5], np.uint8), np.array([1, 1])),"
+        " cached(k.saat_topk), cached(indexer.shards._by_term))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "False", "False"]

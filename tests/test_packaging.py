@@ -1,0 +1,61 @@
+"""What ``pip install .`` (or a wheel) installs: every file the packages hold beside their
+modules is named by ``pyproject.toml``'s package data, so an install outside the checkout has the
+bundled model, the sample and whatever data file is added later (a wheel carries a package's
+non-Python files only where package data names them; ``py.typed`` setuptools adds itself)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ckqti.models.loading import BUNDLED
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("ckqti", "indexer", "retriever")
+NOT_DATA = {".py", ".pyc", ".nbi", ".nbc"}  # modules, and what Python and Numba cache beside them
+
+
+def package_data() -> dict[str, list[str]]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert config["packages"]["find"]["include"] == [f"{p}*" for p in PACKAGES]
+    return config.get("package-data", {})
+
+
+def shipped(root: Path, globs: dict[str, list[str]]) -> set[Path]:
+    """The files under ``root`` a wheel carries beside the modules: each package's package-data
+    globs (or ``*``'s), matched as setuptools matches them (``**`` crosses folders, ``*`` does
+    not), and ``py.typed``."""
+    found = set()
+    for package in PACKAGES:
+        for pattern in globs.get(package, []) + globs.get("*", []) + ["py.typed"]:
+            found |= {f for f in (root / package).glob(pattern) if f.is_file()}
+    return found
+
+
+def data_files(root: Path) -> list[Path]:
+    return [f for p in PACKAGES for f in (root / p).rglob("*")
+            if f.is_file() and f.suffix not in NOT_DATA and "__pycache__" not in f.parts]
+
+
+def test_every_data_file_in_the_packages_is_package_data():
+    files = data_files(ROOT)
+    assert files  # the bundled model at least
+    assert sorted(f.relative_to(ROOT).as_posix() for f in set(files) - shipped(ROOT, package_data())) == []
+
+
+def test_the_bundled_models_are_inside_the_package():
+    """Their paths are the package's own (not the checkout's), and named by its package data."""
+    assert set(BUNDLED.values()) <= shipped(ROOT, package_data())
+
+
+def test_the_check_sees_a_file_outside_the_globs(tmp_path):
+    for name in ("ckqti/data/m.pt", "ckqti/data/sample/c.jsonl", "ckqti/words.txt", "indexer/py.typed"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    unshipped = {f.relative_to(tmp_path).as_posix() for f in set(data_files(tmp_path)) - shipped(tmp_path, {"ckqti": ["data/*"]})}
+    assert unshipped == {"ckqti/data/sample/c.jsonl", "ckqti/words.txt"}
+    assert {f.relative_to(tmp_path).as_posix() for f in shipped(tmp_path, {"ckqti": ["data/**/*"]})} == {
+        "ckqti/data/m.pt", "ckqti/data/sample/c.jsonl", "indexer/py.typed"}
