@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from ckqti.errors import CkqtiError, IndexFormatError, InputError
 from ckqti.progress import progress_bar
+from ckqti.terminal import counted
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 from indexer.analyze import TOKENS_FILE, AnalyzedCorpus, analyze_corpus
@@ -202,7 +203,7 @@ def check_docids(index: Path, manifest: Manifest, corpus: AnalyzedCorpus, source
             raise InputError(message, source, _line_of(source, fmt, clash))
         i = next(i for i, d in enumerate(source) if d.docid == clash)
         if clash == str(manifest.num_docs + i):  # a text's, most likely: say where the number came from
-            message += (f" (a text's docid is its position after the index's {manifest.num_docs:,} documents; give "
+            message += (f" (a text's docid is its position after the index's {counted(manifest.num_docs, 'document')}; give "
                         "docids with dicts or Documents)")
         raise InputError(message, f"documents[{i}]")
 
