@@ -256,7 +256,10 @@ for call in (lambda: api.rerank(bad, "bm25", "ndrm2", out, corpus=good),
              lambda: api.rerank(good, "bm25", "ndrm2", out, corpus=bad),
              lambda: api.explain("cells", "d50", "ndrm2", corpus=bad),
              lambda: api.train("ndrm3", bad, good, qrels, out),
-             lambda: api.train("tk", good, bad, qrels, out)):
+             lambda: api.train("tk", good, bad, qrels, out),
+             lambda: api.rerank(good, bad, "ndrm2", out, corpus=good),  # a run file of candidates
+             lambda: api.train("tk", good, good, bad, out),
+             lambda: api.train("ndrm3", good, good, qrels, out, dev_qrels=bad)):
     try:
         call()
         print("no error")
@@ -265,10 +268,10 @@ for call in (lambda: api.rerank(bad, "bm25", "ndrm2", out, corpus=good),
 """
 
 
-def test_rerank_train_and_explain_name_a_corpus_or_queries_in_another_encoding_before_torch(tmp_path):
-    """A CP-1252 corpus or queries file (a Windows editor's "ANSI") was named, file and line, only after
-    torch had been imported and the model loaded (5 to 7 s); their first bytes are read first now, as
-    index and append read a corpus's (indexer.paths.check_input_files)."""
+def test_rerank_train_and_explain_name_an_input_in_another_encoding_before_torch(tmp_path):
+    """A CP-1252 corpus, queries, qrels or candidate run file (a Windows editor's "ANSI") was named, file
+    and line, only after torch had been imported and the model loaded (3 to 7 s); their first bytes are
+    read first now, as index and append read a corpus's (indexer.paths.check_input_files)."""
     lines = [f"d{i}\tcells {'café' if i == 40 else 'divide'}\n" for i in range(60)]
     bad, good, qrels = tmp_path / "ansi.tsv", tmp_path / "utf8.tsv", tmp_path / "qrels.txt"
     bad.write_bytes("".join(lines).encode("cp1252"))
@@ -277,4 +280,4 @@ def test_rerank_train_and_explain_name_a_corpus_or_queries_in_another_encoding_b
     res = subprocess.run([sys.executable, "-c", ANSI_INPUTS, str(bad), str(good), str(qrels), str(tmp_path / "out")],
                          cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.splitlines() == [f"{bad}:41: invalid UTF-8 (byte 13 of the line) False"] * 5, res.stdout
+    assert res.stdout.splitlines() == [f"{bad}:41: invalid UTF-8 (byte 13 of the line) False"] * 8, res.stdout
