@@ -89,7 +89,7 @@ def index(
             raise OptionError("workers needs ray_address (the Ray build's model replicas)", ("workers", "ray_address"))
         workers = option_count(workers, "workers")
     if neighbours is None:  # else the model decides whether it is an option error, which comes first: after loading it
-        check_build_paths(corpus_file(corpus), Path(orcas) if orcas else None, output_path(out), force)  # before torch
+        check_build_paths(corpus_file(corpus), Path(orcas) if orcas else None, output_path(out), force, fmt)  # before torch
 
     from ckqti.models.loading import load_qti_model
     from ckqti.text import Analyzer
@@ -158,7 +158,7 @@ def append(
     check_paths(("orcas",), index_path=index_path, orcas=orcas, **({} if in_memory else {"corpus": corpus}))
     shard_size = option_count(shard_size, "shard_size")
     batch_size = None if batch_size is None else option_count(batch_size, "batch_size")
-    check_append_paths(corpus_file(corpus), Path(orcas) if orcas else None, Path(index_path))  # before torch
+    check_append_paths(corpus_file(corpus), Path(orcas) if orcas else None, Path(index_path), fmt)  # before torch
     manifest = Manifest.read(index_path)
     if in_memory:
         from indexer.readers import read_documents

@@ -247,7 +247,7 @@ def append_index(
     corpus_path = corpus_file(corpus_path) or corpus_path  # a Path, or documents in memory
     if shard_size < 1:
         raise ValueError("shard_size must be >= 1")
-    check_input_files(corpus_file(corpus_path), Path(orcas) if orcas else None)  # a folder, a pipe, nothing: said as a build says it
+    check_input_files(corpus_file(corpus_path), Path(orcas) if orcas else None, fmt)  # a folder, a pipe, nothing: said as a build says it
     manifest = Manifest.read(index)
     with writing(index):
         manifest = Manifest.read(index)

@@ -16,6 +16,7 @@ from pathlib import Path
 from ckqti.errors import InputError
 from indexer.readers.formats import (
     check_id,
+    first_nonblank,
     iter_lines,
     json_string,
     json_text,
@@ -94,6 +95,15 @@ def read_corpus(
     fmt = resolve_format(path, fmt, CORPUS_FORMATS, "corpus")
     clicks = load_orcas(orcas) if isinstance(orcas, (str, Path)) else orcas
     return _checked(path, fmt, clicks, clicks.path if isinstance(clicks, Clicks) else None)
+
+
+def check_corpus_start(path: str | Path, fmt: str | None = None) -> None:
+    """What :func:`read_corpus` would refuse at the start of ``path``, checked from its first lines
+    before a model loads: an unknown ``fmt``, a format that cannot be told (``fmt`` None), a file
+    empty or blank (the errors' words are :func:`read_corpus`'s)."""
+    resolve_format(path, fmt, CORPUS_FORMATS, "corpus")
+    if first_nonblank(path) is None:
+        raise InputError("no documents in corpus", path)
 
 
 def _checked(path: str | Path, fmt: str, clicks: Orcas | None, orcas_path: str | Path | None) -> Iterator[Document]:
