@@ -89,7 +89,7 @@ def index(
             raise OptionError("workers needs ray_address (the Ray build's model replicas)", ("workers", "ray_address"))
         workers = option_count(workers, "workers")
     if neighbours is None:  # else the model decides whether it is an option error, which comes first: after loading it
-        check_build_paths(corpus_file(corpus), Path(orcas) if orcas else None, output_path(out), force)  # before torch
+        check_build_paths(corpus_file(corpus), Path(orcas) if orcas else None, output_path(out), force, fmt)  # before torch
 
     from ckqti.models.loading import load_qti_model
     from ckqti.text import Analyzer
@@ -158,7 +158,7 @@ def append(
     check_paths(("orcas",), index_path=index_path, orcas=orcas, **({} if in_memory else {"corpus": corpus}))
     shard_size = option_count(shard_size, "shard_size")
     batch_size = None if batch_size is None else option_count(batch_size, "batch_size")
-    check_append_paths(corpus_file(corpus), Path(orcas) if orcas else None, Path(index_path))  # before torch
+    check_append_paths(corpus_file(corpus), Path(orcas) if orcas else None, Path(index_path), fmt)  # before torch
     manifest = Manifest.read(index_path)
     if in_memory:
         from indexer.readers import read_documents
@@ -373,7 +373,7 @@ def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path
     check_paths(("dev_qrels", "orcas"), corpus=corpus, queries=queries, qrels=qrels, out=out, dev_qrels=dev_qrels,
                 orcas=orcas)
     check_keywords(train_config, options, passed=("resume", "dev_qrels"))
-    check_text_starts(corpus, queries, orcas)  # before torch, which train_config's TrainConfig imports
+    check_text_starts(corpus, queries, qrels, dev_qrels, orcas)  # before torch, which train_config's TrainConfig imports
     config = train_config(model, resume=resume, dev_qrels=dev_qrels, **options)
     check_checkpoint_path(out, {"corpus": corpus, "queries file": queries, "qrels file": qrels, "dev qrels file": dev_qrels,
                                 "embeddings checkpoint": options.get("embeddings"), "teacher file": options.get("teacher"),
@@ -424,7 +424,8 @@ def rerank(queries: str | Path, candidates: str | Path, model: str | Path, out: 
     """Rerank every query's top ``depth`` candidates (``"bm25"``, an index or a run) with a model
     of any kind and write a TREC run; ``options`` as :func:`retriever.rerank.rerank`'s."""
     check_paths(("corpus",), queries=queries, candidates=candidates, out=out, corpus=corpus)
-    check_text_starts(queries, corpus, options.get("orcas"))  # before torch, which retriever.rerank imports
+    check_text_starts(queries, corpus, options.get("orcas"),  # before torch, which retriever.rerank imports
+                      None if str(candidates) == "bm25" else candidates)  # a run file (an index is a folder)
 
     from retriever.rerank import rerank as rerank_run
 
@@ -436,7 +437,7 @@ def rerank(queries: str | Path, candidates: str | Path, model: str | Path, out: 
 
 def check_text_starts(*paths: str | Path | None) -> None:
     """Each of ``paths`` that is a file starts with UTF-8 lines (:func:`indexer.readers.formats.check_start`):
-    a corpus or queries file in another encoding (CP-1252) is named before the model loads, not after
+    a corpus, queries, qrels or run file in another encoding (CP-1252) is named before the model loads, not after
     the seconds torch's import alone takes. What is no file (not there, a folder, a pipe) is left to
     the command's own checks, which say what it is."""
     from indexer.readers.formats import check_start

@@ -13,7 +13,7 @@ import click
 
 from ckqti import __version__, api
 from ckqti.errors import CkqtiError, OptionError
-from ckqti.terminal import columns_of, decoded_argument, escaped_output, repaired, visible
+from ckqti.terminal import columns_of, counted, decoded_argument, escaped_output, repaired, visible
 
 POSITIVE = click.IntRange(min=1)  # counts: results, shard and batch sizes, threads, epochs
 UNKNOWN_WORDS_NOTE = 0.02  # rerank's note: this share of the candidates' words unknown to the model (SciFact's own: 0)
@@ -260,8 +260,8 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
     if append_to:
         index_path = index_or_default(None, None, index_path)
         m = api.append(corpus, index_path, model, fmt, orcas, shard_size, batch_size, device)
-        echo(f"appended {m.appends[-1]['num_docs']} documents: {m.num_docs} documents, {m.num_postings} postings, "
-             f"{len(m.shards)} shard(s) in {index_path}"
+        echo(f"appended {counted(m.appends[-1]['num_docs'], 'document')}: {counted(m.num_docs, 'document')}, "
+             f"{m.num_postings} postings, {len(m.shards)} shard(s) in {index_path}"
              + (clicked_note(m.appends[-1]["corpus"].get("orcas_documents")) if orcas else ""))
         if orcas:
             repeated_note(m.appends[-1]["corpus"].get("orcas_repeated"), orcas)
@@ -273,7 +273,7 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
     m = api.index(corpus, out, model, fmt, orcas, shard_size, force=force, resume=not no_resume, device=device,
                   ray_address=ray_address, workers=workers, neighbours=neighbours,
                   **({} if batch_size is None else {"batch_size": batch_size}))
-    echo(f"indexed {m.num_docs} documents, {m.num_postings} postings, {len(m.shards)} shard(s) -> {out}"
+    echo(f"indexed {counted(m.num_docs, 'document')}, {m.num_postings} postings, {len(m.shards)} shard(s) -> {out}"
          + (clicked_note(m.corpus.get("orcas_documents")) if orcas else ""))
     if orcas:
         repeated_note(m.corpus.get("orcas_repeated"), orcas)
@@ -301,7 +301,7 @@ def check_index_options(append_to: bool, out, index_path, ray_address, workers, 
 
 def clicked_note(documents: int | None) -> str:
     """How many documents ORCAS clicks were joined to, where the manifest says (older builds do not)."""
-    return "" if documents is None else f" (clicks joined to {documents:,} documents)"
+    return "" if documents is None else f" (clicks joined to {counted(documents, 'document')})"
 
 
 def repeated_note(repeated: int | None, orcas) -> None:
@@ -319,7 +319,7 @@ def repeated_note(repeated: int | None, orcas) -> None:
 def compact_cmd(index_path, shard_size):
     """Merge an index's consecutive shards into fewer (no rescoring; exact results are unchanged)."""
     m = api.compact(index_path, shard_size)
-    echo(f"{len(m.shards)} shard(s), {m.num_docs} documents in {index_path}")
+    echo(f"{len(m.shards)} shard(s), {counted(m.num_docs, 'document')} in {index_path}")
 
 
 @cli.command("info")
@@ -394,7 +394,7 @@ def clipped_line(clipped: int, appended: int) -> str:
     clip there) and by appends (new documents scoring above the build's largest)."""
     parts = [f"{clipped - appended:,} at build (forced quantization steps)"] if clipped > appended else []
     parts += [f"{appended:,} appended, above the build's largest"] if appended else []
-    return f"clipped     {clipped:,} impacts stored as 255: {'; '.join(parts)}"
+    return f"clipped     {counted(clipped, 'impact')} stored as 255: {'; '.join(parts)}"
 
 
 def leftovers_line(names: list[str], size: str, writing: int | None) -> str:
@@ -474,7 +474,7 @@ def note_if_slow(seconds: float, text: str, compiling):
 
 
 def count_queries(n: int) -> str:
-    return f"{n} query" if n == 1 else f"{n} queries"
+    return counted(n, "query", "queries")
 
 
 def skipped_reasons(skipped, reasons: dict[str, str], shown: int = 3) -> str:
@@ -705,7 +705,7 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
         echo(f"note: the model read {s.unknown_words:.0%} of the candidates' words as unknown (trained on another "
              "collection?); --adapt-vocabulary reads them as `ckqti index` does", err=True)
     echo(f"{count_queries(s.reranked) if s.reranked == s.queries else f'{s.reranked} of {count_queries(s.queries)}'}, "
-         f"{s.pairs} documents reranked by {s.model_id} in {s.seconds:.2f}s ({s.ms_per_query:.0f} ms/query) -> {out}")
+         f"{counted(s.pairs, 'document')} reranked by {s.model_id} in {s.seconds:.2f}s ({s.ms_per_query:.0f} ms/query) -> {out}")
 
 
 @cli.command("explain")

@@ -35,6 +35,7 @@ from pathlib import Path
 import ir_measures
 
 from ckqti.errors import InputError
+from ckqti.terminal import counted
 from retriever.runs import Ranking, trec_order
 
 DEFAULT_MEASURES: tuple[str, ...] = ("nDCG@10", "RR@10", "AP@100", "NCG@100", "P@10", "R@100")
@@ -353,7 +354,7 @@ class EvalReport:
                 notes.append(f"{name}: queries without judgements (ignored): {len(r.unjudged)}")
             cut = [m for m in r.measures if "@" in m and r.depth < min(longest, int(m.rpartition("@")[2]))]
             if cut and r.depth:  # a reranked top 10 beside a run of 1,000: AP@100 compares lengths, not rankings
-                notes.append(f"{name}: rankings hold at most {r.depth} documents, the other run's up to {longest}: "
+                notes.append(f"{name}: rankings hold at most {counted(r.depth, 'document')}, the other run's up to {longest}: "
                              f"{', '.join(cut)} count the rest as not retrieved")
         return notes
 
@@ -434,7 +435,7 @@ def check_overlap(run: Mapping[str, Ranking], qrels: Mapping[str, Mapping[str, i
     judged = {str(q) for q, docs in qrels.items() if docs}
     ranked = [str(q) for q, docs in run.items() if docs]
     if ranked and judged and judged.isdisjoint(ranked):
-        raise InputError(f"none of its {len(ranked)} queries is judged in {qrels_path} "
+        raise InputError(f"none of its {counted(len(ranked), 'query', 'queries')} is judged in {qrels_path} "
                          f"(query ids such as {ranked[0]!r} against {min(judged)!r} there): "
                          "are these the qrels of this run's queries?", run_path)
 

@@ -19,7 +19,7 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from ckqti.explain import kernel_shade, region_note
-from ckqti.terminal import readable
+from ckqti.terminal import counted, readable
 
 if TYPE_CHECKING:
     from ckqti.explain import Explanation
@@ -65,7 +65,7 @@ def explanation_html(e: "Explanation") -> str:
         summary, marks = kernel_summary(e), kernel_marks(e)
     else:
         summary, marks = term_summary(e), match_marks(e)
-    read = f"The model read {e.tokens_read} of the document's {len(e.tokens)} tokens."
+    read = f"The model read {e.tokens_read} of the document's {counted(len(e.tokens), 'token')}."
     return "\n".join([
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',

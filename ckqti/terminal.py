@@ -1,4 +1,4 @@
-"""Text from documents, queries, ids and file names made safe to print on a terminal."""
+"""Text for a terminal: documents, queries, ids and file names made safe to print, and counts with their noun."""
 
 from __future__ import annotations
 
@@ -84,3 +84,9 @@ def safe_cut(text: str, at: int) -> int:
                                   or text[at] == "\u200d" or text[at - 1 : at + 1] == "\r\n"):
         at -= 1
     return at
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` with ``noun`` in the number it takes: ``1 document``, ``2 documents``, ``1,000 queries``
+    (``plural`` where adding an s is wrong)."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"

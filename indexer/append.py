@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 
 from ckqti.errors import CkqtiError, IndexFormatError, InputError
 from ckqti.progress import progress_bar
+from ckqti.terminal import counted
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
 from indexer.analyze import TOKENS_FILE, AnalyzedCorpus, DocumentColumns, analyze_corpus
@@ -210,7 +211,7 @@ def check_docids(index: Path, manifest: Manifest, corpus: AnalyzedCorpus, source
         raise InputError(message, source, _line_of(source, fmt, clash))
     i = next(i for i, d in enumerate(source) if d.docid == clash)
     if clash == str(manifest.num_docs + i):  # a text's, most likely: say where the number came from
-        message += (f" (a text's docid is its position after the index's {manifest.num_docs:,} documents; give "
+        message += (f" (a text's docid is its position after the index's {counted(manifest.num_docs, 'document')}; give "
                     "docids with dicts or Documents)")
     raise InputError(message, f"documents[{i}]")
 
@@ -254,7 +255,7 @@ def append_index(
     corpus_path = corpus_file(corpus_path) or corpus_path  # a Path, or documents in memory
     if shard_size < 1:
         raise ValueError("shard_size must be >= 1")
-    check_input_files(corpus_file(corpus_path), Path(orcas) if orcas else None)  # a folder, a pipe, nothing: said as a build says it
+    check_input_files(corpus_file(corpus_path), Path(orcas) if orcas else None, fmt)  # a folder, a pipe, nothing: said as a build says it
     manifest = Manifest.read(index)
     with writing(index):
         manifest = Manifest.read(index)

@@ -359,7 +359,7 @@ def build_index(
     out = output_path(out)
     orcas = Path(orcas) if orcas else None
     recover(out)
-    check_build_paths(corpus_file(corpus_path), orcas, out, force)
+    check_build_paths(corpus_file(corpus_path), orcas, out, force, fmt)
     work = out.with_name(out.name + ".partial")
     with build_lock(out):
         prepare_workdir(work, fingerprint(corpus_path, fmt, orcas, model_info, config), resume, progress)

@@ -481,7 +481,7 @@ def build_index_ray(
         model_spec = str(Path(model_spec).resolve())  # workers may run elsewhere than this directory
     inputs = BuildInputs(Path(corpus_path), fmt, Path(orcas) if orcas else None, model_spec, model_info, config)
     recover(out)
-    check_build_paths(inputs.corpus_path, inputs.orcas, out, force)
+    check_build_paths(inputs.corpus_path, inputs.orcas, out, force, fmt)
     if num_workers is not None and num_workers < 1:
         raise CkqtiError("--workers must be >= 1")
     check_address(address)

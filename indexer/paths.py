@@ -34,14 +34,15 @@ def output_path(out: str | Path) -> Path:
     return out.resolve() if out.is_symlink() else out
 
 
-def check_build_paths(corpus_path: Path | None, orcas: Path | None, out: Path, force: bool) -> None:
-    """Refuse a build before any work: a missing corpus or ORCAS file, an ``out`` whose folder is
+def check_build_paths(corpus_path: Path | None, orcas: Path | None, out: Path, force: bool, fmt: str | None) -> None:
+    """Refuse a build before any work: a missing corpus or ORCAS file (or one :func:`check_input_files`
+    refuses, read as format ``fmt``), an ``out`` whose folder is
     not writable, an ``out`` inside another
     index (its appends and compactions own that folder), an existing ``out`` without ``force``,
     and with ``force`` anything but a ckqti index (or an empty directory) there, the working
     directory or one above it, or an ``out`` holding an input (``force`` replaces the whole
     directory)."""
-    check_input_files(corpus_path, orcas)
+    check_input_files(corpus_path, orcas, fmt)
     check_folder_of(out, "the index")
     folder = next(p for p in out.resolve().parents if p.exists())
     if not os.access(folder, os.W_OK | os.X_OK):
@@ -66,10 +67,11 @@ def check_build_paths(corpus_path: Path | None, orcas: Path | None, out: Path, f
             raise CkqtiError("holds an input file, which --force would delete; choose another output", out)
 
 
-def check_append_paths(corpus_path: Path | None, orcas: Path | None, index: Path) -> None:
+def check_append_paths(corpus_path: Path | None, orcas: Path | None, index: Path, fmt: str | None) -> None:
     """Refuse an append before any work (its model loads in seconds): a corpus (None: documents in
-    memory) or ORCAS file that is no regular file, no index at ``index``, or an index that cannot be written (:func:`read_only_index`)."""
-    check_input_files(corpus_path, orcas)
+    memory) or ORCAS file that is no regular file (or one :func:`check_input_files` refuses, read as format
+    ``fmt``), no index at ``index``, or an index that cannot be written (:func:`read_only_index`)."""
+    check_input_files(corpus_path, orcas, fmt)
     Manifest.read(index)
     if not os.access(index, os.W_OK | os.X_OK):
         raise read_only_index(index)
@@ -82,10 +84,13 @@ def read_only_index(index: Path) -> CkqtiError:
                       "a compaction writes its new shards inside it", index)
 
 
-def check_input_files(corpus_path: Path | None, orcas: Path | None) -> None:
+def check_input_files(corpus_path: Path | None, orcas: Path | None, fmt: str | None) -> None:
     """The corpus and the ORCAS file (None: none) of a build or an append must be regular files: a
     :class:`CkqtiError` saying what one is instead (a folder, a pipe, nothing); their first bytes
-    must read as UTF-8 lines (:func:`indexer.readers.formats.check_start`)."""
+    must read as UTF-8 lines (:func:`indexer.readers.formats.check_start`), and the corpus's as
+    format ``fmt`` (None: told from the file) with a document to read
+    (:func:`indexer.readers.corpus.check_corpus_start`)."""
+    from indexer.readers.corpus import check_corpus_start
     from indexer.readers.formats import check_start
 
     for path, kind in ((corpus_path, "corpus"), (orcas, "ORCAS")):
@@ -97,3 +102,5 @@ def check_input_files(corpus_path: Path | None, orcas: Path | None) -> None:
     for path in (corpus_path, orcas):
         if path is not None:
             check_start(path)
+    if corpus_path is not None:
+        check_corpus_start(corpus_path, fmt)

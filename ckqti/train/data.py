@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ckqti.errors import InputError
+from ckqti.terminal import counted
 from ckqti.text import Analyzer
 from ckqti.vocab import UNK, Vocabulary
 
@@ -186,7 +187,7 @@ def show_step(text: str, show: bool) -> None:
 
 
 def bm25_step(queries: int, depth: int) -> str:
-    return f"BM25 candidates (Pyserini): the top {depth:,} of {queries:,} queries ..."
+    return f"BM25 candidates (Pyserini): the top {depth:,} of {counted(queries, 'query', 'queries')} ..."
 
 
 def require_texts(qids: Sequence[str], queries: Mapping[str, str], path: str | Path | None = None) -> None:

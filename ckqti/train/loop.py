@@ -44,6 +44,7 @@ from ckqti.files import replacing
 from ckqti.models.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from ckqti.models.inputs import pad_rows
 from ckqti.models.loading import pick_device
+from ckqti.terminal import counted
 from ckqti.train import pseudo
 from ckqti.train.data import (
     Collection,
@@ -258,7 +259,7 @@ def prepare_data(
         train_qrels, dev = dict(qrels), {q: dict(j) for q, j in dev_qrels.items()}
         both = sorted(set(train_qrels) & set(dev))
         if both:
-            raise InputError(f"{len(both)} queries are judged in both the training and the dev qrels (first: "
+            raise InputError(f"{counted(len(both), 'query', 'queries')} judged in both the training and the dev qrels (first: "
                              f"{both[0]!r}): dev would choose the model on queries it trained on")
     require_texts([*train_qrels, *dev], queries)
     texts = {q: queries[q] for q in [*train_qrels, *dev]}
@@ -614,9 +615,9 @@ def resume_notes(resume: bool, resuming: bool, state: RunState, path: Path, conf
     if resuming:
         best = f"best dev nDCG@10 {state.best:.4f} at epoch {state.best_epoch}" if state.best_epoch else "no best yet"
         if state.epoch >= config.epochs:
-            left = f"all {config.epochs} epochs are done"
+            left = f"all {config.epochs} epochs are done" if config.epochs > 1 else "its one epoch is done"
         elif state.since_best >= config.patience:
-            left = f"stopped early: no better dev nDCG@10 in {state.since_best} epochs (--patience)"
+            left = f"stopped early: no better dev nDCG@10 in {counted(state.since_best, 'epoch')} (--patience)"
         else:
             left = f"epoch {state.epoch + 1} of {config.epochs} next"
         return [f"resuming from {path} after epoch {state.epoch} ({best}): {left}"]

@@ -16,6 +16,7 @@ from pathlib import Path
 from ckqti.errors import InputError
 from indexer.readers.formats import (
     check_id,
+    first_nonblank,
     iter_lines,
     json_string,
     json_text,
@@ -26,6 +27,8 @@ from indexer.readers.formats import (
     tagged_blocks,
     unescape_sgml,
 )
+from indexer.readers.queries import TSV_HEADER_IDS as QUERY_HEADER_IDS
+from indexer.readers.queries import TSV_HEADER_TEXTS as QUERY_HEADER_TEXTS
 
 CORPUS_FORMATS = ("tsv", "jsonl", "trec", "smart")
 ORCAS_MAX_TERMS = 2000  # the NDRM3+ORCAS runs cap the clicked-query field at 2,000 terms
@@ -92,6 +95,15 @@ def read_corpus(
     fmt = resolve_format(path, fmt, CORPUS_FORMATS, "corpus")
     clicks = load_orcas(orcas) if isinstance(orcas, (str, Path)) else orcas
     return _checked(path, fmt, clicks, clicks.path if isinstance(clicks, Clicks) else None)
+
+
+def check_corpus_start(path: str | Path, fmt: str | None = None) -> None:
+    """What :func:`read_corpus` would refuse at the start of ``path``, checked from its first lines
+    before a model loads: an unknown ``fmt``, a format that cannot be told (``fmt`` None), a file
+    empty or blank (the errors' words are :func:`read_corpus`'s)."""
+    resolve_format(path, fmt, CORPUS_FORMATS, "corpus")
+    if first_nonblank(path) is None:
+        raise InputError("no documents in corpus", path)
 
 
 def _checked(path: str | Path, fmt: str, clicks: Orcas | None, orcas_path: str | Path | None) -> Iterator[Document]:
@@ -316,7 +328,8 @@ def load_orcas(path: str | Path, max_terms: int | None = ORCAS_MAX_TERMS) -> Cli
     """Load ORCAS clicks as ``docid -> [query, ...]`` in file order.
 
     Lines are ``docid<TAB>query``, or the released ``orcas.tsv`` layout
-    ``qid<TAB>query<TAB>docid<TAB>url``. Blank queries are skipped, and so is a query a document
+    ``qid<TAB>query<TAB>docid<TAB>url``; a first line naming those columns (``docid<TAB>query``, as
+    pandas writes one) is a header, not a click. Blank queries are skipped, and so is a query a document
     already holds (whitespace aside): the release lists each (query, document) pair once, so a
     repeated line is a mistake or files joined, and would weigh the query twice; the result's
     ``repeated`` counts them. Once a document holds ``max_terms`` whitespace terms further queries
@@ -328,10 +341,14 @@ def load_orcas(path: str | Path, max_terms: int | None = ORCAS_MAX_TERMS) -> Cli
     """
     clicks = Clicks(path)
     terms: dict[str, int] = {}
+    first = True
     for number, line in iter_lines(path):
         if not line.strip():
             continue
         cols = line.split("\t")
+        header, first = first and _is_orcas_header(cols), False
+        if header:  # only a first line can be a header
+            continue
         if len(cols) not in (2, 4):
             raise InputError(
                 f"expected 2 tab-separated ORCAS columns (docid, query) or 4 (qid, query, docid, url), found {len(cols)}",
@@ -351,6 +368,16 @@ def load_orcas(path: str | Path, max_terms: int | None = ORCAS_MAX_TERMS) -> Cli
     if not clicks:
         raise InputError("no ORCAS clicks in file", path)
     return clicks
+
+
+ORCAS_HEADERS = {2: (TSV_HEADER_IDS, QUERY_HEADER_TEXTS),
+                 4: (QUERY_HEADER_IDS, QUERY_HEADER_TEXTS, TSV_HEADER_IDS, ("url",))}  # the names of each column
+
+
+def _is_orcas_header(cols: list[str]) -> bool:
+    """Whether an ORCAS line names its columns (``docid<TAB>query``) instead of being a click."""
+    names = ORCAS_HEADERS.get(len(cols), ())
+    return bool(names) and all(c.strip().lower() in allowed for c, allowed in zip(cols, names, strict=True))
 
 
 def orcas_field(queries: list[str], max_terms: int = ORCAS_MAX_TERMS) -> str:

@@ -256,7 +256,10 @@ for call in (lambda: api.rerank(bad, "bm25", "ndrm2", out, corpus=good),
              lambda: api.rerank(good, "bm25", "ndrm2", out, corpus=bad),
              lambda: api.explain("cells", "d50", "ndrm2", corpus=bad),
              lambda: api.train("ndrm3", bad, good, qrels, out),
-             lambda: api.train("tk", good, bad, qrels, out)):
+             lambda: api.train("tk", good, bad, qrels, out),
+             lambda: api.rerank(good, bad, "ndrm2", out, corpus=good),  # a run file of candidates
+             lambda: api.train("tk", good, good, bad, out),
+             lambda: api.train("ndrm3", good, good, qrels, out, dev_qrels=bad)):
     try:
         call()
         print("no error")
@@ -265,10 +268,10 @@ for call in (lambda: api.rerank(bad, "bm25", "ndrm2", out, corpus=good),
 """
 
 
-def test_rerank_train_and_explain_name_a_corpus_or_queries_in_another_encoding_before_torch(tmp_path):
-    """A CP-1252 corpus or queries file (a Windows editor's "ANSI") was named, file and line, only after
-    torch had been imported and the model loaded (5 to 7 s); their first bytes are read first now, as
-    index and append read a corpus's (indexer.paths.check_input_files)."""
+def test_rerank_train_and_explain_name_an_input_in_another_encoding_before_torch(tmp_path):
+    """A CP-1252 corpus, queries, qrels or candidate run file (a Windows editor's "ANSI") was named, file
+    and line, only after torch had been imported and the model loaded (3 to 7 s); their first bytes are
+    read first now, as index and append read a corpus's (indexer.paths.check_input_files)."""
     lines = [f"d{i}\tcells {'café' if i == 40 else 'divide'}\n" for i in range(60)]
     bad, good, qrels = tmp_path / "ansi.tsv", tmp_path / "utf8.tsv", tmp_path / "qrels.txt"
     bad.write_bytes("".join(lines).encode("cp1252"))
@@ -277,4 +280,36 @@ def test_rerank_train_and_explain_name_a_corpus_or_queries_in_another_encoding_b
     res = subprocess.run([sys.executable, "-c", ANSI_INPUTS, str(bad), str(good), str(qrels), str(tmp_path / "out")],
                          cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.splitlines() == [f"{bad}:41: invalid UTF-8 (byte 13 of the line) False"] * 5, res.stdout
+    assert res.stdout.splitlines() == [f"{bad}:41: invalid UTF-8 (byte 13 of the line) False"] * 8, res.stdout
+
+
+UNREADABLE_CORPORA = """
+import sys
+from ckqti import api
+from ckqti.errors import CkqtiError
+out = sys.argv[1]
+for corpus in sys.argv[2:]:
+    for call in (lambda: api.index(corpus, out, "ndrm2"), lambda: api.append(corpus, out + "-none")):
+        try:
+            call()
+            print("no error")
+        except CkqtiError as e:
+            print(e, "torch" in sys.modules)  # each call's: none imported it before
+"""
+
+
+def test_index_and_append_refuse_an_empty_corpus_or_one_of_no_known_format_before_torch(tmp_path):
+    """An empty or blank corpus, or one whose format neither its extension nor its first line tells,
+    was refused only after torch's import and the model load (3 s); its first lines are read first now,
+    with the reader's own words."""
+    empty, blank, notes = tmp_path / "empty.tsv", tmp_path / "blank.jsonl", tmp_path / "notes"
+    empty.write_text("")
+    blank.write_text("\n  \n")
+    notes.write_text("\nsome words\nand more\n")
+    res = subprocess.run([sys.executable, "-c", UNREADABLE_CORPORA, str(tmp_path / "idx"), str(empty), str(blank),
+                          str(notes)], cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == [f"{empty}: no documents in corpus False"] * 2 + [
+        f"{blank}: no documents in corpus False"] * 2 + [
+        f"{notes}:2: cannot tell the corpus format from this line: pass a format (tsv, jsonl, trec, smart) False"] * 2

@@ -682,7 +682,7 @@ def test_orcas_coverage_is_reported_by_index_append_and_info(tmp_path):
     assert api.info(idx).orcas_documents == 2
     grown = invoke("index", more, "--append", "--index", idx, "--model", "ndrm2", "--orcas", clicks)
     assert grown.exit_code == 0, grown.output
-    assert "(clicks joined to 1 documents)" in grown.stdout
+    assert "(clicks joined to 1 document)" in grown.stdout
     plain = invoke("index", corpus, "--out", tmp_path / "plain", "--model", "ndrm2")
     assert "clicks" not in plain.stdout and "orcas_documents" not in Manifest.read(tmp_path / "plain").corpus
 
@@ -707,7 +707,7 @@ def test_info_reports_the_clicks_appends_joined(tmp_path):
     assert json.loads(invoke("info", "--index", plain, "--json").stdout)["appended_orcas"] == [
         {"append": 1, "orcas": str(clicks), "documents": 2}, {"append": 2, "orcas": str(clicks), "documents": 1}]
     both = invoke("info", "--index", clicked).stdout
-    assert f"built from  {corpus} with ORCAS clicks from {clicks} (clicks joined to 1 documents)" in both
+    assert f"built from  {corpus} with ORCAS clicks from {clicks} (clicks joined to 1 document)" in both
     assert "(clicks joined to 3 documents); 4 documents with clicks in all\n" in both
     assert (api.info(plain).clicked_documents, api.info(clicked).clicked_documents) == (3, 4)
 

@@ -327,6 +327,9 @@ def test_evaluate_files_refuses_a_run_of_other_queries(tmp_path):
         evaluate_files(run, DATA / "vaswani" / "qrels")
     with pytest.raises(InputError, match=r"r\.run: none of its 2 queries"):
         evaluate_files(other, DATA / "vaswani" / "qrels", compare=run)
+    run.write_text("q1 Q0 1 1 1.0 t\n")
+    with pytest.raises(InputError, match=r"r\.run: none of its 1 query is judged"):
+        evaluate_files(run, DATA / "vaswani" / "qrels")
     assert evaluate_files(other, DATA / "vaswani" / "qrels").results[0].num_queries == 93
 
 

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from ckqti import api
 from ckqti.cli import cli
-from ckqti.terminal import decoded_argument, repaired, safe_cut, visible
+from ckqti.terminal import counted, decoded_argument, repaired, safe_cut, visible
 
 HOSTILE_TITLE = "evil\x1b]0;PWNED\x07title"
 HOSTILE_TEXT = "apple \x1b[2J\x1b[H cleared back\rOVERWRITE \u202eapple\b\b\bXYZ click"
@@ -78,3 +78,10 @@ def test_search_shows_mojibake_repaired_and_json_keeps_the_stored_text(tmp_path)
     assert "[thai] [phrase] ใจเย็น means calm" in found.output and "\\x80" not in found.output
     as_json = runner.invoke(cli, ["search", "thai phrase", "--index", str(tmp_path / "idx"), "--json"])
     assert json.loads(as_json.output)["hits"][0]["title"] == "Donâ\x80\x99t panic"  # programs get the corpus's text
+
+
+def test_counted_gives_the_noun_the_number_it_takes():
+    """"clicks joined to 1 documents", "none of its 1 queries": a count of one takes the singular."""
+    assert [counted(n, "document") for n in (0, 1, 2, 5183)] == ["0 documents", "1 document", "2 documents",
+                                                                   "5,183 documents"]
+    assert (counted(1, "query", "queries"), counted(3, "query", "queries")) == ("1 query", "3 queries")

@@ -325,6 +325,21 @@ def test_orcas_join_order_and_both_layouts(tmp_path):
     assert list(read_corpus(corpus, orcas=load_orcas(four))) == docs  # a loaded mapping works too
 
 
+def test_orcas_header_line_is_no_click(tmp_path):
+    """A first line naming the columns (``docid<TAB>query``, as pandas writes one; the release's four
+    ``qid query docid url``) was read as a click on a document named ``docid``. It is skipped, as a
+    corpus's or a queries file's header is; only a first line is a header, and a click whose words
+    happen to be column names elsewhere is kept."""
+    two = write(tmp_path / "orcas2.tsv", "\nDocID\tQuery\r\nD1\tfirst click\ndocid\tquery\n")
+    assert load_orcas(two) == {"D1": ["first click"], "docid": ["query"]}
+    four = write(tmp_path / "orcas4.tsv", "qid\tquery\tdoc_id\turl\n11\tfirst click\tD1\thttp://u\n")
+    assert load_orcas(four) == {"D1": ["first click"]}
+    clicked_id = write(tmp_path / "clicked_id.tsv", "D1\tquery\n")  # a document's id is not a column's name
+    assert load_orcas(clicked_id) == {"D1": ["query"]}
+    only = write(tmp_path / "only.tsv", "doc_id\tquery\n")
+    assert str(error_of(load_orcas, only)) == f"{only}: no ORCAS clicks in file"
+
+
 def test_orcas_repeated_lines_count_once(tmp_path):
     """The ORCAS release lists each (query, document) pair once; a repeated line (files joined, a
     pair written twice) weighed its query twice in the field. It is dropped, whitespace aside, and

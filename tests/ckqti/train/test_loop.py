@@ -757,7 +757,7 @@ def test_resuming_a_run_with_no_epoch_left_skips_bm25_and_still_checks_the_state
     first = train(*args, dataclasses.replace(CONFIG, epochs=1))
     assert searched == [1]
     again = train(*args, dataclasses.replace(CONFIG, epochs=1, progress=True), resume=True)
-    assert searched == [1] and "): all 1 epochs are done\n" in capsys.readouterr().err
+    assert searched == [1] and "): its one epoch is done\n" in capsys.readouterr().err
     assert (again.model_id, again.epochs_run, again.history) == (first.model_id, 1, first.history)
     qid, judged = next(iter(tiny_scifact["qrels"].items()))
     relabelled = {**tiny_scifact["qrels"], qid: {next(d for d in tiny_scifact["docs"] if d not in judged): 1}}
