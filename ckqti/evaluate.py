@@ -3,7 +3,8 @@
 Measures come from ``ir_measures``' pytrec_eval provider (trec_eval's own C code), pinned
 so that every measure sees the same ranking: score descending, ties broken by docid
 descending (ir_measures' default provider mix breaks ties differently for RR than for
-nDCG). RR@k is trec_eval's ``recip_rank`` on the run cut to its top k (that provider has
+nDCG), scores compared in single precision as trec_eval holds them (:func:`~retriever.runs.trec_order`).
+RR@k is trec_eval's ``recip_rank`` on the run cut to its top k (that provider has
 no cut-off RR). NCG, which trec_eval lacks, is :func:`ncg_at_k`, ordered the same way. A measure
 without a cutoff takes every retrieved document: P and R are then trec_eval's ``set_P`` and
 ``set_recall`` (its ``P`` and ``recall`` need a cutoff).

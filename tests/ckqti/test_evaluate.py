@@ -126,6 +126,16 @@ def test_ties_are_broken_alike_by_every_measure():
     assert result.mean == pytest.approx({"RR@10": 0.5, "nDCG@10": 1 / math.log2(3), "NCG@1": 0.0})
 
 
+def test_scores_equal_in_single_precision_tie_for_every_measure():
+    """trec_eval (and pytrec_eval) hold a score as a C float: 1.0000000001 and 1.0 tie there, and 'b' ranks
+    before 'a'. NCG@1 and RR@1 counted 'a' first (1.0 each, beside nDCG@1's 0.0)."""
+    run = {"q": {"a": 1.0000000001, "b": 1.0, "c": 0.5}}
+    result = evaluate(run, {"q": {"a": 1}}, ["nDCG@1", "NCG@1", "RR", "RR@1"])
+    direct = pytrec_eval.RelevanceEvaluator({"q": {"a": 1}}, {"ndcg_cut.1", "recip_rank"}).evaluate(run)["q"]
+    assert (direct["ndcg_cut_1"], direct["recip_rank"]) == (0.0, 0.5)
+    assert result.mean == pytest.approx({"nDCG@1": 0.0, "NCG@1": 0.0, "RR": 0.5, "RR@1": 0.0})
+
+
 def test_rr_cutoff_counts_only_the_top_k():
     run = {"q": {f"d{i:02d}": 100.0 - i for i in range(1, 31)}}  # d01 ranked first ... d30 last
     at_11 = evaluate(run, {"q": {"d11": 1}}, ["RR@10", "RR@11", "RR"]).mean
