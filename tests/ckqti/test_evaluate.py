@@ -380,6 +380,20 @@ def test_report_dict_names_missing_and_unjudged_queries_as_the_table_counts_them
     assert "judged queries without results (scored 0): 1" in report.table()
 
 
+def test_query_ids_apart_only_in_leading_zeros_are_named():
+    """Queries numbered '001' in the run and '1' in the qrels never match (as in trec_eval) and are scored 0;
+    the notes only counted them among the missing and the unjudged, where they looked like other queries."""
+    qrels = {"1": {"d1": 1}, "2": {"d2": 1}, "10": {"d3": 1}, "030": {"d4": 1}}
+    result = evaluate({"001": [("d1", 1.0)], "002": [("d2", 1.0)], "10": [("d3", 1.0)], "30": [("d4", 1.0)],
+                       "0": [("d9", 1.0)], "x1": [("d1", 1.0)]}, qrels, ["P@1"])
+    assert result.missing == ("1", "2", "030") and result.mean["P@1"] == 0.25
+    notes = result.table().splitlines()
+    assert "run: query ids that differ from judged ones only in leading zeros (scored 0; write them alike): 3, " \
+           "e.g. '001' in the run, '1' in the qrels" in notes
+    assert not any("leading zeros" in n for n in evaluate({"1": [("d1", 1.0)], "7": [("d9", 1.0)]}, qrels,
+                                                          ["P@1"]).table().splitlines())
+
+
 def test_grades_beyond_a_million_are_refused_not_passed_to_trec_eval():
     """pytrec_eval holds grades in a C int and allocates memory for every level up to the largest:
     2**40 failed there with a SystemError, 2**31 - 1 took a minute and gigabytes; the file reader
