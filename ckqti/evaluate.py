@@ -3,7 +3,8 @@
 Measures come from ``ir_measures``' pytrec_eval provider (trec_eval's own C code), pinned
 so that every measure sees the same ranking: score descending, ties broken by docid
 descending (ir_measures' default provider mix breaks ties differently for RR than for
-nDCG). RR@k is trec_eval's ``recip_rank`` on the run cut to its top k (that provider has
+nDCG), scores compared in single precision as trec_eval holds them (:func:`~retriever.runs.trec_order`).
+RR@k is trec_eval's ``recip_rank`` on the run cut to its top k (that provider has
 no cut-off RR). NCG, which trec_eval lacks, is :func:`ncg_at_k`, ordered the same way. A measure
 without a cutoff takes every retrieved document: P and R are then trec_eval's ``set_P`` and
 ``set_recall`` (its ``P`` and ``recall`` need a cutoff).
@@ -352,6 +353,10 @@ class EvalReport:
                 notes.append(f"{name}: judged queries without results (scored 0): {len(r.missing)}")
             if r.unjudged:
                 notes.append(f"{name}: queries without judgements (ignored): {len(r.unjudged)}")
+            if zeros := leading_zero_pairs(r.unjudged, r.missing):
+                ours, theirs = zeros[0]
+                notes.append(f"{name}: query ids that differ from judged ones only in leading zeros (scored 0; write "
+                             f"them alike): {len(zeros)}, e.g. {ours!r} in the run, {theirs!r} in the qrels")
             cut = [m for m in r.measures if "@" in m and r.depth < min(longest, int(m.rpartition("@")[2]))]
             if cut and r.depth:  # a reranked top 10 beside a run of 1,000: AP@100 compares lengths, not rankings
                 notes.append(f"{name}: rankings hold at most {counted(r.depth, 'document')}, the other run's up to {longest}: "
@@ -438,6 +443,14 @@ def check_overlap(run: Mapping[str, Ranking], qrels: Mapping[str, Mapping[str, i
         raise InputError(f"none of its {counted(len(ranked), 'query', 'queries')} is judged in {qrels_path} "
                          f"(query ids such as {ranked[0]!r} against {min(judged)!r} there): "
                          "are these the qrels of this run's queries?", run_path)
+
+
+def leading_zero_pairs(unjudged: Sequence[str], missing: Sequence[str]) -> list[tuple[str, str]]:
+    """``(run qid, judged qid)`` pairs among a run's unjudged queries and its missing judged ones that
+    write one number with different leading zeros (``"051"`` and ``"51"``): the same query, which
+    query ids compared as strings (here, as in trec_eval) never match."""
+    number = {q.lstrip("0"): q for q in missing if q.isascii() and q.isdigit()}
+    return [(q, number[q.lstrip("0")]) for q in unjudged if q.isascii() and q.isdigit() and q.lstrip("0") in number]
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]], markdown: bool = False) -> str:

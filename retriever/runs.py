@@ -2,7 +2,9 @@
 
 Ranking order everywhere in ckqti is trec_eval's: score descending, ties broken by docid
 descending (string order). trec_eval ignores the rank column and re-sorts this way, so
-writing in the same order makes the file's ranks the ones that get evaluated.
+writing in the same order makes the file's ranks the ones that get evaluated. trec_eval (and
+pytrec_eval) hold a score as a C ``float``: scores that differ only beyond single precision
+(1.0000000001 and 1.0) tie there, and so they do here.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import math
 import operator
 import re
 import zlib
+from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -24,7 +27,7 @@ from indexer.readers.formats import is_decimal, is_int, iter_lines, open_binary
 Ranking = Mapping[str, float] | Iterable[tuple[str, float]]
 
 _WHITESPACE = re.compile(r"\s")
-_SCORE_THEN_DOCID = operator.itemgetter(1, 0)
+_HELD_SCORE_THEN_DOCID = operator.itemgetter(2, 0)
 GZIP_LEVEL = 6
 # Bytes read_run's fast path reads at a time: a block's rows stay in cache (a run at k = 1,000,
 # 1.1M lines: 1.4-1.5 s at 16-64 KB, 2.6-4.0 s at 16 MB, 2.8 s line by line; a loaded machine).
@@ -55,9 +58,13 @@ def check_run_path(path: str | Path, tag: str | None = None, inputs: Mapping[str
 
 
 def trec_order(docs: Ranking) -> list[tuple[str, float]]:
-    """``(docid, score)`` pairs sorted by score descending, then docid descending (trec_eval's order)."""
+    """``(docid, score)`` pairs sorted by score descending, then docid descending (trec_eval's order:
+    scores are compared as trec_eval holds them, in single precision; the pairs keep them whole)."""
     items = docs.items() if isinstance(docs, Mapping) else docs
-    return sorted([(str(d), float(s)) for d, s in items], key=_SCORE_THEN_DOCID, reverse=True)
+    pairs = [(str(d), float(s)) for d, s in items]
+    held = array("f", [s for _, s in pairs])  # trec_eval's C float (beyond its range: infinity, as there)
+    ranked = sorted(((d, s, h) for (d, s), h in zip(pairs, held)), key=_HELD_SCORE_THEN_DOCID, reverse=True)
+    return [(docid, score) for docid, score, _ in ranked]
 
 
 def write_run(path: str | Path, results: Mapping[str, Ranking] | Iterable[tuple[str, Ranking]], tag: str) -> None:

@@ -126,6 +126,16 @@ def test_ties_are_broken_alike_by_every_measure():
     assert result.mean == pytest.approx({"RR@10": 0.5, "nDCG@10": 1 / math.log2(3), "NCG@1": 0.0})
 
 
+def test_scores_equal_in_single_precision_tie_for_every_measure():
+    """trec_eval (and pytrec_eval) hold a score as a C float: 1.0000000001 and 1.0 tie there, and 'b' ranks
+    before 'a'. NCG@1 and RR@1 counted 'a' first (1.0 each, beside nDCG@1's 0.0)."""
+    run = {"q": {"a": 1.0000000001, "b": 1.0, "c": 0.5}}
+    result = evaluate(run, {"q": {"a": 1}}, ["nDCG@1", "NCG@1", "RR", "RR@1"])
+    direct = pytrec_eval.RelevanceEvaluator({"q": {"a": 1}}, {"ndcg_cut.1", "recip_rank"}).evaluate(run)["q"]
+    assert (direct["ndcg_cut_1"], direct["recip_rank"]) == (0.0, 0.5)
+    assert result.mean == pytest.approx({"nDCG@1": 0.0, "NCG@1": 0.0, "RR": 0.5, "RR@1": 0.0})
+
+
 def test_rr_cutoff_counts_only_the_top_k():
     run = {"q": {f"d{i:02d}": 100.0 - i for i in range(1, 31)}}  # d01 ranked first ... d30 last
     at_11 = evaluate(run, {"q": {"d11": 1}}, ["RR@10", "RR@11", "RR"]).mean
@@ -371,6 +381,20 @@ def test_report_dict_names_missing_and_unjudged_queries_as_the_table_counts_them
     assert out["missing"] == {"a": ["q2"], "b": []} and out["unjudged"] == {"a": ["q9"], "b": []}
     assert out["runs"]["a"] == {"queries": 2, "P@1": 0.5}  # q2 counted, at 0
     assert "judged queries without results (scored 0): 1" in report.table()
+
+
+def test_query_ids_apart_only_in_leading_zeros_are_named():
+    """Queries numbered '001' in the run and '1' in the qrels never match (as in trec_eval) and are scored 0;
+    the notes only counted them among the missing and the unjudged, where they looked like other queries."""
+    qrels = {"1": {"d1": 1}, "2": {"d2": 1}, "10": {"d3": 1}, "030": {"d4": 1}}
+    result = evaluate({"001": [("d1", 1.0)], "002": [("d2", 1.0)], "10": [("d3", 1.0)], "30": [("d4", 1.0)],
+                       "0": [("d9", 1.0)], "x1": [("d1", 1.0)]}, qrels, ["P@1"])
+    assert result.missing == ("1", "2", "030") and result.mean["P@1"] == 0.25
+    notes = result.table().splitlines()
+    assert "run: query ids that differ from judged ones only in leading zeros (scored 0; write them alike): 3, " \
+           "e.g. '001' in the run, '1' in the qrels" in notes
+    assert not any("leading zeros" in n for n in evaluate({"1": [("d1", 1.0)], "7": [("d9", 1.0)]}, qrels,
+                                                          ["P@1"]).table().splitlines())
 
 
 def test_grades_beyond_a_million_are_refused_not_passed_to_trec_eval():

@@ -18,6 +18,15 @@ def test_trec_order_breaks_ties_by_docid_descending():
     assert trec_order([("9", 1.0), ("10", 1.0)]) == [("9", 1.0), ("10", 1.0)]  # string order, as trec_eval's strcmp
 
 
+def test_trec_order_compares_scores_in_single_precision_as_trec_eval():
+    """trec_eval reads a score into a C float: scores that differ only beyond it tie, and the docid
+    decides; the pairs keep the scores as given. Past a float's range every score is infinite there."""
+    assert trec_order({"a": 1.0000000001, "b": 1.0, "c": 1.0000001}) == [("c", 1.0000001), ("b", 1.0),
+                                                                         ("a", 1.0000000001)]
+    assert trec_order({"a": 2e39, "b": 1e39, "c": -1e39}) == [("b", 1e39), ("a", 2e39), ("c", -1e39)]
+    assert trec_order([]) == []
+
+
 def test_write_run_lines(tmp_path):
     path = tmp_path / "sub" / "r.run"
     write_run(path, {"q2": [("d1", 0.5), ("d3", 2.0), ("d2", 0.5)], "q1": {"x": 1}}, tag="mytag")
