@@ -74,10 +74,11 @@ def test_search_shows_mojibake_repaired_and_json_keeps_the_stored_text(tmp_path)
     api.index(corpus, tmp_path / "idx", model="ndrm2", progress=False)
     runner = CliRunner()
     found = runner.invoke(cli, ["search", "thai phrase", "--index", str(tmp_path / "idx")])
-    assert found.exit_code == 0 and found.output.splitlines()[0].endswith("Don’t panic")
-    assert "[thai] [phrase] ใจเย็น means calm" in found.output and "\\x80" not in found.output
+    # stdout alone: a cold Numba cache adds a "compiling the search kernels" note to stderr
+    assert found.exit_code == 0 and found.stdout.splitlines()[0].endswith("Don’t panic")
+    assert "[thai] [phrase] ใจเย็น means calm" in found.stdout and "\\x80" not in found.stdout
     as_json = runner.invoke(cli, ["search", "thai phrase", "--index", str(tmp_path / "idx"), "--json"])
-    assert json.loads(as_json.output)["hits"][0]["title"] == "Donâ\x80\x99t panic"  # programs get the corpus's text
+    assert json.loads(as_json.stdout)["hits"][0]["title"] == "Donâ\x80\x99t panic"  # programs get the corpus's text
 
 
 def test_counted_gives_the_noun_the_number_it_takes():
