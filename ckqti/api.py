@@ -419,11 +419,17 @@ def check_checkpoint_path(out: str | Path, inputs: dict[str, str | Path | None] 
     check_not_input(out, inputs or {})
 
 
-def rerank(queries: str | Path, candidates: str | Path, model: str | Path, out: str | Path, depth: int = 100,
-           corpus: str | Path | None = None, **options) -> RerankStats:
-    """Rerank every query's top ``depth`` candidates (``"bm25"``, an index or a run) with a model
-    of any kind and write a TREC run; ``options`` as :func:`retriever.rerank.rerank`'s."""
-    check_paths(("corpus",), queries=queries, candidates=candidates, out=out, corpus=corpus)
+def rerank(queries: str | Path | Mapping[str, str], candidates: str | Path, model: str | Path, out: str | Path,
+           depth: int = 100, corpus: str | Path | None = None, **options) -> RerankStats:
+    """Rerank every query (of a queries file, or of a dict ``qid -> text``, as :func:`run` takes them)'s
+    top ``depth`` candidates (``"bm25"``, an index or a run) with a model of any kind and write a TREC
+    run; ``options`` as :func:`retriever.rerank.rerank`'s."""
+    from indexer.readers import read_query_mapping
+
+    in_memory = isinstance(queries, Mapping)
+    check_paths(("corpus",), candidates=candidates, out=out, corpus=corpus, **({} if in_memory else {"queries": queries}))
+    if in_memory:
+        queries = read_query_mapping(queries)  # checked before the model loads, as a file's encoding is below
     check_text_starts(queries, corpus, options.get("orcas"),  # before torch, which retriever.rerank imports
                       None if str(candidates) == "bm25" else candidates)  # a run file (an index is a folder)
 

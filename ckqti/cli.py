@@ -266,8 +266,8 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
         if orcas:
             repeated_note(m.appends[-1]["corpus"].get("orcas_repeated"), orcas)
         if clipped := m.appends[-1].get("clipped_impacts"):
-            echo(f"note: {clipped:,} impacts of the new documents were above the build's "
-                 "largest and are stored as 255 (`ckqti info` counts them; rebuild if many: docs/INDEX.md)", err=True)
+            echo(f"note: {counted(clipped, 'impact')} of the new documents exceeded the build's largest: stored "
+                 "as 255 (`ckqti info` counts clipped impacts; rebuild if many: docs/INDEX.md)", err=True)
         return
     out = default_index() if out is None else out
     m = api.index(corpus, out, model, fmt, orcas, shard_size, force=force, resume=not no_resume, device=device,

@@ -316,14 +316,16 @@ class EvalReport:
     comparisons: tuple[Comparison, ...] = field(default=())
 
     def table(self, markdown: bool = False) -> str:
-        """Per-query rows (when the results ask for them), the means, the tests, and notes."""
+        """Per-query rows (when the results ask for them; a query's runs together), the means, the tests, and notes."""
         measures = self.results[0].measures
         parts = []
-        if any(r.per_query for r in self.results):
+        if any(r.per_query for r in self.results):  # by query, then run: a query's rows side by side, as compared
+            queries = dict.fromkeys(q for r in self.results for q in r.by_query)
             rows = [
-                [n, q, *(_num(s[m]) for m in measures)]
+                [n, q, *(_num(r.by_query[q][m]) for m in measures)]
+                for q in queries
                 for n, r in zip(self.names, self.results)
-                for q, s in r.by_query.items()
+                if q in r.by_query
             ]
             parts.append(format_table(["run", "query", *measures], rows, markdown))
         rows = [[n, str(r.num_queries), *(_num(r.mean[m]) for m in measures)] for n, r in zip(self.names, self.results)]

@@ -391,7 +391,7 @@ def corpus_clicks(orcas: str | Path | None, corpus: str | Path | None) -> Clicks
 
 
 def rerank(
-    queries_path: str | Path,
+    queries: str | Path | Mapping[str, str],
     candidates: str | Path,
     model_path: str | Path,
     out: str | Path,
@@ -411,7 +411,8 @@ def rerank(
     """Rerank every query's top ``depth`` candidates with a model and write a TREC run.
 
     Args:
-        queries_path: queries file (TSV, JSONL, TREC or SMART).
+        queries: queries file (TSV, JSONL, TREC or SMART), or a dict ``qid -> text``
+            (:func:`indexer.readers.read_query_mapping`).
         candidates: ``"bm25"`` (needs ``corpus``), an index directory, or a TREC run file
             (needs ``corpus``).
         model_path: a checkpoint of any kind (TK, TKL, IDCM, NDRM1-3).
@@ -443,10 +444,10 @@ def rerank(
     """
     from ckqti.models.checkpoint import QTI_KINDS
     from ckqti.models.loading import UNTRAINED, resolve_model
-    from indexer.readers import read_queries
+    from indexer.readers import read_queries, read_query_mapping
     from retriever.runs import check_run_path, write_run
 
-    check_run_path(out, tag, {"queries file": queries_path, "corpus": corpus, "ORCAS file": orcas,
+    check_run_path(out, tag, {"queries file": queries, "corpus": corpus, "ORCAS file": orcas,
                               "candidates run": None if str(candidates) == "bm25" else candidates})
     model_path = resolve_model(model_path)  # before any work: a model that is not there, by name or path
     if depth < 1:
@@ -473,12 +474,13 @@ def rerank(
         reranker = open_reranker(model_path, device, max_doc_length, candidates, fmt, QTI_KINDS)  # as explain --index
     else:
         reranker = open_reranker(model_path, device, max_doc_length, None, fmt)
-    queries = read_queries(queries_path)
+    where_queries = "queries" if isinstance(queries, Mapping) else queries
+    queries = read_query_mapping(queries) if isinstance(queries, Mapping) else read_queries(queries)
     work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
     cands, texts, where, refused = gather_candidates(candidates, queries, depth, corpus, fmt, work)
     if not any(cands.values()):
         raise InputError(f"no query has candidates from {where} (query ids such as {next(iter(queries), '')!r}: "
-                         "another query set?)", where.partition(":")[2] or queries_path)
+                         "another query set?)", where.partition(":")[2] or where_queries)
     if texts is None:
         texts = corpus_texts(corpus, fmt, {d for docs in cands.values() for d in docs}, clicks)
         missing = next(((q, d) for q, docs in cands.items() for d in docs if d not in texts), None)

@@ -142,6 +142,28 @@ def test_run_takes_queries_in_memory_and_writes_the_run_their_file_writes(tmp_pa
     assert not (tmp_path / "r.trec").exists()
 
 
+def test_rerank_takes_queries_in_memory_as_run_does(tmp_path, scifact_index, monkeypatch):
+    """api.rerank refused the dict ``qid -> text`` that api.run takes ("queries must be a path"); it now
+    writes the run the same queries' file writes, and a bad dict is refused as run refuses it, before
+    the model loads."""
+    queries = {"q1": "cancer cells", "7": "brain  imaging", "q3": "vitamin d"}
+    (tmp_path / "q.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in queries.items()))
+    on_file = api.rerank(tmp_path / "q.tsv", scifact_index, "ndrm2", tmp_path / "file.trec", depth=10)
+    in_memory = api.rerank(queries, scifact_index, "ndrm2", tmp_path / "mem.trec", depth=10)
+    assert (tmp_path / "mem.trec").read_text() == (tmp_path / "file.trec").read_text() != ""
+    assert in_memory.reranked == on_file.reranked == 3
+    import retriever.rerank
+
+    monkeypatch.setattr(retriever.rerank, "open_reranker", None)  # a bad dict is refused before any model
+    for bad, message in (({"q1": "cancer", "q2": "  "}, r"^queries\['q2'\]: query 'q2' has no text$"),
+                         ({}, "^queries: no queries in the dict$")):
+        with pytest.raises(InputError, match=message):
+            api.run(scifact_index, bad, tmp_path / "r.trec")
+        with pytest.raises(InputError, match=message):
+            api.rerank(bad, scifact_index, "ndrm2", tmp_path / "r.trec")
+    assert not (tmp_path / "r.trec").exists()
+
+
 def test_an_unguarded_script_calling_bm25_gets_a_one_line_reason(tmp_path, scifact_small):
     """BM25 runs in a spawned process, which imports the calling script again: without a main guard
     the child dies while starting. The caller is told why, not shown a BrokenProcessPool."""

@@ -169,6 +169,9 @@ def test_search_notices_oov_and_empty_queries(scifact_index):
     res = invoke("search", "the of and", "--index", scifact_index)
     assert res.exit_code != 0 and "no searchable terms" in res.output
     assert len(res.output.strip().splitlines()) == 1
+    many = " ".join([t for t in Index(scifact_index).term_ids if t.isalnum()][:1025])  # past search's limit (docs/CLI.md)
+    res = invoke("search", many, "--index", scifact_index)
+    assert res.exit_code != 0 and res.output == "Error: query has 1025 distinct known terms; a query may have at most 1024\n"
 
 
 def test_search_lines_fit_their_columns_between_words_and_show_the_first_hit(tmp_path):

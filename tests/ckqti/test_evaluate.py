@@ -418,3 +418,14 @@ def test_paired_tests_pair_mappings_by_query_and_need_two_queries():
         assert test(a, b).p_value == pytest.approx(reference(y, x).pvalue)
         one = test({"q1": 0.1}, {"q1": 0.3})
         assert math.isnan(one.statistic) and math.isnan(one.p_value) and one.mean_delta == pytest.approx(0.2)
+
+
+def test_per_query_rows_put_each_querys_runs_together():
+    """With runs compared, --per-query listed one run's queries, then the next run's: a query's two
+    values were a run's length apart. Now by query (qrels order), then run, as trec_eval -q groups."""
+    qrels = {"q2": {"d1": 1}, "q1": {"d2": 1}, "q3": {"d3": 1}}
+    a = evaluate({"q1": [("d2", 1.0)], "q2": [("d1", 1.0)], "q3": [("d9", 1.0)]}, qrels, ["P@1"], per_query=True)
+    b = evaluate({"q1": [("d9", 1.0)], "q2": [("d1", 1.0)], "q3": [("d3", 1.0)]}, qrels, ["P@1"], per_query=True)
+    rows = [line.split() for line in EvalReport(("a", "b"), (a, b)).table().split("\n\n")[0].splitlines()[1:]]
+    assert rows == [["a", "q2", "1.0000"], ["b", "q2", "1.0000"], ["a", "q1", "1.0000"], ["b", "q1", "0.0000"],
+                    ["a", "q3", "0.0000"], ["b", "q3", "1.0000"]]

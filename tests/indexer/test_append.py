@@ -445,8 +445,9 @@ def test_clipped_impacts_are_counted(tmp_path, parts, index_a):
     assert top[:-1].max() == 255
 
 
-def test_the_cli_append_says_how_many_impacts_it_clipped(tmp_path, parts, index_a):
-    """Clipping is said where it happens, not only by `ckqti info` later."""
+def test_the_cli_append_says_how_many_impacts_it_clipped(tmp_path, parts, index_a, monkeypatch):
+    """Clipping is said where it happens, not only by `ckqti info` later (in the number it takes: it
+    said "1 impacts ... were")."""
     a, b, _ = parts
     half = tuple(c["step"] / 2 for c in Manifest.read(index_a).channels)
     idx = tmp_path / "idx"
@@ -455,7 +456,12 @@ def test_the_cli_append_says_how_many_impacts_it_clipped(tmp_path, parts, index_
     res = CliRunner().invoke(cli, ["index", str(b), "--append", "--index", str(idx)])
     assert res.exit_code == 0, res.output
     clipped = Manifest.read(idx).appends[-1]["clipped_impacts"]
-    assert clipped > 0 and f"note: {clipped:,} impacts of the new documents were above" in res.stderr
+    assert clipped > 1 and f"note: {clipped:,} impacts of the new documents exceeded the build's largest" in res.stderr
+    one = Manifest.read(idx)
+    one.appends[-1]["clipped_impacts"] = 1
+    monkeypatch.setattr(api, "append", lambda *args, **kwargs: one)
+    res = CliRunner().invoke(cli, ["index", str(b), "--append", "--index", str(idx)])
+    assert "note: 1 impact of the new documents exceeded the build's largest: stored as 255" in res.stderr
     # info tells the build's clipping (forced steps) from the appends' (it called all of them appended)
     res = CliRunner().invoke(cli, ["info", "--index", str(idx)])
     assert [line for line in res.stdout.splitlines() if line.startswith("clipped")] == [
