@@ -48,6 +48,9 @@ class Command(click.Command):
     its ``Usage:`` line, as click's own usage errors (raised from the group, it had none)."""
 
     def invoke(self, ctx):
+        for param in self.params:  # every parameter is parsed: a missing required one was said first (exit 2)
+            if isinstance(param, DefaultIndexOption):
+                ctx.params[param.name] = index_or_default(ctx.params[param.name])
         try:
             return super().invoke(ctx)
         except OptionError as e:
@@ -145,7 +148,7 @@ def default_index() -> str:
     return home_expanded(os.environ.get(INDEX_ENV) or DEFAULT_INDEX)
 
 
-def index_or_default(ctx, param, value):
+def index_or_default(value):
     """``--index``, else :func:`default_index`; a default with no index (nor a build of one) there is named as the
     default, with how to make one, rather than as a directory the user never typed."""
     if value is not None:
@@ -161,8 +164,14 @@ def index_or_default(ctx, param, value):
 INDEX_HELP = f"Index directory (default: ${INDEX_ENV}, else ./{DEFAULT_INDEX})."
 
 
+class DefaultIndexOption(click.Option):
+    """``--index`` of a command that falls back on :func:`default_index`, which :class:`Command` resolves once
+    every parameter is parsed (as a callback, a missing default index was said before a missing ``--queries``,
+    as an input error, exit 1, rather than click's usage error)."""
+
+
 def index_option(f):
-    return click.option("--index", "index_path", default=None, type=PathArg(), callback=index_or_default,
+    return click.option("--index", "index_path", cls=DefaultIndexOption, default=None, type=PathArg(),
                         help=INDEX_HELP)(f)
 
 
@@ -258,7 +267,7 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
     """Build an index of CORPUS (TSV, JSONL, TREC or SMART; plain or gzip), or with --append add it to one."""
     check_index_options(append_to, out, index_path, ray_address, workers, neighbours, force, no_resume)
     if append_to:
-        index_path = index_or_default(None, None, index_path)
+        index_path = index_or_default(index_path)
         m = api.append(corpus, index_path, model, fmt, orcas, shard_size, batch_size, device)
         echo(f"appended {counted(m.appends[-1]['num_docs'], 'document')}: {counted(m.num_docs, 'document')}, "
              f"{m.num_postings} postings, {len(m.shards)} shard(s) in {index_path}"
