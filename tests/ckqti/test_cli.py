@@ -1291,6 +1291,13 @@ def test_a_missing_required_option_is_said_before_a_missing_default_index(tmp_pa
         assert "run [OPTIONS]" in res.output and "no such index directory" not in res.output
 
 
+def test_dash_h_is_help_on_the_group_and_every_command():
+    """-h is --help, as in most command-line tools (click's default refused it: "No such option '-h'")."""
+    for args in ((), *((name,) for name in sorted(cli.commands))):
+        short, long = invoke(*args, "-h"), invoke(*args, "--help")
+        assert short.exit_code == 0 and short.output == long.output, (args, short.output)
+
+
 def test_a_leading_tilde_in_a_path_is_the_home_folder(tmp_path, monkeypatch):
     """`--out=~/idx`, a quoted "~/idx" and CKQTI_INDEX="~/idx" reach ckqti unexpanded (the shell expands
     ~ only at a word's start): the build wrote a folder named ~ in the working directory and said
