@@ -48,6 +48,9 @@ class Command(click.Command):
     its ``Usage:`` line, as click's own usage errors (raised from the group, it had none)."""
 
     def invoke(self, ctx):
+        for param in self.params:  # every parameter is parsed: a missing required one was said first (exit 2)
+            if isinstance(param, DefaultIndexOption):
+                ctx.params[param.name] = index_or_default(ctx.params[param.name])
         try:
             return super().invoke(ctx)
         except OptionError as e:
@@ -145,7 +148,7 @@ def default_index() -> str:
     return home_expanded(os.environ.get(INDEX_ENV) or DEFAULT_INDEX)
 
 
-def index_or_default(ctx, param, value):
+def index_or_default(value):
     """``--index``, else :func:`default_index`; a default with no index (nor a build of one) there is named as the
     default, with how to make one, rather than as a directory the user never typed."""
     if value is not None:
@@ -161,8 +164,14 @@ def index_or_default(ctx, param, value):
 INDEX_HELP = f"Index directory (default: ${INDEX_ENV}, else ./{DEFAULT_INDEX})."
 
 
+class DefaultIndexOption(click.Option):
+    """``--index`` of a command that falls back on :func:`default_index`, which :class:`Command` resolves once
+    every parameter is parsed (as a callback, a missing default index was said before a missing ``--queries``,
+    as an input error, exit 1, rather than click's usage error)."""
+
+
 def index_option(f):
-    return click.option("--index", "index_path", default=None, type=PathArg(), callback=index_or_default,
+    return click.option("--index", "index_path", cls=DefaultIndexOption, default=None, type=PathArg(),
                         help=INDEX_HELP)(f)
 
 
@@ -224,7 +233,7 @@ def channel_option(f):
                         "(e.g. one=0.5: NDRM3's latent channel at half weight, see scripts/channel_sweep.py).")(f)
 
 
-@click.group(cls=Group, context_settings={"max_content_width": 120})
+@click.group(cls=Group, context_settings={"max_content_width": 120, "help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ckqti")  # a source tree on the path without an install: 0+unknown
 def cli() -> None:
     """Full-retrieval neural search with a learned impact index."""
@@ -258,7 +267,7 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
     """Build an index of CORPUS (TSV, JSONL, TREC or SMART; plain or gzip), or with --append add it to one."""
     check_index_options(append_to, out, index_path, ray_address, workers, neighbours, force, no_resume)
     if append_to:
-        index_path = index_or_default(None, None, index_path)
+        index_path = index_or_default(index_path)
         m = api.append(corpus, index_path, model, fmt, orcas, shard_size, batch_size, device)
         echo(f"appended {counted(m.appends[-1]['num_docs'], 'document')}: {counted(m.num_docs, 'document')}, "
              f"{m.num_postings} postings, {len(m.shards)} shard(s) in {index_path}"
@@ -575,7 +584,8 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
 
 
 @cli.command("train")
-@click.option("--model", "variant", type=click.Choice(["ndrm1", "ndrm2", "ndrm3", "tk", "tkl", "idcm"]), default="ndrm3", show_default=True)
+@click.option("--model", "variant", type=click.Choice(["ndrm1", "ndrm2", "ndrm3", "tk", "tkl", "idcm"]), default="ndrm3",
+              show_default=True, help="Kind of model to train (other commands' --model takes the checkpoint it writes).")
 @click.option("--corpus", required=True, type=PathArg(), help="Corpus file (TSV, JSONL, TREC, SMART).")
 @click.option("--queries", required=True, type=PathArg(), help="Queries file.")
 @click.option("--qrels", required=True, type=PathArg(), help="Training judgements.")
@@ -583,7 +593,8 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
 @click.option("--dev-qrels", type=PathArg(), default=None,
               help="NDRM: dev judgements (else carved from --qrels, as TK, TKL and IDCM always do).")
 @click.option("--dev-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.1, show_default=True, help="Share of training queries held out as dev.")
-@click.option("--epochs", type=POSITIVE, default=10, show_default=True)
+@click.option("--epochs", type=POSITIVE, default=10, show_default=True,
+              help="Passes over the training queries at most (IDCM: in stages 1 and 2 each); --patience may stop sooner.")
 @click.option("--patience", type=POSITIVE, default=3, show_default=True, help="Epochs without a better dev nDCG@10 before stopping.")
 @click.option("--max-steps", type=POSITIVE, default=None,
               help="Optimizer steps per epoch at most, for a quick trial of a set-up (default: every training query).")
@@ -592,7 +603,8 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
                    "TK/TKL/IDCM: a triple each, or with --loss lce the relevant and --negatives).")
 @click.option("--lr", type=click.FloatRange(0, min_open=True), default=None,
               help="NDRM learning rate [default: 1e-4] (TK/TKL/IDCM train with the SPEC's two rates).")
-@click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(0), default=0, show_default=True,
+              help="Seeds the dev split, sampling, initial weights, dropout and skip-gram.")
 @click.option("--device", default=None, help="torch device (default: cuda if available).")
 @click.option("--weak-supervision", type=click.Choice(["titles"]), default=None, help="Documents' titles as pseudo-queries for their own documents (NDRM, TK, TKL).")
 @click.option("--embeddings", type=EmbeddingStart(), default=None,
@@ -750,7 +762,8 @@ def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, col
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="TCP port (0: a free one, printed at start).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind; loopback unless told otherwise.")
 @click.option("--api-key-env", default=None, help="Name of an environment variable holding the API key (X-API-Key).")
-@click.option("--workers", type=POSITIVE, default=None, help="Search threads (default: CPU count, at most 8).")
+@click.option("--threads", "--workers", "workers", type=POSITIVE, default=None,
+              help="Search threads, as run's --threads (default: CPU count, at most 8).")
 @click.option("--max-k", type=POSITIVE, default=1000, show_default=True, help="Largest k a request may ask for.")
 @click.option("--access-log", is_flag=True, help="Log every request.")
 @mode_options

@@ -1287,6 +1287,24 @@ def test_a_missing_default_index_says_how_to_make_one(tmp_path, monkeypatch):
     assert res.exit_code == 1 and "an unfinished build is in" in res.output, res.output
 
 
+def test_a_missing_required_option_is_said_before_a_missing_default_index(tmp_path, monkeypatch):
+    """`ckqti run` alone, as a new user types it to see what it needs: click's usage error naming the missing
+    option (exit 2), not the missing default index (exit 1), which the --index callback said first."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CKQTI_INDEX", raising=False)
+    for args, missing in ((("run",), "--queries"), (("run", "--queries", "q.tsv"), "--out")):
+        res = invoke(*args)
+        assert res.exit_code == 2 and f"Error: Missing option '{missing}'." in res.output, (args, res.output)
+        assert "run [OPTIONS]" in res.output and "no such index directory" not in res.output
+
+
+def test_dash_h_is_help_on_the_group_and_every_command():
+    """-h is --help, as in most command-line tools (click's default refused it: "No such option '-h'")."""
+    for args in ((), *((name,) for name in sorted(cli.commands))):
+        short, long = invoke(*args, "-h"), invoke(*args, "--help")
+        assert short.exit_code == 0 and short.output == long.output, (args, short.output)
+
+
 def test_a_leading_tilde_in_a_path_is_the_home_folder(tmp_path, monkeypatch):
     """`--out=~/idx`, a quoted "~/idx" and CKQTI_INDEX="~/idx" reach ckqti unexpanded (the shell expands
     ~ only at a word's start): the build wrote a folder named ~ in the working directory and said

@@ -526,3 +526,5 @@ def test_cli_serve_hands_its_search_and_server_options_on(monkeypatch, sample_in
     res = CliRunner().invoke(cli, ["serve", "--index", str(sample_index), "--port", "0"])
     searcher, kw = served[-1]
     assert (searcher.mode, kw["max_k"], kw["workers"], ran[-1]["access_log"]) == ("exact", 1000, None, False)
+    res = CliRunner().invoke(cli, ["serve", "--index", str(sample_index), "--port", "0", "--threads", "2"])
+    assert res.exit_code == 0 and served[-1][1]["workers"] == 2, res.output  # run's name for search threads
