@@ -19,10 +19,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from indexer.append import next_shard_number, publish, remove_strays, writing
 from indexer.format import Manifest, ShardInfo, shard_name
-from indexer.shards import DOC_COLUMNS, ImpactPostings, decode_segments, document_column, write_shard
+from indexer.shards import ImpactPostings, as_documents_table, decode_segments, write_shard
 
 
 def shard_groups(sizes: list[int], shard_size: int) -> list[list[int]]:
@@ -53,8 +54,9 @@ def merge_shards(directory: Path, name: str, shards: list, vocab_size: int, chan
     if base >= 1 << 32:
         raise ValueError(f"a shard of {base} documents exceeds uint32 document numbers")
     postings = ImpactPostings(np.concatenate(lists), np.concatenate(docs).astype(np.uint32), np.concatenate(impacts), channels)
-    columns = {c: [v for sh in shards for v in document_column(sh.docs, c)] for c in DOC_COLUMNS}
-    return write_shard(directory, name, postings, vocab_size, columns)
+    # the stores joined as Arrow tables, not lists of Python strings (held twice over: as strings, then in Arrow)
+    docs = pa.concat_tables([as_documents_table(sh.docs) for sh in shards])
+    return write_shard(directory, name, postings, vocab_size, docs)
 
 
 def compact_index(index_path: str | Path, shard_size: int = 100_000) -> Manifest:

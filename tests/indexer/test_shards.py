@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from indexer.shards import ImpactPostings, decode_segments, segment_postings
+from indexer.shards import ImpactPostings, as_documents_table, decode_segments, documents_table, segment_postings
 
 
 def test_segments_order_postings_by_impact_then_document_whatever_the_input_order():
@@ -45,3 +45,42 @@ def test_segmenting_a_shard_holds_few_bytes_a_posting_beyond_its_input():
         tracemalloc.stop()
     assert all(np.array_equal(got[k], want[k]) for k in want)
     assert peak / lists.size < 25, peak / lists.size
+
+
+def test_shards_postings_concatenated_in_document_order_are_segmented_without_a_sort_by_document(monkeypatch):
+    """Compaction hands two written shards' postings, decoded (by list, impact descending, document)
+    and the second's documents numbered after the first's: every list's postings of one impact
+    already ascend, so they are segmented as they come (a sort by document of every posting took a
+    quarter of a compaction's time), into the same segments as documents in order give."""
+    rng = np.random.default_rng(1)
+    lists, docs = np.divmod(rng.choice(12 * 80, size=600, replace=False), 80)  # distinct (list, doc) pairs
+    impacts = rng.integers(1, 4, lists.size)
+    by_doc = ImpactPostings(*(a[np.argsort(docs, kind="stable")] for a in (lists.astype(np.int32), docs.astype(np.uint32),
+                                                                             impacts.astype(np.uint8))))
+    want = segment_postings(by_doc, 12)
+    parts = []
+    for half in (docs < 40, docs >= 40):  # two shards of 40 documents, written, then decoded
+        seg = segment_postings(ImpactPostings(lists[half].astype(np.int32), (docs[half] % 40).astype(np.uint32),
+                                              impacts[half].astype(np.uint8)), 12)
+        parts.append(decode_segments(seg["postings"], seg["seg_start"], seg["seg_impact"], seg["seg_ptr"]))
+    merged = ImpactPostings(np.concatenate([parts[0][0], parts[1][0]]), np.concatenate([parts[0][1], parts[1][1] + 40]),
+                            np.concatenate([parts[0][2], parts[1][2]]))
+    assert (np.diff(merged.docs.astype(np.int64)) < 0).any()  # not in document order as a whole
+
+    def no_sort(*args, **kwargs):
+        raise AssertionError("sorted by document")
+
+    monkeypatch.setattr(np, "argsort", no_sort)
+    got = segment_postings(merged, 12)
+    assert all(np.array_equal(got[k], want[k]) for k in want)
+
+
+def test_a_shards_document_store_is_merged_as_it_is_read():
+    """Compaction joins the shards' stores as Arrow tables (their text never made Python strings): a
+    store of the current schema is taken as it is, one written before ``prefix`` was kept gains it empty."""
+    store = documents_table({"docid": ["d1", "d2"], "title": ["A", ""], "text": ["one", "two"], "length": [1, 1],
+                             "prefix": ["q", ""]})
+    assert as_documents_table(store) is store
+    old = as_documents_table(store.drop_columns(["prefix"]))
+    assert old.schema == store.schema and old.column("prefix").to_pylist() == ["", ""]
+    assert old.drop_columns(["prefix"]).equals(store.drop_columns(["prefix"]))

@@ -294,3 +294,18 @@ def test_docids_of_a_shard_whose_docid_column_is_in_several_chunks(scifact_index
     assert chunked.docid(shard.num_docs - 1) == stored[-1]
     titles = shard.docs.column("title").to_pylist()
     assert chunked.titles(np.arange(shard.num_docs)[::-1]) == titles[::-1]
+
+
+def test_sorted_docids_find_every_docid_in_python_string_order():
+    """``serve``'s docid lookups bisect a shard's docids as Arrow sorts them (UTF-8 bytes): that order
+    must be Python's, code points, for every docid to be found, non-ASCII and case included."""
+    import pyarrow as pa
+
+    from retriever.index import SortedDocids
+
+    ids = ["b", "B", "é", "ä", "z", "10", "9", "Ω-1", "a\u00e9", "ab", "a", "日本", "\U0001f600", "~"]
+    found = SortedDocids(pa.array(ids, pa.string()))
+    assert [found[i] for i in range(len(found))] == sorted(ids)
+    assert [found.row(d) for d in ids] == list(range(len(ids)))
+    assert [found.row(d) for d in ("", "c", "a\u00e8", "aa", "日", "\U0001f601")] == [None] * 6
+    assert SortedDocids(pa.array([], pa.string())).row("x") is None
