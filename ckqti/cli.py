@@ -751,9 +751,9 @@ def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, col
     repeated_note(e.repeated_clicks, orcas)
     if as_json:
         click.echo(json.dumps(e.to_dict()))
-        return
-    click.echo(e.render_terminal(color), color=color)
-    if html_out:
+    else:
+        click.echo(e.render_terminal(color), color=color)
+    if html_out:  # on stderr: --json's stdout stays one object
         echo(f"wrote {html_out}", err=True)
 
 

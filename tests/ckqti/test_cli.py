@@ -1203,6 +1203,17 @@ def test_explain_max_doc_length_explains_the_score_rerank_gave_with_it(tmp_path)
     assert got["score"] != pytest.approx(api.explain("mice lungs", "d1", "ndrm2", corpus).score)  # the words past 3
 
 
+def test_explain_json_with_html_says_where_the_page_went_on_stderr(tmp_path):
+    """explain --json --html wrote the page without the "wrote PAGE" note the terminal report gives;
+    the note goes to stderr, so stdout stays one JSON object."""
+    corpus, page = tmp_path / "c.tsv", tmp_path / "page.html"
+    corpus.write_text("d1\tprotein binds cancer cells in mice lungs\nd2\tbone fractures\n")
+    res = CliRunner().invoke(cli, ["explain", "mice lungs", "d1", "--model", "ndrm2", "--corpus", str(corpus), "--json",
+                                   "--html", str(page)])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["docid"] == "d1" and page.is_file()
+    assert res.stderr.splitlines()[-1] == f"wrote {page}"
+
 @pytest.mark.skipif(not DEFAULT_CHECKPOINT.is_file(), reason="no bundled NDRM3 checkpoint")
 def test_rerank_adapt_vocabulary_reaches_the_reranker(tmp_path):
     """rerank --adapt-vocabulary reads a word the checkpoint lacks (the run is the API's with
