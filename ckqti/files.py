@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -157,6 +158,8 @@ def remove_tree(path: Path) -> None:
 
 def alive(pid: int) -> bool:
     """Whether a process ``pid`` exists (on this machine)."""
+    if sys.platform == "win32":
+        return _alive_windows(pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -164,3 +167,22 @@ def alive(pid: int) -> bool:
     except (PermissionError, OSError):  # another user's, or a platform without signal 0
         return True
     return True
+
+
+_PROCESS_QUERY_LIMITED_INFORMATION, _STILL_ACTIVE = 0x1000, 259
+
+
+def _alive_windows(pid: int) -> bool:
+    """:func:`alive` on Windows, where ``os.kill(pid, 0)`` checks nothing: signal 0 is ``CTRL_C_EVENT``,
+    and it can send a Ctrl-C to every process of the console, this one included. A process that cannot be opened
+    for another reason than not existing (another user's) counts as alive."""
+    import _winapi
+
+    try:
+        handle = _winapi.OpenProcess(_PROCESS_QUERY_LIMITED_INFORMATION, False, pid)
+    except OSError as e:
+        return getattr(e, "winerror", None) != 87  # ERROR_INVALID_PARAMETER: no such process
+    try:
+        return _winapi.GetExitCodeProcess(handle) == _STILL_ACTIVE
+    finally:
+        _winapi.CloseHandle(handle)

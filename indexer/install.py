@@ -20,6 +20,7 @@ import ctypes
 import errno
 import os
 import re
+import sys
 from pathlib import Path
 
 from ckqti.errors import CkqtiError
@@ -92,7 +93,10 @@ def old_index_lock(out: Path):
 
 def exchange(a: Path, b: Path) -> bool:
     """Swap two existing paths in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``): no moment
-    without either. False where the C library or the filesystem lacks it (then nothing moved)."""
+    without either. False where the C library or the filesystem lacks it (then nothing moved), and
+    on other systems (on Windows, ``ctypes.CDLL(None)`` is a TypeError)."""
+    if not sys.platform.startswith("linux"):
+        return False
     try:
         renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
     except (AttributeError, OSError):

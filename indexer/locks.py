@@ -1,10 +1,11 @@
 """One writer at a time: exclusive locks on lock files, held by the operating system.
 
-A lock is ``flock`` on a small file that names its holder's process id. The kernel drops it when
-the holder's process ends, however it ends (``kill -9``, a reboot), so a lock is never left
-behind: a leftover file is only a file, taken over by the next writer. The file is removed on
-release; a writer that locked a file its holder had just removed notices (the path no longer
-names what it locked) and locks the new one.
+A lock is ``flock`` on a small file that names its holder's process id (on Windows, which has no
+``flock``, a ``msvcrt`` lock on a byte past that id: there other processes cannot read a locked byte). The
+system drops it when the holder's process ends, however it ends (``kill -9``, a reboot), so a lock
+is never left behind: a leftover file is only a file, taken over by the next writer. The file is
+removed on release; a writer that locked a file its holder had just removed notices (the path no
+longer names what it locked) and locks the new one.
 
 Used by builds (``OUT.lock`` beside the index they will install) and by appends and compactions
 (``INDEX/.writer.lock``); installing a rebuilt index over an old one takes the old one's writer
@@ -14,7 +15,7 @@ lock too, so a build never swaps an index out from under an append.
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import errno
 import os
 import time
 from collections.abc import Iterator
@@ -23,7 +24,15 @@ from pathlib import Path
 from ckqti.errors import CkqtiError
 from ckqti.files import alive
 
+try:
+    import fcntl
+except ImportError:  # Windows: msvcrt's locks (imported when one is taken), and reading an index needs neither
+    fcntl = None
+
 WAIT_POLL_S = 0.2
+MSVCRT_BYTE = 1024
+"""Where a lock is taken without ``flock`` (Windows): the byte at this offset, past the process id
+written at the start of the file, which other processes read (:func:`running_build`)."""
 
 
 @contextlib.contextmanager
@@ -36,8 +45,7 @@ def exclusive(path: Path, busy: str, where: Path | None = None, wait: bool = Fal
         os.write(fd, str(os.getpid()).encode())
         yield
     finally:
-        path.unlink(missing_ok=True)
-        os.close(fd)
+        _release(fd, path)
 
 
 def build_lock_path(out: Path) -> Path:
@@ -59,9 +67,7 @@ def running_build(out: Path) -> int | None:
 def _acquire(path: Path, busy: str, where: Path, wait: bool) -> int:
     while True:
         fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _lock(fd):
             holder = _holder(fd)
             os.close(fd)
             if not wait:
@@ -73,9 +79,52 @@ def _acquire(path: Path, busy: str, where: Path, wait: bool) -> int:
         os.close(fd)  # locked a file its holder removed on release: lock the one the path names now
 
 
+def _lock(fd: int) -> bool:
+    """Lock the open file ``fd`` without waiting; False: another process holds it."""
+    if fcntl is not None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+    import msvcrt
+
+    os.lseek(fd, MSVCRT_BYTE, os.SEEK_SET)
+    try:
+        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+    except OSError as e:
+        if e.errno in (errno.EACCES, errno.EDEADLOCK):  # held by another
+            return False
+        raise
+    finally:
+        os.lseek(fd, 0, os.SEEK_SET)
+    return True
+
+
+def _release(fd: int, path: Path) -> None:
+    """Remove the lock file and unlock it. With ``flock`` the file is removed first, while locked:
+    removed after, it could be another writer's lock by then. Windows refuses to remove an open
+    file, so there it is unlocked and closed first, and left where another process has opened it
+    meanwhile (that one locks it next)."""
+    if fcntl is not None:
+        path.unlink(missing_ok=True)
+        os.close(fd)
+        return
+    import msvcrt
+
+    try:
+        os.lseek(fd, MSVCRT_BYTE, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+    finally:
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        path.unlink(missing_ok=True)
+
+
 def _holder(fd: int) -> int | None:
     try:
-        return int(os.pread(fd, 32, 0).decode().strip() or "0") or None
+        os.lseek(fd, 0, os.SEEK_SET)
+        return int(os.read(fd, 32).decode().strip() or "0") or None
     except (OSError, ValueError):
         return None
 

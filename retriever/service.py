@@ -334,7 +334,8 @@ def listen_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:
                                                          socket.AI_PASSIVE)[0]
     sock = socket.socket(family, kind, proto)
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if os.name == "posix":  # on Windows it lets a second server bind a port in use, as asyncio notes
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
         sock.listen(backlog)
     except OSError:

@@ -179,3 +179,39 @@ def test_a_process_of_another_user_counts_as_alive(monkeypatch):
 
     monkeypatch.setattr(os, "kill", refused)
     assert alive(12345)
+
+
+def test_on_windows_alive_asks_the_process_table_and_sends_no_signal(monkeypatch):
+    """On Windows ``os.kill(pid, 0)`` is no check: signal 0 is CTRL_C_EVENT, a Ctrl-C to the console's
+    processes. ``alive`` opens the process instead (Windows' ``_winapi``, simulated here)."""
+    import os
+    import sys
+    import types
+
+    import ckqti.files
+    from ckqti.files import alive
+
+    exit_codes = {10: 259, 11: 0}  # 259: STILL_ACTIVE
+
+    def refused(cls, code, message, winerror):
+        error = cls(code, message)
+        error.winerror = winerror  # OSError sets it from its 4th argument on Windows only
+        return error
+
+    def open_process(access, inherit, pid):
+        if pid == 12:
+            raise refused(PermissionError, 13, "Access is denied", 5)  # another user's
+        if pid not in exit_codes:
+            raise refused(OSError, 22, "The parameter is incorrect", 87)
+        return pid
+
+    winapi = types.SimpleNamespace(OpenProcess=open_process, GetExitCodeProcess=exit_codes.get,
+                                   CloseHandle=lambda handle: None)
+
+    def signalled(pid, sig):
+        raise AssertionError(f"signal {sig} sent to {pid}")
+
+    monkeypatch.setattr(ckqti.files, "sys", types.SimpleNamespace(platform="win32"), raising=False)
+    monkeypatch.setitem(sys.modules, "_winapi", winapi)
+    monkeypatch.setattr(os, "kill", signalled)
+    assert [alive(pid) for pid in (10, 11, 12, 13)] == [True, False, True, False]

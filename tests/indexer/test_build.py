@@ -409,6 +409,28 @@ def test_exchange_swaps_two_directories(tmp_path):
     assert (b / "mark").read_text() == "a" and not (a / "mark").exists()
 
 
+def test_exchange_elsewhere_than_linux_moves_nothing(tmp_path, monkeypatch):
+    """Where there is no renameat2 the swap is two renames. On Windows ``ctypes.CDLL(None)`` (libc on
+    Linux) is a TypeError: ``--force`` over an existing index failed with its traceback."""
+    import ctypes
+    import types
+
+    import indexer.install
+    from indexer.install import exchange
+
+    def cdll(name, *args, **kwargs):
+        raise TypeError("LoadLibrary() argument 1 must be str, not None")
+
+    monkeypatch.setattr(indexer.install, "sys", types.SimpleNamespace(platform="win32"), raising=False)
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "mark").write_text("a")
+    assert exchange(a, b) is False
+    assert (a / "mark").read_text() == "a" and not (b / "mark").exists()
+
+
 def test_an_edited_manifest_is_refused_by_its_checksum(tmp_path, scifact_index):
     """Edits no structural check sees (the collection size idf reads, a channel's step) changed
     every score silently; the manifest's checksum of its own content refuses them. A manifest

@@ -285,6 +285,22 @@ def test_config_is_validated():
     assert KEY not in repr(ServiceConfig(api_key=KEY))
 
 
+@pytest.mark.parametrize("system, reused", [("posix", 1), ("nt", 0)])
+def test_listening_socket_reuses_an_address_only_on_posix(monkeypatch, system, reused):
+    """As asyncio's servers: on Windows SO_REUSEADDR lets a second server bind a port another one
+    listens on, so ``ckqti serve`` on a port in use would not be refused there."""
+    import types
+
+    import retriever.service
+
+    monkeypatch.setattr(retriever.service, "os", types.SimpleNamespace(name=system))  # this module's only
+    server = listen_socket("127.0.0.1", 0)
+    try:
+        assert server.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR) == reused
+    finally:
+        server.close()
+
+
 def test_listening_socket_gives_tcp_connections_asyncio_sets_nodelay_on():
     """asyncio sets TCP_NODELAY only on sockets whose protocol is IPPROTO_TCP; with
     ``socket.create_server`` (protocol 0) every keep-alive answer waited for a delayed ACK."""

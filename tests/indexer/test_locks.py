@@ -1,0 +1,106 @@
+"""Writer locks (indexer.locks) where the system lacks what Linux has: no ``fcntl`` (Windows), no
+``os.pread`` (Windows), simulated here on Linux."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ckqti.errors import CkqtiError
+from indexer import locks
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_holder_is_named_without_os_pread(tmp_path, monkeypatch):
+    monkeypatch.delattr(os, "pread")
+    path = tmp_path / "out.lock"
+    with locks.exclusive(path, "busy"):
+        with pytest.raises(CkqtiError, match=rf"busy \(process {os.getpid()}\)"):
+            with locks.exclusive(path, "busy"):
+                pass
+
+
+class WindowsLocks:
+    """``msvcrt.locking`` as Windows keeps it (a byte locked by one open file is refused to any other),
+    and ``os.unlink`` refusing a file that is open, as Windows does."""
+
+    LK_UNLCK, LK_NBLCK = 0, 2
+
+    def __init__(self):
+        self.locked: dict[tuple[int, int, int], int] = {}  # (device, inode, offset) -> fd
+        self.seen: set[int] = set()
+
+    def locking(self, fd: int, mode: int, nbytes: int) -> None:
+        assert nbytes == 1
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino, os.lseek(fd, 0, os.SEEK_CUR))
+        self.seen.add(fd)
+        if mode == self.LK_UNLCK:
+            assert self.locked.pop(key) == fd
+        elif key in self.locked:
+            raise PermissionError(errno.EACCES, "Permission denied")
+        else:
+            self.locked[key] = fd
+
+    def unlink(self, real):
+        def unlink(path, *args, **kwargs):
+            st = os.stat(path)
+            for fd in self.seen:
+                try:
+                    held = os.fstat(fd)
+                except OSError:
+                    continue
+                if (held.st_dev, held.st_ino) == (st.st_dev, st.st_ino):
+                    raise PermissionError(errno.EACCES, "The process cannot access the file", str(path))
+            real(path, *args, **kwargs)
+        return unlink
+
+
+def test_without_flock_a_lock_is_a_msvcrt_byte_past_the_process_id(tmp_path, monkeypatch):
+    """Windows: the lock is msvcrt's on a byte past the process id (which stays readable), and the
+    file is removed after it is closed (Windows refuses to remove an open file)."""
+    windows = WindowsLocks()
+    monkeypatch.setattr(locks, "fcntl", None)
+    monkeypatch.setitem(sys.modules, "msvcrt", windows)
+    monkeypatch.setattr(os, "unlink", windows.unlink(os.unlink))
+    out = tmp_path / "idx"
+    path = locks.build_lock_path(out)
+    for _ in range(2):  # taken, released, taken again
+        with locks.exclusive(path, "busy"):
+            assert locks.running_build(out) == os.getpid()
+            assert [offset for _, _, offset in windows.locked] == [locks.MSVCRT_BYTE]
+            with pytest.raises(CkqtiError, match=rf"busy \(process {os.getpid()}\)"):
+                with locks.exclusive(path, "busy"):
+                    pass
+        assert not windows.locked and not path.exists()
+
+
+SEARCH_WITHOUT_FCNTL = """
+import json, sys
+sys.modules["fcntl"] = None  # as on Windows: importing it fails
+from ckqti import api
+result = api.search("vitamin deficiency", sys.argv[1], k=5)
+print(json.dumps([[h.docid, h.score] for h in result.hits]))
+print(api.info(sys.argv[1]).num_docs)
+"""
+
+
+def test_searching_needs_no_fcntl(scifact_index):
+    """Reading an index (search, info) imports nothing Windows lacks: ``fcntl`` failed every command
+    that opens an index there."""
+    from ckqti import api
+
+    proc = subprocess.run([sys.executable, "-c", SEARCH_WITHOUT_FCNTL, str(scifact_index)], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    hits, num_docs = proc.stdout.splitlines()[-2:]
+    expected = api.search("vitamin deficiency", scifact_index, k=5).hits
+    assert json.loads(hits) == [[h.docid, pytest.approx(h.score)] for h in expected] and len(expected) == 5
+    assert int(num_docs) == api.info(scifact_index).num_docs
