@@ -20,6 +20,7 @@ from indexer.readers.formats import (
     iter_lines,
     json_string,
     json_text,
+    names_columns,
     object_keys,
     parse_json_object,
     resolve_format,
@@ -132,14 +133,13 @@ def _first_line_of(path: str | Path, fmt: str, docid: str) -> int:
 
 TSV_HEADER_IDS = ("docid", "doc_id", "id", "_id", "pid")
 _TEXT_NAMES = ("text", "body", "contents", "passage")
-TSV_HEADERS = {2: (_TEXT_NAMES,), 4: (("url",), ("title",), _TEXT_NAMES)}  # the names after the id's, by column count
+TSV_HEADERS = {2: (TSV_HEADER_IDS, _TEXT_NAMES),
+               4: (TSV_HEADER_IDS, ("url",), ("title",), _TEXT_NAMES)}  # the names of each column, by column count
 
 
 def _is_header(cols: list[str]) -> bool:
     """Whether a line names its columns (``docid<TAB>text``, as pandas writes one) instead of being a document."""
-    names = [c.strip().lower() for c in cols]
-    return (len(cols) in TSV_HEADERS and names[0] in TSV_HEADER_IDS
-            and all(n in allowed for n, allowed in zip(names[1:], TSV_HEADERS[len(cols)], strict=True)))
+    return names_columns(cols, TSV_HEADERS.get(len(cols), ()))
 
 
 def _parse_tsv(path: str | Path) -> Iterator[tuple[int, Document]]:
@@ -376,8 +376,7 @@ ORCAS_HEADERS = {2: (TSV_HEADER_IDS, QUERY_HEADER_TEXTS),
 
 def _is_orcas_header(cols: list[str]) -> bool:
     """Whether an ORCAS line names its columns (``docid<TAB>query``) instead of being a click."""
-    names = ORCAS_HEADERS.get(len(cols), ())
-    return bool(names) and all(c.strip().lower() in allowed for c, allowed in zip(cols, names, strict=True))
+    return names_columns(cols, ORCAS_HEADERS.get(len(cols), ()))
 
 
 def orcas_field(queries: list[str], max_terms: int = ORCAS_MAX_TERMS) -> str:

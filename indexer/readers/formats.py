@@ -145,6 +145,12 @@ def first_nonblank(path: str | Path) -> tuple[int, str] | None:
     return None
 
 
+def names_columns(cols: Sequence[str], names: Sequence[Sequence[str]]) -> bool:
+    """Whether a tab-separated line's ``cols`` name their columns (a header, as pandas writes one)
+    rather than hold data: as many as ``names``, each one of its column's (any case, whitespace aside)."""
+    return len(cols) == len(names) and all(c.strip().lower() in allowed for c, allowed in zip(cols, names))
+
+
 def sniff(line: str) -> str | None:
     """Guess a format from a file's first non-blank line: ``smart``, ``jsonl``, ``trec``, ``tsv`` or ``None``."""
     stripped = line.strip()

@@ -12,6 +12,7 @@ from indexer.readers.formats import (
     iter_lines,
     json_string,
     json_text,
+    names_columns,
     object_keys,
     parse_json_object,
     resolve_format,
@@ -101,7 +102,7 @@ def _parse_tsv(path: str | Path) -> Iterator[tuple[int, str, str]]:
         cols = line.split("\t")
         if len(cols) != 2:
             raise InputError(f"expected 2 tab-separated columns (qid, text), found {len(cols)}", path, number)
-        header = first and cols[0].strip().lower() in TSV_HEADER_IDS and cols[1].strip().lower() in TSV_HEADER_TEXTS
+        header = first and names_columns(cols, (TSV_HEADER_IDS, TSV_HEADER_TEXTS))
         first = False
         if not header:  # a header line ("qid<TAB>text", as pandas writes one) is not a query
             yield number, cols[0], cols[1]
