@@ -269,10 +269,30 @@ def test_a_ray_build_asking_for_cuda_starts_on_a_driver_without_a_gpu(tmp_path, 
     assert seen["device"] == "cuda" and seen["address"] == "local"
 
 
-ANSI_INPUTS = """
+BEFORE_TORCH = """
 import sys
 from ckqti import api
 from ckqti.errors import CkqtiError
+
+def said(call):
+    try:
+        call()
+        print("no error")
+    except CkqtiError as e:
+        print(e, "torch" in sys.modules)  # each call's: none imported it before
+"""
+
+
+def said_before_torch(calls: str, *args) -> list[str]:
+    """Run the script ``calls`` in a fresh process: a line for each API call it hands to ``said``, its
+    error and whether torch had been imported by then."""
+    res = subprocess.run([sys.executable, "-c", BEFORE_TORCH + calls, *map(str, args)],
+                         cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return res.stdout.splitlines()
+
+
+ANSI_INPUTS = """
 bad, good, qrels, out = sys.argv[1:]
 for call in (lambda: api.rerank(bad, "bm25", "ndrm2", out, corpus=good),
              lambda: api.rerank(good, "bm25", "ndrm2", out, corpus=bad),
@@ -282,11 +302,7 @@ for call in (lambda: api.rerank(bad, "bm25", "ndrm2", out, corpus=good),
              lambda: api.rerank(good, bad, "ndrm2", out, corpus=good),  # a run file of candidates
              lambda: api.train("tk", good, good, bad, out),
              lambda: api.train("ndrm3", good, good, qrels, out, dev_qrels=bad)):
-    try:
-        call()
-        print("no error")
-    except CkqtiError as e:
-        print(e, "torch" in sys.modules)  # each call's: none imported it before
+    said(call)
 """
 
 
@@ -299,24 +315,15 @@ def test_rerank_train_and_explain_name_an_input_in_another_encoding_before_torch
     bad.write_bytes("".join(lines).encode("cp1252"))
     good.write_text("".join(lines).replace("café", "cafe"))
     qrels.write_text("".join(f"d{i} 0 d{i} 1\n" for i in range(60)))
-    res = subprocess.run([sys.executable, "-c", ANSI_INPUTS, str(bad), str(good), str(qrels), str(tmp_path / "out")],
-                         cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.splitlines() == [f"{bad}:41: invalid UTF-8 (byte 13 of the line) False"] * 8, res.stdout
+    said = said_before_torch(ANSI_INPUTS, bad, good, qrels, tmp_path / "out")
+    assert said == [f"{bad}:41: invalid UTF-8 (byte 13 of the line) False"] * 8, said
 
 
 UNREADABLE_CORPORA = """
-import sys
-from ckqti import api
-from ckqti.errors import CkqtiError
 out = sys.argv[1]
 for corpus in sys.argv[2:]:
     for call in (lambda: api.index(corpus, out, "ndrm2"), lambda: api.append(corpus, out + "-none")):
-        try:
-            call()
-            print("no error")
-        except CkqtiError as e:
-            print(e, "torch" in sys.modules)  # each call's: none imported it before
+        said(call)
 """
 
 
@@ -328,10 +335,6 @@ def test_index_and_append_refuse_an_empty_corpus_or_one_of_no_known_format_befor
     empty.write_text("")
     blank.write_text("\n  \n")
     notes.write_text("\nsome words\nand more\n")
-    res = subprocess.run([sys.executable, "-c", UNREADABLE_CORPORA, str(tmp_path / "idx"), str(empty), str(blank),
-                          str(notes)], cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
-                         timeout=300)
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.splitlines() == [f"{empty}: no documents in corpus False"] * 2 + [
+    assert said_before_torch(UNREADABLE_CORPORA, tmp_path / "idx", empty, blank, notes) == [f"{empty}: no documents in corpus False"] * 2 + [
         f"{blank}: no documents in corpus False"] * 2 + [
         f"{notes}:2: cannot tell the corpus format from this line: pass a format (tsv, jsonl, trec, smart) False"] * 2
