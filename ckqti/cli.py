@@ -45,7 +45,8 @@ class EmbeddingStart(click.ParamType):
 
 class Command(click.Command):
     """An :class:`OptionError` of the command is a usage error in the command's context: exit 2 with
-    its ``Usage:`` line, as click's own usage errors (raised from the group, it had none)."""
+    its ``Usage:`` line, as click's own usage errors (raised from the group, it had none). A
+    :class:`DefaultIndexOption` is resolved here, after click has parsed (and checked) every option."""
 
     def invoke(self, ctx):
         for param in self.params:  # every parameter is parsed: a missing required one was said first (exit 2)
