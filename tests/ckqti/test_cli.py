@@ -1214,6 +1214,7 @@ def test_explain_json_with_html_says_where_the_page_went_on_stderr(tmp_path):
     assert json.loads(res.stdout)["docid"] == "d1" and page.is_file()
     assert res.stderr.splitlines()[-1] == f"wrote {page}"
 
+
 @pytest.mark.skipif(not DEFAULT_CHECKPOINT.is_file(), reason="no bundled NDRM3 checkpoint")
 def test_rerank_adapt_vocabulary_reaches_the_reranker(tmp_path):
     """rerank --adapt-vocabulary reads a word the checkpoint lacks (the run is the API's with

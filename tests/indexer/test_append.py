@@ -252,6 +252,7 @@ def test_docid_collision_names_the_corpus_first_clashing_line(tmp_path, parts, i
         api.append(bad, idx, progress=False)
     assert str(err.value) == f"{bad}:3: docid {early!r} is already in the index {idx}"
 
+
 def test_documents_in_memory_append_the_shards_their_file_appends(tmp_path, parts, index_a):
     """``api.append(list_of_dicts, INDEX)``, as ``api.index`` takes them, was refused ("corpus must be a
     path"): the same shards and vocabulary as appending the JSONL file of those documents."""
