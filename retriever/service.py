@@ -293,7 +293,7 @@ def add_routes(app: FastAPI, searcher: Searcher, config: ServiceConfig, pool: Th
     async def search_batch(req: BatchSearchRequest) -> JSONResponse:
         return JSONResponse({"results": await in_pool(batch, req.queries, req.k)})
 
-    # ``:path`` lets a docid hold "/"; it is only ever a key of the in-memory docid map.
+    # ``:path`` lets a docid hold "/"; it is only ever looked up among the shards' docids.
     @app.get("/documents/{docid:path}")
     async def document(docid: str) -> JSONResponse:
         doc = await in_pool(docids.document, docid)

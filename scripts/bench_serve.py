@@ -177,7 +177,7 @@ def start_server(index: Path, workers: int | None, timeout: float = 120.0) -> tu
     """``ckqti serve`` on 127.0.0.1 and a free port; returns the process and the port once /health answers."""
     cmd = [sys.executable, "-m", "ckqti.cli", "serve", "--index", str(index), "--host", "127.0.0.1", "--port", "0"]
     if workers:
-        cmd += ["--workers", str(workers)]
+        cmd += ["--threads", str(workers)]
     # dies with this script (a kill -9 of it left the server running); started from the main thread,
     # which outlives it (Linux signals the child when the thread that started it ends)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT, preexec_fn=preexec_die_with_parent())
@@ -275,7 +275,7 @@ def parse_args(argv=None):
     p.add_argument("--requests", type=positive_int, default=5000, help="Requests per level (at most).")
     p.add_argument("--max-seconds", type=positive_float, default=30.0, help="Seconds per level (at most).")
     p.add_argument("--workers", type=positive_int, default=None,
-                   help="Server search threads (ckqti serve --workers; default: its own).")
+                   help="Server search threads (ckqti serve --threads; default: its own).")
     p.add_argument("--out", type=output_file, default=str(ROOT / "docs" / "results" / "bench_serve.json"), help="JSON to write.")
     return p.parse_args(argv)
 
