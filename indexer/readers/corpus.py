@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ckqti.errors import InputError
+from ckqti.terminal import counted
 from indexer.readers.formats import (
     check_id,
     first_nonblank,
@@ -321,7 +322,7 @@ def repeated_clicks_note(repeated: int, orcas: str | Path) -> str:
     ORCAS file ``orcas`` that :func:`load_orcas` dropped; "" without any."""
     if not repeated:
         return ""
-    return f"{repeated:,} repeated line{'s' if repeated > 1 else ''} of {orcas} dropped (a document's clicked query counts once)"
+    return f"{counted(repeated, 'repeated line')} of {orcas} dropped (a document's clicked query counts once)"
 
 
 def load_orcas(path: str | Path, max_terms: int | None = ORCAS_MAX_TERMS) -> Clicks:
