@@ -27,6 +27,9 @@ ENGLISH_STOPWORDS: frozenset[str] = frozenset(
 )
 
 _NON_ALNUM = re.compile(r"[^0-9a-z]+")
+# Each byte of UTF-8 text that is not an ASCII digit or lower-case letter made a space: every byte of a
+# non-ASCII character is >= 0x80, so a run of the bytes kept is a run of the characters _NON_ALNUM keeps.
+_ALNUM_BYTES = bytes(b if chr(b) in "0123456789abcdefghijklmnopqrstuvwxyz" else 0x20 for b in range(256))
 PREFIX_CHARS_PER_TERM = 12  # Analyzer.prefix's first chunk: English text has ~7-9 characters an analyzed term
 
 
@@ -58,11 +61,18 @@ class Analyzer:
         object.__setattr__(self, "_stem", stem)
         object.__setattr__(self, "_stop", ENGLISH_STOPWORDS if self.stopwords == "english" else frozenset())
 
-    def tokens(self, text: str) -> list[str]:
-        """Lower-cased alphanumeric tokens with stopwords removed (not yet stemmed)."""
+    def words(self, text: str) -> list[str]:
+        """Lower-cased alphanumeric tokens, stopwords kept: the non-empty pieces of ``_NON_ALNUM.split``,
+        found as the bytes that ``_ALNUM_BYTES`` keeps (half the time of the regular expression; a lone
+        surrogate, which UTF-8 cannot hold, is encoded as three bytes >= 0x80 and so is a separator too)."""
         if self.lowercase:
             text = text.lower()
-        return [t for t in _NON_ALNUM.split(text) if t and t not in self._stop]
+        return text.encode("utf-8", "surrogatepass").translate(_ALNUM_BYTES).decode("ascii").split()
+
+    def tokens(self, text: str) -> list[str]:
+        """Lower-cased alphanumeric tokens with stopwords removed (not yet stemmed)."""
+        stop = self._stop
+        return [t for t in self.words(text) if t not in stop]
 
     def stem(self, token: str) -> str:
         if self._stem is None:
@@ -76,7 +86,8 @@ class Analyzer:
 
     def __call__(self, text: str) -> list[str]:
         """Analyze ``text`` into a list of terms, in document order."""
-        return [self.stem(t) for t in self.tokens(text)]
+        stem = self.stem
+        return [stem(t) for t in self.tokens(text)]
 
     def prefix(self, text: str, n: int | None) -> list[str]:
         """``self(text)[:n]``, analyzing no more of ``text`` than that needs (a model that reads a

@@ -60,16 +60,17 @@ class Vocabulary:
         get = self._ids.get
         return [get(t, UNK) for t in terms]
 
+    def add_term(self, term: str) -> int:
+        """The id of ``term``, the next one when it is new (not counted: see :meth:`count_documents`)."""
+        i = self._ids.get(term)
+        if i is None:
+            i = self._ids[term] = len(self.terms)
+            self.terms.append(term)
+        return i
+
     def add_document(self, terms: list[str]) -> list[int]:
         """Count one analyzed document, growing the vocabulary; returns its term ids."""
-        ids = []
-        for t in terms:
-            i = self._ids.get(t)
-            if i is None:
-                i = len(self.terms)
-                self._ids[t] = i
-                self.terms.append(t)
-            ids.append(i)
+        ids = [self.add_term(t) for t in terms]
         self._grow()
         arr = np.asarray(ids, dtype=np.int64)
         if arr.size:
@@ -78,6 +79,22 @@ class Vocabulary:
         self.num_docs += 1
         self.total_terms += len(ids)
         return ids
+
+    def count_documents(self, ids: np.ndarray, lengths: np.ndarray) -> None:
+        """Count documents whose term ids (:meth:`add_term`'s) are ``ids`` one after another, ``lengths[i]``
+        of them document ``i``'s: what :meth:`add_document` counts of each, for a batch at once."""
+        self._grow()
+        lengths = np.asarray(lengths, np.int64)
+        if ids.size:
+            n = len(self.terms)
+            np.add.at(self.cf, ids, 1)
+            doc = np.repeat(np.arange(lengths.size, dtype=np.int64), lengths)
+            pairs = np.sort(doc * n + ids)  # (np.unique takes 25 times as long)
+            first = np.ones(pairs.size, bool)
+            np.not_equal(pairs[1:], pairs[:-1], out=first[1:])
+            np.add.at(self.df, pairs[first] % n, 1)  # each (document, term) pair once
+        self.num_docs += lengths.size
+        self.total_terms += int(lengths.sum())
 
     def _grow(self) -> None:
         n = len(self.terms)

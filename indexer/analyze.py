@@ -24,13 +24,14 @@ import pyarrow as pa
 from ckqti.errors import InputError
 from ckqti.files import naming_full_disk
 from ckqti.text import Analyzer
-from ckqti.vocab import Vocabulary
+from ckqti.vocab import PAD, Vocabulary
 from indexer.format import DOCS_FILE
 from indexer.readers import Clicks, Document, load_orcas, read_corpus
 from indexer.shards import DOC_COLUMNS, document_column, documents_table, write_documents
 
 BATCH_DOCS = 10_000  # documents analyzed between two writes of a streamed analysis
 TOKENS_FILE = "tokens.npy"
+CACHED_WORDS = 1_000_000  # words whose term id an analysis keeps (_TermIds)
 
 
 class DocumentColumns(Mapping):
@@ -260,31 +261,56 @@ def analyze_corpus(
     return AnalyzedCorpus(offsets, tokens, DocumentColumns(table), vocab, clicked, repeated)
 
 
+class _TermIds(dict):
+    """``word -> term id`` (:meth:`ckqti.text.Analyzer.words` to ids in ``vocab``, which grows), a stopword's
+    ``PAD`` (0, never a term's: ``filter(None, ...)`` drops it): a word is stemmed and looked up once, not at
+    each of its occurrences. The first ``CACHED_WORDS`` are kept."""
+
+    def __init__(self, analyzer: Analyzer, vocab: Vocabulary) -> None:
+        super().__init__()
+        self.analyzer, self.vocab = analyzer, vocab
+
+    def __missing__(self, word: str) -> int:
+        terms = self.analyzer(word)  # [] for a stopword, else the word's one term
+        i = self.vocab.add_term(terms[0]) if terms else PAD
+        if len(self) < CACHED_WORDS:
+            self[word] = i
+        return i
+
+
+def _write_batch(sink, vocab: Vocabulary, docs: dict[str, list], chunks: list[np.ndarray]) -> None:
+    """A batch of documents counted in ``vocab`` and written to ``sink``."""
+    tokens = np.concatenate(chunks)
+    vocab.count_documents(tokens, np.fromiter(map(len, chunks), np.int64, len(chunks)))
+    sink.write(docs, tokens)
+
+
 def _analyze_into(sink, path, analyzer, fmt, orcas, progress) -> tuple[Vocabulary, np.ndarray, int]:
     """Every document analyzed into ``sink`` a batch at a time; the vocabulary, the offsets and
     the count of documents with ORCAS clicks."""
     vocab = Vocabulary()
+    term_ids = _TermIds(analyzer, vocab)
     docs: dict[str, list] = {c: [] for c in DOC_COLUMNS}
     chunks: list[np.ndarray] = []
     lengths = array("q")  # int64, not a list of Python ints (3.2M documents for MS MARCO)
     clicked = 0
     for doc in read_corpus(path, fmt=fmt, orcas=orcas) if isinstance(path, (str, os.PathLike)) else path:
         clicked += bool(doc.orcas)
-        ids = vocab.add_document(analyzer(doc.full_text()))
-        chunks.append(np.asarray(ids, dtype=np.int32))
-        lengths.append(len(ids))
+        ids = np.fromiter(filter(None, map(term_ids.__getitem__, analyzer.words(doc.full_text()))), np.int32)
+        chunks.append(ids)
+        lengths.append(ids.size)
         docs["docid"].append(doc.docid)
         docs["title"].append(doc.title)
         docs["text"].append(doc.text)
-        docs["length"].append(len(ids))
+        docs["length"].append(ids.size)
         docs["prefix"].append("\n".join(f for f in (doc.orcas, doc.url) if f))
         if len(chunks) == BATCH_DOCS:
-            sink.write(docs, np.concatenate(chunks))
+            _write_batch(sink, vocab, docs, chunks)
             docs, chunks = {c: [] for c in DOC_COLUMNS}, []
         if progress is not None:
             progress.update(1)
     if chunks:
-        sink.write(docs, np.concatenate(chunks))
+        _write_batch(sink, vocab, docs, chunks)
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     return vocab, offsets, clicked

@@ -91,3 +91,20 @@ def test_non_ascii_readings_name_each_word_with_a_foreign_letter_once():
     each once, with the terms the analyzer reads of it."""
     text = "naïve cells — 日本 naïve ok ２"
     assert non_ascii_readings(text, Analyzer()) == [("naïve", ["na", "ve"]), ("日本", []), ("２", [])]
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_words_are_the_pieces_the_regular_expression_split_text_into(lowercase):
+    """``words`` finds tokens through UTF-8 bytes, not ``[^0-9a-z]+``: every character outside ASCII is
+    a separator as before, also one that lower-cases to ASCII (the Kelvin sign is ``k``), a lone
+    surrogate (``\\ud800``, which UTF-8 cannot hold) and whitespace ``str.split`` knows (U+001C, NBSP)."""
+    import re
+
+    texts = TRICKY + scifact_texts(50) + [
+        "\u212aelvin caf\u00e9 na\u00efve \ud800lone\udfffsurrogate x\x1cy\u00a0z\u3000w \u00c5ngstr\u00f6m",
+        "tab\tnew\nline\r\x00nul \U0001f600emoji 3.14e-10 COVID-19 \u0130stanbul \u1e9e",
+    ]
+    analyzer = Analyzer(lowercase=lowercase)
+    for text in texts:
+        cased = text.lower() if lowercase else text
+        assert analyzer.words(text) == [t for t in re.split(r"[^0-9a-z]+", cased) if t]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from ckqti.errors import InputError
@@ -60,3 +61,20 @@ def test_counts_and_idf_of_a_built_vocabulary():
     assert vocab.df.tolist() == [0, 0, 3, 2, 1] and vocab.cf.tolist() == [0, 0, 4, 2, 1]
     assert (vocab.num_docs, vocab.total_terms, vocab.mean_doc_length) == (4, 7, 1.75)
     assert vocab.idf().tolist() == pytest.approx([0.0, 0.0, 0.0, 0.0, math.log(3.5 / 1.5)])
+
+
+def test_documents_counted_as_a_batch_count_as_one_at_a_time():
+    """A build counts a batch of documents at once (term ids one after another, with each
+    document's length): the same df, cf, document count and total length as :meth:`add_document`
+    for each, a term repeated inside a document counted once in its df, an empty document too."""
+    docs = [["cell", "cell", "wall"], [], ["gene", "cell"], ["wall", "wall", "wall"], ["zeta"]]
+    one = Vocabulary()
+    ids = [one.add_document(d) for d in docs]
+    batch = Vocabulary()
+    assert [[batch.add_term(t) for t in d] for d in docs] == ids
+    for part in (slice(0, 2), slice(2, 5)):
+        batch.count_documents(np.array([i for d in ids[part] for i in d], np.int32), [len(d) for d in ids[part]])
+    assert batch.terms == one.terms and batch.num_docs == one.num_docs == 5 and batch.total_terms == one.total_terms
+    batch, one = batch.trimmed(), one.trimmed()  # (their arrays grow by doubling: capacities differ)
+    assert batch.df.tolist() == one.df.tolist() == [0, 0, 2, 2, 1, 1]
+    assert batch.cf.tolist() == one.cf.tolist() == [0, 0, 3, 4, 1, 1]

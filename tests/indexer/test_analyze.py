@@ -72,3 +72,28 @@ def test_a_shards_documents_are_a_slice_of_the_analyzed_table_written_as_from_li
             write_documents(tmp_path / "table.arrow", table)
             write_documents(tmp_path / "lists.arrow", got.doc_columns(start, stop))
             assert (tmp_path / "table.arrow").read_bytes() == (tmp_path / "lists.arrow").read_bytes(), (start, stop)
+
+
+def test_term_ids_are_those_of_the_analyzer_whether_or_not_a_word_is_cached(tmp_path, monkeypatch):
+    """The analysis maps each word to its term id once (a stopword to none) and keeps the first
+    ``CACHED_WORDS``: with a cache of 3 words, or of none, the term ids, lengths and vocabulary are
+    those of the analyzer's terms added a document at a time, and stopwords and repeats are kept out."""
+    from ckqti.vocab import Vocabulary
+    from indexer import analyze
+
+    texts = ["The cells divide and the cells grow", "Of the of and", "Membranes hold cells; CELLS divide!",
+             "caf\u00e9 na\u00efve \u212aelvin 2020 COVID-19", "growing grows grew"]
+    corpus = tmp_path / "docs.tsv"
+    corpus.write_text("".join(f"D{i}\t{t}\n" for i, t in enumerate(texts)))
+    analyzer = Analyzer()
+    expected = Vocabulary()
+    ids = [expected.add_document(analyzer(t)) for t in texts]
+    for cached in (1_000_000, 3, 0):
+        monkeypatch.setattr(analyze, "CACHED_WORDS", cached)
+        monkeypatch.setattr(analyze, "BATCH_DOCS", 2)
+        got = analyze_corpus(corpus, analyzer)
+        assert [got.doc_tokens(i).tolist() for i in range(len(texts))] == ids
+        assert got.vocab.terms == expected.terms and got.docs["length"] == [len(i) for i in ids]
+        assert got.vocab.df.tolist() == expected.trimmed().df.tolist()
+        assert got.vocab.cf.tolist() == expected.trimmed().cf.tolist()
+        assert (got.vocab.num_docs, got.vocab.total_terms) == (expected.num_docs, expected.total_terms)
