@@ -225,6 +225,8 @@ def json_string(obj: Mapping, keys: Sequence[str], path: str | Path, number: int
         value = obj.get(key)
         if value is None:
             continue
+        if value.__class__ is str and value.isascii():  # nearly every value: no lone surrogate to look for
+            return value
         if isinstance(value, bool) or not isinstance(value, (str, int)):
             raise InputError(f"field {key!r} must be a string, found {type(value).__name__}", path, number)
         if isinstance(value, str) and (lone := _LONE_SURROGATE.search(value)):  # JSON's \ud800 escape, unpaired
