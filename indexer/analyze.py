@@ -27,7 +27,7 @@ from ckqti.text import Analyzer
 from ckqti.vocab import PAD, Vocabulary
 from indexer.format import DOCS_FILE
 from indexer.readers import Clicks, Document, load_orcas, read_corpus
-from indexer.shards import DOC_COLUMNS, document_column, documents_table, write_documents
+from indexer.shards import DOC_COLUMNS, document_column, documents_table
 
 BATCH_DOCS = 10_000  # documents analyzed between two writes of a streamed analysis
 TOKENS_FILE = "tokens.npy"
@@ -118,14 +118,6 @@ class AnalyzedCorpus:
         if self.docs.table.column_names != list(DOC_COLUMNS):  # saved before the prefix column was kept
             return documents_table(self.docs.rows(start, stop))
         return self.docs.table.slice(start, stop - start)
-
-    def save(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        for name, values in (("offsets.npy", self.offsets), (TOKENS_FILE, self.tokens)):
-            with naming_full_disk(directory / name):
-                np.save(directory / name, values)
-        write_documents(directory / DOCS_FILE, self.docs.table)
-        finish_save(directory, self.vocab, len(self), self.clicked, self.repeated)
 
     @classmethod
     def load(cls, directory: Path) -> "AnalyzedCorpus | None":

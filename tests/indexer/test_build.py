@@ -487,9 +487,8 @@ def test_the_analyzed_pass_keeps_its_orcas_count_for_a_resumed_build(tmp_path):
     corpus, clicks = tmp_path / "c.tsv", tmp_path / "orcas.tsv"
     corpus.write_text("D1\tcells divide\nD2\tmembranes hold\nD3\tproteins fold\n")
     clicks.write_text("D1\tcell division\nD3\tfolding\nX9\tnot here\n")
-    analyzed = analyze_corpus(corpus, Analyzer(), orcas=clicks)
+    analyzed = analyze_corpus(corpus, Analyzer(), orcas=clicks, directory=tmp_path / "analyzed")  # as a build saves it
     assert analyzed.clicked == 2 and analyze_corpus(corpus, Analyzer()).clicked == 0
-    analyzed.save(tmp_path / "analyzed")
     assert AnalyzedCorpus.load(tmp_path / "analyzed").clicked == 2
 
 
