@@ -62,7 +62,7 @@ class Document:
 
     def full_text(self) -> str:
         """The non-empty fields joined with newlines, ORCAS first (see :attr:`fields`)."""
-        return "\n".join(filter(None, (self.orcas, self.url, self.title, self.text)))  # self.fields, without a tuple
+        return "\n".join(self.fields)
 
 
 def read_corpus(
