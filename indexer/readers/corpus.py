@@ -119,10 +119,10 @@ def _checked(path: str | Path, fmt: str, clicks: Orcas | None, orcas_path: str |
         seen.add(docid)
         queries = clicks.get(docid) if clicks else None
         clicked += bool(queries)
-        if queries:
-            yield Document(docid, doc.title, doc.text, url=doc.url, orcas=orcas_field(queries))
-        else:  # nearly every document: its docid already stripped, no clicks to join (replace() is slow)
-            yield doc if docid == doc.docid else Document(docid, doc.title, doc.text, url=doc.url, orcas=doc.orcas)
+        if docid == doc.docid and not queries:  # nearly every document: nothing to change (replace() is slow)
+            yield doc
+        else:
+            yield Document(docid, doc.title, doc.text, url=doc.url, orcas=orcas_field(queries) if queries else doc.orcas)
     if not seen:
         raise InputError("no documents in corpus", path)
     if clicks and not clicked:  # another id scheme, or the wrong file: the field would silently stay empty
