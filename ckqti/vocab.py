@@ -71,18 +71,12 @@ class Vocabulary:
     def add_document(self, terms: list[str]) -> list[int]:
         """Count one analyzed document, growing the vocabulary; returns its term ids."""
         ids = [self.add_term(t) for t in terms]
-        self._grow()
-        arr = np.asarray(ids, dtype=np.int64)
-        if arr.size:
-            np.add.at(self.cf, arr, 1)
-            self.df[np.unique(arr)] += 1
-        self.num_docs += 1
-        self.total_terms += len(ids)
+        self.count_documents(np.asarray(ids, dtype=np.int64), [len(ids)])
         return ids
 
     def count_documents(self, ids: np.ndarray, lengths: np.ndarray) -> None:
         """Count documents whose term ids (:meth:`add_term`'s) are ``ids`` one after another, ``lengths[i]``
-        of them document ``i``'s: what :meth:`add_document` counts of each, for a batch at once."""
+        of them document ``i``'s (:meth:`add_document` counts one so)."""
         self._grow()
         lengths = np.asarray(lengths, np.int64)
         if ids.size:
