@@ -204,6 +204,21 @@ def test_quantized_impacts_use_their_own_channels_step(tmp_path):
     assert postings.impacts.tolist() == [255, 255, 51, 51] and postings.channels == 2 and clipped == 0
 
 
+
+def test_clipped_impacts_are_counted_over_every_shard_only_with_forced_steps(tmp_path):
+    """Fitted steps map each channel's largest score to 255, so nothing clips and the raw shards are not
+    read again; forced steps count every impact above 255 steps, over all the shards."""
+    from indexer.quantize import Quantizer
+
+    raw = tmp_path / "raw"
+    for i, scores in enumerate(([1.0, 300.0, 256.0], [255.4, 999.0])):
+        build_mod.save_npz_atomic(raw / f"shard-{i:05d}.npz", lists=np.zeros(len(scores), np.int32),
+                                  docs=np.arange(len(scores), dtype=np.uint32), scores=np.array(scores, np.float32),
+                                  weights=np.array(["one"]), maxima=np.array([max(scores)]))
+    forced = build_mod.BuildConfig(shard_size=3, channel_steps=(1.0,))
+    assert build_mod.count_clipped(range(5), Quantizer(1.0), forced, raw) == 3
+    assert build_mod.count_clipped(range(5), Quantizer(1.0), replace(forced, channel_steps=None), raw) == 0
+
 class _StubScorer:
     """A scorer of 100 random posting lists of two channels a document (no model)."""
 

@@ -265,3 +265,46 @@ def test_documents_are_cut_at_max_doc_terms():
             enc = model.encode_documents(torch.from_numpy(ids[0][None, :10]), torch.tensor([30.0]))
             want = model.channel_scores(torch.from_numpy(imp.lists.astype(np.int64)), enc)[0, :, 0].numpy()
         np.testing.assert_allclose(imp.scores, want, rtol=1e-6)
+
+
+def test_a_pair_scoring_exactly_its_terms_offset_is_not_stored():
+    """``DocImpacts.scores`` are > 0 in both scoring paths: with offsets fitted on all 31 documents (an
+    odd count), each term's median document scores exactly its offset, a difference of 0, which is an
+    unstored pair (it scores c_t), not a posting."""
+    docs = corpus(num_docs=31)
+    vocab = Vocabulary.build(docs)
+    model = latent_model(vocab)
+    ids = [np.array(vocab.ids(d), np.int64) for d in docs]
+    for batched in (False, True):
+        scorer = ImpactScorer(model, vocab.df, ImpactConfig(neighbours=0, offset_sample=64, batched=batched))
+        offsets = scorer.fit_offsets(ids, len(vocab))
+        terms = torch.arange(2, len(vocab))
+        zeros = 0
+        for doc, imp in zip(ids, scorer.score_batch(ids)):
+            with torch.no_grad():
+                exact = model.channel_scores(terms, model.encode_documents(*pad_batch([doc], 4000, torch.device("cpu"))))
+            own = np.unique(doc)
+            zeros += int(np.count_nonzero(exact[0, own - 2, 0].numpy() - offsets[own] == 0))
+            assert (imp.scores > 0).all(), batched
+        assert zeros > 0  # the case arises here
+
+
+def test_a_gated_pair_at_exactly_the_threshold_is_a_candidate():
+    """The gate opens a pair whose ``max_j cos(t, d_j)`` equals tau (``>=``, as :class:`LatentGate`), so a
+    candidate term at exactly the threshold is scored, in the batched path too."""
+    docs = corpus(num_docs=4)
+    vocab = Vocabulary.build(docs)
+    ids = [np.array(vocab.ids(d), np.int64) for d in docs]
+    torch.manual_seed(0)
+    config = NDRMConfig(vocab_size=len(vocab), variant="ndrm1", dim=16, num_heads=4, conv_window=5, ff_dim=16,
+                        mlp_hidden=16, pool_window=20, pool_stride=10, latent_gate=0.4)
+    scorer = ImpactScorer(build_ndrm(config, vocab).eval(), vocab.df, ImpactConfig(batched=True))
+    with torch.no_grad():
+        enc = scorer.model.encode_documents(*pad_batch(ids[:1], 4000, torch.device("cpu")))
+        best = scorer.max_cosines(enc)[0]  # [V']
+        others = ~torch.isin(scorer._cand_terms, torch.from_numpy(ids[0]))
+        k = int(torch.nonzero(others)[0])  # a term the document does not hold
+        scorer.gate = float(best[k])  # the threshold at exactly its cosine
+        mask = scorer.candidate_mask(enc)[0]
+    assert mask[scorer._cand_terms[k]]
+    assert not mask[scorer._cand_terms[others & (best < best[k])]].any()

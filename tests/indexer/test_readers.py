@@ -367,6 +367,21 @@ def test_orcas_cap_at_2000_terms(tmp_path):
     assert orcas_field(["a b c", "d"], max_terms=3) == "a b c"
 
 
+
+def test_orcas_clicks_stop_being_kept_at_exactly_2000_terms(tmp_path):
+    """A document holding exactly 2,000 terms of clicks keeps no further query (500 of 4 terms, not 501),
+    so the 18M-line release is held at most one query past the cap a document."""
+    lines = "".join(f"D1\t{' '.join(f'q{i}w{j}' for j in range(4))}\n" for i in range(600))
+    loaded = load_orcas(write(tmp_path / "orcas.tsv", lines))
+    assert len(loaded["D1"]) == 500 and loaded["D1"][-1] == "q499w0 q499w1 q499w2 q499w3"
+
+
+def test_a_smart_field_repeated_in_a_record_is_appended(tmp_path):
+    """Cranfield records 576 and 578 hold two ``.W`` fields: both are the document's text, in order."""
+    path = write(tmp_path / "c.smart", ".I 1\n.T\ntitle\n.W\nfirst part\n.B\nsource\n.W\nsecond part\n")
+    (doc,) = read_corpus(path)
+    assert (doc.title, doc.text) == ("title", "first part\nsecond part")
+
 # --- bad input: every error names the file and the line -------------------------------------
 
 
@@ -560,7 +575,9 @@ def test_trec_structure_errors(tmp_path):
     path = write(tmp_path / "a.trec", "<DOC>\n<DOCNO>1</DOCNO>\n<DOC>\n")
     assert_names(error_of(read_corpus, path), path, 3)
     path = write(tmp_path / "b.trec", "<DOC>\n<DOCNO>1</DOCNO>\ntext\n")
-    assert "never closed" in str(error_of(read_corpus, path))
+    err = error_of(read_corpus, path)
+    assert "never closed" in str(err)
+    assert_names(err, path, 1)  # the line the unclosed <DOC> opens, not the file's last
     path = write(tmp_path / "c.trec", "<DOC>\ntext without id\n</DOC>\n")
     assert_names(error_of(read_corpus, path), path, 1)
     path = write(tmp_path / "d.trec", "<DOC><DOCNO>1</DOCNO></DOC>\nstray\n")

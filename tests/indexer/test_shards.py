@@ -84,3 +84,48 @@ def test_a_shards_document_store_is_merged_as_it_is_read():
     old = as_documents_table(store.drop_columns(["prefix"]))
     assert old.schema == store.schema and old.column("prefix").to_pylist() == ["", ""]
     assert old.drop_columns(["prefix"]).equals(store.drop_columns(["prefix"]))
+
+
+def test_documents_handed_in_descending_order_ascend_inside_every_segment():
+    """The sort by document is skipped only where each segment already ascends: documents handed in
+    descending order (no pair ascends), and a segment whose first two documents alone are out of order,
+    still come out ascending."""
+    for docs in ([3, 2, 1, 0], [1, 0, 2, 3]):
+        p = ImpactPostings(np.zeros(4, np.int32), np.array(docs, np.uint32), np.full(4, 7, np.uint8))
+        seg = segment_postings(p, 1)
+        assert seg["postings"].tolist() == [0, 1, 2, 3], docs
+        assert seg["seg_start"].tolist() == [0, 4] and seg["seg_impact"].tolist() == [7, 0]
+
+
+def test_a_term_id_outside_the_vocabulary_is_refused():
+    """A posting list id at or past ``vocab_size`` (or negative) is a ValueError, not a write past the end
+    of the per-list counts; an out-of-range list whose impacts are all 0 is dropped as any zero impact is."""
+    import pytest
+
+    for bad in (2, 3, -1):
+        p = ImpactPostings(np.array([0, bad], np.int32), np.array([0, 1], np.uint32), np.array([1, 1], np.uint8))
+        with pytest.raises(ValueError, match="outside the vocabulary"):
+            segment_postings(p, 2)
+    p = ImpactPostings(np.array([1, 2], np.int32), np.array([0, 1], np.uint32), np.array([1, 0], np.uint8))
+    assert segment_postings(p, 2)["seg_ptr"].tolist() == [0, 0, 1]
+
+
+def test_a_written_shard_records_every_files_checksum_and_its_counts(tmp_path):
+    """``write_shard``'s manifest entry holds the sha256 of each of the shard's four files (what
+    ``verify_files`` checks), its document and posting counts, and the postings file's ``max_doc``."""
+    import hashlib
+
+    import pyarrow as pa
+
+    from indexer.format import MAX_DOC_KEY, POSTINGS_FILE, SHARD_FILES
+    from indexer.shards import write_shard
+
+    p = ImpactPostings(np.array([0, 1, 1, 3], np.int32), np.array([2, 0, 2, 1], np.uint32), np.array([5, 1, 0, 9], np.uint8))
+    docs = {"docid": ["a", "b", "c"], "title": ["", "", ""], "text": ["x", "y", "z"], "length": [1, 1, 1]}
+    info = write_shard(tmp_path, "shard-00000", p, 4, docs)
+    d = tmp_path / "shard-00000"
+    assert info.files == {f: hashlib.sha256((d / f).read_bytes()).hexdigest() for f in SHARD_FILES}
+    assert (info.name, info.num_docs, info.num_postings) == ("shard-00000", 3, 3)
+    assert info.bytes == sum((d / f).stat().st_size for f in SHARD_FILES)
+    schema = pa.ipc.open_file(pa.memory_map(str(d / POSTINGS_FILE), "r")).schema
+    assert schema.metadata[MAX_DOC_KEY.encode()] == b"2"
