@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import gzip
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -307,3 +310,14 @@ def test_a_damaged_gzip_run_is_an_input_error_naming_the_file(tmp_path, kind):
     path.write_bytes(_gzip_damaged(kind))
     with pytest.raises(InputError, match=re.escape(str(path)) + ":[0-9]+: corrupt gzip data"):
         read_run(path)
+
+
+def test_writing_a_long_query_imports_no_pandas(tmp_path):
+    """Arrow's arrays are made from buffers: ``pa.array`` would import pandas, 0.3 s of a ``ckqti run``."""
+    code = ("import sys; from retriever.runs import write_ranked_run; "
+            f"write_ranked_run({str(tmp_path / 'r.run')!r}, [('q', [f'd{{i}}' for i in range(100)], "
+            "[i + 0.5 for i in range(100, 0, -1)])], 't'); print('pandas' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.stdout.split() == ["False"]
+    assert (tmp_path / "r.run").read_text().splitlines()[:2] == ["q Q0 d0 1 100.5 t", "q Q0 d1 2 99.5 t"]
