@@ -537,10 +537,7 @@ class Searcher:
         descending. So a run's top 10 is the first 10 lines of its top 1,000, and search's ranks are
         the run's."""
         docids = self.index.docids(shards, docs) if vals.size else []
-        # trec_eval's order in one numpy sort, ascending, then read backwards: the last key (the
-        # score) first, then the docid, compared by code point as Python compares strings (docids
-        # hold no controls, so numpy's fixed-width strings lose no trailing NUL)
-        order = np.lexsort((np.array(docids, dtype=str), vals))[::-1][:k]
+        order = trec_ranking(vals, docids)[:k]
         return TopK(text, q.known, list(map(docids.__getitem__, order.tolist())), (vals[order] * plan.unit + plan.base).tolist(),
                     shards[order], docs[order], q.oov, processed, self.unweighted(q, plan))
 
@@ -658,6 +655,24 @@ def search_json(searcher: Searcher, res: SearchResult) -> dict:
     hits = [{"rank": h.rank, "docid": h.docid, "score": h.score, "title": title}
             for h, title in zip(res.hits, searcher.titles(res.hits))]
     return {"query": res.query, "terms": res.terms, "oov": res.oov, "unweighted": res.unweighted, "hits": hits}
+
+
+def trec_ranking(vals: np.ndarray, docids: list[str]) -> np.ndarray:
+    """The order of hits ``vals`` (integer scores), ``docids`` that ranks them as trec_eval does: score
+    descending, then docid descending, compared by code point as Python compares strings (docids hold
+    no controls, so numpy's fixed-width strings lose no trailing NUL). Hits already by score descending,
+    as the kernels give them, have only their ties sorted: a run at k = 1,000 made a numpy string of
+    every docid it wrote, the few tied ones suffice."""
+    if vals.size > 1 and bool((vals[:-1] >= vals[1:]).all()):
+        order = np.arange(vals.size)
+        tie = vals[:-1] == vals[1:]
+        if tie.any():
+            at = np.flatnonzero(np.concatenate(([False], tie)) | np.concatenate((tie, [False])))  # in a tie
+            keys = np.array([docids[i] for i in at.tolist()], dtype=str)
+            order[at] = at[np.lexsort((keys, vals[at]))[::-1]]  # each tie's docids, descending, in its places
+        return order
+    # one numpy sort, ascending, then read backwards: the last key (the score) first, then the docid
+    return np.lexsort((np.array(docids, dtype=str), vals))[::-1]
 
 
 def tie_at_cut(vals: np.ndarray, k: int) -> bool:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import gzip
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ckqti.errors import InputError
 from ckqti.evaluate import evaluate
-from retriever.runs import check_run_path, read_run, trec_order, write_ranked_run, write_run
+from retriever.runs import ARROW_LINES, check_run_path, read_run, trec_order, write_ranked_run, write_run
 
 
 def test_trec_order_breaks_ties_by_docid_descending():
@@ -89,6 +92,32 @@ def test_a_bad_row_among_many_is_named(tmp_path, bad, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         write_ranked_run(tmp_path / "r.run", [("q", [d for d, _ in ranked], [s for _, s in ranked])], "t")
     assert not list(tmp_path.iterdir())
+
+
+def awkward_scores() -> list[float]:
+    """Scores of every size and sign, integral ones, both zeros, ties, and the bounds of what Arrow writes."""
+    rng = np.random.default_rng(0)
+    spread = (rng.standard_normal(3000) * 10.0 ** rng.integers(-12, 22, 3000)).tolist()
+    edges = [1e-4, -1e-4, float(np.nextafter(1e-4, 0)), 1e9, -1e9, float(np.nextafter(1e9, 0)), 1e10 + 0.5,
+             0.0, -0.0, 3.0, -2.0, 1e16, 123456789.125, 5e-324, 1.7976931348623157e308, 0.1 + 0.2, 1 / 3,
+             float(np.float32(1 / 3)), 1.2403492132387708, -2.870137537680506e-05]
+    return spread + edges + edges  # twice: ties
+
+
+@pytest.mark.parametrize("name", ["r.run", "r.run.gz"])
+def test_a_long_query_is_written_as_f_strings_write_it(tmp_path, name):
+    """A query of ARROW_LINES lines or more is formatted in Arrow; its lines are those of ``repr``
+    and f-strings, byte for byte, whatever the scores and docids (non-ASCII ones too)."""
+    scores = awkward_scores()
+    docids = [f"d{i}" if i % 3 else f"文档-é{i}" for i in range(len(scores))]
+    short = (["x", "y"], [0.25, 1e-7])
+    write_ranked_run(tmp_path / name, [("q-ü", docids, scores), ("q2", *short), ("q3", docids[:ARROW_LINES],
+                                                                                    scores[:ARROW_LINES])], "tág")
+    expected = "".join(f"{q} Q0 {d} {r} {s!r} tág\n" for q, ds, ss in [("q-ü", docids, scores), ("q2", *short),
+                                                                    ("q3", docids[:ARROW_LINES], scores[:ARROW_LINES])]
+                       for r, (d, s) in enumerate(zip(ds, ss), 1))
+    with (gzip.open if name.endswith(".gz") else open)(tmp_path / name, "rb") as stream:
+        assert stream.read() == expected.encode("utf-8")
 
 
 def test_write_ranked_run_keeps_the_given_order(tmp_path):
@@ -281,3 +310,14 @@ def test_a_damaged_gzip_run_is_an_input_error_naming_the_file(tmp_path, kind):
     path.write_bytes(_gzip_damaged(kind))
     with pytest.raises(InputError, match=re.escape(str(path)) + ":[0-9]+: corrupt gzip data"):
         read_run(path)
+
+
+def test_writing_a_long_query_imports_no_pandas(tmp_path):
+    """Arrow's arrays are made from buffers: ``pa.array`` would import pandas, 0.3 s of a ``ckqti run``."""
+    code = ("import sys; from retriever.runs import write_ranked_run; "
+            f"write_ranked_run({str(tmp_path / 'r.run')!r}, [('q', [f'd{{i}}' for i in range(100)], "
+            "[i + 0.5 for i in range(100, 0, -1)])], 't'); print('pandas' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.stdout.split() == ["False"]
+    assert (tmp_path / "r.run").read_text().splitlines()[:2] == ["q Q0 d0 1 100.5 t", "q Q0 d1 2 99.5 t"]

@@ -20,6 +20,7 @@ from retriever.search import (
     Searcher,
     batch_chunk,
     search_json,
+    trec_ranking,
 )
 
 
@@ -699,3 +700,19 @@ def test_each_hit_names_the_shard_and_row_of_its_docid(scifact_index):
         assert [searcher.index.shards[h.shard].docid(h.doc) for h in r.hits] == [h.docid for h in r.hits]
     for top in searcher.topk_many(queries, 50):
         assert [searcher.index.shards[s].docid(d) for s, d in zip(top.shards.tolist(), top.docs.tolist())] == top.docids
+
+
+@pytest.mark.parametrize("by_score", [True, False])
+def test_trec_ranking_is_score_then_docid_descending(by_score):
+    """Hits in the kernels' order (score descending) have only their ties sorted; any other order is
+    sorted whole; both rank as sorting (score, docid) pairs in Python, descending, does."""
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 2, 7, 300):
+        vals = rng.integers(0, 12, n)  # many ties
+        docids = [f"d{i}" if i % 4 else f"é{rng.integers(99)}-{i}" for i in rng.permutation(n).tolist()]
+        if by_score:
+            keep = np.argsort(-vals, kind="stable")
+            vals, docids = vals[keep], [docids[i] for i in keep.tolist()]
+        expected = sorted(zip(vals.tolist(), docids), reverse=True)
+        order = trec_ranking(vals, docids).tolist()
+        assert [(vals[i], docids[i]) for i in order] == expected
