@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -61,6 +63,17 @@ def test_encoder_shapes_zero_padding_and_padding_invariance(attention, conv):
     x2[:, 7:] = 100.0
     out2 = enc(x2, mask[1:, :9])
     assert torch.allclose(out2[0, :7], out[1, :7], atol=1e-5)
+
+
+def test_an_encoder_without_layers_is_positions_added_and_zero_at_padding():
+    """``num_layers=0`` (the config allows it) keeps the encoder's contract: real positions get their
+    sinusoid added, padded positions are zero."""
+    enc = ConformerEncoder(replace(TINY, num_layers=0)).eval()
+    x, mask = _inputs()
+    out = enc(x, mask)
+    expected = (x + sinusoid_positions(12, 16)) * mask.unsqueeze(-1)
+    assert torch.allclose(out, expected, atol=1e-6)
+    assert torch.all(out[1, 7:] == 0)
 
 
 def test_separable_attention_matches_explicit_per_head_formula():

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from ckqti.models.kernels import ck_mus, rbf_kernels
-from ckqti.models.ndrm import NDRM2, BatchScale, NDRMConfig, adapt_to_vocabulary, build_ndrm
+from ckqti.models.ndrm import NDRM2, BatchScale, EmbeddingMix, LatentGate, NDRMConfig, adapt_to_vocabulary, build_ndrm
 from ckqti.models.qti import DocumentEncoding, QTIModel
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary
@@ -169,6 +169,18 @@ def test_all_padding_windows_are_masked_out_of_the_max():
     assert score.item() == pytest.approx(expected.item(), rel=1e-5)
     assert score.item() < empty_window - 1.0
     assert m(query, doc[:, :5]).item() == pytest.approx(score.item(), rel=1e-5)
+
+
+def test_document_mix_weighs_each_dimension_of_each_representation_by_its_own_weight():
+    """SPEC's per-dimension mix ``w0[h] emb[h] + w1[h] ctx[h] + b[h]``: the contextual vector has its own
+    weights (they start equal to the raw embedding's, 0.5, so only a trained mix tells them apart)."""
+    mix = EmbeddingMix(3)
+    with torch.no_grad():
+        mix.weight.copy_(torch.tensor([[1.0, 2.0, 3.0], [-4.0, 5.0, 0.5]]))
+        mix.bias.copy_(torch.tensor([0.1, 0.2, 0.3]))
+    emb, ctx = torch.tensor([[1.0, 1.0, 2.0]]), torch.tensor([[2.0, -1.0, 4.0]])
+    expected = torch.tensor([[1.0 - 8.0 + 0.1, 2.0 - 5.0 + 0.2, 6.0 + 2.0 + 0.3]])
+    torch.testing.assert_close(mix(emb, ctx), expected)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -484,6 +496,20 @@ def test_latent_gate_scores_exactly_the_open_pairs(scifact, tau):
     # an open pair scores softplus of the dense model's score
     ref = F.softplus(dense.score_encoded(terms, dense.encode_documents(pos)))
     assert torch.allclose(scores[open_], ref[open_], atol=1e-5)
+
+
+def test_latent_gate_opens_a_pair_at_exactly_tau_and_reads_only_real_positions():
+    """A pair is open when its best cosine over the document's real terms *reaches* tau (the indexer's
+    ``best >= gate``, so ``latent_gate=1.0`` still opens a vector match of cosine 1), or when the term
+    occurs in the document; a cosine at a padded position opens nothing."""
+    gate = LatentGate(0.5)
+    cos = torch.tensor([[[0.5, 0.1, 0.9], [0.49, 0.2, 0.9], [0.0, 0.1, 0.9]]])  # [B=1, Q=3, L=3]
+    query = torch.tensor([[7, 8, 9]])
+    ids = torch.tensor([[4, 9, 0]])  # term 9 occurs; position 2 is padding
+    mask = ids != 0
+    assert gate.open_pairs(cos, query, ids, mask).tolist() == [[True, False, True]]
+    exact = LatentGate(1.0).open_pairs(torch.ones(1, 1, 2), torch.tensor([[7]]), ids[:, :2], mask[:, :2])
+    assert exact.tolist() == [[True]]
 
 
 @pytest.mark.parametrize("variant", ["ndrm1", "ndrm3"])
