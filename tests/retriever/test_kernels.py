@@ -19,14 +19,19 @@ from retriever.kernels import (
     NO_POST_IMPACT,
     NO_SKIP_PTR,
     NO_SKIPS,
+    accumulate,
+    advanced_bound,
     brute_force_scores,
     build_skips,
     dense_select,
     dense_topk,
+    fill_histogram,
+    finish_by_lookup,
     kth_largest,
     merge_segment,
     order_descending,
     posting_impacts,
+    remaining_bound,
     saat_topk,
     shell_sort,
 )
@@ -439,3 +444,122 @@ def test_no_kernel_compiles_a_callee_again_for_a_literal_argument():
     literal = {name: [str(s) for s in f.signatures if "Literal" in str(s)]
                for name, f in vars(kernels).items() if isinstance(f, CPUDispatcher)}
     assert {name: sigs for name, sigs in literal.items() if sigs} == {}
+
+
+def kth_and_histogram(acc, touched, ntouched, hist, k):
+    """The touched accumulators' k-th largest (1 when fewer than k) and values, after checking that
+    ``hist`` is their histogram."""
+    vals = acc[touched[:ntouched]].astype(np.int64)
+    assert np.array_equal(hist, np.bincount(vals, minlength=hist.size)) and (vals > 0).all()
+    return (int(np.sort(vals)[::-1][k - 1]) if ntouched >= k else 1), vals
+
+
+@pytest.mark.parametrize("k", [1, 3, 10, 60])
+def test_theta_and_count_track_the_kth_largest_accumulator(k):
+    """OR mode's bookkeeping against a sort after every segment. :func:`fill_histogram` gives the
+    k-th largest accumulator as ``theta`` (1 while fewer than k documents are touched, also with
+    exactly k) and the documents at or above it as ``cnt``; :func:`accumulate` keeps ``cnt`` exact
+    and ``theta`` a valid threshold (at least k documents at or above it) that never falls and
+    never passes the k-th largest: it lags behind it while the documents at ``theta`` move above
+    it (a raise is checked only when a document reaches ``theta`` from below). A ``theta`` too low
+    (a document reaching it not counted) still gives exact hits, only later pruning: brute force
+    cannot see it."""
+    rng = np.random.default_rng(k)
+    num_docs = 50
+    for trial in range(30):
+        acc = np.zeros(num_docs, np.uint32)
+        touched = np.zeros(num_docs + 1, np.int64)
+        hist = np.zeros(64 * 40 + 2, np.int64)
+        segments = [np.sort(rng.choice(num_docs, int(rng.integers(1, 12)), replace=False)) for _ in range(40)]
+        contributions = rng.integers(1, 4 if trial % 2 else 40, len(segments))  # few distinct values: ties
+        warm = 0 if trial % 5 == 0 else int(rng.integers(0, 6))
+        ntouched = 0
+        for seg, c in zip(segments[:warm], contributions[:warm]):  # the warm-up's plain adds
+            for d in seg:
+                if acc[d] == 0:
+                    touched[ntouched] = d
+                    ntouched += 1
+                acc[d] += c
+        if trial % 5 == 0:  # exactly k documents touched when the histogram is built, none at 1
+            for d in range(min(k, num_docs)):
+                touched[ntouched], acc[d] = d, 2 + d % 3
+                ntouched += 1
+        theta, cnt = fill_histogram(acc, touched, np.int64(ntouched), hist, np.int64(k))
+
+        kth, vals = kth_and_histogram(acc, touched, ntouched, hist, k)
+        assert (theta, cnt) == (kth, int((vals >= kth).sum())), trial
+        for seg, c in zip(segments[warm:], contributions[warm:]):
+            before = theta
+            ntouched, theta, cnt = accumulate(seg.astype(np.uint32), np.int64(0), np.int64(seg.size), np.int64(c), acc, touched,
+                                              np.int64(ntouched), hist, theta, cnt, np.int64(k))
+            kth, vals = kth_and_histogram(acc, touched, ntouched, hist, k)
+            assert before <= theta <= kth and cnt == int((vals >= theta).sum()) >= min(k, ntouched), trial
+
+
+def test_the_bound_moved_on_one_segment_is_the_bound_recomputed():
+    """:func:`advanced_bound` after a term moves on one segment, whether its list goes on or ends
+    there, equals :func:`remaining_bound` recomputed: a bound left too high (a finished term's
+    last contribution kept) changes no exact hit, only delays AND mode and the finish."""
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        m = int(rng.integers(1, 6))
+        lengths = rng.integers(0, 4, m)
+        end = np.cumsum(lengths).astype(np.int64)
+        cur = end - lengths
+        seg_impact = rng.integers(1, 256, int(end[-1]) + 1).astype(np.uint8)
+        weights = rng.integers(1, 5, m).astype(np.int64)
+        live = np.flatnonzero(cur < end)
+        if live.size == 0:
+            continue
+        i = int(rng.choice(live))
+        cur += rng.integers(0, lengths + 1) * (np.arange(m) != i)  # other terms part way through
+        before = remaining_bound(cur, end, seg_impact, weights)
+        c = weights[i] * np.int64(seg_impact[cur[i]])
+        cur[i] += 1
+        assert advanced_bound(before, c, np.int64(i), cur, end, seg_impact, weights) == remaining_bound(cur, end, seg_impact, weights)
+
+
+@pytest.mark.parametrize("skips", [True, False])
+def test_finish_by_lookup_drops_with_the_scaled_bound_of_the_terms_left(skips):
+    """:func:`finish_by_lookup` on hand-set candidates (k = 1): doc 0 has 25, doc 1 has 22; term 2
+    adds 10 to doc 1, then term 3 adds 10 to doc 0 (equal contributions: term order). After term 2
+    the k-th best is 32 and 10 is left: exact mode keeps doc 0 (25 + 10 >= 32) and ranks it first
+    with 35; slack 1/2 drops it (25 + 5 < 32), as anytime mode's docstring says, and returns doc 1.
+    A bound not lowered by the finished term (25 + 20 / 2 >= 32) would keep it; a doc that can at
+    best tie the k-th (22 + 10 = 32) is kept, and wins the tie as the lower document."""
+    a = build([(2, 1, 10), (3, 0, 10)], 4)
+    terms = np.array([2, 3], np.int64)
+    cur, end = a["seg_ptr"][terms].astype(np.int64), a["seg_ptr"][terms + 1].astype(np.int64)
+    skip_arrays = build_skips(a["postings"], a["seg_start"]) if skips else (NO_SKIPS, NO_SKIP_PTR)
+    for first, slack, want in [(25, EXACT_SLACK, (0, 35)), (25, EXACT_SLACK // 2, (1, 32)), (22, EXACT_SLACK, (0, 32))]:
+        acc, hist = np.zeros(4, np.uint32), np.zeros(64, np.int64)
+        acc[0], acc[1] = first, 22
+        hist[first] += 1
+        hist[22] += 1
+        touched = np.array([1, 0, 0, 0, 0], np.int64)  # candidates in any order: the finish sorts them
+        hd, hv = np.full(3, -1, np.int64), np.full(3, -1, np.int64)
+        n = finish_by_lookup(a["postings"], a["seg_start"], a["seg_impact"], cur.copy(), end, np.ones(2, np.int64), acc, touched,
+                             np.int64(2), hist, np.int64(1), *skip_arrays, np.int64(slack), hd, hv)
+        assert (n, hd[0], hv[0]) == (1, *want), (first, slack)
+        assert not acc.any() and not hist.any()
+
+
+def test_a_query_of_exactly_warmup_postings_is_added_whole():
+    """A query of at most ``warmup`` postings is added whole, without pruning, so even a quarter
+    slack then returns the exact top k; at exactly ``warmup`` postings too (one posting more than
+    the warm-up and the slack's pruning misses documents on some of these queries)."""
+    rng = np.random.default_rng(5)
+    num_docs = 3000
+    a = random_index(rng, num_docs, skew=True)
+    lengths = np.diff(a["seg_start"])
+    missed = 0
+    for q in range(40):
+        terms = np.unique(rng.integers(2, 15, rng.integers(2, 7)))
+        w = rng.integers(1, 3, terms.size)
+        k = 1 if q % 2 else 10
+        left = sum(int(lengths[a["seg_ptr"][t]:a["seg_ptr"][t + 1]].sum()) for t in terms)
+        exact = search(a, num_docs, terms, w, k)
+        whole = search(a, num_docs, terms, w, k, warmup=left, lookup_cost=1, slack=EXACT_SLACK // 4)
+        assert whole[:2] == exact[:2] and whole[2] == left
+        missed += search(a, num_docs, terms, w, k, warmup=left - 1, lookup_cost=1, slack=EXACT_SLACK // 4)[:2] != exact[:2]
+    assert missed > 0

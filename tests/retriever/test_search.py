@@ -716,3 +716,59 @@ def test_trec_ranking_is_score_then_docid_descending(by_score):
         expected = sorted(zip(vals.tolist(), docids), reverse=True)
         order = trec_ranking(vals, docids).tolist()
         assert [(vals[i], docids[i]) for i in order] == expected
+
+
+def test_batch_rows_past_a_querys_hits_are_minus_one_in_every_column(tmp_path):
+    """:meth:`Searcher.topk_batch` fills a query's row up to its count and leaves the rest -1 in
+    all three columns, the shard column too (a one-shard index writes it after the kernel)."""
+    from indexer.quantize import Quantizer
+
+    s = Searcher(hand_index(tmp_path / "idx", HAND_ONE, 5, 5, Quantizer(0.5)))
+    vals, shards, docs, counts, _ = s.topk_batch([np.array([4]), np.array([2, 3]), np.zeros(0, np.int64)], None, 5)
+    assert counts.tolist() == [1, 4, 0]
+    assert vals.tolist() == [[3, -1, -1, -1, -1], [10, 8, 4, 1, -1], [-1] * 5]
+    assert docs.tolist() == [[0, -1, -1, -1, -1], [3, 1, 0, 2, -1], [-1] * 5]
+    assert shards.tolist() == [[0, -1, -1, -1, -1], [0, 0, 0, 0, -1], [-1] * 5]
+
+
+def test_batch_search_deeper_than_the_smallest_shard_equals_one_query_at_a_time(scifact_index):
+    """Shards of 250, 250 and 100 documents at k = 450: a shard gives up to its own size in hits,
+    the largest shard's, not the smallest's (these queries' top 450 hold more than 100 of one shard)."""
+    searcher = Searcher(scifact_index)
+    assert sorted(s.num_docs for s in searcher.index.shards) == [100, 250, 250]
+    df = np.asarray(searcher.index.df)
+    lists = [np.flatnonzero(df > 30)[i:i + 12].astype(np.int64) for i in (0, 12, 24)]
+    vals, shards, docs, counts, _ = searcher.topk_batch(lists, None, 450)
+    for i, t in enumerate(lists):
+        v, s, d, _ = searcher.topk_arrays(t, None, 450)
+        assert np.bincount(s).max() > 100
+        c = counts[i]
+        assert (vals[i, :c].tolist(), shards[i, :c].tolist(), docs[i, :c].tolist()) == (v.tolist(), s.tolist(), d.tolist())
+
+
+def test_batch_accumulators_hold_a_score_just_past_uint16(tmp_path):
+    """A batch query whose largest possible score (sum of weights x 255) passes 65,535 gets uint32
+    accumulators: a document at impact 255 in a list weighted 258 scores 65,790 (not 65,790 mod
+    65,536); at weight 257 its 65,535 still fits uint16."""
+    from indexer.quantize import Quantizer
+
+    s = Searcher(hand_index(tmp_path / "idx", {2: [(0, 255), (1, 1)]}, 2, 3, Quantizer(0.5)))
+    for w in (257, 258):
+        vals, _, docs, counts, _ = s.topk_batch([np.array([2])], [np.array([w])], 2)
+        assert (counts[0], vals[0].tolist(), docs[0].tolist()) == (2, [255 * w, w], [0, 1])
+
+
+def test_a_documents_score_skips_a_list_its_shard_was_written_without(tmp_path):
+    """A shard written before a term existed has no list for it (``seg_ptr`` ends before the id):
+    ``document_score`` counts nothing from it, as search does, and reads no list past the end (the
+    id equal to the shard's list count, here t4 in a shard of lists 0-3)."""
+    from indexer.quantize import Quantizer
+
+    idx = hand_index(tmp_path / "idx", HAND_ONE, 5, 5, Quantizer(0.5))
+    sh = idx.shards[0]
+    idx.shards[0] = replace(sh, seg_ptr=sh.seg_ptr[:5])  # as written when the vocabulary had 4 terms
+    assert idx.shards[0].num_lists == 4
+    s = Searcher(idx)
+    hits = s.search("t2 t4", 10).hits
+    assert [(h.docid, h.score) for h in hits] == [("d3", 5.0), ("d0", 2.0), ("d1", 1.0)]
+    assert [s.document_score("t2 t4", h.docid) for h in hits] == [5.0, 2.0, 1.0]
