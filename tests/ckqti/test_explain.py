@@ -281,7 +281,8 @@ def test_tk_colours_each_word_read_by_its_closest_kernel(setup):
     for w, t in zip(page.words, e.tokens):
         if t.token in wanted:  # an exact match under match init: cosine 1, the mu = 1 kernel
             assert w["data-mu"] == "1.0"
-    assert e.text[e.tokens[200].start: e.tokens[200].end] in page.unread  # beyond the 200-token cap
+    assert e.unread_from == e.tokens[200].start  # the unread text begins at the first token past the 200-token cap
+    assert page.unread.startswith(e.text[e.tokens[200].start: e.tokens[200].end])
 
 
 def test_tk_kernels_are_coloured_by_their_mu_alike_on_the_page_and_in_the_terminal(setup, tmp_path):
@@ -764,3 +765,33 @@ def test_explain_orcas_without_a_corpus_or_malformed_is_refused(clicked_collecti
     with pytest.raises(InputError) as explaining:
         api.explain("cell", "d1", "ndrm2", corpus, orcas=bad)
     assert str(explaining.value) == str(indexing.value) and str(indexing.value).startswith(f"{bad}:1: expected 2 ")
+
+
+def test_a_span_of_no_tokens_covers_no_characters():
+    """``char_span`` of tokens ``[start, end)``: ``end`` clipped to the tokens there are, and an empty
+    range (a region past the last token, or of none) is ``(0, 0)``, not a span running backwards."""
+    from ckqti.explain import char_span
+    from ckqti.models.inputs import TokenSpan
+
+    tokens = (TokenSpan("alpha", 0, 5), TokenSpan("beta", 6, 10), TokenSpan("gamma", 11, 16))
+    assert char_span(tokens, 0, 2) == (0, 10) and char_span(tokens, 1, 9) == (6, 16)
+    assert char_span(tokens, 2, 2) == char_span(tokens, 0, 0) == char_span(tokens, 3, 5) == (0, 0)
+
+
+def test_a_short_or_empty_document_shows_only_the_windows_idcm_read(setup):
+    """A document with fewer windows than IDCM's ``sample_n``: a region for each window it has, inside
+    the text; an empty one has none (the model reads one padding token, whose pick is marked -1)."""
+    from ckqti.explain import explain_text
+
+    rr = load_reranker(setup["paths"]["idcm"], device="cpu")
+    text = " ".join(setup["long"][setup["planted_chars"][0]:].split()[:40])
+    e = explain_text(rr, setup["query"], "short", text)
+    with torch.no_grad():
+        m = rr.model.explain(torch.as_tensor(rr.query_ids(setup["query"]))[None], torch.as_tensor(rr.doc_ids(text))[None])
+    assert 0 < len(e.regions) == int((m.selected[0] >= 0).sum()) < rr.model.config.sample_n
+    for r in e.regions:
+        assert 0 <= r.token_start < r.token_end <= len(e.tokens) and 0 <= r.char_start < r.char_end <= len(text)
+    assert len(parse(e.to_html()).regions) == len(e.regions)
+    empty = explain_text(rr, setup["query"], "empty", "")
+    assert empty.regions == () and "#1 " not in empty.render_terminal(color=False)
+    assert parse(empty.to_html()).regions == []

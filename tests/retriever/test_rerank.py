@@ -546,3 +546,16 @@ def test_an_ndrm_checkpoint_adapted_to_an_appended_index_takes_the_builds_consta
         other = unset.score(text, list(stored.values()))
         moved += sum(s != pytest.approx(indexed[d], rel=0.01, abs=0.01) for d, s in zip(stored, other.tolist()))
     assert moved > 10  # without the build's constants the scores are not the index's
+
+
+def test_a_candidate_listed_twice_is_ranked_once(scifact_small, tk_model):
+    """Candidates that name a document twice (e.g. two first-stage lists joined) rank it once: a run may
+    not repeat a document within a query (write_run refuses one that does)."""
+    from retriever.rerank import rerank_candidates
+
+    texts = corpus_texts(scifact_small)
+    docs = list(texts)[:4]
+    reranker = load_reranker(tk_model, device="cpu")
+    listed = [docs[0], docs[1], docs[0], docs[2], docs[1], docs[3]]
+    out = rerank_candidates(reranker, {"q": "vitamin d deficiency"}, {"q": listed}, texts, batch_size=2)["q"]
+    assert sorted(d for d, _ in out) == sorted(docs)

@@ -37,6 +37,17 @@ def test_split_dev_takes_dev_from_queries_relevant_at_the_level():
         split_dev(qrels, 0.5, seed=0, min_grade=3, path="qrels.txt", hint="; judge more")
 
 
+def test_relevant_documents_are_those_judged_at_the_level_and_in_the_corpus():
+    """A grade at ``min_grade`` is relevant (TREC DL passages: 2), one below it is not; a judged docid
+    the corpus lacks is dropped, and a query left with none keeps an empty set."""
+    from ckqti.train.data import relevant_docs
+
+    qrels = {"q1": {"a": 2, "b": 1, "c": 0, "gone": 2}, "q2": {"b": 1}}
+    index = {"a": 0, "b": 1, "c": 2}
+    assert relevant_docs(qrels, index) == {"q1": frozenset({0, 1}), "q2": frozenset({1})}
+    assert relevant_docs(qrels, index, min_grade=2) == {"q1": frozenset({0}), "q2": frozenset()}
+
+
 def test_bounded_vocabulary_maps_rare_terms_to_unknown():
     vocab = Vocabulary.build([["a", "b", "c"], ["a", "b"], ["a"]])
     small, remap = bounded_vocabulary(vocab, min_df=2)

@@ -135,3 +135,11 @@ def test_lambda_loss_matches_its_formula_on_a_small_list():
     valid = torch.ones(1, 4, dtype=torch.bool)
     got = lambda_loss(torch.tensor([scores]), torch.tensor([gains]), valid)
     assert got.item() == pytest.approx(expected, rel=1e-5)
+
+
+def test_a_short_documents_missing_windows_gain_nothing():
+    """A document with fewer valid windows than ``sample_n`` (a short abstract): the teacher's ranks run
+    out among its own windows, and the windows it does not have get gain 0, as the docstring says."""
+    teacher = torch.tensor([[0.2, 0.8, 5.0, 7.0]])
+    valid = torch.tensor([[True, True, False, False]])
+    assert teacher_gains(teacher, valid, 3).tolist() == [[2.0, 3.0, 0.0, 0.0]]
