@@ -59,6 +59,7 @@ def test_append_and_compact_refuse_bad_counts(tmp_path, scifact_small):
 
 @pytest.mark.parametrize("options, message", [
     ({"port": 70000}, "port must be in 0..65535, got 70000"),
+    ({"port": 65536}, "port must be in 0..65535, got 65536"),  # the first port past the range
     ({"port": None}, "port must be an integer >= 0, got None"),
     ({"max_k": 0}, "max_k must be an integer >= 1, got 0"),
     ({"workers": 0}, "workers must be an integer >= 1, got 0"),
@@ -96,12 +97,26 @@ def test_rerank_explain_evaluate_and_open_searcher_check_their_arguments(tmp_pat
     for model in (None, "ndrm2"):  # neither source: said before the model (it was "model is needed with a corpus")
         with pytest.raises(OptionError, match="^give exactly one of corpus or index_path"):
             api.explain("cancer", "x", model)
+    with pytest.raises(OptionError, match="^give exactly one of corpus or index_path"):  # both: which one to read?
+        api.explain("cancer", "x", "ndrm2", corpus=q, index_path=scifact_index)
     for level in ("2", 2.5, 0):
         with pytest.raises(OptionError, match="rel_level must be an integer >= 1"):
             api.evaluate(tmp_path / "r.trec", tmp_path / "qrels", rel_level=level)
     with pytest.raises(OptionError, match="index_path must be a path, got NoneType"):
         api.open_searcher(None)
     assert not (tmp_path / "r.trec").exists()
+
+
+def test_open_searcher_turns_the_searcher_s_refusals_into_query_errors(scifact_index):
+    """A mode, slack or channel weight the Searcher refuses (its ValueError) reaches a Python caller as
+    a QueryError, a CkqtiError the CLI says in one line, not as a bare ValueError."""
+    from ckqti.errors import QueryError
+
+    for options, message in (({"mode": "fast"}, "mode must be 'exact' or 'anytime', got 'fast'"),
+                             ({"slack": 0.5}, "slack below 1 needs anytime mode"),
+                             ({"channel_weights": {"one": 2.0}}, "channel weight 'one': the index's channels are")):
+        with pytest.raises(QueryError, match=message):
+            api.open_searcher(scifact_index, **options)
 
 
 def test_a_numeric_docid_and_a_flag_that_is_not_a_bool_are_option_errors(scifact_index):
@@ -204,6 +219,8 @@ def test_run_searches_and_writes_a_chunk_of_queries_at_a_time(tmp_path, scifact_
     assert (tmp_path / "chunked.trec").read_bytes() == (tmp_path / "whole.trec").read_bytes()
     assert (chunked.searched, chunked.skipped, chunked.documents, chunked.empty) == (
         whole.searched, whole.skipped, whole.documents, whole.empty)
+    lines = (tmp_path / "whole.trec").read_text().splitlines()  # documents: the run's lines, over all queries
+    assert whole.documents == len(lines) > 20 and len({line.split()[0] for line in lines}) == whole.searched - len(whole.empty)
 
 
 def test_evaluate_reads_measures_from_any_iterable_once(tmp_path):

@@ -211,6 +211,20 @@ def test_a_failed_java_run_is_named_with_its_exit_status_and_installs_nothing(tm
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_failed_java_run_is_named_by_its_last_error_line_else_its_last_line(tmp_path, monkeypatch):
+    """Java logs the error, then what it caused (``Exception in thread``): the message carries the last."""
+    anserini_log(monkeypatch, 1, ["2026-01-01 ERROR [main] index.IndexCollection - first trouble",
+                                  "2026-01-01 INFO  [main] index.AbstractIndexer - still going",
+                                  "Exception in thread \"main\" java.lang.IllegalStateException: the last word"])
+    with pytest.raises(IndexFormatError, match=r"failed \(exit 1\): Exception in thread .* the last word$") as e:
+        bm25.build_bm25_index([("a", "alpha beta")], tmp_path / "small")
+    assert "first trouble" not in str(e.value)
+    anserini_log(monkeypatch, 2, ["Usage: IndexCollection [options]", "  -input PATH: the collection"])
+    with pytest.raises(IndexFormatError, match=r"failed \(exit 2\): -input PATH: the collection$"):
+        bm25.build_bm25_index([("a", "alpha beta")], tmp_path / "small")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_documents_anserini_skips_as_empty_are_no_error_and_counts_read_with_commas(tmp_path, monkeypatch):
     """Anserini skips a document whose text analyzes to nothing (fewer indexed than written is fine)
     and prints its count with thousands separators."""

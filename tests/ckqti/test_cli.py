@@ -464,11 +464,86 @@ def test_run_reports_a_slow_rate_in_significant_digits(tmp_path, scifact_index, 
     """A first run after an install compiles the batch kernel: one query in 12 s printed "(0 q/s)"."""
     queries = tmp_path / "q.tsv"
     queries.write_text("q1\tcell\n")
-    for searched, seconds, shown in ((1, 12.05, "(0.083 q/s)"), (3000, 0.5, "(6,000 q/s)")):
+    for searched, seconds, shown in ((1, 12.05, "(0.083 q/s)"), (5, 2.0, "(2.5 q/s)"), (3000, 0.5, "(6,000 q/s)")):
         stats = api.RunStats(queries=searched, searched=searched, seconds=seconds, documents=1)
         monkeypatch.setattr(api, "run", lambda *a, stats=stats, **kw: stats)
         res = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "r.trec")
         assert res.exit_code == 0 and shown in res.output, res.output
+
+
+def test_run_notes_list_three_queries_then_an_ellipsis(tmp_path, scifact_index, monkeypatch):
+    """The notes of a run name the first three queries that retrieved nothing (or were skipped), and
+    end with "; ..." only when there were more."""
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tcell\n")
+    for n, ending in ((3, "q3: none)"), (4, "q3: none; ...)")):
+        qids = [f"q{i}" for i in range(1, n + 1)]
+        stats = api.RunStats(queries=2 * n, searched=n, seconds=1.0, documents=0, skipped=[f"s{i}" for i in range(n)],
+                             reasons={f"s{i}": "why" for i in range(n)}, empty=dict.fromkeys(qids, "none"))
+        monkeypatch.setattr(api, "run", lambda *a, stats=stats, **kw: stats)
+        res = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "r.trec")
+        notes = [line for line in res.stderr.splitlines() if "retrieved nothing" in line or "skipped (" in line]
+        assert res.exit_code == 0 and len(notes) == 2, res.output
+        assert notes[0].endswith("s2: why; ...)" if n > 3 else "s2: why)") and notes[1].endswith(ending), notes
+
+
+def test_rerank_notes_unknown_words_from_exactly_the_threshold(tmp_path, monkeypatch):
+    """The unknown-words note is said from UNKNOWN_WORDS_NOTE of the candidates' words on, not only above it."""
+    from ckqti.cli import UNKNOWN_WORDS_NOTE
+    from retriever.rerank import RerankStats
+
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tcell\n")
+    for share, noted in ((UNKNOWN_WORDS_NOTE, True), (UNKNOWN_WORDS_NOTE / 2, False)):
+        stats = RerankStats(queries=1, reranked=1, skipped=(), pairs=3, seconds=0.1, model_id="m", kind="ndrm",
+                            candidates="run", out=tmp_path / "r.trec", unknown_words=share)
+        monkeypatch.setattr(api, "rerank", lambda *a, stats=stats, **kw: stats)
+        res = invoke("rerank", "--queries", queries, "--candidates", "bm25", "--model", "m", "--out", tmp_path / "r.trec")
+        assert res.exit_code == 0, res.output
+        assert ("as unknown" in res.stderr) == noted, (share, res.stderr)
+
+
+def test_workers_without_ray_is_a_usage_error_with_or_without_append(tmp_path):
+    """--workers sizes a Ray build: `index --append --workers 2` ignored it silently if not refused here."""
+    corpus = tmp_path / "c.tsv"
+    corpus.write_text("d1\tthe cat sat\n")
+    for extra in (["--out", tmp_path / "idx"], ["--append", "--index", tmp_path / "idx"]):
+        res = invoke("index", corpus, *extra, "--workers", 2)
+        assert res.exit_code == 2 and res.stderr.strip().splitlines()[-1] == "Error: --workers needs --ray", res.output
+    assert list(tmp_path.iterdir()) == [corpus]
+
+
+def test_an_operating_system_refusal_names_the_path_it_concerns(tmp_path, scifact_index, monkeypatch):
+    """A rename's error holds both paths: the destination (``filename2``) is the one named; else ``filename``."""
+    import errno
+
+    for error, said in ((OSError(errno.EACCES, "Permission denied", "/idx/.tmp-1", None, "/idx/manifest.json"),
+                         "Error: /idx/manifest.json: Permission denied"),
+                        (OSError(errno.EROFS, "Read-only file system", "/idx/shard"), "Error: /idx/shard: Read-only file system"),
+                        (OSError(errno.EIO, "Input/output error"), "Error: [Errno 5] Input/output error")):
+        def fail(*args, error=error, **kwargs):
+            raise error
+
+        monkeypatch.setattr(api, "info", fail)
+        res = invoke("info", "--index", scifact_index)
+        assert res.exit_code == 1 and res.output.strip().splitlines() == [said], res.output
+
+
+def test_info_sizes_change_unit_at_exactly_a_kib_mib_and_gib():
+    from ckqti.cli import human_bytes
+
+    assert [human_bytes(n) for n in (0, 1023, 1024, 1536, 2**20, 2**30, 5 * 2**30)] == [
+        "0 B", "1023 B", "1.0 KiB", "1.5 KiB", "1.0 MiB", "1.0 GiB", "5.0 GiB"]
+
+
+def test_info_s_clipped_line_names_only_the_parts_that_clipped():
+    """Impacts clipped by appends alone have no "0 at build" part; by the build alone, no appended part."""
+    from ckqti.cli import clipped_line
+
+    assert clipped_line(5, 5) == "clipped     5 impacts stored as 255: 5 appended, above the build's largest"
+    assert clipped_line(3, 0) == "clipped     3 impacts stored as 255: 3 at build (forced quantization steps)"
+    assert clipped_line(1012, 7) == ("clipped     1,012 impacts stored as 255: 1,005 at build (forced quantization "
+                                     "steps); 7 appended, above the build's largest")
 
 
 def test_eval_rel_level_reaches_the_binary_measures(tmp_path):
@@ -854,6 +929,8 @@ def test_eval_json_markdown_and_measures(tmp_path):
     three = invoke("eval", run, qrels, "--compare", other, "--compare", tmp_path / "c.trec")
     assert three.exit_code == 0 and three.stdout == api.evaluate(run, qrels, compare=[other, tmp_path / "c.trec"]).table() + "\n"
     assert "delta (b.trec - a.trec)" in three.stdout and "delta (c.trec - a.trec)" in three.stdout
+    trailing = invoke("eval", run, qrels, "--json", "--measures", "nDCG@10, RR@10,")  # a trailing comma names nothing
+    assert trailing.exit_code == 0 and json.loads(trailing.stdout) == out, trailing.output
     for measures in ("nDCG@10,bogus", "P@10,P@10", ","):
         bad = invoke("eval", run, qrels, "--measures", measures)
         assert bad.exit_code == 2 and "Traceback" not in bad.output, bad.output

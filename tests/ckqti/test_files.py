@@ -150,6 +150,9 @@ def test_same_file_knows_a_file_by_any_spelling_and_data_is_no_file(tmp_path):
     check_not_input(tmp_path / "new", {"queries file": tmp_path / "a.tsv", "corpus": None})
     with pytest.raises(InputError, match=f"^{tmp_path / 'b'}: is also the queries file this command reads"):
         check_not_input(tmp_path / "b", {"queries file": tmp_path / "a.tsv"})
+    # a name the system refuses (a NUL byte: os.stat's ValueError) is no file of the inputs, not a traceback
+    assert not same_file(tmp_path / "a.tsv", str(tmp_path / "a\0.tsv")) and not same_file("x\0", tmp_path / "a.tsv")
+    check_not_input(str(tmp_path / "out\0.trec"), {"queries file": tmp_path / "a.tsv"})
 
 
 def test_without_make_folders_a_missing_folder_is_an_error_not_made(tmp_path):

@@ -23,6 +23,15 @@ def test_visible_escapes_what_acts_on_a_terminal_and_keeps_text():
     assert visible("line one\r\nline two\r\rthree\n\r") == "line one\nline two\\x0d\\x0dthree\n\\x0d"  # CRLF: a line break
 
 
+def test_columns_count_wide_and_full_width_characters_twice_and_marks_not_at_all():
+    from ckqti.terminal import columns_of
+
+    assert columns_of("\u7d30\u80de") == 4  # CJK: wide (W)
+    assert columns_of("\uff21\uff22\uff11") == 6  # full-width Latin letters and digits (F), as a Japanese text writes them
+    assert columns_of("\uff76\uff85") == 2  # half-width katakana (H): one column each
+    assert columns_of("cafe\u0301\u200d") == 4  # a combining accent and a zero-width joiner take none
+
+
 def test_a_safe_cut_keeps_accents_emoji_sequences_and_crlf_whole():
     assert safe_cut("cafe\u0301s", 4) == 3 and safe_cut("cafe\u0301s", 5) == 5
     assert safe_cut("x\U0001f469\u200d\U0001f469y", 3) == 1 and safe_cut("x\U0001f469\u200d\U0001f469y", 4) == 4

@@ -92,6 +92,19 @@ def test_clip_cuts_between_words_in_terminal_columns():
     assert clip("\U0001f469\u200d\U0001f469\u200d\U0001f467" * 3, 8) == "\U0001f469\u200d\U0001f469\u200d\U0001f467\u2026"
 
 
+def test_clip_never_exceeds_its_columns_and_keeps_every_word_that_fits():
+    """At every width: the line (its " ..." included) fits, and no further whole word would have."""
+    line = "[cell] growth of the \u7d30\u80de [membrane] proteins aaa bbb ccc"
+    for columns in range(1, columns_of(line) + 2):
+        out = clip(line, columns)
+        assert columns_of(out) <= columns, (columns, out)
+        if out.endswith(" ..."):
+            kept = out[: -len(" ...")].split(" ")
+            more = " ".join(line.split(" ")[: len(kept) + 1]) + " ..."
+            assert columns_of(more) > columns, (columns, out)
+    assert clip("aaa bbb ccc", 10) == "aaa ..."  # "aaa bbb ..." takes 11
+
+
 def test_a_long_word_is_cut_before_an_accent_or_a_joined_emoji_not_inside():
     assert shorten("a" * MAX_WORD) == "a" * MAX_WORD and shorten("a" * (MAX_WORD + 1)) == "a" * (MAX_WORD - 1) + "\u2026"
     word = "a" * (MAX_WORD - 2) + "e\u0301" + "tail"
