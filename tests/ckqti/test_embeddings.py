@@ -272,3 +272,16 @@ def test_minilm_fallback_needs_16_known_words(docs, composer):
     new = Vocabulary(terms=["[PAD]", "[UNK]", "cell", "membrane"])
     out = adapt_embeddings(matrix, old, new, "minilm", composer)
     assert np.array_equal(out[2], matrix[2]) and np.allclose(out[3], matrix[2:].mean(axis=0))
+
+
+@pytest.mark.parametrize("known, ridge", [(15, False), (16, True)])
+def test_minilm_fallback_starts_at_exactly_16_known_words(docs, composer, known, ridge):
+    """15 known rows: the mean row; 16: the ridge map (a row not the mean, at the known rows' median norm)."""
+    words = sorted({t for d in docs for t in d if t.isalpha()})[:known + 1]
+    old = Vocabulary(terms=["[PAD]", "[UNK]", *words[:known]])
+    matrix = np.random.default_rng(0).normal(size=(len(old), 8)).astype(np.float32)
+    out = adapt_embeddings(matrix, old, Vocabulary(terms=["[PAD]", "[UNK]", words[known]]), "minilm", composer)
+    mean = matrix[2:].mean(axis=0)
+    assert np.allclose(out[2], mean) != ridge
+    if ridge:
+        assert np.linalg.norm(out[2]) == pytest.approx(np.median(np.linalg.norm(matrix[2:], axis=1)), rel=1e-5)

@@ -51,6 +51,9 @@ def test_counts_that_do_not_match_the_terms_are_refused(tmp_path, name):
     with pytest.raises(InputError) as e:
         Vocabulary.load(path)
     assert str(e.value) == f"{path}: a vocabulary's {name} must hold one count per term: 3 terms, {name} of shape (2,)"
+    path.write_text(json.dumps({**row, name: [0, 0, 1, 1]}))  # one count too many: another vocabulary's
+    with pytest.raises(InputError, match=rf"3 terms, {name} of shape \(4,\)$"):
+        Vocabulary.load(path)
 
 
 def test_counts_and_idf_of_a_built_vocabulary():

@@ -8,8 +8,9 @@ def test_every_field_is_indexed_and_the_store_keeps_clicks_and_url_as_prefix(tmp
     corpus, clicks = tmp_path / "docs.tsv", tmp_path / "orcas.tsv"
     corpus.write_text("D1\thttp://zebra.example/okapi\tGiraffe facts\tcells divide\n"
                       "D2\thttp://x.example/\tPlain\tmembranes hold\n")
-    clicks.write_text("D1\tnarwhal tusk\n")
+    clicks.write_text("D1\tnarwhal tusk\nD1\tnarwhal tusk\n")  # a line repeated: counted once, and as repeated
     analyzed = analyze_corpus(corpus, Analyzer(), orcas=clicks)
+    assert (analyzed.clicked, analyzed.repeated) == (1, 1)  # D2 has a url, but no clicks
     vocab = analyzed.vocab
     words = {vocab.terms[t] for t in analyzed.doc_tokens(0)}
     # clicks, url, title and body are one text (ORCAS first), as the readers' full_text orders them
@@ -97,3 +98,20 @@ def test_term_ids_are_those_of_the_analyzer_whether_or_not_a_word_is_cached(tmp_
         assert got.vocab.df.tolist() == expected.trimmed().df.tolist()
         assert got.vocab.cf.tolist() == expected.trimmed().cf.tolist()
         assert (got.vocab.num_docs, got.vocab.total_terms) == (expected.num_docs, expected.total_terms)
+
+
+def test_a_saved_analysis_whose_offsets_do_not_end_at_its_tokens_is_analyzed_again(tmp_path):
+    """A work folder whose offsets and term ids disagree (one file from another run) is not
+    loaded: a resumed build would read each document's terms from the wrong place."""
+    import numpy as np
+
+    from indexer.analyze import AnalyzedCorpus
+
+    corpus, work = tmp_path / "docs.tsv", tmp_path / "analyzed"
+    corpus.write_text("D1\tcells divide\nD2\tmembranes hold water\n")
+    analyze_corpus(corpus, Analyzer(), directory=work)
+    offsets = np.load(work / "offsets.npy")
+    assert AnalyzedCorpus.load(work) is not None and offsets[-1] == 5
+    offsets[-1] -= 1  # ends before the last term id
+    np.save(work / "offsets.npy", offsets)
+    assert AnalyzedCorpus.load(work) is None and not (work / "DONE").exists()

@@ -230,3 +230,48 @@ def test_workers_get_the_code_on_their_path_only_from_a_checkout(root, extra, mo
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PYTHONPATH", raising=False)
     assert distributed.worker_env() == ({"PYTHONPATH": root} if extra else {})
+
+
+def test_a_shard_starts_max_retries_plus_one_times_then_fails_the_build(tmp_path):
+    """Without Ray: the count of starts :func:`start_attempt` keeps in the pass folder."""
+    from indexer.distributed import start_attempt
+
+    for _ in range(3):  # the first start and 2 retries
+        start_attempt(tmp_path, 4, max_retries=2)
+    with pytest.raises(CkqtiError, match="died in each of its 3 attempts"):
+        start_attempt(tmp_path, 4, max_retries=2)
+    start_attempt(tmp_path, 5, max_retries=0)  # another shard counts its own
+    with pytest.raises(ValueError, match="max_retries"):
+        from indexer.distributed import RayPlan
+
+        RayPlan(tmp_path, workers=1, device="cpu", max_retries=-1)
+
+
+def test_a_shard_a_worker_reported_is_checked_for_its_size_and_every_checksum(tmp_path):
+    from indexer.distributed import verify_shards
+    from indexer.format import ShardInfo, file_checksum
+
+    folder = tmp_path / "shard-00000"
+    folder.mkdir()
+    for f in SHARD_FILES:
+        (folder / f).write_text(f)
+    info = ShardInfo("shard-00000", 10, 0, {f: file_checksum(folder / f) for f in SHARD_FILES})
+    assert verify_shards(tmp_path, {0: info}, [(0, 10)]) == [info]
+    with pytest.raises(CkqtiError, match="did not report this shard"):
+        verify_shards(tmp_path, {0: info}, [(0, 11)])
+    (folder / SHARD_FILES[0]).write_text("changed")
+    with pytest.raises(CkqtiError, match="not as its worker wrote it"):
+        verify_shards(tmp_path, {0: info}, [(0, 10)])
+
+
+@pytest.mark.parametrize("device, slots", [(None, (2, True)), ("cuda", (2, True)), ("cpu", (8, False))])
+def test_a_cpu_build_on_a_cluster_with_gpus_uses_its_cpus(monkeypatch, device, slots):
+    from indexer import distributed
+
+    class Cluster:
+        @staticmethod
+        def cluster_resources():
+            return {"GPU": 2.0, "CPU": 8.0}
+
+    monkeypatch.setattr(distributed, "_import_ray", lambda: Cluster)
+    assert distributed.cluster_slots(device) == slots

@@ -101,3 +101,40 @@ def test_searching_needs_no_fcntl(scifact_index):
     expected = api.search("vitamin deficiency", scifact_index, k=5).hits
     assert json.loads(hits) == [[h.docid, pytest.approx(h.score)] for h in expected] and len(expected) == 5
     assert int(num_docs) == api.info(scifact_index).num_docs
+
+
+def test_a_lock_names_its_holder_alone_and_is_removed_on_release(tmp_path):
+    """A leftover file naming a longer process id is overwritten, not written over in part (which
+    would name another process); the file goes with the release."""
+    out = tmp_path / "idx"
+    path = locks.build_lock_path(out)
+    path.write_text("9" * 12)
+    with locks.exclusive(path, "busy"):
+        assert path.read_text() == str(os.getpid()) and locks.running_build(out) == os.getpid()
+    assert not path.exists()
+
+
+def test_a_lock_file_naming_a_process_that_is_gone_is_no_running_build(tmp_path):
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    out = tmp_path / "idx"
+    for content in (done.stdout.strip(), "0", "", "not a number"):
+        locks.build_lock_path(out).write_text(content)
+        assert locks.running_build(out) is None, content
+
+
+def test_a_lock_file_its_holder_removed_before_it_was_locked_is_not_the_one_held(tmp_path, monkeypatch):
+    """Opened, then removed by its holder's release before this process locked it: the lock taken
+    is on the file the path names afterwards, which names this process."""
+    out = tmp_path / "idx"
+    path = locks.build_lock_path(out)
+    real, locked = locks._lock, []
+
+    def racing(fd):
+        if not locked:
+            path.unlink()  # the holder's release, between this process's open and its lock
+        locked.append(fd)
+        return real(fd)
+
+    monkeypatch.setattr(locks, "_lock", racing)
+    with locks.exclusive(path, "busy"):
+        assert len(locked) == 2 and locks.running_build(out) == os.getpid()

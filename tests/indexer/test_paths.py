@@ -69,3 +69,81 @@ def test_only_the_start_of_an_input_is_read_before_the_model(tmp_path):
     check_start(corpus, size=1000)
     with pytest.raises(InputError, match=r"c.tsv:101: invalid UTF-8 \(byte 8 of the line\)"):
         check_start(corpus)
+
+
+def an_index(path: Path) -> Path:
+    """A folder the checks take for a ckqti index (they read only whether its manifest is there)."""
+    path.mkdir(parents=True)
+    (path / "manifest.json").write_text("{}")
+    return path
+
+
+def a_corpus(path: Path) -> Path:
+    path.write_text("d1\tcells\n")
+    return path
+
+
+def test_a_link_as_output_is_the_folder_it_points_to(tmp_path):
+    from indexer.paths import output_path
+
+    target = an_index(tmp_path / "real")
+    (tmp_path / "link").symlink_to(target)
+    assert output_path(tmp_path / "link") == target.resolve()
+    assert output_path(tmp_path / "new") == tmp_path / "new"
+
+
+def test_force_refuses_the_working_directory_and_the_folders_above_it(tmp_path, monkeypatch):
+    import pytest
+
+    from ckqti.errors import CkqtiError
+    from indexer.paths import check_build_paths
+
+    corpus, idx = a_corpus(tmp_path / "c.tsv"), an_index(tmp_path / "idx")
+    (idx / "sub").mkdir()
+    for cwd in (idx, idx / "sub"):
+        monkeypatch.chdir(cwd)
+        with pytest.raises(CkqtiError, match="is the working directory or holds it"):
+            check_build_paths(corpus, None, idx, True, None)
+    monkeypatch.chdir(tmp_path)
+    check_build_paths(corpus, None, idx, True, None)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    check_build_paths(corpus, None, empty, True, None)  # an empty folder may be replaced as an index may
+
+
+def test_an_output_is_judged_where_it_resolves_to(tmp_path):
+    """``idx/x/../../new`` is beside the index, not inside it; an input reached through a link into
+    the output is inside it."""
+    import pytest
+
+    from ckqti.errors import CkqtiError
+    from indexer.paths import check_build_paths
+
+    idx = an_index(tmp_path / "idx")
+    (idx / "x").mkdir()
+    corpus = a_corpus(tmp_path / "c.tsv")
+    check_build_paths(corpus, None, idx / "x" / ".." / ".." / "new", False, None)
+    with pytest.raises(CkqtiError, match="is inside the index"):
+        check_build_paths(corpus, None, idx / "new", False, None)
+    a_corpus(idx / "c.tsv")
+    (tmp_path / "link").symlink_to(idx)
+    with pytest.raises(CkqtiError, match="holds an input file"):
+        check_build_paths(tmp_path / "link" / "c.tsv", None, idx, True, None)
+
+
+def test_an_append_to_an_index_it_cannot_write_is_refused(tmp_path, monkeypatch):
+    """Root may write anywhere, so the folder's permissions are played by ``os.access``."""
+    import os
+
+    import pytest
+
+    from ckqti.errors import CkqtiError
+    from indexer import paths
+    from indexer.format import Manifest
+
+    corpus = a_corpus(tmp_path / "c.tsv")
+    monkeypatch.setattr(Manifest, "read", classmethod(lambda cls, index: None))
+    paths.check_append_paths(corpus, None, tmp_path, None)
+    monkeypatch.setattr(paths.os, "access", lambda path, mode: not mode & os.W_OK)
+    with pytest.raises(CkqtiError, match="the index is read-only"):
+        paths.check_append_paths(corpus, None, tmp_path, None)

@@ -180,3 +180,35 @@ def test_an_index_removed_while_it_was_checked_is_not_made_again(idx, monkeypatc
     monkeypatch.setattr(format_mod, "file_checksum", then_removed)
     format_mod.verify_files(idx, Manifest.read(idx))
     assert not idx.exists()
+
+
+def test_a_file_whose_status_change_time_is_recent_is_not_stamped(tmp_path):
+    """``utime`` can set a written file's modification time back, not its status-change time: the
+    latest of the two decides whether a file is old enough to stamp."""
+    now = 100 * stamps.RACY_NS
+    old, recent = now - 2 * stamps.RACY_NS, now - stamps.RACY_NS // 2
+    entries = {"a": {"sha256": "x", "stat": [1, 2, old, recent]}, "b": {"sha256": "y", "stat": [3, 4, old, old]}}
+    assert stamps.record(tmp_path, entries, {}, now)
+    assert set(stamps.read_stamps(tmp_path)) == {"b"}
+
+
+def test_a_stat_differing_in_its_status_change_time_alone_is_not_trusted(tmp_path):
+    (tmp_path / "f").write_text("data")
+    stat = stamps.file_stat(tmp_path / "f")
+    assert stamps.trusted({"f": {"sha256": "d", "stat": stat}}, tmp_path, "f", "d")
+    assert not stamps.trusted({"f": {"sha256": "d", "stat": stat[:3] + [stat[3] - 1]}}, tmp_path, "f", "d")
+
+
+def test_a_stamp_of_the_same_files_with_other_checksums_is_rewritten(tmp_path):
+    entries = {"a": {"sha256": "new", "stat": [1, 2, 3, 4]}}
+    old = {"a": {"sha256": "old", "stat": [1, 2, 3, 4]}}
+    assert stamps.record(tmp_path, entries, old, 100 * stamps.RACY_NS)
+    assert stamps.read_stamps(tmp_path) == entries
+    assert not stamps.record(tmp_path, entries, entries, 100 * stamps.RACY_NS)  # unchanged: not written again
+
+
+def test_a_stamp_of_another_version_is_not_read(tmp_path):
+    body = {"files": {"a": {"sha256": "d", "stat": [1, 2, 3, 4]}}}
+    for version, files in ((stamps.STAMPS_VERSION, {"a"}), (stamps.STAMPS_VERSION - 1, set()), (None, set())):
+        (tmp_path / STAMPS_FILE).write_text(json.dumps({**body, "version": version}))
+        assert set(stamps.read_stamps(tmp_path)) == files

@@ -309,3 +309,66 @@ def test_sorted_docids_find_every_docid_in_python_string_order():
     assert [found.row(d) for d in ids] == list(range(len(ids)))
     assert [found.row(d) for d in ("", "c", "a\u00e8", "aa", "日", "\U0001f601")] == [None] * 6
     assert SortedDocids(pa.array([], pa.string())).row("x") is None
+
+
+@pytest.mark.parametrize("seg_start, seg_impact, seg_ptr, message", [
+    ([0, 2, 3], [5, 4], [0, 2], None),  # three postings in two segments of one list: in bounds
+    ([0, 2], [5], [0, 1], "segment offsets do not cover the postings"),  # the last posting in no segment
+    ([0, 2, 3], [5], [0, 2], "segment offsets do not cover the postings"),  # a segment without its impact
+    ([0, 2, 3], [5, 4], [0, 1], "list offsets do not cover the segments"),
+])
+def test_offsets_must_cover_every_posting_and_segment(tmp_path, seg_start, seg_impact, seg_ptr, message):
+    """Offsets that stop short of the postings or a segment without an impact: the kernels would
+    read past an array (``check_offsets`` on hand-built arrays)."""
+    args = (np.array([0, 1, 2], np.uint32), np.array(seg_start, np.int64), np.array(seg_impact, np.uint8),
+            np.array(seg_ptr, np.int64), 3)
+    if message is None:
+        index_mod.check_offsets(tmp_path, *args)
+    else:
+        with pytest.raises(IndexFormatError, match=message):
+            index_mod.check_offsets(tmp_path, *args)
+
+
+def test_collection_idf_is_the_vocabularys_formula_and_zero_for_the_reserved_ids():
+    """Ids 0 (padding) and 1 (unknown) have df 0, which the formula would give the largest idf."""
+    idf = index_mod.collection_idf(np.array([0, 0, 1, 10]), 10)
+    assert idf.tolist() == [0.0, 0.0, pytest.approx(np.log(9.5 / 1.5)), 0.0]
+
+
+def test_locate_finds_every_shards_first_and_last_document(scifact_index):
+    idx = Index(scifact_index)
+    for si, shard in enumerate(idx.shards):
+        for row in (0, shard.num_docs - 1):
+            assert idx.locate(shard.docid(row)) == (si, row)
+    assert idx.locate("no such docid") is None
+
+
+def test_check_compatible_refuses_another_analyzer_or_model_exactly(scifact_index):
+    """An id that merely begins the index's model id (or a shorter one), or an analyzer differing in
+    one setting, is another model or analysis."""
+    idx = Index(scifact_index)
+    assert idx.model_id
+    idx.check_compatible(dict(idx.manifest.analyzer), idx.model_id)
+    idx.check_compatible()
+    for model_id in (idx.model_id[:-1], idx.model_id + "0", "ndrm3-" + idx.model_id):
+        with pytest.raises(IndexFormatError, match="index was built with model"):
+            idx.check_compatible(model_id=model_id)
+    other = {**idx.manifest.analyzer, "lowercase": not idx.manifest.analyzer["lowercase"]}
+    with pytest.raises(IndexFormatError, match="index was built with analyzer"):
+        idx.check_compatible(analyzer=other)
+
+
+@pytest.mark.parametrize("change", [-1, 1])
+def test_a_shard_holding_other_than_its_manifest_count_is_refused(tmp_path, scifact_index, change):
+    """The manifest's per-shard counts, rewritten with a total that adds up, against the documents
+    each shard holds: one too few as well as one too many."""
+    from indexer.format import Manifest
+
+    idx = copy_of(scifact_index, tmp_path)
+    m = Manifest.read(idx)
+    m.shards[0].num_docs += change
+    m.num_docs += change
+    m.collection["num_docs"] = m.num_docs
+    m.write(idx)
+    with pytest.raises(IndexFormatError, match="shard shard-00000 does not match the manifest"):
+        Index(idx)

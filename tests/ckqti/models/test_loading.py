@@ -42,3 +42,10 @@ def test_a_bundled_model_this_install_lacks_and_a_folder_are_one_line(tmp_path, 
         resolve_model(tmp_path)
     with pytest.raises(CkqtiError, match="model not found"):
         resolve_model(tmp_path / "nosuch.pt")
+
+
+def test_without_a_bundled_checkpoint_the_default_is_the_papers_untrained_ndrm2(tmp_path, monkeypatch):
+    from ckqti.models import loading
+
+    monkeypatch.setattr(loading, "DEFAULT_CHECKPOINT", tmp_path / "gone.pt")
+    assert load_qti_model(None, "cpu")[1] == {"id": "ndrm2-untrained", "name": "ndrm2", "variant": "ndrm2"}
