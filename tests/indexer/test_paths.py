@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from ckqti.errors import CkqtiError
+from indexer import paths
+from indexer.format import Manifest
+from indexer.paths import check_build_paths, output_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,8 +92,6 @@ def a_corpus(path: Path) -> Path:
 
 
 def test_a_link_as_output_is_the_folder_it_points_to(tmp_path):
-    from indexer.paths import output_path
-
     target = an_index(tmp_path / "real")
     (tmp_path / "link").symlink_to(target)
     assert output_path(tmp_path / "link") == target.resolve()
@@ -93,11 +99,6 @@ def test_a_link_as_output_is_the_folder_it_points_to(tmp_path):
 
 
 def test_force_refuses_the_working_directory_and_the_folders_above_it(tmp_path, monkeypatch):
-    import pytest
-
-    from ckqti.errors import CkqtiError
-    from indexer.paths import check_build_paths
-
     corpus, idx = a_corpus(tmp_path / "c.tsv"), an_index(tmp_path / "idx")
     (idx / "sub").mkdir()
     for cwd in (idx, idx / "sub"):
@@ -114,11 +115,6 @@ def test_force_refuses_the_working_directory_and_the_folders_above_it(tmp_path, 
 def test_an_output_is_judged_where_it_resolves_to(tmp_path):
     """``idx/x/../../new`` is beside the index, not inside it; an input reached through a link into
     the output is inside it."""
-    import pytest
-
-    from ckqti.errors import CkqtiError
-    from indexer.paths import check_build_paths
-
     idx = an_index(tmp_path / "idx")
     (idx / "x").mkdir()
     corpus = a_corpus(tmp_path / "c.tsv")
@@ -133,14 +129,6 @@ def test_an_output_is_judged_where_it_resolves_to(tmp_path):
 
 def test_an_append_to_an_index_it_cannot_write_is_refused(tmp_path, monkeypatch):
     """Root may write anywhere, so the folder's permissions are played by ``os.access``."""
-    import os
-
-    import pytest
-
-    from ckqti.errors import CkqtiError
-    from indexer import paths
-    from indexer.format import Manifest
-
     corpus = a_corpus(tmp_path / "c.tsv")
     monkeypatch.setattr(Manifest, "read", classmethod(lambda cls, index: None))
     paths.check_append_paths(corpus, None, tmp_path, None)
