@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from ckqti.errors import CkqtiError
+from ckqti.errors import CkqtiError, InputError
 from indexer import paths
 from indexer.format import Manifest
 from indexer.paths import check_build_paths, output_path
+from indexer.readers.formats import check_start
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,11 +68,6 @@ def test_a_corpus_in_another_encoding_is_refused_before_torch_is_imported(tmp_pa
 
 def test_only_the_start_of_an_input_is_read_before_the_model(tmp_path):
     """The check reads a few MiB, not a collection: a bad byte past them is the reader's to name."""
-    import pytest
-
-    from ckqti.errors import InputError
-    from indexer.readers.formats import check_start
-
     corpus = tmp_path / "c.tsv"
     corpus.write_bytes(b"".join(b"d%d\tcells divide\n" % i for i in range(100)) + b"d100\tcaf\xe9\n")
     check_start(corpus, size=1000)
