@@ -75,3 +75,13 @@ def test_spans_of_an_analyzer_that_keeps_case_are_its_terms():
     spans = analyzed_spans(analyzer, text)
     assert [s.token for s in spans] == analyzer(text) == ["ene", "in", "tumor", "ells"]
     assert [text[s.start:s.end] for s in spans] == ["ene", "in", "tumor", "ells"]
+
+
+def test_the_last_piece_takes_the_marks_that_end_the_text():
+    """The last piece's span runs to the end of the text past its trailing combining marks, as every
+    other piece's runs past its own (a highlight of ``résumé`` decomposed keeps its last accent)."""
+    from ckqti.models.minilm import WordPieceTokenizer
+
+    text = "gene re\u0301sume\u0301"
+    pieces = WordPieceText(WordPieceTokenizer.minilm()).spans(text)
+    assert [(s.token, text[s.start:s.end]) for s in pieces] == [("gene", "gene"), ("resume", "re\u0301sume\u0301")]
