@@ -85,3 +85,14 @@ def test_the_last_piece_takes_the_marks_that_end_the_text():
     text = "gene re\u0301sume\u0301"
     pieces = WordPieceText(WordPieceTokenizer.minilm()).spans(text)
     assert [(s.token, text[s.start:s.end]) for s in pieces] == [("gene", "gene"), ("resume", "re\u0301sume\u0301")]
+
+
+def test_ids_and_length_are_the_capped_ids_and_the_whole_length():
+    from ckqti.models.inputs import TermText
+    from ckqti.vocab import Vocabulary
+
+    analyzer = Analyzer()
+    text = TermText(analyzer, Vocabulary.build([analyzer("gene tumor cell growth")]))
+    doc = "gene tumor cell growth gene tumor"
+    ids, length = text.ids_and_length(doc, 2)
+    assert ids.tolist() == text.ids(doc, 2).tolist() and len(ids) == 2 and length == text.length(doc) == 6

@@ -220,3 +220,15 @@ def test_weights_missing_a_tensor_or_with_one_too_many_are_refused(tmp_path):
         save_file(broken, str(tmp_path / "model.safetensors"))
         with pytest.raises(InputError, match="weights do not match BERT"):
             load_minilm(tmp_path)
+
+
+def test_an_input_may_fill_every_position_but_not_one_more_and_padding_is_in_the_vocabulary():
+    config = BertConfig(vocab_size=50, hidden_size=8, num_layers=1, num_heads=2, intermediate_size=16,
+                        max_position_embeddings=16)
+    model = BertEncoder(config)
+    assert model(torch.ones(1, 16, dtype=torch.long)).shape == (1, 16, 8)
+    with pytest.raises(ValueError, match="exceeds 16 positions"):
+        model(torch.ones(1, 17, dtype=torch.long))
+    assert BertConfig(vocab_size=50, pad_id=49).pad_id == 49
+    with pytest.raises(ValueError, match="pad_id 50 outside"):
+        BertConfig(vocab_size=50, pad_id=50)
