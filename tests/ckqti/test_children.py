@@ -59,6 +59,7 @@ def test_a_program_started_with_preexec_die_with_parent_dies_with_it(tmp_path):
                               env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     child = int(parent.stdout.readline())
     try:
+        assert running(child)  # it runs while its parent does (asked to die with the parent, not with its parent's)
         parent.kill()
         parent.wait()
         assert gone_within(child, 30)

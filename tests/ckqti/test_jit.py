@@ -56,3 +56,19 @@ def test_the_kernels_import_and_run_where_numba_can_cache_nothing():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["1", "False", "False"]
+
+
+def test_another_runtime_error_of_numba_is_raised(monkeypatch):
+    """Only Numba's "no locator available" drops the cache; any other error of ``njit(cache=True)`` is the
+    caller's to see, not a kernel quietly compiled without its cache."""
+    import numba
+
+    def fails_with_cache(**options):
+        if options.get("cache"):
+            raise RuntimeError("something else went wrong")
+        return lambda fn: fn
+
+    monkeypatch.setattr(numba, "njit", fails_with_cache)
+    with pytest.raises(RuntimeError, match="something else"):
+        jit.njit(cache=True)(twice)
+    assert jit.njit()(twice) is twice

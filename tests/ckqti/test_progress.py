@@ -42,8 +42,10 @@ def test_a_hidden_bar_leaves_no_thread_behind(monkeypatch):
     import tqdm.auto
     import tqdm.std
 
-    for cls in (tqdm.std.tqdm, tqdm.auto.tqdm):  # as in a fresh process: no monitor running yet
-        monkeypatch.setattr(cls, "monitor", None)
+    from ckqti.progress import Hidden
+
+    for cls in (tqdm.std.tqdm, tqdm.auto.tqdm, Hidden):  # as in a fresh process: no monitor running yet (a bar
+        monkeypatch.setattr(cls, "monitor", None)  # of an earlier test may have left one on its own class)
     before = set(threading.enumerate())
     bar = progress_bar(range(3), show=False)
     assert sum(bar) == 3

@@ -93,3 +93,30 @@ def test_a_batch_goes_plain_where_the_watch_drops_the_bound():
     assert search.projection is None and search.docs == WATCH_DOCS  # dropped mid-batch, the rest plain
     for b in range(vectors.shape[0]):
         assert torch.equal(got[b], search.plain_max(vectors[b]) >= 0.2)
+
+
+def test_a_document_without_vectors_opens_nothing_at_any_threshold():
+    """Every cosine is at least -1: an empty document reaches no threshold, even one of 0 or below."""
+    terms = unit(torch.randn(100, 16, generator=torch.Generator().manual_seed(6)))
+    for threshold in (0.0, -1.0):
+        assert not ThresholdCosines(terms).reaching(torch.zeros(0, 16), threshold).any()
+        assert not ThresholdCosines(terms, rank=0).reaching(torch.zeros(0, 16), threshold).any()
+        empty = ThresholdCosines(terms).reaching_batch(torch.zeros(1, 3, 16), torch.zeros(1, 3, dtype=torch.bool), threshold)
+        assert not empty[0].any()
+
+
+def test_a_term_whose_bound_is_barely_above_the_threshold_is_still_checked():
+    """Terms inside the kept principal directions have no residual: their bound is their cosine, up to
+    float rounding, so a term a hair (1e-6, well over rounding) above the threshold has a bound just over
+    it too; the slack below the threshold keeps it checked, and found."""
+    gen = torch.Generator().manual_seed(7)
+    basis = torch.linalg.qr(torch.randn(32, 32, generator=gen))[0][:, :8]
+    terms = unit(torch.randn(500, 8, generator=gen) @ basis.T)  # [500, 32] inside an 8-dimensional subspace
+    search = ThresholdCosines(terms, rank=8)
+    for row in (3, 17, 111):
+        doc = terms[row: row + 1].clone()
+        cos = (doc @ terms.T).squeeze(0)
+        for k in (2, 5, 20):
+            threshold = float(cos.sort().values[-k]) - 1e-6
+            assert torch.equal(search.reaching(doc, threshold), cos >= threshold)
+            assert int(search.reaching(doc, threshold).sum()) >= k

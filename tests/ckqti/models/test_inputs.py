@@ -75,3 +75,24 @@ def test_spans_of_an_analyzer_that_keeps_case_are_its_terms():
     spans = analyzed_spans(analyzer, text)
     assert [s.token for s in spans] == analyzer(text) == ["ene", "in", "tumor", "ells"]
     assert [text[s.start:s.end] for s in spans] == ["ene", "in", "tumor", "ells"]
+
+
+def test_the_last_piece_takes_the_marks_that_end_the_text():
+    """The last piece's span runs to the end of the text past its trailing combining marks, as every
+    other piece's runs past its own (a highlight of ``résumé`` decomposed keeps its last accent)."""
+    from ckqti.models.minilm import WordPieceTokenizer
+
+    text = "gene re\u0301sume\u0301"
+    pieces = WordPieceText(WordPieceTokenizer.minilm()).spans(text)
+    assert [(s.token, text[s.start:s.end]) for s in pieces] == [("gene", "gene"), ("resume", "re\u0301sume\u0301")]
+
+
+def test_ids_and_length_are_the_capped_ids_and_the_whole_length():
+    from ckqti.models.inputs import TermText
+    from ckqti.vocab import Vocabulary
+
+    analyzer = Analyzer()
+    text = TermText(analyzer, Vocabulary.build([analyzer("gene tumor cell growth")]))
+    doc = "gene tumor cell growth gene tumor"
+    ids, length = text.ids_and_length(doc, 2)
+    assert ids.tolist() == text.ids(doc, 2).tolist() and len(ids) == 2 and length == text.length(doc) == 6

@@ -192,3 +192,43 @@ def test_another_folder_of_the_files_can_stand_in_for_the_package(tmp_path, monk
     monkeypatch.setenv("CKQTI_MINILM_DIR", str(tmp_path / "missing"))
     with pytest.raises(InputError, match="CKQTI_MINILM_DIR"):
         minilm_model_dir()
+
+
+def test_weights_missing_a_tensor_or_with_one_too_many_are_refused(tmp_path):
+    """A BERT folder in Hugging Face's names loads whole; a tensor short or one the encoder has no place
+    for (a second layer's in a one-layer config) is a user error naming the weights, never a half-loaded model."""
+    from safetensors.torch import save_file
+
+    from ckqti.models.minilm import _EMBEDDING_NAMES, _LAYER_NAMES
+
+    config = {"vocab_size": 50, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+              "intermediate_size": 16, "max_position_embeddings": 16, "type_vocab_size": 2, "layer_norm_eps": 1e-12}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    torch.manual_seed(0)
+    model = BertEncoder(BertConfig.from_json(tmp_path / "config.json"))
+    hf_names = {**{ours: theirs for theirs, ours in _EMBEDDING_NAMES.items()},
+                **{f"layers.0.{ours}": f"encoder.layer.0.{theirs}" for theirs, ours in _LAYER_NAMES.items()}}
+    hf = {}
+    for name, tensor in model.state_dict().items():
+        stem, _, leaf = name.rpartition(".")
+        hf[f"{hf_names[stem]}.{leaf}"] = tensor.clone()
+    save_file(hf, str(tmp_path / "model.safetensors"))
+    loaded = load_minilm(tmp_path)
+    assert all(torch.equal(loaded.state_dict()[k], v) for k, v in model.state_dict().items())
+    for broken in ({k: v for k, v in hf.items() if k != "encoder.layer.0.output.dense.bias"},
+                   {**hf, "encoder.layer.1.output.dense.bias": torch.zeros(8)}):
+        save_file(broken, str(tmp_path / "model.safetensors"))
+        with pytest.raises(InputError, match="weights do not match BERT"):
+            load_minilm(tmp_path)
+
+
+def test_an_input_may_fill_every_position_but_not_one_more_and_padding_is_in_the_vocabulary():
+    config = BertConfig(vocab_size=50, hidden_size=8, num_layers=1, num_heads=2, intermediate_size=16,
+                        max_position_embeddings=16)
+    model = BertEncoder(config)
+    assert model(torch.ones(1, 16, dtype=torch.long)).shape == (1, 16, 8)
+    with pytest.raises(ValueError, match="exceeds 16 positions"):
+        model(torch.ones(1, 17, dtype=torch.long))
+    assert BertConfig(vocab_size=50, pad_id=49).pad_id == 49
+    with pytest.raises(ValueError, match="pad_id 50 outside"):
+        BertConfig(vocab_size=50, pad_id=50)

@@ -148,3 +148,16 @@ def test_an_untrained_ndrm2_takes_the_index_builds_constants():
     assert not np.allclose(rr.score("gene growth", DOCS), plain.score("gene growth", DOCS))
     short = untrained_reranker("ndrm2", vocab, device="cpu", max_doc_length=2)
     assert short.max_doc_length == 2 and len(short.doc_ids(DOCS[0])) == 2  # --max-doc-length reaches it
+
+
+def test_pairs_read_a_query_up_to_the_models_query_length_as_one_query_scored_alone():
+    vocab = Vocabulary.build([["gene", "cell", "tumor", "growth", "rain"], ["cell", "tumor"]])
+    text = TermText(Analyzer(), vocab)
+    torch.manual_seed(4)
+    model = build_model("tk", dict(vocab_size=len(vocab), **TINY_TK)).eval()
+    rr = Reranker("tk", model, text, "tk-test", 3, 200, torch.device("cpu"))
+    query = text.ids("gene cell tumor growth rain")
+    docs = [text.ids("tumor growth"), text.ids("gene rain cell")]
+    got = rr.score_pairs([query], docs, np.array([[0, 0], [0, 1]]))
+    np.testing.assert_allclose(got, rr.score_ids(query[:3], docs), rtol=1e-5)
+    assert not np.allclose(got, rr.score_ids(query[:2], docs), rtol=1e-5)

@@ -155,3 +155,17 @@ def test_numpy_integers_are_counts():
 def test_api_rerank_refuses_unknown_options(tmp_path):
     with pytest.raises(OptionError, match=r"unknown option\(s\) bogus; the options are adapt_vocabulary, batch_size"):
         api.rerank(tmp_path / "q.tsv", "bm25", "ndrm2", tmp_path / "r.trec", bogus=2)
+
+
+def test_the_edges_of_the_options_ranges_and_models():
+    """Two negatives are already a listwise group (named as the CLI's flags); a latent gate of 1 is in its
+    range (0, 1]; NDRM2 has a BM25-like channel of its own to fix."""
+    with pytest.raises(OptionError) as err:
+        train_config("tk", negatives=2)
+    assert err.value.options == ("negatives", "loss") and err.value.as_flags() == "--negatives > 1 needs --loss lce"
+    assert train_config("ndrm1", latent_gate=1.0).model_options == {"latent_gate": 1.0}
+    with pytest.raises(OptionError, match=r"latent_gate must be a number in \(0, 1\]"):
+        train_config("ndrm1", latent_gate=1.01)
+    assert dict(train_config("ndrm2", fixed_bm25=True).model_options) == {"bm25_init": (0.9, 0.4), "explicit_fixed": True}
+    with pytest.raises(OptionError, match="fixed_bm25 is for NDRM2 and NDRM3"):
+        train_config("ndrm1", fixed_bm25=True)

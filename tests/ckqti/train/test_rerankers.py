@@ -660,3 +660,78 @@ def test_tk_and_tkl_validation_encodes_each_candidate_once_and_scores_as_pair_by
                                [pair_by_pair[q][d] for q in qids for d in run[q]], rtol=1e-5, atol=1e-6)
     config = quick(kind, dev_depth=depth)
     assert abs(validate(model, model, data, config, cpu) - validate(lambda q, d: model(q, d), model, data, config, cpu)) <= 1e-6
+
+
+def synthetic_pairs(n_queries: int = 2, n_docs: int = 6) -> PairData:
+    """Queries ``q0..`` of two known terms each; document 0 relevant to all, every document a candidate."""
+    docs = [np.arange(2, 2 + d + 1, dtype=np.int64) for d in range(n_docs)]  # lengths 1..n_docs
+    qids = [f"q{i}" for i in range(n_queries)]
+    queries = {q: np.array([2 + i, 3 + i], dtype=np.int64) for i, q in enumerate(qids)}
+    return PairData([f"d{d}" for d in range(n_docs)], docs, queries, {q: frozenset({0}) for q in qids},
+                    {q: list(range(n_docs)) for q in qids}, qids, [], {})
+
+
+def test_ranknet_and_margin_losses_fall_as_the_relevant_document_scores_higher():
+    from ckqti.train.rerankers import pair_loss
+
+    pos, neg = torch.tensor([2.0, -1.0]), torch.tensor([0.5, 3.0])
+    ranknet = pair_loss(pos, neg, quick("tk", loss="ranknet"))
+    assert torch.allclose(ranknet, torch.log1p(torch.exp(neg - pos)).mean())
+    for loss in ("ranknet", "margin"):
+        config = quick("tk", loss=loss)
+        assert pair_loss(pos + 1, neg, config) < pair_loss(pos, neg, config) < pair_loss(pos, neg + 1, config)
+
+
+def test_a_triple_batch_pairs_each_query_with_its_positive_and_its_negative():
+    from ckqti.train.rerankers import triple_batch
+
+    data = synthetic_pairs(3)
+    batch = [("q0", 0, 4), ("q1", 0, 2), ("q2", 0, 5)]
+    q, d = triple_batch(data, batch, torch.device("cpu"))
+    assert q.shape == (6, 2) and d.shape[0] == 6
+    for row, (qid, doc) in enumerate([(qid, p) for qid, p, _ in batch] + [(qid, n) for qid, _, n in batch]):
+        assert q[row].tolist() == data.queries[qid].tolist()
+        assert d[row, : len(data.docs[doc])].tolist() == data.docs[doc].tolist()
+
+
+def test_a_group_of_as_many_negatives_as_the_query_has_holds_each_once():
+    data = synthetic_pairs(1, n_docs=4)  # negatives 1, 2, 3
+    for epoch in range(10):
+        [(_, pos, negs)] = epoch_groups(data, 100, seed=0, epoch=epoch, negatives=3)
+        assert pos == 0 and sorted(negs) == [1, 2, 3]
+
+
+def test_a_teacher_batch_draws_distinct_documents_when_the_teacher_scored_enough():
+    from ckqti.train.rerankers import teacher_batch
+
+    data = replace(synthetic_pairs(1), teacher={"q0": (np.arange(6), np.arange(6, dtype=np.float32))})
+    for seed in range(5):
+        _, d, t = teacher_batch(data, ["q0"], 6, np.random.default_rng(seed), torch.device("cpu"))
+        assert sorted(t[0].tolist()) == list(range(6))  # each of the six scored documents once
+        assert sorted(len(row[row != 0]) for row in d) == list(range(1, 7))
+
+
+def test_repeated_stages_are_refused():
+    with pytest.raises(ValueError, match="stages"):
+        RerankerTrainConfig(stages=(1, 1))
+    with pytest.raises(ValueError, match="stages"):
+        RerankerTrainConfig(stages=(1, 3, 3))
+
+
+def test_candidates_are_kept_to_the_deeper_of_training_and_dev_depth_and_unknown_queries_are_not_trained(tiny_scifact):
+    from ckqti.train.data import load_collection
+    from ckqti.train.rerankers import prepare_pairs
+
+    coll = load_collection(tiny_scifact["corpus"])
+    rows = [np.asarray(coll.doc(i)[:200], dtype=np.int64) for i in range(len(coll))]
+    text = TermText(coll.analyzer, coll.vocab)
+    for depth, dev_depth in ((3, 8), (8, 3)):
+        data = prepare_pairs(text, coll.docids, rows, tiny_scifact["queries"], tiny_scifact["qrels"],
+                             tiny_scifact["candidates"], quick("tk", depth=depth, dev_depth=dev_depth), 30)
+        assert max(len(c) for c in data.candidates.values()) == 8
+    qids = list(tiny_scifact["qrels"])
+    unknown = {**tiny_scifact["queries"], **{q: "zzqxv qqzzx" for q in qids[2:]}}  # words of no document: id 1
+    data = prepare_pairs(text, coll.docids, rows, unknown, tiny_scifact["qrels"], tiny_scifact["candidates"],
+                         quick("tk", max_dev_queries=None), 30)
+    assert all((data.queries[q] == 1).all() for q in qids[2:])
+    assert data.train_qids and set(data.train_qids) <= set(qids[:2])
