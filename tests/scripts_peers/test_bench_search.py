@@ -200,3 +200,23 @@ def test_agreement_up_to_ties_counts_missing_documents_against_a_short_answer():
     short = [(reference[0][0][:5], reference[0][1][:5])]
     assert bench.agreement(short, reference) == 0.5
     assert bench.agreement_up_to_ties(short, reference, [[0]], csc) == 0.5
+
+
+def test_a_ckqti_exact_that_differs_from_brute_force_stops_the_benchmark(monkeypatch):
+    """The first engine (ckqti exact) becomes every peer's reference only after its answers are checked
+    against brute force."""
+    dense = np.array([[3, 0], [1, 2], [0, 5]])
+    csr = sp.csr_matrix(dense)
+    terms, docs = np.nonzero(dense.T)
+    postings = SimpleNamespace(terms=terms.astype(np.int32), docs=docs.astype(np.uint32),
+                               impacts=dense.T[terms, docs].astype(np.uint8))
+
+    def off_by_one(q):
+        d, s = bench.peer_mod.brute_force_topk(csr, q, 10)
+        return d, s + 1
+
+    monkeypatch.setattr(bench, "engine_factories", lambda *a: iter([(FakeEngine("ckqti-exact", off_by_one), 1.0, 0.5)]))
+    monkeypatch.setattr(bench, "time_queries", lambda engine, qs: ([engine.search(q, 10) for q in qs], {"qps_1t": 1.0}))
+    monkeypatch.setattr(bench, "print_row", lambda row: None)
+    with pytest.raises(AssertionError, match="ckqti exact differs"):
+        bench.bench_collection("toy", SimpleNamespace(rounds=1), None, postings, 3, 2, lambda m: {"set": [[0, 1]]})

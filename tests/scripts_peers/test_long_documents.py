@@ -33,6 +33,7 @@ from scripts.long_documents import (
     LongDocConfig,
     Source,
     TermCutter,
+    depth_ranks,
     hard_negatives,
     plant,
     query_setups,
@@ -268,3 +269,26 @@ def test_probability_of_retrieval_is_the_share_of_queries(scifact_source):
     assert 0 < share < 1
     p = res["p_retrieved"]["s"]
     assert p["relevant"] == pytest.approx([1 - share] * 2) and p["non_relevant"] == pytest.approx([share] * 2)
+
+
+def test_planted_documents_take_fresh_filler_after_the_distractors(scifact_source):
+    """The planted documents' filler continues the pool after the distractors' (none of its texts
+    is in a distractor, which would give the planted document and one distractor the same context)."""
+    source, analyzer, _ = scifact_source
+    config = LongDocConfig(depths=(0, 1000), total_terms=1500, distractors=2, lengths=(250,), queries=1)
+    (setup,) = query_setups(source, BM25(source.docs, analyzer), config, config.distractors)
+    seen = []
+
+    def record(query, docs):
+        seen.append(list(docs))
+        return np.zeros(len(docs))
+
+    depth_ranks(setup, source, TermCutter(analyzer, source.docs), {"r": record}, config)
+    distractors, planted = seen
+    assert len(distractors) == 2 and len(planted) == 2
+
+    def lines(docs):
+        return {line for d in docs for line in d.split("\n") if line.strip()}
+
+    assert lines(planted) - lines([source.docs[setup.relevant]])
+    assert not (lines(planted) - lines([source.docs[setup.relevant]])) & lines(distractors)
