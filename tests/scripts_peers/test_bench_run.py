@@ -4,6 +4,7 @@ query (k where the engine found that many), and the JSON rows carry the timings 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from collections import Counter
@@ -99,7 +100,7 @@ class ScriptedEngine:
 def test_rows_are_medians_of_the_timed_rounds_without_the_warm_up(tmp_path, monkeypatch):
     """search, rest = total - search and the command are each the median of the rounds after the untimed
     first; q/s are the queries over those medians."""
-    commands = iter([100.0, 7.0, 1.0, 4.0])
+    commands = iter([100.0, 10.0, 1.0, 4.0])  # median 4, mean 5
     monkeypatch.setattr(bench, "time_command", lambda argv, out: next(commands))
     engine = ScriptedEngine("e", [(100.0, 100.0), (1.0, 4.0), (3.0, 5.0), (2.0, 9.0)], command=True)
     [row] = bench.bench([engine], {q: "text" for q in "abcdefghij"}, {}, [K], [1], 3, tmp_path)
@@ -132,3 +133,17 @@ def test_bm25s_writes_only_the_documents_a_query_matches(tmp_path):
     engine = bench.Bm25sEngine(corpus, tmp_path, backend="numpy")
     engine.run({"q1": "zebra", "q2": "lion eagle"}, {}, tmp_path / "r.trec", 3, 1)
     assert {q: sorted(docs) for q, docs in read_run(tmp_path / "r.trec").items()} == {"q1": ["a"], "q2": ["b", "c"]}
+
+
+def test_each_rows_ndcg_is_of_its_own_run_and_its_commands(tmp_path):
+    """``add_quality``: nDCG@10 of the in-process run and, apart, of the command's run (a command that wrote
+    another ranking shows its own nDCG@10)."""
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "a.trec").write_text("q1 Q0 d1 1 2.0 x\nq1 Q0 d2 2 1.0 x\n")
+    (tmp_path / "runs" / "a-cli.trec").write_text("q1 Q0 d2 1 2.0 x\nq1 Q0 d1 2 1.0 x\n")
+    rows = [{"run": "runs/a.trec", "command_run": "runs/a-cli.trec"}, {"run": "runs/a-cli.trec", "command_run": None}]
+    bench.add_quality(rows, qrels, tmp_path)
+    assert rows[0]["ndcg10"] == pytest.approx(1.0) and rows[0]["command_ndcg10"] == pytest.approx(1 / math.log2(3))
+    assert rows[1]["ndcg10"] == pytest.approx(1 / math.log2(3)) and rows[1]["command_ndcg10"] is None

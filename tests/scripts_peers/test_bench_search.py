@@ -174,3 +174,49 @@ def test_head_heavy_queries_draw_frequent_terms_and_tail_queries_any_term():
         assert all(1 <= len(q) <= 8 and len(set(q)) == len(q) and max(q) < vocab - 100 for q in qs)
     assert {len(q) for q in tail} == set(range(3, 9))  # 3-8 distinct terms (the tail hardly repeats one)
     assert np.median([cf[t] for q in head for t in q]) > 10 * np.median([cf[t] for q in tail for t in q])
+
+
+def test_printed_row_puts_each_number_under_its_header(capsys):
+    """The markdown row (pasted into the README) in :data:`HEADER`'s column order."""
+    row = {"collection": "c", "queries": "q", "engine": "e", "qps_1t": 1.0, "qps_batch_1t": 2.0, "qps_2t": 3.0,
+           "p50_ms": 4.0, "p99_ms": 5.0, "top10_agreement": 0.6, "top10_agreement_ties": 0.7, "index_mb": 8.0,
+           "build_s": 9.0, "load_s": 10.0}
+    bench.print_row(row)
+    header, line = ([c.strip() for c in text.strip().strip("|").split("|")] for text in (bench.HEADER, capsys.readouterr().out))
+    assert dict(zip(header, line)) == {
+        "collection": "c", "queries": "q", "engine": "e", "QPS 1t": "1", "QPS batch 1t": "2", "QPS batch 2t": "3",
+        "p50 ms": "4.000", "p99 ms": "5.000", "top-10 agr.": "0.600", "agr. up to ties": "0.700", "index MB": "8.0",
+        "build s": "9.0", "load s": "10.00"}
+
+
+def test_agreement_up_to_ties_counts_missing_documents_against_a_short_answer():
+    """An engine returning only the reference's top 5 of 10 agrees on half, up to ties too."""
+    dense = np.zeros((12, 2), dtype=np.int64)
+    dense[:, 0] = np.arange(12, 0, -1)  # distinct scores 12 .. 1 on term 0
+    csr = sp.csr_matrix(dense)
+    csc = csr.tocsc()
+    csc.sort_indices()
+    reference = [bench.peer_mod.brute_force_topk(csr, [0], 10)]
+    short = [(reference[0][0][:5], reference[0][1][:5])]
+    assert bench.agreement(short, reference) == 0.5
+    assert bench.agreement_up_to_ties(short, reference, [[0]], csc) == 0.5
+
+
+def test_a_ckqti_exact_that_differs_from_brute_force_stops_the_benchmark(monkeypatch):
+    """The first engine (ckqti exact) becomes every peer's reference only after its answers are checked
+    against brute force."""
+    dense = np.array([[3, 0], [1, 2], [0, 5]])
+    csr = sp.csr_matrix(dense)
+    terms, docs = np.nonzero(dense.T)
+    postings = SimpleNamespace(terms=terms.astype(np.int32), docs=docs.astype(np.uint32),
+                               impacts=dense.T[terms, docs].astype(np.uint8))
+
+    def off_by_one(q):
+        d, s = bench.peer_mod.brute_force_topk(csr, q, 10)
+        return d, s + 1
+
+    monkeypatch.setattr(bench, "engine_factories", lambda *a: iter([(FakeEngine("ckqti-exact", off_by_one), 1.0, 0.5)]))
+    monkeypatch.setattr(bench, "time_queries", lambda engine, qs: ([engine.search(q, 10) for q in qs], {"qps_1t": 1.0}))
+    monkeypatch.setattr(bench, "print_row", lambda row: None)
+    with pytest.raises(AssertionError, match="ckqti exact differs"):
+        bench.bench_collection("toy", SimpleNamespace(rounds=1), None, postings, 3, 2, lambda m: {"set": [[0, 1]]})

@@ -33,6 +33,7 @@ from scripts.effectiveness_report import (
     predates_new_word_rows,
     summary_table,
     target_checks,
+    targets_table,
     with_summary,
 )
 from scripts.effectiveness_stages import orcas_pairs, pick_alpha, rank_scored, with_tail
@@ -123,6 +124,8 @@ def test_targets_are_met_not_met_or_not_run():
     assert checks["ndrm3-rerank zero-shot on vaswani: nDCG@10 >= BM25 - 0.01"] is True
     report["scifact"]["ndrm3-full"] = row(0.05, 0.2)  # large but not significant
     assert target_checks(report)[0]["met"] is False
+    zero_shot = [c["target"] for c in target_checks(report) if "zero-shot" in c["target"]]
+    assert zero_shot and not [t for t in zero_shot if "on scifact" in t]  # SciFact trains the models: no such target
 
 
 def test_cited_by_training_counts_test_queries_sharing_a_relevant_document():
@@ -307,6 +310,34 @@ def test_targets_and_significance_marks_at_their_bounds():
 
 def test_p_values_keep_their_magnitude():
     assert fmt_p(3.2e-6) == "3.2e-06" and fmt_p(0.01234) == "0.0123" and fmt_p(None) == "-" and fmt_p(float("nan")) == "-"
+    assert fmt_p(1e-4) == "0.0001" and fmt_p(9.9e-5) == "9.9e-05"  # four decimals down to 1e-4, then exponents
+
+
+def table_cells(table: str) -> list[dict[str, str]]:
+    """A markdown table's rows as ``header -> cell``."""
+    header, _, *rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()]
+    return [dict(zip(header, row)) for row in rows]
+
+
+def test_collection_table_puts_each_number_under_its_own_header():
+    """Each measure's mean, the delta, the p value and the run's whole time (index build included) in their
+    columns: the table's cells swapped between two headers still held every number."""
+    mean = dict(zip(MEASURES, (0.71, 0.62, 0.53, 0.94)))
+    rows = {"bm25": {"label": "BM25", "mean": {m: 0.5 for m in MEASURES}, "meta": {"seconds": 3.0}},
+            "m": {"label": "M", "mean": mean, "ttest_vs_bm25": {"nDCG@10": {"delta": 0.0321, "p": 0.0456}},
+                  "meta": {"seconds": 7.0, "total_seconds": 20.0}}}
+    base, m = table_cells(collection_table(rows))
+    assert {k: m[k] for k in MEASURES} == {k: f"{v:.4f}" for k, v in mean.items()}
+    assert (m["Δ nDCG@10"], m["p (t-test)"], m["time (s)"]) == ("+0.0321", "0.0456", "20")
+    assert (base["Δ nDCG@10"], base["p (t-test)"], base["time (s)"]) == ("", "", "3")
+
+
+def test_targets_table_puts_the_delta_and_p_under_their_headers():
+    checks = [{"target": "t", "issue": 3, "delta": -0.0123, "p": 0.0456, "met": False},
+              {"target": "u", "issue": 4, "delta": None, "p": None, "met": None}]
+    ran, missing = table_cells(targets_table(checks))
+    assert (ran["Δ nDCG@10"], ran["p"], ran["verdict"]) == ("-0.0123", "0.0456", "not met")
+    assert (missing["Δ nDCG@10"], missing["p"], missing["verdict"]) == ("-", "-", "not run")
 
 
 def test_pick_alpha_takes_the_smallest_alpha_within_the_tolerance_inclusive():
@@ -343,6 +374,9 @@ def test_the_qti_check_passes_the_model_and_catches_other_scores():
     off = {q: [(d, s * 1.01 + 0.01) for d, s in ranked] for q, ranked in run.items()}
     with pytest.raises(RuntimeError, match="differs from the model's forward"):
         check_qti_rerank(rr, queries, cands, texts, off)
+    last_off = {q: [*ranked[:-1], (ranked[-1][0], ranked[-1][1] * 1.01 + 0.01)] for q, ranked in run.items()}
+    with pytest.raises(RuntimeError, match="differs from the model's forward"):  # each query's last is checked too
+        check_qti_rerank(rr, queries, cands, texts, last_off)
 
 
 def test_a_cache_folder_outside_the_repository_is_recorded_relative(tmp_path, data_dir):

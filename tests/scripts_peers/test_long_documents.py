@@ -33,6 +33,7 @@ from scripts.long_documents import (
     LongDocConfig,
     Source,
     TermCutter,
+    depth_ranks,
     hard_negatives,
     plant,
     query_setups,
@@ -238,3 +239,56 @@ def test_retrieval_by_length_tells_relevant_from_non_relevant_documents(scifact_
     config = LongDocConfig(depths=(0,), total_terms=3000, distractors=1, lengths=(250, 2500), top_k=2, queries=2)
     res = run_source(source, {"finder": finder}, config, analyzer)
     assert res["p_retrieved"]["finder"] == {"relevant": [1.0, 1.0], "non_relevant": [0.0, 0.0]}
+
+
+def test_fill_joins_whole_texts_and_cuts_only_the_last():
+    """``fill``: texts taken whole, in pool order (wrapping round), until the count; only the last is cut.
+    A one-term text counts its term."""
+    docs = {"a": "cell protein binding", "b": "gene", "c": "membrane folding of proteins"}
+    cutter = TermCutter(Analyzer(), docs)
+    text, nxt = cutter.fill(["a", "b", "c"], 0, 6)
+    assert text == "cell protein binding\ngene\nmembrane folding" and nxt == 3
+    text, nxt = cutter.fill(["a", "b", "c"], 1, 8)  # "of" is a stopword: 1 + 3 + 3 + 1 terms
+    assert text == "gene\nmembrane folding of proteins\ncell protein binding\ngene" and nxt == 5
+    assert len(Analyzer()(text)) == 8
+
+
+def test_probability_of_retrieval_is_the_share_of_queries(scifact_source):
+    """``p_retrieved`` is a mean over the queries: a scorer preferring the relevant text for some queries
+    (ids not ending in 7) and the non-relevant one for the others, top 2 of the 4 documents."""
+    source, analyzer, _ = scifact_source
+    rel = relevant_texts(source)
+    contrary = {source.queries[q] for q in source.queries if q.endswith("7")}
+
+    def scorer(query, docs):
+        return np.array([float((rel[query] in d) != (query in contrary)) for d in docs])
+
+    config = LongDocConfig(depths=(0,), total_terms=3000, distractors=1, lengths=(250, 2500), top_k=2, queries=3)
+    res = run_source(source, {"s": scorer}, config, analyzer)
+    share = sum(source.queries[q] in contrary for q in res["queries"]) / 3
+    assert 0 < share < 1
+    p = res["p_retrieved"]["s"]
+    assert p["relevant"] == pytest.approx([1 - share] * 2) and p["non_relevant"] == pytest.approx([share] * 2)
+
+
+def test_planted_documents_take_fresh_filler_after_the_distractors(scifact_source):
+    """The planted documents' filler continues the pool after the distractors' (none of its texts
+    is in a distractor, which would give the planted document and one distractor the same context)."""
+    source, analyzer, _ = scifact_source
+    config = LongDocConfig(depths=(0, 1000), total_terms=1500, distractors=2, lengths=(250,), queries=1)
+    (setup,) = query_setups(source, BM25(source.docs, analyzer), config, config.distractors)
+    seen = []
+
+    def record(query, docs):
+        seen.append(list(docs))
+        return np.zeros(len(docs))
+
+    depth_ranks(setup, source, TermCutter(analyzer, source.docs), {"r": record}, config)
+    distractors, planted = seen
+    assert len(distractors) == 2 and len(planted) == 2
+
+    def lines(docs):
+        return {line for d in docs for line in d.split("\n") if line.strip()}
+
+    assert lines(planted) - lines([source.docs[setup.relevant]])
+    assert not (lines(planted) - lines([source.docs[setup.relevant]])) & lines(distractors)

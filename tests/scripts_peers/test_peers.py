@@ -225,3 +225,12 @@ def test_a_stored_zero_is_no_posting():
     assert m.nnz == 3
     canonical = peers.as_impacts(m)
     assert canonical.nnz == 2 and canonical.data.min() > 0 and canonical.toarray().tolist() == [[0, 3], [4, 0]]
+
+
+@pytest.mark.parametrize("name", PEERS)
+def test_peer_returns_every_document_when_k_exceeds_the_collection(impacts, workdir, name):
+    """A term in every document and k past the collection's size: all of them, exactly ranked."""
+    k = NUM_DOCS + 5
+    result = built_peer(name, impacts, workdir).search([EVERYWHERE], k)
+    assert result[0].size == NUM_DOCS
+    assert_exact_topk(result, impacts, [EVERYWHERE], k)
