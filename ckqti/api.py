@@ -194,9 +194,11 @@ def info(index_path: str | Path, verify: bool = False) -> IndexInfo:
 
 
 def open_searcher(index_path: str | Path, mode: str = "exact", budget: int = 200_000, model: str | None = None,
-                  verify: bool = True, channel_weights: dict[str, float] | None = None, slack: float = 1.0) -> Searcher:
-    """Open an index for search; ``channel_weights`` re-weights its channels (see
-    :class:`retriever.search.Searcher`); an unknown channel is a :class:`QueryError`."""
+                  verify: bool = True, channel_weights: dict[str, float] | None = None, slack: float = 1.0,
+                  engine: str = "numba") -> Searcher:
+    """Open an index for search; ``channel_weights`` re-weights its channels and ``engine`` chooses what
+    searches one query at a time (see :class:`retriever.search.Searcher`: ``"numpy"`` for a process that
+    searches once in exact mode); an unknown channel is a :class:`QueryError`."""
     from retriever.index import Index
     from retriever.search import Searcher
 
@@ -208,7 +210,7 @@ def open_searcher(index_path: str | Path, mode: str = "exact", budget: int = 200
 
         idx.check_compatible(model_id=load_qti_model(model)[1]["id"])
     try:
-        return Searcher(idx, mode=mode, budget=budget, channel_weights=channel_weights, slack=slack)
+        return Searcher(idx, mode=mode, budget=budget, channel_weights=channel_weights, slack=slack, engine=engine)
     except ValueError as e:
         raise QueryError(str(e)) from None
 
@@ -234,9 +236,12 @@ def search(query: str, index_path: str | Path, k: int = 10, mode: str = "exact",
            slack: float = 1.0) -> SearchResult:
     """Search an index for one query; returns a :class:`retriever.search.SearchResult`.
 
-    Opens (and checksum-verifies) the index for this one query: to search many, open it once
-    with :func:`open_searcher` and call its ``search`` or ``search_many``."""
-    return open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack).search(query, k)
+    Opens (and checksum-verifies) the index for this one query, which an exact search scans with numpy
+    (``engine="numpy"``: no Numba to load): to search many, open it once with :func:`open_searcher`
+    and call its ``search`` or ``search_many``."""
+    engine = "numpy" if mode == "exact" else "numba"
+    return open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack,
+                         engine=engine).search(query, k)
 
 
 RUN_CHUNK = 4096  # queries ckqti run searches at a time (one search_many call) before writing them

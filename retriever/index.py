@@ -24,7 +24,6 @@ from indexer.format import (
     verify_files,
 )
 from indexer.quantize import Quantizer
-from retriever.kernels import build_skips, posting_impacts
 
 
 def open_index(index: str | Path | Index) -> Index:
@@ -75,9 +74,11 @@ class Shard:
             when the shard was written; later ids are empty here).
         docs: the document store (docid, title, text, length).
         skips, skip_ptr: every 64th document of each segment (:func:`retriever.kernels.build_skips`),
-            derived in memory when the shard is opened (about 3% of the postings' bytes).
+            derived in memory on first use (about 3% of the postings' bytes), as the kernels' search
+            asks for them: a search by :mod:`retriever.scan` never loads Numba.
         post_impact: each posting's impact when segments are short (a learned index;
-            :func:`retriever.kernels.posting_impacts`, a quarter of the postings' bytes), else empty.
+            :func:`retriever.kernels.posting_impacts`, a quarter of the postings' bytes), else empty;
+            derived on first use, as ``skips``.
     """
 
     name: str
@@ -86,9 +87,26 @@ class Shard:
     seg_impact: np.ndarray
     seg_ptr: np.ndarray
     docs: pa.Table
-    skips: np.ndarray
-    skip_ptr: np.ndarray
-    post_impact: np.ndarray
+
+    @cached_property
+    def _skip_table(self) -> tuple[np.ndarray, np.ndarray]:
+        from retriever.kernels import build_skips
+
+        return build_skips(self.postings, self.seg_start)
+
+    @property
+    def skips(self) -> np.ndarray:
+        return self._skip_table[0]
+
+    @property
+    def skip_ptr(self) -> np.ndarray:
+        return self._skip_table[1]
+
+    @cached_property
+    def post_impact(self) -> np.ndarray:
+        from retriever.kernels import posting_impacts
+
+        return posting_impacts(self.postings, self.seg_start, self.seg_impact)
 
     @property
     def num_docs(self) -> int:
@@ -153,18 +171,7 @@ def open_shard(directory: Path, name: str, verified: bool = False) -> Shard:
     docs = read_mapped(d / DOCS_FILE)
     recorded = recorded_max_doc(postings_table) if verified else None
     check_offsets(d, postings, seg_start, seg_impact, seg_ptr, docs.num_rows, recorded)
-    skips, skip_ptr = build_skips(postings, seg_start)
-    return Shard(
-        name=name,
-        postings=postings,
-        seg_start=seg_start,
-        seg_impact=seg_impact,
-        seg_ptr=seg_ptr,
-        docs=docs,
-        skips=skips,
-        skip_ptr=skip_ptr,
-        post_impact=posting_impacts(postings, seg_start, seg_impact),
-    )
+    return Shard(name=name, postings=postings, seg_start=seg_start, seg_impact=seg_impact, seg_ptr=seg_ptr, docs=docs)
 
 
 def recorded_max_doc(postings: pa.Table) -> int | None:

@@ -15,19 +15,21 @@ channel (NDRM1, and ``write_prebuilt_index``'s) is searched with ``w = n`` and
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 from collections import Counter
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
 from ckqti.errors import QueryError, is_real
 from retriever.index import Index, Shard
-from retriever.kernels import EXACT_SLACK, LOOKUP_COST, saat_batch, saat_topk
+from retriever.scan import scan_topk
 
 MAX_QUERY_TERMS = 1024
 ACC16_MAX = np.iinfo(np.uint16).max  # the largest score uint16 accumulators hold
@@ -217,12 +219,23 @@ class Searcher:
             keep 1; a weight is 0 or from 1e-6 to 1e6, and 0 switches a channel off (its posting
             lists are not read: ``{"one": 0}`` ranks by NDRM3's explicit channel alone), but not
             every channel. Scores are then a re-weighted fusion, not the model's own.
+        engine: what searches one query at a time: ``"numba"``, the kernels of
+            :mod:`retriever.kernels` (pruned; compiled once, then loaded from Numba's cache by each
+            process, about 0.45 s), or ``"numpy"``, exact mode only: every posting of the query's
+            lists added up by :mod:`retriever.scan`, which never loads Numba (for a process that
+            searches once, as ``ckqti search`` does: it answers before Numba would have loaded).
+            Batch search (:meth:`topk_batch`, :meth:`search_many`) always runs the kernels.
     """
 
     def __init__(self, index: Index | str | Path, mode: str = "exact", budget: int = 200_000,
-                 resolution: int = RESOLUTION, channel_weights: Mapping[str, float] | None = None, slack: float = 1.0):
+                 resolution: int = RESOLUTION, channel_weights: Mapping[str, float] | None = None, slack: float = 1.0,
+                 engine: str = "numba"):
         if mode not in ("exact", "anytime"):
             raise ValueError(f"mode must be 'exact' or 'anytime', got {mode!r}")
+        if engine not in ("numba", "numpy"):
+            raise ValueError(f"engine must be 'numba' or 'numpy', got {engine!r}")
+        if engine == "numpy" and mode != "exact":
+            raise ValueError("engine 'numpy' searches in exact mode only (anytime mode is the kernels')")
         if not is_real(slack) or not 0 < slack <= 1:
             raise ValueError(f"slack must be a number in (0, 1], got {slack!r}")
         if slack < 1 and mode != "anytime":
@@ -234,10 +247,12 @@ class Searcher:
         self.index = index if isinstance(index, Index) else Index(index)
         self.channel_mult = channel_multipliers(self.index.quantizer.weights, channel_weights)
         self.mode = mode
+        self.engine = engine
         # exact mode does not read it; past the kernels' int64, a budget no shard's postings reach
         self.budget = min(int(budget), BUDGET_MAX) if mode == "anytime" else budget
         self.slack = float(slack)
-        self._slack = max(1, round(slack * EXACT_SLACK))  # the kernels' integer form, in 1/EXACT_SLACK
+        # the kernels' integer form, in 1/EXACT_SLACK (exact mode passes EXACT_SLACK itself: no import of Numba here)
+        self._slack = max(1, round(slack * self._kernels.EXACT_SLACK)) if mode == "anytime" else None
         self.resolution = int(resolution)
         self._free: list[Workspace] = []  # idle scratch buffers, reused by whichever thread asks next
         self._pool: ThreadPoolExecutor | None = None  # batch search's helper threads, started on first use
@@ -293,11 +308,19 @@ class Searcher:
         kept = set((plan.lists // self.index.quantizer.channels).tolist())
         return [t for t, i in zip(q.known, q.terms.tolist()) if i not in kept]
 
+    @cached_property
+    def _kernels(self):
+        """:mod:`retriever.kernels`, imported on first use: a searcher that only scans
+        (``engine="numpy"``) never loads Numba."""
+        from retriever import kernels
+
+        return kernels
+
     def _traversal(self) -> tuple[int, int]:
         """The kernels' ``budget`` (-1: none) and ``slack`` for this searcher's mode."""
         if self.mode == "anytime":
             return self.budget, self._slack
-        return -1, EXACT_SLACK
+        return -1, self._kernels.EXACT_SLACK
 
     def _take(self, max_score: int) -> Workspace:
         """Scratch buffers for one thread's kernel calls, from the pool of idle ones (a new
@@ -338,7 +361,11 @@ class Searcher:
             max_score = terms.size * 255
         else:
             max_score = sum(weights.tolist()) * 255  # a Python sum: numpy's costs ~1 us on a few weights
+        if self.engine == "numpy":
+            return self._scan_arrays(terms, weights, k)
         budget, slack = self._traversal()
+        kernels = self._kernels
+        saat_topk, warmup, lookup_cost = kernels.saat_topk, WARMUP, kernels.LOOKUP_COST
         shards = self.index.shards
         if len(shards) == 1:  # the common case, kept lean (no context manager): one query a call is latency-bound
             sh = shards[0]
@@ -347,7 +374,7 @@ class Searcher:
             try:
                 n, processed = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k, budget,
                                          ws.acc(max_score), ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact,
-                                         WARMUP, LOOKUP_COST, slack, docs, vals)
+                                         warmup, lookup_cost, slack, docs, vals)
             finally:
                 self._free.append(ws)
             zeros = self._shard0  # kept for the next query of as many hits (a view of a longer one costs ~0.1 us)
@@ -364,15 +391,19 @@ class Searcher:
                 docs, vals = np.empty(k, np.int64), np.empty(k, np.int64)
                 n, scanned = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k, budget,
                                        ws.acc(max_score), ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact,
-                                       WARMUP, LOOKUP_COST, slack, docs, vals)
+                                       warmup, lookup_cost, slack, docs, vals)
                 processed += scanned
                 parts.append((vals[:n], np.full(n, si, np.int64), docs[:n]))
-        if not parts:
-            empty = np.zeros(0, np.int64)
-            return empty, empty, empty, processed
-        vals, shards, docs = (np.concatenate(x) for x in zip(*parts))
-        order = np.lexsort((docs, shards, -vals))[:k]
-        return vals[order], shards[order], docs[order], processed
+        return (*merged_topk(parts, k), processed)
+
+    def _scan_arrays(self, terms: np.ndarray, weights: np.ndarray, k: int):
+        """:meth:`topk_arrays` by :func:`retriever.scan.scan_topk`, shard by shard (``engine="numpy"``)."""
+        parts, processed = [], 0
+        for si, sh in enumerate(self.index.shards):
+            vals, docs, read = scan_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k, sh.num_docs)
+            processed += read
+            parts.append((vals, np.full(vals.size, si, np.int64), docs))
+        return (*merged_topk(parts, k), processed)
 
     def topk_batch(self, lists: list, weights: list | None, k: int, threads: int = 1):
         """:meth:`topk_arrays` for many queries: one kernel call per shard and chunk of queries
@@ -410,6 +441,7 @@ class Searcher:
         np.cumsum(q_weights, out=cum[1:])
         top_scores = (cum[q_ptr[1:]] - cum[q_ptr[:-1]]) * 255  # each query's largest score
         budget, slack = self._traversal()
+        saat_batch, lookup_cost = self._kernels.saat_batch, self._kernels.LOOKUP_COST
         shards = self.index.shards
 
         shard_k = min(k, max(sh.num_docs for sh in shards))  # no shard has more hits (2,000 one-document shards: 1)
@@ -426,7 +458,7 @@ class Searcher:
                 if single:  # the kernel writes the hits straight into the output rows
                     sh = shards[0]
                     saat_batch(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, w, ptr, k, budget,
-                               ws.acc(max_score), ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact, WARMUP, LOOKUP_COST, slack,
+                               ws.acc(max_score), ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact, WARMUP, lookup_cost, slack,
                                out[2, lo:hi], out[0, lo:hi], counts[lo:hi], processed[lo:hi])
                     return
                 docs = np.empty((len(shards), hi - lo, shard_k), np.int64)
@@ -435,7 +467,7 @@ class Searcher:
                 done = np.zeros((len(shards), hi - lo), np.int64)
                 for si, sh in enumerate(shards):
                     saat_batch(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, w, ptr, shard_k, budget,
-                               ws.acc(max_score), ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact, WARMUP, LOOKUP_COST, slack,
+                               ws.acc(max_score), ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact, WARMUP, lookup_cost, slack,
                                docs[si], vals[si], n[si], done[si])
             processed[lo:hi] = done.sum(0)
             merge_shard_hits(vals, docs, n, out[:, lo:hi], counts[lo:hi])
@@ -627,6 +659,8 @@ def kernels_ready(batch: bool = False) -> bool:
     dispatcher's overloads appear when its compiling ends; a dict's truth is read atomically, so the
     check is safe from another thread while it compiles.) With ``NUMBA_DISABLE_JIT=1`` it is plain
     Python: always ready."""
+    from retriever.kernels import saat_batch, saat_topk
+
     return bool(getattr(saat_batch if batch else saat_topk, "overloads", True))
 
 
@@ -634,7 +668,10 @@ def kernels_compiling(batch: bool = False) -> bool:
     """Whether this process is compiling the search kernel (``batch``: batch search's) now: the
     first search after an install, 10-20 s on 2 cores. Not before its first call, nor while it
     loads from Numba's cache (:func:`compiling`)."""
-    return compiling(saat_batch if batch else saat_topk)
+    kernels = sys.modules.get("retriever.kernels")  # not imported yet: nothing compiles (and no need to load Numba to say so)
+    if kernels is None:
+        return False
+    return compiling(kernels.saat_batch if batch else kernels.saat_topk)
 
 
 def compiling(kernel) -> bool:
@@ -679,6 +716,16 @@ def tie_at_cut(vals: np.ndarray, k: int) -> bool:
     """Whether hits ``vals`` (descending, up to k + 1 or more) may leave out a document tied with
     the k-th: the last one returned, beyond the k-th, still scores as the k-th does."""
     return vals.size > k and vals[-1] == vals[k - 1]
+
+
+def merged_topk(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The top ``k`` of shards' hits ``(vals, shards, docs)``: score descending, then shard, then document."""
+    if not parts:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    vals, shards, docs = (np.concatenate(x) for x in zip(*parts))
+    order = np.lexsort((docs, shards, -vals))[:k]
+    return vals[order], shards[order], docs[order]
 
 
 def positive_int(value, name: str) -> None:

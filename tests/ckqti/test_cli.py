@@ -1061,12 +1061,12 @@ def test_a_slow_run_that_compiles_nothing_says_nothing_of_compiling(tmp_path, sc
     compiling note though nothing compiled, even when it then failed on its queries file."""
     from numba import njit
 
-    import retriever.search as search_mod
+    import retriever.kernels as kernels_mod
 
     queries = tmp_path / "q.tsv"
     queries.write_text("q1\n")  # no text column: the run fails before any search
     slow_runs(monkeypatch)
-    monkeypatch.setattr(search_mod, "saat_batch", njit(lambda: 0))  # a batch kernel not yet called, as in a new process
+    monkeypatch.setattr(kernels_mod, "saat_batch", njit(lambda: 0))  # a batch kernel not yet called, as in a new process
     res = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "r.trec")
     assert res.exit_code == 1 and res.stderr.splitlines() == [
         f"Error: {queries}:1: expected 2 tab-separated columns (qid, text), found 1"], res.stderr

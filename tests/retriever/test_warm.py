@@ -18,15 +18,15 @@ SEARCHES = """
 import sys
 import numpy as np
 from ckqti import api
-from retriever import search as S
+from retriever import kernels as K
 api.index(sys.argv[1], sys.argv[2], model="ndrm2", progress=False)
 with api.open_searcher(sys.argv[2]) as s:
     assert s.search("cells", 2).hits and all(r.hits for r in s.search_many(["cells proteins", "genes"], 2))
     terms = np.array([2, 3], np.int64)
     s.topk_arrays(terms, np.array([300, 1], np.int64), 2)  # uint32 accumulators
     s.topk_batch([terms], [np.array([1, 300], np.int64)], 2)
-    print(sum(sum(k.stats.cache_misses.values()) for k in (S.saat_topk, S.saat_batch)),
-          sum(sum(k.stats.cache_hits.values()) for k in (S.saat_topk, S.saat_batch)))
+    print(sum(sum(k.stats.cache_misses.values()) for k in (K.saat_topk, K.saat_batch)),
+          sum(sum(k.stats.cache_hits.values()) for k in (K.saat_topk, K.saat_batch)))
 """
 
 
@@ -49,18 +49,18 @@ def test_after_the_warm_up_no_search_compiles(tmp_path):
 
 def test_the_warm_up_searches_both_accumulator_widths(monkeypatch):
     """In process: each kernel is called with uint16 and with uint32 accumulators."""
-    from retriever import search, warm
+    from retriever import kernels, warm
 
     seen = []
     for name in ("saat_topk", "saat_batch"):
-        real = getattr(search, name)
+        real = getattr(kernels, name)
 
         def record(*args, real=real, name=name):  # uint16 accumulators, or uint32 ones beside the uint32 touched list
             narrow = any(isinstance(a, np.ndarray) and a.dtype == np.uint16 for a in args)
             seen.append((name, np.dtype("uint16" if narrow else "uint32")))
             return real(*args)
 
-        monkeypatch.setattr(search, name, record)
+        monkeypatch.setattr(kernels, name, record)
     assert warm.compile_kernels() > 0
     assert sorted(set(seen)) == [("saat_batch", np.dtype("uint16")), ("saat_batch", np.dtype("uint32")),
                                  ("saat_topk", np.dtype("uint16")), ("saat_topk", np.dtype("uint32"))]
