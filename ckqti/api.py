@@ -297,7 +297,7 @@ def run(
         for lo in range(0, len(qids), RUN_CHUNK):
             chunk = qids[lo:lo + RUN_CHUNK]
             t0 = time.perf_counter()
-            found = searcher.topk_many([qs[q] for q in chunk], k, threads=threads)
+            found = searcher.topk_columns([qs[q] for q in chunk], k, threads=threads)
             stats.seconds += time.perf_counter() - t0
             for qid, res in zip(chunk, found):
                 if isinstance(res, QueryError):
@@ -307,7 +307,7 @@ def run(
                 stats.searched += 1
                 stats.oov_terms += len(res.oov)
                 stats.documents += len(res.docids)
-                if not res.docids:  # no line in the run: say why, as search does
+                if not len(res.docids):  # no line in the run: say why, as search does
                     stats.empty[qid] = res.why_empty()
                     continue
                 yield qid, res.docids, res.scores

@@ -14,6 +14,7 @@ import itertools
 import math
 import operator
 import re
+import sys
 import zlib
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
@@ -35,7 +36,7 @@ GZIP_LEVEL = 6
 # 1.1M lines: 1.4-1.5 s at 16-64 KB, 2.6-4.0 s at 16 MB, 2.8 s line by line; a loaded machine).
 # A longer line is read line by line.
 READ_BLOCK = 1 << 16
-# A query of this many lines or more is formatted in Arrow (:func:`_arrow_lines`; SciFact's 1,109
+# A query of this many lines or more is formatted in Arrow (:meth:`_QueryLines._arrow_lines`; SciFact's 1,109
 # claims at k = 1,000: 0.5 s where f-strings took 1.25), a shorter one in Python (Arrow's calls cost
 # tens of microseconds a query).
 ARROW_LINES = 64
@@ -99,13 +100,18 @@ def write_run(path: str | Path, results: Mapping[str, Ranking] | Iterable[tuple[
 
 def write_ranked_run(path: str | Path, results: Iterable[tuple[str, list[str], list[float]]], tag: str) -> None:
     """:func:`write_run` of rankings already in :func:`trec_order`, as columns: ``(qid, docids,
-    scores)`` a query (a :class:`retriever.search.TopK`'s), written in the order given."""
+    scores)`` a query (a :class:`retriever.search.TopK`'s), written in the order given. ``docids``
+    may also be an Arrow string array and ``scores`` a numpy array (a
+    :class:`retriever.search.TopKColumns`'s): they are written without a Python object a line,
+    and checked as a list is (a ValueError as :func:`write_run`'s, and for a query without as many
+    docids as scores)."""
     _check_token(tag, "run tag")
     path = Path(path)
+    lines = _QueryLines(tag)
     with replacing(path) as tmp, open(tmp, "wb") as raw, _byte_writer(raw, path) as out:
         for qid, docids, scores in results:
             _check_token(qid, "query id")
-            out.write(_run_bytes(qid, docids, scores, tag))
+            out.write(lines(qid, docids, scores))
 
 
 def _columns(ranked: list[tuple[str, float]]) -> tuple[list[str], list[float]]:
@@ -121,39 +127,100 @@ def _byte_writer(raw, path: Path):
     return nullcontext(raw)
 
 
-def _run_bytes(qid: str, docids: list[str], scores: list[float], tag: str) -> bytes | memoryview:
-    """The lines of one query in UTF-8, after checking all its docids and scores at once (a run at
-    k = 1,000 writes a million lines: one check a line cost more than writing it)."""
-    if len(set(docids)) < len(docids) or "" in docids or _WHITESPACE.search("".join(docids)) \
-            or not all(map(math.isfinite, scores)):
-        _check_rows(qid, docids, scores)
-    if len(docids) >= ARROW_LINES:
-        return _arrow_lines(qid, docids, scores, tag)
-    prefix, suffix = f"{qid} Q0 ", f" {tag}\n"
-    return "".join([f"{prefix}{docid} {rank} {score!r}{suffix}"
-                    for rank, docid, score in zip(itertools.count(1), docids, scores)]).encode("utf-8")
+class _QueryLines:
+    """The lines of one query after another of a run with tag ``tag``, in UTF-8, each query's after
+    checking all its docids and scores at once (a run at k = 1,000 writes a million lines: one check
+    a line cost more than writing it). What Arrow needs of every query alike (the rank strings, the
+    tag) is made once a run."""
+
+    def __init__(self, tag: str):
+        self.tag = tag
+        self.ranks = None  # "1", "2", ... as an Arrow string array, sliced for each query
+        self.ends = None  # f"{tag}\n" and " " as Arrow scalars
+
+    def __call__(self, qid: str, docids, scores) -> bytes | memoryview:
+        if len(docids) != len(scores):
+            raise ValueError(f"query {qid!r} has {len(docids)} docids but {len(scores)} scores")
+        if _is_arrow(docids):
+            column = _string_column(docids)
+            if column is not None and len(column) >= ARROW_LINES:
+                return self._arrow_column(qid, column, scores)
+            docids = docids.to_pylist()
+        if isinstance(scores, np.ndarray):
+            scores = scores.tolist()
+        try:
+            joined = "".join(docids)
+        except TypeError:  # a docid that is not a string (None, as Arrow's nulls read)
+            joined = None
+        if joined is None or len(set(docids)) < len(docids) or "" in docids or _WHITESPACE.search(joined) \
+                or not all(map(math.isfinite, scores)):
+            _check_rows(qid, docids, scores)
+        if len(docids) >= ARROW_LINES:
+            return self._arrow_lines(qid, _large_strings(docids), np.ascontiguousarray(scores, dtype=np.float64))
+        prefix, suffix = f"{qid} Q0 ", f" {self.tag}\n"
+        return "".join([f"{prefix}{docid} {rank} {score!r}{suffix}"
+                        for rank, docid, score in zip(itertools.count(1), docids, scores)]).encode("utf-8")
+
+    def _arrow_column(self, qid: str, docids, scores) -> memoryview:
+        """The lines of a query whose ``docids`` are an Arrow ``large_string`` array without nulls,
+        checked as :meth:`__call__` checks a list (a bad row raises :func:`_check_rows`'s error)."""
+        import pyarrow.compute as pc
+
+        values = np.ascontiguousarray(scores, dtype=np.float64)
+        offsets = _offsets(docids)
+        chars = bytes(memoryview(docids.buffers()[2] or b"")[offsets[0]:offsets[-1]]).decode("utf-8")
+        if (offsets[1:] == offsets[:-1]).any() or _WHITESPACE.search(chars) or len(pc.unique(docids)) < len(docids) \
+                or not np.isfinite(values).all():
+            _check_rows(qid, docids.to_pylist(), values.tolist())
+        return self._arrow_lines(qid, docids, values)
+
+    def _arrow_lines(self, qid: str, docids, values: np.ndarray) -> memoryview:
+        """The lines the f-strings of :meth:`__call__` make (scores as ``repr`` writes floats) of
+        ``docids`` (a ``large_string`` array) and ``values`` (float64), joined column by column in
+        Arrow: a view of the joined array's character data, which is the lines back to back. Arrays
+        are made from buffers: ``pa.array`` and ``pa.scalar`` import pandas (looking for its
+        objects), 0.3 s of a ``ckqti run`` process."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        text = pc.cast(_numbers(pa.float64(), values), pa.large_string())
+        size = np.abs(values)
+        by_repr = (size < ARROW_SCORES[0]) | (size >= ARROW_SCORES[1]) | (values == np.floor(values))
+        if by_repr.any():
+            mask = pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(np.packbits(by_repr, bitorder="little"))])
+            text = pc.replace_with_mask(text, mask, _large_strings(list(map(repr, values[by_repr].tolist()))))
+        if self.ranks is None or len(self.ranks) < len(values):
+            self.ranks = pc.cast(_numbers(pa.int64(), np.arange(1, max(len(values), ARROW_LINES) + 1, dtype=np.int64)),
+                                 pa.large_string())
+        if self.ends is None:
+            self.ends = tuple(_large_strings([f"{self.tag}\n", " "]))  # two scalars
+        lines = pc.binary_join_element_wise(_large_strings([f"{qid} Q0"])[0], docids, self.ranks.slice(0, len(values)),
+                                            text, *self.ends)
+        offsets = _offsets(lines)
+        return memoryview(lines.buffers()[2])[offsets[0]:offsets[-1]]
 
 
-def _arrow_lines(qid: str, docids: list[str], scores: list[float], tag: str) -> memoryview:
-    """The lines the f-strings of :func:`_run_bytes` make (scores as ``repr`` writes floats), joined
-    column by column in Arrow: a view of the joined array's character data, which is the lines
-    back to back. Arrays are made from buffers: ``pa.array`` and ``pa.scalar`` import pandas
-    (looking for its objects), 0.3 s of a ``ckqti run`` process."""
+def _is_arrow(docids) -> bool:
+    """Whether ``docids`` are an Arrow array (never so while pyarrow is not imported)."""
+    pa = sys.modules.get("pyarrow")
+    return pa is not None and isinstance(docids, (pa.Array, pa.ChunkedArray))
+
+
+def _string_column(docids):
+    """Arrow ``docids`` as one ``large_string`` array without nulls, or ``None`` when they are not strings or
+    hold a null (they are then written as a list, which checks them)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    values = np.ascontiguousarray(scores, dtype=np.float64)
-    text = pc.cast(_numbers(pa.float64(), values), pa.large_string())
-    size = np.abs(values)
-    by_repr = (size < ARROW_SCORES[0]) | (size >= ARROW_SCORES[1]) | (values == np.floor(values))
-    if by_repr.any():
-        mask = pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(np.packbits(by_repr, bitorder="little"))])
-        text = pc.replace_with_mask(text, mask, _large_strings(list(map(repr, values[by_repr].tolist()))))
-    ranks = pc.cast(_numbers(pa.int64(), np.arange(1, len(values) + 1, dtype=np.int64)), pa.large_string())
-    qid_q0, tag_end, space = _large_strings([f"{qid} Q0", f"{tag}\n", " "])  # three scalars
-    lines = pc.binary_join_element_wise(qid_q0, _large_strings(docids), ranks, text, tag_end, space)
-    offsets = np.frombuffer(lines.buffers()[1], np.int64, len(lines) + 1, lines.offset * 8)
-    return memoryview(lines.buffers()[2])[offsets[0]:offsets[-1]]
+    if isinstance(docids, pa.ChunkedArray):
+        docids = docids.combine_chunks()
+    if docids.null_count or not (pa.types.is_string(docids.type) or pa.types.is_large_string(docids.type)):
+        return None
+    return docids if pa.types.is_large_string(docids.type) else docids.cast(pa.large_string())
+
+
+def _offsets(strings) -> np.ndarray:
+    """The int64 offsets of a ``large_string`` array's values into its character data."""
+    return np.frombuffer(strings.buffers()[1], np.int64, len(strings) + 1, strings.offset * 8)
 
 
 def _numbers(kind, values: np.ndarray):

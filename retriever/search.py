@@ -24,12 +24,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ckqti.errors import QueryError, is_real
-from retriever.index import Index, Shard
+from retriever.index import Index, Shard, take_array, take_rows
 from retriever.scan import scan_topk
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 MAX_QUERY_TERMS = 1024
 ACC16_MAX = np.iinfo(np.uint16).max  # the largest score uint16 accumulators hold
@@ -144,6 +148,36 @@ class TopK:
         hits = [Hit(rank, docid, score, shard, doc) for rank, docid, score, shard, doc
                 in zip(itertools.count(1), self.docids, self.scores, self.shards.tolist(), self.docs.tolist())]
         return SearchResult(self.query, self.terms, hits, self.oov, self.postings, self.unweighted)
+
+    def why_empty(self) -> str:
+        return why_empty(self.terms, self.oov)
+
+
+@dataclass(frozen=True, eq=False)
+class TopKColumns:
+    """:class:`TopK`'s hits as ``ckqti run`` writes them (:meth:`Searcher.topk_columns`): ``docids`` an
+    Arrow string array beyond :data:`~retriever.index.TAKE_FROM` hits (a list of strings up to it),
+    ``scores`` a float64 array. A run at k = 1,000 turned a million docids from Arrow into Python
+    strings and back into Arrow to write them, and a million scores into Python floats."""
+
+    query: str
+    terms: list[str]
+    docids: list[str] | pa.Array
+    scores: np.ndarray  # float64
+    shards: np.ndarray  # int64
+    docs: np.ndarray  # int64, each document's row in its shard
+    oov: list[str]
+    postings: int
+    unweighted: list[str]
+
+    def __repr__(self) -> str:
+        return brief_repr(self)
+
+    def topk(self) -> TopK:
+        """The same hits as a :class:`TopK`."""
+        docids = self.docids if isinstance(self.docids, list) else self.docids.to_pylist()
+        return TopK(self.query, self.terms, docids, self.scores.tolist(), self.shards, self.docs, self.oov,
+                    self.postings, self.unweighted)
 
     def why_empty(self) -> str:
         return why_empty(self.terms, self.oov)
@@ -514,6 +548,17 @@ class Searcher:
 
     def topk_many(self, queries: list[str], k: int = 10, threads: int = 1) -> list[TopK | QueryError]:
         """:meth:`search_many`'s hits as columns (:class:`TopK`): for many hits a query, as a run writes."""
+        return [top if isinstance(top, QueryError) else self.ranked(*top, k) for top in self._batch_tops(queries, k, threads)]
+
+    def topk_columns(self, queries: list[str], k: int = 10, threads: int = 1) -> list[TopKColumns | QueryError]:
+        """:meth:`topk_many` as ``ckqti run`` writes it (:class:`TopKColumns`): a query's docids stay an
+        Arrow string array, its scores a numpy array (:func:`retriever.runs.write_ranked_run` takes both)."""
+        return [top if isinstance(top, QueryError) else self.ranked_columns(*top, k)
+                for top in self._batch_tops(queries, k, threads)]
+
+    def _batch_tops(self, queries: list[str], k: int, threads: int) -> list[tuple | QueryError]:
+        """Per query, :meth:`ranked`'s arguments but ``k`` (the query, its parse and plan, and hits holding
+        every tie of the k-th score), searched through :meth:`topk_batch`; or the query's :class:`QueryError`."""
         positive_int(k, "k")
         positive_int(threads, "threads")
         if isinstance(queries, str):
@@ -532,7 +577,7 @@ class Searcher:
         empty = np.zeros(0, np.int64)
         k = min(k, self._num_docs)
         step = max(1, MAX_BATCH_HITS // (k + 1))  # queries a topk_batch call takes: its [queries, k] rows stay bounded
-        results: list[TopK | QueryError] = []
+        results: list[tuple | QueryError] = []
         searched = -1  # the first query of the part searched last
         for i, (text, q, plan) in enumerate(zip(queries, parsed, plans)):
             if plan is None:
@@ -547,7 +592,7 @@ class Searcher:
             top = (vals[j, :counts[j]], shards[j, :counts[j]], docs[j, :counts[j]], int(processed[j]))
             if tie_at_cut(top[0], k):  # rare: this query alone, until every document of the k-th score is in
                 top = self.topk_with_ties(plan.lists, plan.weights, k)
-            results.append(self.ranked(text, q, plan, *top, k))
+            results.append((text, q, plan, *top))
         return results
 
     def topk_with_ties(self, terms: np.ndarray, weights: np.ndarray | None, k: int):
@@ -572,6 +617,22 @@ class Searcher:
         order = trec_ranking(vals, docids)[:k]
         return TopK(text, q.known, list(map(docids.__getitem__, order.tolist())), (vals[order] * plan.unit + plan.base).tolist(),
                     shards[order], docs[order], q.oov, processed, self.unweighted(q, plan))
+
+    def ranked_columns(self, text: str, q: ParsedQuery, plan: QueryPlan, vals: np.ndarray, shards: np.ndarray,
+                       docs: np.ndarray, processed: int, k: int) -> TopKColumns:
+        """:meth:`ranked`'s :class:`TopK` as :class:`TopKColumns`: the same hits in the same order, docids
+        taken in Arrow (:meth:`~retriever.index.Index.docid_column`) and only tied ones made Python strings
+        (to order them), scores left in numpy."""
+        docids = self.index.docid_column(shards, docs) if vals.size else []
+        order = trec_ranking(vals, docids)[:k]
+        if isinstance(docids, list):
+            docids = list(map(docids.__getitem__, order.tolist()))
+        elif order[-1] == order.size - 1 and bool((order[1:] > order[:-1]).all()):  # the first hits, in their order
+            docids = docids.slice(0, order.size)
+        else:
+            docids = take_array(docids, order)
+        return TopKColumns(text, q.known, docids, vals[order] * plan.unit + plan.base, shards[order], docs[order],
+                           q.oov, processed, self.unweighted(q, plan))
 
     def search_ids(self, terms: np.ndarray, weights: np.ndarray, k: int) -> tuple[list[tuple[int, int, int]], int]:
         """Top-k ``(integer score, shard, doc)`` over all shards for posting lists ``terms`` with
@@ -694,22 +755,23 @@ def search_json(searcher: Searcher, res: SearchResult) -> dict:
     return {"query": res.query, "terms": res.terms, "oov": res.oov, "unweighted": res.unweighted, "hits": hits}
 
 
-def trec_ranking(vals: np.ndarray, docids: list[str]) -> np.ndarray:
+def trec_ranking(vals: np.ndarray, docids: list[str] | pa.Array) -> np.ndarray:
     """The order of hits ``vals`` (integer scores), ``docids`` that ranks them as trec_eval does: score
     descending, then docid descending, compared by code point as Python compares strings (docids hold
     no controls, so numpy's fixed-width strings lose no trailing NUL). Hits already by score descending,
     as the kernels give them, have only their ties sorted: a run at k = 1,000 made a numpy string of
-    every docid it wrote, the few tied ones suffice."""
+    every docid it wrote, the few tied ones suffice (of an Arrow array, only they are made Python strings)."""
     if vals.size > 1 and bool((vals[:-1] >= vals[1:]).all()):
         order = np.arange(vals.size)
         tie = vals[:-1] == vals[1:]
         if tie.any():
             at = np.flatnonzero(np.concatenate(([False], tie)) | np.concatenate((tie, [False])))  # in a tie
-            keys = np.array([docids[i] for i in at.tolist()], dtype=str)
+            tied = [docids[i] for i in at.tolist()] if isinstance(docids, list) else take_rows(docids, at)
+            keys = np.array(tied, dtype=str)
             order[at] = at[np.lexsort((keys, vals[at]))[::-1]]  # each tie's docids, descending, in its places
         return order
     # one numpy sort, ascending, then read backwards: the last key (the score) first, then the docid
-    return np.lexsort((np.array(docids, dtype=str), vals))[::-1]
+    return np.lexsort((np.array(docids if isinstance(docids, list) else docids.to_pylist(), dtype=str), vals))[::-1]
 
 
 def tie_at_cut(vals: np.ndarray, k: int) -> bool:

@@ -1181,10 +1181,10 @@ def test_search_and_run_hand_slack_and_threads_on(tmp_path, scifact_index, monke
 
     budget = inspect.signature(api.open_searcher).parameters["budget"].default  # the API's default
     opened, asked = [], []
-    open_searcher, topk_many = api.open_searcher, Searcher.topk_many
+    open_searcher, topk_columns = api.open_searcher, Searcher.topk_columns
     monkeypatch.setattr(api, "open_searcher", lambda *a, **kw: opened.append(open_searcher(*a, **kw)) or opened[-1])
-    monkeypatch.setattr(Searcher, "topk_many",
-                        lambda self, qs, k, threads=1: asked.append(threads) or topk_many(self, qs, k, threads=threads))
+    monkeypatch.setattr(Searcher, "topk_columns",
+                        lambda self, qs, k, threads=1: asked.append(threads) or topk_columns(self, qs, k, threads=threads))
     queries = tmp_path / "q.tsv"
     queries.write_text("q1\tprotein\n")
     for line in (["search", "protein"], ["run", "--queries", queries, "--out", tmp_path / "r.trec", "--threads", 2]):

@@ -94,6 +94,67 @@ def test_a_bad_row_among_many_is_named(tmp_path, bad, message):
     assert not list(tmp_path.iterdir())
 
 
+def arrow_docids(docids: list, kind: str):
+    """``docids`` as Arrow holds them: a ``string`` or ``large_string`` array, one sliced out of a longer
+    one (its offsets start past 0), or a chunked array."""
+    import pyarrow as pa
+
+    if kind == "sliced":
+        return pa.array(["pad", "ding", *docids, "tail"], pa.string()).slice(2, len(docids))
+    if kind == "chunked":
+        return pa.chunked_array([pa.array(docids[:7], pa.string()), pa.array(docids[7:], pa.string())])
+    return pa.array(docids, getattr(pa, kind)())
+
+
+ARROW_KINDS = ["string", "large_string", "sliced", "chunked"]
+
+
+@pytest.mark.parametrize("kind", ARROW_KINDS)
+@pytest.mark.parametrize("bad, message", [
+    (("", 1.0), "docid '' must be a non-empty string without whitespace"),
+    (("d\u20281", 1.0), r"docid 'd\u20281' must be a non-empty string"),
+    (("d 1", 1.0), "docid 'd 1' must be a non-empty string"),
+    ((None, 1.0), "docid None must be a non-empty string"),
+    (("d7", 1.0), "docid 'd7' appears twice in the results of query 'q'"),
+    (("x", float("inf")), "score inf of query 'q', doc 'x' is not finite"),
+    (("x", float("nan")), "score nan of query 'q', doc 'x' is not finite"),
+])
+def test_a_bad_row_among_arrow_docids_is_named_as_in_a_list(tmp_path, bad, message, kind):
+    """Docids given as an Arrow array and scores as a numpy array (``ckqti run``'s) are checked as a
+    list's are: the first bad row raises the same error, wherever it is, however many rows there are."""
+    for n in (10, 3 * ARROW_LINES):
+        good = [(f"d{i}", float(n - i)) for i in range(n)]
+        ranked = good[:n // 2] + [bad] + good[n // 2:]
+        docids, scores = [d for d, _ in ranked], np.array([s for _, s in ranked])
+        with pytest.raises(ValueError, match=re.escape(message)):
+            write_ranked_run(tmp_path / "r.run", [("q", arrow_docids(docids, kind), scores)], "t")
+        assert not list(tmp_path.iterdir())
+
+
+def test_arrow_docids_that_are_not_strings_are_refused_as_in_a_list(tmp_path):
+    import pyarrow as pa
+
+    for n in (10, 3 * ARROW_LINES):
+        with pytest.raises(ValueError, match=re.escape("docid 0 must be a non-empty string")):
+            write_ranked_run(tmp_path / "r.run", [("q", pa.array(range(n)), np.ones(n))], "t")
+        assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("arrow", [False, True])
+def test_as_many_scores_as_docids(tmp_path, arrow):
+    """A query's docids and scores are columns of one length: a short query's lines were cut to the
+    shorter one, silently."""
+    import pyarrow as pa
+
+    for n in (10, 3 * ARROW_LINES):
+        docids = [f"d{i}" for i in range(n)]
+        for scores in ([1.0] * (n - 1), [1.0] * (n + 1)):
+            with pytest.raises(ValueError, match=re.escape(f"query 'q' has {n} docids but {len(scores)} scores")):
+                write_ranked_run(tmp_path / "r.run", [("q", pa.array(docids) if arrow else docids,
+                                                       np.array(scores) if arrow else scores)], "t")
+        assert not list(tmp_path.iterdir())
+
+
 def awkward_scores() -> list[float]:
     """Scores of every size and sign, integral ones, both zeros, ties, and the bounds of what Arrow writes."""
     rng = np.random.default_rng(0)
@@ -118,6 +179,24 @@ def test_a_long_query_is_written_as_f_strings_write_it(tmp_path, name):
                        for r, (d, s) in enumerate(zip(ds, ss), 1))
     with (gzip.open if name.endswith(".gz") else open)(tmp_path / name, "rb") as stream:
         assert stream.read() == expected.encode("utf-8")
+
+
+@pytest.mark.parametrize("kind", ARROW_KINDS)
+@pytest.mark.parametrize("name", ["r.run", "r.run.gz"])
+def test_arrow_docids_and_numpy_scores_are_written_as_lists_are(tmp_path, name, kind):
+    """Docids as an Arrow array and scores as a numpy array (``ckqti run``'s) make the run lists make,
+    byte for byte: awkward scores and non-ASCII docids, queries shorter and longer than ARROW_LINES and
+    than the one before (the rank strings are made once a run, and again longer), lists between them."""
+    scores = awkward_scores()
+    docids = [f"d{i}" if i % 3 else f"文档-é{i}" for i in range(len(scores))]
+    cuts = [ARROW_LINES, 5, len(scores), ARROW_LINES - 1, 200, 2 * len(scores) // 3]
+    queries = [(f"q{i}-ü", docids[i:i + n], scores[i:i + n]) for i, n in enumerate(cuts)]
+    write_ranked_run(tmp_path / f"lists-{name}", queries, "tág")
+    mixed = [(q, arrow_docids(d, kind), np.array(s)) if i != 3 else (q, d, s) for i, (q, d, s) in enumerate(queries)]
+    write_ranked_run(tmp_path / name, mixed, "tág")
+    opener = gzip.open if name.endswith(".gz") else open
+    with opener(tmp_path / name, "rb") as new, opener(tmp_path / f"lists-{name}", "rb") as old:
+        assert new.read() == old.read()
 
 
 def test_write_ranked_run_keeps_the_given_order(tmp_path):

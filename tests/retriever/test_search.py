@@ -702,10 +702,14 @@ def test_each_hit_names_the_shard_and_row_of_its_docid(scifact_index):
         assert [searcher.index.shards[s].docid(d) for s, d in zip(top.shards.tolist(), top.docs.tolist())] == top.docids
 
 
+@pytest.mark.parametrize("arrow", [False, True])
 @pytest.mark.parametrize("by_score", [True, False])
-def test_trec_ranking_is_score_then_docid_descending(by_score):
+def test_trec_ranking_is_score_then_docid_descending(by_score, arrow):
     """Hits in the kernels' order (score descending) have only their ties sorted; any other order is
-    sorted whole; both rank as sorting (score, docid) pairs in Python, descending, does."""
+    sorted whole; both rank as sorting (score, docid) pairs in Python, descending, does, whether the
+    docids are a list or an Arrow array (``ckqti run``'s)."""
+    import pyarrow as pa
+
     rng = np.random.default_rng(0)
     for n in (0, 1, 2, 7, 300):
         vals = rng.integers(0, 12, n)  # many ties
@@ -714,7 +718,7 @@ def test_trec_ranking_is_score_then_docid_descending(by_score):
             keep = np.argsort(-vals, kind="stable")
             vals, docids = vals[keep], [docids[i] for i in keep.tolist()]
         expected = sorted(zip(vals.tolist(), docids), reverse=True)
-        order = trec_ranking(vals, docids).tolist()
+        order = trec_ranking(vals, pa.array(docids, pa.string()) if arrow else docids).tolist()
         assert [(vals[i], docids[i]) for i in order] == expected
 
 
@@ -772,3 +776,75 @@ def test_a_documents_score_skips_a_list_its_shard_was_written_without(tmp_path):
     hits = s.search("t2 t4", 10).hits
     assert [(h.docid, h.score) for h in hits] == [("d3", 5.0), ("d0", 2.0), ("d1", 1.0)]
     assert [s.document_score("t2 t4", h.docid) for h in hits] == [5.0, 2.0, 1.0]
+
+
+def random_index(path, num_shards: int, seed: int = 0) -> Index:
+    """An index of ``num_shards`` shards written by hand: awkward docids (case, digits as text, accents,
+    other scripts, beyond the basic plane, punctuation) and impacts from a few values, so that many
+    documents tie, but for term 6, whose documents tie with none (its first 60 of each shard); term ``i`` is
+    named ``t{i}``."""
+    from ckqti.vocab import Vocabulary
+    from indexer.build import write_index
+    from indexer.quantize import Quantizer
+    from indexer.shards import ImpactPostings
+
+    rng = np.random.default_rng(seed)
+    names = ["a", "B", "b", "Z", "z", "9", "10", "100", "é", "e", "ß", "ü1", "日本", "\U0001F600x", "a-b", "a_b", "A0"]
+    vocab_size, per_shard, untied = 7, 150, 60
+    shards, df = [], np.zeros(vocab_size, np.int64)
+    for si in range(num_shards):
+        lists, docs, impacts = [], [], []
+        for t in range(vocab_size - 1):
+            hit = np.flatnonzero(rng.random(per_shard) < 0.6)
+            lists += [t] * hit.size
+            docs += hit.tolist()
+            impacts += rng.integers(1, 4, hit.size).tolist()  # few values: ties everywhere
+            df[t] += hit.size
+        lists += [vocab_size - 1] * untied
+        docs += list(range(untied))
+        impacts += (255 - si * untied - np.arange(untied)).tolist()
+        df[-1] += untied
+        docids = [f"{names[(si * per_shard + j) % len(names)]}{rng.integers(1000)}-{si}-{j}" for j in range(per_shard)]
+        shards.append((ImpactPostings(np.array(lists, np.int32), np.array(docs, np.uint32), np.array(impacts, np.uint8),
+                                      channels=1),
+                       {"docid": docids, "title": [""] * per_shard, "text": [""] * per_shard, "length": [1] * per_shard}))
+    vocab = Vocabulary([f"t{i}" for i in range(vocab_size)], df, df.copy(), num_shards * per_shard, int(df.sum()))
+    write_index(path, shards, vocab, np.zeros(vocab_size), Quantizer(0.5), {"id": "hand", "name": "hand"},
+                {"stemmer": "none", "stopwords": "none", "lowercase": True})
+    return Index(path)
+
+
+@pytest.mark.parametrize("num_shards", [1, 3])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_topk_columns_are_topk_many_in_arrow_and_numpy(tmp_path, num_shards, threads):
+    """``ckqti run``'s columns (docids an Arrow array, scores a numpy one) are the hits, order and
+    scores of :meth:`Searcher.topk_many` (Python strings and floats), on an index whose documents
+    tie everywhere and whose docids sort awkwardly, at depths that cut a tie, take every document
+    or fewer than an Arrow call fetches; and a run written from either is the same, byte for byte."""
+    import pyarrow as pa
+
+    from retriever.index import TAKE_FROM
+    from retriever.runs import write_ranked_run
+
+    searcher = Searcher(random_index(tmp_path / "ix", num_shards))
+    assert len(searcher.index.shards) == num_shards
+    queries = ["t0", "t1 t2", "t3 t3 t4 t5", "t0 t1 t2 t3 t4 t5", "unknown", "", "t5 nothing", "t2 t0", "t6"]
+    for k in (5, TAKE_FROM + 1, 100, 10_000):
+        old, new = searcher.topk_many(queries, k, threads), searcher.topk_columns(queries, k, threads)
+        assert len(old) == len(new) == len(queries)
+        for a, b in zip(old, new):
+            if isinstance(a, QueryError):
+                assert isinstance(b, QueryError) and b.message == a.message
+                continue
+            assert isinstance(b.docids, pa.Array) or len(a.docids) <= TAKE_FROM  # a list up to it (and its ties)
+            assert isinstance(b.scores, np.ndarray) and b.scores.dtype == np.float64
+            top = b.topk()
+            assert (top.docids, top.scores, top.shards.tolist(), top.docs.tolist()) == (
+                a.docids, a.scores, a.shards.tolist(), a.docs.tolist())
+            assert (top.query, top.terms, top.oov, top.postings, top.unweighted) == (
+                a.query, a.terms, a.oov, a.postings, a.unweighted)
+        assert any(len(a.docids) > 1 and len(set(a.scores)) < len(a.scores) for a in old if not isinstance(a, QueryError))
+        for name, rows in (("old.run", old), ("new.run", new)):
+            write_ranked_run(tmp_path / name, [(f"q{i}", r.docids, r.scores) for i, r in enumerate(rows)
+                                               if not isinstance(r, QueryError) and len(r.docids)], "t")
+        assert (tmp_path / "new.run").read_bytes() == (tmp_path / "old.run").read_bytes()
