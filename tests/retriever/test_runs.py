@@ -400,3 +400,148 @@ def test_writing_a_long_query_imports_no_pandas(tmp_path):
                           cwd=Path(__file__).resolve().parents[2])
     assert done.stdout.split() == ["False"]
     assert (tmp_path / "r.run").read_text().splitlines()[:2] == ["q Q0 d0 1 100.5 t", "q Q0 d1 2 99.5 t"]
+
+
+# Scores whose parse is easy to get wrong: many digits, exponents past the range, subnormals, signed zeros.
+AWKWARD_SCORES = [
+    "-0", "+0", "-0.", "+.0", "00", ".5", "5.", "+7.", "-.5e-3", "1E5", "1e+0000000000000000000001", "1e-320", "-1e-320",
+    "4.9406564584124654e-324", "2.4703282292062327e-324", "2.4703282292062328e-324", "2.2250738585072011e-308",
+    "1.7976931348623157e308", "1.7976931348623158e308", "0e99999999999999999999", "1e-99999999999999999999",
+    "9007199254740993", "9007199254740992.5000000000000000001", "0.1000000000000000055511151231257827021181583404541015625",
+    "0.1000000000000000055511151231257827021181583404541015624", "1" + "0" * 400 + "e-400", "0." + "0" * 400 + "1e400",
+    "123456789012345678901234567890e-30", "9" * 300, "0." + "9" * 800, "0.30000000000000004", "1.2403492132387708",
+]
+
+
+def _random_score(rng) -> str:
+    if rng.random() < 0.3:
+        return repr(rng.uniform(-1e3, 1e3) * 10.0 ** rng.randint(-330, 300))
+    whole, part = (rng.choices("0123456789", k=rng.randint(0, n)) for n in (25, 40))
+    text = "".join(whole) + rng.choice([".", "", "."]) + "".join(part)
+    text = text if any(c.isdigit() for c in text) else "0"
+    if rng.random() < 0.4:
+        sign = rng.choice(["-", "", "+"])  # below 1e300 (65 digits at most before the exponent)
+        text += rng.choice("eE") + sign + str(rng.randint(0, 400 if sign == "-" else 234))
+    return rng.choice(["", "", "+", "-"]) + text
+
+
+def _random_run(rng, lines: int) -> list[str]:
+    """Lines of a plain run: queries of a few to many lines, some query coming back later, awkward scores."""
+    out, qids = [], [f"q{i}" for i in range(rng.randint(1, 9))]
+    while len(out) < lines:
+        qid, docs = rng.choice(qids), rng.randint(1, 60)
+        used = {line.split()[2] for line in out if line.split()[0] == qid}
+        fresh = [d for d in (f"d{rng.randint(0, 10**6)}-{k}" for k in range(docs)) if d not in used]
+        out += [f"{qid} {rng.choice(['Q0', '0'])} {doc} {rank} {_random_score(rng)} {rng.choice(['t', 'run.1'])}"
+                for rank, doc in enumerate(fresh, 1)]
+    return out
+
+
+def _same_as_line_by_line(runs, path):
+    """read_run's result or error for ``path`` is the line-by-line reader's, floats bit for bit, keys in order."""
+    try:
+        want = runs._read_line_by_line(path)
+    except InputError as err:
+        with pytest.raises(InputError) as got:
+            read_run(path)
+        assert str(got.value) == str(err)
+        return
+    got = read_run(path)
+    assert list(got) == list(want)
+    assert [[(d, repr(s)) for d, s in docs.items()] for docs in got.values()] == \
+           [[(d, repr(s)) for d, s in docs.items()] for docs in want.values()]
+
+
+def _spy_columns(runs, monkeypatch) -> list:
+    """Read in columns from the smallest block, gathering 1.5 KB (a line of 1 KB is read whole); what each
+    _add_columns call returned."""
+    monkeypatch.setattr(runs, "READ_BLOCK", 1024)
+    monkeypatch.setattr(runs, "ARROW_BLOCK", 1536)
+    monkeypatch.setattr(runs, "ARROW_MIN", 0)
+    calls, add_columns = [], runs._add_columns
+    monkeypatch.setattr(runs, "_add_columns", lambda run, block: calls.append(add_columns(run, block)) or calls[-1])
+    return calls
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_plain_run_is_read_in_columns_as_line_by_line(tmp_path, monkeypatch, seed):
+    """Plain runs (random queries, one coming back later, awkward scores, no final line feed) are read in
+    columns, every block, with the line-by-line reader's floats bit for bit, plain and gzip."""
+    import random
+
+    import retriever.runs as runs
+
+    rng = random.Random(seed)
+    lines = _random_run(rng, 300)
+    lines += [f"qa Q0 a{i} {i} {score} t" for i, score in enumerate(AWKWARD_SCORES)]
+    calls = _spy_columns(runs, monkeypatch)
+    for path in (tmp_path / "r.trec", tmp_path / "r.trec.gz"):
+        data = ("\n".join(lines) + rng.choice(["\n", ""])).encode()
+        path.write_bytes(gzip.compress(data) if path.suffix == ".gz" else data)
+        calls.clear()
+        _same_as_line_by_line(runs, path)
+        assert len(calls) > 5 and None not in calls  # every block in columns
+
+
+def _column_is(k: int, text: str):
+    return lambda cols: " ".join(cols[:k] + [text] + cols[k + 1:])
+
+
+def _score_is(score: str):
+    return _column_is(4, score)
+
+
+# One change to a line of a plain run: ``{}`` is the line's columns, space-separated, as strings.
+MUTATIONS = [
+    lambda c: "  ".join(c), lambda c: " " + " ".join(c), lambda c: " ".join(c) + " ", lambda c: " ".join(c) + "\n",
+    lambda c: "\n" + " ".join(c), lambda c: "\t".join(c), lambda c: " ".join(c) + "\r", lambda c: " ".join(c[:5]),
+    lambda c: " ".join(c + ["x"]), lambda c: " ".join(c[:2] + [c[2] + "\t1"] + c[3:]),
+    lambda c: " ".join(c[:2] + [c[2] + "\x0b1"] + c[3:]), lambda c: " ".join(c[:2] + [c[2] + "\x1c1"] + c[3:]),
+    lambda c: " ".join(c[:2] + [c[2] + "\x00"] + c[3:]), lambda c: " ".join(c[:2] + [c[2] + "\x85x"] + c[3:]),
+    lambda c: " ".join(c[:2] + [c[2] + "\u00e9"] + c[3:]), lambda c: " ".join(c[:2] + [c[2] + "\u3000x"] + c[3:]),
+    lambda c: " ".join(c[:3] + ["+" + c[3]] + c[4:]), lambda c: " ".join(c[:3] + ["-" + c[3]] + c[4:]),
+    lambda c: " ".join(c[:3] + [c[3] + ".0"] + c[4:]), lambda c: " ".join(c[:3] + ["x"] + c[4:]),
+    lambda c: " ".join(c[:3] + ["1_0"] + c[4:]), lambda c: " ".join(c[:3] + ["\u0661"] + c[4:]),
+    *[_score_is(score) for score in ["1_0", "nan", "-inf", "Infinity", "1e999", "-1e400", "9" * 400, "1.2.3", "0x1p3",
+                                     "1e", "e5", ".", "+", "1d5", "\u0661.5", "1,5", "1e5.0", "0b1", "1j", "\uff11"]],
+    *[_column_is(k, "") for k in range(6)],  # a column gone, its spaces not
+    lambda c: '"' + " ".join(c) + '"', lambda c: " ".join(c[:2] + ['"' + c[2] + '"'] + c[3:]),
+]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_subtly_changed_run_reads_or_fails_as_line_by_line(tmp_path, monkeypatch, seed):
+    """Each change to one line of a plain run (extra or other whitespace, a column more or less, a signed
+    or bad rank, scores float reads and trec_eval does not, a docid twice) leaves read_run's result or
+    InputError the line-by-line reader's, wherever the line lies."""
+    import random
+
+    import retriever.runs as runs
+
+    rng = random.Random(seed)
+    calls = _spy_columns(runs, monkeypatch)
+    path = tmp_path / "r.trec"
+    for number, mutate in enumerate(MUTATIONS + ["twice"]):
+        lines = _random_run(rng, 60)
+        at = rng.randrange(len(lines))
+        if mutate == "twice":
+            cols = lines[at].split()
+            lines.insert(rng.randint(at + 1, len(lines)), f"{cols[0]} Q0 {cols[2]} 99 1.5 t")
+        else:
+            lines[at] = mutate(lines[at].split())
+        path.write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"))
+        calls.clear()
+        _same_as_line_by_line(runs, path)
+        assert calls, number
+
+
+def test_reading_a_run_in_columns_imports_no_pandas(tmp_path):
+    """A run of more than ARROW_MIN bytes is read in columns, without pandas (0.3 s of a process)."""
+    path = tmp_path / "r.run"
+    path.write_text("".join(f"q{i // 1000} Q0 d{i} {i % 1000 + 1} {1 / (i + 1)!r} t\n" for i in range(40_000)))
+    code = ("import sys; import retriever.runs as runs; calls = []; add = runs._add_columns; "
+            "runs._add_columns = lambda r, b: calls.append(add(r, b)) or calls[-1]; "
+            f"run = runs.read_run({str(path)!r}); print(len(run), len(calls), None in calls, 'pandas' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.stdout.split() == ["40", "1", "False", "False"]
