@@ -44,7 +44,8 @@ BATCH_CHUNK = 64  # queries a kernel call takes at a time in one-thread batch se
 # 85k QPS at 8 chunks a thread, 91k at 4, 99k at 2, 104k at 1; head-heavy 7.1k, 7.4k, 7.2k, 6.9k).
 # Two keep a slow query from holding up the whole batch on one thread.
 CHUNKS_PER_THREAD = 2
-MAX_BATCH_HITS = 1 << 22  # hits a search_many holds at a time ([queries, k + 1] rows, 3 int64 each: 96 MB)
+TIE_MARGIN = 8  # a batch searches k + k // TIE_MARGIN hits (tie_margin)
+MAX_BATCH_HITS = 1 << 22  # hits a search_many holds at a time ([queries, tie_margin(k)] rows, 3 int64 each: 96 MB)
 MAX_CHUNK_HITS = 1 << 21  # a multi-shard chunk holds [shards, queries, k] hits twice: at most this many (16 MB) each, unless one query holds more
 WARMUP = 16384  # a query with at most this many postings is added whole before any pruning (retriever.kernels.saat_topk)
 RESOLUTION = 128  # the largest query weight; see docs/INDEX.md for the measured trade-off
@@ -577,7 +578,8 @@ class Searcher:
         plans = [self.plan(q) if isinstance(q, ParsedQuery) else None for q in parsed]
         empty = np.zeros(0, np.int64)
         k = min(k, self._num_docs)
-        step = max(1, MAX_BATCH_HITS // (k + 1))  # queries a topk_batch call takes: its [queries, k] rows stay bounded
+        want = tie_margin(k)
+        step = max(1, MAX_BATCH_HITS // want)  # queries a topk_batch call takes: its [queries, k] rows stay bounded
         results: list[tuple | QueryError] = []
         searched = -1  # the first query of the part searched last
         for i, (text, q, plan) in enumerate(zip(queries, parsed, plans)):
@@ -587,24 +589,24 @@ class Searcher:
             lo = i - i % step
             if lo != searched:
                 part, searched = plans[lo:lo + step], lo
-                vals, shards, docs, counts, processed = self.topk_batch(  # one more than asked: a tie at the cut shows
-                    [p.lists if p else empty for p in part], [p.weights if p else empty for p in part], k + 1, threads)
+                vals, shards, docs, counts, processed = self.topk_batch(  # past k (tie_margin): a tie at the cut shows
+                    [p.lists if p else empty for p in part], [p.weights if p else empty for p in part], want, threads)
             j = i - lo
             top = (vals[j, :counts[j]], shards[j, :counts[j]], docs[j, :counts[j]], int(processed[j]))
-            if tie_at_cut(top[0], k):  # rare: this query alone, until every document of the k-th score is in
-                top = self.topk_with_ties(plan.lists, plan.weights, k)
+            if tie_at_cut(top[0], k, want):  # this query alone, until every document of the k-th score is in
+                top = self.topk_with_ties(plan.lists, plan.weights, k, 2 * want)
             results.append((text, q, plan, *top))
         return results
 
-    def topk_with_ties(self, terms: np.ndarray, weights: np.ndarray | None, k: int):
+    def topk_with_ties(self, terms: np.ndarray, weights: np.ndarray | None, k: int, want: int | None = None):
         """:meth:`topk_arrays`'s top ``k`` and every document tied with the k-th score (so that the
         cut can be made as trec_eval orders ties, by docid; the kernels break them by internal
-        number): ``k + 1`` hits, doubled while the last still ties the k-th."""
+        number): ``want`` hits (default :func:`tie_margin`), doubled while the last still ties the k-th."""
         k = min(k, self._num_docs)
-        want = k + 1
+        want = tie_margin(k) if want is None else min(want, self._num_docs)
         while True:
             top = self.topk_arrays(terms, weights, want)
-            if not tie_at_cut(top[0], k) or want >= self._num_docs:
+            if not tie_at_cut(top[0], k, want) or want >= self._num_docs:
                 return top
             want = min(2 * want, self._num_docs)
 
@@ -775,10 +777,21 @@ def trec_ranking(vals: np.ndarray, docids: list[str] | pa.Array) -> np.ndarray:
     return np.lexsort((np.array(docids if isinstance(docids, list) else docids.to_pylist(), dtype=str), vals))[::-1]
 
 
-def tie_at_cut(vals: np.ndarray, k: int) -> bool:
-    """Whether hits ``vals`` (descending, up to k + 1 or more) may leave out a document tied with
-    the k-th: the last one returned, beyond the k-th, still scores as the k-th does."""
-    return vals.size > k and vals[-1] == vals[k - 1]
+def tie_margin(k: int) -> int:
+    """Hits a batch asks for to rank ``k``: a tie at the k-th score shows as the last one tying it, and then
+    that query is searched again (:meth:`Searcher.topk_with_ties`). ``k + 1`` shows it; a deep ``k`` gets an
+    eighth more, within which most ties at the cut end: at k = 1,000, 146 of SciFact's 1,109 claims were
+    searched again at k + 1 and none at k + 125 (``topk_columns`` 0.197 -> 0.184 s), and 293 of its 300 test
+    claims over SciFact's abstracts copied 40 times (207,320 documents, 3 shards) -> none, 1.38 -> 0.46 s;
+    the same hits (session 41)."""
+    return k + max(1, k // TIE_MARGIN)
+
+
+def tie_at_cut(vals: np.ndarray, k: int, want: int) -> bool:
+    """Whether hits ``vals`` (descending, of ``want`` asked for, k + 1 or more) may leave out a document
+    tied with the k-th: the last one returned, beyond the k-th, still scores as the k-th does, and it
+    is the last asked for (fewer returned than asked: every hit is in)."""
+    return vals.size > k and vals.size >= want and vals[-1] == vals[k - 1]
 
 
 def merged_topk(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -848,3 +848,34 @@ def test_topk_columns_are_topk_many_in_arrow_and_numpy(tmp_path, num_shards, thr
             write_ranked_run(tmp_path / name, [(f"q{i}", r.docids, r.scores) for i, r in enumerate(rows)
                                                if not isinstance(r, QueryError) and len(r.docids)], "t")
         assert (tmp_path / "new.run").read_bytes() == (tmp_path / "old.run").read_bytes()
+
+
+def test_a_tie_at_the_cut_within_the_margin_is_not_searched_again(tmp_path, monkeypatch):
+    """A batch asks for k + k // 8 hits (``tie_margin``): a tie at the k-th score that ends within them is
+    ranked without searching its query again, a longer one is searched again, and a query with fewer
+    hits than asked for has them all; each way the hits are those of ``search`` (every tie of the k-th
+    score in, cut by docid)."""
+    from retriever import search as search_mod
+
+    groups = {"a": (14, "same same same words"), "b": (4, "same same words pad"), "c": (5, "same words pad pad")}
+    lines = [f"{g}{i}\t{text}\n" for g, (n, text) in groups.items() for i in range(n)]
+    fillers = "".join(f"filler{i}\tother text there\n" for i in range(60))  # idf above 0
+    (tmp_path / "c.tsv").write_text("".join(lines) + fillers)
+    api.index(tmp_path / "c.tsv", tmp_path / "ix", model="ndrm2", progress=False)
+    s = Searcher(tmp_path / "ix")
+    scores = {h.docid[0]: h.score for h in s.search("same words", 30).hits}
+    assert scores["a"] > scores["b"] > scores["c"]  # three tie groups, 14, 4 and 5 documents
+    again = []
+    real = Searcher.topk_with_ties
+    monkeypatch.setattr(Searcher, "topk_with_ties", lambda self, *a: again.append(a[2]) or real(self, *a))
+    assert search_mod.tie_margin(16) == 18 and search_mod.tie_margin(10) == 11
+    # k 16: the 16th is in group b (positions 15-18), asked 18: the 18th still ties -> searched again;
+    # k 17, asked 19: the 19th is group c's -> no; k 22, asked 24, 23 hits in all -> no
+    for k, searched_again in ((16, True), (17, False), (22, False), (15, True)):
+        again.clear()
+        top = s.topk_many(["same words"], k)[0]
+        assert bool(again) == searched_again, (k, again)
+        hits = s.search("same words", k).hits
+        assert top.docids == [h.docid for h in hits] and top.scores == [h.score for h in hits]
+        want = sorted(((scores[d[0]], d) for d in (line.split("\t")[0] for line in lines)), reverse=True)[:k]
+        assert top.docids == [d for _, d in want]
