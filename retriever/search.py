@@ -401,7 +401,6 @@ class Searcher:
             return self._scan_arrays(terms, weights, k)
         saat_topk, _, lookup_cost, exact_slack = self._kernels
         budget, slack = (self.budget, self._slack) if self.mode == "anytime" else (-1, exact_slack)  # _traversal, inline
-        warmup = WARMUP
         shards = self.index.shards
         if len(shards) == 1:  # the common case, kept lean (no context manager): one query a call is latency-bound
             sh = shards[0]
@@ -410,7 +409,7 @@ class Searcher:
             try:
                 n, processed = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k, budget,
                                          ws.acc(max_score), ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact,
-                                         warmup, lookup_cost, slack, docs, vals)
+                                         WARMUP, lookup_cost, slack, docs, vals)
             finally:
                 self._free.append(ws)
             zeros = self._shard0  # kept for the next query of as many hits (a view of a longer one costs ~0.1 us)
@@ -427,7 +426,7 @@ class Searcher:
                 docs, vals = np.empty(k, np.int64), np.empty(k, np.int64)
                 n, scanned = saat_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k, budget,
                                        ws.acc(max_score), ws.touched, ws.hist, ws.bits, sh.skips, sh.skip_ptr, sh.post_impact,
-                                       warmup, lookup_cost, slack, docs, vals)
+                                       WARMUP, lookup_cost, slack, docs, vals)
                 processed += scanned
                 parts.append((vals[:n], np.full(n, si, np.int64), docs[:n]))
         return (*merged_topk(parts, k), processed)
@@ -616,10 +615,7 @@ class Searcher:
         ranked as ``ckqti run`` writes them and trec_eval reads them: score descending, then docid
         descending. So a run's top 10 is the first 10 lines of its top 1,000, and search's ranks are
         the run's."""
-        docids = self.index.docids(shards, docs) if vals.size else []
-        order = trec_ranking(vals, docids)[:k]
-        return TopK(text, q.known, list(map(docids.__getitem__, order.tolist())), (vals[order] * plan.unit + plan.base).tolist(),
-                    shards[order], docs[order], q.oov, processed, self.unweighted(q, plan))
+        return self.ranked_columns(text, q, plan, vals, shards, docs, processed, k).topk()
 
     def ranked_columns(self, text: str, q: ParsedQuery, plan: QueryPlan, vals: np.ndarray, shards: np.ndarray,
                        docs: np.ndarray, processed: int, k: int) -> TopKColumns:
