@@ -197,8 +197,8 @@ def open_searcher(index_path: str | Path, mode: str = "exact", budget: int = 200
                   verify: bool = True, channel_weights: dict[str, float] | None = None, slack: float = 1.0,
                   engine: str = "numba") -> Searcher:
     """Open an index for search; ``channel_weights`` re-weights its channels and ``engine`` chooses what
-    searches one query at a time (see :class:`retriever.search.Searcher`: ``"numpy"`` for a process that
-    searches once in exact mode); an unknown channel is a :class:`QueryError`."""
+    searches (see :class:`retriever.search.Searcher`: ``"auto"`` for a process that searches a few queries
+    and then ends, as ``ckqti search`` and ``ckqti run`` do); an unknown channel is a :class:`QueryError`."""
     from retriever.index import Index
     from retriever.search import Searcher
 
@@ -237,11 +237,10 @@ def search(query: str, index_path: str | Path, k: int = 10, mode: str = "exact",
     """Search an index for one query; returns a :class:`retriever.search.SearchResult`.
 
     Opens (and checksum-verifies) the index for this one query, which an exact search scans with numpy
-    (``engine="numpy"``: no Numba to load): to search many, open it once with :func:`open_searcher`
-    and call its ``search`` or ``search_many``."""
-    engine = "numpy" if mode == "exact" else "numba"
+    unless that would take longer than loading Numba's kernels (``engine="auto"``): to search many, open
+    it once with :func:`open_searcher` and call its ``search`` or ``search_many``."""
     return open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack,
-                         engine=engine).search(query, k)
+                         engine="auto").search(query, k)
 
 
 RUN_CHUNK = 4096  # queries ckqti run searches at a time (one search_many call) before writing them
@@ -286,7 +285,9 @@ def run(
         raise OptionError("fmt is for a queries file; a dict of queries is searched as it is", ("fmt",))
     check_paths(index_path=index_path, out=out, **({} if in_memory else {"queries": queries}))
     check_run_path(out, tag, {"queries file": queries})
-    searcher = open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack)
+    # engine "auto": a run of a few queries, or over a small collection, is scanned with numpy in less
+    # time than Numba takes to load (SciFact's 1,109 claims at k 1,000: session 42, docs/BENCH_SEARCH.md)
+    searcher = open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack, engine="auto")
     qs = read_query_mapping(queries) if in_memory else read_queries(queries, fmt=fmt)
     stats = RunStats(queries=len(qs), searched=0)
 

@@ -432,9 +432,8 @@ def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channe
 
     query = decoded_argument(query)  # bytes that are not UTF-8 would go into --json as lone surrogates
     # one query a process: exact mode scans it with numpy, which answers before Numba would have loaded its kernels
-    engine = "numpy" if mode == "exact" else "numba"
     searcher = api.open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack,
-                                 engine=engine)
+                                 engine="auto")
     with note_if_slow(SLOW_SEARCH_AFTER, SLOW_SEARCH_NOTE, lambda: api.kernels_compiling()):
         res = searcher.search(query, k)
     if readings := non_ascii_readings(query, searcher.index.analyzer):

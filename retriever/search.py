@@ -30,7 +30,7 @@ import numpy as np
 
 from ckqti.errors import QueryError, is_real
 from retriever.index import Index, Shard, take_array, take_rows
-from retriever.scan import scan_topk
+from retriever.scan import ScanBudget, scan_seconds, scan_topk, with_ties
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -54,6 +54,10 @@ BUDGET_MAX = int(np.iinfo(np.int64).max)  # the kernels' budget is an int64: a l
 # (scores inf, JSON's Infinity) or underflow below a representable unit (weights that are not integers)
 CHANNEL_WEIGHT_MIN, CHANNEL_WEIGHT_MAX = 1e-6, 1e6
 SHOWN_IN_REPR = 5  # hits a result's repr shows; the rest are counted
+# Importing Numba and loading the search kernels from its cache: 0.45 s of a 0.7 s one-query process
+# (session 41). engine="auto" scans with numpy until its scans' estimated time would pass this.
+KERNEL_LOAD_S = 0.45
+SCAN_BUDGET = ScanBudget(KERNEL_LOAD_S)  # the process's: see ScanBudget
 
 
 @dataclass(frozen=True)
@@ -254,12 +258,16 @@ class Searcher:
             keep 1; a weight is 0 or from 1e-6 to 1e6, and 0 switches a channel off (its posting
             lists are not read: ``{"one": 0}`` ranks by NDRM3's explicit channel alone), but not
             every channel. Scores are then a re-weighted fusion, not the model's own.
-        engine: what searches one query at a time: ``"numba"``, the kernels of
-            :mod:`retriever.kernels` (pruned; compiled once, then loaded from Numba's cache by each
-            process, about 0.45 s), or ``"numpy"``, exact mode only: every posting of the query's
-            lists added up by :mod:`retriever.scan`, which never loads Numba (for a process that
-            searches once, as ``ckqti search`` does: it answers before Numba would have loaded).
-            Batch search (:meth:`topk_batch`, :meth:`search_many`) always runs the kernels.
+        engine: what searches: ``"numba"``, the kernels of :mod:`retriever.kernels` (pruned;
+            compiled once, then loaded from Numba's cache by each process, about 0.45 s);
+            ``"numpy"``, exact mode only: every posting of a query's lists added up by
+            :mod:`retriever.scan`, which never loads Numba; or ``"auto"``: in exact mode, scans
+            while the kernels are not loaded in this process and the scans' estimated time
+            (:func:`retriever.scan.scan_seconds`), the next search's included, stays within
+            :data:`KERNEL_LOAD_S`, then the kernels (so a process that searches a few queries,
+            ``ckqti search`` or a small ``ckqti run``, answers before Numba would have loaded, and
+            one that searches many spends at most that long scanning first); anytime mode is always
+            the kernels'. The same hits whichever searches. :meth:`topk_batch` is always the kernels'.
     """
 
     def __init__(self, index: Index | str | Path, mode: str = "exact", budget: int = 200_000,
@@ -267,8 +275,8 @@ class Searcher:
                  engine: str = "numba"):
         if mode not in ("exact", "anytime"):
             raise ValueError(f"mode must be 'exact' or 'anytime', got {mode!r}")
-        if engine not in ("numba", "numpy"):
-            raise ValueError(f"engine must be 'numba' or 'numpy', got {engine!r}")
+        if engine not in ("numba", "numpy", "auto"):
+            raise ValueError(f"engine must be 'numba', 'numpy' or 'auto', got {engine!r}")
         if engine == "numpy" and mode != "exact":
             raise ValueError("engine 'numpy' searches in exact mode only (anytime mode is the kernels')")
         if not is_real(slack) or not 0 < slack <= 1:
@@ -283,6 +291,7 @@ class Searcher:
         self.channel_mult = channel_multipliers(self.index.quantizer.weights, channel_weights)
         self.mode = mode
         self.engine = engine
+        self._scan_budget = SCAN_BUDGET  # engine="auto": the process's scanning time left before loading the kernels
         # exact mode does not read it; past the kernels' int64, a budget no shard's postings reach
         self.budget = min(int(budget), BUDGET_MAX) if mode == "anytime" else budget
         self.slack = float(slack)
@@ -397,7 +406,7 @@ class Searcher:
             max_score = terms.size * 255
         else:
             max_score = sum(weights.tolist()) * 255  # a Python sum: numpy's costs ~1 us on a few weights
-        if self.engine == "numpy":
+        if self.engine != "numba" and self._scans([terms], k):
             return self._scan_arrays(terms, weights, k)
         saat_topk, _, lookup_cost, exact_slack = self._kernels
         budget, slack = (self.budget, self._slack) if self.mode == "anytime" else (-1, exact_slack)  # _traversal, inline
@@ -431,14 +440,36 @@ class Searcher:
                 parts.append((vals[:n], np.full(n, si, np.int64), docs[:n]))
         return (*merged_topk(parts, k), processed)
 
-    def _scan_arrays(self, terms: np.ndarray, weights: np.ndarray, k: int):
-        """:meth:`topk_arrays` by :func:`retriever.scan.scan_topk`, shard by shard (``engine="numpy"``)."""
+    def _scans(self, lists: list[np.ndarray], k: int) -> bool:
+        """Whether queries of posting lists ``lists`` (int64, one array a query) are scanned with numpy
+        (see ``engine``): with ``"auto"``, while no kernel is loaded in this process and the process's scans'
+        estimated time, these included, stays within :data:`KERNEL_LOAD_S` (:data:`SCAN_BUDGET`). Loading
+        first would have cost that time, so a process never spends more than about twice what the better
+        choice in hindsight would have (a ski rental)."""
+        if self.engine == "numpy":
+            return True
+        if self.engine == "numba" or self.mode != "exact" or "retriever.kernels" in sys.modules:
+            return False
+        ptr = np.zeros(len(lists) + 1, np.int64)
+        np.cumsum([x.size for x in lists], out=ptr[1:])
+        return self._scan_budget.spend(scan_seconds(self.index.shards, np.concatenate(lists), ptr, k))
+
+    def _scan_arrays(self, terms: np.ndarray, weights: np.ndarray | None, k: int, ties: bool = False):
+        """:meth:`topk_arrays` by :func:`retriever.scan.scan_topk`, shard by shard; with ``ties``, every
+        document tied with the k-th score too, as :meth:`topk_with_ties` gives (one scan finds them)."""
+        if weights is None:
+            weights = np.ones(terms.size, np.int64)
         parts, processed = [], 0
         for si, sh in enumerate(self.index.shards):
-            vals, docs, read = scan_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k, sh.num_docs)
+            vals, docs, read = scan_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k,
+                                         sh.num_docs, ties=ties)
             processed += read
-            parts.append((vals, np.full(vals.size, si, np.int64), docs))
-        return (*merged_topk(parts, k), processed)
+            parts.append((vals, np.zeros(vals.size, np.int64) + si, docs))
+        if len(parts) == 1:  # in order already
+            return (*parts[0], processed)
+        vals, shards, docs = merged_topk(parts, None)
+        keep = with_ties(vals, k) if ties else k
+        return vals[:keep], shards[:keep], docs[:keep], processed
 
     def topk_batch(self, lists: list, weights: list | None, k: int, threads: int = 1):
         """:meth:`topk_arrays` for many queries: one kernel call per shard and chunk of queries
@@ -577,6 +608,10 @@ class Searcher:
         plans = [self.plan(q) if isinstance(q, ParsedQuery) else None for q in parsed]
         empty = np.zeros(0, np.int64)
         k = min(k, self._num_docs)
+        live = [p.lists for p in plans if p is not None]
+        if self.engine != "numba" and live and self._scans(live, k):
+            return [q if plan is None else (text, q, plan, *self._scan_arrays(plan.lists, plan.weights, k, ties=True))
+                    for text, q, plan in zip(queries, parsed, plans)]
         want = tie_margin(k)
         step = max(1, MAX_BATCH_HITS // want)  # queries a topk_batch call takes: its [queries, k] rows stay bounded
         results: list[tuple | QueryError] = []
@@ -602,6 +637,8 @@ class Searcher:
         cut can be made as trec_eval orders ties, by docid; the kernels break them by internal
         number): ``want`` hits (default :func:`tie_margin`), doubled while the last still ties the k-th."""
         k = min(k, self._num_docs)
+        if self.engine != "numba" and self._scans([terms], k):
+            return self._scan_arrays(terms, weights, k, ties=True)
         want = tie_margin(k) if want is None else min(want, self._num_docs)
         while True:
             top = self.topk_arrays(terms, weights, want)
@@ -790,8 +827,8 @@ def tie_at_cut(vals: np.ndarray, k: int, want: int) -> bool:
     return vals.size > k and vals.size >= want and vals[-1] == vals[k - 1]
 
 
-def merged_topk(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The top ``k`` of shards' hits ``(vals, shards, docs)``: score descending, then shard, then document."""
+def merged_topk(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], k: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The top ``k`` (None: all) of shards' hits ``(vals, shards, docs)``: score descending, then shard, then document."""
     if not parts:
         empty = np.zeros(0, np.int64)
         return empty, empty, empty

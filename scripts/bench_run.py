@@ -71,6 +71,10 @@ class CkqtiEngine:
         from indexer.format import MANIFEST
 
         self.name, self.index = name, workdir / name
+        # in this process the kernels search (engine "auto" scans only until they would have loaded): a
+        # process that writes run after run loads them once; the command column shows what a fresh
+        # `ckqti run` chooses
+        import retriever.kernels  # noqa: F401
         if not (self.index / MANIFEST).is_file():
             api.index(corpus, self.index, model=model, progress=False)
 
