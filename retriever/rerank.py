@@ -267,7 +267,7 @@ def index_candidates(index: str | Path | Index, queries: Mapping[str, str], dept
     it, or retrieved nothing)."""
     from retriever.search import Searcher
 
-    searcher = Searcher(open_index(index))
+    searcher = Searcher(open_index(index), engine="auto")  # a few queries over a small index: no Numba to load
     cands: Candidates = {}
     texts: dict[str, str] = {}
     refused: dict[str, str] = {}
