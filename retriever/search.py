@@ -464,7 +464,7 @@ class Searcher:
             vals, docs, read = scan_topk(sh.postings, sh.seg_start, sh.seg_impact, sh.seg_ptr, terms, weights, k,
                                          sh.num_docs, ties=ties)
             processed += read
-            parts.append((vals, np.zeros(vals.size, np.int64) + si, docs))
+            parts.append((vals, np.full(vals.size, si, np.int64), docs))
         if len(parts) == 1:  # in order already
             return (*parts[0], processed)
         vals, shards, docs = merged_topk(parts, None)
