@@ -271,7 +271,7 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
         index_path = index_or_default(index_path)
         m = api.append(corpus, index_path, model, fmt, orcas, shard_size, batch_size, device)
         echo(f"appended {counted(m.appends[-1]['num_docs'], 'document')}: {counted(m.num_docs, 'document')}, "
-             f"{m.num_postings} postings, {len(m.shards)} shard(s) in {index_path}"
+             f"{counted(m.num_postings, 'posting')}, {len(m.shards)} shard(s) in {index_path}"
              + (clicked_note(m.appends[-1]["corpus"].get("orcas_documents")) if orcas else ""))
         if orcas:
             repeated_note(m.appends[-1]["corpus"].get("orcas_repeated"), orcas)
@@ -283,7 +283,8 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
     m = api.index(corpus, out, model, fmt, orcas, shard_size, force=force, resume=not no_resume, device=device,
                   ray_address=ray_address, workers=workers, neighbours=neighbours,
                   **({} if batch_size is None else {"batch_size": batch_size}))
-    echo(f"indexed {counted(m.num_docs, 'document')}, {m.num_postings} postings, {len(m.shards)} shard(s) -> {out}"
+    echo(f"indexed {counted(m.num_docs, 'document')}, {counted(m.num_postings, 'posting')}, {len(m.shards)} shard(s) "
+         f"-> {out}"
          + (clicked_note(m.corpus.get("orcas_documents")) if orcas else ""))
     if orcas:
         repeated_note(m.corpus.get("orcas_repeated"), orcas)

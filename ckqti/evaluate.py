@@ -159,10 +159,7 @@ def evaluate(
         raise InputError(f"a qrels grade is out of range (at most {MAX_GRADE:,} either side of 0)")
     if not judged:
         raise InputError("the qrels judge no query")
-    top = max(g for docs in judged.values() for g in docs.values())
-    if rel_level > 1 and top < rel_level:  # asked for a level these qrels do not have
-        raise InputError(f"no judgement reaches grade {rel_level} (the highest is {top}): every binary measure "
-                         "would be 0; lower the level (--rel-level)")
+    check_rel_level(judged, rel_level)
     # only the judged queries are sorted: SciFact's run of 1,109 claims has 300 judged (test split)
     ranked = {str(q): dict(trec_order(docs)) for q, docs in run.items() if docs and str(q) in judged}
     by_query: dict[str, dict[str, float]] = {q: dict.fromkeys((m.name for m in parsed), 0.0) for q in judged}
@@ -181,6 +178,15 @@ def evaluate(
         per_query=per_query,
         depth=max(map(len, ranked.values()), default=0),
     )
+
+
+def check_rel_level(qrels: Mapping[str, Mapping[str, int]], rel_level: int, path: str | Path | None = None) -> None:
+    """A ``rel_level`` above every grade of ``qrels`` (read from ``path``, which the error names) would
+    score every binary measure 0: an error."""
+    top = max((g for docs in qrels.values() for g in docs.values()), default=None)
+    if rel_level > 1 and top is not None and top < rel_level:  # asked for a level these qrels do not have
+        raise InputError(f"no judgement reaches grade {rel_level} (the highest is {top}): every binary measure "
+                         "would be 0; lower the level (--rel-level)", path)
 
 
 def _trec_eval_scores(
@@ -424,6 +430,7 @@ def evaluate_files(
         if any(p.resolve() == q.resolve() for q in paths[:i]):
             raise InputError("is given twice: a run compared with itself", p)
     qrels = read_qrels(qrels_path, qrels_format)
+    check_rel_level(qrels, rel_level, qrels_path)
     runs = [read_run(p) for p in paths]
     for path, run in zip(paths, runs):
         check_overlap(run, qrels, path, qrels_path)

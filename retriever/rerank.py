@@ -316,6 +316,27 @@ def gather_candidates(candidates: str | Path | Index, queries: Mapping[str, str]
     raise InputError("candidates must be 'bm25', an index directory or a TREC run file", path)
 
 
+def no_candidates_error(where: str, queries: Mapping[str, str], where_queries: str | Path,
+                        refused: Mapping[str, str]) -> InputError:
+    """The error when no query has a candidate, from :func:`gather_candidates`' ``where`` (``bm25``,
+    ``index:PATH`` or ``run:PATH``): a run of another query set names both sides' query ids (as
+    ``ckqti eval`` does); an index says why its first query retrieved nothing."""
+    from ckqti.terminal import counted
+
+    kind, _, path = where.partition(":")
+    first = next(iter(queries), "")
+    if kind == "run":
+        from retriever.runs import read_run
+
+        theirs = next(iter(read_run(path)), "")
+        return InputError(f"none of the {counted(len(queries), 'query', 'queries')} of {where_queries} is in this run "
+                          f"(query ids such as {theirs!r} here against {first!r} there): another query set?", path)
+    if kind == "index":
+        return InputError(f"no query retrieves a document from this index ({first!r}: "
+                          f"{refused.get(first, 'no document')})", path)
+    return InputError(f"no query retrieves a document by BM25 from the corpus (such as {first!r})", where_queries)
+
+
 def collection_of(corpus: str | Path | None, index: str | Path | Index | None, fmt: str | None,
                   analyzer: dict, orcas: str | Path | Orcas | None = None) -> tuple[Vocabulary, dict]:
     """A collection's vocabulary in ``analyzer``'s terms: an index's (a directory, or an open
@@ -479,8 +500,7 @@ def rerank(
     work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
     cands, texts, where, refused = gather_candidates(candidates, queries, depth, corpus, fmt, work)
     if not any(cands.values()):
-        raise InputError(f"no query has candidates from {where} (query ids such as {next(iter(queries), '')!r}: "
-                         "another query set?)", where.partition(":")[2] or where_queries)
+        raise no_candidates_error(where, queries, where_queries, refused)
     if texts is None:
         texts = corpus_texts(corpus, fmt, {d for docs in cands.values() for d in docs}, clicks)
         missing = next(((q, d) for q, docs in cands.items() for d in docs if d not in texts), None)

@@ -308,6 +308,22 @@ def test_gzip_corpus_indexes_like_plain(tmp_path, scifact_small):
     assert "600 documents" in res.stdout and "2 shard(s)" in res.stdout
 
 
+def test_index_and_append_count_postings_as_info_does(tmp_path):
+    """'indexed 1 document, 1 postings' and '1558661 postings' beside '5,183 documents': the count now
+    reads as `ckqti info`'s (95,805), in the number it takes."""
+    (tmp_path / "one.tsv").write_text("d1\thello\n")
+    res = invoke("index", tmp_path / "one.tsv", "--out", tmp_path / "idx", "--model", "ndrm2")
+    assert res.exit_code == 0, res.output
+    assert res.stdout.strip() == f"indexed 1 document, 1 posting, 1 shard(s) -> {tmp_path / 'idx'}"
+    (tmp_path / "more.tsv").write_text("".join(f"e{i}\t{' '.join(f'w{j}' for j in range(i, i + 600))}\n"
+                                               for i in range(2)))
+    res = invoke("index", tmp_path / "more.tsv", "--append", "--index", tmp_path / "idx")
+    assert res.exit_code == 0, res.output
+    postings = Manifest.read(tmp_path / "idx").num_postings
+    assert postings > 1000 and res.stdout.strip() == (f"appended 2 documents: 3 documents, {postings:,} postings, "
+                                                      f"2 shard(s) in {tmp_path / 'idx'}")
+
+
 def test_missing_index_is_a_clear_error(tmp_path):
     res = invoke("search", "x", "--index", tmp_path / "nope")
     assert res.exit_code != 0 and "no such index directory" in res.output

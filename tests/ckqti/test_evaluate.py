@@ -327,6 +327,17 @@ def test_evaluate_files_names_bad_input(tmp_path):
         evaluate_files(run, DATA / "vaswani" / "qrels")
 
 
+def test_evaluate_files_names_the_qrels_a_rel_level_is_above(tmp_path):
+    """A --rel-level above every grade was refused without naming the qrels file (the one-line error
+    of every other bad input names its file)."""
+    run, qrels = tmp_path / "r.run", tmp_path / "q.qrels"
+    run.write_text("q1 Q0 d1 1 1.0 t\n")
+    qrels.write_text("q1 0 d1 1\nq1 0 d2 3\n")
+    with pytest.raises(InputError, match=r"q\.qrels: no judgement reaches grade 5 \(the highest is 3\)"):
+        evaluate_files(run, qrels, rel_level=5)
+    assert evaluate_files(run, qrels, rel_level=3).results[0].mean["P@10"] == 0.0
+
+
 def test_evaluate_files_refuses_a_run_of_other_queries(tmp_path):
     """Qrels that judge none of a run's queries are the wrong qrels: an error, not zeros; a
     run judged for some of its queries is scored (missing ones count 0)."""

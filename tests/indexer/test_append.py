@@ -494,7 +494,7 @@ def test_cli_append_and_compact_equal_the_api(tmp_path, parts, index_a, queries)
     run = CliRunner().invoke
     res = run(cli, ["index", str(b), "--append", "--index", str(cli_idx), "--shard-size", "100"])
     assert res.exit_code == 0, res.output
-    assert res.stdout.strip() == f"appended 120 documents: 360 documents, {Manifest.read(cli_idx).num_postings} postings, " \
+    assert res.stdout.strip() == f"appended 120 documents: 360 documents, {Manifest.read(cli_idx).num_postings:,} postings, " \
                                  f"5 shard(s) in {cli_idx}"
     assert "clipped" not in res.stderr and "stored as 255" not in res.stderr  # nothing clipped: no note
     api.append(b, api_idx, shard_size=100, progress=False)

@@ -126,7 +126,7 @@ def test_ray_build_equals_single_process_build(ray_local, tmp_path, corpus300, r
     res = CliRunner().invoke(cli, [*args, "--ray", "--workers", "2"])
     assert res.exit_code == 0, res.output
     m = Manifest.read(out)
-    assert res.output.strip().splitlines()[-1] == f"indexed 300 documents, {m.num_postings} postings, 3 shard(s) -> {out}"
+    assert res.output.strip().splitlines()[-1] == f"indexed 300 documents, {m.num_postings:,} postings, 3 shard(s) -> {out}"
     assert m.build["ray"] == {"address": "local", "workers": 2, "device": "cpu"}
     assert_same_index(reference, out)
     assert not (tmp_path / "ray.partial").exists()
@@ -186,7 +186,7 @@ def test_a_local_ray_build_says_only_ckqtis_lines(tmp_path, corpus300):
     done = subprocess.run([sys.executable, "-m", "ckqti", *args], capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [f"indexed 300 documents, {Manifest.read(tmp_path / 'idx').num_postings} "
+    assert done.stdout.splitlines() == [f"indexed 300 documents, {Manifest.read(tmp_path / 'idx').num_postings:,} "
                                         f"postings, 3 shard(s) -> {tmp_path / 'idx'}"]
     chatter = [line for line in done.stderr.splitlines() if RAY_LOG_LINE.match(line) or "RayDeprecationWarning" in line
                or line.startswith(("(pid=", "\x1b[36m(pid="))]

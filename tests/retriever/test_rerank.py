@@ -209,8 +209,21 @@ def test_rerank_skips_queries_the_model_cannot_read_and_refuses_a_run_of_other_q
     assert stats.skipped == ("a1",) and set(read_run(tmp_path / "r.trec")) == {"a2"}
     assert stats.reasons == {"a1": "no term the model reads"}
     write_run(tmp_path / "other.trec", {"Qa1": {docids[0]: 1.0}}, "other")
-    with pytest.raises(InputError, match="no query has candidates from run:.*another query set"):
+    # the run named once, both sides' query ids (it said 'no query has candidates from run:PATH (query ids
+    # such as 'a1': another query set?)': an internal label, and the queries' ids alone)
+    with pytest.raises(InputError, match=r"^\S*other\.trec: none of the 2 queries of \S*q\.tsv is in this run "
+                                         r"\(query ids such as 'Qa1' here against 'a1' there\): another query set\?$"):
         rerank(queries, tmp_path / "other.trec", tk_model, tmp_path / "r2.trec", corpus=scifact_small)
+
+
+def test_an_index_that_retrieves_nothing_says_why(scifact_index, tk_model, tmp_path):
+    """Index candidates for no query said 'no query has candidates from index:PATH (query ids such as
+    'a1': another query set?)', but an index reads no query ids: it now gives the first query's reason."""
+    queries = tmp_path / "q.tsv"
+    queries.write_text("a1\tthe of and\na2\tzzzqqq\n")
+    with pytest.raises(InputError, match=r"^\S*scifact: no query retrieves a document from this index \('a1': "
+                                         r"query 'the of and' has no searchable terms"):
+        rerank(queries, scifact_index, tk_model, tmp_path / "r.trec")
 
 
 def test_adapting_to_the_candidate_index_needs_no_corpus(scifact_index, scifact_small, tk_model, queries, tmp_path):
