@@ -38,20 +38,19 @@ def query_postings(postings: np.ndarray, seg_start: np.ndarray, seg_impact: np.n
     """The documents (int64) of every posting of ``lists`` in a shard and what each adds to its
     document's score (``weight * impact``, int64). A list id past the shard's own (a list that did
     not exist when it was written) is empty here."""
-    docs, gains = [], []
-    num_lists = seg_ptr.shape[0] - 1
-    for lst, w in zip(lists.tolist(), weights.tolist()):
-        if not 0 <= lst < num_lists:
-            continue
-        s0, s1 = int(seg_ptr[lst]), int(seg_ptr[lst + 1])
-        a0, a1 = int(seg_start[s0]), int(seg_start[s1])
-        if a1 == a0:
-            continue
-        docs.append(postings[a0:a1])
-        gains.append(np.repeat(seg_impact[s0:s1].astype(np.int64) * w, np.diff(seg_start[s0:s1 + 1])))
+    inside = (lists >= 0) & (lists < seg_ptr.shape[0] - 1)
+    lists, weights = lists[inside], weights[inside]
+    s0, s1 = seg_ptr[lists], seg_ptr[lists + 1]
+    a0, a1 = seg_start[s0].tolist(), seg_start[s1].tolist()
+    docs = [postings[x:y] for x, y in zip(a0, a1) if y > x]
     if not docs:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(docs).astype(np.int64), np.concatenate(gains)
+    # every list's segments in one array (list after list, as docs are), each with its list's weight
+    nseg = s1 - s0
+    first = np.cumsum(nseg) - nseg  # where each list's segments start in segs
+    segs = np.arange(int(nseg.sum())) + np.repeat(s0 - first, nseg)
+    gains = np.repeat(seg_impact[segs].astype(np.int64) * np.repeat(weights, nseg), seg_start[segs + 1] - seg_start[segs])
+    return np.concatenate(docs).astype(np.int64), gains
 
 
 def scan_topk(postings: np.ndarray, seg_start: np.ndarray, seg_impact: np.ndarray, seg_ptr: np.ndarray,
