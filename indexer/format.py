@@ -107,6 +107,14 @@ def unfinished_build(partial: Path, shown: str | None = None) -> str:
     return f"an unfinished build is in {shown or partial}; the same ckqti index command resumes it"
 
 
+def no_manifest(directory: Path) -> str:
+    """Why a folder without a manifest is no index: a build's ``OUT.partial`` work folder says what resumes it."""
+    if directory.name.endswith(".partial") and directory.name != ".partial":
+        out = directory.with_name(directory.name.removesuffix(".partial"))
+        return f"not an index but a build's work folder; {unfinished_build(directory, 'it')} (the index will be {out})"
+    return "not a ckqti index (manifest.json missing)"
+
+
 def file_checksum(path: str | Path, chunk: int = 1 << 22) -> str:
     """sha256 of a file, streamed."""
     h = hashlib.sha256()
@@ -176,7 +184,7 @@ class Manifest:
                 why += f"; the previous index waits in {old[0]} (an interrupted replace): rename it to {directory}"
             raise IndexFormatError(why, directory)
         if not path.is_file():
-            raise IndexFormatError("not a ckqti index (manifest.json missing)", directory)
+            raise IndexFormatError(no_manifest(Path(directory)), directory)
         try:
             d = json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: "[[[[..." thousands deep

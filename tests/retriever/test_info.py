@@ -57,6 +57,13 @@ def test_unfinished_builds_are_named(tmp_path, scifact_index):
         index_info(tmp_path / "new")
     with pytest.raises(IndexFormatError, match="no such index directory"):
         index_info(tmp_path / "other")
+    # the work folder itself, given as the index: said to be one, with what resumes it (was "manifest.json missing")
+    with pytest.raises(IndexFormatError, match=r"new.partial: not an index but a build's work folder; an unfinished build "
+                                               r"is in it; the same ckqti index command resumes it \(the index will be \S+/new\)$"):
+        Index(tmp_path / "new.partial")
+    (tmp_path / ".partial").mkdir()
+    with pytest.raises(IndexFormatError, match="manifest.json missing"):
+        Index(tmp_path / ".partial")
 
 
 def test_a_build_running_now_is_not_called_interrupted(tmp_path, scifact_index):
