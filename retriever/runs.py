@@ -444,8 +444,11 @@ def _run_rows(path: str | Path) -> Iterator[tuple[int, str, str, float]]:
             continue
         if len(cols) != 6:
             raise InputError(f"expected 6 run columns (qid Q0 docid rank score tag), found {len(cols)}", path, number)
-        if not (is_int(cols[3]) and is_decimal(cols[4])):  # Python's int and float also take "1_0" (trec_eval: 1)
-            raise InputError(f"bad rank {cols[3]!r} or score {cols[4]!r}", path, number)  # and other scripts' digits
+        # Python's int and float also take "1_0" (trec_eval: 1) and other scripts' digits
+        if not is_int(cols[3]):
+            raise InputError(f"bad rank {cols[3]!r} (column 4, an integer)", path, number)
+        if not is_decimal(cols[4]):
+            raise InputError(f"bad score {cols[4]!r} (column 5, a decimal number)", path, number)
         score = float(cols[4])
         if not math.isfinite(score):
             raise InputError(f"score {cols[4]!r} is not finite", path, number)

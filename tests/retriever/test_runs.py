@@ -219,13 +219,13 @@ def read_error(tmp_path, text: str) -> InputError:
     "text, line, words",
     [
         ("q Q0 d 1 1.0 t\nq Q0 e 2 0.5\n", 2, "expected 6 run columns"),
-        ("q Q0 d 1 1.0 t\n\nq Q0 e 2 high t\n", 3, "bad rank"),
-        ("q Q0 d one 1.0 t\n", 1, "bad rank"),
+        ("q Q0 d 1 1.0 t\n\nq Q0 e 2 high t\n", 3, "bad score 'high' (column 5"),
+        ("q Q0 d one 1.0 t\n", 1, "bad rank 'one' (column 4"),
         ("q Q0 d 1 nan t\n", 1, "not finite"),
         ("q Q0 d 1 -inf t\n", 1, "not finite"),
-        ("q Q0 d 1 1_0 t\n", 1, "bad rank"),  # Python's float reads 10, trec_eval 1
+        ("q Q0 d 1 1_0 t\n", 1, "bad score"),  # Python's float reads 10, trec_eval 1
         ("q Q0 d 1_0 1.0 t\n", 1, "bad rank"),
-        ("q Q0 d 1 \u0661.5 t\n", 1, "bad rank"),  # an Arabic-Indic digit, which float() reads as 1
+        ("q Q0 d 1 \u0661.5 t\n", 1, "bad score"),  # an Arabic-Indic digit, which float() reads as 1
         ("q Q0 d 1 1.0 t\nr Q0 d 1 1.0 t\nq Q0 d 2 0.5 t\n", 3, "twice (first at line 1)"),
         ("r Q0 d 1 1.0 t\nq Q0 d 1 1.0 t\nq Q0 d 2 0.5 t\n", 3, "twice (first at line 2)"),  # query r's d is another
         ("q Q0 d 1 1.0 my tag\n", 1, "expected 6 run columns (qid Q0 docid rank score tag), found 7"),
