@@ -114,12 +114,11 @@ def qrels_format_option(f):
                              "ask).")(f)
 
 
-def rel_level_option(f):
-    """``--rel-level`` of every command that decides which judged documents are relevant (eval, train)."""
+def rel_level_option(decides: str):
+    """``--rel-level`` of a command that decides which judged documents are relevant (eval, train); ``decides``:
+    what the grade decides there, for its help."""
     return click.option("--rel-level", type=POSITIVE, default=1, show_default=True,
-                        help="Grade from which a judged document counts relevant: eval's RR, AP, P and R; train's "
-                             "positives and the queries it may hold out as dev (TREC DL passages: 2; nDCG keeps "
-                             "every grade's gain).")(f)
+                        help=f"Grade from which a judged document counts relevant: {decides} (TREC DL passages: 2).")
 
 
 class PathArg(click.Path):
@@ -566,7 +565,7 @@ def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack,
               help="Another run: its delta against RUN, paired t-test and Wilcoxon signed-rank test; repeatable "
                    "(each run against RUN).")
 @qrels_format_option
-@rel_level_option
+@rel_level_option("for RR, AP, P and R; nDCG and NCG keep every grade's gain")
 @click.option("--measures", default=None, metavar="M1,M2,...",
               help="Comma-separated measures to report: nDCG, RR (MRR), AP (MAP), NCG, P or R, optionally @k "
                    "[default: nDCG@10,RR@10,AP@100,NCG@100,P@10,R@100].")
@@ -620,7 +619,7 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
               help="Corpus format (default: from the file).")
 @corpus_orcas_option(" (BM25 candidates still search the plain corpus).")
 @qrels_format_option
-@rel_level_option
+@rel_level_option("the positives training samples, and the queries that may be held out as dev")
 @click.option("--resume", is_flag=True,
               help="NDRM: continue an interrupted run from <out>.work/state.pt (same settings and data). IDCM reuses "
                    "its finished stages in <out>.work by itself when settings and data match.")
