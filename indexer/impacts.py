@@ -27,6 +27,7 @@ Scores are produced in batches on the model's device (CUDA when present).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ import torch
 from ckqti.errors import CkqtiError
 from ckqti.models.qti import DocumentEncoding, QTIModel
 from indexer.cosine_bound import ThresholdCosines
+from indexer.threads import ThreadChooser, torch_threads
 
 # Documents sorted by length within blocks of this many before they are cut into batches
 # (:func:`length_batches`): SciFact's abstracts padded to the longest of each batch of 32 in
@@ -337,12 +339,24 @@ class ImpactScorer:
 
     def score_all(self, documents: Sequence[np.ndarray], progress=None) -> Iterator[DocImpacts]:
         """Impacts of every document, in order; encoded in batches of similar lengths
-        (:func:`length_batches`), so the encoder spends little on padding."""
+        (:func:`length_batches`), so the encoder spends little on padding. On a CPU each batch
+        runs on as many of torch's threads as have lately been the faster (:class:`ThreadChooser`:
+        torch's count or one, which wins when other jobs hold the cores); the impacts are the same."""
         lengths = [min(len(d), self.config.max_doc_terms) for d in documents]
         pending: dict[int, DocImpacts] = {}
         nxt = 0
+        chooser = ThreadChooser(torch.get_num_threads()) if self.device.type == "cpu" else None
         for batch in length_batches(lengths, self.config.batch_size):
-            for j, imp in zip(batch.tolist(), self.score_batch([documents[j] for j in batch])):
+            docs = [documents[j] for j in batch]
+            if chooser is None:
+                scored = self.score_batch(docs)
+            else:
+                threads = chooser.next()
+                started = time.perf_counter()
+                with torch_threads(threads):
+                    scored = self.score_batch(docs)
+                chooser.record(threads, time.perf_counter() - started, len(docs) * max(1, max(lengths[j] for j in batch)))
+            for j, imp in zip(batch.tolist(), scored):
                 pending[j] = imp
             if progress is not None:
                 progress.update(len(batch))

@@ -1,0 +1,99 @@
+"""Torch's CPU threads for a build, chosen batch by batch by how fast batches go.
+
+Torch's OpenMP threads spin-wait for each other at every operation, so when another job holds a
+core a build on two threads waits for a descheduled thread again and again: 1,000 SciFact
+abstracts with the bundled NDRM3 took 100-108 s on 2 threads beside a test run and 15.5 s on one
+(session 42, docs/INDEX.md "Build threads"), while on quiet cores 2 threads are the faster (10.0
+against 11.5 s). Which is faster depends on what else runs, and that changes during a build, so
+:class:`ThreadChooser` measures: it tries both counts on the first batches, keeps the faster, and
+tries the other again every :data:`PROBE_EVERY` batches. The index does not depend on the thread
+count (tests/indexer/test_threads.py builds with the count switching every batch and compares it
+byte for byte with a one-thread build).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+
+PROBE_EVERY = 16  # batches between two tries of the count not in use, at first and after each switch
+MAX_PROBE_EVERY = 128  # each try that does not switch doubles the interval, up to this many batches
+EMA = 0.5  # weight of a batch's new measurement in the running cost of the count in use
+WARMUP_BATCHES = 1  # not measured: the first batch pays one-off costs (allocation, lazy set-up)
+
+
+class ThreadChooser:
+    """Chooses torch's intra-op thread count for each batch: ``most`` (torch's count when the build
+    starts) or 1, whichever costs less per unit of work (a batch's padded tokens). After a warm-up
+    batch each count runs one batch; then the cheaper one runs, and after ``probe_every`` batches
+    the other one runs one, a probe. The count in use keeps a running average of its cost (one slow
+    batch does not turn the choice); a probe's cost replaces the other count's (what it cost long
+    ago says little about now), so one probe that finds it cheaper switches. A probe that does not
+    switch doubles the batches until the next one, up to :data:`MAX_PROBE_EVERY` (a long build on
+    quiet cores spends little on one thread); a switch starts again from ``probe_every``.
+
+    ``most`` of 1 leaves nothing to choose: every batch runs on one thread.
+    """
+
+    def __init__(self, most: int, probe_every: int = PROBE_EVERY):
+        if most < 1 or probe_every < 1:
+            raise ValueError("most and probe_every must be >= 1")
+        self.options = (most, 1) if most > 1 else (most,)
+        self.probe_every = probe_every
+        self.interval = probe_every  # batches from one probe (or from the first choice) to the next
+        self.cost: dict[int, float] = {}  # thread count -> seconds per unit
+        self.batches = 0
+        self.since_probe = 0  # batches on the chosen count since the last probe (or the first choice)
+        self._probe = False  # the count next() gave last is a probe
+
+    @property
+    def best(self) -> int:
+        """The count with the lowest cost (``most`` until both are measured)."""
+        if len(self.cost) < len(self.options):
+            return self.options[0]
+        return min(self.options, key=lambda n: self.cost[n])
+
+    def next(self) -> int:
+        """The thread count for the next batch (then :meth:`record` what it cost)."""
+        self._probe = False
+        if len(self.options) == 1 or self.batches < WARMUP_BATCHES:
+            return self.options[0]
+        unmeasured = [n for n in self.options if n not in self.cost]
+        if unmeasured:
+            return unmeasured[0]
+        if self.since_probe >= self.interval:
+            self._probe = True
+            return next(n for n in self.options if n != self.best)
+        return self.best
+
+    def record(self, threads: int, seconds: float, units: int) -> None:
+        """What the batch :meth:`next` chose ``threads`` for cost: ``seconds`` for ``units`` of work."""
+        self.batches += 1
+        if self.batches <= WARMUP_BATCHES or units <= 0 or threads not in self.options:
+            return
+        per_unit = seconds / units
+        if self._probe:
+            before = self.best
+            self.cost[threads] = per_unit
+            self.interval = self.probe_every if self.best != before else min(2 * self.interval, MAX_PROBE_EVERY)
+            self.since_probe = 0
+            return
+        settled = len(self.cost) == len(self.options)
+        old = self.cost.get(threads)
+        self.cost[threads] = per_unit if old is None else (1 - EMA) * old + EMA * per_unit
+        self.since_probe += settled
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Torch's intra-op thread count set to ``n`` for a block, and set back after it."""
+    before = torch.get_num_threads()
+    if n != before:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if n != before:
+            torch.set_num_threads(before)
