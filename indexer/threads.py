@@ -6,7 +6,8 @@ abstracts with the bundled NDRM3 took 100-108 s on 2 threads beside a test run a
 (session 42, docs/INDEX.md "Build threads"), while on quiet cores 2 threads are the faster (10.0
 against 11.5 s). Which is faster depends on what else runs, and that changes during a build, so
 :class:`ThreadChooser` measures: it tries both counts on the first batches, keeps the faster, and
-tries the other again every :data:`PROBE_EVERY` batches. The index does not depend on the thread
+tries the other again now and then (after :data:`PROBE_EVERY` batches, then twice as many each time it
+stays the slower). The index does not depend on the thread
 count (tests/indexer/test_threads.py builds with the count switching every batch and compares it
 byte for byte with a one-thread build).
 """
