@@ -20,10 +20,12 @@ import threading
 import numpy as np
 
 # What a scan costs, to choose it over loading the kernels (Searcher(engine="auto")), measured on this
-# project's 2-core machine and rounded up (session 42: SciFact's 1,109 claims over four indexes of 1,500
-# to 103,660 documents estimated at 0.97-2.2x their time; synthetic lists over 5k to 1M documents):
-# seconds a query, a posting list and a shard, a posting summed in a dense array (and a document of
-# the shard: the array filled and tested), a posting summed by sorting, a hit ranked
+# project's 2-core machine and rounded up: seconds a query, a posting list and a shard, a posting summed
+# in a dense array (and a document of the shard: the array filled and tested), a posting summed by
+# sorting, a hit ranked. Against real scans (session 42, after bce9736, best of 3): SciFact's claims over
+# four indexes of 1,500 to 103,660 documents, and synthetic 4-list queries over 100k documents, are
+# estimated at 1.1-2.7x their time; dense scans of a 1M-document shard at 0.6-0.9x (its array is out of
+# cache), so a run over such a shard may scan up to about twice KERNEL_LOAD_S before the kernels load.
 SCAN_QUERY_S = 20e-6
 SCAN_LIST_S = 3e-6
 SCAN_POSTING_S = 10e-9
