@@ -22,17 +22,20 @@ import numpy as np
 # What a scan costs, to choose it over loading the kernels (Searcher(engine="auto")), measured on this
 # project's 2-core machine and rounded up: seconds a query, a posting list and a shard, a posting summed
 # in a dense array (and a document of the shard: the array filled and tested), a posting summed by
-# sorting, a hit ranked. Against real scans (session 42, after bce9736, best of 3): SciFact's claims over
-# four indexes of 1,500 to 103,660 documents, and synthetic 4-list queries over 100k documents, are
-# estimated at 1.1-2.7x their time; dense scans of a 1M-document shard at 0.6-0.9x (its array is out of
-# cache), so a run over such a shard may scan up to about twice KERNEL_LOAD_S before the kernels load.
+# sorting, a hit ranked. Against real scans (session 42, best of 3): SciFact's 1,109 claims over four
+# indexes of 1,500 to 103,660 documents are estimated at 1.7-3.1x their time (their arrays fit a cache);
+# synthetic 4-list queries over 100k and 1M documents at 0.55-1.6x.
 SCAN_QUERY_S = 20e-6
 SCAN_LIST_S = 3e-6
-SCAN_POSTING_S = 10e-9
+SCAN_POSTING_S = 15e-9
 SCAN_DOC_S = 1.5e-9
-SCAN_SORTED_POSTING_S = 25e-9
+SCAN_SORTED_POSTING_S = 30e-9
 SCAN_HIT_S = 50e-9
-SPARSE_RATIO = 16  # a query's postings below 1/16 of a shard's documents are summed by sorting them
+# a dense scan's array out of cache: a document costs up to 2.4x as much, reached at this many documents
+OUT_OF_CACHE_DOCS, OUT_OF_CACHE_FACTOR = 1_000_000, 1.4
+# a query's postings below 1/3 of a shard's documents are summed by sorting them (session 42, 4 lists, ms sorted /
+# dense: 100k documents and 10k postings 0.25 / 1.06, 88k 3.9 / 2.2; 1M and 99k 2.7 / 7.4, 885k 32 / 15)
+SPARSE_RATIO = 3
 
 
 def query_postings(postings: np.ndarray, seg_start: np.ndarray, seg_impact: np.ndarray, seg_ptr: np.ndarray,
@@ -115,7 +118,8 @@ def scan_seconds(shards, lists: np.ndarray, ptr: np.ndarray, k: int) -> float:
         sparse = postings * SPARSE_RATIO < sh.num_docs
         seconds += (ptr.size - 1) * SCAN_QUERY_S + lists.size * SCAN_LIST_S + float(np.minimum(postings, k).sum()) * SCAN_HIT_S
         seconds += float(postings[sparse].sum()) * SCAN_SORTED_POSTING_S
-        seconds += float(postings[~sparse].sum()) * SCAN_POSTING_S + int((~sparse).sum()) * sh.num_docs * SCAN_DOC_S
+        doc_s = SCAN_DOC_S * (1 + OUT_OF_CACHE_FACTOR * min(1.0, sh.num_docs / OUT_OF_CACHE_DOCS))
+        seconds += float(postings[~sparse].sum()) * SCAN_POSTING_S + int((~sparse).sum()) * sh.num_docs * doc_s
     return seconds
 
 

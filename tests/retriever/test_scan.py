@@ -81,7 +81,7 @@ def test_scan_seconds_counts_postings_hits_and_documents():
     assert scan_seconds([sh], np.array([2]), np.array([0, 1]), 30) > one  # more hits ranked
     assert scan_seconds([sh], np.array([2]), np.array([0, 1]), 10**6) == scan_seconds([sh], np.array([2]), np.array([0, 1]), 40)
     assert scan_seconds([sh], np.array([2, 99]), np.array([0, 2]), 10) == pytest.approx(one + scan_module.SCAN_LIST_S)
-    sh.num_docs = 100  # 40 postings x 16 >= 100: summed in an array of 100 documents
+    sh.num_docs = 100  # 40 postings x SPARSE_RATIO (3) >= 100: summed in an array of 100 documents
     dense = one - 40 * scan_module.SCAN_SORTED_POSTING_S + 40 * scan_module.SCAN_POSTING_S + 100 * scan_module.SCAN_DOC_S
     assert scan_seconds([sh], np.array([2]), np.array([0, 1]), 10) == pytest.approx(dense)
     assert scan_seconds([sh, sh], np.array([2]), np.array([0, 1]), 10) == pytest.approx(2 * dense)
