@@ -406,7 +406,7 @@ class Searcher:
             max_score = terms.size * 255
         else:
             max_score = sum(weights.tolist()) * 255  # a Python sum: numpy's costs ~1 us on a few weights
-        if self.engine != "numba" and self._scans([terms], k):
+        if self.engine != "numba" and self._scans([terms], k):  # the engine test first: a numba searcher pays no call here
             return self._scan_arrays(terms, weights, k)
         saat_topk, _, lookup_cost, exact_slack = self._kernels
         budget, slack = (self.budget, self._slack) if self.mode == "anytime" else (-1, exact_slack)  # _traversal, inline
@@ -609,7 +609,7 @@ class Searcher:
         empty = np.zeros(0, np.int64)
         k = min(k, self._num_docs)
         live = [p.lists for p in plans if p is not None]
-        if self.engine != "numba" and live and self._scans(live, k):
+        if live and self._scans(live, k):
             return [q if plan is None else (text, q, plan, *self._scan_arrays(plan.lists, plan.weights, k, ties=True))
                     for text, q, plan in zip(queries, parsed, plans)]
         want = tie_margin(k)
@@ -637,7 +637,7 @@ class Searcher:
         cut can be made as trec_eval orders ties, by docid; the kernels break them by internal
         number): ``want`` hits (default :func:`tie_margin`), doubled while the last still ties the k-th."""
         k = min(k, self._num_docs)
-        if self.engine != "numba" and self._scans([terms], k):
+        if self._scans([terms], k):
             return self._scan_arrays(terms, weights, k, ties=True)
         want = tie_margin(k) if want is None else min(want, self._num_docs)
         while True:

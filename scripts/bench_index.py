@@ -113,19 +113,16 @@ def run_one(corpus: Path, out: Path, model: str, mode: str, shard_size: int, thr
     import torch
 
     from ckqti import api
+    from indexer.threads import torch_threads
 
     workers = MODES[mode]
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         t0 = time.perf_counter()
         with PeakMemory() as mem:
             m = api.index(corpus, out, model=None if model == "default" else model, shard_size=shard_size,
                           device=device, progress=False, ray_address="local" if workers else None,
                           workers=workers or None)
         seconds = time.perf_counter() - t0
-    finally:
-        torch.set_num_threads(before)
     return {
         "model": model, "model_id": m.model.get("id"), "mode": mode, "workers": workers,
         "device": torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu",

@@ -98,17 +98,14 @@ def measure(encoder: str, length: int, device: str, repeats: int, backward: bool
     import torch
 
     from ckqti.models.conformer import ConformerConfig, ConformerEncoder
+    from indexer.threads import torch_threads
 
-    old_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         torch.manual_seed(0)
         model = ConformerEncoder(ConformerConfig(**ENCODERS[encoder], dropout=0.0)).to(device).eval()
         x = torch.randn(1, length, model.config.dim, device=device, requires_grad=backward)
         mask = torch.ones(1, length, dtype=torch.bool, device=device)
         return _run(model, x, mask, encoder, device, repeats, backward)
-    finally:
-        torch.set_num_threads(old_threads)
 
 
 def _forward(model, x, mask, backward: bool) -> None:
