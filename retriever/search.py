@@ -129,16 +129,15 @@ def why_empty(terms: list[str], oov: list[str]) -> str:
     return f"no document scores above 0 for {' '.join(terms)}"
 
 
-@dataclass(frozen=True, eq=False)
-class TopK:
-    """One query's hits as columns, ranked as :class:`SearchResult` ranks them: what ``ckqti run``
-    writes. A run at k = 1,000 would otherwise make a :class:`Hit` a document, a million for as many
-    queries, and making and collecting them as garbage took twice the time of everything else."""
+@dataclass(frozen=True, eq=False, repr=False)
+class QueryHits:
+    """One query's hits as columns, in rank order, with what the search knew of the query: the fields
+    :class:`TopK` and :class:`TopKColumns` share (they differ in how ``docids`` and ``scores`` are held)."""
 
     query: str
     terms: list[str]
-    docids: list[str]
-    scores: list[float]
+    docids: list[str] | pa.Array
+    scores: list[float] | np.ndarray
     shards: np.ndarray  # int64
     docs: np.ndarray  # int64, each document's row in its shard
     oov: list[str]
@@ -147,6 +146,19 @@ class TopK:
 
     def __repr__(self) -> str:
         return brief_repr(self)
+
+    def why_empty(self) -> str:
+        return why_empty(self.terms, self.oov)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class TopK(QueryHits):
+    """One query's hits as columns, ranked as :class:`SearchResult` ranks them: what ``ckqti run``
+    writes. A run at k = 1,000 would otherwise make a :class:`Hit` a document, a million for as many
+    queries, and making and collecting them as garbage took twice the time of everything else."""
+
+    docids: list[str]
+    scores: list[float]
 
     def result(self) -> SearchResult:
         """The same hits as a :class:`SearchResult`."""
@@ -154,38 +166,22 @@ class TopK:
                 in zip(itertools.count(1), self.docids, self.scores, self.shards.tolist(), self.docs.tolist())]
         return SearchResult(self.query, self.terms, hits, self.oov, self.postings, self.unweighted)
 
-    def why_empty(self) -> str:
-        return why_empty(self.terms, self.oov)
 
-
-@dataclass(frozen=True, eq=False)
-class TopKColumns:
+@dataclass(frozen=True, eq=False, repr=False)
+class TopKColumns(QueryHits):
     """:class:`TopK`'s hits as ``ckqti run`` writes them (:meth:`Searcher.topk_columns`): ``docids`` an
     Arrow string array beyond :data:`~retriever.index.TAKE_FROM` hits (a list of strings up to it),
     ``scores`` a float64 array. A run at k = 1,000 turned a million docids from Arrow into Python
     strings and back into Arrow to write them, and a million scores into Python floats."""
 
-    query: str
-    terms: list[str]
     docids: list[str] | pa.Array
     scores: np.ndarray  # float64
-    shards: np.ndarray  # int64
-    docs: np.ndarray  # int64, each document's row in its shard
-    oov: list[str]
-    postings: int
-    unweighted: list[str]
-
-    def __repr__(self) -> str:
-        return brief_repr(self)
 
     def topk(self) -> TopK:
         """The same hits as a :class:`TopK`."""
         docids = self.docids if isinstance(self.docids, list) else self.docids.to_pylist()
         return TopK(self.query, self.terms, docids, self.scores.tolist(), self.shards, self.docs, self.oov,
                     self.postings, self.unweighted)
-
-    def why_empty(self) -> str:
-        return why_empty(self.terms, self.oov)
 
 
 @dataclass(frozen=True)
