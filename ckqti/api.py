@@ -491,7 +491,7 @@ def explain(query: str, docid: str, model: str | Path | None, corpus: str | Path
 
         model = index_model_spec(Path(index_path), Manifest.read(index_path))
     else:
-        from ckqti.models.loading import resolve_model
+        from ckqti.models.specs import resolve_model
 
         model = resolve_model(model)  # before the corpus is read: a model not there, by name or path
     return explain_score(query, docid, model, corpus, index_path, html_out, **options)

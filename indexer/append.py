@@ -142,7 +142,7 @@ def index_model_spec(index: Path, manifest: Manifest) -> str:
     """The model spec (for :func:`ckqti.models.loading.load_qti_model`) the index was built with:
     the recorded checkpoint path, or, where that is gone (the package reinstalled elsewhere, the
     index copied to another machine), this install's bundled checkpoint when it is the same model."""
-    from ckqti.models.loading import DEFAULT_CHECKPOINT, UNTRAINED, untrained_id
+    from ckqti.models.specs import DEFAULT_CHECKPOINT, UNTRAINED, untrained_id
 
     model = manifest.model
     if model.get("path"):
@@ -163,7 +163,7 @@ def index_model_spec(index: Path, manifest: Manifest) -> str:
 def bundled_content_hash() -> str:
     """The content hash of the bundled checkpoint (loaded whole: only where a recorded path is gone)."""
     from ckqti.models.checkpoint import load_checkpoint
-    from ckqti.models.loading import DEFAULT_CHECKPOINT
+    from ckqti.models.specs import DEFAULT_CHECKPOINT
 
     return load_checkpoint(DEFAULT_CHECKPOINT).content_hash
 

@@ -51,7 +51,7 @@ import numpy as np
 
 from ckqti.errors import CkqtiError
 from ckqti.files import replacing
-from ckqti.models.loading import UNTRAINED
+from ckqti.models.specs import UNTRAINED
 from ckqti.progress import on_terminal, progress_bar
 from indexer.analyze import AnalyzedCorpus, analyze_corpus
 from indexer.build import (

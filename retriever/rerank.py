@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ckqti.errors import InputError, QueryError
-from ckqti.models.reranker import ENCODED_KINDS, Reranker, load_reranker
 from ckqti.vocab import Vocabulary
 from retriever.index import Index, open_index
 
 if TYPE_CHECKING:
+    from ckqti.models.reranker import Reranker
     from indexer.readers.corpus import Clicks, Orcas  # docid -> clicked queries (indexer.readers.load_orcas)
 
 Candidates = dict[str, list[str]]
@@ -123,6 +123,7 @@ def rerank_candidates(
         InputError: a candidate without text.
     """
     from ckqti.models.checkpoint import QTI_KINDS
+    from ckqti.models.reranker import ENCODED_KINDS
     from ckqti.progress import progress_bar
 
     missing = next((d for docs in candidates.values() for d in docs if d not in texts), None)
@@ -298,8 +299,6 @@ def gather_candidates(candidates: str | Path | Index, queries: Mapping[str, str]
     """``(candidates, texts or None, description, refused)`` from ``"bm25"``, an index directory or a
     run file; ``refused``: why the index's search gave a query no candidates (``qid -> message``)."""
     if str(candidates) == "bm25":
-        if corpus is None:
-            raise InputError("BM25 candidates need the corpus (--corpus)")
         from ckqti.bm25 import bm25_candidates
 
         work.mkdir(parents=True, exist_ok=True)
@@ -308,12 +307,25 @@ def gather_candidates(candidates: str | Path | Index, queries: Mapping[str, str]
         index = open_index(candidates)
         cands, texts, refused = index_candidates(index, queries, depth, with_text=corpus is None)
         return cands, (texts if corpus is None else None), f"index:{index.path}", refused
-    path = Path(candidates)
-    if path.is_file():
+    return run_candidates(Path(candidates), queries, depth), None, f"run:{candidates}", {}
+
+
+def check_candidates(candidates: str | Path, corpus: str | Path | None) -> None:
+    """``candidates`` is ``"bm25"``, an index directory or a run file, and the text of BM25's or a
+    run's candidates has a corpus to come from (an index holds its own): said before the model loads.
+
+    Raises:
+        InputError: neither of the three, or BM25 or a run without ``corpus``.
+    """
+    if str(candidates) == "bm25":
         if corpus is None:
-            raise InputError("candidates from a run file need the corpus for their text (--corpus)", path)
-        return run_candidates(path, queries, depth), None, f"run:{path}", {}
-    raise InputError("candidates must be 'bm25', an index directory or a TREC run file", path)
+            raise InputError("BM25 candidates need the corpus (--corpus)")
+    elif not Path(candidates).exists():
+        raise InputError("candidates must be 'bm25', an index directory or a TREC run file", candidates)
+    elif corpus is None and not Path(candidates).is_dir():
+        raise InputError("candidates from a run file need the corpus for their text (--corpus)", candidates)
+    if corpus is not None and Path(corpus).is_dir():  # else taken below for an index to read statistics from
+        raise InputError("is a directory, expected a corpus file (an index goes to --candidates)", corpus)
 
 
 def no_candidates_error(where: str, queries: Mapping[str, str], where_queries: str | Path,
@@ -368,8 +380,8 @@ def open_reranker(model_path: str | Path, device: str | None = None, max_doc_len
     adapts every kind and refuses IDCM, whose WordPiece pieces every text shares.
     """
     from ckqti.models.checkpoint import QTI_KINDS, load_checkpoint
-    from ckqti.models.loading import UNTRAINED, resolve_model
-    from ckqti.models.reranker import adapt_reranker, reranker_from_checkpoint, untrained_reranker
+    from ckqti.models.reranker import adapt_reranker, load_reranker, reranker_from_checkpoint, untrained_reranker
+    from ckqti.models.specs import UNTRAINED, resolve_model
     from ckqti.text import Analyzer
 
     model_path = resolve_model(model_path)  # a short name ('ndrm3-scifact') as its checkpoint
@@ -463,8 +475,7 @@ def rerank(
         InputError: unreadable inputs, missing corpus, candidates without text.
         CkqtiError: an unreadable checkpoint.
     """
-    from ckqti.models.checkpoint import QTI_KINDS
-    from ckqti.models.loading import UNTRAINED, resolve_model
+    from ckqti.models.specs import UNTRAINED, resolve_model
     from indexer.readers import read_queries, read_query_mapping
     from retriever.runs import check_run_path, write_run
 
@@ -473,25 +484,20 @@ def rerank(
     model_path = resolve_model(model_path)  # before any work: a model that is not there, by name or path
     if depth < 1:
         raise InputError(f"depth must be at least 1, got {depth}")
-    if str(candidates) != "bm25" and not Path(candidates).exists():
-        raise InputError("candidates must be 'bm25', an index directory or a TREC run file", candidates)
-    if corpus is not None and Path(corpus).is_dir():  # else taken below for an index to read statistics from
-        raise InputError("is a directory, expected a corpus file (an index goes to --candidates)", corpus)
+    check_candidates(candidates, corpus)
     clicks = corpus_clicks(orcas, corpus)  # before the candidates are gathered: a bad line is said at once
     if str(candidates) != "bm25" and Path(candidates).is_dir():
         candidates = Index(candidates)  # once: its checksums are read for its statistics and for its candidates
     # the collection whose vocabulary and statistics a model may read: the corpus's, else the candidate index's
-    source = corpus or (candidates if isinstance(candidates, Index) else None)
-    if adapt_vocabulary and source is None:
-        raise InputError("adapting the model to a collection's vocabulary needs the corpus (--corpus) or an index "
-                         "as --candidates")
+    # (check_candidates: without a corpus the candidates are an index's)
+    source = corpus or candidates
     out = Path(out)
     untrained = str(model_path) in UNTRAINED  # reads the collection's statistics
-    if untrained and source is None:
-        raise InputError(f"an untrained {model_path} reads the collection's statistics: give --corpus")
     if adapt_vocabulary or untrained:
         reranker = open_reranker(model_path, device, max_doc_length, source, fmt, orcas=clicks)
     elif isinstance(candidates, Index) and corpus is None:  # an NDRM model reads the index as it does its own
+        from ckqti.models.checkpoint import QTI_KINDS  # torch: after every check above
+
         reranker = open_reranker(model_path, device, max_doc_length, candidates, fmt, QTI_KINDS)  # as explain --index
     else:
         reranker = open_reranker(model_path, device, max_doc_length, None, fmt)

@@ -244,7 +244,7 @@ def ndrm_config(model: str):
     explicit channel fixed at Anserini's BM25 (``bm25_init`` and ``explicit_fixed``), ``ndrm3-frozen``
     the bundled NDRM3 with its initial word vectors frozen (``train_embeddings``). NDRM1 keeps the
     paper's dense latent channel, as it was trained before the bundled model was gated."""
-    from ckqti.models.ndrm import ANSERINI_BM25
+    from ckqti.models.specs import ANSERINI_BM25
     from ckqti.train import TrainConfig
 
     changes = {  # model options over the bundled ones (NDRM3) or the paper's (NDRM2)

@@ -284,7 +284,7 @@ def budget_text(key: str, cfg, rec: Mapping | None = None) -> str:
         return (f"none: the bundled model, word vectors at alpha {(rec or {}).get('alpha', '?')} between their "
                 f"start and the trained rows (dev picked from {grid})")
     if not isinstance(cfg, Mapping):
-        from ckqti.models.loading import UNTRAINED
+        from ckqti.models.specs import UNTRAINED
 
         if UNTRAINED.get(key) is None:
             return "none (w = 1, b = 0)"

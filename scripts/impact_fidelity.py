@@ -21,7 +21,7 @@ if str(ROOT) not in sys.path:  # runs from a checkout without the editable insta
 
 from ckqti import api  # noqa: E402
 from ckqti.errors import IndexFormatError, InputError  # noqa: E402
-from ckqti.models.loading import UNTRAINED  # noqa: E402
+from ckqti.models.specs import UNTRAINED  # noqa: E402
 from indexer.fidelity import measure_fidelity  # noqa: E402
 from indexer.format import Manifest  # noqa: E402
 from scripts.args import HelpFormatter, existing_dir, file_or_names, output_file, run  # noqa: E402
@@ -54,7 +54,8 @@ def check_index(index: Path, model: str | None, corpus: Path) -> Manifest:
         InputError: the index holds other documents than the corpus (measure_fidelity would find out
             only after analyzing the corpus, with a ValueError).
     """
-    from ckqti.models.loading import DEFAULT_CHECKPOINT, load_qti_model
+    from ckqti.models.loading import load_qti_model
+    from ckqti.models.specs import DEFAULT_CHECKPOINT
     from indexer.readers import read_corpus
     from retriever.index import Index
 

@@ -43,7 +43,8 @@ if str(ROOT) not in sys.path:
 
 from ckqti.errors import OptionError  # noqa: E402
 from ckqti.evaluate import evaluate  # noqa: E402
-from ckqti.models.loading import UNTRAINED, load_qti_model  # noqa: E402
+from ckqti.models.loading import load_qti_model  # noqa: E402
+from ckqti.models.specs import UNTRAINED  # noqa: E402
 from ckqti.progress import progress_bar  # noqa: E402
 from ckqti.text import Analyzer  # noqa: E402
 from indexer.analyze import analyze_corpus  # noqa: E402

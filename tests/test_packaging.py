@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ckqti.models.loading import BUNDLED
+from ckqti.models.specs import BUNDLED
 
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 

@@ -1,10 +1,8 @@
 """Choosing and loading the QTI model that fills an index.
 
-A model spec is ``"ndrm2"`` (the untrained explicit model: BM25-like, two parameters,
-usable without training, at the paper's start: BM25 with ``k1 = 1, b = 1``),
-``"ndrm2-anserini"`` (the same started at Anserini's BM25 defaults, ``k1 = 0.9, b = 0.4``;
-:data:`UNTRAINED`), ``"ndrm3-scifact"`` (the bundled checkpoint, :data:`BUNDLED`), a
-checkpoint path written by ``ckqti train``, or None for the default: the bundled NDRM3 checkpoint when the package ships one, else NDRM2.
+A model spec is one of :mod:`ckqti.models.specs`' (an untrained NDRM2, the bundled NDRM3, a
+checkpoint written by ``ckqti train``), or None for the default: the bundled NDRM3 checkpoint
+when the package ships one, else NDRM2.
 The loader returns a factory ``vocab -> model`` because models are set up for the
 corpus being indexed (NDRM2's idf, embedding rows of new words).
 """
@@ -17,10 +15,9 @@ from pathlib import Path
 import torch
 
 from ckqti.errors import CkqtiError
-from ckqti.models.ndrm import ANSERINI_BM25, NDRMConfig, build_ndrm
+from ckqti.models.ndrm import NDRMConfig, build_ndrm
+from ckqti.models.specs import DEFAULT_CHECKPOINT, UNTRAINED, resolve_model, untrained_id
 from ckqti.vocab import Vocabulary
-
-DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[1] / "data" / "models" / "ndrm3-scifact.pt"
 
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:
@@ -41,37 +38,6 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise CkqtiError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
     return dev
-
-
-UNTRAINED = {"ndrm2": None, "ndrm2-anserini": ANSERINI_BM25}  # spec -> NDRMConfig.bm25_init
-BUNDLED = {"ndrm3-scifact": DEFAULT_CHECKPOINT}  # short name -> a checkpoint the package ships
-MODEL_SPECS = "'ndrm2', 'ndrm2-anserini', 'ndrm3-scifact' (the bundled model) or a checkpoint written by 'ckqti train'"
-
-
-def resolve_model(spec: str | Path) -> str:
-    """``spec`` as the loaders read it: an untrained model's name as given, a bundled model's
-    short name (:data:`BUNDLED`) as its checkpoint's path, else a path that must be a file.
-
-    Raises:
-        CkqtiError: a directory, neither a file nor a known name, or a bundled model this install lacks.
-    """
-    spec = str(spec)
-    if spec in UNTRAINED:
-        return spec
-    if spec in BUNDLED:
-        if not BUNDLED[spec].is_file():
-            raise CkqtiError(f"the bundled model {spec!r} is not in this install", BUNDLED[spec])
-        return str(BUNDLED[spec])
-    if Path(spec).is_dir():  # an index, say: "not found" would send the user looking for a path that is there
-        raise CkqtiError(f"is a directory; a model is {MODEL_SPECS}", spec)
-    if not Path(spec).is_file():
-        raise CkqtiError(f"model not found: neither a file nor one of {MODEL_SPECS}", spec)
-    return spec
-
-
-def untrained_id(spec: str) -> str:
-    """The manifest's model id of the untrained model ``spec`` (a key of :data:`UNTRAINED`)."""
-    return f"{spec}-untrained"
 
 
 def untrained_ndrm2(device: torch.device, spec: str = "ndrm2") -> tuple[Callable[[Vocabulary], torch.nn.Module], dict]:

@@ -75,7 +75,6 @@ from ckqti.models.qti import DocumentEncoding, document_lengths
 from ckqti.vocab import UNK, Vocabulary
 
 VARIANTS = ("ndrm1", "ndrm2", "ndrm3")
-ANSERINI_BM25 = (0.9, 0.4)  # Anserini's (and Pyserini's) default BM25 k1, b
 
 
 @dataclass(frozen=True)
@@ -106,7 +105,7 @@ class NDRMConfig:
             BM25's ``(k1, b)`` for NDRM2's (and NDRM3's explicit channel's) starting ``w = k1 b``
             and ``b = k1 (1 - b)``: untrained, NDRM2 is then BM25 with those parameters (without
             the constant ``k1 + 1``), e.g. ``(0.9, 0.4)``, Anserini's defaults
-            (:data:`ANSERINI_BM25`; an option, not in the paper).
+            (:data:`ckqti.models.specs.ANSERINI_BM25`; an option, not in the paper).
         explicit_fixed: NDRM2 (NDRM3's explicit channel) keeps its start: ``w, b`` are not trained
             and its BatchScale means never take training samples, so the mean tf stays 1 and the
             mean dl is whatever collection the model reads (:meth:`NDRM2.set_collection`). The

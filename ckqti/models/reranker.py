@@ -295,7 +295,8 @@ def untrained_reranker(spec: str, vocab: Vocabulary, constants: Mapping[str, flo
                        device: torch.device | str | None = None, max_doc_length: int | None = None) -> Reranker:
     """The untrained NDRM2 of ``spec`` (``"ndrm2"``, ``"ndrm2-anserini"``) on a collection's
     vocabulary and statistics, with an index's build ``constants`` when given: as it fills an index."""
-    from ckqti.models.loading import untrained_id, untrained_ndrm2
+    from ckqti.models.loading import untrained_ndrm2
+    from ckqti.models.specs import untrained_id
 
     dev = pick_device(device)
     model = untrained_ndrm2(dev, spec)[0](vocab)

@@ -158,7 +158,7 @@ def reranker_model_options(model: str, term_weights: str, tail_windows: str | No
 
 def ndrm_model_options(latent_gate: float | None, fixed_bm25: bool, frozen_embeddings: bool) -> dict:
     """NDRMConfig fields the options set."""
-    from ckqti.models.ndrm import ANSERINI_BM25
+    from ckqti.models.specs import ANSERINI_BM25
 
     options = {} if latent_gate is None else {"latent_gate": latent_gate}
     if fixed_bm25:

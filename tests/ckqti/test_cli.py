@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from ckqti import api
 from ckqti.cli import cli
-from ckqti.models.loading import DEFAULT_CHECKPOINT
+from ckqti.models.specs import DEFAULT_CHECKPOINT
 from indexer.format import Manifest
 from retriever.index import Index
 from retriever.runs import read_run

@@ -21,8 +21,9 @@ from click.testing import CliRunner
 from ckqti import api
 from ckqti.cli import cli
 from ckqti.errors import CkqtiError, IndexFormatError, InputError
-from ckqti.models.loading import DEFAULT_CHECKPOINT, untrained_ndrm2
+from ckqti.models.loading import untrained_ndrm2
 from ckqti.models.ndrm import NDRMConfig, build_ndrm
+from ckqti.models.specs import DEFAULT_CHECKPOINT
 from ckqti.vocab import Vocabulary
 from indexer import append as append_mod
 from indexer.append import append_index

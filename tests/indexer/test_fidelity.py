@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from ckqti import api
-from ckqti.models.loading import DEFAULT_CHECKPOINT
+from ckqti.models.specs import DEFAULT_CHECKPOINT
 from indexer.fidelity import (
     ExhaustiveReference,
     FidelityReport,

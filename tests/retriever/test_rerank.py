@@ -106,7 +106,7 @@ def test_untrained_ndrm2_reranks_an_index_of_its_own_as_the_index_scores(scifact
             assert score == pytest.approx(indexed[docid], rel=0.01, abs=0.01)
     from_corpus = rerank(queries, scifact_index, "ndrm2", tmp_path / "c.trec", depth=10, corpus=scifact_small)
     assert from_corpus.reranked == 3
-    with pytest.raises(InputError, match="give --corpus"):
+    with pytest.raises(InputError, match=r"need the corpus \(--corpus\)"):  # and an untrained model its statistics
         rerank(queries, "bm25", "ndrm2", tmp_path / "b.trec")
 
 
@@ -233,7 +233,7 @@ def test_adapting_to_the_candidate_index_needs_no_corpus(scifact_index, scifact_
     rerank(queries, scifact_index, tk_model, tmp_path / "b.trec", depth=10, corpus=scifact_small, adapt_vocabulary=True)
     a, b = read_run(tmp_path / "a.trec"), read_run(tmp_path / "b.trec")
     assert a.keys() == b.keys() and all(a[q] == pytest.approx(b[q], rel=1e-5, abs=1e-6) for q in a)
-    with pytest.raises(InputError, match="needs the corpus \\(--corpus\\) or an index as --candidates"):
+    with pytest.raises(InputError, match="BM25 candidates need the corpus \\(--corpus\\)"):  # so has its words
         rerank(queries, "bm25", tk_model, tmp_path / "c.trec", adapt_vocabulary=True)
 
 

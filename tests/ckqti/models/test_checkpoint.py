@@ -242,7 +242,7 @@ def test_a_wordpiece_checkpoint_keeps_its_own_token_ids(tmp_path):
 
 
 def test_repr_is_a_line_not_the_weights():
-    from ckqti.models.loading import DEFAULT_CHECKPOINT
+    from ckqti.models.specs import DEFAULT_CHECKPOINT
 
     ckpt = load_checkpoint(DEFAULT_CHECKPOINT)
     text = repr(ckpt)
