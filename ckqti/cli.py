@@ -46,7 +46,23 @@ class EmbeddingStart(click.ParamType):
 class Command(click.Command):
     """An :class:`OptionError` of the command is a usage error in the command's context: exit 2 with
     its ``Usage:`` line, as click's own usage errors (raised from the group, it had none). A
-    :class:`DefaultIndexOption` is resolved here, after click has parsed (and checked) every option."""
+    :class:`DefaultIndexOption` is resolved here, after click has parsed (and checked) every option.
+    A stray argument is click's usage error, with the option it was likely meant for (:func:`stray_hint`)."""
+
+    allow_extra_args = True  # parse_args refuses them itself, to say more than click
+
+    def parse_args(self, ctx, args):
+        rest = super().parse_args(ctx, args)
+        if ctx.resilient_parsing:
+            return rest
+        if ctx.args:
+            plural = "s" if len(ctx.args) > 1 else ""
+            hint = stray_hint(ctx, ctx.args[0]) if len(ctx.args) == 1 else ""
+            ctx.fail(f"Got unexpected extra argument{plural} ({' '.join(ctx.args)}){hint}")
+        words = ctx.params.get("query")  # search's, quoted or not: its last word may be an index meant for --index
+        if isinstance(words, tuple) and len(words) > 1 and (hint := stray_hint(ctx, words[-1])):
+            ctx.fail(f"QUERY's last word {words[-1]} is a folder{hint}")
+        return rest
 
     def invoke(self, ctx):
         for param in self.params:  # every parameter is parsed: a missing required one was said first (exit 2)
@@ -57,6 +73,21 @@ class Command(click.Command):
         except OptionError as e:
             close_progress_bars()
             raise click.UsageError(visible(e.as_flags()), ctx) from None
+
+
+def stray_hint(ctx: click.Context, arg: str) -> str:
+    """What the stray argument ``arg`` was likely meant for, as ``"; give ..."``: the index to write where
+    ``index`` has no ``--out``, an index folder where a command has no ``--index``; else nothing."""
+    from click.core import ParameterSource
+
+    def given(name: str) -> bool:
+        return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
+
+    if ctx.command.name == "index":
+        return "" if given("out") or os.path.isfile(arg) else f"; give the index to write as --out {arg}"
+    if "index_path" in ctx.params and not given("index_path") and os.path.isdir(arg):
+        return f"; give the index as --index {arg}"
+    return ""
 
 
 class Group(click.Group):
@@ -418,19 +449,19 @@ def leftovers_line(names: list[str], size: str, writing: int | None) -> str:
 
 
 @cli.command("search")
-@click.argument("query")
+@click.argument("query", nargs=-1, required=True)
 @index_option
 @click.option("-k", type=POSITIVE, default=10, show_default=True, help="Results.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output for programs.")
 @mode_options
 @channel_option
 def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channel_weights):
-    """Search an index with QUERY."""
+    """Search an index with QUERY (its words quoted or not)."""
     check_anytime_options(mode, slack)
     from ckqti.text import non_ascii_readings
     from retriever.search import search_json
 
-    query = decoded_argument(query)  # bytes that are not UTF-8 would go into --json as lone surrogates
+    query = decoded_argument(" ".join(query))  # bytes that are not UTF-8 would go into --json as lone surrogates
     # one query a process: exact mode scans it with numpy, which answers before Numba would have loaded its kernels
     searcher = api.open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack,
                                  engine="auto")

@@ -118,6 +118,46 @@ def test_search_prints_rank_docid_score_and_title(scifact_index):
     assert line[0] == "1" and line[1] == first.docid and float(line[2]) == pytest.approx(first.score, abs=1e-4)
 
 
+def test_search_reads_an_unquoted_query_as_its_words_joined(scifact_index):
+    """`ckqti search white matter imaging` was a usage error ("unexpected extra arguments (matter imaging)")."""
+    unquoted = invoke("search", "white", "matter", "imaging", "--index", scifact_index, "-k", 5, "--json")
+    quoted = invoke("search", "white matter imaging", "--index", scifact_index, "-k", 5, "--json")
+    assert unquoted.exit_code == 0 and unquoted.stdout == quoted.stdout
+    assert json.loads(unquoted.stdout)["hits"]
+
+
+@pytest.mark.parametrize("args, hint", [
+    (["info", "{index}"], "give the index as --index {index}"),
+    (["compact", "{index}"], "give the index as --index {index}"),
+    (["run", "{index}", "--queries", "{queries}", "--out", "{out}"], "give the index as --index {index}"),
+    (["index", "{corpus}", "{out}"], "give the index to write as --out {out}"),
+    (["explain", "cells", "d1", "{index}"], "give the index as --index {index}"),
+    (["info", "--index", "{index}", "{index}"], None),  # --index given: only click's words
+    (["index", "{corpus}", "--out", "{out}", "{out}"], None),
+])
+def test_a_stray_argument_names_the_option_it_was_meant_for(tmp_path, scifact_index, scifact_small, args, hint):
+    """`ckqti info INDEX` and `ckqti index CORPUS OUT` said "Got unexpected extra argument (INDEX)" and no more."""
+    paths = {"index": scifact_index, "queries": tmp_path / "q.tsv", "out": tmp_path / "new", "corpus": scifact_small}
+    (tmp_path / "q.tsv").write_text("1\tcells\n")
+    args = [a.format(**paths) for a in args]
+    res = invoke(*args)
+    assert res.exit_code == 2 and not (tmp_path / "new").exists()
+    error = res.output.splitlines()[-1]
+    stray = args[-1] if hint is None else args[{"index": 2, "explain": 3}.get(args[0], 1)]
+    assert error.startswith(f"Error: Got unexpected extra argument ({stray})"), error
+    assert error.endswith(hint.format(**paths) if hint else ")"), error
+
+
+def test_search_says_a_folder_at_the_end_of_its_query_is_meant_for_index(scifact_index):
+    """`ckqti search "white matter" INDEX` now reads INDEX as a query word (the query's words need no quotes)."""
+    res = invoke("search", "white matter", scifact_index)
+    assert res.exit_code == 2
+    assert res.output.splitlines()[-1] == (f"Error: QUERY's last word {scifact_index} is a folder; "
+                                           f"give the index as --index {scifact_index}")
+    with_index = invoke("search", "white matter", scifact_index, "--index", scifact_index)  # a word, as asked
+    assert with_index.exit_code == 0 and "not in the index vocabulary" in with_index.output
+
+
 def test_info_prints_what_the_api_reports(scifact_index):
     info = api.info(scifact_index)
     res = invoke("info", "--index", scifact_index)
