@@ -189,6 +189,7 @@ def validation_message(errors) -> str:
     for e in errors:
         loc = [str(x) for x in e.get("loc", ())]
         loc = loc[1:] if loc[:1] in (["body"], ["query"]) else loc  # where: the body, or the URL's parameters
+        loc = loc or (["request body"] if e.get("loc") == ("body",) else [])  # the body itself: none, or not an object
         parts.append(f"{'.'.join(loc)}: {e['msg']}" if loc else e["msg"])
     return "; ".join(parts)
 
