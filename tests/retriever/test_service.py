@@ -181,7 +181,10 @@ BAD_REQUESTS = [
     ("no query", "/search", {"k": 3}, None, 422, "query: Field required"),
     ("query not a string", "/search", {"query": ["thai"]}, None, 422, "query: Input should be a valid string"),
     ("a path field", "/search", {"query": "thai", "index": "/etc"}, None, 422, "index: Extra inputs are not permitted"),
-    ("JSON not an object", "/search", b"[1, 2]", {"Content-Type": "application/json"}, 422, "valid dictionary"),
+    ("JSON not an object", "/search", b"[1, 2]", {"Content-Type": "application/json"}, 422,
+     "request body: Input should be a valid dictionary"),
+    ("no body", "/search", b"", {"Content-Type": "application/json"}, 422, "request body: Field required"),
+    ("JSON null", "/search/batch", b"null", {"Content-Type": "application/json"}, 422, "request body: Input should be"),
     ("too many queries", "/search/batch", {"queries": ["thai"] * 9}, None, 422, "queries: List should have at most 8"),
     ("no queries", "/search/batch", {"queries": []}, None, 422, "queries: List should have at least 1"),
     ("empty batch query", "/search/batch", {"queries": ["thai", ""]}, None, 422, "queries.1: String should have at least"),
@@ -544,3 +547,57 @@ def test_cli_serve_hands_its_search_and_server_options_on(monkeypatch, sample_in
     assert (searcher.mode, kw["max_k"], kw["workers"], ran[-1]["access_log"]) == ("exact", 1000, None, False)
     res = CliRunner().invoke(cli, ["serve", "--index", str(sample_index), "--port", "0", "--threads", "2"])
     assert res.exit_code == 0 and served[-1][1]["workers"] == 2, res.output  # run's name for search threads
+
+
+def test_a_request_whose_client_hung_up_is_not_searched(sample_index):
+    """A client that sent a request and hung up before a search thread was free got its search run all the
+    same: 100 batches of 100 queries at k=1,000 sent and dropped at once kept the sample's server busy 10 s,
+    and every client after them waited. The service queues at most one request a thread; one that waits for
+    its turn beyond that is searched only if its client is still there. Here the one thread is held by a search
+    that waits for the test, one request is queued behind it, and the client of a third hangs up meanwhile:
+    its request is never searched, and the one after it is."""
+    searcher = api.open_searcher(sample_index)
+    release, holding, searched = threading.Event(), threading.Event(), []
+    search = searcher.search
+
+    def held_search(query, k, *args, **kwargs):
+        searched.append(query)
+        if query == "hold":
+            holding.set()
+            release.wait(60)
+        return search(query, k, *args, **kwargs)
+
+    def send(query):
+        conn = http.client.HTTPConnection("127.0.0.1", p, timeout=60)
+        conn.request("POST", "/search", json.dumps({"query": query, "k": 2}), {"Content-Type": "application/json"})
+        return conn
+
+    def served_meanwhile():  # /health needs no search thread: the server has read what was sent before it
+        for _ in range(3):
+            assert call(p, "GET", "/health")[0] == 200
+
+    searcher.search = held_search
+    body = json.dumps({"query": "cell", "k": 2}).encode()
+    with running(create_app(searcher, **{**LIMITS, "workers": 1})) as p:
+        searched.clear()  # the warm-up search at start
+        held = queued = None
+        try:
+            held = send("hold")
+            assert holding.wait(60)
+            queued = send("life")
+            served_meanwhile()
+            gone = socket.create_connection(("127.0.0.1", p))
+            gone.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            served_meanwhile()
+            gone.close()
+            served_meanwhile()
+            release.set()
+            assert held.getresponse().status == 200 and queued.getresponse().status == 200
+        finally:
+            release.set()
+            for conn in (held, queued):
+                if conn is not None:
+                    conn.close()
+        assert call(p, "POST", "/search", {"query": "thai", "k": 2})[0] == 200
+    assert searched == ["hold", "life", "thai"]
