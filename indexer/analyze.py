@@ -10,6 +10,7 @@ have to fit in memory at once (MS MARCO's documents are 16 GB of text).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import operator
 import os
@@ -213,9 +214,13 @@ class _FileSink:
         return table, np.load(self.directory / TOKENS_FILE, mmap_mode="r")
 
     def abort(self) -> None:
-        self.tokens.close()
+        """Close the files to give up: closing flushes their buffers, which a full disk refuses
+        again, and that error (naming no file) must not replace the one being raised."""
+        with contextlib.suppress(OSError):
+            self.tokens.close()
         if self.docs is not None:
-            self.docs.close()
+            with contextlib.suppress(OSError):
+                self.docs.close()
 
 
 def analyze_corpus(

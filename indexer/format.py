@@ -197,11 +197,12 @@ class Manifest:
             newer = isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION
             fix = "written by a newer ckqti: upgrade ckqti to read it" if newer else "rebuild the index"
             raise IndexFormatError(
-                f"index format version {version} is not supported (this ckqti reads {FORMAT_VERSION}); {fix}", path)
+                f"index format version {version!r} is not supported (this ckqti reads {FORMAT_VERSION}); {fix}", path)
         recorded = d.pop(CHECKSUM_KEY, None)  # manifests written before it have none
         try:
             d["shards"] = [ShardInfo(**s) for s in d["shards"]]
             manifest = cls(**d)
+            manifest.check_fields(path)
             manifest.check_counts(path)
         except (TypeError, KeyError) as e:
             raise IndexFormatError(f"manifest is malformed ({e})", path) from None
@@ -213,6 +214,15 @@ class Manifest:
             raise IndexFormatError("manifest was edited or damaged (its content does not match its checksum); "
                                    "rebuild the index", path)
         return manifest
+
+    def check_fields(self, path: Path) -> None:
+        """Each field has the type its readers use, and each shard is a folder inside the index with a
+        checksum for each of its files: a manifest edited by hand or written by another program was
+        a traceback where a reader used the field, and a shard named outside the index was deleted
+        there by a compaction."""
+        why = field_error(self) or next(filter(None, map(shard_error, self.shards)), None)
+        if why:
+            raise IndexFormatError(f"manifest is malformed ({why})", path)
 
     def check_counts(self, path: Path) -> None:
         """The shards' documents add up to the index's (a hand-edited manifest may disagree)."""
@@ -235,6 +245,48 @@ class Manifest:
 
 
 CHECKSUM_KEY = "manifest_checksum"
+# the manifest's fields that readers use as these types (checked by Manifest.check_fields)
+FIELD_TYPES = {"model": dict, "analyzer": dict, "quantization": dict, "corpus": dict, "build": dict, "collection": dict,
+               "model_constants": dict, "appends": list, "channels": list, "num_docs": int, "num_postings": int, "vocab_size": int,
+               "clipped_impacts": int, "generation": int, "vocab_checksum": str}
+TYPE_NAMES = {dict: "a record", list: "a list", int: "a count (an integer >= 0)", str: "text"}
+
+
+def is_count(value, integer: bool = True) -> bool:
+    """An integer (``integer``; else any real number) >= 0, not a bool."""
+    kinds = int if integer else (int, float)
+    return isinstance(value, kinds) and not isinstance(value, bool) and value >= 0
+
+
+def field_error(m: Manifest) -> str | None:
+    """Why a manifest's fields are not of the types its readers use (None: they are)."""
+    for name, kind in FIELD_TYPES.items():
+        value = getattr(m, name)
+        if not (is_count(value) if kind is int else isinstance(value, kind)):
+            return f"{name} {value!r} is not {TYPE_NAMES[kind]}"
+    for what, entry, key in (("collection", m.collection, "num_docs"), ("collection", m.collection, "total_terms"),
+                             ("build", m.build, "seconds")):
+        if not is_count(value := entry.get(key, 0), integer=False):
+            return f"the {what}'s {key} {value!r} is not a number >= 0"
+    if not all(isinstance(a, dict) for a in m.appends):
+        return "appends is not a list of records"
+    if missing := sorted({"stemmer", "stopwords", "lowercase"} - m.analyzer.keys()):
+        return f"the analyzer has no {', '.join(missing)}"
+    if (bits := m.quantization.get("bits")) != 8 or isinstance(bits, bool):
+        return f"quantization bits {bits!r} is not 8, the only width this ckqti reads"
+    return None
+
+
+def shard_error(s: ShardInfo) -> str | None:
+    """Why a manifest's shard entry is not a shard folder inside the index with a checksum for each file."""
+    if not isinstance(s.name, str) or not SHARD_RE.fullmatch(s.name):
+        return f"shard name {s.name!r} is not a shard folder inside the index"
+    if not isinstance(s.files, dict) or not all(isinstance(s.files.get(f), str) for f in SHARD_FILES):
+        return f"{s.name} does not list a checksum for each of {', '.join(SHARD_FILES)}"
+    for key in ("num_docs", "num_postings"):
+        if not is_count(value := getattr(s, key)):
+            return f"{s.name}'s {key} {value!r} is not {TYPE_NAMES[int]}"
+    return None
 
 
 def manifest_digest(body: dict) -> str:

@@ -1,5 +1,7 @@
 """Pass one of a build (indexer/analyze.py): which fields reach the index and the document store."""
 
+import os
+
 from ckqti.text import Analyzer
 from indexer.analyze import analyze_corpus
 
@@ -115,3 +117,31 @@ def test_a_saved_analysis_whose_offsets_do_not_end_at_its_tokens_is_analyzed_aga
     offsets[-1] -= 1  # ends before the last term id
     np.save(work / "offsets.npy", offsets)
     assert AnalyzedCorpus.load(work) is None and not (work / "DONE").exists()
+
+
+def test_a_full_disk_while_analyzing_into_a_folder_names_the_file(tmp_path, monkeypatch):
+    """A full disk fails the term ids' write (named); closing that file to give up flushed its buffer
+    again, and that bare 'No space left on device', naming no file, replaced the named error (seen
+    building on a 20-60 KiB tmpfs)."""
+    import builtins
+    import errno
+    import io
+    import json
+
+    import pytest
+
+    from ckqti.errors import DiskFullError
+    from indexer import analyze
+
+    class FullDisk(io.FileIO):
+        def write(self, b):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def full_open(path, mode="r", *args, **kwargs):
+        return io.BufferedWriter(FullDisk(path, mode)) if "w" in mode else builtins.open(path, mode, *args, **kwargs)
+
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text(json.dumps({"_id": "D1", "text": " ".join(f"word{i}" for i in range(3000))}) + "\n")
+    monkeypatch.setattr(analyze, "open", full_open, raising=False)
+    with pytest.raises(DiskFullError, match=r"^no space left on device writing \S+tokens\.npy$"):
+        analyze_corpus(corpus, Analyzer(), directory=tmp_path / "analyzed")
