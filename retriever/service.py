@@ -281,7 +281,7 @@ def add_routes(app: FastAPI, searcher: Searcher, config: ServiceConfig, pool: Th
         return [{"query": q, "error": str(r)} if isinstance(r, QueryError) else search_json(searcher, r)
                 for q, r in zip(queries, searcher.search_many(queries, k))]
 
-    @app.get("/health")
+    @app.api_route("/health", methods=["GET", "HEAD"])  # HEAD: a load balancer's probe (Starlette sends no body)
     async def health() -> JSONResponse:
         index = searcher.index
         anytime = searcher.mode == "anytime"  # exact mode reads neither budget nor slack

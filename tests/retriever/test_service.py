@@ -244,6 +244,17 @@ def test_health_reports_the_index_and_limits(port, searcher):
     assert got["budget"] is None and got["slack"] is None  # exact mode reads neither
 
 
+def test_health_answers_head_as_load_balancers_probe_it(port):
+    """HEAD /health (a load balancer's or `curl -I`'s probe) was 405 Method Not Allowed."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request("HEAD", "/health")
+        resp = conn.getresponse()
+        assert resp.status == 200 and resp.read() == b"" and resp.getheader("content-type") == "application/json"
+    finally:
+        conn.close()
+
+
 def test_health_reports_the_anytime_budget_and_slack(sample_index):
     """``ckqti serve --mode anytime --budget N --slack F`` trades results for time: /health said
     "anytime" but not how far, so a client could not tell a budget of 1,000 from 200,000."""
