@@ -202,6 +202,10 @@ def _trec_eval_scores(
     cut-off reciprocal rank (and ir_measures' provider silently computes RR@k as RR), so
     RR@k is trec_eval's ``recip_rank`` on the run cut to its top k, as MS MARCO's MRR@10 does.
     """
+    # trec_eval reads a negative grade as "pooled, not judged": no gain, not relevant, the same values as 0 for
+    # these measures. But a query whose grades are all -2 or lower makes it size an array below 0 (pytrec_eval
+    # 0.5.11): a segmentation fault, or another query's values. Given as 0, they score the same and cannot.
+    qrels = {q: {d: max(g, 0) for d, g in docs.items()} for q, docs in qrels.items()}
     whole: dict = {}  # ir_measures measure -> our name, on the whole run
     for m in measures:
         family = getattr(ir_measures, _UNCUT.get(m.family, m.family) if m.cutoff is None else m.family)

@@ -419,6 +419,24 @@ def test_grades_beyond_a_million_are_refused_not_passed_to_trec_eval():
             evaluate(run, {"q": {"d": grade}})
 
 
+def test_a_query_judged_only_below_minus_one_scores_0_and_crashes_nothing():
+    """trec_eval sized an array by the largest grade: a query whose grades were all -2 or lower beside
+    another query killed ``ckqti eval`` with a segmentation fault (found by fuzzing). Negative grades
+    are no gain and not relevant (as 0 in trec_eval), so that query scores 0. In a child process: the
+    fault would end the test run."""
+    code = (
+        "import json; from ckqti.evaluate import DEFAULT_MEASURES, evaluate; "
+        "r = evaluate({'a': {'d1': 1.0, 'd2': 2.0}, 'b': {'d1': 1.0, 'd2': 2.0}}, "
+        "{'a': {'d1': 2, 'd2': 1}, 'b': {'d1': -2, 'd2': -5}}, DEFAULT_MEASURES); print(json.dumps(r.by_query))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-500:]
+    by_query = json.loads(out.stdout)
+    assert by_query["b"] == dict.fromkeys(DEFAULT_MEASURES, 0.0)
+    assert by_query["a"]["AP@100"] == 1.0 and by_query["a"]["RR@10"] == 1.0
+    assert by_query["a"]["nDCG@10"] == pytest.approx((1 + 2 / math.log2(3)) / (2 + 1 / math.log2(3)))
+
+
 def test_paired_tests_pair_mappings_by_query_and_need_two_queries():
     """Mappings listed in other orders are paired by qid (not by position), and a test on one query
     has no p-value (NaN; scipy's Wilcoxon would say 1.0)."""
