@@ -47,6 +47,9 @@ _FAMILIES = {"ndcg": "nDCG", "ncg": "NCG", "rr": "RR", "mrr": "RR", "ap": "AP", 
 _BINARY = frozenset({"RR", "AP", "P", "R"})
 _UNCUT = {"P": "SetP", "R": "SetR"}  # ir_measures' P and R need a cutoff; over every retrieved document they are these
 _MEASURE = re.compile(r"^([A-Za-z]+)(?:@(\d+))?$")
+# trec_eval reads a cutoff as a C long (32 bits on Windows); beyond 2**63 - 1 it named the measure otherwise than
+# asked (ndcg_cut_9223372036854775807), which ir_measures met with a KeyError
+MAX_CUTOFF = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,8 @@ def parse_measure(name: str) -> Measure:
     cutoff = int(match.group(2)) if match.group(2) else None
     if cutoff == 0:
         raise InputError(f"measure {name!r}: the cutoff must be at least 1")
+    if cutoff is not None and cutoff > MAX_CUTOFF:
+        raise InputError(f"measure {name!r}: the cutoff must be at most {MAX_CUTOFF:,}")
     return Measure(family, cutoff, name.strip())
 
 

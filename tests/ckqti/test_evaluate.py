@@ -170,6 +170,16 @@ def test_measure_names_and_bad_arguments():
             evaluate(RUN, QRELS, twice)
 
 
+def test_a_cutoff_beyond_trec_evals_reach_is_refused():
+    """trec_eval reads a cutoff as a C long: nDCG@99999999999999999999 came back named ndcg_cut_9223372036854775807
+    and ended ``ckqti eval`` in a KeyError traceback (found by fuzzing). Up to 2**31 - 1 is read whole."""
+    assert evaluate(RUN, QRELS, ["nDCG@2147483647", "P@2147483647"]).mean == pytest.approx(
+        {"nDCG@2147483647": evaluate(RUN, QRELS, ["nDCG"]).mean["nDCG"], "P@2147483647": 2 / 2147483647})
+    for measure in ("AP@99999999999999999999", "R@18446744073709551617", "nDCG@2147483648"):
+        with pytest.raises(InputError, match="the cutoff must be at most 2,147,483,647"):
+            evaluate(RUN, QRELS, [measure])
+
+
 def test_precision_and_recall_without_a_cutoff_take_every_retrieved_document():
     # --measures P crashed with ir_measures' AssertionError: its P and R need a cutoff (trec_eval's set_P, set_recall do not)
     assert evaluate(RUN, QRELS, ["P", "R"]).mean == pytest.approx({"P": 2 / 3, "R": 1.0})  # d3, d1 of the 3 retrieved
