@@ -47,6 +47,9 @@ _FAMILIES = {"ndcg": "nDCG", "ncg": "NCG", "rr": "RR", "mrr": "RR", "ap": "AP", 
 _BINARY = frozenset({"RR", "AP", "P", "R"})
 _UNCUT = {"P": "SetP", "R": "SetR"}  # ir_measures' P and R need a cutoff; over every retrieved document they are these
 _MEASURE = re.compile(r"^([A-Za-z]+)(?:@(\d+))?$")
+# trec_eval reads a cutoff as a C long (32 bits on Windows); beyond 2**63 - 1 it named the measure otherwise than
+# asked (ndcg_cut_9223372036854775807), which ir_measures met with a KeyError
+MAX_CUTOFF = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,8 @@ def parse_measure(name: str) -> Measure:
     cutoff = int(match.group(2)) if match.group(2) else None
     if cutoff == 0:
         raise InputError(f"measure {name!r}: the cutoff must be at least 1")
+    if cutoff is not None and cutoff > MAX_CUTOFF:
+        raise InputError(f"measure {name!r}: the cutoff must be at most {MAX_CUTOFF:,}")
     return Measure(family, cutoff, name.strip())
 
 
@@ -202,6 +207,10 @@ def _trec_eval_scores(
     cut-off reciprocal rank (and ir_measures' provider silently computes RR@k as RR), so
     RR@k is trec_eval's ``recip_rank`` on the run cut to its top k, as MS MARCO's MRR@10 does.
     """
+    # trec_eval reads a negative grade as "pooled, not judged": no gain, not relevant, the same values as 0 for
+    # these measures. But a query whose grades are all -2 or lower makes it size an array below 0 (pytrec_eval
+    # 0.5.11): a segmentation fault, or another query's values. Given as 0, they score the same and cannot.
+    qrels = {q: {d: max(g, 0) for d, g in docs.items()} for q, docs in qrels.items()}
     whole: dict = {}  # ir_measures measure -> our name, on the whole run
     for m in measures:
         family = getattr(ir_measures, _UNCUT.get(m.family, m.family) if m.cutoff is None else m.family)

@@ -25,7 +25,7 @@ import numpy as np
 
 from ckqti.errors import InputError
 from ckqti.files import check_folder_of, check_not_input, replacing
-from indexer.readers.formats import is_decimal, is_int, iter_lines, open_binary
+from indexer.readers.formats import check_id, is_decimal, is_int, iter_lines, open_binary
 
 Ranking = Mapping[str, float] | Iterable[tuple[str, float]]
 
@@ -393,6 +393,9 @@ def _add_columns(run: dict[str, dict[str, float]], block: bytes) -> int | None:
     return table.num_rows
 
 
+_HIDDEN = bytes([*range(0x09), *range(0x0E, 0x1C), 0x7F])  # the ASCII controls str.split does not split at
+
+
 def _add_rows(run: dict[str, dict[str, float]], block: bytes, first: bool) -> int | None:
     """Add the rows of whole lines ``block`` (the file's ``first`` lines: a byte-order mark is dropped)
     to ``run``; how many there were, or ``None`` when one is not what :func:`_run_rows` reads without
@@ -408,6 +411,9 @@ def _add_rows(run: dict[str, dict[str, float]], block: bytes, first: bool) -> in
     written = "".join(ranks) + "".join(scores)
     if "_" in written or not written.isascii():
         return None
+    if len(block.translate(None, _HIDDEN)) < len(block) or not (
+            text.isascii() or "".join([cols[0] + cols[2] for cols in rows]).isprintable()):
+        return None  # an id may hold an invisible character (a NUL, a byte-order mark), which _run_rows names
     try:
         for _ in map(int, ranks):  # only whether int reads every rank
             pass
@@ -444,6 +450,8 @@ def _run_rows(path: str | Path) -> Iterator[tuple[int, str, str, float]]:
             continue
         if len(cols) != 6:
             raise InputError(f"expected 6 run columns (qid Q0 docid rank score tag), found {len(cols)}", path, number)
+        if not (cols[0] + cols[2]).isprintable():  # a NUL ends a docid for trec_eval (C): "d\0x" was judged as "d"
+            check_id(cols[0], "query id", path, number), check_id(cols[2], "docid", path, number)
         # Python's int and float also take "1_0" (trec_eval: 1) and other scripts' digits
         if not is_int(cols[3]):
             raise InputError(f"bad rank {cols[3]!r} (column 4, an integer)", path, number)

@@ -170,6 +170,16 @@ def test_measure_names_and_bad_arguments():
             evaluate(RUN, QRELS, twice)
 
 
+def test_a_cutoff_beyond_trec_evals_reach_is_refused():
+    """trec_eval reads a cutoff as a C long: nDCG@99999999999999999999 came back named ndcg_cut_9223372036854775807
+    and ended ``ckqti eval`` in a KeyError traceback (found by fuzzing). Up to 2**31 - 1 is read whole."""
+    assert evaluate(RUN, QRELS, ["nDCG@2147483647", "P@2147483647"]).mean == pytest.approx(
+        {"nDCG@2147483647": evaluate(RUN, QRELS, ["nDCG"]).mean["nDCG"], "P@2147483647": 2 / 2147483647})
+    for measure in ("AP@99999999999999999999", "R@18446744073709551617", "nDCG@2147483648"):
+        with pytest.raises(InputError, match="the cutoff must be at most 2,147,483,647"):
+            evaluate(RUN, QRELS, [measure])
+
+
 def test_precision_and_recall_without_a_cutoff_take_every_retrieved_document():
     # --measures P crashed with ir_measures' AssertionError: its P and R need a cutoff (trec_eval's set_P, set_recall do not)
     assert evaluate(RUN, QRELS, ["P", "R"]).mean == pytest.approx({"P": 2 / 3, "R": 1.0})  # d3, d1 of the 3 retrieved
@@ -417,6 +427,24 @@ def test_grades_beyond_a_million_are_refused_not_passed_to_trec_eval():
     for grade in (10**6 + 1, -(10**6) - 1, 2**31 - 1, 2**40):
         with pytest.raises(InputError, match="out of range"):
             evaluate(run, {"q": {"d": grade}})
+
+
+def test_a_query_judged_only_below_minus_one_scores_0_and_crashes_nothing():
+    """trec_eval sized an array by the largest grade: a query whose grades were all -2 or lower beside
+    another query killed ``ckqti eval`` with a segmentation fault (found by fuzzing). Negative grades
+    are no gain and not relevant (as 0 in trec_eval), so that query scores 0. In a child process: the
+    fault would end the test run."""
+    code = (
+        "import json; from ckqti.evaluate import DEFAULT_MEASURES, evaluate; "
+        "r = evaluate({'a': {'d1': 1.0, 'd2': 2.0}, 'b': {'d1': 1.0, 'd2': 2.0}}, "
+        "{'a': {'d1': 2, 'd2': 1}, 'b': {'d1': -2, 'd2': -5}}, DEFAULT_MEASURES); print(json.dumps(r.by_query))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-500:]
+    by_query = json.loads(out.stdout)
+    assert by_query["b"] == dict.fromkeys(DEFAULT_MEASURES, 0.0)
+    assert by_query["a"]["AP@100"] == 1.0 and by_query["a"]["RR@10"] == 1.0
+    assert by_query["a"]["nDCG@10"] == pytest.approx((1 + 2 / math.log2(3)) / (2 + 1 / math.log2(3)))
 
 
 def test_paired_tests_pair_mappings_by_query_and_need_two_queries():

@@ -229,6 +229,9 @@ def read_error(tmp_path, text: str) -> InputError:
         ("q Q0 d 1 1.0 t\nr Q0 d 1 1.0 t\nq Q0 d 2 0.5 t\n", 3, "twice (first at line 1)"),
         ("r Q0 d 1 1.0 t\nq Q0 d 1 1.0 t\nq Q0 d 2 0.5 t\n", 3, "twice (first at line 2)"),  # query r's d is another
         ("q Q0 d 1 1.0 my tag\n", 1, "expected 6 run columns (qid Q0 docid rank score tag), found 7"),
+        # trec_eval (C strings) judged "d\0x" as "d"; a second file's byte-order mark after cat hid a query
+        ("q Q0 d\x00x 1 1.0 t\n", 1, "docid 'd\\x00x' contains the invisible character U+0000"),
+        ("q Q0 d 1 1.0 t\n\ufeffr Q0 d 1 1.0 t\n", 2, "query id '\\ufeffr' contains the invisible character U+FEFF"),
     ],
 )
 def test_read_run_errors_name_file_and_line(tmp_path, text, line, words):
@@ -333,6 +336,7 @@ def test_a_well_formed_run_is_read_a_block_at_a_time_as_line_by_line(tmp_path, m
     "q Q0 d 1 nan t\n", "q Q0 d 1 1e999 t\n", "q Q0 d 1 1.0\n", "q Q0 d x 1.0 t\n", "",
     "q Q0 d 1 1.0 t\rq Q0 e 2 0.5 t\r",  # carriage returns alone
     "q Q0 d 1 1.0 t\n\xff\n",
+    "q Q0 d\x00x 1 1.0 t\n", "q\u200b Q0 d 1 1.0 t\n",  # an invisible character in an id
 ])
 def test_what_the_line_by_line_reader_refuses_is_left_to_it(tmp_path, text):
     """Every file the line-by-line reader refuses (or reads only because it reads line by line) makes
