@@ -27,7 +27,6 @@ Scores are produced in batches on the model's device (CUDA when present).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -37,8 +36,8 @@ import torch
 
 from ckqti.errors import CkqtiError
 from ckqti.models.qti import DocumentEncoding, QTIModel
+from ckqti.threads import ThreadChooser, batch_threads
 from indexer.cosine_bound import ThresholdCosines
-from indexer.threads import ThreadChooser, torch_threads
 
 # Documents sorted by length within blocks of this many before they are cut into batches
 # (:func:`length_batches`): SciFact's abstracts padded to the longest of each batch of 32 in
@@ -345,17 +344,11 @@ class ImpactScorer:
         lengths = [min(len(d), self.config.max_doc_terms) for d in documents]
         pending: dict[int, DocImpacts] = {}
         nxt = 0
-        chooser = ThreadChooser(torch.get_num_threads()) if self.device.type == "cpu" else None
+        chooser = ThreadChooser.for_device(self.device)
         for batch in length_batches(lengths, self.config.batch_size):
             docs = [documents[j] for j in batch]
-            if chooser is None:
+            with batch_threads(chooser, len(docs) * max(1, max(lengths[j] for j in batch))):  # padded tokens
                 scored = self.score_batch(docs)
-            else:
-                threads = chooser.next()
-                started = time.perf_counter()
-                with torch_threads(threads):
-                    scored = self.score_batch(docs)
-                chooser.record(threads, time.perf_counter() - started, len(docs) * max(1, max(lengths[j] for j in batch)))
             for j, imp in zip(batch.tolist(), scored):
                 pending[j] = imp
             if progress is not None:

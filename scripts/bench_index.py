@@ -113,7 +113,7 @@ def run_one(corpus: Path, out: Path, model: str, mode: str, shard_size: int, thr
     import torch
 
     from ckqti import api
-    from indexer.threads import torch_threads
+    from ckqti.threads import torch_threads
 
     workers = MODES[mode]
     with torch_threads(threads):

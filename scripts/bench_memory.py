@@ -98,7 +98,7 @@ def measure(encoder: str, length: int, device: str, repeats: int, backward: bool
     import torch
 
     from ckqti.models.conformer import ConformerConfig, ConformerEncoder
-    from indexer.threads import torch_threads
+    from ckqti.threads import torch_threads
 
     with torch_threads(threads):
         torch.manual_seed(0)

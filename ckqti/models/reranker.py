@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,6 +31,7 @@ from ckqti.models.inputs import (
 )
 from ckqti.models.loading import pick_device
 from ckqti.text import Analyzer
+from ckqti.threads import ThreadChooser, batch_threads
 from ckqti.vocab import Vocabulary
 
 T = TypeVar("T")
@@ -57,12 +58,13 @@ def length_chunks(items: Iterable[T], length: Callable[[T], int], size: int) -> 
 
 def score_encoded_pairs(model: nn.Module, queries: Sequence[np.ndarray], docs: Sequence[np.ndarray], pairs: np.ndarray,
                         device: torch.device, batch_size: int = 32,
-                        done: Callable[[int], object] | None = None) -> np.ndarray:
+                        done: Callable[[int], object] | None = None, threads: ThreadChooser | None = None) -> np.ndarray:
     """A TK or TKL ``model``'s (eval mode) scores of ``(query, document)`` index pairs, each query and each
     document encoded once however many pairs hold it (:meth:`Reranker.score_ids` encodes a document again
     for every query). Documents are encoded ``batch_size`` at a time, in order of length, and each batch
     is scored against all of its queries, ``batch_size`` pairs of one query length at a time (see
-    :func:`_pair_chunks`); ``done(n)`` is called as ``n`` more documents are scored.
+    :func:`_pair_chunks`), on the thread count ``threads`` chooses for it (None: as torch is set);
+    ``done(n)`` is called as ``n`` more documents are scored.
 
     Shape:
         ``pairs [P, 2]`` int (query index, document index) -> ``[P]`` float64, as :meth:`Reranker.score_ids` scores them.
@@ -78,13 +80,14 @@ def score_encoded_pairs(model: nn.Module, queries: Sequence[np.ndarray], docs: S
         for start in range(0, len(order), batch_size):
             part = order[start: start + batch_size]
             ids = pad_rows([docs[i] for i in part]).to(device)  # [N, L]
-            vecs = model.encode_document(ids)  # [N, L', D]
-            for chunk, rows in _pair_chunks([(p, n) for n, i in enumerate(part) for p in of_doc[i]],
-                                            pairs, qvecs, batch_size, device):
-                q = pairs[chunk, 0].tolist()
-                qids = pad_rows([queries[i] for i in q]).to(device)  # [P, Q]
-                qv = torch.stack([qvecs[i] for i in q])  # [P, Q, D]
-                out[chunk] = model.score_encoded(qids, qv, ids[rows], vecs[rows]).double().cpu().numpy()
+            with batch_threads(threads, ids.numel()):
+                vecs = model.encode_document(ids)  # [N, L', D]
+                for chunk, rows in _pair_chunks([(p, n) for n, i in enumerate(part) for p in of_doc[i]],
+                                                pairs, qvecs, batch_size, device):
+                    q = pairs[chunk, 0].tolist()
+                    qids = pad_rows([queries[i] for i in q]).to(device)  # [P, Q]
+                    qv = torch.stack([qvecs[i] for i in q])  # [P, Q, D]
+                    out[chunk] = model.score_encoded(qids, qv, ids[rows], vecs[rows]).double().cpu().numpy()
             if done is not None:
                 done(len(part))
     return out
@@ -121,6 +124,8 @@ class Reranker:
         text: :class:`TermText` or :class:`WordPieceText`.
         model_id: the checkpoint's id (``<kind>-<hash prefix>``).
         max_query_length, max_doc_length: tokens the model reads.
+        threads: on a CPU, the thread count each batch of a rerank runs on (:class:`ckqti.threads.ThreadChooser`:
+            torch's or one, whichever has lately been the faster; the scores are the same).
     """
 
     kind: str
@@ -130,6 +135,10 @@ class Reranker:
     max_query_length: int
     max_doc_length: int
     device: torch.device
+    threads: ThreadChooser | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.threads = ThreadChooser.for_device(self.device)
 
     def query_ids(self, query: str) -> np.ndarray:
         """The query's ids as the model reads them: the first ``max_query_length`` tokens, or for a
@@ -197,7 +206,7 @@ class Reranker:
         for b, t in enumerate(terms):
             packed[b, :len(t)] = t
         d = pad_rows(docs).to(self.device)  # [B, L]
-        with torch.no_grad():
+        with torch.no_grad(), batch_threads(self.threads, d.numel()):
             enc = self.model.encode_documents(d, torch.tensor(lengths, dtype=torch.float32, device=self.device))
             table = self.model.score_encoded(torch.as_tensor(packed, device=self.device), enc)  # [B, T]
         table = table.double().cpu().numpy() * (packed > 1)
@@ -210,7 +219,7 @@ class Reranker:
         if self.kind not in ENCODED_KINDS:
             raise ValueError(f"a {self.kind} model reads the query and the document together")
         return score_encoded_pairs(self.model, [q[: self.max_query_length] for q in queries], docs, pairs,
-                                   self.device, batch_size, done)
+                                   self.device, batch_size, done, self.threads)
 
     def doc_length(self, doc: str) -> int:
         """Tokens of the whole document (NDRM's length normalisation reads the untruncated length)."""
@@ -227,13 +236,15 @@ class Reranker:
 
     def score_rows(self, query: np.ndarray, rows: Sequence[np.ndarray], lengths: Sequence[int] | None = None,
                    batch_size: int = 32) -> np.ndarray:
-        """Scores of one query's ids against document id rows, in batches of similar length."""
+        """Scores of one query's ids against document id rows, in batches of similar length, each on the
+        thread count :attr:`threads` chooses."""
         out = np.zeros(len(rows))
         order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
         for start in range(0, len(order), batch_size):
             part = order[start: start + batch_size]
             lens = [lengths[i] for i in part] if lengths is not None else None
-            out[part] = self.score_ids(query, [rows[i] for i in part], lens)
+            with batch_threads(self.threads, len(part) * max(1, max(len(rows[i]) for i in part))):  # padded tokens
+                out[part] = self.score_ids(query, [rows[i] for i in part], lens)
         return out
 
     def score(self, query: str, docs: Sequence[str], batch_size: int = 32) -> np.ndarray:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 from ckqti.models.ndrm import NDRMConfig, build_ndrm
+from ckqti.threads import ThreadChooser
 from ckqti.vocab import Vocabulary
 from indexer.impacts import ImpactConfig, ImpactScorer, length_batches, pad_batch
 
@@ -308,3 +312,40 @@ def test_a_gated_pair_at_exactly_the_threshold_is_a_candidate():
         mask = scorer.candidate_mask(enc)[0]
     assert mask[scorer._cand_terms[k]]
     assert not mask[scorer._cand_terms[others & (best < best[k])]].any()
+
+
+def index_files(path: Path) -> dict[str, bytes]:
+    """Every file of an index but its manifest (which records the build's seconds)."""
+    return {str(f.relative_to(path)): f.read_bytes() for f in sorted(path.rglob("*"))
+            if f.is_file() and f.name != "manifest.json"}
+
+
+def test_an_index_built_switching_threads_every_batch_is_the_one_thread_index(scifact_small, tmp_path, monkeypatch):
+    """The bundled NDRM3 (a latent model: encoder, cosine bound, per-document channel scores) over
+    200 abstracts in batches of 16, built on one thread and built with torch's count switching
+    between 2 and 1 at every batch: the same index, byte for byte; torch's count is set back."""
+    from ckqti import api
+
+    corpus = tmp_path / "corpus.jsonl"
+    with open(scifact_small) as f:
+        corpus.write_text("".join(itertools.islice(f, 200)))
+    api.index(corpus, tmp_path / "one", batch_size=16, progress=False)  # the tests' one torch thread: nothing to choose
+
+    used = []
+    counts = itertools.cycle([2, 1])
+
+    def alternate(self) -> int:
+        n = next(counts)
+        used.append((n, torch.get_num_threads()))
+        return n
+
+    recorded = []
+    record = ThreadChooser.record
+    monkeypatch.setattr(ThreadChooser, "next", alternate)
+    monkeypatch.setattr(ThreadChooser, "record", lambda self, n, s, u: (recorded.append(n), record(self, n, s, u)))
+    torch.set_num_threads(2)  # restored to the tests' one thread by the conftest fixture
+    api.index(corpus, tmp_path / "switching", batch_size=16, progress=False)
+    assert torch.get_num_threads() == 2
+    assert len(used) == 13 and recorded == [n for n, _ in used] and {n for n, _ in used} == {1, 2}
+    assert all(before == 2 for _, before in used)  # each batch's count set back after it
+    assert index_files(tmp_path / "switching") == index_files(tmp_path / "one")

@@ -572,3 +572,26 @@ def test_a_candidate_listed_twice_is_ranked_once(scifact_small, tk_model):
     listed = [docs[0], docs[1], docs[0], docs[2], docs[1], docs[3]]
     out = rerank_candidates(reranker, {"q": "vitamin d deficiency"}, {"q": listed}, texts, batch_size=2)["q"]
     assert sorted(d for d, _ in out) == sorted(docs)
+
+
+@pytest.mark.parametrize("model", ["ndrm3-scifact", "tk"])
+def test_a_rerank_switching_threads_every_batch_is_the_one_thread_rerank(model, scifact_index, tk_model, queries,
+                                                                        tmp_path, monkeypatch):
+    """Each batch of a rerank on a CPU runs on the thread count the reranker's ThreadChooser picks (torch's or
+    one: beside other jobs, one is up to 7x faster); the bundled NDRM3 (term tables) and a TK (encoded pairs),
+    with the count switching between 2 and 1 at every batch of 8, write the one-thread run byte for byte."""
+    from ckqti.threads import ThreadChooser
+
+    model = tk_model if model == "tk" else model
+    rerank(queries, scifact_index, model, tmp_path / "one.trec", depth=30, batch_size=8)  # the tests' one thread
+    counts, used = iter([2, 1] * 1000), []
+
+    def alternate(self) -> int:
+        used.append(next(counts))
+        return used[-1]
+
+    monkeypatch.setattr(ThreadChooser, "next", alternate)
+    torch.set_num_threads(2)  # restored to the tests' one thread by the conftest fixture
+    rerank(queries, scifact_index, model, tmp_path / "switching.trec", depth=30, batch_size=8)
+    assert torch.get_num_threads() == 2 and len(used) >= 4 and set(used) == {1, 2}
+    assert (tmp_path / "switching.trec").read_bytes() == (tmp_path / "one.trec").read_bytes()
