@@ -637,7 +637,7 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
                    "TK/TKL/IDCM: a triple each, or with --loss lce the relevant and --negatives).")
 @click.option("--lr", type=click.FloatRange(0, min_open=True), default=None,
               help="NDRM learning rate [default: 1e-4] (TK/TKL/IDCM train with the SPEC's two rates).")
-@click.option("--seed", type=click.IntRange(0), default=0, show_default=True,
+@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True,
               help="Seeds the dev split, sampling, initial weights, dropout and skip-gram.")
 @click.option("--device", default=None, help="torch device (default: cuda if available).")
 @click.option("--weak-supervision", type=click.Choice(["titles"]), default=None, help="Documents' titles as pseudo-queries for their own documents (NDRM, TK, TKL).")

@@ -24,7 +24,8 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
     """``device`` as a torch device; None: CUDA when present, else the CPU.
 
     Raises:
-        CkqtiError: a name torch does not know, or CUDA where there is none.
+        CkqtiError: a name torch does not know, CUDA where there is none, or another device (mps, meta, ...)
+            on which this torch cannot make a tensor.
     """
     if not device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -37,6 +38,12 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
             raise CkqtiError(f"device {device!r}: CUDA is not available here (use cpu)")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise CkqtiError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    elif dev.type != "cpu":  # mps, xpu, meta, ...: a traceback at the model's first use (after BM25, in train)
+        try:
+            torch.zeros(1, device=dev).item()  # meta holds no values: .item() refuses it
+        except Exception as err:  # torch raises many types here
+            reason = (str(err).strip().splitlines() or [type(err).__name__])[0].split(". ")[0].rstrip(".")
+            raise CkqtiError(f"device {device!r} cannot run a model here ({reason}); use cpu") from None
     return dev
 
 

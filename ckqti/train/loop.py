@@ -65,7 +65,7 @@ from ckqti.train.data import (
     wordless_notes,
 )
 from ckqti.train.losses import distill_loss, finite_loss, listwise_loss, ranknet_loss
-from ckqti.train.sampling import LABELS_WITH_RELEVANT, Example, sample_epoch
+from ckqti.train.sampling import LABELS_WITH_RELEVANT, Example, docs_per_example, sample_epoch
 from ckqti.train.scoring import as_run, encode_by_length, score_pairs
 
 EMBEDDING_INITS = ("skipgram", "minilm", "random")  # or a checkpoint file (``.pt``): its word vectors
@@ -249,9 +249,12 @@ def prepare_data(
     candidates: Mapping[str, Sequence[str]] | None = None,
     bm25=None,
     qrels_path: str | Path | None = None,
+    dev_qrels_path: str | Path | None = None,
+    corpus_path: str | Path | None = None,
 ) -> TrainingData:
     """Split dev, add pseudo-queries, fetch candidates (given, or from ``bm25(queries) -> candidates``);
-    ``qrels_path``: the file ``qrels`` was read from, named by an error about them."""
+    ``qrels_path``, ``dev_qrels_path``, ``corpus_path``: the files ``qrels``, ``dev_qrels`` and the
+    collection were read from, named by an error about them."""
     if dev_qrels is None:
         train_qrels, dev = split_dev(qrels, config.dev_fraction, config.seed, config.rel_level, qrels_path,
                                      hint="; or give dev judgements of other queries (--dev-qrels)")
@@ -260,7 +263,7 @@ def prepare_data(
         both = sorted(set(train_qrels) & set(dev))
         if both:
             raise InputError(f"{counted(len(both), 'query', 'queries')} judged in both the training and the dev qrels (first: "
-                             f"{both[0]!r}): dev would choose the model on queries it trained on")
+                             f"{both[0]!r}): dev would choose the model on queries it trained on", dev_qrels_path)
     require_texts([*train_qrels, *dev], queries)
     texts = {q: queries[q] for q in [*train_qrels, *dev]}
     p_qrels: dict[str, dict[str, int]] = {}
@@ -274,6 +277,11 @@ def prepare_data(
     if not any(relevant.get(q) for q in [*train_qrels, *pseudo_qids]):
         raise InputError("no training query has a relevant document in the corpus (are the qrels and the corpus of "
                          "one collection?)", qrels_path)
+    if dev_qrels is not None and not any(relevant.get(q) for q in dev):  # dev nDCG@10 0 at every epoch
+        raise InputError(f"no dev query has a relevant document (grade >= {config.rel_level}) in the corpus: dev could "
+                         "not choose an epoch; give dev judgements of this corpus, or carve dev from --qrels (no "
+                         "--dev-qrels)", dev_qrels_path)
+    check_sampleable([*train_qrels, *pseudo_qids], relevant, len(collection), config.negatives, corpus_path)
     # training claims' and title pseudo-queries' scores (dev claims' never); before BM25: a bad file fails at once
     teacher = read_teacher(config.teacher, index, {**p_qrels, **train_qrels}) if config.teacher else {}
     if candidates is None:
@@ -296,6 +304,20 @@ def prepare_data(
         dev_qrels=dev,
         teacher=teacher,
     )
+
+
+def check_sampleable(qids: Sequence[str], relevant: Mapping[str, frozenset[int]], num_docs: int, negatives: int,
+                     corpus_path: str | Path | None = None) -> None:
+    """Each training query's example draws up to ``negatives + 3`` documents not relevant to it (the
+    BM25 candidates and the random ones, :mod:`ckqti.train.sampling`): a corpus with fewer was a
+    traceback from the first epoch's sampling, after BM25."""
+    need = docs_per_example(negatives)  # an example without a relevant document draws every one non-relevant
+    short = next((q for q in qids if num_docs - len(relevant.get(q, ())) < need), None)
+    if short is not None:
+        others = num_docs - len(relevant.get(short, ()))
+        raise InputError(f"the corpus has {counted(num_docs, 'document')}, {others:,} of them not relevant to training "
+                         f"query {short!r}: NDRM's sampling draws up to {need} of those for each query (--negatives "
+                         f"{negatives} and 2 or 3 random documents); train on a larger corpus", corpus_path)
 
 
 def read_teacher(path: str | Path, index: Mapping[str, int], train_qrels: Mapping[str, Any]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -736,7 +758,8 @@ def train(
         return bm25_candidates(corpus, texts, work, depth, fmt)
 
     data = prepare_data(collection, q_texts, qrels_map, config, dev_map, candidates, bm25=bm25,
-                        qrels_path=qrels if isinstance(qrels, (str, Path)) else None)
+                        qrels_path=qrels if isinstance(qrels, (str, Path)) else None,
+                        dev_qrels_path=dev_qrels if isinstance(dev_qrels, (str, Path)) else None, corpus_path=corpus)
     if not data.train_qids:
         raise InputError("no training query has a term in the corpus vocabulary", qrels if isinstance(qrels, (str, Path)) else None)
     wordless = wordless_notes([q for q in qrels_map if q not in set(data.dev_qids)], data.query_ids)

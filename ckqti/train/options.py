@@ -117,6 +117,7 @@ def checked(config_type, **fields):
         raise OptionError(str(e)) from None
 
 
+MAX_SEED = 2**32 - 1  # numpy's legacy seeding (gensim's skip-gram) takes no larger seed
 COUNTS = {"epochs": 1, "patience": 1, "batch_size": 1, "negatives": 1, "distill_docs": 1, "rel_level": 1,  # least value
           "seed": 0}
 REALS = {  # the range of each real-valued option (None: the default)
@@ -133,6 +134,8 @@ def check_numbers(**values) -> None:
     for name, value in values.items():
         if name in COUNTS:
             option_count(value, name, COUNTS[name])
+            if name == "seed" and value > MAX_SEED:  # a traceback after BM25 (skip-gram, TK's start), or torch's
+                raise OptionError(f"seed must be an integer in [0, {MAX_SEED}], got {value!r}", (name,))
             continue
         if value is None:
             continue

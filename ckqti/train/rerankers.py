@@ -28,7 +28,8 @@ scores (:func:`ckqti.train.losses_idcm.selector_distillation_loss`, LambdaLoss),
 selector's parameters trained.
 Validation uses each stage's own scoring (stage 1: passage score of the first window; stage 2:
 all windows; stage 3: the cascade of :meth:`IDCM.forward`). A stage's best model is saved
-to ``<work>/stage<N>.pt`` so an interrupted run resumes after its last finished stage.
+to ``<work>/stage<N>.pt`` so an interrupted run resumes after its last finished stage; each stage
+seeds torch from ``(seed, stage)``, so it ends with an uninterrupted run's weights.
 
 ``init="match"`` (the default) starts TK and TKL from a model that already ranks by exact
 matches, as the NDRM trainer's option does (the papers train for days on MS MARCO; a few
@@ -679,6 +680,9 @@ def train_idcm(data: PairData, text: WordPieceText, config: RerankerTrainConfig,
             model.load_state_dict(ckpt.state_dict)
             history, best = list(ckpt.meta.get("history", [])), float(ckpt.meta.get("dev_ndcg10", -1.0))
             continue
+        # each stage's own seed: a run that reuses the stages before it (interrupted, or a stage-3 setting
+        # changed) draws the dropout of an uninterrupted run, not the torch RNG as it was after the model's start
+        torch.manual_seed(int(np.random.SeedSequence([config.seed, stage]).generate_state(1)[0]))
         score, loss_fn, optimizer = idcm_stage_setup(model, stage, config)
         epochs = config.distill_epochs if stage == 3 else config.epochs
         result = fit_stage(stage, score, loss_fn, model, optimizer, data, config, epochs, device)

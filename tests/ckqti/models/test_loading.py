@@ -39,3 +39,17 @@ def test_without_a_bundled_checkpoint_the_default_is_the_papers_untrained_ndrm2(
 
     monkeypatch.setattr(loading, "DEFAULT_CHECKPOINT", tmp_path / "gone.pt")
     assert load_qti_model(None, "cpu")[1] == {"id": "ndrm2-untrained", "name": "ndrm2", "variant": "ndrm2"}
+
+
+def test_a_device_this_torch_cannot_use_is_one_line_before_any_work():
+    """--device mps (on Linux), meta, xpu...: torch.device took them and the model's first tensor failed
+    with a traceback, in `ckqti train` after BM25's minutes."""
+    import torch
+
+    from ckqti.errors import CkqtiError
+    from ckqti.models.loading import pick_device
+
+    assert pick_device("cpu") == torch.device("cpu")
+    for device in ["meta", *([] if torch.backends.mps.is_available() else ["mps"])]:
+        with pytest.raises(CkqtiError, match=f"device '{device}' cannot run a model here \\(.+\\); use cpu"):
+            pick_device(device)

@@ -280,6 +280,22 @@ def test_cli_too_few_queries_for_dev_name_the_qrels_file_and_dev_qrels(tmp_path,
                                        "of other queries (--dev-qrels)")
 
 
+def test_cli_refuses_a_seed_that_skip_gram_cannot_take(tmp_path, tiny_scifact, monkeypatch):
+    """--seed 2**32 and above passed, then failed after BM25 with numpy's traceback (skip-gram's
+    legacy seeding; torch's past 2**64): one line now, before any work."""
+    import ckqti.train.loop as loop
+
+    monkeypatch.setattr(loop, "bm25_candidates", lambda *a, **k: pytest.fail("BM25 ran"))
+    queries, qrels = judged_files(tmp_path, tiny_scifact)
+    args = ["train", "--model", "ndrm1", "--corpus", tiny_scifact["corpus"], "--queries", queries, "--qrels", qrels,
+            "--out", tmp_path / "m.pt", "--seed", str(2**32)]
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert res.output.strip().splitlines()[-1] == ("Error: Invalid value for '--seed': 4294967296 is not in the range "
+                                                   "0<=x<=4294967295.")
+    assert not (tmp_path / "m.pt").exists() and not (tmp_path / "m.pt.work").exists()
+
+
 def judged_files(tmp_path, tiny_scifact):
     """The slice's queries and qrels as TSV files."""
     queries, qrels = tmp_path / "queries.tsv", tmp_path / "qrels.tsv"

@@ -532,6 +532,54 @@ def test_refused_judgements_are_named_and_leave_nothing_at_out(tmp_path, tiny_sc
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.txt"]
 
 
+def test_dev_qrels_that_cannot_choose_are_named_before_bm25(tmp_path, tiny_scifact, monkeypatch):
+    """Dev qrels with no relevant document in the corpus trained every epoch at dev nDCG@10 0; dev qrels
+    judging training queries were refused without naming the file."""
+    import ckqti.train.loop as loop
+    from ckqti.errors import InputError
+
+    monkeypatch.setattr(loop, "bm25_candidates", lambda *a, **k: pytest.fail("BM25 ran"))
+    items = list(tiny_scifact["qrels"].items())
+    qrels, dev = tmp_path / "train.txt", tmp_path / "dev.txt"
+    qrels.write_text("".join(f"{q} 0 {d} {g}\n" for q, j in items[10:] for d, g in j.items()))
+    out = tmp_path / "new" / "m.pt"
+    for judged, message in [
+        ({q: {d: 0 for d in j} for q, j in items[:10]}, r"no dev query has a relevant document \(grade >= 1\) in the corpus"),
+        ({q: {f"nodoc-{d}": g for d, g in j.items()} for q, j in items[:10]}, "no dev query has a relevant document"),
+        (dict(items[5:15]), "judged in both the training and the dev qrels"),
+    ]:
+        dev.write_text("".join(f"{q} 0 {d} {g}\n" for q, j in judged.items() for d, g in j.items()))
+        with pytest.raises(InputError, match=message) as err:
+            train(tiny_scifact["corpus"], tiny_scifact["queries"], qrels, out, CONFIG, dev_qrels=dev)
+        assert str(err.value).startswith(f"{dev}: ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dev.txt", "train.txt"]
+
+
+def test_a_corpus_too_small_for_ndrm_sampling_is_named_before_bm25(tmp_path, tiny_scifact, monkeypatch):
+    """A corpus of fewer non-relevant documents than an example draws failed in the first epoch's
+    sampling, after BM25, with a ValueError traceback ('cannot draw 2 random documents from 3')."""
+    import json
+
+    import ckqti.train.loop as loop
+    from ckqti.errors import InputError
+
+    monkeypatch.setattr(loop, "bm25_candidates", lambda *a, **k: pytest.fail("BM25 ran"))
+    items = list(tiny_scifact["qrels"].items())
+    # a relevant document of each of two queries and one other: a training query has 2 non-relevant ones (a
+    # relevant, a BM25 candidate and 2 random documents need 3)
+    (q1, j1), (q2, j2) = items[:2]
+    d1 = next(iter(j1))
+    d2 = next(d for d in j2 if d != d1)
+    docs = [d1, d2, next(d for d in tiny_scifact["docs"] if d not in j1 and d not in j2)]
+    corpus, qrels = tmp_path / "three.jsonl", tmp_path / "train.txt"
+    corpus.write_text("".join(json.dumps({"_id": d, "text": tiny_scifact["docs"][d]}) + "\n" for d in docs))
+    qrels.write_text(f"{q1} 0 {d1} 1\n{q2} 0 {d2} 1\n")
+    with pytest.raises(InputError, match="the corpus has 3 documents, .* NDRM's sampling draws up to 4 of those") as err:
+        train(corpus, tiny_scifact["queries"], qrels, tmp_path / "new" / "m.pt", CONFIG)
+    assert str(err.value).startswith(f"{corpus}: ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["three.jsonl", "train.txt"]
+
+
 def claims_as_clicks(tiny: dict, path, queries: int) -> None:
     """An ORCAS file of the first ``queries`` training claims, each a click on the documents it cites
     (as scripts/effectiveness_stages.py's ``orcas_pairs`` builds SciFact's ORCAS-style field)."""

@@ -116,6 +116,7 @@ def test_api_train_refuses_an_output_below_a_file_or_equal_to_its_start_checkpoi
     ({"epochs": "3"}, "epochs must be an integer >= 1, got '3'"),
     ({"batch_size": 2.0}, "batch_size must be an integer >= 1, got 2.0"),
     ({"seed": -1}, "seed must be an integer >= 0, got -1"),
+    ({"seed": 2**32}, "seed must be an integer in [0, 4294967295], got 4294967296"),  # gensim's: a traceback after BM25
     ({"lr": -1}, "lr must be a number > 0, got -1"),
     ({"lr": float("nan")}, "lr must be a number > 0, got nan"),
     ({"dev_fraction": 1.0}, "dev_fraction must be a number in (0, 1), got 1.0"),

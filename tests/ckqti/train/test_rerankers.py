@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from ckqti.errors import CkqtiError
+from ckqti.models.checkpoint import load_checkpoint
 from ckqti.models.inputs import TermText
 from ckqti.models.reranker import build_model, load_reranker
 from ckqti.text import Analyzer
@@ -197,6 +198,22 @@ def test_tkl_trained_with_a_max_doc_length_keeps_it_for_rerank(tiny_scifact, tmp
     for rr in (load_reranker(out, device="cpu"), adapt_reranker(ckpt, ckpt.vocab, device="cpu")):
         assert rr.max_doc_length == rr.model.config.max_doc_length == 4000
         assert 2000 < len(rr.doc_ids(long_doc)) <= 4000
+
+
+def test_idcm_resumed_after_a_finished_stage_ends_with_an_uninterrupted_runs_weights(tiny_scifact, tmp_path):
+    """A run stopped after stage 1 and run again reuses stage1.pt; stage 2 started from the torch RNG as
+    the model's start left it, not as stage 1 did, so with dropout its weights (and dev scores) differed
+    from an uninterrupted run's (its losses; its weights too where the epoch beat the stage's start)."""
+    opts = dict(bert={**TINY_BERT, "dropout": 0.1}, max_doc_length=200, sample_n=3, top_k=2)
+    config = quick("idcm", batch_size=2, max_steps=2, epochs=1, dev_depth=3, max_dev_queries=2, model_options=opts,
+                   stages=(1, 2))
+    args = (tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"])
+    whole = train_reranker("idcm", *args, tmp_path / "whole.pt", config, candidates=tiny_scifact["candidates"])
+    train_reranker("idcm", *args, tmp_path / "cut.pt", replace(config, stages=(1,)), candidates=tiny_scifact["candidates"])
+    resumed = train_reranker("idcm", *args, tmp_path / "cut.pt", config, candidates=tiny_scifact["candidates"])
+    a, b = load_checkpoint(tmp_path / "whole.pt").state_dict, load_checkpoint(tmp_path / "cut.pt").state_dict
+    assert [k for k in a if not torch.equal(a[k], b[k])] == [] and resumed.model_id == whole.model_id
+    assert [(h["loss"], h["dev_ndcg10"]) for h in resumed.history] == [(h["loss"], h["dev_ndcg10"]) for h in whole.history]
 
 
 def test_idcm_three_stages_and_wordpiece_checkpoint(tiny_scifact, tmp_path, capsys):
