@@ -421,7 +421,8 @@ def check_checkpoint_path(out: str | Path, inputs: dict[str, str | Path | None] 
         try:
             load_checkpoint(out)
         except CkqtiError:
-            raise InputError("exists and is not a ckqti checkpoint; training replaces only a checkpoint", out) from None
+            raise InputError("exists and is not a ckqti checkpoint; training replaces only a checkpoint: remove it or "
+                             "write the checkpoint elsewhere", out) from None
     check_not_input(out, inputs or {})
 
 
