@@ -49,7 +49,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ckqti.errors import IndexFormatError
+from ckqti.errors import IndexFormatError, is_real
 from ckqti.files import naming_full_disk
 from indexer.install import recover, stranded
 from indexer.locks import running_build
@@ -253,9 +253,9 @@ TYPE_NAMES = {dict: "a record", list: "a list", int: "a count (an integer >= 0)"
 
 
 def is_count(value, integer: bool = True) -> bool:
-    """An integer (``integer``; else any real number) >= 0, not a bool."""
-    kinds = int if integer else (int, float)
-    return isinstance(value, kinds) and not isinstance(value, bool) and value >= 0
+    """An integer (``integer``; else any real number, :func:`ckqti.errors.is_real`) >= 0, not a bool."""
+    number = (isinstance(value, int) and not isinstance(value, bool)) if integer else is_real(value)
+    return number and value >= 0
 
 
 def field_error(m: Manifest) -> str | None:

@@ -38,12 +38,18 @@ OUT_OF_CACHE_DOCS, OUT_OF_CACHE_FACTOR = 1_000_000, 1.4
 SPARSE_RATIO = 3
 
 
+def shard_has(seg_ptr: np.ndarray, lists: np.ndarray) -> np.ndarray:
+    """Which of posting lists ``lists`` (int64) a shard has (bool): an id past its own is a list that did
+    not exist when it was written."""
+    return (lists >= 0) & (lists < seg_ptr.shape[0] - 1)
+
+
 def query_postings(postings: np.ndarray, seg_start: np.ndarray, seg_impact: np.ndarray, seg_ptr: np.ndarray,
                    lists: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The documents (int64) of every posting of ``lists`` in a shard and what each adds to its
     document's score (``weight * impact``, int64). A list id past the shard's own (a list that did
     not exist when it was written) is empty here."""
-    inside = (lists >= 0) & (lists < seg_ptr.shape[0] - 1)
+    inside = shard_has(seg_ptr, lists)
     lists, weights = lists[inside], weights[inside]
     s0, s1 = seg_ptr[lists], seg_ptr[lists + 1]
     a0, a1 = seg_start[s0].tolist(), seg_start[s1].tolist()
@@ -102,7 +108,7 @@ def with_ties(vals: np.ndarray, k: int) -> int:
 
 def list_postings(seg_start: np.ndarray, seg_ptr: np.ndarray, lists: np.ndarray) -> np.ndarray:
     """Postings (int64) of each posting list of ``lists`` (int64; ids past the shard's own are empty) in a shard."""
-    inside = (lists >= 0) & (lists < seg_ptr.shape[0] - 1)
+    inside = shard_has(seg_ptr, lists)
     lists = np.where(inside, lists, 0)
     return np.where(inside, seg_start[seg_ptr[lists + 1]] - seg_start[seg_ptr[lists]], 0)
 
