@@ -46,7 +46,7 @@ DEFAULT_MEASURES: tuple[str, ...] = ("nDCG@10", "RR@10", "AP@100", "NCG@100", "P
 _FAMILIES = {"ndcg": "nDCG", "ncg": "NCG", "rr": "RR", "mrr": "RR", "ap": "AP", "map": "AP", "p": "P", "r": "R"}
 _BINARY = frozenset({"RR", "AP", "P", "R"})
 _UNCUT = {"P": "SetP", "R": "SetR"}  # ir_measures' P and R need a cutoff; over every retrieved document they are these
-_MEASURE = re.compile(r"^([A-Za-z]+)(?:@(\d+))?$")
+_MEASURE = re.compile(r"^([A-Za-z]+)(?:@([0-9]+))?$")  # ASCII digits: "nDCG@١٠" is not nDCG@10
 # trec_eval reads a cutoff as a C long (32 bits on Windows); beyond 2**63 - 1 it named the measure otherwise than
 # asked (ndcg_cut_9223372036854775807), which ir_measures met with a KeyError
 MAX_CUTOFF = 2**31 - 1

@@ -65,6 +65,7 @@ from ckqti.train.data import (
     wordless_notes,
 )
 from ckqti.train.losses import distill_loss, finite_loss, listwise_loss, ranknet_loss
+from ckqti.train.options import check_seed
 from ckqti.train.sampling import LABELS_WITH_RELEVANT, Example, docs_per_example, sample_epoch
 from ckqti.train.scoring import as_run, encode_by_length, score_pairs
 
@@ -163,6 +164,7 @@ class TrainConfig:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         check_embedding_start(self.embeddings)
+        check_seed(self.seed)
         for name in ("epochs", "batch_size", "patience", "depth", "dev_depth", "min_df", "eval_batch_size",
                      "distill_docs", "negatives", "rel_level"):
             if getattr(self, name) < 1:

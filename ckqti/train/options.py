@@ -118,6 +118,14 @@ def checked(config_type, **fields):
 
 
 MAX_SEED = 2**32 - 1  # numpy's legacy seeding (gensim's skip-gram) takes no larger seed
+
+
+def check_seed(seed: int) -> None:
+    """A training config's seed: numpy's legacy seeding (gensim's skip-gram, TK's start) takes
+    ``[0, MAX_SEED]``; past it the run failed with a traceback after BM25."""
+    if not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}")
+
 COUNTS = {"epochs": 1, "patience": 1, "batch_size": 1, "negatives": 1, "distill_docs": 1, "rel_level": 1,  # least value
           "seed": 0}
 REALS = {  # the range of each real-valued option (None: the default)

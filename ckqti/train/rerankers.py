@@ -74,6 +74,7 @@ from ckqti.train.data import (
     wordless_notes,
 )
 from ckqti.train.losses_idcm import SELECTOR_LOSSES, selector_distillation_loss
+from ckqti.train.options import check_seed
 
 if TYPE_CHECKING:
     from indexer.readers import Clicks
@@ -210,6 +211,7 @@ class RerankerTrainConfig:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         check_embedding_start(self.embeddings)
+        check_seed(self.seed)
         for name in ("epochs", "distill_epochs", "batch_size", "patience", "depth", "dev_depth", "min_df",
                      "eval_batch_size", "negatives", "distill_docs", "rel_level"):
             if getattr(self, name) < 1:

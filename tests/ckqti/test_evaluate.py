@@ -155,7 +155,7 @@ def test_measure_names_and_bad_arguments():
     assert parse_measure("ndcg@10") == Measure("nDCG", 10, "ndcg@10") and parse_measure("map").family == "AP"
     assert evaluate(RUN, QRELS, ["ndcg@10", "p@1"]).mean == {"ndcg@10": evaluate(RUN, QRELS).mean["nDCG@10"],
                                                               "p@1": evaluate(RUN, QRELS, ["P@1"]).mean["P@1"]}
-    for bad in ("BLEU@4", "nDCG@0", "nDCG@x"):
+    for bad in ("BLEU@4", "nDCG@0", "nDCG@x", "nDCG@\u0661\u0660", "P@\uff11"):  # Arabic-Indic and full-width digits
         with pytest.raises(InputError):
             parse_measure(bad)
     with pytest.raises(InputError):

@@ -56,6 +56,9 @@ def test_config_is_validated():
         RerankerTrainConfig(loss="margin", negatives=4)
     with pytest.raises(ValueError):
         RerankerTrainConfig(loss="lce", negatives=0)
+    for seed in (-1, 2**32):  # past numpy's legacy seeding: a traceback in skip-gram training or TK's start
+        with pytest.raises(ValueError, match="seed"):
+            RerankerTrainConfig(seed=seed)
     assert RerankerTrainConfig(stages=[1, 3]).stages == (1, 3)
 
 
