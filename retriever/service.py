@@ -307,6 +307,7 @@ def add_routes(app: FastAPI, searcher: Searcher, config: ServiceConfig, pool: Th
     @app.get("/search")  # a browser's or curl's ?q=...&k=...: the same answer as POST /search
     async def search_url(request: Request, q: Annotated[str, Query(min_length=1, max_length=config.max_query_chars)],
                          k: Annotated[int, Query(ge=1, le=config.max_k)] = 10) -> JSONResponse:
+        check_url_parameters(request.query_params)
         return await answer(request, q, k)
 
     @app.post("/search/batch")
@@ -320,6 +321,20 @@ def add_routes(app: FastAPI, searcher: Searcher, config: ServiceConfig, pool: Th
         if doc is None:
             raise HTTPException(404, f"document {docid!r} is not in the index")
         return JSONResponse(doc)
+
+
+def check_url_parameters(params) -> None:
+    """``GET /search``'s parameters as strictly as POST /search's body: q and k once each, k in
+    ASCII digits (FastAPI read ``k=5.0`` and ``k=٣`` as integers, took the last of two, and
+    ignored any other parameter)."""
+    for name in params:
+        if name not in ("q", "k"):
+            raise HTTPException(422, f"{name}: unknown parameter (GET /search takes q and k)")
+        if len(params.getlist(name)) > 1:
+            raise HTTPException(422, f"{name}: given twice")
+    k = params.get("k")
+    if k is not None and not (k.isascii() and k.isdigit()):
+        raise HTTPException(422, "k: Input should be a valid integer")
 
 
 def warm_up(searcher: Searcher) -> None:

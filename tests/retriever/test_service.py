@@ -131,6 +131,10 @@ def test_a_search_by_url_answers_as_the_post(port, searcher):
     for path, message in (("/search?q=thai&k=51", "k: Input should be less than or equal to 50"),
                           ("/search?q=thai&k=0", "k: Input should be greater than or equal to 1"),
                           ("/search?q=thai&k=ten", "k: Input should be a valid integer"),
+                          ("/search?q=thai&k=5.0", "k: Input should be a valid integer"),  # was read as 5
+                          ("/search?q=thai&k=%D9%A3", "k: Input should be a valid integer"),  # an Arabic-Indic 3
+                          ("/search?q=thai&n=3", "n: unknown parameter"),  # was ignored: 10 results
+                          ("/search?q=thai&k=3&k=4", "k: given twice"),  # the last one was taken
                           ("/search?q=", "q: String should have at least 1 character"),
                           ("/search?k=3", "q: Field required"),
                           (f"/search?q={'thai%20' * 61}", "q: String should have at most 300"),
