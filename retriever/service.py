@@ -136,10 +136,12 @@ class ApiKeyMiddleware:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        given = dict(scope["headers"]).get(API_KEY_HEADER.encode(), b"")
+        keys = [value for name, value in scope["headers"] if name == API_KEY_HEADER.encode()]
+        given = keys[0] if len(keys) == 1 else b""
         if hmac.compare_digest(given, self.key):
             return await self.app(scope, receive, send)
-        detail = "missing X-API-Key header" if not given else "wrong API key"
+        # two keys: the last one was checked, so a wrong key before the right one passed
+        detail = "missing X-API-Key header" if not keys else "X-API-Key given twice" if len(keys) > 1 else "wrong API key"
         response = JSONResponse({"detail": detail}, status_code=401, headers={"WWW-Authenticate": "X-API-Key"})
         await response(scope, receive, send)
 

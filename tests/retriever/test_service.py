@@ -234,6 +234,21 @@ def test_api_key_is_required_on_every_endpoint(keyed_port, searcher):
     assert status == 200 and got == reference(searcher, "thai", 3)
 
 
+def test_two_api_key_headers_are_refused(keyed_port):
+    """Two X-API-Key headers: the last one was checked, so a wrong key before the right one passed."""
+    import http.client
+
+    for keys in ((KEY + "0", KEY), (KEY, KEY + "0"), (KEY, KEY)):
+        conn = http.client.HTTPConnection("127.0.0.1", keyed_port, timeout=60)
+        conn.putrequest("GET", "/health")
+        for key in keys:
+            conn.putheader("X-API-Key", key)
+        conn.endheaders()
+        resp = conn.getresponse()
+        assert (resp.status, json.loads(resp.read())["detail"]) == (401, "X-API-Key given twice"), keys
+        conn.close()
+
+
 def test_the_key_is_checked_before_the_body_is_read(keyed_port):
     status, got = call(keyed_port, "POST", "/search", b"x" * 5000, {"Content-Type": "application/json"})
     assert status == 401
