@@ -361,7 +361,8 @@ def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path
 
     ``options`` are :func:`ckqti.train.options.train_config`'s (``epochs``, ``lr``, ``loss``,
     ``negatives``, ``latent_gate``, ...), checked against the model before any work.
-    ``dev_qrels`` and ``resume`` are NDRM's (TK, TKL and IDCM carve dev from ``qrels``).
+    ``dev_qrels`` is NDRM's (TK, TKL and IDCM carve dev from ``qrels``); ``resume`` continues an
+    interrupted run of any model from its last finished epoch.
     ``fmt`` is the corpus format, ``qrels_format`` the judgements' (``trec``, ``beir``,
     ``cranfield``; None: detected, as ``evaluate`` does). ``orcas``: an ORCAS file whose clicked
     queries lead each document's text as :func:`index`'s ``orcas`` stores them (every model; BM25
@@ -388,7 +389,7 @@ def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path
         from ckqti.train import rerankers
 
         return rerankers.train_reranker(model, corpus, queries, qrels, out, config, fmt=fmt, qrels_format=qrels_format,
-                                        orcas=orcas)
+                                        orcas=orcas, resume=resume)
     import ckqti.train
 
     return ckqti.train.train(corpus, queries, qrels, out, config, dev_qrels=dev_qrels, fmt=fmt, qrels_format=qrels_format,

@@ -652,8 +652,9 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
 @qrels_format_option
 @rel_level_option("the positives training samples, and the queries that may be held out as dev")
 @click.option("--resume", is_flag=True,
-              help="NDRM: continue an interrupted run from <out>.work/state.pt (same settings and data). IDCM reuses "
-                   "its finished stages in <out>.work by itself when settings and data match.")
+              help="Continue an interrupted run from its last finished epoch, saved in <out>.work (state.pt; IDCM: "
+                   "stage<N>.state.pt; same settings and data, epochs and patience may change). IDCM reuses its "
+                   "finished stages in <out>.work by itself when settings and data match.")
 @click.option("--loss", type=click.Choice(["margin", "ranknet", "lce"]), default=None,
               help="Pairwise margin (TK/TKL/IDCM's default), RankNet (NDRM's default), or listwise (lce: the relevant "
                    "document's softmax cross-entropy against the query's other documents).")

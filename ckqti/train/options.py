@@ -82,7 +82,7 @@ def train_config(
                   rel_level=rel_level, device=device, teacher=teacher, distill_docs=distill_docs,
                   distill_weight=distill_weight, negatives=negatives, weak_supervision=weak_supervision)
     if model in RERANKER_MODELS:
-        refuse_ndrm_only_options(lr, resume, dev_qrels)
+        refuse_ndrm_only_options(lr, dev_qrels)
         loss = loss or "margin"
         if negatives > 1 and loss != "lce":
             raise OptionError("negatives > 1 needs loss lce", ("negatives", "loss"))
@@ -179,14 +179,11 @@ def ndrm_model_options(latent_gate: float | None, fixed_bm25: bool, frozen_embed
     return options
 
 
-def refuse_ndrm_only_options(lr: float | None, resume: bool, dev_qrels: object) -> None:
-    """TK/TKL/IDCM training has no single learning rate, resume file or separate dev judgements."""
+def refuse_ndrm_only_options(lr: float | None, dev_qrels: object) -> None:
+    """TK/TKL/IDCM training has no single learning rate or separate dev judgements."""
     if lr is not None:
         raise OptionError("lr is for NDRM (TK/TKL/IDCM train with the SPEC's two rates: 1e-4 for embeddings "
                           "and Transformer or cross-encoder, 1e-3 for the rest)", ("lr",))
-    if resume:
-        raise OptionError("resume is for NDRM (TK and TKL train in one go; IDCM resumes after its last finished stage "
-                          "by itself)", ("resume",))
     if dev_qrels is not None:
         raise OptionError("dev_qrels is for NDRM (TK/TKL/IDCM carve dev from qrels, dev_fraction)",
                           ("dev_qrels", "qrels", "dev_fraction"))

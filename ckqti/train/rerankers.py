@@ -75,6 +75,8 @@ from ckqti.train.data import (
 )
 from ckqti.train.losses_idcm import SELECTOR_LOSSES, selector_distillation_loss
 from ckqti.train.options import check_seed
+from ckqti.train.stage_state import StageProgress, StageState, resume_settings
+from ckqti.train.stage_state import show as show_state
 
 if TYPE_CHECKING:
     from indexer.readers import Clicks
@@ -561,38 +563,46 @@ class StageResult:
 
 def fit_stage(stage: int, score: ScoreFn, loss_fn: LossFn | None, model: nn.Module, optimizer, data: PairData,
               config: RerankerTrainConfig, epochs: int, device: torch.device,
-              on_best: Callable[[float, list[dict]], None] | None = None) -> StageResult:
+              on_best: Callable[[float, list[dict]], None] | None = None, state: StageState | None = None) -> StageResult:
     """Epochs with validation and early stopping; the model ends with its best epoch's weights.
 
     The model is validated before the first epoch too (history epoch 0), so a stage whose
-    training does not beat its starting point on dev keeps its starting weights.
+    training does not beat its starting point on dev keeps its starting weights. With ``state``,
+    each epoch's end is saved there, and a run that resumes continues after the saved epoch.
     """
-    best = validate(score, model, data, config, device)
-    best_state, since = copy.deepcopy(model.state_dict()), 0
-    history = [{"stage": stage, "epoch": 0, "loss": None, "steps": 0, "dev_ndcg10": best, "seconds": 0.0}]
     label = f"stage {stage} " if stage else ""  # TK and TKL train in one stage, numbered 0: no label
-    if config.progress:
-        print(f"{label}before training: dev nDCG@10 {best:.4f}", flush=True)
-    if on_best is not None:
-        on_best(best, history)
-    for epoch in range(epochs):
+    progress = state.restore(model, optimizer) if state is not None else None
+    if state is not None:
+        show_state(state.note(progress, epochs, config.patience), config.progress)
+    if progress is None:
+        best = validate(score, model, data, config, device)
+        history = [{"stage": stage, "epoch": 0, "loss": None, "steps": 0, "dev_ndcg10": best, "seconds": 0.0}]
+        progress = StageProgress(0, best, 0, history, copy.deepcopy(model.state_dict()))
+        if config.progress:
+            print(f"{label}before training: dev nDCG@10 {best:.4f}", flush=True)
+        if on_best is not None:
+            on_best(best, history)
+    for epoch in range(progress.epoch, epochs):
+        if progress.since >= config.patience:
+            break
         started = time.perf_counter()
         stats = train_epoch(None if loss_fn else score, loss_fn, model, optimizer, data, config, epoch, device)
         dev = validate(score, model, data, config, device)
-        history.append({"stage": stage, "epoch": epoch + 1, **stats, "dev_ndcg10": dev,
-                        "seconds": time.perf_counter() - started})
+        progress.history.append({"stage": stage, "epoch": epoch + 1, **stats, "dev_ndcg10": dev,
+                                 "seconds": time.perf_counter() - started})
+        progress.epoch = epoch + 1
         if config.progress:
             print(f"{label}epoch {epoch + 1}: loss {stats['loss']:.4f}, dev nDCG@10 {dev:.4f}", flush=True)
-        if dev > best:
-            best, best_state, since = dev, copy.deepcopy(model.state_dict()), 0
+        if dev > progress.best:
+            progress.best, progress.best_state, progress.since = dev, copy.deepcopy(model.state_dict()), 0
             if on_best is not None:
-                on_best(dev, history)
+                on_best(dev, progress.history)
         else:
-            since += 1
-            if since >= config.patience:
-                break
-    model.load_state_dict(best_state)
-    return StageResult(best, history)
+            progress.since += 1
+        if state is not None:
+            state.save(model, optimizer, progress)
+    model.load_state_dict(progress.best_state)
+    return StageResult(progress.best, progress.history)
 
 
 # -- TK and TKL -------------------------------------------------------------------------------
@@ -603,12 +613,14 @@ def term_model_options(config: RerankerTrainConfig) -> dict[str, Any]:
     return {"embedding_dim": 256, "num_heads": 8, **config.model_options}
 
 
-def new_term_model(kind: str, text: TermText, collection, config: RerankerTrainConfig) -> nn.Module:
-    """A TK or TKL for the training vocabulary, embeddings initialised as ``config.embeddings`` asks."""
+def new_term_model(kind: str, text: TermText, collection, config: RerankerTrainConfig, init: bool = True) -> nn.Module:
+    """A TK or TKL for the training vocabulary, embeddings initialised as ``config.embeddings`` asks
+    (unless not ``init``: a resumed run loads its saved weights over them, so skip-gram is not trained again)."""
     from ckqti.train.loop import initial_embeddings
 
     model = build_model(kind, {**term_model_options(config), "vocab_size": len(text.vocab)})
-    matrix = initial_embeddings(collection, config.embeddings, model.config.embedding_dim, config.seed, config.progress)
+    matrix = (initial_embeddings(collection, config.embeddings, model.config.embedding_dim, config.seed, config.progress)
+              if init else None)
     if matrix is not None:
         with torch.no_grad():
             model.embedding.weight.copy_(torch.as_tensor(matrix, dtype=torch.float32))
@@ -620,10 +632,12 @@ def new_term_model(kind: str, text: TermText, collection, config: RerankerTrainC
 
 
 def train_term_model(data: PairData, text: TermText, collection, config: RerankerTrainConfig, out: Path,
-                     meta: dict, device: torch.device) -> tuple[Checkpoint | None, StageResult]:
-    """Train TK or TKL; each epoch better than the last is written to ``out``, and the starting model
-    only at the end if none beat it (so a run interrupted before it improves leaves ``out`` as it was)."""
-    model = new_term_model(config.kind, text, collection, config).to(device)
+                     meta: dict, device: torch.device, state: StageState) -> tuple[Checkpoint | None, StageResult]:
+    """Train TK or TKL; each epoch better than the last is written to ``out``, and the best model
+    (the start, if no epoch beat it) at the end if no epoch of this call did (so a run interrupted
+    before it improves leaves ``out`` as it was). Each epoch's end is saved to ``state``."""
+    resuming = state.resume and state.path.is_file()
+    model = new_term_model(config.kind, text, collection, config, init=not resuming).to(device)
     optimizer = torch.optim.Adam(model.parameter_groups(config.lr_encoder, config.lr_rest))
     saved: list[Checkpoint] = []
 
@@ -631,8 +645,8 @@ def train_term_model(data: PairData, text: TermText, collection, config: Reranke
         if len(history) > 1:  # a trained epoch (history[0] is the validation before training)
             saved.append(save_reranker(out, model, config.kind, text, {**meta, "dev_ndcg10": dev, "history": history}))
 
-    result = fit_stage(0, model, None, model, optimizer, data, config, config.epochs, device, on_best)
-    if not saved:  # no epoch beat the start: fit_stage restored it
+    result = fit_stage(0, model, None, model, optimizer, data, config, config.epochs, device, on_best, state)
+    if not saved:  # no epoch of this call beat the best: fit_stage restored it
         saved.append(save_reranker(out, model, config.kind, text,
                                    {**meta, "dev_ndcg10": result.best, "history": result.history}))
     return saved[-1], result
@@ -656,8 +670,10 @@ def idcm_stage_setup(model: nn.Module, stage: int, config: RerankerTrainConfig) 
 
 
 def train_idcm(data: PairData, text: WordPieceText, config: RerankerTrainConfig, out: Path, work: Path, meta: dict,
-               device: torch.device) -> tuple[Checkpoint | None, list[dict], float]:
-    """Run the IDCM stages in order, resuming after the last stage checkpoint found in ``work``."""
+               device: torch.device, resume: bool = False, fingerprint: str = "") -> tuple[Checkpoint | None, list[dict], float]:
+    """Run the IDCM stages in order, resuming after the last stage checkpoint found in ``work``, and
+    with ``resume`` within the first unfinished stage from its state (``fingerprint``: what the run's
+    settings and data must match, :mod:`ckqti.train.stage_state`)."""
     from ckqti.models.idcm import IDCM, IDCMConfig
 
     options = dict(config.model_options)
@@ -687,11 +703,14 @@ def train_idcm(data: PairData, text: WordPieceText, config: RerankerTrainConfig,
         torch.manual_seed(int(np.random.SeedSequence([config.seed, stage]).generate_state(1)[0]))
         score, loss_fn, optimizer = idcm_stage_setup(model, stage, config)
         epochs = config.distill_epochs if stage == 3 else config.epochs
-        result = fit_stage(stage, score, loss_fn, model, optimizer, data, config, epochs, device)
+        stage3 = {k: getattr(config, k) for k in STAGE3_SETTINGS if k != "distill_epochs"} if stage == 3 else {}
+        state = StageState(work / f"stage{stage}.state.pt", inputs_digest(fingerprint, stage, stage3), resume)
+        result = fit_stage(stage, score, loss_fn, model, optimizer, data, config, epochs, device, state=state)
         history += result.history
         best = result.best
         ckpt = save_reranker(path, model, "idcm", text, {**meta, "inputs": inputs, "stage": stage, "dev_ndcg10": best,
                                                          "history": history})
+        state.path.unlink(missing_ok=True)  # the stage's checkpoint supersedes its epochs' state
     if ckpt is not None:
         ckpt = save_reranker(out, model, "idcm", text, {**dict(ckpt.meta), **meta, "dev_ndcg10": best, "history": history})
     return ckpt, history, best
@@ -713,6 +732,7 @@ def train_reranker(
     qrels_format: str | None = None,
     work_dir: str | Path | None = None,
     orcas: str | Path | None = None,
+    resume: bool = False,
 ) -> RerankerTrainResult:
     """Train a TK, TKL or IDCM re-ranker and write it as a checkpoint at ``out``.
 
@@ -728,10 +748,14 @@ def train_reranker(
         fmt: corpus format (None: from the file name or content).
         qrels_format: the ``qrels`` file's format, ``"trec"``, ``"beir"`` or ``"cranfield"`` (None:
             detected, :func:`indexer.readers.read_qrels`).
-        work_dir: work folder (default ``<out>.work``): BM25 index, IDCM stage checkpoints.
+        work_dir: work folder (default ``<out>.work``): BM25 index, IDCM stage checkpoints, the epochs' states.
         orcas: an ORCAS file (``docid<TAB>query``) whose clicked queries lead each document's text
             as ``ckqti index --orcas`` stores it (the documents trained on and validated, and TK/TKL's
             vocabulary and idf); BM25 candidates still come from the plain corpus (as ``ckqti rerank --orcas``).
+        resume: continue from the state the last epoch of an interrupted run left in the work folder
+            (TK/TKL ``state.pt``, IDCM ``stage<N>.state.pt``; same settings and data, epochs and patience
+            may change), ending with the uninterrupted run's weights; without it a new run replaces
+            that state. IDCM reuses its finished stages either way.
 
     Raises:
         InputError: unreadable inputs, judged queries without text, no usable training query.
@@ -785,21 +809,23 @@ def train_reranker(
     if config.progress:
         show_notes(wordless)
     notes += tuple(wordless)
+    read = (docids, doc_rows, {**q_texts, **p_queries}, qrels_map, candidates, Path(config.teacher) if config.teacher else None)
     meta = {"trained_by": "ckqti.train.rerankers", "config": config.to_dict(), "corpus": Path(corpus).name,
             **({"orcas": Path(orcas).name} if orcas else {}), "documents": len(docids),
             "train_queries": len(data.train_qids), "dev_queries": len(data.dev_qids), "pseudo_queries": len(data.pseudo_qids),
             # what IDCM's stage checkpoints must share to be reused (settings but the device, and the data read)
             "inputs": inputs_digest({k: v for k, v in config.to_dict().items()
-                                     if k not in ("device", "stages", *STAGE3_SETTINGS)}, docids, doc_rows,
-                                    {**q_texts, **p_queries}, qrels_map, candidates,
-                                    Path(config.teacher) if config.teacher else None)}
+                                     if k not in ("device", "stages", *STAGE3_SETTINGS)}, *read)}
+    # what a resumed run must share with the saved one: as the stages', but epochs and patience may change
+    fingerprint = inputs_digest(resume_settings(config.to_dict(), STAGE3_SETTINGS), *read)
     cuda = [device.index or 0] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=cuda):
         torch.manual_seed(config.seed)
         if kind == "idcm":
-            ckpt, history, best = train_idcm(data, text, config, out, work, meta, device)
+            ckpt, history, best = train_idcm(data, text, config, out, work, meta, device, resume, fingerprint)
         else:
-            ckpt, result = train_term_model(data, text, collection, config, out, meta, device)
+            state = StageState(work / "state.pt", fingerprint, resume)
+            ckpt, result = train_term_model(data, text, collection, config, out, meta, device, state)
             history, best = result.history, result.best
     if ckpt is None:
         raise CkqtiError("training produced no model (no epoch ran)", out)

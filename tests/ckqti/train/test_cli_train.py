@@ -10,13 +10,19 @@ from ckqti.cli import cli
 from ckqti.models.checkpoint import load_checkpoint, load_for_indexing
 
 
-@pytest.mark.slow
-def test_cli_trains_on_bm25_candidates_and_resumes(tmp_path, tiny_scifact):
+def write_judged(tmp_path, tiny_scifact):
+    """The slice's queries (BEIR JSONL) and qrels (BEIR TSV) as files."""
     queries = tmp_path / "queries.jsonl"
     queries.write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in tiny_scifact["queries"].items()))
     qrels = tmp_path / "qrels.tsv"
     rows = [f"{q}\t{d}\t{g}" for q, judged in tiny_scifact["qrels"].items() for d, g in judged.items()]
     qrels.write_text("query-id\tcorpus-id\tscore\n" + "\n".join(rows) + "\n")
+    return queries, qrels
+
+
+@pytest.mark.slow
+def test_cli_trains_on_bm25_candidates_and_resumes(tmp_path, tiny_scifact):
+    queries, qrels = write_judged(tmp_path, tiny_scifact)
     out = tmp_path / "m.pt"
     args = ["train", "--model", "ndrm2", "--corpus", tiny_scifact["corpus"], "--queries", queries, "--qrels", qrels,
             "--out", out, "--epochs", "1", "--batch-size", "8", "--dev-fraction", "0.25", "--embeddings", "random"]
@@ -30,6 +36,20 @@ def test_cli_trains_on_bm25_candidates_and_resumes(tmp_path, tiny_scifact):
     assert load_checkpoint(out.with_name("m.pt.work") / "last.pt").meta["epoch"] == 2
     factory, info = load_for_indexing(out)
     assert info["id"] in again.output
+
+
+@pytest.mark.slow
+def test_cli_resumes_tk_training(tmp_path, tiny_scifact):
+    """--resume was refused for TK/TKL/IDCM ("TK and TKL train in one go")."""
+    queries, qrels = write_judged(tmp_path, tiny_scifact)
+    args = ["train", "--model", "tk", "--corpus", tiny_scifact["corpus"], "--queries", queries, "--qrels", qrels,
+            "--out", tmp_path / "tk.pt", "--epochs", "1", "--batch-size", "8", "--embeddings", "random"]
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    assert res.exit_code == 0 and (tmp_path / "tk.pt.work" / "state.pt").is_file(), res.output
+    again = CliRunner().invoke(cli, [str(a) for a in args + ["--epochs", "2", "--resume"]])  # last value wins
+    assert again.exit_code == 0, again.output
+    assert "resuming from" in again.output and "after epoch 1" in again.output and "epoch 2 of 2 next" in again.output
+    assert "epoch 2:" in again.output and "epoch 1:" not in again.output
 
 
 def test_cli_reports_bad_input_in_one_line(tmp_path, tiny_scifact):
@@ -54,7 +74,7 @@ def test_cli_reports_bad_input_in_one_line(tmp_path, tiny_scifact):
     ("ndrm2", "--frozen-embeddings", None), ("idcm", "--frozen-embeddings", None),  # models with word vectors only
     ("idcm", "--weak-supervision", "titles"), ("idcm", "--embeddings", "minilm"), ("idcm", "--init", "match"),
     # NDRM only (TK/TKL/IDCM used to ignore them silently)
-    ("tkl", "--lr", "0.001"), ("idcm", "--dev-qrels", "dev.tsv"), ("tk", "--resume", None),
+    ("tkl", "--lr", "0.001"), ("idcm", "--dev-qrels", "dev.tsv"),
 ])
 def test_cli_refuses_an_option_the_model_does_not_take(tmp_path, tiny_scifact, model, option, value):
     queries = tmp_path / "queries.tsv"

@@ -219,6 +219,114 @@ def test_idcm_resumed_after_a_finished_stage_ends_with_an_uninterrupted_runs_wei
     assert [(h["loss"], h["dev_ndcg10"]) for h in resumed.history] == [(h["loss"], h["dev_ndcg10"]) for h in whole.history]
 
 
+class Interrupt(Exception):
+    pass
+
+
+def interrupt_at(monkeypatch, epoch: int, stage: int | None = None) -> None:
+    """Make ``train_epoch`` raise :class:`Interrupt` when it starts ``epoch`` (0-based) of ``stage`` (any stage: None)."""
+    import ckqti.train.rerankers as rerankers_mod
+
+    real, calls = rerankers_mod.train_epoch, {"stage": 0, "last": -1}
+
+    def train_epoch(score, loss_fn, model, optimizer, data, config, e, device):
+        calls["stage"] += e <= calls["last"]  # the epochs start again: the next stage
+        calls["last"] = e
+        if e == epoch and stage in (None, config.stages[calls["stage"]]):
+            raise Interrupt()
+        return real(score, loss_fn, model, optimizer, data, config, e, device)
+
+    monkeypatch.setattr(rerankers_mod, "train_epoch", train_epoch)
+
+
+def epochs_trained(monkeypatch) -> list[int]:
+    """The (0-based) epochs ``train_epoch`` is called for from now on, in order."""
+    import ckqti.train.rerankers as rerankers_mod
+
+    real, epochs = rerankers_mod.train_epoch, []
+
+    def train_epoch(score, loss_fn, model, optimizer, data, config, e, device):
+        epochs.append(e)
+        return real(score, loss_fn, model, optimizer, data, config, e, device)
+
+    monkeypatch.setattr(rerankers_mod, "train_epoch", train_epoch)
+    return epochs
+
+
+def same_weights(a, b) -> bool:
+    a, b = load_checkpoint(a).state_dict, load_checkpoint(b).state_dict
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("kind", ["tk", "tkl"])
+def test_tk_and_tkl_resumed_after_an_interrupted_epoch_end_with_an_uninterrupted_runs_weights(
+        tiny_scifact, tmp_path, monkeypatch, kind):
+    """TK and TKL trained in one go: a run stopped in its third epoch started over (``resume`` was refused).
+    Each epoch's end is saved in the work folder; ``resume`` continues after it with the RNG as it was, so
+    dropout and sampling are an uninterrupted run's."""
+    args = (tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"])
+    config = quick(kind, epochs=4, patience=10, lr_rest=1e-1, max_steps=4)
+    whole = train_reranker(kind, *args, tmp_path / "whole.pt", config, candidates=tiny_scifact["candidates"])
+    assert whole.epochs_run == 4 and whole.best_epoch > 2  # an epoch after the interruption is the best
+    interrupt_at(monkeypatch, 2)
+    with pytest.raises(Interrupt):
+        train_reranker(kind, *args, tmp_path / "cut.pt", config, candidates=tiny_scifact["candidates"])
+    monkeypatch.undo()
+    assert (tmp_path / "cut.pt.work" / "state.pt").is_file()
+    trained = epochs_trained(monkeypatch)
+    resumed = train_reranker(kind, *args, tmp_path / "cut.pt", config, candidates=tiny_scifact["candidates"], resume=True)
+    assert trained == [2, 3]  # the interrupted epoch and the one after it
+    assert same_weights(tmp_path / "whole.pt", tmp_path / "cut.pt") and resumed.model_id == whole.model_id
+    assert [(h["epoch"], h["loss"], h["dev_ndcg10"]) for h in resumed.history] == [
+        (h["epoch"], h["loss"], h["dev_ndcg10"]) for h in whole.history]
+    assert resumed.best_epoch == whole.best_epoch
+
+
+def test_a_resumed_run_may_train_more_epochs_but_not_with_other_settings(tiny_scifact, tmp_path, capsys, monkeypatch):
+    args = (tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"])
+    config = quick("tk", epochs=3, patience=10, lr_rest=1e-1, max_steps=4, progress=True)
+    whole = train_reranker("tk", *args, tmp_path / "whole.pt", config, candidates=tiny_scifact["candidates"])
+    train_reranker("tk", *args, tmp_path / "cut.pt", replace(config, epochs=2), candidates=tiny_scifact["candidates"])
+    capsys.readouterr()
+    trained = epochs_trained(monkeypatch)
+    more = train_reranker("tk", *args, tmp_path / "cut.pt", config, candidates=tiny_scifact["candidates"], resume=True)
+    err = capsys.readouterr().err
+    assert trained == [2] and whole.best_epoch == 3
+    assert f"resuming from {tmp_path / 'cut.pt.work' / 'state.pt'} after epoch 2" in err and "epoch 3 of 3 next" in err
+    assert more.model_id == whole.model_id and same_weights(tmp_path / "whole.pt", tmp_path / "cut.pt")
+    again = train_reranker("tk", *args, tmp_path / "cut.pt", config, candidates=tiny_scifact["candidates"], resume=True)
+    assert "all 3 epochs are done" in capsys.readouterr().err and again.model_id == whole.model_id and trained == [2]
+    with pytest.raises(CkqtiError, match="other settings or data; rerun without --resume"):
+        train_reranker("tk", *args, tmp_path / "cut.pt", replace(config, lr_rest=1e-3),
+                       candidates=tiny_scifact["candidates"], resume=True)
+    fresh = train_reranker("tk", *args, tmp_path / "cut.pt", replace(config, seed=5), candidates=tiny_scifact["candidates"])
+    assert "holds an earlier run's state: training from epoch 1 replaces it" in capsys.readouterr().err
+    assert fresh.epochs_run == 3 and [h["epoch"] for h in fresh.history] == [0, 1, 2, 3]
+    (tmp_path / "cut.pt.work" / "state.pt").unlink()
+    train_reranker("tk", *args, tmp_path / "cut.pt", config, candidates=tiny_scifact["candidates"], resume=True)
+    assert "nothing to resume" in capsys.readouterr().err
+
+
+def test_idcm_resumed_within_a_stage_ends_with_an_uninterrupted_runs_weights(tiny_scifact, tmp_path, monkeypatch):
+    opts = dict(bert={**TINY_BERT, "dropout": 0.1}, max_doc_length=200, sample_n=3, top_k=2)
+    config = quick("idcm", batch_size=2, max_steps=2, epochs=2, patience=5, dev_depth=3, max_dev_queries=2,
+                   model_options=opts, stages=(1, 2))
+    args = (tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"])
+    whole = train_reranker("idcm", *args, tmp_path / "whole.pt", config, candidates=tiny_scifact["candidates"])
+    interrupt_at(monkeypatch, 1, stage=2)
+    with pytest.raises(Interrupt):
+        train_reranker("idcm", *args, tmp_path / "cut.pt", config, candidates=tiny_scifact["candidates"])
+    monkeypatch.undo()
+    work = tmp_path / "cut.pt.work"
+    assert (work / "stage1.pt").is_file() and not (work / "stage1.state.pt").exists() and (work / "stage2.state.pt").is_file()
+    trained = epochs_trained(monkeypatch)
+    resumed = train_reranker("idcm", *args, tmp_path / "cut.pt", config, candidates=tiny_scifact["candidates"], resume=True)
+    assert trained == [1]  # stage 1 reused, stage 2's second epoch
+    assert same_weights(tmp_path / "whole.pt", tmp_path / "cut.pt") and resumed.model_id == whole.model_id
+    assert [(h["loss"], h["dev_ndcg10"]) for h in resumed.history] == [(h["loss"], h["dev_ndcg10"]) for h in whole.history]
+    assert not (work / "stage2.state.pt").exists()
+
+
 def test_idcm_three_stages_and_wordpiece_checkpoint(tiny_scifact, tmp_path, capsys):
     """All three IDCM stages run on a tiny random BERT; the checkpoint carries its WordPiece vocabulary."""
     from ckqti.models.minilm import WordPieceTokenizer

@@ -1,0 +1,123 @@
+"""Resumable epochs of a re-ranker's training stage (TK's and TKL's one stage, each IDCM stage).
+
+After every epoch :func:`ckqti.train.rerankers.fit_stage` writes the stage's state to one file
+in the work folder (``state.pt``; IDCM's ``stage<N>.state.pt``): model, optimizer, torch's RNG,
+the best weights so far, the history and the epochs since the best. ``resume`` continues from it:
+each epoch's examples are drawn from ``(seed, epoch)`` and the RNG is restored, so a resumed run
+ends with an uninterrupted run's weights (NDRM's trainer does the same with its own
+``state.pt``, :mod:`ckqti.train.loop`). A state of other settings or data is refused; epochs and
+patience may change.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ckqti.errors import CkqtiError
+from ckqti.files import replacing
+from ckqti.terminal import counted
+
+# settings a resumed stage may change: how long it trains, and how it shows and scores its work
+RESUMABLE_SETTINGS = ("epochs", "distill_epochs", "patience", "progress", "device", "eval_batch_size", "stages")
+
+
+@dataclass
+class StageProgress:
+    """Where a stage stands after ``epoch`` epochs: its best dev nDCG@10, the epochs since it,
+    the history (epoch 0: the validation before training) and the best weights."""
+
+    epoch: int
+    best: float
+    since: int
+    history: list[dict]
+    best_state: Mapping[str, torch.Tensor]
+
+    @property
+    def best_epoch(self) -> int:
+        return min((h["epoch"] for h in self.history if h["dev_ndcg10"] == self.best), default=0)  # the first to reach it
+
+
+@dataclass(frozen=True)
+class StageState:
+    """The state file of one stage: ``fingerprint`` is what a resumed run must share with the saved
+    one; ``resume`` whether to continue from it (else a new run replaces it)."""
+
+    path: Path
+    fingerprint: str
+    resume: bool = False
+
+    def save(self, model: nn.Module, optimizer, progress: StageProgress) -> None:
+        payload = {
+            "fingerprint": self.fingerprint,
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "progress": {"epoch": progress.epoch, "best": progress.best, "since": progress.since,
+                         "history": progress.history},
+            "best_state": progress.best_state,
+        }
+        with replacing(self.path) as tmp:
+            torch.save(payload, tmp)
+
+    def restore(self, model: nn.Module, optimizer) -> StageProgress | None:
+        """Model, optimizer and RNG as saved, and the stage's progress; None when not resuming or
+        there is no state to resume."""
+        if not (self.resume and self.path.is_file()):
+            return None
+        refused = CkqtiError("the saved training state has other settings or data; rerun without --resume", self.path)
+        try:
+            payload = torch.load(self.path, map_location="cpu", weights_only=True)
+        except Exception as err:  # a damaged file raises many types
+            raise CkqtiError(f"cannot read the training state ({type(err).__name__}); rerun without --resume",
+                             self.path) from None
+        if not isinstance(payload, dict) or payload.get("fingerprint") != self.fingerprint:
+            raise refused
+        try:
+            model.load_state_dict(payload["model"])
+            optimizer.load_state_dict(payload["optimizer"])
+            saved = payload["progress"]
+            progress = StageProgress(int(saved["epoch"]), float(saved["best"]), int(saved["since"]),
+                                     list(saved["history"]), payload["best_state"])
+        except (RuntimeError, ValueError, KeyError, TypeError):
+            raise refused from None
+        torch.set_rng_state(payload["torch_rng"])
+        if payload["cuda_rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(payload["cuda_rng"])
+        return progress
+
+    def note(self, progress: StageProgress | None, epochs: int, patience: int) -> str | None:
+        """What the run does with the state, in one line: resumes (after which epoch, and what is left),
+        finds nothing to resume, or replaces an earlier run's state."""
+        if progress is not None:
+            best = (f"best dev nDCG@10 {progress.best:.4f} at epoch {progress.best_epoch}" if progress.best_epoch
+                    else f"no epoch beat the start's dev nDCG@10 {progress.best:.4f}")
+            if progress.since >= patience:
+                left = f"stopped early: no better dev nDCG@10 in {counted(progress.since, 'epoch')} (--patience)"
+            elif progress.epoch >= epochs:
+                left = f"all {epochs} epochs are done" if epochs > 1 else "its one epoch is done"
+            else:
+                left = f"epoch {progress.epoch + 1} of {epochs} next"
+            return f"resuming from {self.path} after epoch {progress.epoch} ({best}): {left}"
+        if self.resume:
+            return f"nothing to resume ({self.path} does not exist): training from epoch 1"
+        if self.path.is_file():
+            return f"{self.path} holds an earlier run's state: training from epoch 1 replaces it (--resume continues it)"
+        return None
+
+
+def show(note: str | None, progress: bool) -> None:
+    if note is not None and progress:
+        print(f"note: {note}", file=sys.stderr, flush=True)
+
+
+def resume_settings(config: Mapping[str, Any], exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``config`` (a training config's dict) without the settings a resumed stage may change."""
+    return {k: v for k, v in config.items() if k not in RESUMABLE_SETTINGS + exclude}
