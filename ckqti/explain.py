@@ -119,6 +119,11 @@ class Explanation:
             such document, so it ranks none above another; ``None`` otherwise.
         repeated_clicks: lines of the ORCAS file dropped as a query their document already held
             (:func:`indexer.readers.load_orcas`); ``ckqti explain`` notes them as ``ckqti index`` does.
+        ranked_last: the model reads no word it knows in the document (empty, only stopwords or unknown
+            words): ``ckqti rerank`` ranks it below every document it reads, not by :attr:`score`
+            (:func:`retriever.rerank.rerank_candidates`).
+        rerank_skips: why ``ckqti rerank`` skips the query and ranks no document for it
+            (:meth:`~ckqti.models.reranker.Reranker.unreadable`: no word the model knows), or ``None``.
     """
 
     kind: str
@@ -140,6 +145,8 @@ class Explanation:
     settings: dict[str, int] = field(default_factory=dict)
     closed_score: float | None = None
     repeated_clicks: int = 0
+    ranked_last: bool = False
+    rerank_skips: str | None = None
 
     @property
     def unread_from(self) -> int:
@@ -177,9 +184,9 @@ def char_span(tokens: tuple[TokenSpan, ...], start: int, end: int) -> tuple[int,
     return tokens[start].start, tokens[end - 1].end
 
 
-def _tensors(reranker: Reranker, query_ids: np.ndarray, text: str) -> tuple[torch.Tensor, torch.Tensor]:
+def _tensors(reranker: Reranker, query_ids: np.ndarray, doc_ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
     q = torch.as_tensor(query_ids, dtype=torch.long)[None].to(reranker.device)
-    d = torch.as_tensor(reranker.doc_ids(text), dtype=torch.long)[None].to(reranker.device)
+    d = torch.as_tensor(doc_ids, dtype=torch.long)[None].to(reranker.device)
     if d.shape[1] == 0:
         d = torch.zeros(1, 1, dtype=torch.long, device=reranker.device)
     return q, d
@@ -265,14 +272,16 @@ def explain_text(reranker: Reranker, query: str, docid: str, text: str) -> Expla
     query_ids = reranker.query_ids(query)
     if why := reranker.over_cap(query_ids):
         raise QueryError(why)
-    q, d = _tensors(reranker, query_ids, text)
+    doc_ids = reranker.doc_ids(text)
+    q, d = _tensors(reranker, query_ids, doc_ids)
     query_tokens = all_query_tokens[: None if reranker.kind in QTI_KINDS else reranker.max_query_length]
     read = min(len(tokens), reranker.max_doc_length)
     vocab = getattr(reranker.text, "vocab", None)  # WordPiece (IDCM) has no unknown words to name
     unknown = tuple(dict.fromkeys(t for t in query_tokens if vocab is not None and t not in vocab))
     base = dict(kind=reranker.kind, model_id=reranker.model_id, query=query, docid=docid, text=text,
                 query_tokens=query_tokens, tokens=tokens, tokens_read=read, unknown=unknown,
-                query_tokens_cut=len(all_query_tokens) - len(query_tokens))
+                query_tokens_cut=len(all_query_tokens) - len(query_tokens),
+                ranked_last=not reranker.reads(doc_ids), rerank_skips=reranker.unreadable(query_ids))
     settings = {name: int(getattr(reranker.model.config, name)) for name in REGION_SETTINGS.get(reranker.kind, ())}
     with torch.no_grad():
         if reranker.kind == "tkl":
@@ -499,6 +508,7 @@ def terminal_lines(e: Explanation, color: bool) -> list[str]:
         lines.append(visible(f"not in the model's vocabulary ({how}): {' '.join(e.unknown)}"))
     if e.query_tokens_cut:
         lines.append(f"the model reads {len(e.query_tokens)} query tokens; the last {e.query_tokens_cut} were not read")
+    lines += [f"note: {note}" for note in rerank_notes(e)]
     if e.parts:
         lines.append("score = " + " + ".join(f"{name} {value:.4f}" for name, value in e.parts))
     lines.append("")
@@ -509,6 +519,18 @@ def terminal_lines(e: Explanation, color: bool) -> list[str]:
     else:
         lines += term_lines(e, color)
     return lines
+
+
+def rerank_notes(e: Explanation) -> list[str]:
+    """Where ``ckqti rerank`` does not rank by :attr:`Explanation.score`: a query it skips, a document
+    it ranks last (the model's score there is an artefact: TKL's and IDCM's missing windows count 0)."""
+    notes = []
+    if e.rerank_skips:
+        notes.append(f"rerank skips this query ({e.rerank_skips}): it ranks no document by this score")
+    if e.ranked_last:
+        notes.append("the model reads no word it knows in this document: rerank ranks it below every document "
+                     "it reads, not by this score")
+    return notes
 
 
 def region_note(e: Explanation) -> str:

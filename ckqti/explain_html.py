@@ -18,7 +18,7 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
-from ckqti.explain import kernel_shade, region_note
+from ckqti.explain import kernel_shade, region_note, rerank_notes
 from ckqti.terminal import counted, readable
 
 if TYPE_CHECKING:
@@ -77,6 +77,7 @@ def explanation_html(e: "Explanation") -> str:
         "" if e.index_score is None else (f'<p>In the index, from its quantized impacts, search scores it <span id="index-score" '
                                           f'data-score="{e.index_score!r}">{e.index_score:.4f}</span>.</p>'),
         f"<p>{read}</p>",
+        "".join(f'<p class="rerank-note">Note: {escape(note)}.</p>' for note in rerank_notes(e)),
         parts_html(e),
         summary,
         "<h2>Document</h2>",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -300,6 +301,16 @@ def first_prefix_end(text: str, max_length: int) -> int:
     return prefix_end(text, PREFIX_CHARS_PER_PIECE * max(max_length, 1))
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")  # a lone surrogate: a Python string may hold one, UTF-8 cannot
+
+
+def spaced_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate a space, which the ``tokenizers`` library takes (it refuses such a
+    string with a ``TypeError``): a separator, as the analyzer reads one (:meth:`ckqti.text.Analyzer.words`),
+    and one character for one, so offsets still point into ``text``."""
+    return text if text.isascii() or not _SURROGATE.search(text) else _SURROGATE.sub(" ", text)
+
+
 class WordPieceTokenizer:
     """BERT uncased WordPiece tokenization from a ``vocab.txt`` (via ``tokenizers``).
 
@@ -346,6 +357,7 @@ class WordPieceTokenizer:
         as that needs is tokenized: a prefix ending at a space (BERT splits words there, and
         normalises character by character, so a prefix's pieces are the whole text's first
         ones), doubled until it yields ``max_length`` pieces."""
+        text = spaced_surrogates(text)
         if max_length is None:
             return self._tok.encode(text, add_special_tokens=False).ids
         cut = first_prefix_end(text, max_length)
@@ -358,6 +370,7 @@ class WordPieceTokenizer:
     def encode_many(self, texts: Sequence[str], max_length: int | None = None) -> list[list[int]]:
         """:meth:`encode` of every text, the first prefixes in one ``encode_batch`` call (the
         tokenizers library spreads it over the cores); a text whose prefix fell short is redone alone."""
+        texts = [spaced_surrogates(t) for t in texts]
         cuts = [len(t) if max_length is None else first_prefix_end(t, max_length) for t in texts]
         encoded = self._tok.encode_batch([t[:c] for t, c in zip(texts, cuts)], add_special_tokens=False)
         return [enc.ids[:max_length] if max_length is None or len(enc.ids) >= max_length or cut == len(text)
@@ -365,7 +378,7 @@ class WordPieceTokenizer:
 
     def encode_with_offsets(self, text: str, max_length: int | None = None) -> tuple[list[int], list[tuple[int, int]]]:
         """Ids and the character span ``(start, end)`` in ``text`` of every token."""
-        enc = self._tok.encode(text, add_special_tokens=False)
+        enc = self._tok.encode(spaced_surrogates(text), add_special_tokens=False)
         n = len(enc.ids) if max_length is None else max_length
         return enc.ids[:n], [tuple(o) for o in enc.offsets[:n]]
 

@@ -795,3 +795,32 @@ def test_a_short_or_empty_document_shows_only_the_windows_idcm_read(setup):
     empty = explain_text(rr, setup["query"], "empty", "")
     assert empty.regions == () and "#1 " not in empty.render_terminal(color=False)
     assert parse(empty.to_html()).regions == []
+
+
+@pytest.mark.parametrize("model", ["tkl", "tk", "idcm", "ndrm3"])
+def test_a_document_rerank_ranks_last_and_a_query_it_skips_are_said_so(setup, model):
+    """``ckqti rerank`` ranks a document of which the model reads no word it knows below every
+    document it reads (1 below the lowest score), not by the model's score of it, and skips a query
+    without a word the model knows. explain gave that score (TKL and IDCM: 0 for an empty document,
+    above the readable document's negative score here) with nothing to say rerank does not rank by it."""
+    from ckqti.explain import explain_text
+    from retriever.rerank import rerank_candidates
+
+    bundled = Path(__file__).resolve().parents[2] / "ckqti" / "data" / "models" / "ndrm3-scifact.pt"
+    rr = load_reranker(setup["paths"].get(model, bundled), device="cpu")
+    query, readable = setup["query"], " ".join(setup["long"].split()[:300])
+    unread = "" if model == "idcm" else "the of and zzzqqqx"  # IDCM's WordPiece reads every word
+    ranked = dict(rerank_candidates(rr, {"q": query}, {"q": ["a", "b"]}, {"a": readable, "b": unread})["q"])
+    e, last = explain_text(rr, query, "a", readable), explain_text(rr, query, "b", unread)
+    assert ranked["b"] == ranked["a"] - 1 and last.score != ranked["b"]
+    assert not e.ranked_last and e.rerank_skips is None and last.ranked_last
+    note = "rerank ranks it below every document"
+    assert note in last.render_terminal(color=False) and note in last.to_html() and last.to_dict()["ranked_last"]
+    assert note not in e.render_terminal(color=False) and note not in e.to_html()
+    if model != "idcm":
+        skipped = {}
+        assert rerank_candidates(rr, {"q": "zzzqqqx"}, {"q": ["a"]}, {"a": readable}, skipped=skipped) == {}
+        oov = explain_text(rr, "zzzqqqx", "a", readable)
+        assert oov.rerank_skips == skipped["q"] == "no word the model knows"
+        assert "rerank skips this query (no word the model knows)" in oov.render_terminal(color=False)
+        assert "rerank skips this query (no word the model knows)" in oov.to_html()

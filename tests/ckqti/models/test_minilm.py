@@ -232,3 +232,19 @@ def test_an_input_may_fill_every_position_but_not_one_more_and_padding_is_in_the
     assert BertConfig(vocab_size=50, pad_id=49).pad_id == 49
     with pytest.raises(ValueError, match="pad_id 50 outside"):
         BertConfig(vocab_size=50, pad_id=50)
+
+
+def test_a_lone_surrogate_is_read_as_a_separator_not_a_type_error():
+    """A Python string may hold lone surrogates (``json.loads('"\\udcff"')``, bytes decoded with
+    ``surrogateescape``); the ``tokenizers`` library refuses such a string with a ``TypeError``,
+    so IDCM's explain, rerank and score ended in a traceback where the analyzer of TK, TKL and NDRM
+    reads the character as a separator (:meth:`ckqti.text.Analyzer.words`). The tokenizer reads it
+    as a space too, every piece's offsets still in the text given."""
+    tok = WordPieceTokenizer.minilm()
+    text = "vitamin \udcff bone\ud800s \U0001F600"
+    spaced = "vitamin   bone s \U0001F600"
+    ids, offsets = tok.encode_with_offsets(text)
+    assert (ids, offsets) == tok.encode_with_offsets(spaced)
+    assert [text[a:b] for a, b in offsets] == ["vitamin", "bone", "s", "\U0001F600"]
+    assert tok.encode(text) == tok.encode(spaced) == ids and tok.encode(text, 2) == ids[:2]
+    assert tok.encode_many([text, "\udcff"], 3) == [ids[:3], []]
