@@ -45,6 +45,9 @@ def test_after_the_warm_up_no_search_compiles(tmp_path):
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     assert [int(x) for x in out.stdout.split()] == [0, 4]  # nothing compiled: 2 kernels x 2 widths from the cache
+    again = subprocess.run([sys.executable, "-m", "retriever.warm"], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=600)  # said "compiled" again, having only loaded them
+    assert again.returncode == 0 and again.stdout.startswith("search kernels already in Numba's cache: loaded in")
 
 
 def test_the_warm_up_searches_both_accumulator_widths(monkeypatch):
