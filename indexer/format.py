@@ -48,6 +48,7 @@ import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from ckqti.errors import IndexFormatError, is_real
 from ckqti.files import naming_full_disk
@@ -65,6 +66,7 @@ TERMS_FILE = "terms.arrow"
 DOCS_FILE = "docs.arrow"  # the document store: text for snippets, not postings
 SHARD_FILES = (POSTINGS_FILE, SEGMENTS_FILE, TERMS_FILE, DOCS_FILE)
 MAX_DOC_KEY = "max_doc"  # postings.arrow's schema metadata: its largest document number (none when it is empty)
+T = TypeVar("T")
 CHANNEL_WEIGHTS = ("one", "idf")  # the same as ckqti.models.qti.CHANNEL_WEIGHTS (not imported: no torch here)
 
 
@@ -326,3 +328,43 @@ def verify_files(directory: Path, manifest: Manifest, stamps: bool = True) -> No
             raise IndexFormatError("index file corrupted (checksum mismatch); rebuild the index", path)
         entries[name] = {"sha256": want, "stat": stat}
     record(directory, entries, old, now_ns=started)
+
+
+OPEN_ATTEMPTS = 3  # reads of an index whose manifest a writer replaces meanwhile
+
+
+def manifest_version(directory: Path) -> tuple[int, ...] | None:
+    """Identity of the index folder and its manifest file now: an append or compaction replaces the
+    manifest by a rename (a new inode), a rebuild in place swaps the whole folder (a new folder)."""
+    try:
+        folder, st = directory.stat(), (directory / MANIFEST).stat()
+    except OSError:
+        return None
+    return folder.st_dev, folder.st_ino, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size
+
+
+def read_consistently(directory: Path, read: Callable[[], T]) -> T:
+    """``read()`` of the index in ``directory`` (its manifest, then the files it names, each by its
+    path), done again where a writer committed meanwhile, so that what it returns comes from one
+    version of the index. An append or compaction committing may remove files the old manifest names
+    (an :class:`IndexFormatError`); a rebuild in place (``ckqti index --out INDEX --force``) installs
+    files of the same names, which read without an error: a read is kept only when the manifest it
+    began with is still the index's when it ends.
+
+    Raises:
+        IndexFormatError: ``read``'s own, where nothing changed during it; or the index was replaced
+            during each of :data:`OPEN_ATTEMPTS` reads (then the last one's error, a missing or
+            mismatched file, would only blame the writer's work on the index).
+    """
+    for _ in range(OPEN_ATTEMPTS):
+        version = manifest_version(directory)
+        try:
+            result = read()
+        except IndexFormatError:
+            if manifest_version(directory) == version:
+                raise
+            continue  # not a damaged file: one the writer removed or replaced
+        if version is not None and manifest_version(directory) == version:
+            return result
+    raise IndexFormatError(f"the index was replaced while it was being read, {OPEN_ATTEMPTS} times (a build, "
+                           "append or compaction committing); open it again", directory)

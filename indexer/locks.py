@@ -103,22 +103,27 @@ def _lock(fd: int) -> bool:
 
 def _release(fd: int, path: Path) -> None:
     """Remove the lock file and unlock it. With ``flock`` the file is removed first, while locked:
-    removed after, it could be another writer's lock by then. Windows refuses to remove an open
+    removed after, it could be another writer's lock by then. It is removed only while ``path`` still
+    names it: a rebuild that swapped its new index in holds the old one's lock at the path of the new
+    one's, which an append of the new index may hold by then. Windows refuses to remove an open
     file, so there it is unlocked and closed first, and left where another process has opened it
     meanwhile (that one locks it next)."""
     if fcntl is not None:
-        path.unlink(missing_ok=True)
+        if _same_file(fd, path):
+            path.unlink(missing_ok=True)
         os.close(fd)
         return
     import msvcrt
 
+    mine = _same_file(fd, path)
     try:
         os.lseek(fd, MSVCRT_BYTE, os.SEEK_SET)
         msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
     finally:
         os.close(fd)
-    with contextlib.suppress(OSError):
-        path.unlink(missing_ok=True)
+    if mine:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
 
 
 def _holder(fd: int) -> int | None:

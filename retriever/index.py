@@ -21,6 +21,7 @@ from indexer.format import (
     SEGMENTS_FILE,
     TERMS_FILE,
     Manifest,
+    read_consistently,
     verify_files,
 )
 from indexer.quantize import Quantizer
@@ -256,18 +257,6 @@ class SortedDocids:
         return int(self.order[i]) if i < len(self) and self[i] == docid else None
 
 
-OPEN_ATTEMPTS = 3  # opens of an index whose manifest an append or compaction replaces meanwhile
-
-
-def manifest_version(directory: Path) -> tuple[int, int, int] | None:
-    """Identity of the manifest file now (writers replace it by a rename: a new inode)."""
-    try:
-        st = (directory / MANIFEST).stat()
-    except OSError:
-        return None
-    return st.st_ino, st.st_mtime_ns, st.st_size
-
-
 def collection_idf(df: np.ndarray, num_docs: int) -> np.ndarray:
     """Idf per term id by :meth:`ckqti.vocab.Vocabulary.idf`'s formula (0 for the reserved ids 0, 1):
     ``max(log((N - df + 0.5) / (df + 0.5)), 0)`` over the index's current statistics."""
@@ -292,16 +281,7 @@ class Index:
     def __init__(self, path: str | Path, verify: bool = True):
         self.path = Path(path)
         self.closed = False
-        for attempt in range(1, OPEN_ATTEMPTS + 1):
-            version = manifest_version(self.path)
-            try:
-                self._open(verify)
-                return
-            except IndexFormatError:
-                if attempt == OPEN_ATTEMPTS or manifest_version(self.path) == version:
-                    raise
-                # an append or compaction replaced the manifest (and removed files of the old one)
-                # while this opened them: open the index it now holds
+        read_consistently(self.path, lambda: self._open(verify))  # the index a writer leaves, not a mixture
 
     def _open(self, verify: bool) -> None:
         self.manifest = Manifest.read(self.path)

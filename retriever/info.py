@@ -3,6 +3,7 @@ read from its manifest and file sizes without opening a shard; optionally every 
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from indexer.format import (
     SHARD_FILES,
     WORK_PREFIXES,
     Manifest,
+    read_consistently,
     strays,
     unfinished_build,
     verify_files,
@@ -89,8 +91,8 @@ def file_bytes(path: Path) -> int:
 
 def tree_bytes(path: Path) -> int:
     """Bytes of a file, or of the files under a directory; what vanishes meanwhile (a live writer's
-    files) counts 0."""
-    paths = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+    files and folders: ``os.walk`` passes over a folder it cannot list) counts 0."""
+    paths = [path] if path.is_file() else [Path(root, f) for root, _, files in os.walk(path) for f in files]
     total = 0
     for p in paths:
         try:
@@ -130,6 +132,13 @@ def index_info(path: str | Path, verify: bool = False) -> IndexInfo:
     partial = path.with_name(path.name + ".partial")
     if not path.exists() and partial.is_dir():
         raise IndexFormatError(f"no index here yet: {unfinished_build(partial, partial.name + '/')}", path)
+    # a writer committing meanwhile (a rebuild in place, a compaction removing the old shards) did not
+    # make a sound index look corrupted or incomplete: the summary is read again
+    return read_consistently(path, lambda: summary(path, partial, verify))
+
+
+def summary(path: Path, partial: Path, verify: bool) -> IndexInfo:
+    """:func:`index_info` read once (the manifest, then the files it names)."""
     m = Manifest.read(path)
     if verify:
         verify_files(path, m, stamps=False)

@@ -54,6 +54,22 @@ def scifact_index(tmp_path_factory, scifact_small) -> Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def scifact_rebuilt(tmp_path_factory, data_dir) -> Path:
+    """What a rebuild in place of ``scifact_index`` could install: an NDRM2 index of the next 600
+    SciFact documents, in 3 shards of the same names and sizes (250, 250, 100) and a vocabulary file
+    of the same name, so that only the contents of its files differ."""
+    from ckqti import api
+
+    corpus = tmp_path_factory.mktemp("scifact-next") / "corpus.jsonl"
+    with open(data_dir / "scifact" / "corpus.jsonl") as f, open(corpus, "w") as g:
+        for line in itertools.islice(f, 600, 1200):
+            g.write(line)
+    out = tmp_path_factory.mktemp("idx") / "scifact-next"
+    api.index(corpus, out, model="ndrm2", shard_size=250, progress=False)
+    return out
+
+
 def first_docs(path: Path, n: int) -> list[dict]:
     with open(path) as f:
         return [json.loads(line) for line in itertools.islice(f, n)]

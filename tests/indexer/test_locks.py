@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -138,3 +139,32 @@ def test_a_lock_file_its_holder_removed_before_it_was_locked_is_not_the_one_held
     monkeypatch.setattr(locks, "_lock", racing)
     with locks.exclusive(path, "busy"):
         assert len(locked) == 2 and locks.running_build(out) == os.getpid()
+
+
+def test_a_rebuild_s_release_leaves_the_lock_of_a_writer_of_the_new_index(tmp_path, monkeypatch):
+    """A rebuild's install holds the old index's writer lock while it swaps the new index in and deletes
+    the old one (seconds for a large index). An append of the new index starting meanwhile locks the new
+    index's lock file, which the install's release then removed, by its path: a third writer made a new
+    lock file, locked it, and wrote the index beside the append."""
+    from indexer import install as install_mod
+    from indexer.append import writer_lock
+
+    out, final = tmp_path / "idx", tmp_path / "final"
+    for folder in (out, final):
+        folder.mkdir()
+        (folder / "manifest.json").write_text("{}")
+    appending = contextlib.ExitStack()
+    real = install_mod.remove_tree
+
+    def removing(path):
+        if path.name != out.name:  # the old index, swapped out: an append of the new one begins meanwhile
+            appending.enter_context(writer_lock(out))
+        real(path)
+
+    monkeypatch.setattr(install_mod, "remove_tree", removing)
+    with appending:
+        install_mod.install(final, out, force=True)
+        assert (out / "manifest.json").exists() and not final.exists()
+        with pytest.raises(CkqtiError, match="another append, compaction or build is writing this index"):
+            with writer_lock(out):
+                pass

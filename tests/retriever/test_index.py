@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+import indexer.format as format_mod
 import retriever.index as index_mod
 from ckqti import api
 from ckqti.errors import IndexFormatError
@@ -65,8 +66,6 @@ def test_an_open_whose_checksum_check_races_a_compaction_opens_the_compacted_ind
                                                                                   monkeypatch):
     """A file the old manifest names may go between the check that it exists and its hashing: that
     is a missing file (retried once the manifest changed), not a FileNotFoundError."""
-    import indexer.format as format_mod
-
     idx = copy_of(scifact_index, tmp_path)
     (idx / STAMPS_FILE).unlink(missing_ok=True)  # every file is hashed
     real = format_mod.file_checksum
@@ -83,6 +82,69 @@ def test_an_open_whose_checksum_check_races_a_compaction_opens_the_compacted_ind
     monkeypatch.undo()
     assert raced and not raced[0].exists()  # the open did hash a file the compaction had removed
     assert len(opened.shards) == 1 and opened.num_docs == Index(scifact_index).num_docs
+
+
+def rebuild_in_place(idx: Path, new: Path) -> None:
+    """What `ckqti index --out IDX --force` does once its new index is finished: the new folder, staged
+    beside IDX, is swapped with the old one (:func:`indexer.install.install`)."""
+    from indexer.install import install
+
+    staged = idx.with_name(idx.name + "-staged")
+    shutil.copytree(new, staged)
+    install(staged, idx, force=True)
+
+
+def top_docids(index, query="cancer risk"):
+    from retriever.search import Searcher
+
+    return Searcher(index, engine="numpy").search(query, 10).docids
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_an_open_racing_a_rebuild_in_place_opens_the_new_index_whole(tmp_path, scifact_index, scifact_rebuilt,
+                                                                     monkeypatch, verify):
+    """A rebuild in place installs files of the same names (and here shards of the same sizes): an open
+    that had read the old manifest (and checked the old files' checksums) mapped the new index's shards
+    without an error, and searched a mixture of the two (one search in 12 of a loop of fresh opens while
+    a loop of installs ran; session 44). The open notices that the manifest it read was replaced while it
+    opened the files, and opens the index again."""
+    idx = copy_of(scifact_index, tmp_path)
+    real = index_mod.open_shard
+    raced = []
+
+    def racing(directory, name, *args):
+        if name == "shard-00001" and not raced:  # the rebuild commits between the first shard and the second
+            raced.append(name)
+            rebuild_in_place(idx, scifact_rebuilt)
+        return real(directory, name, *args)
+
+    monkeypatch.setattr(index_mod, "open_shard", racing)
+    opened = Index(idx, verify=verify)
+    monkeypatch.undo()
+    assert raced
+    fresh = Index(scifact_rebuilt)
+    assert opened.manifest.to_json() == fresh.manifest.to_json() and opened.terms == fresh.terms
+    for mine, theirs in zip(opened.shards, fresh.shards, strict=True):
+        assert np.array_equal(mine.postings, theirs.postings) and mine.docs.equals(theirs.docs)
+    assert top_docids(opened) == top_docids(fresh) != top_docids(Index(scifact_index))
+
+
+def test_an_open_that_every_attempt_finds_replaced_says_so(tmp_path, scifact_index, scifact_rebuilt, monkeypatch):
+    """Rebuilds committing during each of the open's attempts: one line saying the index kept changing."""
+    idx = copy_of(scifact_index, tmp_path)
+    real = index_mod.open_shard
+    sources = iter([scifact_rebuilt, scifact_index] * format_mod.OPEN_ATTEMPTS)
+
+    def racing(directory, name, *args):
+        if name == "shard-00001":
+            rebuild_in_place(idx, next(sources))
+        return real(directory, name, *args)
+
+    monkeypatch.setattr(index_mod, "open_shard", racing)
+    with pytest.raises(IndexFormatError) as e:
+        Index(idx)
+    assert str(e.value) == (f"{idx}: the index was replaced while it was being read, {format_mod.OPEN_ATTEMPTS} "
+                            "times (a build, append or compaction committing); open it again")
 
 
 def test_a_missing_file_without_a_writer_is_not_retried_forever(tmp_path, scifact_index):
