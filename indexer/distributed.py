@@ -41,6 +41,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -150,7 +151,9 @@ def reported(work: Path) -> Iterator[None]:
     try:
         yield
     except CkqtiError as e:
-        with contextlib.suppress(OSError), replacing(work / PASS_DIR / WORKER_ERROR) as tmp:
+        # a full disk may refuse the note too (DiskFullError): the error itself still reaches the driver, in
+        # Ray's text of it (:func:`worker_message`)
+        with contextlib.suppress(OSError, CkqtiError), replacing(work / PASS_DIR / WORKER_ERROR) as tmp:
             tmp.write_text(str(e))
         raise
 
@@ -263,7 +266,11 @@ class ShardWriter:
         name, final = shard_name(i), self.work / "final"
         tmp = self.work / "writing" / f"{name}-{os.getpid()}-{time.time_ns()}"
         postings = quantized_shard(self.work / "raw" / f"{name}.npz", self.quantizer)
-        info = write_shard(tmp, name, postings, len(self.corpus.vocab), self.corpus.doc_table(start, stop))
+        try:
+            info = write_shard(tmp, name, postings, len(self.corpus.vocab), self.corpus.doc_table(start, stop))
+        except BaseException:  # a full disk: its half shard would keep the disk full for the rerun
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         if (final / name).exists():
             shutil.rmtree(final / name)
         os.replace(tmp / name, final / name)
@@ -341,9 +348,22 @@ def cluster_slots(device: str | None) -> tuple[int, bool]:
     return (gpus if gpu else cpus), gpu
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+CKQTI_ERROR = re.compile(r"^ckqti\.errors\.\w+: (.+)$")
+
+
+def worker_message(e: Exception) -> str:
+    """The last line of the worker's own traceback in Ray's text of its failure (``"ValueError: ..."``),
+    else the text's first line; without Ray's colour codes."""
+    text = ANSI.sub("", str(e)).split("\n\nThe above exception was the direct cause")[0].strip()
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else type(e).__name__
+
+
 def _failure(e: Exception, work: Path) -> CkqtiError:
     """A Ray failure as a one-line error; a CkqtiError raised inside a worker keeps its message
-    (from ``pass/worker-error``, see :func:`reported`)."""
+    (from ``pass/worker-error``, see :func:`reported`, or, where a full disk kept it from being
+    written, from Ray's text of the worker's traceback)."""
     with contextlib.suppress(OSError):
         return CkqtiError((work / PASS_DIR / WORKER_ERROR).read_text())
     seen = e
@@ -351,10 +371,11 @@ def _failure(e: Exception, work: Path) -> CkqtiError:
         if isinstance(seen, CkqtiError):
             return seen
         seen = getattr(seen, "cause", None) or seen.__cause__
-    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    last = worker_message(e)
+    if found := CKQTI_ERROR.match(last):
+        return CkqtiError(found.group(1))
     return CkqtiError(
-        f"distributed build failed after retries ({type(e).__name__}: {first}); no index was written, "
-        "finished shards are kept: rerun to resume",
+        f"distributed build failed in a worker ({last}); no index was written, finished shards are kept: rerun to resume",
         work,
     )
 
@@ -500,6 +521,10 @@ def build_index_ray(
             ranges = shard_ranges(len(corpus), config.shard_size)
             plan = RayPlan(work, min(num_workers or slots, slots, len(ranges)), "cuda" if gpu else "cpu", max_retries)
             manifest = _build(corpus, scorer, inputs, plan, gpu, progress, t0, address)
+        except CkqtiError:
+            for leftover in ("final", "writing"):  # rewritten by every run: freed (a full disk), as build_index does
+                shutil.rmtree(work / leftover, ignore_errors=True)
+            raise
         finally:
             if started:
                 _import_ray().shutdown()
