@@ -268,11 +268,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def earlier_report(out: Path) -> dict | None:
+def earlier_report(out: Path, corpus: str, shard_size: int) -> dict | None:
     """``--merge``: the report at ``out`` when there is one, checked before any build.
 
     Raises:
-        InputError: ``out`` is not a report this script wrote.
+        InputError: ``out`` is not a report this script wrote, or one of another corpus (``corpus``,
+            :func:`corpus_label`) or shard size: the merged report names one of each for all its rows.
     """
     if not out.is_file():
         return None
@@ -282,6 +283,9 @@ def earlier_report(out: Path) -> dict | None:
         raise InputError("not JSON: --merge keeps the rows of a report this script wrote", out) from None
     if not isinstance(old, dict) or not isinstance(old.get("rows"), list):
         raise InputError("not a bench_index report (no rows): drop --merge or pick another --out", out)
+    if (old.get("corpus"), old.get("shard_size")) != (corpus, shard_size):
+        raise InputError(f"--merge keeps rows of {old.get('corpus')} in shards of {old.get('shard_size')}, not of "
+                         f"{corpus} in shards of {shard_size}: pick another --out", out)
     return old
 
 
@@ -293,7 +297,8 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(run_one(args.corpus, Path(out), model, mode, args.shard_size, args.threads, args.device)))
         return
     out = args.out
-    old = earlier_report(out) if args.merge else None
+    label = corpus_label(args.corpus, args.docs)
+    old = earlier_report(out, label, args.shard_size) if args.merge else None
     models, modes = ",".join(map(model_label, args.models)), ",".join(args.modes)
     with tempfile.TemporaryDirectory(prefix="bench_index-") as tmp:
         corpus = args.corpus or corpus_slice(args.docs, Path(tmp))
@@ -306,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
     if old is not None:
         rows, runs = merged(old["rows"], rows), old.get("invocations", []) + runs
     report = {
-        "platform": platform.platform(), "cpus": os.cpu_count(), "corpus": corpus_label(args.corpus, args.docs),
+        "platform": platform.platform(), "cpus": os.cpu_count(), "corpus": label,
         "shard_size": args.shard_size, "invocations": runs, "rows": rows,
     }
     out.parent.mkdir(parents=True, exist_ok=True)

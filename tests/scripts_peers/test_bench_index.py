@@ -57,3 +57,21 @@ def test_a_checkpoint_is_built_in_the_work_folder_and_recorded_relative(tmp_path
     label = os.path.relpath(checkpoint, REPO)  # was the absolute path
     assert [r["model"] for r in report["rows"]] == [label]
     assert report["invocations"][0]["models"] == label
+
+
+def test_merge_refuses_a_report_of_another_corpus_or_shard_size_before_building(tmp_path):
+    out = tmp_path / "bench_index.json"
+    earlier = {"corpus": "../shared/data/scifact/corpus.jsonl (first 5 documents)", "shard_size": 500,
+               "invocations": [], "rows": [{"model": "ndrm2", "mode": "single", "torch_threads": 1, "docs": 5,
+                                            "shards": 1}]}
+    out.write_text(json.dumps(earlier))
+    # the merged report used to keep the 5-document rows under this run's label, "first 3 documents"
+    done = bench_index("--docs", "3", "--merge", "--out", str(out))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr == (f"bench_index.py: error: {out}: --merge keeps rows of ../shared/data/scifact/corpus.jsonl "
+                           "(first 5 documents) in shards of 500, not of ../shared/data/scifact/corpus.jsonl (first 3 "
+                           "documents) in shards of 500: pick another --out\n")
+    done = bench_index("--docs", "5", "--shard-size", "2", "--merge", "--out", str(out))
+    assert done.returncode == 1 and "in shards of 500, not of ../shared/data/scifact/corpus.jsonl (first 5 documents) " \
+                                    "in shards of 2" in done.stderr
+    assert json.loads(out.read_text()) == earlier
