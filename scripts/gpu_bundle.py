@@ -105,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     pack_wheels(args.out)
     cached = pack_caches(args.out)
     print(f"caches: {len(cached)} files ({', '.join(cached[:4])}{', ...' if len(cached) > 4 else ''})")
+    if not cached:  # the lent machine has no Java: without the BM25 runs its training and reranking cannot start
+        print("warning: no BM25 caches to pack: run `python3 scripts/effectiveness.py --only bm25` here first "
+              "(Pyserini needs Java, which the GPU machine lacks)", file=sys.stderr)
     total = sum(p.stat().st_size for p in args.out.rglob("*") if p.is_file())
     print(f"wrote {args.out}: {total / 2**20:.1f} MiB")
     return 0
