@@ -30,7 +30,7 @@ import os
 import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import ir_measures
@@ -431,7 +431,7 @@ def evaluate_files(
         InputError: unreadable run or qrels files (naming file and line), or bad arguments.
     """
     from indexer.readers import read_qrels  # imported on use: keeps this module free of the indexer package
-    from retriever.runs import read_run
+    from retriever.runs import read_run_queries
 
     others = [] if compare is None else [compare] if isinstance(compare, (str, os.PathLike)) else list(compare)
     paths = [Path(run_path)] + [Path(p) for p in others]
@@ -440,23 +440,28 @@ def evaluate_files(
             raise InputError("is given twice: a run compared with itself", p)
     qrels = read_qrels(qrels_path, qrels_format)
     check_rel_level(qrels, rel_level, qrels_path)
-    runs = [read_run(p) for p in paths]
-    for path, run in zip(paths, runs):
-        check_overlap(run, qrels, path, qrels_path)
-    results = tuple(evaluate(run, qrels, measures, per_query, rel_level) for run in runs)
+    judged = {str(q) for q, docs in qrels.items() if docs}
+    results = []
+    for path in paths:  # one run held at a time, and of it only the judged queries' rankings
+        run, qids = read_run_queries(path, judged)
+        check_overlap(qids, qrels, path, qrels_path)
+        result = evaluate(run, qrels, measures, per_query, rel_level)
+        results.append(replace(result, unjudged=tuple(q for q in qids if q not in judged)))
+        del run
     names = tuple(p.name for p in paths)
     if len(set(names)) < len(names):
         names = tuple(str(p) for p in paths)
     comparisons = tuple(c for i in range(1, len(results)) for c in compare_results(results[0], results[i], i))
-    return EvalReport(names, results, comparisons)
+    return EvalReport(names, tuple(results), comparisons)
 
 
-def check_overlap(run: Mapping[str, Ranking], qrels: Mapping[str, Mapping[str, int]], run_path: str | Path,
-                  qrels_path: str | Path) -> None:
-    """A run that ranks documents for none of the judged queries is evaluated against the wrong
-    qrels (or query ids written differently): an error, where trec_eval would print zeros."""
+def check_overlap(run: Mapping[str, Ranking] | Sequence[str], qrels: Mapping[str, Mapping[str, int]],
+                  run_path: str | Path, qrels_path: str | Path) -> None:
+    """A run (or the ids of its queries, each of which ranks a document, as a run file's do) that ranks
+    documents for none of the judged queries is evaluated against the wrong qrels (or query ids written
+    differently): an error, where trec_eval would print zeros."""
     judged = {str(q) for q, docs in qrels.items() if docs}
-    ranked = [str(q) for q, docs in run.items() if docs]
+    ranked = [str(q) for q, docs in run.items() if docs] if isinstance(run, Mapping) else [str(q) for q in run]
     if ranked and judged and judged.isdisjoint(ranked):
         raise InputError(f"none of its {counted(len(ranked), 'query', 'queries')} is judged in {qrels_path} "
                          f"(query ids such as {ranked[0]!r} against {min(judged)!r} there): "

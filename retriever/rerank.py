@@ -287,10 +287,11 @@ def index_candidates(index: str | Path | Index, queries: Mapping[str, str], dept
 
 
 def run_candidates(path: str | Path, queries: Mapping[str, str], depth: int) -> Candidates:
-    """Top ``depth`` per query of a TREC run file (trec_eval order)."""
-    from retriever.runs import read_run, trec_order
+    """Top ``depth`` per query of a TREC run file (trec_eval order); the rankings of the file's other queries
+    are not held (:func:`retriever.runs.read_run_queries`)."""
+    from retriever.runs import read_run_queries, trec_order
 
-    run = read_run(path)
+    run, _ = read_run_queries(path, queries)
     return {q: [d for d, _ in trec_order(run[q])[:depth]] for q in queries if q in run}
 
 
@@ -338,9 +339,9 @@ def no_candidates_error(where: str, queries: Mapping[str, str], where_queries: s
     kind, _, path = where.partition(":")
     first = next(iter(queries), "")
     if kind == "run":
-        from retriever.runs import read_run
+        from retriever.runs import read_run_queries
 
-        theirs = next(iter(read_run(path)), "")
+        theirs = next(iter(read_run_queries(path, ())[1]), "")  # its first query id, no ranking held
         return InputError(f"none of the {counted(len(queries), 'query', 'queries')} of {where_queries} is in this run "
                           f"(query ids such as {theirs!r} here against {first!r} there): another query set?", path)
     if kind == "index":

@@ -506,6 +506,24 @@ def test_run_file_candidates_are_its_best_scored_whatever_its_line_order(scifact
     assert set(read_run(tmp_path / "run.trec")["q0"]) == set(docids[-3:])
 
 
+
+def test_run_file_candidates_hold_only_the_queries_reranked(tmp_path, monkeypatch):
+    """Candidates from a run of many more queries than are reranked (a whole dev set's run, a few queries
+    reranked) hold only those queries' rankings while it is read: a run at k = 1,000 read whole takes ~120
+    bytes a line. Here 100 queries at k = 1,000, 2 reranked: the Python objects held when the first ranking is
+    sorted stay far below the run's 100,000 lines."""
+    import retriever.runs as runs
+    from retriever.rerank import run_candidates
+    from tests.memory import held_when_called
+
+    path = tmp_path / "big.trec"
+    path.write_text("".join(f"q{q} Q0 d{d} {d + 1} {1000 - d}.5 t\n" for q in range(100) for d in range(1000)))
+    wanted = {"q3": "a", "q70": "b", "q-none": "c"}
+    run_candidates(path, wanted, 5)  # the modules a run is read with imported before, not counted
+    held, cands = held_when_called(monkeypatch, runs, "trec_order", lambda: run_candidates(path, wanted, 5))
+    assert held["python"] < 2_000_000, held  # read whole: ~12 MB
+    assert cands == {"q3": ["d0", "d1", "d2", "d3", "d4"], "q70": ["d0", "d1", "d2", "d3", "d4"]}
+
 def test_a_corpus_gives_the_statistics_also_with_index_candidates(clicked_collection, tmp_path):
     """With --corpus the model reads the corpus's text and statistics whatever gives the candidates:
     an index's candidates are scored as the same documents from a run file are."""

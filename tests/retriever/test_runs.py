@@ -363,6 +363,27 @@ def test_a_line_over_a_block_is_left_to_the_line_by_line_reader(tmp_path, monkey
     assert read_run(path) == {"q": {"d": 1.0, "e" * 2 * block: 0.5}}
 
 
+
+@pytest.mark.parametrize("name", [*VALID_RUNS, "columns", "a line over a block"])
+def test_read_run_queries_holds_the_queries_kept(tmp_path, name):
+    """read_run_queries holds the rankings of the queries kept, as read_run reads them, and names every query
+    of the file in order, on each of its paths: in columns (a block of 1 MB or more), a block of rows at a
+    time, and line by line (a line longer than a block)."""
+    import retriever.runs as runs
+
+    text = {"columns": "".join(f"q{i % 7} Q0 d{i} {i} {i / 3!r} t\n" for i in range(40_000)),
+            "a line over a block": f"q1 Q0 d 1 1.0 t\nq2 Q0 {'e' * 2 * runs.READ_BLOCK} 2 0.5 t\nq1 Q0 f 3 0.1 t\n",
+            }.get(name) or VALID_RUNS[name]
+    path = tmp_path / "r.trec"
+    path.write_bytes(text.encode("utf-8"))
+    assert (name == "columns") == (len(text) >= runs.ARROW_MIN)
+    whole = read_run(path)
+    for keep in (set(), {"q1"}, {"q1", "q\u00e9", "q3", "q"}, set(whole)):
+        run, qids = runs.read_run_queries(path, keep)
+        assert run == {q: docs for q, docs in whole.items() if q in keep} and qids == list(whole)
+        assert [list(d) for d in run.values()] == [list(whole[q]) for q in run]
+    assert runs.read_run_queries(path) == (whole, list(whole))
+
 def test_a_well_formed_run_is_read_once(tmp_path, monkeypatch):
     """read_run takes the fast path's result: a well-formed run is not read again line by line."""
     import retriever.runs as runs
@@ -463,7 +484,7 @@ def _spy_columns(runs, monkeypatch) -> list:
     monkeypatch.setattr(runs, "ARROW_BLOCK", 1536)
     monkeypatch.setattr(runs, "ARROW_MIN", 0)
     calls, add_columns = [], runs._add_columns
-    monkeypatch.setattr(runs, "_add_columns", lambda run, block: calls.append(add_columns(run, block)) or calls[-1])
+    monkeypatch.setattr(runs, "_add_columns", lambda *args: calls.append(add_columns(*args)) or calls[-1])
     return calls
 
 
@@ -544,7 +565,7 @@ def test_reading_a_run_in_columns_imports_no_pandas(tmp_path):
     path = tmp_path / "r.run"
     path.write_text("".join(f"q{i // 1000} Q0 d{i} {i % 1000 + 1} {1 / (i + 1)!r} t\n" for i in range(40_000)))
     code = ("import sys; import retriever.runs as runs; calls = []; add = runs._add_columns; "
-            "runs._add_columns = lambda r, b: calls.append(add(r, b)) or calls[-1]; "
+            "runs._add_columns = lambda *a: calls.append(add(*a)) or calls[-1]; "
             f"run = runs.read_run({str(path)!r}); print(len(run), len(calls), None in calls, 'pandas' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           cwd=Path(__file__).resolve().parents[2])
