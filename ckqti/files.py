@@ -45,6 +45,40 @@ def replacing(path: Path, make_folders: bool = True) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
+def save_torch(obj: object, path: Path) -> None:
+    """``torch.save(obj)`` to ``path`` as :func:`replacing` writes it. Torch's own file writer turns an
+    operating system's refusal (a full disk) into a RuntimeError that names no cause ("[enforce fail at
+    inline_container.cc:672] . unexpected pos 704 vs 598"); written through a Python file, the refusal is
+    raised as itself (a full disk: :class:`DiskFullError` naming ``path``)."""
+    import torch
+
+    with replacing(path) as tmp, naming_full_disk(path), open(tmp, "wb") as f:
+        writer = _Writes(f)
+        try:
+            torch.save(obj, writer)
+        except RuntimeError:
+            if writer.error is not None:
+                raise writer.error from None
+            raise
+
+
+class _Writes:
+    """A file's ``write`` that keeps the :class:`OSError` it raised (torch wraps it in a RuntimeError)."""
+
+    def __init__(self, f) -> None:
+        self.f, self.error = f, None
+
+    def write(self, data) -> int:
+        try:
+            return self.f.write(data)
+        except OSError as e:
+            self.error = e
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
 def check_folder_of(path: str | Path, what: str) -> None:
     """Before any work for a writer of ``path``: the nearest existing path above it must be a folder
     (the folders below it are made), not a file, of which ``mkdir`` would say only "File exists" or

@@ -44,7 +44,7 @@ import torch
 from torch import Tensor, nn
 
 from ckqti.errors import CkqtiError
-from ckqti.files import replacing
+from ckqti.files import save_torch
 from ckqti.models.inputs import WORDPIECE_ANALYZER
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary, checked
@@ -250,8 +250,7 @@ def save_checkpoint(
         "content_hash": digest,
     }
     target = Path(path)
-    with replacing(target) as tmp:
-        torch.save(payload, tmp)
+    save_torch(payload, target)
     return Checkpoint(kind, dict(config), state, vocab, analyzer_dict, payload["meta"], digest, target.resolve(), fallback)
 
 

@@ -40,7 +40,7 @@ from torch import Tensor, nn
 
 from ckqti.bm25 import bm25_candidates
 from ckqti.errors import CkqtiError, InputError
-from ckqti.files import replacing
+from ckqti.files import save_torch
 from ckqti.models.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from ckqti.models.inputs import pad_rows
 from ckqti.models.loading import pick_device
@@ -586,8 +586,7 @@ def save_state(path: Path, model: nn.Module, optimizer, state: RunState, fp: str
         "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
         "run": asdict(state),
     }
-    with replacing(path) as tmp:
-        torch.save(payload, tmp)
+    save_torch(payload, path)
 
 
 def saved_id(path: Path) -> str | None:

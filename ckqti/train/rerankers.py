@@ -694,17 +694,23 @@ def train_idcm(data: PairData, text: WordPieceText, config: RerankerTrainConfig,
                   "on", file=sys.stderr, flush=True)
             done = None
         if done is not None:
+            (work / f"stage{stage}.state.pt").unlink(missing_ok=True)  # left by a run stopped before it removed it
             ckpt = done
             model.load_state_dict(ckpt.state_dict)
             history, best = list(ckpt.meta.get("history", [])), float(ckpt.meta.get("dev_ndcg10", -1.0))
             continue
+        # a later stage's saved epochs began from this stage's model as it was: trained again (more epochs, another
+        # patience), it may end elsewhere, and those epochs resumed on top of it would mix two runs
+        for later in range(stage + 1, 4):
+            (work / f"stage{later}.state.pt").unlink(missing_ok=True)
         # each stage's own seed: a run that reuses the stages before it (interrupted, or a stage-3 setting
         # changed) draws the dropout of an uninterrupted run, not the torch RNG as it was after the model's start
         torch.manual_seed(int(np.random.SeedSequence([config.seed, stage]).generate_state(1)[0]))
         score, loss_fn, optimizer = idcm_stage_setup(model, stage, config)
         epochs = config.distill_epochs if stage == 3 else config.epochs
         stage3 = {k: getattr(config, k) for k in STAGE3_SETTINGS if k != "distill_epochs"} if stage == 3 else {}
-        state = StageState(work / f"stage{stage}.state.pt", inputs_digest(fingerprint, stage, stage3), resume)
+        start = ckpt.id if ckpt is not None else ""  # the model the stage began from: the stage before's
+        state = StageState(work / f"stage{stage}.state.pt", inputs_digest(fingerprint, stage, stage3, start), resume)
         result = fit_stage(stage, score, loss_fn, model, optimizer, data, config, epochs, device, state=state)
         history += result.history
         best = result.best

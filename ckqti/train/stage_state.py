@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from ckqti.errors import CkqtiError
-from ckqti.files import replacing
+from ckqti.files import save_torch
 from ckqti.terminal import counted
 
 # settings a resumed stage may change: how long it trains, and how it shows and scores its work
@@ -42,6 +42,16 @@ class StageProgress:
     @property
     def best_epoch(self) -> int:
         return min((h["epoch"] for h in self.history if h["dev_ndcg10"] == self.best), default=0)  # the first to reach it
+
+    def stop_epoch(self, epochs: int, patience: int) -> int:
+        """The epoch after which a run of ``epochs`` and ``patience`` from the start stops, as far as the
+        history shows (its last epoch: no stop before it)."""
+        best, since = self.history[0]["dev_ndcg10"], 0
+        for h in self.history[1:]:
+            if h["epoch"] > epochs or since >= patience:
+                return h["epoch"] - 1
+            best, since = (h["dev_ndcg10"], 0) if h["dev_ndcg10"] > best else (best, since + 1)
+        return self.epoch
 
 
 @dataclass(frozen=True)
@@ -64,8 +74,7 @@ class StageState:
                          "history": progress.history},
             "best_state": progress.best_state,
         }
-        with replacing(self.path) as tmp:
-            torch.save(payload, tmp)
+        save_torch(payload, self.path)
 
     def restore(self, model: nn.Module, optimizer) -> StageProgress | None:
         """Model, optimizer and RNG as saved, and the stage's progress; None when not resuming or
@@ -99,7 +108,13 @@ class StageState:
         if progress is not None:
             best = (f"best dev nDCG@10 {progress.best:.4f} at epoch {progress.best_epoch}" if progress.best_epoch
                     else f"no epoch beat the start's dev nDCG@10 {progress.best:.4f}")
-            if progress.since >= patience:
+            stop = progress.stop_epoch(epochs, patience)
+            if stop < progress.epoch:  # epochs or patience lowered: the saved run went on past them
+                left = (f"trained to epoch {progress.epoch}, past epoch {stop} where --epochs {epochs} and --patience "
+                        f"{patience} stop: the best of all {progress.epoch} is kept"
+                        + (f" (epoch {progress.best_epoch}: not what a run of these settings ends with)"
+                           if progress.best_epoch > stop else ""))
+            elif progress.since >= patience:
                 left = f"stopped early: no better dev nDCG@10 in {counted(progress.since, 'epoch')} (--patience)"
             elif progress.epoch >= epochs:
                 left = f"all {epochs} epochs are done" if epochs > 1 else "its one epoch is done"

@@ -327,6 +327,53 @@ def test_idcm_resumed_within_a_stage_ends_with_an_uninterrupted_runs_weights(tin
     assert not (work / "stage2.state.pt").exists()
 
 
+def test_idcm_resumed_in_stage_2_with_more_epochs_trains_stage_2_on_the_new_stage_1(tiny_scifact, tmp_path, monkeypatch):
+    """More epochs retrain stage 1 (its checkpoint is of other settings), but stage 2's saved epochs, begun
+    from the old stage 1, were resumed on top of it: the model mixed two runs (not an uninterrupted one's)."""
+    opts = dict(bert={**TINY_BERT, "dropout": 0.1}, max_doc_length=200, sample_n=3, top_k=2)
+    config = quick("idcm", batch_size=2, max_steps=2, epochs=3, patience=5, dev_depth=10, max_dev_queries=4,
+                   lr_encoder=1e-2, lr_rest=1e-1, model_options=opts, stages=(1, 2))
+    args = (tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"])
+    whole = train_reranker("idcm", *args, tmp_path / "whole.pt", config, candidates=tiny_scifact["candidates"])
+    stage1 = [h for h in whole.history if h["stage"] == 1]
+    assert max(stage1, key=lambda h: h["dev_ndcg10"])["epoch"] == 3  # a third stage-1 epoch changes stage 1
+    interrupt_at(monkeypatch, 1, stage=2)
+    with pytest.raises(Interrupt):
+        train_reranker("idcm", *args, tmp_path / "cut.pt", replace(config, epochs=2), candidates=tiny_scifact["candidates"])
+    monkeypatch.undo()
+    assert (tmp_path / "cut.pt.work" / "stage2.state.pt").is_file()
+    resumed = train_reranker("idcm", *args, tmp_path / "cut.pt", config, candidates=tiny_scifact["candidates"], resume=True)
+    assert same_weights(tmp_path / "whole.pt", tmp_path / "cut.pt") and resumed.model_id == whole.model_id
+    assert [(h["loss"], h["dev_ndcg10"]) for h in resumed.history] == [(h["loss"], h["dev_ndcg10"]) for h in whole.history]
+
+
+def test_idcm_stopped_between_a_stages_checkpoint_and_removing_its_state_removes_it_when_resumed(
+        tiny_scifact, tmp_path, monkeypatch):
+    """The stage's checkpoint supersedes its epochs' state, but a run stopped between writing the one and removing
+    the other left the state for good: a resumed run reused the checkpoint and never removed it (for MiniLM,
+    model, Adam's moments and the best weights: about 4 times the model's 90 MB)."""
+    import ckqti.train.rerankers as rerankers_mod
+
+    opts = dict(bert=TINY_BERT, max_doc_length=200, sample_n=3, top_k=2)
+    config = quick("idcm", batch_size=2, max_steps=2, epochs=1, dev_depth=3, max_dev_queries=2, model_options=opts,
+                   stages=(1, 2))
+    args = (tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"])
+    real = rerankers_mod.save_reranker
+
+    def save_then_stop(path, *a, **kw):
+        real(path, *a, **kw)
+        raise Interrupt()
+
+    monkeypatch.setattr(rerankers_mod, "save_reranker", save_then_stop)
+    with pytest.raises(Interrupt):
+        train_reranker("idcm", *args, tmp_path / "cut.pt", config, candidates=tiny_scifact["candidates"])
+    monkeypatch.undo()
+    work = tmp_path / "cut.pt.work"
+    assert (work / "stage1.pt").is_file() and (work / "stage1.state.pt").is_file()
+    train_reranker("idcm", *args, tmp_path / "cut.pt", config, candidates=tiny_scifact["candidates"], resume=True)
+    assert sorted(p.name for p in work.iterdir()) == ["stage1.pt", "stage2.pt"]
+
+
 def test_idcm_three_stages_and_wordpiece_checkpoint(tiny_scifact, tmp_path, capsys):
     """All three IDCM stages run on a tiny random BERT; the checkpoint carries its WordPiece vocabulary."""
     from ckqti.models.minilm import WordPieceTokenizer
