@@ -231,6 +231,14 @@ def kernels_compiling(batch: bool = False) -> bool:
     return compiling(batch)
 
 
+def kernels_cached(batch: bool = False) -> bool:
+    """Whether Numba keeps the search kernel (``batch``: ``ckqti run``'s) on disk for later processes; False
+    where it can write no cache folder, so that each process compiles it (:func:`retriever.search.kernels_cached`)."""
+    from retriever.search import kernels_cached as kept
+
+    return kept(batch)
+
+
 def search(query: str, index_path: str | Path, k: int = 10, mode: str = "exact", budget: int = 200_000,
            model: str | None = None, channel_weights: dict[str, float] | None = None,
            slack: float = 1.0) -> SearchResult:

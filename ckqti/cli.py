@@ -465,7 +465,7 @@ def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channe
     # one query a process: exact mode scans it with numpy, which answers before Numba would have loaded its kernels
     searcher = api.open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack,
                                  engine="auto")
-    with note_if_slow(SLOW_SEARCH_AFTER, SLOW_SEARCH_NOTE, lambda: api.kernels_compiling()):
+    with note_if_slow(SLOW_SEARCH_AFTER, compiling_note, lambda: api.kernels_compiling()):
         res = searcher.search(query, k)
     if readings := non_ascii_readings(query, searcher.index.analyzer):
         shown = "; ".join(f"{w} as {' '.join(terms) or 'nothing'}" for w, terms in readings)
@@ -489,12 +489,26 @@ SLOW_SEARCH_NOTE = ("note: still searching: compiling the search kernels, as the
 SLOW_RUN_NOTE = ("note: compiling the batch search kernels, as the first run of its kind after installing ckqti does "
                  "(10-20 s on 2 cores; Numba keeps them for later runs in $NUMBA_CACHE_DIR, beside ckqti's modules or in "
                  "~/.cache/numba, the first it can write)")
+NOWHERE = ("Numba can keep them nowhere (it can write neither beside ckqti's modules nor in ~/.cache/numba): set "
+           "NUMBA_CACHE_DIR to a writable folder")
+UNCACHED_SEARCH_NOTE = ("note: still searching: compiling the search kernels (10-20 s on 2 cores), as every search of its kind "
+                        "here does: " + NOWHERE)
+UNCACHED_RUN_NOTE = "note: compiling the batch search kernels (10-20 s on 2 cores), as every run here does: " + NOWHERE
+
+
+def compiling_note(batch: bool = False) -> str:
+    """The note for a search (``batch``: a run) that compiles its kernels: where Numba keeps them for
+    later processes or, from a read-only install beside a home without a writable ~/.cache, that it
+    keeps them nowhere (the cached-for-later note misled there: every process compiles them again)."""
+    if api.kernels_cached(batch):
+        return SLOW_RUN_NOTE if batch else SLOW_SEARCH_NOTE
+    return UNCACHED_RUN_NOTE if batch else UNCACHED_SEARCH_NOTE
 
 
 @contextlib.contextmanager
-def note_if_slow(seconds: float, text: str, compiling):
-    """Print ``text`` on stderr once the block has run ``seconds`` and ``compiling()`` says the
-    kernels are being compiled, looked at every :data:`NOTE_POLL` s from then on (a first search
+def note_if_slow(seconds: float, text, compiling):
+    """Print ``text`` (or what ``text()`` gives then) on stderr once the block has run ``seconds`` and
+    ``compiling()`` says the kernels are being compiled, looked at every :data:`NOTE_POLL` s from then on (a first search
     compiles Numba kernels for 10-20 s in silence, which looks like a hang; a run may read its index
     and queries for longer than ``seconds`` before that; a slow block that compiles nothing is no news)."""
     done = threading.Event()
@@ -505,7 +519,7 @@ def note_if_slow(seconds: float, text: str, compiling):
         while not compiling():
             if done.wait(NOTE_POLL):
                 return
-        echo(text, err=True)
+        echo(text() if callable(text) else text, err=True)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
@@ -574,7 +588,7 @@ def search_lines(searcher, res) -> list[str]:
 def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack, model, channel_weights):
     """Batch fullrank: search every query and write a TREC run."""
     check_anytime_options(mode, slack)
-    with note_if_slow(SLOW_SEARCH_AFTER, SLOW_RUN_NOTE, lambda: api.kernels_compiling(batch=True)):
+    with note_if_slow(SLOW_SEARCH_AFTER, lambda: compiling_note(batch=True), lambda: api.kernels_compiling(batch=True)):
         s = api.run(index_path, queries, out, k, threads, mode, budget, fmt, tag, model, channel_weights, slack)
     if s.skipped:
         echo(f"note: {count_queries(len(s.skipped))} skipped ({skipped_reasons(s.skipped, s.reasons)})", err=True)

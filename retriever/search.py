@@ -767,6 +767,16 @@ def kernels_compiling(batch: bool = False) -> bool:
     return compiling(kernels.saat_batch if batch else kernels.saat_topk)
 
 
+def kernels_cached(batch: bool = False) -> bool:
+    """Whether Numba keeps the search kernel (``batch``: batch search's) on disk for later processes:
+    False where it can write no cache folder (a read-only install beside a home without a writable
+    ``~/.cache``), so that every process compiles it again (:func:`ckqti.jit.cached`)."""
+    from ckqti.jit import cached
+    from retriever.kernels import saat_batch, saat_topk
+
+    return cached(saat_batch if batch else saat_topk)
+
+
 def compiling(kernel) -> bool:
     """Whether a Numba dispatcher is compiling now: it was called with argument types it found no
     usable cache entry for (Numba counts that miss before it starts compiling) and holds no compiled

@@ -1112,6 +1112,37 @@ def test_a_first_run_compiling_its_batch_kernel_says_so(tmp_path, scifact_index,
     assert kernels_ready(batch=True)  # this process has run a batch by now
 
 
+def test_the_compiling_note_says_when_numba_keeps_the_kernels_nowhere(tmp_path, scifact_index, monkeypatch):
+    """From a read-only install beside a home without a writable ~/.cache (found from an installed wheel),
+    an anytime search noted that Numba kept the kernels "for later searches", and so did a run, while
+    every process compiled them again: there the note says so, and what to do."""
+    import time
+
+    import ckqti.cli as cli_mod
+    from retriever.search import Searcher
+
+    real = Searcher.search
+
+    def slow(self, *args, **kwargs):
+        time.sleep(0.5)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Searcher, "search", slow)
+    slow_runs(monkeypatch)
+    monkeypatch.setattr(api, "kernels_compiling", lambda batch=False: True)
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tcell\n")
+    for kept in (False, True):
+        monkeypatch.setattr(api, "kernels_cached", lambda batch=False, kept=kept: kept, raising=False)
+        search = invoke("search", "white matter", "--index", scifact_index, "-k", "2")
+        run = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "r.trec")
+        notes = [res.stderr.splitlines()[0] for res in (search, run)]
+        assert (search.exit_code, run.exit_code) == (0, 0) and all(n.startswith("note: ") for n in notes), notes
+        assert all(("for later" in n) == kept and ("set NUMBA_CACHE_DIR to a writable folder" in n) != kept
+                   for n in notes), (kept, notes)
+    assert notes == [cli_mod.SLOW_SEARCH_NOTE, cli_mod.SLOW_RUN_NOTE]
+
+
 def test_a_slow_run_that_compiles_nothing_says_nothing_of_compiling(tmp_path, scifact_index, monkeypatch):
     """A run slow before its first search (a busy machine, a long queries file) printed the
     compiling note though nothing compiled, even when it then failed on its queries file."""

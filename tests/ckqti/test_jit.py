@@ -58,6 +58,16 @@ def test_the_kernels_import_and_run_where_numba_can_cache_nothing():
     assert out.stdout.split() == ["1", "False", "False"]
 
 
+@pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="no caching without the JIT")
+def test_the_api_says_whether_numba_keeps_the_search_kernels():
+    """``api.kernels_cached``, which picks the CLI's compiling note: False where Numba can write no
+    cache (each process compiles the kernels again), True from this checkout."""
+    code = "from ckqti import api; print(api.kernels_cached(), api.kernels_cached(batch=True))"
+    for prefix, expected in ((NO_LOCATOR, ["False", "False"]), ("", ["True", "True"])):
+        out = subprocess.run([sys.executable, "-c", prefix + code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0 and out.stdout.split() == expected, (prefix, out.stdout, out.stderr)
+
+
 def test_another_runtime_error_of_numba_is_raised(monkeypatch):
     """Only Numba's "no locator available" drops the cache; any other error of ``njit(cache=True)`` is the
     caller's to see, not a kernel quietly compiled without its cache."""
