@@ -156,6 +156,44 @@ def test_rerank_input_errors(scifact_small, tk_model, queries, tmp_path):
         rerank(queries, "bm25", tk_model, tmp_path / "r.trec", corpus=tmp_path)  # not read as an index's statistics
 
 
+def test_a_bm25_work_folder_that_is_a_file_is_said_before_the_model_loads(scifact_small, tk_model, queries, tmp_path,
+                                                                           monkeypatch):
+    """BM25 keeps its Lucene index in OUT.work (or work_dir): a file there failed after the model had loaded and
+    the corpus had been read, as "OUT.work: File exists", naming neither BM25 nor the folder it wanted."""
+    import retriever.rerank as module
+
+    monkeypatch.setattr(module, "open_reranker", lambda *a, **k: pytest.fail("the model loaded"))
+    (tmp_path / "r.trec.work").write_text("not a folder")
+    with pytest.raises(InputError, match=f"^{tmp_path / 'r.trec.work' / 'bm25'}: cannot write BM25's Lucene index: "
+                                         f"{tmp_path / 'r.trec.work'} is a file, not a directory"):
+        rerank(queries, "bm25", tk_model, tmp_path / "r.trec", corpus=scifact_small)
+    (tmp_path / "work").write_text("")
+    with pytest.raises(InputError, match="work is a file, not a directory"):
+        rerank(queries, "bm25", tk_model, tmp_path / "r.trec", corpus=scifact_small, work_dir=tmp_path / "work")
+
+
+def test_a_bad_queries_file_or_candidates_run_is_said_before_the_model_loads(scifact_small, tk_model, tmp_path,
+                                                                            monkeypatch):
+    """Queries and a candidates run were read after the model had loaded, and with --adapt-vocabulary after the
+    whole corpus had been read for its vocabulary (minutes on a large one): a query without text, or a run's bad
+    line, is a one-line error before either."""
+    import retriever.rerank as module
+
+    monkeypatch.setattr(module, "open_reranker", lambda *a, **k: pytest.fail("the model loaded"))
+    docid = json.loads(scifact_small.read_text().splitlines()[0])["_id"]
+    good, bad = tmp_path / "good.tsv", tmp_path / "bad.tsv"
+    good.write_text("q0\tvitamin d\n")
+    bad.write_text("q0\tvitamin d\nq1\t \n")
+    run, broken = tmp_path / "first.trec", tmp_path / "broken.trec"
+    write_run(run, {"q0": {docid: 1.0}}, "first")
+    broken.write_text(f"q0 Q0 {docid} one 1.0 first\n")
+    for candidates, queries, error in ((run, bad, f"^{bad}:2: query 'q1' has no text"),
+                                       (broken, good, f"^{broken}:1: bad rank 'one'")):
+        for adapt in (False, True):
+            with pytest.raises(InputError, match=error):
+                rerank(queries, candidates, tk_model, tmp_path / "r.trec", corpus=scifact_small, adapt_vocabulary=adapt)
+
+
 def test_rerank_never_writes_over_its_candidates_run(scifact_small, tk_model, queries, tmp_path):
     """--out given the --candidates run: the run was read, reranked and written over it."""
     docids = [json.loads(line)["_id"] for line in scifact_small.read_text().splitlines()]
