@@ -635,9 +635,9 @@ def test_a_rerank_on_two_threads_or_switching_every_batch_is_the_one_thread_rera
     """Each batch of a rerank on a CPU runs on the thread count the reranker's ThreadChooser picks (torch's or
     one: beside other jobs, one is up to 7x faster); the bundled NDRM3 (term tables) and a TK (encoded pairs),
     with the count switching between 2 and 1 at every batch of 8, or on 2 throughout, write the one-thread run
-    byte for byte. MKL's matrix products rounded otherwise on 2 threads than on 1 (a TK's scores 1e-6 apart,
-    every query of this run) until ckqti asked MKL for results that do not depend on the thread count
-    (``MKL_CBWR``, ckqti/__init__.py)."""
+    byte for byte. MKL's matrix products rounded otherwise on 2 threads than on 1 (a random TK's scores 1e-6
+    apart) until ckqti asked MKL for results that do not depend on the thread count (``MKL_CBWR``,
+    ckqti/__init__.py; torch's own small batched products still may, so this holds for these runs, not all)."""
     from ckqti.threads import ThreadChooser
 
     model = {"tk": tk_model, "random-tk": random_tk}.get(model, model)
