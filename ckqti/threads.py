@@ -8,7 +8,11 @@ against 11.5 s); a rerank of the bundled sample's 12 queries beside two other jo
 against 1.3-1.9 s (session 43). Which is faster depends on what else runs, and that changes during
 a build, so :class:`ThreadChooser` measures: it tries both counts on the first batches, keeps the faster, and
 tries the other again now and then (after :data:`PROBE_EVERY` batches, then twice as many each time it
-stays the slower). The results do not depend on the thread count (tests/indexer/test_impacts.py builds
+stays the slower). Where torch's products are MKL's (x86) the results do not depend on the thread count: ckqti
+asks MKL for strict conditional numerical reproducibility (``MKL_CBWR``, ckqti/__init__.py; without it a random
+TK's rerank on 2 threads wrote scores 1e-6 apart from one thread's, session 44). Torch's own batched products of
+small shapes still can (one of 8 to 13 single-document NDRM scores, 1e-6 apart), so that is not a guarantee
+(tests/indexer/test_impacts.py builds
 an index with the count switching every batch and compares it byte for byte with a one-thread build;
 tests/retriever/test_rerank.py compares reranks likewise).
 """

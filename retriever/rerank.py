@@ -476,6 +476,7 @@ def rerank(
         InputError: unreadable inputs, missing corpus, candidates without text.
         CkqtiError: an unreadable checkpoint.
     """
+    from ckqti.files import check_folder_of
     from ckqti.models.specs import UNTRAINED, resolve_model
     from indexer.readers import read_queries, read_query_mapping
     from retriever.runs import check_run_path, write_run
@@ -486,13 +487,23 @@ def rerank(
     if depth < 1:
         raise InputError(f"depth must be at least 1, got {depth}")
     check_candidates(candidates, corpus)
+    out = Path(out)
+    work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
+    if str(candidates) == "bm25":
+        check_folder_of(work / "bm25", "BM25's Lucene index")
     clicks = corpus_clicks(orcas, corpus)  # before the candidates are gathered: a bad line is said at once
+    where_queries = "queries" if isinstance(queries, Mapping) else queries
+    queries = read_query_mapping(queries) if isinstance(queries, Mapping) else read_queries(queries)
+    gathered = None  # a run's candidates, read as the queries are before the model loads: a bad line is said at once
+    if str(candidates) != "bm25" and not Path(candidates).is_dir():
+        gathered = gather_candidates(candidates, queries, depth, corpus, fmt, work)
+        if not any(gathered[0].values()):
+            raise no_candidates_error(gathered[2], queries, where_queries, gathered[3])
     if str(candidates) != "bm25" and Path(candidates).is_dir():
         candidates = Index(candidates)  # once: its checksums are read for its statistics and for its candidates
     # the collection whose vocabulary and statistics a model may read: the corpus's, else the candidate index's
     # (check_candidates: without a corpus the candidates are an index's)
     source = corpus or candidates
-    out = Path(out)
     untrained = str(model_path) in UNTRAINED  # reads the collection's statistics
     if adapt_vocabulary or untrained:
         reranker = open_reranker(model_path, device, max_doc_length, source, fmt, orcas=clicks)
@@ -502,10 +513,7 @@ def rerank(
         reranker = open_reranker(model_path, device, max_doc_length, candidates, fmt, QTI_KINDS)  # as explain --index
     else:
         reranker = open_reranker(model_path, device, max_doc_length, None, fmt)
-    where_queries = "queries" if isinstance(queries, Mapping) else queries
-    queries = read_query_mapping(queries) if isinstance(queries, Mapping) else read_queries(queries)
-    work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
-    cands, texts, where, refused = gather_candidates(candidates, queries, depth, corpus, fmt, work)
+    cands, texts, where, refused = gathered or gather_candidates(candidates, queries, depth, corpus, fmt, work)
     if not any(cands.values()):
         raise no_candidates_error(where, queries, where_queries, refused)
     if texts is None:
