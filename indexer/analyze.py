@@ -230,6 +230,7 @@ def analyze_corpus(
     orcas: str | Path | Clicks | None = None,
     progress=None,
     directory: Path | None = None,
+    clicks_required: bool = True,
 ) -> AnalyzedCorpus:
     """Read and analyze every document of a corpus file, or of documents already read
     (:func:`indexer.readers.read_documents`; ``fmt`` and ``orcas`` are then not used).
@@ -238,11 +239,12 @@ def analyze_corpus(
     ``BATCH_DOCS`` documents at a time (what :meth:`AnalyzedCorpus.load` reads back), and the
     corpus returned reads its documents and term ids from those files, memory-mapped;
     without, it is kept in memory. ``orcas``: an ORCAS file, or its clicks as
-    :func:`indexer.readers.load_orcas` loaded them."""
+    :func:`indexer.readers.load_orcas` loaded them; ``clicks_required``: as
+    :func:`indexer.readers.read_corpus` takes it."""
     clicks = load_orcas(orcas) if isinstance(orcas, (str, Path)) else orcas  # once, to count its repeated lines
     sink = _FileSink(directory) if directory is not None else _MemorySink()
     try:
-        vocab, offsets, clicked = _analyze_into(sink, path, analyzer, fmt, clicks, progress)
+        vocab, offsets, clicked = _analyze_into(sink, path, analyzer, fmt, clicks, progress, clicks_required)
     except BaseException:
         sink.abort()
         raise
@@ -282,7 +284,7 @@ def _write_batch(sink, vocab: Vocabulary, docs: dict[str, list], chunks: list[np
     sink.write(docs, tokens)
 
 
-def _analyze_into(sink, path, analyzer, fmt, orcas, progress) -> tuple[Vocabulary, np.ndarray, int]:
+def _analyze_into(sink, path, analyzer, fmt, orcas, progress, clicks_required=True) -> tuple[Vocabulary, np.ndarray, int]:
     """Every document analyzed into ``sink`` a batch at a time; the vocabulary, the offsets and
     the count of documents with ORCAS clicks."""
     vocab = Vocabulary()
@@ -291,7 +293,8 @@ def _analyze_into(sink, path, analyzer, fmt, orcas, progress) -> tuple[Vocabular
     chunks: list[np.ndarray] = []
     lengths = array("q")  # int64, not a list of Python ints (3.2M documents for MS MARCO)
     clicked = 0
-    for doc in read_corpus(path, fmt=fmt, orcas=orcas) if isinstance(path, (str, os.PathLike)) else path:
+    reading = isinstance(path, (str, os.PathLike))
+    for doc in read_corpus(path, fmt=fmt, orcas=orcas, clicks_required=clicks_required) if reading else path:
         clicked += bool(doc.orcas)
         ids = np.fromiter(filter(None, map(term_ids.__getitem__, analyzer.words(doc.full_text()))), np.int32)
         chunks.append(ids)

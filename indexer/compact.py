@@ -6,7 +6,8 @@ cost time. :func:`compact_index` groups consecutive shards greedily into shards 
 postings from its segments, re-encodes them with :func:`indexer.shards.write_shard` over the
 current vocabulary, and concatenates the document stores. Stored impacts are copied, never
 recomputed, and document order is kept, so every search result is unchanged (integer
-scores, docids and tie order; in anytime mode only where the budget, per shard, does not bind). The new shards are written to ``INDEX/.compact-PID/``, moved
+scores, docids and tie order; in anytime mode only where the budget, per shard, does not bind and
+the slack is 1: slack prunes against each shard's own k-th best). The new shards are written to ``INDEX/.compact-PID/``, moved
 in under new names, the manifest is replaced by an atomic rename, and only then are the
 old shard directories deleted.
 """

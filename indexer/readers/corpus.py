@@ -66,7 +66,7 @@ class Document:
 
 
 def read_corpus(
-    path: str | Path, fmt: str | None = None, orcas: str | Path | Orcas | None = None
+    path: str | Path, fmt: str | None = None, orcas: str | Path | Orcas | None = None, clicks_required: bool = True
 ) -> Iterator[Document]:
     """Stream the documents of a corpus file.
 
@@ -87,16 +87,19 @@ def read_corpus(
             TREC, a tab TSV), so ``cran.all.1400`` reads as SMART.
         orcas: an ORCAS file (see :func:`load_orcas`: a repeated line counts once) or its loaded
             mapping; a document's clicked queries become its ``orcas`` field, capped at 2,000 terms.
+        clicks_required: refuse ``orcas`` when it clicks no document of the corpus (another id
+            scheme, the wrong file); an append, whose few new documents may have no clicks, checks
+            the index's documents itself (:func:`indexer.append.check_clicks`).
 
     Raises:
         InputError: unknown format, malformed line, a docid empty or holding whitespace or an
-            invisible character, a duplicate docid (naming both lines), invalid UTF-8, or no
-            document at all. The format is
+            invisible character, a duplicate docid (naming both lines), invalid UTF-8, no
+            document at all, or (``clicks_required``) clicks for none of them. The format is
             checked when called; the rest as the documents are read.
     """
     fmt = resolve_format(path, fmt, CORPUS_FORMATS, "corpus")
     clicks = load_orcas(orcas) if isinstance(orcas, (str, Path)) else orcas
-    return _checked(path, fmt, clicks, clicks.path if isinstance(clicks, Clicks) else None)
+    return _checked(path, fmt, clicks, clicks.path if isinstance(clicks, Clicks) else None, clicks_required)
 
 
 def check_corpus_start(path: str | Path, fmt: str | None = None) -> None:
@@ -108,7 +111,8 @@ def check_corpus_start(path: str | Path, fmt: str | None = None) -> None:
         raise InputError("no documents in corpus", path)
 
 
-def _checked(path: str | Path, fmt: str, clicks: Orcas | None, orcas_path: str | Path | None) -> Iterator[Document]:
+def _checked(path: str | Path, fmt: str, clicks: Orcas | None, orcas_path: str | Path | None,
+             clicks_required: bool) -> Iterator[Document]:
     seen: set[str] = set()
     clicked = 0
     for number, doc in _PARSERS[fmt](path):
@@ -125,9 +129,14 @@ def _checked(path: str | Path, fmt: str, clicks: Orcas | None, orcas_path: str |
             yield Document(docid, doc.title, doc.text, url=doc.url, orcas=orcas_field(queries) if queries else doc.orcas)
     if not seen:
         raise InputError("no documents in corpus", path)
-    if clicks and not clicked:  # another id scheme, or the wrong file: the field would silently stay empty
-        raise InputError(f"no document of the corpus {path} has a click in the ORCAS file (do their docids match?)",
-                         orcas_path or path)
+    if clicks and not clicked and clicks_required:  # another id scheme, or the wrong file: the field would silently stay empty
+        raise no_clicks_error(path, orcas_path)
+
+
+def no_clicks_error(path: str | Path, orcas_path: str | Path | None, index: str | Path | None = None) -> InputError:
+    """An ORCAS file that clicks no document of the corpus ``path`` (nor of the ``index`` appended to)."""
+    where = f"the corpus {path}" + (f" nor of the index {index}" if index is not None else "")
+    return InputError(f"no document of {where} has a click in the ORCAS file (do their docids match?)", orcas_path or path)
 
 
 def _first_line_of(path: str | Path, fmt: str, docid: str) -> int:
