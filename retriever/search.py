@@ -395,6 +395,8 @@ class Searcher:
         if terms.size == 0 or k < 1:
             empty = np.zeros(0, np.int64)
             return empty, empty, empty, 0
+        if self.engine != "numba" and self._scans([terms], k):  # the engine test first: a numba searcher pays no call here
+            return self._scan_arrays(terms, weights, k)  # before weights=None becomes the kernels' longer array of ones
         if weights is None:  # the kernels read the first terms.size weights: no view needed
             weights = self._ones
             if weights.size < terms.size:
@@ -402,8 +404,6 @@ class Searcher:
             max_score = terms.size * 255
         else:
             max_score = sum(weights.tolist()) * 255  # a Python sum: numpy's costs ~1 us on a few weights
-        if self.engine != "numba" and self._scans([terms], k):  # the engine test first: a numba searcher pays no call here
-            return self._scan_arrays(terms, weights, k)
         saat_topk, _, lookup_cost, exact_slack = self._kernels
         budget, slack = (self.budget, self._slack) if self.mode == "anytime" else (-1, exact_slack)  # _traversal, inline
         shards = self.index.shards
