@@ -202,6 +202,20 @@ class QueryPlan:
     unit: float
     base: float = 0.0
 
+    def held(self, vals):
+        """Integer scores ``vals`` (an int64 array or one) as trec_eval holds a run's scores, a C float
+        (float32): scores that differ beyond single precision tie there, so a ranking breaks their tie
+        by docid as well (a channel weighted very little makes a unit that small beside the offsets)."""
+        return np.float32(vals * self.unit + self.base)
+
+    @cached_property
+    def ties(self):
+        """:meth:`held`, or None where single precision keeps every integer score this plan can give apart
+        (a unit above twice a float's spacing at the largest score): the integers then rank the same, for
+        no float conversion of every hit's score (SciFact's claims over the NDRM3 index all rank so)."""
+        top = float(self.weights.sum()) * 255 * self.unit + abs(self.base)
+        return None if self.unit > 2 * float(np.spacing(np.float32(top))) else self.held
+
 
 class Workspace:
     """Per-thread scratch buffers for the kernels, sized for the largest shard.
@@ -395,6 +409,8 @@ class Searcher:
         if terms.size == 0 or k < 1:
             empty = np.zeros(0, np.int64)
             return empty, empty, empty, 0
+        if self.engine != "numba" and self._scans([terms], k):  # the engine test first: a numba searcher pays no call here
+            return self._scan_arrays(terms, weights, k)  # before weights=None becomes the kernels' longer array of ones
         if weights is None:  # the kernels read the first terms.size weights: no view needed
             weights = self._ones
             if weights.size < terms.size:
@@ -402,8 +418,6 @@ class Searcher:
             max_score = terms.size * 255
         else:
             max_score = sum(weights.tolist()) * 255  # a Python sum: numpy's costs ~1 us on a few weights
-        if self.engine != "numba" and self._scans([terms], k):  # the engine test first: a numba searcher pays no call here
-            return self._scan_arrays(terms, weights, k)
         saat_topk, _, lookup_cost, exact_slack = self._kernels
         budget, slack = (self.budget, self._slack) if self.mode == "anytime" else (-1, exact_slack)  # _traversal, inline
         shards = self.index.shards
@@ -606,7 +620,7 @@ class Searcher:
         k = min(k, self._num_docs)
         live = [p.lists for p in plans if p is not None]
         if live and self._scans(live, k):
-            return [q if plan is None else (text, q, plan, *self._scan_arrays(plan.lists, plan.weights, k, ties=True))
+            return [q if plan is None else (text, q, plan, *self._scan_with_ties(plan.lists, plan.weights, k, plan.ties))
                     for text, q, plan in zip(queries, parsed, plans)]
         want = tie_margin(k)
         step = max(1, MAX_BATCH_HITS // want)  # queries a topk_batch call takes: its [queries, k] rows stay bounded
@@ -623,22 +637,36 @@ class Searcher:
                     [p.lists if p else empty for p in part], [p.weights if p else empty for p in part], want, threads)
             j = i - lo
             top = (vals[j, :counts[j]], shards[j, :counts[j]], docs[j, :counts[j]], int(processed[j]))
-            if tie_at_cut(top[0], k, want):  # this query alone, until every document of the k-th score is in
-                top = self.topk_with_ties(plan.lists, plan.weights, k, 2 * want)
+            if tie_at_cut(top[0], k, want, plan.ties):  # this query alone, until every document of the k-th score is in
+                top = self.topk_with_ties(plan.lists, plan.weights, k, 2 * want, plan.ties)
             results.append((text, q, plan, *top))
         return results
 
-    def topk_with_ties(self, terms: np.ndarray, weights: np.ndarray | None, k: int, want: int | None = None):
+    def topk_with_ties(self, terms: np.ndarray, weights: np.ndarray | None, k: int, want: int | None = None,
+                       held=None):
         """:meth:`topk_arrays`'s top ``k`` and every document tied with the k-th score (so that the
         cut can be made as trec_eval orders ties, by docid; the kernels break them by internal
-        number): ``want`` hits (default :func:`tie_margin`), doubled while the last still ties the k-th."""
+        number): ``want`` hits (default :func:`tie_margin`), doubled while the last still ties the k-th.
+        Scores tie as ``held`` holds them (a function of integer scores, :meth:`QueryPlan.held`; None:
+        the integer scores themselves)."""
         k = min(k, self._num_docs)
         if self._scans([terms], k):
-            return self._scan_arrays(terms, weights, k, ties=True)
+            return self._scan_with_ties(terms, weights, k, held)
         want = tie_margin(k) if want is None else min(want, self._num_docs)
         while True:
             top = self.topk_arrays(terms, weights, want)
-            if not tie_at_cut(top[0], k, want) or want >= self._num_docs:
+            if not tie_at_cut(top[0], k, want, held) or want >= self._num_docs:
+                return top
+            want = min(2 * want, self._num_docs)
+
+    def _scan_with_ties(self, terms: np.ndarray, weights: np.ndarray | None, k: int, held=None):
+        """:meth:`topk_with_ties` by a scan, which keeps every tie of the k-th integer score: scanned again
+        deeper only while a lower integer score, which it left out, would tie the k-th as ``held`` holds it."""
+        want = k
+        while True:
+            top = self._scan_arrays(terms, weights, want, ties=True)
+            vals = top[0]
+            if held is None or vals.size < want or want >= self._num_docs or held(vals[-1] - 1) != held(vals[k - 1]):
                 return top
             want = min(2 * want, self._num_docs)
 
@@ -656,7 +684,7 @@ class Searcher:
         taken in Arrow (:meth:`~retriever.index.Index.docid_column`) and only tied ones made Python strings
         (to order them), scores left in numpy."""
         docids = self.index.docid_column(shards, docs) if vals.size else []
-        order = trec_ranking(vals, docids)[:k]
+        order = trec_ranking(vals if plan.ties is None else plan.held(vals), docids)[:k]
         if isinstance(docids, list):
             docids = list(map(docids.__getitem__, order.tolist()))
         elif order[-1] == order.size - 1 and bool((order[1:] > order[:-1]).all()):  # the first hits, in their order
@@ -677,7 +705,7 @@ class Searcher:
         positive_int(k, "k")
         q = self.parse(query)
         plan = self.plan(q)
-        return self.ranked(query, q, plan, *self.topk_with_ties(plan.lists, plan.weights, k), k).result()
+        return self.ranked(query, q, plan, *self.topk_with_ties(plan.lists, plan.weights, k, None, plan.ties), k).result()
 
     def document_score(self, query: str, docid: str) -> float | None:
         """The score :meth:`search` gives ``docid`` for ``query``, from the document's stored (quantized)
@@ -798,7 +826,8 @@ def search_json(searcher: Searcher, res: SearchResult) -> dict:
 
 
 def trec_ranking(vals: np.ndarray, docids: list[str] | pa.Array) -> np.ndarray:
-    """The order of hits ``vals`` (integer scores), ``docids`` that ranks them as trec_eval does: score
+    """The order of hits ``vals`` (scores as trec_eval holds them, :meth:`QueryPlan.held`, or any ordered
+    numbers), ``docids`` that ranks them as trec_eval does: score
     descending, then docid descending, compared by code point as Python compares strings (docids hold
     no controls, so numpy's fixed-width strings lose no trailing NUL). Hits already by score descending,
     as the kernels give them, have only their ties sorted: a run at k = 1,000 made a numpy string of
@@ -826,11 +855,14 @@ def tie_margin(k: int) -> int:
     return k + max(1, k // TIE_MARGIN)
 
 
-def tie_at_cut(vals: np.ndarray, k: int, want: int) -> bool:
+def tie_at_cut(vals: np.ndarray, k: int, want: int, held=None) -> bool:
     """Whether hits ``vals`` (descending, of ``want`` asked for, k + 1 or more) may leave out a document
-    tied with the k-th: the last one returned, beyond the k-th, still scores as the k-th does, and it
-    is the last asked for (fewer returned than asked: every hit is in)."""
-    return vals.size > k and vals.size >= want and vals[-1] == vals[k - 1]
+    tied with the k-th: the last one returned, beyond the k-th, still scores as the k-th does (as
+    ``held`` holds scores, :meth:`QueryPlan.held`; None: the integers), and it is the last asked for
+    (fewer returned than asked: every hit is in)."""
+    if vals.size <= k or vals.size < want:
+        return False
+    return vals[-1] == vals[k - 1] if held is None else held(vals[-1]) == held(vals[k - 1])
 
 
 def merged_topk(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], k: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -128,6 +128,8 @@ def test_numpy_engine_searches_as_the_kernels_across_shards_with_ties(scifact_in
         weights = rng.integers(1, 3, terms.size)
         got = [x.tolist() for x in numpy_.topk_arrays(terms, weights, 25)[:3]]
         assert got == [x.tolist() for x in kernels.topk_arrays(terms, weights, 25)[:3]]
+        ones = [x.tolist() for x in kernels.topk_arrays(terms, np.ones(terms.size, np.int64), 25)[:3]]
+        assert [x.tolist() for x in numpy_.topk_arrays(terms, None, 25)[:3]] == ones  # None: 1 each (it raised IndexError)
     with pytest.raises(ValueError, match="exact mode only"):
         Searcher(scifact_index, mode="anytime", engine="numpy")
     with pytest.raises(ValueError, match="engine must be"):

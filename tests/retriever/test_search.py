@@ -778,11 +778,11 @@ def test_a_documents_score_skips_a_list_its_shard_was_written_without(tmp_path):
     assert [s.document_score("t2 t4", h.docid) for h in hits] == [5.0, 2.0, 1.0]
 
 
-def random_index(path, num_shards: int, seed: int = 0) -> Index:
+def random_index(path, num_shards: int, seed: int = 0, offset: float = 0.0) -> Index:
     """An index of ``num_shards`` shards written by hand: awkward docids (case, digits as text, accents,
     other scripts, beyond the basic plane, punctuation) and impacts from a few values, so that many
     documents tie, but for term 6, whose documents tie with none (its first 60 of each shard); term ``i`` is
-    named ``t{i}``."""
+    named ``t{i}`` and has the score offset ``offset``."""
     from ckqti.vocab import Vocabulary
     from indexer.build import write_index
     from indexer.quantize import Quantizer
@@ -809,7 +809,7 @@ def random_index(path, num_shards: int, seed: int = 0) -> Index:
                                       channels=1),
                        {"docid": docids, "title": [""] * per_shard, "text": [""] * per_shard, "length": [1] * per_shard}))
     vocab = Vocabulary([f"t{i}" for i in range(vocab_size)], df, df.copy(), num_shards * per_shard, int(df.sum()))
-    write_index(path, shards, vocab, np.zeros(vocab_size), Quantizer(0.5), {"id": "hand", "name": "hand"},
+    write_index(path, shards, vocab, np.full(vocab_size, offset), Quantizer(0.5), {"id": "hand", "name": "hand"},
                 {"stemmer": "none", "stopwords": "none", "lowercase": True})
     return Index(path)
 
@@ -848,6 +848,34 @@ def test_topk_columns_are_topk_many_in_arrow_and_numpy(tmp_path, num_shards, thr
             write_ranked_run(tmp_path / name, [(f"q{i}", r.docids, r.scores) for i, r in enumerate(rows)
                                                if not isinstance(r, QueryError) and len(r.docids)], "t")
         assert (tmp_path / "new.run").read_bytes() == (tmp_path / "old.run").read_bytes()
+
+
+@pytest.mark.parametrize("engine", ["numba", "numpy"])
+@pytest.mark.parametrize("num_shards", [1, 3])
+def test_scores_equal_in_single_precision_rank_as_trec_eval_ranks_them(tmp_path, engine, num_shards):
+    """trec_eval holds a score as a C float: a channel weighted very little (within the 1e-6 it allows)
+    beside the queries' offsets makes scores of different integer sums equal there, and trec_eval
+    ranks them by docid. search, search_many, topk_many and topk_columns rank them so too, and cut
+    at k so (a run's top 5 is the top 5 of its top 10,000 as trec_eval reads either); it ranked by
+    the integer sums, so that a run's lines were not in the order trec_eval evaluated."""
+    from retriever.runs import trec_order
+
+    s = Searcher(random_index(tmp_path / "ix", num_shards, offset=50.0), channel_weights={"one": 1e-6}, engine=engine)
+    queries = ["t0", "t1 t2", "t3 t3 t4 t5", "t0 t1 t2 t3 t4 t5", "t6", "t2 t6"]
+    collapsed = 0
+    for q in queries:
+        every = s.search(q, 10_000)
+        collapsed += len(set(np.float32(every.scores).tolist())) < len(set(every.scores))
+        whole = trec_order(list(zip(every.docids, every.scores)))
+        assert every.docids == [d for d, _ in whole]
+        for k in (5, 40, 10_000):
+            want = [d for d, _ in whole[:k]]
+            assert s.search(q, k).docids == want, (q, k)
+            assert s.search_many([q, "t0"], k, threads=2)[0].docids == want
+            assert s.topk_many([q], k)[0].docids == want
+            top = s.topk_columns([q], k)[0]
+            assert (top.docids if isinstance(top.docids, list) else top.docids.to_pylist()) == want
+    assert collapsed  # different integer sums met as one single-precision score
 
 
 def test_a_tie_at_the_cut_within_the_margin_is_not_searched_again(tmp_path, monkeypatch):
