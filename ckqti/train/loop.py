@@ -68,6 +68,7 @@ from ckqti.train.losses import distill_loss, finite_loss, listwise_loss, ranknet
 from ckqti.train.options import check_seed
 from ckqti.train.sampling import LABELS_WITH_RELEVANT, Example, docs_per_example, sample_epoch
 from ckqti.train.scoring import as_run, encode_by_length, score_pairs
+from ckqti.train.stage_state import fresh_note, stop_epoch, what_is_left
 
 EMBEDDING_INITS = ("skipgram", "minilm", "random")  # or a checkpoint file (``.pt``): its word vectors
 MODEL_INITS = ("paper", "match")
@@ -637,19 +638,10 @@ def resume_notes(resume: bool, resuming: bool, state: RunState, path: Path, conf
     started over silently, and a run without ``--resume`` silently replaced an interrupted run's state."""
     if resuming:
         best = f"best dev nDCG@10 {state.best:.4f} at epoch {state.best_epoch}" if state.best_epoch else "no best yet"
-        if state.epoch >= config.epochs:
-            left = f"all {config.epochs} epochs are done" if config.epochs > 1 else "its one epoch is done"
-        elif state.since_best >= config.patience:
-            left = f"stopped early: no better dev nDCG@10 in {counted(state.since_best, 'epoch')} (--patience)"
-        else:
-            left = f"epoch {state.epoch + 1} of {config.epochs} next"
+        stop = stop_epoch(state.history, config.epochs, config.patience, RunState.best, state.epoch)
+        left = what_is_left(state.epoch, state.since_best, state.best_epoch, stop, config.epochs, config.patience)
         return [f"resuming from {path} after epoch {state.epoch} ({best}): {left}"]
-    if resume:
-        return [f"nothing to resume ({path} does not exist): training from epoch 1"]
-    if path.is_file():
-        return [f"{path} holds an earlier run's state: training from epoch 1 replaces it (--resume continues it)"]
-    return []
-
+    return [note] if (note := fresh_note(path, resume)) else []
 
 def _save_model(path: Path, model: nn.Module, data: TrainingData, config: TrainConfig, meta: dict) -> Checkpoint:
     return save_checkpoint(path, model, config.model, model.config.to_dict(), data.collection.vocab,

@@ -12,7 +12,7 @@ patience may change.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,12 +46,42 @@ class StageProgress:
     def stop_epoch(self, epochs: int, patience: int) -> int:
         """The epoch after which a run of ``epochs`` and ``patience`` from the start stops, as far as the
         history shows (its last epoch: no stop before it)."""
-        best, since = self.history[0]["dev_ndcg10"], 0
-        for h in self.history[1:]:
-            if h["epoch"] > epochs or since >= patience:
-                return h["epoch"] - 1
-            best, since = (h["dev_ndcg10"], 0) if h["dev_ndcg10"] > best else (best, since + 1)
-        return self.epoch
+        return stop_epoch(self.history[1:], epochs, patience, self.history[0]["dev_ndcg10"], self.epoch)
+
+
+def stop_epoch(history: Sequence[Mapping[str, Any]], epochs: int, patience: int, start: float, last: int) -> int:
+    """The epoch after which a run of ``epochs`` and ``patience`` stops, as far as ``history`` (its trained
+    epochs in order, each's ``epoch`` and ``dev_ndcg10``) shows: ``start`` is the dev score to beat before
+    the first, ``last`` the epochs trained (no stop before it: ``last``)."""
+    best, since = start, 0
+    for h in history:
+        if h["epoch"] > epochs or since >= patience:
+            return h["epoch"] - 1
+        best, since = (h["dev_ndcg10"], 0) if h["dev_ndcg10"] > best else (best, since + 1)
+    return last
+
+
+def what_is_left(epoch: int, since: int, best_epoch: int, stop: int, epochs: int, patience: int) -> str:
+    """A resumed run's prospect, for its note: saved after ``epoch`` (``since`` epochs after its best, epoch
+    ``best_epoch``), where a run of ``epochs`` and ``patience`` stops after ``stop`` (:func:`stop_epoch`)."""
+    if stop < epoch:  # epochs or patience lowered: the saved run went on past them
+        return (f"trained to epoch {epoch}, past epoch {stop} where --epochs {epochs} and --patience {patience} stop: "
+                f"the best of all {epoch} is kept"
+                + (f" (epoch {best_epoch}: not what a run of these settings ends with)" if best_epoch > stop else ""))
+    if since >= patience:
+        return f"stopped early: no better dev nDCG@10 in {counted(since, 'epoch')} (--patience)"
+    if epoch >= epochs:
+        return f"all {epochs} epochs are done" if epochs > 1 else "its one epoch is done"
+    return f"epoch {epoch + 1} of {epochs} next"
+
+
+def fresh_note(path: Path, resume: bool) -> str | None:
+    """A run that resumes nothing, in one line: ``resume`` found no state at ``path``, or a new run replaces it."""
+    if resume:
+        return f"nothing to resume ({path} does not exist): training from epoch 1"
+    if path.is_file():
+        return f"{path} holds an earlier run's state: training from epoch 1 replaces it (--resume continues it)"
+    return None
 
 
 @dataclass(frozen=True)
@@ -108,25 +138,10 @@ class StageState:
         if progress is not None:
             best = (f"best dev nDCG@10 {progress.best:.4f} at epoch {progress.best_epoch}" if progress.best_epoch
                     else f"no epoch beat the start's dev nDCG@10 {progress.best:.4f}")
-            stop = progress.stop_epoch(epochs, patience)
-            if stop < progress.epoch:  # epochs or patience lowered: the saved run went on past them
-                left = (f"trained to epoch {progress.epoch}, past epoch {stop} where --epochs {epochs} and --patience "
-                        f"{patience} stop: the best of all {progress.epoch} is kept"
-                        + (f" (epoch {progress.best_epoch}: not what a run of these settings ends with)"
-                           if progress.best_epoch > stop else ""))
-            elif progress.since >= patience:
-                left = f"stopped early: no better dev nDCG@10 in {counted(progress.since, 'epoch')} (--patience)"
-            elif progress.epoch >= epochs:
-                left = f"all {epochs} epochs are done" if epochs > 1 else "its one epoch is done"
-            else:
-                left = f"epoch {progress.epoch + 1} of {epochs} next"
+            left = what_is_left(progress.epoch, progress.since, progress.best_epoch,
+                                progress.stop_epoch(epochs, patience), epochs, patience)
             return f"resuming from {self.path} after epoch {progress.epoch} ({best}): {left}"
-        if self.resume:
-            return f"nothing to resume ({self.path} does not exist): training from epoch 1"
-        if self.path.is_file():
-            return f"{self.path} holds an earlier run's state: training from epoch 1 replaces it (--resume continues it)"
-        return None
-
+        return fresh_note(self.path, self.resume)
 
 def show(note: str | None, progress: bool) -> None:
     if note is not None and progress:

@@ -134,6 +134,24 @@ def test_resuming_a_run_that_stopped_early_says_so(tmp_path):
         "no better dev nDCG@10 in 3 epochs (--patience)"]
 
 
+def test_resuming_with_fewer_epochs_or_less_patience_than_the_saved_run_used_says_what_it_keeps(tmp_path):
+    """Four epochs saved (the best the third), resumed with --epochs 2: the note said 'all 2 epochs are done' and
+    kept epoch 3's model, which a run of 2 epochs never reaches (as the re-rankers' note did, session 44)."""
+    from ckqti.train.loop import RunState, resume_notes
+
+    history = [{"epoch": e, "dev_ndcg10": d} for e, d in enumerate([0.53, 0.60, 0.78, 0.75], start=1)]
+    state = RunState(epoch=4, best=0.78, best_epoch=3, since_best=1, history=history)
+    path = tmp_path / "state.pt"
+    note = resume_notes(True, True, state, path, dataclasses.replace(CONFIG, epochs=2, patience=10))
+    assert note == [f"resuming from {path} after epoch 4 (best dev nDCG@10 0.7800 at epoch 3): trained to epoch 4, past "
+                    "epoch 2 where --epochs 2 and --patience 10 stop: the best of all 4 is kept (epoch 3: not what a run "
+                    "of these settings ends with)"]
+    assert resume_notes(True, True, state, path, dataclasses.replace(CONFIG, epochs=4, patience=10))[0].endswith(
+        ": all 4 epochs are done")
+    assert resume_notes(True, True, state, path, dataclasses.replace(CONFIG, epochs=6, patience=10))[0].endswith(
+        ": epoch 5 of 6 next")
+
+
 def test_resume_refuses_other_settings(tmp_path, tiny_scifact):
     run(tiny_scifact, tmp_path / "m.pt", config={"epochs": 1})
     with pytest.raises(CkqtiError, match="other settings"):
