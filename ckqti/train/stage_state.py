@@ -5,8 +5,9 @@ in the work folder (``state.pt``; IDCM's ``stage<N>.state.pt``): model, optimize
 the best weights so far, the history and the epochs since the best. ``resume`` continues from it:
 each epoch's examples are drawn from ``(seed, epoch)`` and the RNG is restored, so a resumed run
 ends with an uninterrupted run's weights (NDRM's trainer does the same with its own
-``state.pt``, :mod:`ckqti.train.loop`). A state of other settings or data is refused; epochs and
-patience may change.
+``state.pt``, :mod:`ckqti.train.loop`, whose resume note shares :func:`stop_epoch`,
+:func:`what_is_left` and :func:`fresh_note`). A state of other settings or data is refused; epochs
+and patience may change.
 """
 
 from __future__ import annotations
