@@ -200,8 +200,7 @@ def check_docids(index: Path, manifest: Manifest, corpus: AnalyzedCorpus, source
     new = docs.table.column("docid") if isinstance(docs, DocumentColumns) else pa.array(docs["docid"], pa.string())
     held = None
     for s in manifest.shards:
-        shard = pa.ipc.open_file(pa.memory_map(str(index / s.name / DOCS_FILE), "r")).read_all()
-        found = pc.is_in(new, value_set=shard.column("docid").combine_chunks())
+        found = pc.is_in(new, value_set=shard_docids(index, s.name))
         held = found if held is None else pc.or_(held, found)
     if held is None or not pc.any(held).as_py():
         return
@@ -223,10 +222,14 @@ def check_clicks(index: Path, manifest: Manifest, clicks, corpus_path: Path) -> 
     one, often has none clicked; they are stored as an append without the file stores them."""
     clicked = pa.array(list(clicks), pa.string())
     for s in manifest.shards:
-        shard = pa.ipc.open_file(pa.memory_map(str(index / s.name / DOCS_FILE), "r")).read_all()
-        if pc.any(pc.is_in(shard.column("docid").combine_chunks(), value_set=clicked)).as_py():
+        if pc.any(pc.is_in(shard_docids(index, s.name), value_set=clicked)).as_py():
             return
     raise no_clicks_error(corpus_path, clicks.path, index)
+
+
+def shard_docids(index: Path, name: str) -> pa.Array:
+    """The docids of the index's shard ``name``, an Arrow array read from its memory-mapped document store."""
+    return pa.ipc.open_file(pa.memory_map(str(index / name / DOCS_FILE), "r")).read_all().column("docid").combine_chunks()
 
 
 def _line_of(path: Path, fmt: str | None, docid: str) -> int | None:

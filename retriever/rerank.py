@@ -495,12 +495,13 @@ def rerank(
     where_queries = "queries" if isinstance(queries, Mapping) else queries
     queries = read_query_mapping(queries) if isinstance(queries, Mapping) else read_queries(queries)
     gathered = None  # a run's candidates, read as the queries are before the model loads: a bad line is said at once
-    if str(candidates) != "bm25" and not Path(candidates).is_dir():
-        gathered = gather_candidates(candidates, queries, depth, corpus, fmt, work)
-        if not any(gathered[0].values()):
-            raise no_candidates_error(gathered[2], queries, where_queries, gathered[3])
-    if str(candidates) != "bm25" and Path(candidates).is_dir():
-        candidates = Index(candidates)  # once: its checksums are read for its statistics and for its candidates
+    if str(candidates) != "bm25":
+        if Path(candidates).is_dir():
+            candidates = Index(candidates)  # once: its checksums are read for its statistics and for its candidates
+        else:
+            gathered = gather_candidates(candidates, queries, depth, corpus, fmt, work)
+            if not any(gathered[0].values()):
+                raise no_candidates_error(gathered[2], queries, where_queries, gathered[3])
     # the collection whose vocabulary and statistics a model may read: the corpus's, else the candidate index's
     # (check_candidates: without a corpus the candidates are an index's)
     source = corpus or candidates
