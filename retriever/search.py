@@ -36,7 +36,13 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 MAX_QUERY_TERMS = 1024
+# the most a query's integer weights add up to: the kernels' histogram has an entry per score a document can
+# reach (weights x 255; 134 MB at this bound), and the uint32 accumulators overflow past 16.8 million of weight.
+# A one-channel query weighs a term by its count, so only a query of more than 65,536 term occurrences is past
+# it (a multi-channel one, of at least 512 lists near the largest weight): see QueryPlan.within_bound
+MAX_QUERY_WEIGHT = 1 << 16
 ACC16_MAX = np.iinfo(np.uint16).max  # the largest score uint16 accumulators hold
+ACC32_MAX = np.iinfo(np.uint32).max  # the largest score any accumulator holds: weights past it / 255 are refused
 BATCH_CHUNK = 64  # queries a kernel call takes at a time in one-thread batch search
 # With several threads, a batch is cut into CHUNKS_PER_THREAD chunks a thread, taken in turn: every
 # chunk after a thread's first waits for the GIL between two kernel calls, and that hand-off cost
@@ -202,6 +208,18 @@ class QueryPlan:
     unit: float
     base: float = 0.0
 
+    def within_bound(self) -> QueryPlan:
+        """This plan, or, when its weights add up past :data:`MAX_QUERY_WEIGHT`, one whose weights are scaled
+        down to it (each kept >= 1) and whose unit is scaled up by as much: the same scores to within one
+        unit of weight per list (a query of 100,000 occurrences of one word and one of another ranks as
+        exactly weighted), for scratch memory that stays bounded."""
+        total = int(self.weights.sum())
+        if total <= MAX_QUERY_WEIGHT:
+            return self
+        scale = MAX_QUERY_WEIGHT / total
+        weights = np.maximum(np.floor(self.weights * scale), 1).astype(np.int64)
+        return QueryPlan(self.lists, weights, self.unit / scale, self.base)
+
     def held(self, vals):
         """Integer scores ``vals`` (an int64 array or one) as trec_eval holds a run's scores, a C float
         (float32): scores that differ beyond single precision tie there, so a ranking breaks their tie
@@ -339,7 +357,7 @@ class Searcher:
         quant = self.index.quantizer
         base = float(self.index.offsets[q.terms].astype(np.float64) @ q.weights) if q.terms.size else 0.0
         if quant.weights == ("one",):
-            return QueryPlan(q.terms, q.weights, quant.steps[0] * self.channel_mult[0], base)
+            return QueryPlan(q.terms, q.weights, quant.steps[0] * self.channel_mult[0], base).within_bound()
         c = quant.channels
         idf_weighted = np.array([w == "idf" for w in quant.weights])  # [C]
         per_term = np.where(idf_weighted[None, :], self.index.idf[q.terms][:, None], 1.0)  # [T, C]
@@ -352,7 +370,7 @@ class Searcher:
         w = np.rint(f / unit)
         w[(w == 0) & (255 * f >= unit)] = 1
         keep = w > 0
-        return QueryPlan(lists[keep].astype(np.int64), w[keep].astype(np.int64), unit, base)
+        return QueryPlan(lists[keep].astype(np.int64), w[keep].astype(np.int64), unit, base).within_bound()
 
     def unweighted(self, q: ParsedQuery, plan: QueryPlan) -> list[str]:
         """Known query terms none of whose posting lists the plan keeps: they add nothing to any
@@ -418,6 +436,9 @@ class Searcher:
             max_score = terms.size * 255
         else:
             max_score = sum(weights.tolist()) * 255  # a Python sum: numpy's costs ~1 us on a few weights
+            if max_score > ACC32_MAX:
+                raise ValueError(f"weights add up to {max_score // 255:,}: scores would overflow the accumulators "
+                                 f"(plan() keeps a query's within {MAX_QUERY_WEIGHT:,})")
         saat_topk, _, lookup_cost, exact_slack = self._kernels
         budget, slack = (self.budget, self._slack) if self.mode == "anytime" else (-1, exact_slack)  # _traversal, inline
         shards = self.index.shards
@@ -516,6 +537,9 @@ class Searcher:
         cum = np.zeros(q_terms.size + 1, np.int64)
         np.cumsum(q_weights, out=cum[1:])
         top_scores = (cum[q_ptr[1:]] - cum[q_ptr[:-1]]) * 255  # each query's largest score
+        if top_scores.max() > ACC32_MAX:
+            raise ValueError(f"a query's weights add up to {int(top_scores.max()) // 255:,}: scores would overflow the "
+                             f"accumulators (plan() keeps a query's within {MAX_QUERY_WEIGHT:,})")
         budget, slack = self._traversal()
         _, saat_batch, lookup_cost, _ = self._kernels
         shards = self.index.shards

@@ -907,3 +907,31 @@ def test_a_tie_at_the_cut_within_the_margin_is_not_searched_again(tmp_path, monk
         assert top.docids == [h.docid for h in hits] and top.scores == [h.score for h in hits]
         want = sorted(((scores[d[0]], d) for d in (line.split("\t")[0] for line in lines)), reverse=True)[:k]
         assert top.docids == [d for _, d in want]
+
+
+def test_a_query_of_huge_term_counts_ranks_within_bounded_scratch(tmp_path):
+    """A one-channel index weighs a query term by its count, and the kernels' histogram has an entry per
+    score a document can reach (sum of weights x 255): a query repeating a word 100,000 times made it 204 MB
+    (a million times, 2 GB; past 16.8 million, scores overflowed the uint32 accumulators). Weights past
+    ``MAX_QUERY_WEIGHT`` in all are scaled down to it, the unit up by as much: the same ranking here, scores
+    within the rounding of one weight, and scratch that stays bounded."""
+    from indexer.quantize import Quantizer
+    from retriever.search import MAX_QUERY_WEIGHT
+
+    idx = hand_index(tmp_path / "idx", HAND_ONE, 5, 5, Quantizer(0.5))
+    s = Searcher(idx)
+    query = "t2 " * 100_000 + "t3"
+    plan = s.plan(s.parse(query))
+    assert plan.weights.sum() <= MAX_QUERY_WEIGHT + plan.weights.size < 100_001  # exact weights: 100,000 and 1
+    res = s.search(query, 10)
+    impact = {(t, d): i for t, pairs in HAND_ONE.items() for d, i in pairs}
+    want = {f"d{d}": 0.5 * (100_000 * impact.get((2, d), 0) + impact.get((3, d), 0)) for d in range(4)}
+    assert [h.docid for h in res.hits] == ["d3", "d0", "d1", "d2"]
+    assert [h.score for h in res.hits] == pytest.approx([want[h.docid] for h in res.hits], abs=255 * plan.unit)
+    assert max(ws.hist.size for ws in s._free) <= (MAX_QUERY_WEIGHT + plan.weights.size) * 255 + 2 < 100_001 * 255
+    assert s.search_many([query], 10)[0] == res
+    assert s.document_score(query, "d3") == res.hits[0].score
+    with pytest.raises(ValueError, match="would overflow the accumulators"):
+        s.topk_arrays(np.array([2, 3]), np.array([1 << 25, 1]), 10)
+    with pytest.raises(ValueError, match="would overflow the accumulators"):
+        s.topk_batch([np.array([2])], [np.array([1 << 25])], 10)
