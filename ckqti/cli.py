@@ -400,7 +400,8 @@ def info_lines(info) -> list[str]:
     ]
     if info.corpus:
         built = f" in {info.build_seconds:.1f} s" if info.build_seconds is not None else ""
-        since = f"; {info.appends} append(s) since" if info.appends else ""
+        changes = [f"{n} {what}(s)" for n, what in ((info.appends, "append"), (info.compactions, "compaction")) if n]
+        since = f"; {', '.join(changes)} since" if changes else ""
         clicks = f" with ORCAS clicks from {info.orcas}{clicked_note(info.orcas_documents)}" if info.orcas else ""
         lines.append(f"built from  {info.corpus}{clicks}{built}{since}")
     if info.appended_orcas:

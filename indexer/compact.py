@@ -80,9 +80,11 @@ def compact_index(index_path: str | Path, shard_size: int = 100_000) -> Manifest
         work.mkdir()
         try:
             infos, written = merge_groups(work, idx, groups, next_shard_number(index, manifest))
+            holder = {manifest.shards[i].name: info.name for info, group in zip(infos, groups) for i in group}
             updated = replace(
                 manifest,
                 shards=infos,
+                appends=[renamed_shards(a, holder) for a in manifest.appends],
                 num_postings=sum(i.num_postings for i in infos),
                 generation=manifest.generation + 1,
             )
@@ -91,6 +93,14 @@ def compact_index(index_path: str | Path, shard_size: int = 100_000) -> Manifest
             return updated
         finally:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def renamed_shards(record: dict, holder: dict[str, str]) -> dict:
+    """An append's manifest record with its ``shards`` named as the shards that hold their documents
+    after a compaction (``holder``: old name -> new), each once, in order; names not there are kept."""
+    if not isinstance(record.get("shards"), list):
+        return record
+    return {**record, "shards": list(dict.fromkeys(holder.get(s, s) for s in record["shards"]))}
 
 
 def merge_groups(work: Path, idx, groups: list[list[int]], number: int) -> tuple[list[ShardInfo], list[str]]:

@@ -34,6 +34,7 @@ class IndexInfo:
         shards: ``name``, ``docs``, ``postings`` of each shard.
         clipped_impacts: impacts stored as 255 though above 255 steps, at build (forced steps) and
             by appends; ``appended_clipped_impacts`` of them by appends.
+        appends, compactions: how many changed the index since its build (``generation``, both together).
         unfinished: a build's folder beside the index (``.partial``): one interrupted, or running now
             (``building``), else None.
         building: the process id of a build of this index running now (in ``unfinished``), else None.
@@ -69,6 +70,7 @@ class IndexInfo:
     build_seconds: float | None
     generation: int
     appends: int
+    compactions: int
     clipped_impacts: int
     appended_clipped_impacts: int
     unfinished: str | None
@@ -171,6 +173,7 @@ def summary(path: Path, partial: Path, verify: bool) -> IndexInfo:
         build_seconds=m.build.get("seconds"),
         generation=m.generation,
         appends=len(m.appends),
+        compactions=max(m.generation - len(m.appends), 0),  # each append and each compaction is a generation
         clipped_impacts=m.clipped_impacts,
         appended_clipped_impacts=sum(a.get("clipped_impacts", 0) for a in m.appends),
         unfinished=str(partial) if partial.is_dir() else None,

@@ -34,6 +34,7 @@ from indexer.impacts import ImpactConfig
 from indexer.readers import read_corpus, read_queries
 from indexer.stamps import STAMPS_FILE
 from retriever.index import Index
+from retriever.info import index_info
 from retriever.kernels import brute_force_scores
 from retriever.search import Searcher
 
@@ -140,8 +141,13 @@ def test_append_then_compact_equals_a_fresh_build(tmp_path, parts, index_a, quer
                                               360).idf())
     assert_same_results(idx, fresh, queries)
 
+    assert m.appends[0]["shards"] == ["shard-00003", "shard-00004"]
     compact_index(idx, shard_size=150)  # [100] [100, 40] [100, 20]: two merged shards, one kept
-    assert [s.num_docs for s in Manifest.read(idx).shards] == [100, 140, 120]
+    cm = Manifest.read(idx)
+    assert [s.num_docs for s in cm.shards] == [100, 140, 120]
+    # the append's record names the shards holding its documents now (it named two merged away)
+    assert cm.appends[0]["shards"] == [cm.shards[2].name] and cm.shards[2].name not in old_files
+    assert index_info(idx).compactions == 1 and index_info(idx).appends == 1
     assert_same_results(idx, fresh, queries)
     compact_index(idx, shard_size=1000)
     one = tmp_path / "one"
@@ -528,6 +534,8 @@ def test_cli_append_and_compact_equal_the_api(tmp_path, parts, index_a, queries)
     api.append(b, api_idx, shard_size=100, progress=False)
     res = run(cli, ["compact", "--index", str(cli_idx), "--shard-size", "250"])
     assert res.exit_code == 0 and res.stdout.strip() == f"2 shard(s), 360 documents in {cli_idx}"
+    res = run(cli, ["info", "--index", str(cli_idx)])
+    assert res.exit_code == 0 and "; 1 append(s), 1 compaction(s) since" in res.stdout, res.output
     api.compact(api_idx, shard_size=250)
     assert_same_results(cli_idx, api_idx, queries[:40])
     # (without --index or --out, both read the default index: tests/ckqti/test_cli.py)
