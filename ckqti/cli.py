@@ -308,6 +308,7 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
         if clipped := m.appends[-1].get("clipped_impacts"):
             echo(f"note: {counted(clipped, 'impact')} of the new documents exceeded the build's largest: stored "
                  "as 255 (`ckqti info` counts clipped impacts; rebuild if many: docs/INDEX.md)", err=True)
+        truncated_note(m.appends[-1].get("truncated_documents"), m)
         return
     out = default_index() if out is None else out
     m = api.index(corpus, out, model, fmt, orcas, shard_size, force=force, resume=not no_resume, device=device,
@@ -318,6 +319,16 @@ def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size,
          + (clicked_note(m.corpus.get("orcas_documents")) if orcas else ""))
     if orcas:
         repeated_note(m.corpus.get("orcas_repeated"), orcas)
+    truncated_note(m.build.get("truncated_documents"), m)
+
+
+def truncated_note(documents: int | None, manifest) -> None:
+    """A note on stderr when ``documents`` (of a build or append of the index of ``manifest``) are longer than
+    the model reads: a term only past that many is not indexed for them (a search for it does not find them)."""
+    if documents:
+        cap = manifest.build.get("impact_config", {}).get("max_doc_terms")
+        echo(f"note: {counted(documents, 'document')} longer than the model reads ({cap:,} terms, with any ORCAS "
+             "field): terms past that are not indexed for them", err=True)
 
 
 def check_index_options(append_to: bool, out, index_path, ray_address, workers, neighbours, force: bool,
@@ -475,6 +486,10 @@ def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channe
         echo(f"note: not in the index vocabulary, skipped: {' '.join(res.oov)}", err=True)
     if res.unweighted:
         echo(unweighted_note(searcher, res.unweighted), err=True)
+    if unstored := searcher.unstored([t for t in res.terms if t not in res.unweighted]):
+        cap = searcher.index.manifest.build.get("impact_config", {}).get("max_doc_terms")
+        past = f" (a term only past a document's first {cap:,} terms, all the model reads, is not indexed)" if cap else ""
+        echo(f"note: in the vocabulary but in no document's postings: {' '.join(unstored)}{past}", err=True)
     if as_json:
         click.echo(json.dumps(search_json(searcher, res)))
         return

@@ -106,6 +106,10 @@ class AnalyzedCorpus:
     def doc_tokens(self, i: int) -> np.ndarray:
         return self.tokens[self.offsets[i] : self.offsets[i + 1]]
 
+    def longer_than(self, terms: int) -> int:
+        """How many documents have more than ``terms`` terms (a model reads its first ``max_doc_terms``)."""
+        return int(np.count_nonzero(np.diff(self.offsets) > terms))
+
     def token_lists(self, start: int, stop: int) -> TokenLists:
         return TokenLists(self.offsets, self.tokens, start, stop)
 

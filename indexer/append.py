@@ -317,6 +317,7 @@ def _append(index, work, manifest, corpus_path, model_factory, model_info, shard
         "new_terms": len(vocab) - len(base),
         "shards": [i.name for i in infos],
         "clipped_impacts": clipped,
+        "truncated_documents": corpus.longer_than(scorer.config.max_doc_terms),
         "seconds": round(time.time() - t0, 3),
     }
     updated = replace(

@@ -384,7 +384,8 @@ def corpus_record(corpus_path: Path | None, fmt: str | None, orcas: Path | None,
 
 
 def build_record(config: BuildConfig, t0: float, vocab: Vocabulary, **extra) -> dict:
-    """The manifest's ``build`` entry: settings, seconds since ``t0``, collection size."""
+    """The manifest's ``build`` entry: settings, seconds since ``t0``, collection size, and ``extra``
+    (``truncated_documents``: documents longer than the model reads, whose later terms score nothing)."""
     return {
         "shard_size": config.shard_size,
         "impacts": repr(config.impacts),
@@ -417,7 +418,7 @@ def _build(corpus_path, out, work, model, model_info, config, fmt, orcas, force,
         model_info,
         config.analyzer.to_dict(),
         corpus=corpus_record(corpus_file(corpus_path), fmt, orcas, corpus.clicked, corpus.repeated),
-        build=build_record(config, t0, corpus.vocab),
+        build=build_record(config, t0, corpus.vocab, truncated_documents=corpus.longer_than(config.impacts.max_doc_terms)),
         constants=qti.index_constants(),
         clipped=count_clipped(corpus, quantizer, config, work / "raw"),
     )

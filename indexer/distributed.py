@@ -558,7 +558,8 @@ def _build(corpus, scorer, inputs: BuildInputs, plan: RayPlan, gpu: bool, progre
         config.analyzer.to_dict(),
         corpus=inputs.corpus_entry(corpus),
         build=build_record(
-            config, t0, corpus.vocab, ray={"address": address or "local", "workers": plan.workers, "device": plan.device}
+            config, t0, corpus.vocab, ray={"address": address or "local", "workers": plan.workers, "device": plan.device},
+            truncated_documents=corpus.longer_than(config.impacts.max_doc_terms),
         ),
         constants=scorer.model.index_constants(),
     )

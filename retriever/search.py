@@ -380,6 +380,20 @@ class Searcher:
         kept = set((plan.lists // self.index.quantizer.channels).tolist())
         return [t for t, i in zip(q.known, q.terms.tolist()) if i not in kept]
 
+    def unstored(self, terms: list[str]) -> list[str]:
+        """Of the vocabulary's ``terms``, those no shard stores a posting for (a term only past the model's
+        ``max_doc_terms`` in its documents): they match no document."""
+        c = self.index.quantizer.channels
+
+        def stored(t: int) -> bool:
+            for sh in self.index.shards:
+                lists = sh.seg_ptr[min(t * c, sh.seg_ptr.shape[0] - 1):min((t + 1) * c, sh.seg_ptr.shape[0] - 1) + 1]
+                if lists.size and lists[-1] > lists[0]:
+                    return True
+            return False
+
+        return [t for t in terms if not stored(self.index.term_ids[t])]
+
     @cached_property
     def _kernels(self) -> tuple:
         """``(saat_topk, saat_batch, LOOKUP_COST, EXACT_SLACK)`` of :mod:`retriever.kernels`, imported on

@@ -364,6 +364,27 @@ def test_index_and_append_count_postings_as_info_does(tmp_path):
                                                       f"2 shard(s) in {tmp_path / 'idx'}")
 
 
+def test_terms_past_what_the_model_reads_are_noted_at_build_append_and_search(tmp_path):
+    """A document's terms past the model's 4,000 (SPEC) are not indexed: a search for a word only there said
+    "no documents match" and nothing else, and neither the build nor an append said any document was cut."""
+    filler = " ".join(f"w{i % 3000}" for i in range(4400))
+    (tmp_path / "c.tsv").write_text(f"d1\t{filler} quokka\nd2\tzebra finch\nd3\tshort\n")
+    res = invoke("index", tmp_path / "c.tsv", "--out", tmp_path / "idx", "--model", "ndrm2")
+    assert res.exit_code == 0, res.output
+    assert res.stderr.strip() == ("note: 1 document longer than the model reads (4,000 terms, with any ORCAS field): "
+                                  "terms past that are not indexed for them")
+    res = invoke("search", "quokka zebra", "--index", tmp_path / "idx")
+    assert res.exit_code == 0 and "d2" in res.stdout and "d1" not in res.stdout
+    assert res.stderr.strip() == ("note: in the vocabulary but in no document's postings: quokka (a term only past a "
+                                  "document's first 4,000 terms, all the model reads, is not indexed)")
+    assert invoke("search", "zebra", "--index", tmp_path / "idx").stderr == ""  # stored terms: no note
+    (tmp_path / "more.tsv").write_text(f"e1\t{filler}\ne2\t{filler}\ne3\tshort\n")
+    res = invoke("index", tmp_path / "more.tsv", "--append", "--index", tmp_path / "idx")
+    assert res.exit_code == 0 and "note: 2 documents longer than the model reads (4,000 terms" in res.stderr, res.output
+    m = Manifest.read(tmp_path / "idx")
+    assert (m.build["truncated_documents"], m.appends[0]["truncated_documents"]) == (1, 2)
+
+
 def test_missing_index_is_a_clear_error(tmp_path):
     res = invoke("search", "x", "--index", tmp_path / "nope")
     assert res.exit_code != 0 and "no such index directory" in res.output
