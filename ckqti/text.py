@@ -33,6 +33,13 @@ _ALNUM_BYTES = bytes(b if chr(b) in "0123456789abcdefghijklmnopqrstuvwxyz" else 
 PREFIX_CHARS_PER_TERM = 12  # Analyzer.prefix's first chunk: English text has ~7-9 characters an analyzed term
 
 
+def alphanumeric_words(text: str) -> list[str]:
+    """The runs of ASCII digits and lower-case letters in ``text``: :meth:`Analyzer.words` of text
+    already lower-cased, every term an analyzer makes from it and its stopwords (the unit ORCAS's
+    2,000-term cap counts, :func:`indexer.readers.orcas_field`)."""
+    return text.encode("utf-8", "surrogatepass").translate(_ALNUM_BYTES).decode("ascii").split()
+
+
 @dataclass(frozen=True)
 class Analyzer:
     """Turns text into index terms.
@@ -65,9 +72,7 @@ class Analyzer:
         """Lower-cased alphanumeric tokens, stopwords kept: the non-empty pieces of ``_NON_ALNUM.split``,
         found as the bytes that ``_ALNUM_BYTES`` keeps (half the time of the regular expression; a lone
         surrogate, which UTF-8 cannot hold, is encoded as three bytes >= 0x80 and so is a separator too)."""
-        if self.lowercase:
-            text = text.lower()
-        return text.encode("utf-8", "surrogatepass").translate(_ALNUM_BYTES).decode("ascii").split()
+        return alphanumeric_words(text.lower() if self.lowercase else text)
 
     def tokens(self, text: str) -> list[str]:
         """Lower-cased alphanumeric tokens with stopwords removed (not yet stemmed)."""

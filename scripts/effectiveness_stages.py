@@ -350,17 +350,20 @@ def ensure_checkpoint(key: str, work: Path, retrain: bool = False) -> dict:
 
 
 def orcas_file(work: Path) -> Path:
-    """``docid<TAB>claim`` lines from SciFact *train* claims (:func:`orcas_pairs`)."""
+    """``docid<TAB>claim`` lines from SciFact *train* claims (:func:`orcas_pairs`), written again
+    whenever the file in ``work`` holds anything else (an older run's, edited: a test claim in it
+    would reach the index as a click); an unchanged file keeps its times."""
     from ckqti.files import replacing
     from indexer.readers import read_qrels, read_queries
 
     sf = collections()["scifact"]
     path = work / "orcas-scifact-train.tsv"
-    if not path.is_file():
-        pairs = orcas_pairs(read_qrels(sf.corpus.parent / "qrels" / "train.tsv"), read_queries(sf.queries),
-                            read_qrels(sf.qrels))
+    pairs = orcas_pairs(read_qrels(sf.corpus.parent / "qrels" / "train.tsv"), read_queries(sf.queries),
+                        read_qrels(sf.qrels))
+    text = "".join(f"{d}\t{q}\n" for d, q in pairs)
+    if not path.is_file() or path.read_bytes() != text.encode("utf-8"):
         with replacing(path) as tmp:
-            tmp.write_text("".join(f"{d}\t{q}\n" for d, q in pairs), encoding="utf-8")
+            tmp.write_text(text, encoding="utf-8")
     return path
 
 
@@ -376,7 +379,8 @@ def queries_file(spec: CollectionSpec, work: Path) -> Path:
 
 def learned_index(model_key: str, spec: CollectionSpec, work: Path, force: bool = False, orcas: bool = False) -> Path:
     """The learned index of a checkpoint over a collection (built when missing, built by another
-    model than the checkpoint now holds, or ``force``)."""
+    model than the checkpoint now holds, older than the ORCAS-style file :func:`orcas_file` wrote
+    since, or ``force``)."""
     from ckqti import api
     from ckqti.models.checkpoint import load_checkpoint
 
@@ -384,11 +388,12 @@ def learned_index(model_key: str, spec: CollectionSpec, work: Path, force: bool 
     model = model_key if untrained else str(checkpoint_path(model_key, work))
     index_dir = work / "indexes" / f"{spec.name}-{model_key}{'-orcas' if orcas else ''}"
     manifest = index_dir / "manifest.json"
-    stale = (not untrained and manifest.is_file()
-             and json.loads(manifest.read_text())["model"].get("id") != load_checkpoint(model).id)
+    clicks = orcas_file(work) if orcas else None
+    stale = manifest.is_file() and (
+        (not untrained and json.loads(manifest.read_text())["model"].get("id") != load_checkpoint(model).id)
+        or (clicks is not None and clicks.stat().st_mtime_ns > manifest.stat().st_mtime_ns))
     if force or stale or not manifest.is_file():
-        api.index(spec.corpus, index_dir, model=model, orcas=orcas_file(work) if orcas else None,
-                  shard_size=SHARD_SIZE, force=True)
+        api.index(spec.corpus, index_dir, model=model, orcas=clicks, shard_size=SHARD_SIZE, force=True)
     return index_dir
 
 

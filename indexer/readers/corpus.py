@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ckqti.errors import InputError
 from ckqti.terminal import counted
+from ckqti.text import alphanumeric_words
 from indexer.readers.formats import (
     check_id,
     first_nonblank,
@@ -33,7 +34,7 @@ from indexer.readers.queries import TSV_HEADER_IDS as QUERY_HEADER_IDS
 from indexer.readers.queries import TSV_HEADER_TEXTS as QUERY_HEADER_TEXTS
 
 CORPUS_FORMATS = ("tsv", "jsonl", "trec", "smart")
-ORCAS_MAX_TERMS = 2000  # the NDRM3+ORCAS runs cap the clicked-query field at 2,000 terms
+ORCAS_MAX_TERMS = 2000  # the NDRM3+ORCAS runs cap the clicked-query field at 2,000 terms (of a 4,000-term window)
 
 ID_KEYS = ("_id", "id", "docid")
 TEXT_KEYS = ("text", "contents", "body")
@@ -86,7 +87,8 @@ def read_corpus(
             ``.gz``) or else from the first non-blank line (``.I`` SMART, ``{`` JSONL, ``<``
             TREC, a tab TSV), so ``cran.all.1400`` reads as SMART.
         orcas: an ORCAS file (see :func:`load_orcas`: a repeated line counts once) or its loaded
-            mapping; a document's clicked queries become its ``orcas`` field, capped at 2,000 terms.
+            mapping; a document's clicked queries become its ``orcas`` field, capped at 2,000 terms
+            (:func:`orcas_field`).
         clicks_required: refuse ``orcas`` when it clicks no document of the corpus (another id
             scheme, the wrong file); an append, whose few new documents may have no clicks, checks
             the index's documents itself (:func:`indexer.append.check_clicks`).
@@ -345,15 +347,17 @@ def load_orcas(path: str | Path, max_terms: int | None = ORCAS_MAX_TERMS) -> Cli
     pandas writes one) is a header, not a click. Blank queries are skipped, and so is a query a document
     already holds (whitespace aside): the release lists each (query, document) pair once, so a
     repeated line is a mistake or files joined, and would weigh the query twice; the result's
-    ``repeated`` counts them. Once a document holds ``max_terms`` whitespace terms further queries
-    are not kept (they would be cut by :func:`orcas_field` anyway; this bounds memory on the
-    18M-line release).
+    ``repeated`` counts them. Once a document holds ``max_terms`` terms (counted as
+    :func:`orcas_field` counts them) further queries are not kept (they would be cut anyway; this
+    bounds memory on the 18M-line release); a line repeating a query it holds is still counted, one
+    repeating a query the cap dropped is not known.
 
     Raises:
         InputError: a line with another column count, an empty docid, or no clicks at all.
     """
     clicks = Clicks(path)
     terms: dict[str, int] = {}
+    full: dict[str, set[str]] = {}  # the queries of each document at the cap: a repeat is found in one look-up
     first = True
     for number, line in iter_lines(path):
         if not line.strip():
@@ -370,14 +374,18 @@ def load_orcas(path: str | Path, max_terms: int | None = ORCAS_MAX_TERMS) -> Cli
             )
         docid, query = (cols[0], cols[1]) if len(cols) == 2 else (cols[2], cols[1])
         docid, words = check_id(docid, "docid", path, number), query.split()
-        if not words or (max_terms is not None and terms.get(docid, 0) >= max_terms):
+        if not words:
             continue
-        query, queries = " ".join(words), clicks.setdefault(docid, [])
-        if query in queries:  # a list of at most max_terms queries, most of a few
+        query, queries, held = " ".join(words), clicks.setdefault(docid, []), full.get(docid)
+        if query in (queries if held is None else held):  # a list of at most max_terms queries, most of a few
             clicks.repeated += 1
             continue
+        if held is not None:
+            continue
         queries.append(query)
-        terms[docid] = terms.get(docid, 0) + len(words)
+        terms[docid] = terms.get(docid, 0) + len(alphanumeric_words(query.lower()))
+        if max_terms is not None and terms[docid] >= max_terms:
+            full[docid] = set(queries)
     if not clicks:
         raise InputError("no ORCAS clicks in file", path)
     return clicks
@@ -393,5 +401,23 @@ def _is_orcas_header(cols: list[str]) -> bool:
 
 
 def orcas_field(queries: list[str], max_terms: int = ORCAS_MAX_TERMS) -> str:
-    """Join a document's clicked queries with spaces, keeping the first ``max_terms`` whitespace terms."""
-    return " ".join(" ".join(queries).split()[:max_terms])
+    """Join a document's clicked queries with spaces, keeping their first ``max_terms`` terms.
+
+    A term is a word as the analyzer splits text (:func:`ckqti.text.alphanumeric_words`: ``covid-19``
+    is two, a stopword counts too), so the field is at most ``max_terms`` analysed terms whatever
+    the analyzer, and a model reading a document's first 4,000 reads at least 2,000 of its other
+    fields (the NDRM3+ORCAS runs' split). The word the cap cuts keeps its first terms, lower-cased
+    and spaced as the analyzer reads them (``U.S.A`` cut at two: ``u s``)."""
+    kept: list[str] = []
+    held = 0
+    for word in " ".join(queries).split():
+        if held >= max_terms:
+            break
+        terms = alphanumeric_words(word.lower())
+        if held + len(terms) > max_terms:
+            terms = terms[:max_terms - held]
+            kept.append(" ".join(terms))
+            break
+        kept.append(word)
+        held += len(terms)
+    return " ".join(kept)

@@ -507,6 +507,23 @@ def test_the_analyzed_pass_keeps_its_orcas_count_for_a_resumed_build(tmp_path):
     assert AnalyzedCorpus.load(tmp_path / "analyzed").clicked == 2
 
 
+@pytest.mark.parametrize("word", ["c{i}x{j}", "c{i}x{j}-p{i}y{j}-q{i}z{j}"])
+def test_the_body_keeps_its_share_of_the_window_under_5000_words_of_clicks(tmp_path, word):
+    """The clicks field is capped at 2,000 terms before the model reads a document's first 4,000, so a
+    body after 5,000 words of clicks is still indexed, also when each clicked word is three terms
+    (``covid-19-vaccine``): counted in whitespace words those were 6,000 terms and left the body out."""
+    corpus, clicks, out = tmp_path / "c.tsv", tmp_path / "orcas.tsv", tmp_path / "idx"
+    corpus.write_text(f"D1\t{' '.join(f'body{i}' for i in range(300))} zebrafish\nD2\tother text\nD3\tlung text\n")
+    clicks.write_text("".join(f"D1\t{' '.join(word.format(i=i, j=j) for j in range(10))}\n" for i in range(500)))
+    api.index(corpus, out, model="ndrm2", orcas=clicks, progress=False)
+    from ckqti.text import Analyzer
+
+    prefix = Index(out).shards[0].document(0)["prefix"]
+    assert len(Analyzer()(prefix)) == 2000
+    for query in ("zebrafish", "body0"):
+        assert [h.docid for h in api.search(query, out).hits] == ["D1"], query
+
+
 NO_ROOT_PERMISSIONS = "--bounding-set=-dac_override,-dac_read_search,-fowner"
 
 

@@ -376,6 +376,31 @@ def test_orcas_clicks_stop_being_kept_at_exactly_2000_terms(tmp_path):
     assert len(loaded["D1"]) == 500 and loaded["D1"][-1] == "q499w0 q499w1 q499w2 q499w3"
 
 
+def test_orcas_cap_counts_the_terms_the_analyzer_splits_words_into(tmp_path):
+    """The cap counted whitespace words, and a query word the analyzer splits (``covid-19``,
+    ``www.irs.gov``) is several terms: 2,000 words of ``a-b-c x`` clicks were 4,000 analysed terms,
+    the whole of a 4,000-term model's window, and the body was read not at all. The cap counts the
+    analyzer's words (alphanumeric runs, stopwords too), so the field is at most 2,000 terms and the
+    body keeps its half; a word the cap cuts keeps its first terms, as the analyzer reads them."""
+    lines = "".join(f"D1\tq{i}a-q{i}b-q{i}c x{i}\n" for i in range(1000))  # 2,000 words, 4,000 terms
+    loaded = load_orcas(write(tmp_path / "orcas.tsv", lines))
+    assert len(loaded["D1"]) == 500  # 500 queries of 4 terms hold 2,000
+    (doc,) = read_corpus(write(tmp_path / "c.tsv", "D1\tbody\n"), orcas=loaded)
+    assert len(Analyzer().words(doc.orcas)) == ORCAS_MAX_TERMS and doc.orcas.endswith("q499a-q499b-q499c x499")
+    assert orcas_field(["x U.S.A-Today", "z"], max_terms=3) == "x u s"
+    assert orcas_field(["x y", "z"], max_terms=3) == "x y z" and orcas_field(["-- x", "y"], max_terms=1) == "-- x"
+
+
+def test_orcas_repeated_lines_are_counted_past_the_cap(tmp_path):
+    """A document whose clicks had reached the cap skipped every further line before asking whether
+    it repeated one: a file joined twice counted none of its heavily clicked documents' repeats. A
+    line repeating a query the document holds is counted past the cap too (one repeating a query the
+    cap dropped is not known: dropped queries are not held, which bounds memory)."""
+    lines = [f"D1\t{' '.join(f'q{i}w{j}' for j in range(4))}\n" for i in range(600)]  # 500 kept
+    loaded = load_orcas(write(tmp_path / "orcas.tsv", "".join(lines + lines[:3] + lines[590:])))
+    assert len(loaded["D1"]) == 500 and loaded.repeated == 3
+
+
 def test_a_smart_field_repeated_in_a_record_is_appended(tmp_path):
     """Cranfield records 576 and 578 hold two ``.W`` fields: both are the document's text, in order."""
     path = write(tmp_path / "c.smart", ".I 1\n.T\ntitle\n.W\nfirst part\n.B\nsource\n.W\nsecond part\n")

@@ -36,7 +36,7 @@ from scripts.effectiveness_report import (
     targets_table,
     with_summary,
 )
-from scripts.effectiveness_stages import orcas_pairs, pick_alpha, rank_scored, with_tail
+from scripts.effectiveness_stages import orcas_file, orcas_pairs, pick_alpha, rank_scored, with_tail
 from scripts.train_default import MEASURES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,6 +75,60 @@ def test_orcas_pairs_use_training_claims_only(data_dir):
     assert set(pairs) <= cited
     with pytest.raises(ValueError, match="test claims"):
         orcas_pairs(train, queries, [next(iter(train))])
+
+
+def test_the_orcas_file_the_row_indexes_holds_training_claims_only_even_if_one_was_left(tmp_path, data_dir):
+    """The ORCAS row indexes ``orcas_file(work)``, written from the train qrels with the test qrels
+    refused, but a file already in the work folder (an older run's, another split's, edited) was
+    indexed as it was, unchecked: a test claim in it reached the index as a click. The file is
+    rewritten whenever it is not the training pairs' (and left as it is, times too, when it is)."""
+    from indexer.readers import load_orcas, read_qrels, read_queries
+
+    sf = data_dir / "scifact"
+    train, test = read_qrels(sf / "qrels" / "train.tsv"), read_qrels(sf / "qrels" / "test.tsv")
+    queries = read_queries(sf / "queries.jsonl")
+    path = orcas_file(tmp_path)
+    want = "".join(f"{d}\t{q}\n" for d, q in orcas_pairs(train, queries, test))
+    assert path.read_text(encoding="utf-8") == want
+    test_only = {" ".join(queries[q].split()) for q in test} - {" ".join(queries[q].split()) for q in train}
+    clicked = {q for qs in load_orcas(path).values() for q in qs}
+    assert clicked and not clicked & test_only
+    leaked_qid = next(q for q in test if " ".join(queries[q].split()) in test_only)
+    path.write_text(want + f"{next(iter(test[leaked_qid]))}\t{queries[leaked_qid]}\n", encoding="utf-8")
+    assert orcas_file(tmp_path) == path and path.read_text(encoding="utf-8") == want
+    stamp = path.stat().st_mtime_ns
+    assert orcas_file(tmp_path).stat().st_mtime_ns == stamp
+
+
+def test_an_orcas_index_built_before_its_file_was_rewritten_is_built_again(tmp_path, monkeypatch):
+    """An ORCAS row's index was kept while its manifest named the model, so an index built from a file
+    :func:`orcas_file` has since rewritten (a test claim in it) was searched as it was. An ORCAS
+    index older than its file is built again; one newer is kept."""
+    import json
+    import os
+
+    from ckqti import api
+    from scripts.effectiveness_stages import learned_index
+
+    built = []
+
+    def fake_index(corpus, out, model=None, orcas=None, **options):
+        built.append(orcas)
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "manifest.json").write_text(json.dumps({"model": {"id": model}}))
+
+    monkeypatch.setattr(api, "index", fake_index)
+    spec = collections()["scifact"]
+    index_dir = learned_index("ndrm2", spec, tmp_path, orcas=True)
+    assert built == [tmp_path / "orcas-scifact-train.tsv"]
+    learned_index("ndrm2", spec, tmp_path, orcas=True)
+    assert len(built) == 1  # the file unchanged since: the index is kept
+    manifest = index_dir / "manifest.json"
+    old = manifest.stat().st_mtime_ns - 10**9
+    os.utime(manifest, ns=(old, old))
+    (tmp_path / "orcas-scifact-train.tsv").write_text("31715818\tleaked test claim\n")
+    learned_index("ndrm2", spec, tmp_path, orcas=True)
+    assert len(built) == 2
 
 
 def test_orcas_pairs_skip_unjudged_grades_and_flatten_whitespace():
