@@ -819,9 +819,11 @@ def train_reranker(
     meta = {"trained_by": "ckqti.train.rerankers", "config": config.to_dict(), "corpus": Path(corpus).name,
             **({"orcas": Path(orcas).name} if orcas else {}), "documents": len(docids),
             "train_queries": len(data.train_qids), "dev_queries": len(data.dev_qids), "pseudo_queries": len(data.pseudo_qids),
-            # what IDCM's stage checkpoints must share to be reused (settings but the device, and the data read)
+            # what IDCM's stage checkpoints must share to be reused: the data read and the settings, but those a
+            # resume may change too (device, progress bars, validation's batch size) and the stages run
             "inputs": inputs_digest({k: v for k, v in config.to_dict().items()
-                                     if k not in ("device", "stages", *STAGE3_SETTINGS)}, *read)}
+                                     if k not in ("device", "progress", "eval_batch_size", "stages", *STAGE3_SETTINGS)},
+                                    *read)}
     # what a resumed run must share with the saved one: as the stages', but epochs and patience may change
     fingerprint = inputs_digest(resume_settings(config.to_dict(), STAGE3_SETTINGS), *read)
     cuda = [device.index or 0] if device.type == "cuda" else []

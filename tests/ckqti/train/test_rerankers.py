@@ -219,6 +219,24 @@ def test_idcm_resumed_after_a_finished_stage_ends_with_an_uninterrupted_runs_wei
     assert [(h["loss"], h["dev_ndcg10"]) for h in resumed.history] == [(h["loss"], h["dev_ndcg10"]) for h in whole.history]
 
 
+def test_idcm_reuses_a_finished_stage_when_only_progress_or_eval_batch_size_change(tiny_scifact, tmp_path, capsys):
+    """A stage's checkpoint is reused by a later run of the same inputs; the settings that change no weights
+    (progress bars, validation's batch size) counted as inputs, so the API's ``progress=False`` after the CLI's
+    bars, or another ``eval_batch_size``, trained a finished stage again."""
+    opts = dict(bert=TINY_BERT, max_doc_length=200, sample_n=3, top_k=2)
+    config = quick("idcm", batch_size=2, max_steps=2, epochs=1, dev_depth=3, max_dev_queries=2, model_options=opts,
+                   stages=(1,))
+    args = (tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], tmp_path / "m.pt")
+    train_reranker("idcm", *args, config, candidates=tiny_scifact["candidates"])
+    stage1 = tmp_path / "m.pt.work" / "stage1.pt"
+    written = stage1.stat().st_mtime_ns
+    capsys.readouterr()
+    train_reranker("idcm", *args, replace(config, stages=(1, 2), progress=not config.progress, eval_batch_size=7),
+                   candidates=tiny_scifact["candidates"])
+    assert "of other inputs or settings" not in capsys.readouterr().err
+    assert stage1.stat().st_mtime_ns == written
+
+
 class Interrupt(Exception):
     pass
 
