@@ -784,6 +784,7 @@ def train(
                 raise CkqtiError(f"the best epoch's checkpoint ({state.best_id}, epoch {state.best_epoch}) is no longer "
                                  "at --out, and resuming cannot restore it: put it back, or rerun without --resume", out)
             os.replace(paths["best"], out)  # stopped after saving the state, before moving its best to --out
+        paths["best"].unlink(missing_ok=True)  # an epoch written before a kill and never named by the state
         state = fit(model, optimizer, data, config, state, paths, fp, meta, device)
     return TrainResult(out, state.best_id, state.best_epoch, state.best, state.epoch,
                        state.since_best >= config.patience and state.epoch < config.epochs,

@@ -437,6 +437,32 @@ def test_a_run_stopped_between_saving_its_state_and_its_best_checkpoint_resumes(
     assert load_checkpoint(tmp_path / "b.pt").id == resumed.model_id and not (tmp_path / ".b.pt.best").exists()
 
 
+@pytest.mark.parametrize("resume", [True, False])
+def test_a_best_epoch_written_before_a_kill_and_never_named_is_not_left_beside_out(tmp_path, tiny_scifact, monkeypatch,
+                                                                                    resume):
+    """A kill after a new best epoch went to ``.<out>.best`` and before the state named it left that file
+    (a whole checkpoint) beside --out for good when the run, resumed or started again, had no new best at
+    that epoch (here: told to stop before it)."""
+    import ckqti.train.loop as loop
+
+    real, calls = loop.save_state, []
+
+    def killed(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # epoch 2 (a new best) is written beside --out, the state is not
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "save_state", killed)
+    monkeypatch.setattr(loop, "validate", lambda *a: 0.1 * len(calls) + 0.1)  # each epoch a new best
+    with pytest.raises(KeyboardInterrupt):
+        run(tiny_scifact, tmp_path / "b.pt", config={"epochs": 2})
+    monkeypatch.undo()
+    assert (tmp_path / ".b.pt.best").is_file() and load_checkpoint(tmp_path / ".b.pt.best").meta["epoch"] == 2
+    done = run(tiny_scifact, tmp_path / "b.pt", config={"epochs": 1}, resume=resume)
+    assert load_checkpoint(tmp_path / "b.pt").id == done.model_id and not (tmp_path / ".b.pt.best").exists()
+
+
 def test_training_reads_the_qrels_format_given_and_notes_judgements_it_cannot_use(tmp_path, tiny_scifact, capsys):
     """Cranfield-coded qrels under another name (space-separated, 3 columns) need their format:
     ``ckqti train`` had no --qrels-format, though the reader's error asked for it. Judgements of
