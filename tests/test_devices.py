@@ -152,3 +152,60 @@ def test_impacts_stay_on_the_models_device(rerankers, name, batched):
         scorer.fit_offsets(docs, len(rr.text.vocab))
         scorer.score_batch(docs)
     assert not check.found, check.found
+
+
+@pytest.mark.parametrize("saved_on", ["cpu", "gpu", "gpu-earlier"])
+def test_training_states_on_the_cpu_never_touch_cuda_where_it_is_present(tmp_path, monkeypatch, saved_on):
+    """``--device cpu`` on a machine with CUDA: saving and resuming a training state (NDRM's and a re-ranker
+    stage's) read and set the CPU's RNG only, also resuming a state a GPU run saved. They called
+    ``torch.cuda.get_rng_state_all()`` whenever CUDA was present, which starts a context on every GPU of the
+    machine at each save and fails where the GPUs are busy (exclusive mode, another job's)."""
+    from ckqti.train.loop import RunState, load_state, save_state
+    from ckqti.train.stage_state import StageProgress, StageState
+
+    def refused(name: str):
+        def touched(*args, **kwargs):
+            raise AssertionError(f"torch.cuda.{name} called")
+        return touched  # one function a name: torch's compiler, which Adam imports, refuses one under two names
+
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.Adam(model.parameters())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for name in ("get_rng_state", "get_rng_state_all", "set_rng_state", "set_rng_state_all", "init"):
+        monkeypatch.setattr(torch.cuda, name, refused(name))
+    progress = StageProgress(1, 0.5, 0, [{"epoch": 0, "dev_ndcg10": 0.0}], model.state_dict())
+    stage = StageState(tmp_path / "stage.pt", "fp", resume=True)
+    save_state(tmp_path / "state.pt", model, opt, RunState(), "fp")
+    stage.save(model, opt, progress)
+    if saved_on != "cpu":  # as a CUDA run saved them: its device's generator, or (earlier versions) every device's
+        cuda = torch.zeros(16, dtype=torch.uint8)
+        for path in (tmp_path / "state.pt", tmp_path / "stage.pt"):
+            payload = torch.load(path, weights_only=True)
+            torch.save({**payload, "cuda_rng": cuda if saved_on == "gpu" else [cuda] * 2}, path)
+    assert load_state(tmp_path / "state.pt", model, opt, "fp") == RunState()
+    assert stage.restore(model, opt).epoch == 1
+
+
+def test_training_states_keep_the_generator_of_the_models_cuda_device(monkeypatch):
+    """A model on ``cuda:1`` saves and sets that device's generator only (simulated: a model whose parameters
+    say ``cuda:1``, torch.cuda's RNG calls recorded). Of a state earlier versions saved, a list by device
+    index, the model's device's is taken; one saved where fewer devices were seen sets none (it raised
+    IndexError in ``set_rng_state_all`` on a machine seeing fewer GPUs than the saving one)."""
+    from types import SimpleNamespace
+
+    from ckqti.train.stage_state import restore_rng, rng_state
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device: calls.append(("get", device)) or "state")
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device: calls.append(("set", state, device)))
+    monkeypatch.setattr(torch, "set_rng_state", lambda state: None)
+    on_gpu = SimpleNamespace(parameters=lambda: iter([SimpleNamespace(device=torch.device("cuda", 1))]))
+    on_cpu = torch.nn.Linear(1, 1)
+    gpu1 = torch.device("cuda", 1)
+    assert rng_state(on_gpu)["cuda_rng"] == "state" and rng_state(on_cpu)["cuda_rng"] is None
+    assert calls == [("get", gpu1)]
+    calls.clear()
+    for cuda in ("saved", ["of cuda:0", "of cuda:1"], ["of cuda:0"], [], None):
+        restore_rng({"torch_rng": None, "cuda_rng": cuda}, on_gpu)
+        restore_rng({"torch_rng": None, "cuda_rng": cuda}, on_cpu)
+    assert calls == [("set", "saved", gpu1), ("set", "of cuda:1", gpu1)]
