@@ -128,8 +128,9 @@ CONFIG = dict(
 )
 
 
-def test_runs(checkpoint: Path, work: Path, depth: int = 100) -> dict[str, dict]:
-    """SciFact test runs: Pyserini BM25, and the checkpoint reranking BM25's top ``depth``."""
+def test_runs(checkpoint: Path, work: Path, depth: int = 100, device: str | None = None) -> dict[str, dict]:
+    """SciFact test runs: Pyserini BM25, and the checkpoint reranking BM25's top ``depth`` on ``device``
+    (None: CUDA when present)."""
     from ckqti.bm25 import bm25_candidates
     from ckqti.models.checkpoint import load_for_indexing
     from ckqti.models.loading import pick_device
@@ -140,7 +141,7 @@ def test_runs(checkpoint: Path, work: Path, depth: int = 100) -> dict[str, dict]
     qrels = read_qrels(DATA / "qrels" / "test.tsv")
     queries = {q: t for q, t in read_queries(DATA / "queries.jsonl").items() if q in qrels}
     ranked = bm25_candidates(DATA / "corpus.jsonl", queries, work, depth)
-    device = pick_device(None)
+    device = pick_device(device)
     factory, info = load_for_indexing(checkpoint, device)
     collection = load_collection(DATA / "corpus.jsonl")  # the corpus vocabulary, as `ckqti index` builds it
     model = factory(collection.vocab)
@@ -153,13 +154,13 @@ def test_runs(checkpoint: Path, work: Path, depth: int = 100) -> dict[str, dict]
     }
 
 
-def fullrank_run(checkpoint: Path, work: Path) -> dict[str, dict]:
-    """Full retrieval of every SciFact claim through a learned index built with the checkpoint."""
+def fullrank_run(checkpoint: Path, work: Path, device: str | None = None) -> dict[str, dict]:
+    """Full retrieval of every SciFact claim through a learned index built with the checkpoint on ``device``."""
     from ckqti import api
     from retriever.runs import read_run
 
     index_dir, run_path = work / "index", work / "fullrank.trec"
-    api.index(DATA / "corpus.jsonl", index_dir, model=str(checkpoint), force=True)
+    api.index(DATA / "corpus.jsonl", index_dir, model=str(checkpoint), force=True, device=device)
     api.run(index_dir, DATA / "queries.jsonl", run_path, k=1000)
     return read_run(run_path)
 
@@ -245,9 +246,9 @@ def main(argv: list[str] | None = None) -> int:
                        resume=args.resume, work_dir=work)
         metrics["training"] = {"model_id": result.model_id, "best_epoch": result.best_epoch,
                                "dev_ndcg10": result.best_dev_ndcg10, "history": list(result.history)}
-    runs = test_runs(args.out, work)
+    runs = test_runs(args.out, work, device=args.device)
     if args.fullrank:
-        runs[f"{load_checkpoint(args.out).id} fullrank (learned index)"] = fullrank_run(args.out, work)
+        runs[f"{load_checkpoint(args.out).id} fullrank (learned index)"] = fullrank_run(args.out, work, args.device)
     metrics["test"] = report(runs)
     if args.fullrank and args.dev_fullrank:
         metrics["dev_fullrank"] = dev_fullrank(args.out, work)

@@ -68,7 +68,7 @@ from ckqti.train.losses import distill_loss, finite_loss, listwise_loss, ranknet
 from ckqti.train.options import check_seed
 from ckqti.train.sampling import LABELS_WITH_RELEVANT, Example, docs_per_example, sample_epoch
 from ckqti.train.scoring import as_run, encode_by_length, score_pairs
-from ckqti.train.stage_state import fresh_note, stop_epoch, what_is_left
+from ckqti.train.stage_state import fresh_note, restore_rng, rng_state, stop_epoch, what_is_left
 
 EMBEDDING_INITS = ("skipgram", "minilm", "random")  # or a checkpoint file (``.pt``): its word vectors
 MODEL_INITS = ("paper", "match")
@@ -583,8 +583,7 @@ def save_state(path: Path, model: nn.Module, optimizer, state: RunState, fp: str
         "fingerprint": fp,
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
-        "torch_rng": torch.get_rng_state(),
-        "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        **rng_state(model),
         "run": asdict(state),
     }
     save_torch(payload, path)
@@ -626,9 +625,7 @@ def load_state(path: Path, model: nn.Module, optimizer, fp: str) -> RunState:
         optimizer.load_state_dict(payload["optimizer"])
     except (RuntimeError, ValueError, KeyError):  # a state of another vocabulary or model shape
         raise CkqtiError("the saved training state has other settings or data; rerun without --resume", path) from None
-    torch.set_rng_state(payload["torch_rng"])
-    if payload["cuda_rng"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(payload["cuda_rng"])
+    restore_rng(payload, model)
     return RunState(**payload["run"])
 
 

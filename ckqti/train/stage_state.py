@@ -85,6 +85,26 @@ def fresh_note(path: Path, resume: bool) -> str | None:
     return None
 
 
+def rng_state(model: nn.Module) -> dict[str, Any]:
+    """The RNG states a training step of ``model`` draws from: torch's CPU generator and, for a model on a
+    CUDA device, that device's (None elsewhere). Not ``torch.cuda.get_rng_state_all()``: it initialised
+    CUDA for a run on the CPU, and its list, by device index, could not be restored where fewer are seen."""
+    device = next(model.parameters()).device
+    return {"torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None}
+
+
+def restore_rng(saved: Mapping[str, Any], model: nn.Module) -> None:
+    """Sets the generators :func:`rng_state` saved (a CUDA state only for a model on a CUDA device). A state
+    saved by earlier versions holds every CUDA device's generator in a list: the model's device's is taken."""
+    torch.set_rng_state(saved["torch_rng"])
+    device, cuda = next(model.parameters()).device, saved.get("cuda_rng")
+    if isinstance(cuda, list):
+        cuda = cuda[device.index or 0] if device.type == "cuda" and (device.index or 0) < len(cuda) else None
+    if cuda is not None and device.type == "cuda":
+        torch.cuda.set_rng_state(cuda, device)
+
+
 @dataclass(frozen=True)
 class StageState:
     """The state file of one stage: ``fingerprint`` is what a resumed run must share with the saved
@@ -99,8 +119,7 @@ class StageState:
             "fingerprint": self.fingerprint,
             "model": model.state_dict(),
             "optimizer": optimizer.state_dict(),
-            "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            **rng_state(model),
             "progress": {"epoch": progress.epoch, "best": progress.best, "since": progress.since,
                          "history": progress.history},
             "best_state": progress.best_state,
@@ -128,9 +147,7 @@ class StageState:
                                      list(saved["history"]), payload["best_state"])
         except (RuntimeError, ValueError, KeyError, TypeError):
             raise refused from None
-        torch.set_rng_state(payload["torch_rng"])
-        if payload["cuda_rng"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(payload["cuda_rng"])
+        restore_rng(payload, model)
         return progress
 
     def note(self, progress: StageProgress | None, epochs: int, patience: int) -> str | None:
