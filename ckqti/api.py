@@ -217,24 +217,24 @@ def open_searcher(index_path: str | Path, mode: str = "exact", budget: int = 200
 
 def kernels_ready(batch: bool = False) -> bool:
     """Whether this process holds the search kernel (``batch``: ``ckqti run``'s) compiled or loaded from
-    Numba's cache (:func:`retriever.search.kernels_ready`); the first search after an install compiles it."""
-    from retriever.search import kernels_ready as ready
+    Numba's cache (:func:`retriever.kernel_status.kernels_ready`); the first search after an install compiles it."""
+    from retriever.kernel_status import kernels_ready as ready
 
     return ready(batch)
 
 
 def kernels_compiling(batch: bool = False) -> bool:
     """Whether this process is compiling the search kernel (``batch``: ``ckqti run``'s) now, as the
-    first search after an install does (:func:`retriever.search.kernels_compiling`)."""
-    from retriever.search import kernels_compiling as compiling
+    first search after an install does (:func:`retriever.kernel_status.kernels_compiling`)."""
+    from retriever.kernel_status import kernels_compiling as compiling
 
     return compiling(batch)
 
 
 def kernels_cached(batch: bool = False) -> bool:
     """Whether Numba keeps the search kernel (``batch``: ``ckqti run``'s) on disk for later processes; False
-    where it can write no cache folder, so that each process compiles it (:func:`retriever.search.kernels_cached`)."""
-    from retriever.search import kernels_cached as kept
+    where it can write no cache folder, so that each process compiles it (:func:`retriever.kernel_status.kernels_cached`)."""
+    from retriever.kernel_status import kernels_cached as kept
 
     return kept(batch)
 
@@ -242,7 +242,7 @@ def kernels_cached(batch: bool = False) -> bool:
 def search(query: str, index_path: str | Path, k: int = 10, mode: str = "exact", budget: int = 200_000,
            model: str | None = None, channel_weights: dict[str, float] | None = None,
            slack: float = 1.0) -> SearchResult:
-    """Search an index for one query; returns a :class:`retriever.search.SearchResult`.
+    """Search an index for one query; returns a :class:`retriever.results.SearchResult`.
 
     Opens (and checksum-verifies) the index for this one query, which an exact search scans with numpy
     unless that would take longer than loading Numba's kernels (``engine="auto"``): to search many, open

@@ -471,7 +471,7 @@ def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channe
     """Search an index with QUERY (its words quoted or not)."""
     check_anytime_options(mode, slack)
     from ckqti.text import non_ascii_readings
-    from retriever.search import search_json
+    from retriever.results import search_json
 
     query = decoded_argument(" ".join(query))  # bytes that are not UTF-8 would go into --json as lone surrogates
     # one query a process: exact mode scans it with numpy, which answers before Numba would have loaded its kernels

@@ -130,7 +130,7 @@ def index_report(searcher, ref: ExhaustiveReference) -> FidelityReport:
 def measure_fidelity(index_path, corpus_path, model_spec, queries_path, qrels_path, k: int = 100, fmt=None, progress=False,
                      resolution: int | None = None) -> FidelityReport:
     """Overlap@k and nDCG@10 of the index's run against exhaustive scoring by the same model
-    (``resolution``: the searcher's query weight resolution, default :data:`retriever.search.RESOLUTION`)."""
+    (``resolution``: the searcher's query weight resolution, default :data:`retriever.query.RESOLUTION`)."""
     return resolution_sweep(index_path, corpus_path, model_spec, queries_path, qrels_path, [resolution], k, fmt, progress)[0]
 
 
@@ -138,7 +138,8 @@ def resolution_sweep(index_path, corpus_path, model_spec, queries_path, qrels_pa
                      progress=False) -> list[FidelityReport]:
     """:func:`measure_fidelity` for several query weight resolutions, scoring exhaustively once."""
     from retriever.index import Index
-    from retriever.search import RESOLUTION, Searcher
+    from retriever.query import RESOLUTION
+    from retriever.search import Searcher
 
     index = Index(index_path)
     searchers = [Searcher(index, resolution=r or RESOLUTION) for r in resolutions]

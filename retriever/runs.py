@@ -105,9 +105,9 @@ def write_run(path: str | Path, results: Mapping[str, Ranking] | Iterable[tuple[
 
 def write_ranked_run(path: str | Path, results: Iterable[tuple[str, list[str], list[float]]], tag: str) -> None:
     """:func:`write_run` of rankings already in :func:`trec_order`, as columns: ``(qid, docids,
-    scores)`` a query (a :class:`retriever.search.TopK`'s), written in the order given. ``docids``
+    scores)`` a query (a :class:`retriever.results.TopK`'s), written in the order given. ``docids``
     may also be an Arrow string array and ``scores`` a numpy array (a
-    :class:`retriever.search.TopKColumns`'s): they are written without a Python object a line,
+    :class:`retriever.results.TopKColumns`'s): they are written without a Python object a line,
     and checked as a list is (a ValueError as :func:`write_run`'s, and for a query without as many
     docids as scores)."""
     _check_token(tag, "run tag")

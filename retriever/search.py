@@ -1,269 +1,40 @@
-"""Query-time search over an opened index: analysis, term lookup, query weights, per-shard top-k, merge.
+"""Query-time search over an opened index: analysis, term lookup, per-shard top-k, merge.
 
-A query term ``t`` that occurs ``n`` times weighs channel ``c`` of ``t`` (posting list
-``t * C + c``) by the real factor ``f = n * step_c * idf_t`` (``"idf"`` channels, idf from the
-index's current df and document count) or ``n * step_c`` (``"one"`` channels), times the
-channel's query-time weight (``Searcher(channel_weights=...)``; 0: ``f = 0``, the list is not
-read). The kernels add integers, so factors become integer weights ``w = round(f / unit)`` with
-``unit = max f / resolution``; a factor that rounds to 0 keeps weight 1 unless its whole list
-adds less than one unit (``255 f < unit``), then it is dropped. A hit's score is
-``integer score * unit + sum of the query terms' offsets``. An index with a single ``"one"``
-channel (NDRM1, and ``write_prebuilt_index``'s) is searched with ``w = n`` and
-``unit = step``, exactly.
+A query's terms become posting lists and integer weights (:mod:`retriever.query`), which the
+kernels (:mod:`retriever.kernels`, or :mod:`retriever.scan`'s numpy) run over each shard into
+per-thread buffers (:mod:`retriever.workspace`); shards' hits are merged (:mod:`retriever.merge`),
+batches cut into chunks over threads (:mod:`retriever.chunks`), and hits returned as
+:mod:`retriever.results`.
 """
-
 from __future__ import annotations
 
-import itertools
 import sys
 import threading
 from collections import Counter
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ckqti.errors import QueryError, is_real
-from retriever.index import Index, Shard, take_array, take_rows
+from retriever.chunks import batch_chunk, run_chunks
+from retriever.index import Index, Shard, take_array
+from retriever.merge import merge_shard_hits, merged_topk, tie_at_cut, tie_margin
+from retriever.query import MAX_QUERY_TERMS, MAX_QUERY_WEIGHT, RESOLUTION, ParsedQuery, QueryPlan, channel_multipliers
+from retriever.results import Hit, SearchResult, TopK, TopKColumns, trec_ranking
 from retriever.scan import ScanBudget, scan_seconds, scan_topk, with_ties
+from retriever.workspace import ACC32_MAX, Workspace
 
-if TYPE_CHECKING:
-    import pyarrow as pa
-
-MAX_QUERY_TERMS = 1024
-# the most a query's integer weights add up to: the kernels' histogram has an entry per score a document can
-# reach (weights x 255; 134 MB at this bound), and the uint32 accumulators overflow past 16.8 million of weight.
-# A one-channel query weighs a term by its count, so only a query of more than 65,536 term occurrences is past
-# it (a multi-channel one, of at least 512 lists near the largest weight): see QueryPlan.within_bound
-MAX_QUERY_WEIGHT = 1 << 16
-ACC16_MAX = np.iinfo(np.uint16).max  # the largest score uint16 accumulators hold
-ACC32_MAX = np.iinfo(np.uint32).max  # the largest score any accumulator holds: weights past it / 255 are refused
-BATCH_CHUNK = 64  # queries a kernel call takes at a time in one-thread batch search
-# With several threads, a batch is cut into CHUNKS_PER_THREAD chunks a thread, taken in turn: every
-# chunk after a thread's first waits for the GIL between two kernel calls, and that hand-off cost
-# about 100 us here (1M synthetic index, 300 tail queries at 2 threads, out-of-tree A/B in session 19:
-# 85k QPS at 8 chunks a thread, 91k at 4, 99k at 2, 104k at 1; head-heavy 7.1k, 7.4k, 7.2k, 6.9k).
-# Two keep a slow query from holding up the whole batch on one thread.
-CHUNKS_PER_THREAD = 2
-TIE_MARGIN = 8  # a batch searches k + k // TIE_MARGIN hits (tie_margin)
 MAX_BATCH_HITS = 1 << 22  # hits a search_many holds at a time ([queries, tie_margin(k)] rows, 3 int64 each: 96 MB)
-MAX_CHUNK_HITS = 1 << 21  # a multi-shard chunk holds [shards, queries, k] hits twice: at most this many (16 MB) each, unless one query holds more
 WARMUP = 16384  # a query with at most this many postings is added whole before any pruning (retriever.kernels.saat_topk)
-RESOLUTION = 128  # the largest query weight; see docs/INDEX.md for the measured trade-off
 BUDGET_MAX = int(np.iinfo(np.int64).max)  # the kernels' budget is an int64: a larger one means no limit
-# A channel weight is 0 or within these: beyond them a query's real weights overflow to infinity
-# (scores inf, JSON's Infinity) or underflow below a representable unit (weights that are not integers)
-CHANNEL_WEIGHT_MIN, CHANNEL_WEIGHT_MAX = 1e-6, 1e6
-SHOWN_IN_REPR = 5  # hits a result's repr shows; the rest are counted
 # Importing Numba and loading the search kernels from its cache: 0.45 s of a 0.7 s one-query process
 # (session 41). engine="auto" scans with numpy until its scans' estimated time would pass this.
 KERNEL_LOAD_S = 0.45
 SCAN_BUDGET = ScanBudget(KERNEL_LOAD_S)  # the process's: see ScanBudget
-
-
-@dataclass(frozen=True)
-class Hit:
-    rank: int
-    docid: str
-    score: float
-    shard: int
-    doc: int
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    """Hits of one query plus what was skipped or counted on the way.
-
-    Hashable (a set member, a dict key) and equal by value like its :class:`Hit` s; its lists
-    are the searcher's own, not to be changed (the hash would no longer match)."""
-
-    query: str
-    terms: list[str]
-    hits: list[Hit]
-    oov: list[str] = field(default_factory=list)
-    postings: int = 0
-    unweighted: list[str] = field(default_factory=list)  # known terms adding nothing (:meth:`Searcher.unweighted`)
-
-    def __hash__(self) -> int:
-        # the generated hash fails on the list fields: hash what __eq__ compares, lists as tuples
-        return hash((self.query, tuple(self.terms), tuple(self.hits), tuple(self.oov), self.postings,
-                     tuple(self.unweighted)))
-
-    def __repr__(self) -> str:
-        return brief_repr(self)
-
-    @property
-    def docids(self) -> list[str]:
-        """The hits' docids in rank order: :class:`TopK`'s column (a bm25s user's ``results`` row)."""
-        return [h.docid for h in self.hits]
-
-    @property
-    def scores(self) -> list[float]:
-        """The hits' scores in rank order: :class:`TopK`'s column, a list as there (``np.asarray`` for an array)."""
-        return [h.score for h in self.hits]
-
-    def why_empty(self) -> str:
-        """Why a search retrieved nothing (``ckqti run``'s and ``rerank``'s note): no query word in the
-        index vocabulary, or no document scoring above 0 for those that are."""
-        return why_empty(self.terms, self.oov)
-
-
-def brief_repr(obj) -> str:
-    """A dataclass's repr with each list or array field of more than :data:`SHOWN_IN_REPR` items cut
-    to its first ones and a count of the rest: a result of 1,000 hits printed 78,000 characters."""
-    shown = []
-    for f in fields(obj):
-        value = getattr(obj, f.name)
-        if isinstance(value, (list, np.ndarray)) and len(value) > SHOWN_IN_REPR:
-            first = ", ".join(map(repr, value[:SHOWN_IN_REPR].tolist() if isinstance(value, np.ndarray) else value[:SHOWN_IN_REPR]))
-            opening, closing = ("array([", "])") if isinstance(value, np.ndarray) else ("[", "]")
-            shown.append(f"{f.name}={opening}{first}, ... {len(value) - SHOWN_IN_REPR:,} more{closing}")
-        else:
-            shown.append(f"{f.name}={value!r}")
-    return f"{type(obj).__name__}({', '.join(shown)})"
-
-
-def why_empty(terms: list[str], oov: list[str]) -> str:
-    """:meth:`SearchResult.why_empty` of a query with these known and unknown words."""
-    if not terms:
-        return f"not in the index vocabulary: {' '.join(oov)}"
-    return f"no document scores above 0 for {' '.join(terms)}"
-
-
-@dataclass(frozen=True, eq=False, repr=False)
-class QueryHits:
-    """One query's hits as columns, in rank order, with what the search knew of the query: the fields
-    :class:`TopK` and :class:`TopKColumns` share (they differ in how ``docids`` and ``scores`` are held)."""
-
-    query: str
-    terms: list[str]
-    docids: list[str] | pa.Array
-    scores: list[float] | np.ndarray
-    shards: np.ndarray  # int64
-    docs: np.ndarray  # int64, each document's row in its shard
-    oov: list[str]
-    postings: int
-    unweighted: list[str]
-
-    def __repr__(self) -> str:
-        return brief_repr(self)
-
-    def why_empty(self) -> str:
-        return why_empty(self.terms, self.oov)
-
-
-@dataclass(frozen=True, eq=False, repr=False)
-class TopK(QueryHits):
-    """One query's hits as columns, ranked as :class:`SearchResult` ranks them: what ``ckqti run``
-    writes. A run at k = 1,000 would otherwise make a :class:`Hit` a document, a million for as many
-    queries, and making and collecting them as garbage took twice the time of everything else."""
-
-    docids: list[str]
-    scores: list[float]
-
-    def result(self) -> SearchResult:
-        """The same hits as a :class:`SearchResult`."""
-        hits = [Hit(rank, docid, score, shard, doc) for rank, docid, score, shard, doc
-                in zip(itertools.count(1), self.docids, self.scores, self.shards.tolist(), self.docs.tolist())]
-        return SearchResult(self.query, self.terms, hits, self.oov, self.postings, self.unweighted)
-
-
-@dataclass(frozen=True, eq=False, repr=False)
-class TopKColumns(QueryHits):
-    """:class:`TopK`'s hits as ``ckqti run`` writes them (:meth:`Searcher.topk_columns`): ``docids`` an
-    Arrow string array beyond :data:`~retriever.index.TAKE_FROM` hits (a list of strings up to it),
-    ``scores`` a float64 array. A run at k = 1,000 turned a million docids from Arrow into Python
-    strings and back into Arrow to write them, and a million scores into Python floats."""
-
-    docids: list[str] | pa.Array
-    scores: np.ndarray  # float64
-
-    def topk(self) -> TopK:
-        """The same hits as a :class:`TopK`."""
-        docids = self.docids if isinstance(self.docids, list) else self.docids.to_pylist()
-        return TopK(self.query, self.terms, docids, self.scores.tolist(), self.shards, self.docs, self.oov,
-                    self.postings, self.unweighted)
-
-
-@dataclass(frozen=True)
-class ParsedQuery:
-    terms: np.ndarray  # int64 distinct term ids
-    weights: np.ndarray  # int64 counts
-    known: list[str]
-    oov: list[str]
-
-
-@dataclass(frozen=True)
-class QueryPlan:
-    """What the kernels run for one query: posting list ids, their integer weights, the real
-    value of one integer score unit, and the constant added to every score (offsets)."""
-
-    lists: np.ndarray  # int64 distinct list ids
-    weights: np.ndarray  # int64 > 0
-    unit: float
-    base: float = 0.0
-
-    def within_bound(self) -> QueryPlan:
-        """This plan, or, when its weights add up past :data:`MAX_QUERY_WEIGHT`, one whose weights are scaled
-        down to it (each kept >= 1) and whose unit is scaled up by as much: the same scores to within one
-        unit of weight per list (a query of 100,000 occurrences of one word and one of another ranks as
-        exactly weighted), for scratch memory that stays bounded."""
-        total = int(self.weights.sum())
-        if total <= MAX_QUERY_WEIGHT:
-            return self
-        scale = MAX_QUERY_WEIGHT / total
-        weights = np.maximum(np.floor(self.weights * scale), 1).astype(np.int64)
-        return QueryPlan(self.lists, weights, self.unit / scale, self.base)
-
-    def held(self, vals):
-        """Integer scores ``vals`` (an int64 array or one) as trec_eval holds a run's scores, a C float
-        (float32): scores that differ beyond single precision tie there, so a ranking breaks their tie
-        by docid as well (a channel weighted very little makes a unit that small beside the offsets)."""
-        return np.float32(vals * self.unit + self.base)
-
-    @cached_property
-    def ties(self):
-        """:meth:`held`, or None where single precision keeps every integer score this plan can give apart
-        (a unit above twice a float's spacing at the largest score): the integers then rank the same, for
-        no float conversion of every hit's score (SciFact's claims over the NDRM3 index all rank so)."""
-        top = float(self.weights.sum()) * 255 * self.unit + abs(self.base)
-        return None if self.unit > 2 * float(np.spacing(np.float32(top))) else self.held
-
-
-class Workspace:
-    """Per-thread scratch buffers for the kernels, sized for the largest shard.
-
-    Accumulators are uint16 while a query's largest possible score fits (:meth:`acc`), else
-    uint32: at half the bytes (2 MB for a million documents) fewer of their random accesses
-    leave L2 (1M synthetic index, A/B: head-heavy +8-10%, tail +9-14% QPS).
-    """
-
-    def __init__(self, max_docs: int, max_score: int):
-        self.num_docs = max(max_docs, 1)
-        self._acc16: np.ndarray | None = None
-        self._acc32: np.ndarray | None = None
-        self.touched = np.zeros(self.num_docs + 1, dtype=np.uint32)  # + 1: see kernels.accumulate_plain
-        self.hist = np.zeros(max_score + 2, dtype=np.int64)
-        self.bits = np.zeros(self.num_docs // 64 + 1, dtype=np.uint64)
-
-    def acc(self, max_score: int) -> np.ndarray:
-        """Zeroed accumulators wide enough for scores up to ``max_score`` (made on first use)."""
-        if max_score <= ACC16_MAX:
-            if self._acc16 is None:
-                self._acc16 = np.zeros(self.num_docs, dtype=np.uint16)
-            return self._acc16
-        if self._acc32 is None:
-            self._acc32 = np.zeros(self.num_docs, dtype=np.uint32)
-        return self._acc32
-
-    def fit(self, max_score: int) -> None:
-        if self.hist.shape[0] < max_score + 2:
-            self.hist = np.zeros(max_score + 2, dtype=np.int64)
 
 
 class Searcher:
@@ -812,181 +583,9 @@ class Searcher:
         raise QueryError(f"no document at shard {shard!r}, row {row!r} of this index ({len(shards)} shard(s))")
 
 
-def kernels_ready(batch: bool = False) -> bool:
-    """Whether this process holds the search kernel (``batch``: batch search's) compiled or loaded
-    from Numba's cache: the first search after an install compiles it, for 10-20 s on 2 cores. (A
-    dispatcher's overloads appear when its compiling ends; a dict's truth is read atomically, so the
-    check is safe from another thread while it compiles.) With ``NUMBA_DISABLE_JIT=1`` it is plain
-    Python: always ready."""
-    from retriever.kernels import saat_batch, saat_topk
-
-    return bool(getattr(saat_batch if batch else saat_topk, "overloads", True))
-
-
-def kernels_compiling(batch: bool = False) -> bool:
-    """Whether this process is compiling the search kernel (``batch``: batch search's) now: the
-    first search after an install, 10-20 s on 2 cores. Not before its first call, nor while it
-    loads from Numba's cache (:func:`compiling`)."""
-    kernels = sys.modules.get("retriever.kernels")  # not imported yet: nothing compiles (and no need to load Numba to say so)
-    if kernels is None:
-        return False
-    return compiling(kernels.saat_batch if batch else kernels.saat_topk)
-
-
-def kernels_cached(batch: bool = False) -> bool:
-    """Whether Numba keeps the search kernel (``batch``: batch search's) on disk for later processes:
-    False where it can write no cache folder (a read-only install beside a home without a writable
-    ``~/.cache``), so that every process compiles it again (:func:`ckqti.jit.cached`)."""
-    from ckqti.jit import cached
-    from retriever.kernels import saat_batch, saat_topk
-
-    return cached(saat_batch if batch else saat_topk)
-
-
-def compiling(kernel) -> bool:
-    """Whether a Numba dispatcher is compiling now: it was called with argument types it found no
-    usable cache entry for (Numba counts that miss before it starts compiling) and holds no compiled
-    version for them yet. A kernel compiles once per accumulator width (uint16 for short queries,
-    uint32 for long or heavily weighted ones), so a second compile may come long after the first.
-    A plain function (``NUMBA_DISABLE_JIT=1``) never compiles."""
-    overloads = getattr(kernel, "overloads", None)
-    if overloads is None:
-        return False
-    missed = list(kernel.stats.cache_misses)  # one C-level copy: safe while the compiling thread counts a miss
-    return any(sig not in overloads for sig in missed)
-
-
-def search_json(searcher: Searcher, res: SearchResult) -> dict:
-    """A search result as ``ckqti search --json`` prints it and ``POST /search`` returns it."""
-    hits = [{"rank": h.rank, "docid": h.docid, "score": h.score, "title": title}
-            for h, title in zip(res.hits, searcher.titles(res.hits))]
-    return {"query": res.query, "terms": res.terms, "oov": res.oov, "unweighted": res.unweighted, "hits": hits}
-
-
-def trec_ranking(vals: np.ndarray, docids: list[str] | pa.Array) -> np.ndarray:
-    """The order of hits ``vals`` (scores as trec_eval holds them, :meth:`QueryPlan.held`, or any ordered
-    numbers), ``docids`` that ranks them as trec_eval does: score
-    descending, then docid descending, compared by code point as Python compares strings (docids hold
-    no controls, so numpy's fixed-width strings lose no trailing NUL). Hits already by score descending,
-    as the kernels give them, have only their ties sorted: a run at k = 1,000 made a numpy string of
-    every docid it wrote, the few tied ones suffice (of an Arrow array, only they are made Python strings)."""
-    if vals.size > 1 and bool((vals[:-1] >= vals[1:]).all()):
-        order = np.arange(vals.size)
-        tie = vals[:-1] == vals[1:]
-        if tie.any():
-            at = np.flatnonzero(np.concatenate(([False], tie)) | np.concatenate((tie, [False])))  # in a tie
-            tied = [docids[i] for i in at.tolist()] if isinstance(docids, list) else take_rows(docids, at)
-            keys = np.array(tied, dtype=str)
-            order[at] = at[np.lexsort((keys, vals[at]))[::-1]]  # each tie's docids, descending, in its places
-        return order
-    # one numpy sort, ascending, then read backwards: the last key (the score) first, then the docid
-    return np.lexsort((np.array(docids if isinstance(docids, list) else docids.to_pylist(), dtype=str), vals))[::-1]
-
-
-def tie_margin(k: int) -> int:
-    """Hits a batch asks for to rank ``k``: a tie at the k-th score shows as the last one tying it, and then
-    that query is searched again (:meth:`Searcher.topk_with_ties`). ``k + 1`` shows it; a deep ``k`` gets an
-    eighth more, within which most ties at the cut end: at k = 1,000, 146 of SciFact's 1,109 claims were
-    searched again at k + 1 and none at k + 125 (``topk_columns`` 0.197 -> 0.184 s), and 293 of its 300 test
-    claims over SciFact's abstracts copied 40 times (207,320 documents, 3 shards) -> none, 1.38 -> 0.46 s;
-    the same hits (session 41)."""
-    return k + max(1, k // TIE_MARGIN)
-
-
-def tie_at_cut(vals: np.ndarray, k: int, want: int, held=None) -> bool:
-    """Whether hits ``vals`` (descending, of ``want`` asked for, k + 1 or more) may leave out a document
-    tied with the k-th: the last one returned, beyond the k-th, still scores as the k-th does (as
-    ``held`` holds scores, :meth:`QueryPlan.held`; None: the integers), and it is the last asked for
-    (fewer returned than asked: every hit is in)."""
-    if vals.size <= k or vals.size < want:
-        return False
-    return vals[-1] == vals[k - 1] if held is None else held(vals[-1]) == held(vals[k - 1])
-
-
-def merged_topk(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], k: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The top ``k`` (None: all) of shards' hits ``(vals, shards, docs)``: score descending, then shard, then document."""
-    if not parts:
-        empty = np.zeros(0, np.int64)
-        return empty, empty, empty
-    vals, shards, docs = (np.concatenate(x) for x in zip(*parts))
-    order = np.lexsort((docs, shards, -vals))[:k]
-    return vals[order], shards[order], docs[order]
-
-
 def positive_int(value, name: str) -> None:
     """A count the caller gives (k, threads, a postings budget): an integer of at least 1."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise QueryError(f"{name} must be an integer >= 1, got {value!r}")
 
 
-def batch_chunk(nq: int, threads: int, num_shards: int, k: int) -> int:
-    """Queries a kernel call takes at a time in a batch of ``nq`` (see :data:`CHUNKS_PER_THREAD`)."""
-    size = BATCH_CHUNK if threads <= 1 else -(-nq // (CHUNKS_PER_THREAD * threads))
-    if num_shards > 1:  # a chunk's [shards, queries, k] hits: at most MAX_CHUNK_HITS unless one query holds more
-        size = min(size, MAX_CHUNK_HITS // (num_shards * k))
-    return max(1, size)
-
-
-def run_chunks(fn, starts: list[int], threads: int, submit=None) -> None:
-    """``fn(start)`` for every start: in this thread, or on this thread and ``threads - 1`` helpers
-    (``submit(worker, n)`` starts ``worker`` on ``n`` threads and returns their futures), which
-    take the next start from a shared counter (``next()`` on it is atomic under the GIL), so a
-    batch pays one hand-off per helper, not per chunk. No more helpers than chunks after this
-    thread's first: ``threads`` past that would start idle threads (a mistyped ``--threads
-    100000000`` asked the pool for that many, until memory ran out)."""
-    if threads <= 1 or len(starts) <= 1 or submit is None:
-        for lo in starts:
-            fn(lo)
-        return
-    taken = itertools.count()
-
-    def worker() -> None:
-        while (i := next(taken)) < len(starts):
-            fn(starts[i])
-
-    helpers = submit(worker, min(threads, len(starts)) - 1)
-    try:
-        worker()
-    finally:  # the helpers write into the caller's arrays: never return before they are done
-        for f in helpers:
-            f.result()
-
-
-def merge_shard_hits(vals: np.ndarray, docs: np.ndarray, n: np.ndarray, out: np.ndarray, counts: np.ndarray) -> None:
-    """Per query, the top ``k`` of the shards' hits (score desc, then shard, then doc).
-
-    Shape:
-        vals, docs: [S, Q, k] per-shard hits, the first ``n[s, q]`` valid; n: [S, Q];
-        out: [3, Q, k] (scores, shards, docs) written up to ``counts[q]``; counts: [Q].
-    """
-    num_shards, nq, k = vals.shape[0], vals.shape[1], out.shape[2]
-    for j in range(nq):
-        v = np.concatenate([vals[si, j, :n[si, j]] for si in range(num_shards)])
-        s = np.concatenate([np.full(n[si, j], si, np.int64) for si in range(num_shards)])
-        d = np.concatenate([docs[si, j, :n[si, j]] for si in range(num_shards)])
-        order = np.lexsort((d, s, -v))[:k]
-        c = order.size
-        out[0, j, :c], out[1, j, :c], out[2, j, :c] = v[order], s[order], d[order]
-        counts[j] = c
-
-
-def channel_multipliers(names: tuple[str, ...], weights: Mapping[str, float] | None) -> np.ndarray:
-    """float64 [C] multipliers of an index's channels (named by their weighting) from ``weights``:
-    each 0 (the channel's lists are not read) or within [:data:`CHANNEL_WEIGHT_MIN`,
-    :data:`CHANNEL_WEIGHT_MAX`], not all 0."""
-    mult = np.ones(len(names))
-    if weights is not None and not isinstance(weights, Mapping):
-        raise ValueError(f"channel weights must be a mapping of channel name to weight, got {type(weights).__name__}")
-    for name, w in (weights or {}).items():
-        hits = [i for i, n in enumerate(names) if n == name]
-        if len(hits) != 1:
-            raise ValueError(f"channel weight {name!r}: the index's channels are {list(names)}")
-        if not is_real(w) or not (np.isfinite(w) and w >= 0):
-            raise ValueError(f"channel weight {name!r} must be a finite number >= 0, got {w!r}")
-        if w != 0 and not CHANNEL_WEIGHT_MIN <= w <= CHANNEL_WEIGHT_MAX:
-            raise ValueError(f"channel weight {name!r} must be 0 or between {CHANNEL_WEIGHT_MIN:g} and "
-                             f"{CHANNEL_WEIGHT_MAX:g} (only the channels' ratio changes a ranking), got {w!r}")
-        mult[hits[0]] = float(w)
-    if names and not mult.any():
-        raise ValueError(f"channel weights are all 0 (the index's channels are {list(names)}): nothing would score")
-    return mult

@@ -43,7 +43,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ckqti.errors import QueryError
 from retriever.index import SortedDocids
-from retriever.search import Searcher, search_json
+from retriever.results import search_json
+from retriever.search import Searcher
 
 API_KEY_HEADER = "x-api-key"
 

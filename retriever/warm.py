@@ -21,7 +21,7 @@ import numpy as np
 
 from ckqti.jit import cached
 from retriever.kernels import saat_batch, saat_topk
-from retriever.search import ACC16_MAX
+from retriever.workspace import ACC16_MAX
 
 DOCUMENTS = "w1\tcells divide and grow\nw2\tproteins fold in cells\nw3\tgenes express proteins\n"
 

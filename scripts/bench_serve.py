@@ -10,7 +10,7 @@ temporary directory. It starts ``ckqti serve`` as a subprocess on 127.0.0.1 and 
 thread with one keep-alive ``http.client`` connection that sends ``POST /search`` for the
 queries in turn, the next request as soon as the previous answer is in. Each concurrency level
 stops after ``--requests`` requests or ``--max-seconds``, whichever comes first. Every answer
-is compared with the CLI's for that query (``retriever.search.search_json`` over the same index,
+is compared with the CLI's for that query (``retriever.results.search_json`` over the same index,
 the function ``ckqti search --json`` prints, checked once against the real command). The same
 closed loop over ``Searcher.search`` + ``search_json`` in this process is the comparison point
 that shows the HTTP overhead. The server is always stopped. Prints a markdown table, writes
@@ -44,7 +44,7 @@ from ckqti import api  # noqa: E402
 from ckqti.children import preexec_die_with_parent  # noqa: E402
 from ckqti.errors import InputError, QueryError  # noqa: E402
 from indexer.readers import read_queries  # noqa: E402
-from retriever.search import search_json  # noqa: E402
+from retriever.results import search_json  # noqa: E402
 from scripts.args import (  # noqa: E402
     HelpFormatter,
     command_line,

@@ -41,7 +41,7 @@ RERANKER_KINDS = ("tk", "tkl", "idcm")
 # encodes each candidate once for all the queries that rank it (score_encoded_pairs). IDCM's cross-encoder
 # reads the query and the document together.
 ENCODED_KINDS = ("tk", "tkl")
-# Distinct known query terms a QTI model reads at inference, as search does (retriever.search.MAX_QUERY_TERMS):
+# Distinct known query terms a QTI model reads at inference, as search does (retriever.query.MAX_QUERY_TERMS):
 # every occurrence counts (a term twice in a query counts twice, as search weighs it), so a rerank or an
 # explanation scores what the index does; a query with more is refused, as search refuses it.
 QTI_QUERY_TERMS = 1024

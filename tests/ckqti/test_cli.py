@@ -1128,7 +1128,7 @@ def test_a_first_run_compiling_its_batch_kernel_says_so(tmp_path, scifact_index,
         monkeypatch.setattr(api, "kernels_compiling", lambda batch=False, compiling=compiling: compiling and batch)
         res = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "r.trec")
         assert res.exit_code == 0 and (cli_mod.SLOW_RUN_NOTE in res.stderr) == compiling, res.stderr
-    from retriever.search import kernels_ready
+    from retriever.kernel_status import kernels_ready
 
     assert kernels_ready(batch=True)  # this process has run a batch by now
 

@@ -601,7 +601,7 @@ def test_latent_two_channel_index_appends_and_searches_exactly(tmp_path, short_p
     for i in range(40):
         pool = np.arange(len(old_terms), len(new.terms)) if i % 2 else np.arange(2, len(new.terms))
         terms = np.unique(rng.choice(pool, size=rng.integers(1, 5)))
-        from retriever.search import ParsedQuery
+        from retriever.query import ParsedQuery
 
         plan = s.plan(ParsedQuery(terms, rng.integers(1, 3, terms.size), [], []))
         got, _ = s.search_ids(plan.lists, plan.weights, 10)

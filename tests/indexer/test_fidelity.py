@@ -135,6 +135,7 @@ def test_a_resolution_sweep_scores_exhaustively_once_and_searches_at_each_resolu
     """Each report is of a searcher at its own resolution (None: the default), against one reference."""
     import indexer.fidelity as fidelity
     import retriever.index
+    import retriever.query
     import retriever.search
 
     ref = ExhaustiveReference(queries={"q": "text"}, qrels={"q": {"d1": 1}}, run={"q": {"d1": 2.0, "d2": 1.0}},
@@ -154,6 +155,6 @@ def test_a_resolution_sweep_scores_exhaustively_once_and_searches_at_each_resolu
     monkeypatch.setattr(retriever.search, "Searcher", Searcher)
     reps = fidelity.resolution_sweep("idx", "c", "m", "q", "r", [3, 7, None])
     assert len(calls) == 1
-    assert [r.resolution for r in reps] == [3, 7, retriever.search.RESOLUTION]
+    assert [r.resolution for r in reps] == [3, 7, retriever.query.RESOLUTION]
     assert [r.overlap_at_k for r in reps] == [0.5, 0.5, 0.5] and reps[0].ndcg10_index == 0.0 < reps[1].ndcg10_index
     assert fidelity.measure_fidelity("idx", "c", "m", "q", "r", resolution=4).resolution == 4

@@ -10,18 +10,11 @@ import pytest
 
 from ckqti import api
 from ckqti.errors import IndexFormatError, QueryError
+from retriever.chunks import BATCH_CHUNK, CHUNKS_PER_THREAD, MAX_CHUNK_HITS, batch_chunk
 from retriever.index import Index, Shard
 from retriever.kernels import brute_force_scores
-from retriever.search import (
-    BATCH_CHUNK,
-    CHUNKS_PER_THREAD,
-    MAX_CHUNK_HITS,
-    SHOWN_IN_REPR,
-    Searcher,
-    batch_chunk,
-    search_json,
-    trec_ranking,
-)
+from retriever.results import SHOWN_IN_REPR, search_json, trec_ranking
+from retriever.search import Searcher
 
 
 def brute_force(idx: Index, terms, weights, k):
@@ -78,7 +71,7 @@ def test_batch_search_equals_one_query_at_a_time_across_shards(scifact_index, th
 def test_batch_helpers_are_no_more_than_the_chunks_left():
     """``threads`` far beyond the chunks starts no idle helpers: ``--threads 100000000`` on two
     queries asked the pool for that many threads, until memory ran out."""
-    from retriever.search import run_chunks
+    from retriever.chunks import run_chunks
 
     asked, done = [], []
 
@@ -318,7 +311,7 @@ def test_anytime_mode_with_a_large_budget_is_exact(scifact_index):
 
 
 def test_workspace_accumulators_widen_only_when_scores_need_it():
-    from retriever.search import ACC16_MAX, Workspace
+    from retriever.workspace import ACC16_MAX, Workspace
 
     ws = Workspace(100, 10)
     assert ws.acc(ACC16_MAX).dtype == np.uint16 and ws.acc(ACC16_MAX + 1).dtype == np.uint32
@@ -379,7 +372,7 @@ def test_index_built_with_another_model_or_analyzer_is_refused(scifact_index):
 
 
 def test_channel_weights_scale_a_channel_and_reject_unknown_channels(scifact_index):
-    from retriever.search import channel_multipliers
+    from retriever.query import channel_multipliers
 
     plain = Searcher(scifact_index)
     doubled = Searcher(scifact_index, channel_weights={"idf": 2.0})  # NDRM2: one "idf" channel
@@ -642,7 +635,7 @@ def test_compiling_is_true_only_while_a_kernel_compiles():
     from numba import njit
     from numba.core import event
 
-    from retriever.search import compiling
+    from retriever.kernel_status import compiling
 
     @njit
     def add_one(x):
@@ -883,7 +876,7 @@ def test_a_tie_at_the_cut_within_the_margin_is_not_searched_again(tmp_path, monk
     ranked without searching its query again, a longer one is searched again, and a query with fewer
     hits than asked for has them all; each way the hits are those of ``search`` (every tie of the k-th
     score in, cut by docid)."""
-    from retriever import search as search_mod
+    from retriever.merge import tie_margin
 
     groups = {"a": (14, "same same same words"), "b": (4, "same same words pad"), "c": (5, "same words pad pad")}
     lines = [f"{g}{i}\t{text}\n" for g, (n, text) in groups.items() for i in range(n)]
@@ -896,7 +889,7 @@ def test_a_tie_at_the_cut_within_the_margin_is_not_searched_again(tmp_path, monk
     again = []
     real = Searcher.topk_with_ties
     monkeypatch.setattr(Searcher, "topk_with_ties", lambda self, *a: again.append(a[2]) or real(self, *a))
-    assert search_mod.tie_margin(16) == 18 and search_mod.tie_margin(10) == 11
+    assert tie_margin(16) == 18 and tie_margin(10) == 11
     # k 16: the 16th is in group b (positions 15-18), asked 18: the 18th still ties -> searched again;
     # k 17, asked 19: the 19th is group c's -> no; k 22, asked 24, 23 hits in all -> no
     for k, searched_again in ((16, True), (17, False), (22, False), (15, True)):
@@ -916,7 +909,7 @@ def test_a_query_of_huge_term_counts_ranks_within_bounded_scratch(tmp_path):
     ``MAX_QUERY_WEIGHT`` in all are scaled down to it, the unit up by as much: the same ranking here, scores
     within the rounding of one weight, and scratch that stays bounded."""
     from indexer.quantize import Quantizer
-    from retriever.search import MAX_QUERY_WEIGHT
+    from retriever.query import MAX_QUERY_WEIGHT
 
     idx = hand_index(tmp_path / "idx", HAND_ONE, 5, 5, Quantizer(0.5))
     s = Searcher(idx)

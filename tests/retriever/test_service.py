@@ -23,7 +23,7 @@ from click.testing import CliRunner
 
 from ckqti import api
 from ckqti.cli import cli
-from retriever.search import search_json
+from retriever.results import search_json
 from retriever.service import ServiceConfig, create_app, is_loopback, listen_socket, server_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -351,7 +351,7 @@ def test_listening_socket_gives_tcp_connections_asyncio_sets_nodelay_on():
 
 
 def test_the_service_does_not_import_the_cli():
-    """The service sits below the CLI: its JSON answers come from retriever.search, not ckqti.cli."""
+    """The service sits below the CLI: its JSON answers come from retriever.results, not ckqti.cli."""
     code = "import sys, retriever.service; print(sorted(m for m in ('ckqti.cli', 'click') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
