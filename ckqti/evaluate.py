@@ -54,7 +54,8 @@ MAX_CUTOFF = 2**31 - 1
 
 @dataclass(frozen=True)
 class Measure:
-    """A parsed measure name: ``family`` (nDCG, NCG, RR, AP, P, R), an optional ``cutoff``, and the ``name`` as given."""
+    """A parsed measure name: ``family`` (nDCG, NCG, RR, AP, P, R), an optional ``cutoff``, and the ``name`` every
+    table and key uses: the family's and the cutoff's (``ndcg@010`` is ``nDCG@10``, ``MRR@10`` is ``RR@10``)."""
 
     family: str
     cutoff: int | None
@@ -62,7 +63,8 @@ class Measure:
 
 
 def parse_measure(name: str) -> Measure:
-    """Parse ``"nDCG@10"``, ``"RR@10"`` (or ``"MRR@10"``), ``"AP@100"`` (or ``"MAP@100"``), ``"NCG@100"``, ``"P@10"``, ``"R@100"``; the cutoff is optional."""
+    """Parse ``"nDCG@10"``, ``"RR@10"`` (or ``"MRR@10"``), ``"AP@100"`` (or ``"MAP@100"``), ``"NCG@100"``, ``"P@10"``,
+    ``"R@100"``, in any case; the cutoff is optional. The name is given back in that spelling (:class:`Measure`)."""
     match = _MEASURE.match(name.strip())
     family = _FAMILIES.get(match.group(1).lower()) if match else None
     if match is None or family is None:
@@ -72,7 +74,7 @@ def parse_measure(name: str) -> Measure:
         raise InputError(f"measure {name!r}: the cutoff must be at least 1")
     if cutoff is not None and cutoff > MAX_CUTOFF:
         raise InputError(f"measure {name!r}: the cutoff must be at most {MAX_CUTOFF:,}")
-    return Measure(family, cutoff, name.strip())
+    return Measure(family, cutoff, family if cutoff is None else f"{family}@{cutoff}")
 
 
 def parse_measures(measures: Sequence[str]) -> list[Measure]:
@@ -147,7 +149,7 @@ def evaluate(
     Args:
         run: qid -> {docid: score} (as :func:`retriever.runs.read_run` returns) or qid -> [(docid, score), ...].
         qrels: qid -> {docid: grade} (as :func:`indexer.readers.read_qrels` returns).
-        measures: measure names, see :func:`parse_measure`.
+        measures: measure names, see :func:`parse_measure` (results name them as it does: ``ndcg@10`` is ``nDCG@10``).
         per_query: list every query in :meth:`EvalResult.table`; per-query values are always kept in ``by_query``.
         rel_level: minimum grade counted relevant by RR, AP, P and R (1 by default; 2 for TREC DL passages).
 

@@ -150,11 +150,13 @@ def test_run_as_ranked_lists():
 def test_measure_names_and_bad_arguments():
     assert parse_measure("MRR@10").family == "RR" and parse_measure("MAP@100").family == "AP"
     assert parse_measure("nDCG").cutoff is None
-    assert evaluate(RUN, QRELS, ["MRR@10"]).mean == {"MRR@10": 1.0}
-    # any case, as trec_eval users write them; the column keeps the name as given
-    assert parse_measure("ndcg@10") == Measure("nDCG", 10, "ndcg@10") and parse_measure("map").family == "AP"
-    assert evaluate(RUN, QRELS, ["ndcg@10", "p@1"]).mean == {"ndcg@10": evaluate(RUN, QRELS).mean["nDCG@10"],
-                                                              "p@1": evaluate(RUN, QRELS, ["P@1"]).mean["P@1"]}
+    # any case, as trec_eval users write them, and MRR, MAP: each named one way in every column and key
+    # (the table's header read "ndcg@10" as typed, beside the notes' "RR, AP, P, R")
+    assert evaluate(RUN, QRELS, ["MRR@10"]).mean == {"RR@10": 1.0}
+    assert parse_measure("ndcg@10") == Measure("nDCG", 10, "nDCG@10") and parse_measure("map") == Measure("AP", None, "AP")
+    assert parse_measure(" nDCG@010 ").name == "nDCG@10" and parse_measure("mrr").name == "RR"
+    assert evaluate(RUN, QRELS, ["ndcg@10", "p@1"]).mean == {"nDCG@10": evaluate(RUN, QRELS).mean["nDCG@10"],
+                                                              "P@1": evaluate(RUN, QRELS, ["P@1"]).mean["P@1"]}
     for bad in ("BLEU@4", "nDCG@0", "nDCG@x", "nDCG@\u0661\u0660", "P@\uff11"):  # Arabic-Indic and full-width digits
         with pytest.raises(InputError):
             parse_measure(bad)
