@@ -154,7 +154,8 @@ def evaluate(
         rel_level: minimum grade counted relevant by RR, AP, P and R (1 by default; 2 for TREC DL passages).
 
     Raises:
-        InputError: an unknown measure, ``rel_level`` below 1, or qrels without any judgement.
+        InputError: an unknown measure, ``rel_level`` below 1, qrels without any judgement, or a NaN score
+            in a judged query's ranking.
     """
     parsed = parse_measures(measures)
     if rel_level < 1:
@@ -169,6 +170,9 @@ def evaluate(
     check_rel_level(judged, rel_level)
     # only the judged queries are sorted: SciFact's run of 1,109 claims has 300 judged (test split)
     ranked = {str(q): dict(trec_order(docs)) for q, docs in run.items() if docs and str(q) in judged}
+    for qid, docs in ranked.items():  # NaN compares false with every score: it would rank anywhere
+        if (nan := next((d for d, s in docs.items() if s != s), None)) is not None:
+            raise InputError(f"query {qid!r}: document {nan!r} has score nan, which ranks nowhere")
     by_query: dict[str, dict[str, float]] = {q: dict.fromkeys((m.name for m in parsed), 0.0) for q in judged}
     _trec_eval_scores([m for m in parsed if m.family != "NCG"], ranked, judged, rel_level, by_query)
     for m in (m for m in parsed if m.family == "NCG"):
