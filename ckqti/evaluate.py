@@ -54,7 +54,8 @@ MAX_CUTOFF = 2**31 - 1
 
 @dataclass(frozen=True)
 class Measure:
-    """A parsed measure name: ``family`` (nDCG, NCG, RR, AP, P, R), an optional ``cutoff``, and the ``name`` as given."""
+    """A parsed measure name: ``family`` (nDCG, NCG, RR, AP, P, R), an optional ``cutoff``, and the ``name`` every
+    table and key uses: the family's and the cutoff's (``ndcg@010`` is ``nDCG@10``, ``MRR@10`` is ``RR@10``)."""
 
     family: str
     cutoff: int | None
@@ -62,7 +63,8 @@ class Measure:
 
 
 def parse_measure(name: str) -> Measure:
-    """Parse ``"nDCG@10"``, ``"RR@10"`` (or ``"MRR@10"``), ``"AP@100"`` (or ``"MAP@100"``), ``"NCG@100"``, ``"P@10"``, ``"R@100"``; the cutoff is optional."""
+    """Parse ``"nDCG@10"``, ``"RR@10"`` (or ``"MRR@10"``), ``"AP@100"`` (or ``"MAP@100"``), ``"NCG@100"``, ``"P@10"``,
+    ``"R@100"``, in any case; the cutoff is optional. The name is given back in that spelling (:class:`Measure`)."""
     match = _MEASURE.match(name.strip())
     family = _FAMILIES.get(match.group(1).lower()) if match else None
     if match is None or family is None:
@@ -72,7 +74,7 @@ def parse_measure(name: str) -> Measure:
         raise InputError(f"measure {name!r}: the cutoff must be at least 1")
     if cutoff is not None and cutoff > MAX_CUTOFF:
         raise InputError(f"measure {name!r}: the cutoff must be at most {MAX_CUTOFF:,}")
-    return Measure(family, cutoff, name.strip())
+    return Measure(family, cutoff, family if cutoff is None else f"{family}@{cutoff}")
 
 
 def parse_measures(measures: Sequence[str]) -> list[Measure]:
@@ -147,12 +149,13 @@ def evaluate(
     Args:
         run: qid -> {docid: score} (as :func:`retriever.runs.read_run` returns) or qid -> [(docid, score), ...].
         qrels: qid -> {docid: grade} (as :func:`indexer.readers.read_qrels` returns).
-        measures: measure names, see :func:`parse_measure`.
+        measures: measure names, see :func:`parse_measure` (results name them as it does: ``ndcg@10`` is ``nDCG@10``).
         per_query: list every query in :meth:`EvalResult.table`; per-query values are always kept in ``by_query``.
         rel_level: minimum grade counted relevant by RR, AP, P and R (1 by default; 2 for TREC DL passages).
 
     Raises:
-        InputError: an unknown measure, ``rel_level`` below 1, or qrels without any judgement.
+        InputError: an unknown measure, ``rel_level`` below 1, qrels without any judgement, or a NaN score
+            in a judged query's ranking.
     """
     parsed = parse_measures(measures)
     if rel_level < 1:
@@ -167,6 +170,9 @@ def evaluate(
     check_rel_level(judged, rel_level)
     # only the judged queries are sorted: SciFact's run of 1,109 claims has 300 judged (test split)
     ranked = {str(q): dict(trec_order(docs)) for q, docs in run.items() if docs and str(q) in judged}
+    for qid, docs in ranked.items():  # NaN compares false with every score: it would rank anywhere
+        if (nan := next((d for d, s in docs.items() if s != s), None)) is not None:
+            raise InputError(f"query {qid!r}: document {nan!r} has score nan, which ranks nowhere")
     by_query: dict[str, dict[str, float]] = {q: dict.fromkeys((m.name for m in parsed), 0.0) for q in judged}
     _trec_eval_scores([m for m in parsed if m.family != "NCG"], ranked, judged, rel_level, by_query)
     for m in (m for m in parsed if m.family == "NCG"):

@@ -1008,6 +1008,10 @@ def test_eval_json_markdown_and_measures(tmp_path):
     assert "delta (b.trec - a.trec)" in three.stdout and "delta (c.trec - a.trec)" in three.stdout
     trailing = invoke("eval", run, qrels, "--json", "--measures", "nDCG@10, RR@10,")  # a trailing comma names nothing
     assert trailing.exit_code == 0 and json.loads(trailing.stdout) == out, trailing.output
+    typed = invoke("eval", run, qrels, "--json", "--measures", "ndcg@10,mrr@10")  # named as above, not as typed
+    assert typed.exit_code == 0 and json.loads(typed.stdout) == out, typed.output
+    header = invoke("eval", run, qrels, "--measures", "ndcg@010,map").stdout.splitlines()[0]
+    assert header.split() == ["run", "queries", "nDCG@10", "AP"], header
     for measures in ("nDCG@10,bogus", "P@10,P@10", ","):
         bad = invoke("eval", run, qrels, "--measures", measures)
         assert bad.exit_code == 2 and "Traceback" not in bad.output, bad.output

@@ -136,6 +136,18 @@ def test_scores_equal_in_single_precision_tie_for_every_measure():
     assert result.mean == pytest.approx({"nDCG@1": 0.0, "NCG@1": 0.0, "RR": 0.5, "RR@1": 0.0})
 
 
+def test_a_nan_score_is_refused_not_ranked_anywhere():
+    """A run file's 'nan' is refused as it is read, but a run given as a mapping (ckqti train's dev runs, from a
+    model's scores) reached the sort, where NaN compares false with everything: 'a' (0.7) ranked third behind
+    NaN's 'z' here, RR 1/3 where the scores say 1/2, without a word."""
+    with pytest.raises(InputError, match="query 'q': document 'z' has score nan"):
+        evaluate({"q": {"z": math.nan, "a": 0.7, "b": 1.0}}, {"q": {"a": 1}}, ["RR"])
+    unjudged = evaluate({"q": {"a": 0.7, "b": 1.0}, "u": {"x": math.nan}}, {"q": {"a": 1}}, ["RR"])  # not ranked
+    assert unjudged.mean == {"RR": 0.5} and unjudged.unjudged == ("u",)
+    infinite = evaluate({"q": {"z": -math.inf, "a": 0.7, "b": math.inf}}, {"q": {"a": 1}}, ["RR"])  # these order
+    assert infinite.mean == {"RR": 0.5}
+
+
 def test_rr_cutoff_counts_only_the_top_k():
     run = {"q": {f"d{i:02d}": 100.0 - i for i in range(1, 31)}}  # d01 ranked first ... d30 last
     at_11 = evaluate(run, {"q": {"d11": 1}}, ["RR@10", "RR@11", "RR"]).mean
@@ -150,11 +162,13 @@ def test_run_as_ranked_lists():
 def test_measure_names_and_bad_arguments():
     assert parse_measure("MRR@10").family == "RR" and parse_measure("MAP@100").family == "AP"
     assert parse_measure("nDCG").cutoff is None
-    assert evaluate(RUN, QRELS, ["MRR@10"]).mean == {"MRR@10": 1.0}
-    # any case, as trec_eval users write them; the column keeps the name as given
-    assert parse_measure("ndcg@10") == Measure("nDCG", 10, "ndcg@10") and parse_measure("map").family == "AP"
-    assert evaluate(RUN, QRELS, ["ndcg@10", "p@1"]).mean == {"ndcg@10": evaluate(RUN, QRELS).mean["nDCG@10"],
-                                                              "p@1": evaluate(RUN, QRELS, ["P@1"]).mean["P@1"]}
+    # any case, as trec_eval users write them, and MRR, MAP: each named one way in every column and key
+    # (the table's header read "ndcg@10" as typed, beside the notes' "RR, AP, P, R")
+    assert evaluate(RUN, QRELS, ["MRR@10"]).mean == {"RR@10": 1.0}
+    assert parse_measure("ndcg@10") == Measure("nDCG", 10, "nDCG@10") and parse_measure("map") == Measure("AP", None, "AP")
+    assert parse_measure(" nDCG@010 ").name == "nDCG@10" and parse_measure("mrr").name == "RR"
+    assert evaluate(RUN, QRELS, ["ndcg@10", "p@1"]).mean == {"nDCG@10": evaluate(RUN, QRELS).mean["nDCG@10"],
+                                                              "P@1": evaluate(RUN, QRELS, ["P@1"]).mean["P@1"]}
     for bad in ("BLEU@4", "nDCG@0", "nDCG@x", "nDCG@\u0661\u0660", "P@\uff11"):  # Arabic-Indic and full-width digits
         with pytest.raises(InputError):
             parse_measure(bad)
