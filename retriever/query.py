@@ -62,7 +62,7 @@ class QueryPlan:
         down to it (each kept >= 1) and whose unit is scaled up by as much: the same scores to within one
         unit of weight per list (a query of 100,000 occurrences of one word and one of another ranks as
         exactly weighted), for scratch memory that stays bounded."""
-        total = int(self.weights.sum())
+        total = sum(self.weights.tolist())  # a Python sum: numpy's costs ~0.8 us on a few weights, ~0.1 this
         if total <= MAX_QUERY_WEIGHT:
             return self
         scale = MAX_QUERY_WEIGHT / total
