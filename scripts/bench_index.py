@@ -125,7 +125,7 @@ def run_one(corpus: Path, out: Path, model: str, mode: str, shard_size: int, thr
         seconds = time.perf_counter() - t0
     return {
         "model": model, "model_id": m.model.get("id"), "mode": mode, "workers": workers,
-        "device": torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu",
+        "device": torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else "cpu",
         "torch_threads": 1 if workers else threads, "docs": m.num_docs, "shards": len(m.shards),
         "postings": m.num_postings, "seconds": round(seconds, 2), "docs_per_s": round(m.num_docs / seconds, 1),
         "peak_rss_mib": mem.mib(), "index": str(out),
