@@ -15,7 +15,21 @@ from ckqti import __version__, api
 from ckqti.errors import CkqtiError, OptionError
 from ckqti.terminal import columns_of, counted, decoded_argument, escaped_output, repaired, visible
 
-POSITIVE = click.IntRange(min=1)  # counts: results, shard and batch sizes, threads, epochs
+
+class Integer(click.IntRange):
+    """An integer option within a range: shown as ``INTEGER`` with its range after the help (``[x>=1]``),
+    and a value that is no integer is "not a valid integer", as click says of a plain ``int``."""
+
+    name = "integer"
+
+
+class Float(click.FloatRange):
+    """A number option within a range: shown as ``FLOAT`` with its range after the help, as :class:`Integer`."""
+
+    name = "float"
+
+
+POSITIVE = Integer(min=1)  # counts: results, shard and batch sizes, threads, epochs
 UNKNOWN_WORDS_NOTE = 0.02  # rerank's note: this share of the candidates' words unknown to the model (SciFact's own: 0)
 SNIPPET_COLUMNS = 100  # terminal columns of a search hit's title and snippet lines (cut between words)
 
@@ -145,6 +159,12 @@ def qrels_format_option(f):
                              "ask).")(f)
 
 
+def device_option(f):
+    """``--device`` of every command that runs a model (index, train, rerank, explain)."""
+    return click.option("--device", default=None, metavar="DEVICE",
+                        help="torch device, e.g. cpu or cuda:1 (default: cuda if available).")(f)
+
+
 def rel_level_option(decides: str):
     """``--rel-level`` of a command that decides which judged documents are relevant (eval, train); ``decides``:
     what the grade decides there, for its help."""
@@ -160,11 +180,22 @@ class PathArg(click.Path):
         return super().convert(home_expanded(value), param, ctx)
 
 
+class OutPath(PathArg):
+    """A file or folder a command writes (``--out``, ``--html``): ``-`` is refused, not standard output (which
+    no command writes its output to) nor a file named ``-`` in the working directory (``./-`` names that)."""
+
+    def convert(self, value, param, ctx):
+        if value == "-":
+            self.fail("'-' is not standard output here: this command writes a file (./- names a file called -)",
+                      param, ctx)
+        return super().convert(value, param, ctx)
+
+
 class NameOrPath(click.ParamType):
     """``--model`` and ``--candidates``: a name ('ndrm3-scifact', 'bm25') or a path, whose leading ``~``
     is the home folder (:func:`home_expanded`; no name starts with ``~``)."""
 
-    name = "text"
+    name = "name|path"
 
     def convert(self, value, param, ctx):
         return home_expanded(value)
@@ -208,7 +239,7 @@ def index_option(f):
 
 def mode_options(f):
     f = click.option("--model", default=None, type=NameOrPath(), help="Refuse an index not built with this model ('ndrm2', 'ndrm2-anserini', 'ndrm3-scifact' or a checkpoint).")(f)
-    f = click.option("--slack", default=1.0, show_default=True, type=click.FloatRange(0, 1, min_open=True),
+    f = click.option("--slack", default=1.0, show_default=True, type=Float(0, 1, min_open=True),
                      help="Anytime mode: factor (0, 1] on the pruning bound; below 1 prunes sooner, approximately.")(f)
     f = click.option("--budget", type=POSITIVE, default=200_000, show_default=True, help="Anytime mode: postings per shard.")(f)
     return click.option(
@@ -253,7 +284,22 @@ def parse_channel_weights(ctx, param, values) -> dict[str, float] | None:
         weights[name] = float(w)
         if sum(other.partition("=")[0] == name for other in values) > 1:
             raise click.BadParameter(f"channel {name!r} is weighted twice")
+        check_channel_weight(name, weights[name])
     return weights or None
+
+
+def check_channel_weight(name: str, w: float) -> None:
+    """The searcher's checks of one weight (:func:`retriever.search.channel_multipliers`), made as the option is
+    parsed: a weight out of range is a usage error, said before the index opens, as ``--slack 0`` is."""
+    import math
+
+    from retriever.search import CHANNEL_WEIGHT_MAX, CHANNEL_WEIGHT_MIN
+
+    if not (math.isfinite(w) and w >= 0):
+        raise click.BadParameter(f"channel weight {name!r} must be a finite number >= 0, got {w!r}")
+    if w != 0 and not CHANNEL_WEIGHT_MIN <= w <= CHANNEL_WEIGHT_MAX:
+        raise click.BadParameter(f"channel weight {name!r} must be 0 or between {CHANNEL_WEIGHT_MIN:g} and "
+                                 f"{CHANNEL_WEIGHT_MAX:g} (only the channels' ratio changes a ranking), got {w!r}")
 
 
 def channel_option(f):
@@ -270,9 +316,9 @@ def cli() -> None:
     """Full-retrieval neural search with a learned impact index."""
 
 
-@cli.command("index")
+@cli.command("index", short_help="Build an index of CORPUS, or --append it to one.")
 @click.argument("corpus", type=PathArg())
-@click.option("--out", default=None, type=PathArg(),
+@click.option("--out", default=None, type=OutPath(),
               help=f"Index directory to create (default: ${INDEX_ENV}, else ./{DEFAULT_INDEX}).")
 @click.option("--append", "append_to", is_flag=True, help="Add CORPUS to the index --index as new shards.")
 @click.option("--index", "index_path", default=None, type=PathArg(),
@@ -283,15 +329,15 @@ def cli() -> None:
               help="Corpus format (default: from the file).")
 @click.option("--orcas", type=PathArg(), default=None, help="docid<TAB>query clicked queries, a leading field.")
 @click.option("--shard-size", type=POSITIVE, default=100_000, show_default=True, help="Documents per shard.")
-@click.option("--batch-size", type=POSITIVE, default=None, help="Documents scored at once (default 32; --append: the index's).")
-@click.option("--device", default=None, help="torch device (default: cuda if available).")
+@click.option("--batch-size", type=POSITIVE, default=None, help="Documents scored at once (default: 32; --append: the index's).")
+@device_option
 @click.option("--force", is_flag=True, help="Replace an existing index.")
 @click.option("--no-resume", is_flag=True, help="Discard a previous interrupted build.")
 @click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None, metavar="[ADDRESS]",
               help="Build on Ray: alone, a local Ray; 'auto' or HOST:PORT, the cluster of this node (OUT on a shared filesystem).")
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="With --ray: model replicas (default: one per GPU, else per CPU).")
-@click.option("--neighbours", type=click.IntRange(min=0), default=None,
-              help="Dense latent models: candidate terms per document beyond its own (default 64; see docs/INDEX.md). "
+@click.option("--workers", type=Integer(min=1), default=None, help="With --ray: model replicas (default: one per GPU, else per CPU).")
+@click.option("--neighbours", type=Integer(min=0), default=None,
+              help="Dense latent models: candidate terms per document beyond its own (default: 64; see docs/INDEX.md). "
                    "A gated model (ckqti train --latent-gate) stores exactly the pairs its gate opens.")
 def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size, batch_size, device, force, no_resume,
               ray_address, workers, neighbours):
@@ -365,7 +411,7 @@ def repeated_note(repeated: int | None, orcas) -> None:
         echo(f"note: {note}", err=True)
 
 
-@cli.command("compact")
+@cli.command("compact", short_help="Merge an index's shards into fewer (exact results unchanged).")
 @index_option
 @click.option("--shard-size", type=POSITIVE, default=100_000, show_default=True, help="Documents per merged shard at most.")
 def compact_cmd(index_path, shard_size):
@@ -374,7 +420,7 @@ def compact_cmd(index_path, shard_size):
     echo(f"{len(m.shards)} shard(s), {counted(m.num_docs, 'document')} in {index_path}")
 
 
-@cli.command("info")
+@cli.command("info", short_help="What an index holds: documents, postings, model, size.")
 @index_option
 @click.option("--verify", is_flag=True, help="Also hash every file and check its checksum (search does too, but skips files unchanged since their last check).")
 @click.option("--json", "as_json", is_flag=True, help="JSON output for programs.")
@@ -592,7 +638,7 @@ def search_lines(searcher, res) -> list[str]:
 @cli.command("run")
 @index_option
 @click.option("--queries", required=True, type=PathArg(), help="Queries file (TSV, JSONL, TREC, SMART).")
-@click.option("--out", required=True, type=PathArg(),
+@click.option("--out", required=True, type=OutPath(),
               help="TREC run file to write (an existing file is replaced only if it is a run, or empty).")
 @click.option("-k", type=POSITIVE, default=1000, show_default=True, help="Documents per query.")
 @click.option("--threads", type=POSITIVE, default=1, show_default=True, help="Search threads.")
@@ -618,7 +664,7 @@ def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack,
          if s.skipped else f"{count_queries(s.searched)} in {s.seconds:.2f}s ({rate} q/s) -> {out}")
 
 
-@cli.command("eval")
+@cli.command("eval", short_help="Evaluate a TREC run against judgements; compare runs.")
 @click.argument("run", type=PathArg())
 @click.argument("qrels", type=PathArg())
 @click.option("--per-query", is_flag=True, help="Also print every query's measures.")
@@ -647,16 +693,16 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
     echo(report.table(markdown))
 
 
-@cli.command("train")
+@cli.command("train", short_help="Train a model on judged queries and BM25 candidates.")
 @click.option("--model", "variant", type=click.Choice(["ndrm1", "ndrm2", "ndrm3", "tk", "tkl", "idcm"]), default="ndrm3",
               show_default=True, help="Kind of model to train (other commands' --model takes the checkpoint it writes).")
 @click.option("--corpus", required=True, type=PathArg(), help="Corpus file (TSV, JSONL, TREC, SMART).")
-@click.option("--queries", required=True, type=PathArg(), help="Queries file.")
+@click.option("--queries", required=True, type=PathArg(), help="Queries file (TSV, JSONL, TREC, SMART).")
 @click.option("--qrels", required=True, type=PathArg(), help="Training judgements.")
-@click.option("--out", required=True, type=PathArg(), help="Checkpoint to write (best dev epoch).")
+@click.option("--out", required=True, type=OutPath(), help="Checkpoint to write (best dev epoch).")
 @click.option("--dev-qrels", type=PathArg(), default=None,
               help="NDRM: dev judgements (else carved from --qrels, as TK, TKL and IDCM always do).")
-@click.option("--dev-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.1, show_default=True, help="Share of training queries held out as dev.")
+@click.option("--dev-fraction", type=Float(0, 1, min_open=True, max_open=True), default=0.1, show_default=True, help="Share of training queries held out as dev.")
 @click.option("--epochs", type=POSITIVE, default=10, show_default=True,
               help="Passes over the training queries at most (IDCM: in stages 1 and 2 each); --patience may stop sooner.")
 @click.option("--patience", type=POSITIVE, default=3, show_default=True, help="Epochs without a better dev nDCG@10 before stopping.")
@@ -665,11 +711,11 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
 @click.option("--batch-size", type=POSITIVE, default=32, show_default=True,
               help="Queries per step (NDRM: the relevant, --negatives BM25 and 2 random documents each; "
                    "TK/TKL/IDCM: a triple each, or with --loss lce the relevant and --negatives).")
-@click.option("--lr", type=click.FloatRange(0, min_open=True), default=None,
+@click.option("--lr", type=Float(0, min_open=True), default=None,
               help="NDRM learning rate [default: 1e-4] (TK/TKL/IDCM train with the SPEC's two rates).")
-@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True,
+@click.option("--seed", type=Integer(0, 2**32 - 1), default=0, show_default=True,
               help="Seeds the dev split, sampling, initial weights, dropout and skip-gram.")
-@click.option("--device", default=None, help="torch device (default: cuda if available).")
+@device_option
 @click.option("--weak-supervision", type=click.Choice(["titles"]), default=None, help="Documents' titles as pseudo-queries for their own documents (NDRM, TK, TKL).")
 @click.option("--embeddings", type=EmbeddingStart(), default=None,
               help="Initial word vectors (NDRM, TK, TKL): skipgram, minilm, random, or a checkpoint file whose word "
@@ -688,7 +734,7 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
 @click.option("--loss", type=click.Choice(["margin", "ranknet", "lce"]), default=None,
               help="Pairwise margin (TK/TKL/IDCM's default), RankNet (NDRM's default), or listwise (lce: the relevant "
                    "document's softmax cross-entropy against the query's other documents).")
-@click.option("--negatives", type=click.IntRange(1), default=1, show_default=True,
+@click.option("--negatives", type=Integer(1), default=1, show_default=True,
               help="BM25 negatives per query and step (TK/TKL/IDCM: with --loss lce; NDRM: in each example, next to "
                    "the relevant and 2 random documents; 1 is the published sampling).")
 @click.option("--term-weights", type=click.Choice(["none", "idf"]), default="none", show_default=True,
@@ -705,11 +751,11 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
 @click.option("--teacher", type=PathArg(dir_okay=False), default=None,
               help="NDRM/TK/TKL: a teacher's scores ({'scores': {qid: {docid: score}}}, .json or .json.gz) to distil "
                    "listwise beside the ranking loss (training queries only).")
-@click.option("--distill-docs", type=click.IntRange(1), default=8, show_default=True,
+@click.option("--distill-docs", type=Integer(1), default=8, show_default=True,
               help="With --teacher: teacher-scored documents per query and step.")
-@click.option("--distill-weight", type=click.FloatRange(0), default=1.0, show_default=True,
+@click.option("--distill-weight", type=Float(0), default=1.0, show_default=True,
               help="With --teacher: weight of the distillation loss.")
-@click.option("--latent-gate", type=click.FloatRange(0, 1, min_open=True), default=None,
+@click.option("--latent-gate", type=Float(0, 1, min_open=True), default=None,
               help="NDRM1/NDRM3: score a term's latent channel only where it occurs in the document or its cosine "
                    "with a document vector reaches this threshold (0 elsewhere), so that the learned index is exact.")
 @click.option("--fixed-bm25", is_flag=True,
@@ -747,20 +793,20 @@ def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epo
          f"-> {out}")
 
 
-@cli.command("rerank")
+@cli.command("rerank", short_help="Rerank each query's top candidates with a model.")
 @click.option("--queries", required=True, type=PathArg(), help="Queries file (TSV, JSONL, TREC, SMART).")
 @click.option("--candidates", required=True, type=NameOrPath(), help="'bm25' (needs --corpus), an index directory, or a TREC run file.")
 @click.option("--model", "model_path", required=True, type=NameOrPath(),
               help="Checkpoint (TK, TKL, IDCM or NDRM), 'ndrm3-scifact' (the bundled NDRM3), or 'ndrm2' / "
                    "'ndrm2-anserini' (untrained, on the collection's statistics: --corpus's, else the index of --candidates).")
-@click.option("--out", required=True, type=PathArg(),
+@click.option("--out", required=True, type=OutPath(),
               help="TREC run file to write (BM25's Lucene index is kept in OUT.work for later runs on the same corpus).")
 @click.option("--depth", type=POSITIVE, default=100, show_default=True, help="Candidates reranked per query.")
 @click.option("--corpus", type=PathArg(), default=None, help="Corpus for BM25 and document text.")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None,
               help="Corpus format (default: from the file).")
 @click.option("--batch-size", type=POSITIVE, default=32, show_default=True, help="Documents scored at once.")
-@click.option("--device", default=None, help="torch device (default: cuda if available).")
+@device_option
 @click.option("--tag", default=None, help="Run tag, no whitespace (default: ckqti-<kind>).")
 @click.option("--max-doc-length", type=POSITIVE, default=None,
               help="Document tokens read (TKL, IDCM and NDRM; default: the length the checkpoint was trained "
@@ -785,7 +831,7 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
          f"{counted(s.pairs, 'document')} reranked by {s.model_id} in {s.seconds:.2f}s ({s.ms_per_query:.0f} ms/query) -> {out}")
 
 
-@cli.command("explain")
+@cli.command("explain", short_help="Why a model scores DOCID as it does for QUERY.")
 @click.argument("query")
 @click.argument("docid")
 @click.option("--model", "model_path", default=None, type=NameOrPath(),
@@ -794,12 +840,12 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
 @click.option("--corpus", type=PathArg(), default=None, help="Corpus file holding DOCID.")
 @click.option("--index", "index_path", type=PathArg(), default=None,
               help="Or an index holding DOCID (an NDRM model then reads with the index's vocabulary: its score).")
-@click.option("--html", "html_out", type=PathArg(), default=None, help="Also write a self-contained HTML page.")
+@click.option("--html", "html_out", type=OutPath(), default=None, help="Also write a self-contained HTML page.")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None,
               help="Corpus format (default: from the file).")
-@click.option("--color/--no-color", default=None, help="ANSI colours (default: when stdout is a terminal).")
+@click.option("--color/--no-color", default=None, help="ANSI colours (default: when stdout is a terminal and $NO_COLOR is unset or empty).")
 @click.option("--json", "as_json", is_flag=True, help="JSON output for programs.")
-@click.option("--device", default=None, help="torch device (default: cuda if available).")
+@device_option
 @click.option("--max-doc-length", type=POSITIVE, default=None,
               help="Document tokens read (TKL, IDCM and NDRM), as rerank's option: the score rerank gave with it.")
 @click.option("--adapt-vocabulary", is_flag=True, help="Read text with the corpus's (or index's) vocabulary (zero-shot).")
@@ -824,7 +870,7 @@ def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, col
 
 @cli.command("serve")
 @index_option
-@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="TCP port (0: a free one, printed at start).")
+@click.option("--port", type=Integer(0, 65535), default=8000, show_default=True, help="TCP port (0: a free one, printed at start).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind; loopback unless told otherwise.")
 @click.option("--api-key-env", default=None, help="Name of an environment variable holding the API key (X-API-Key).")
 @click.option("--threads", "--workers", "workers", type=POSITIVE, default=None,

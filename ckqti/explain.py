@@ -22,7 +22,7 @@ index's document store) and returns an :class:`Explanation`:
   document words that match a query term exactly.
 
 :meth:`Explanation.render_terminal` highlights in ANSI colours (by default when standard
-output is a terminal and ``NO_COLOR`` is unset); :meth:`Explanation.to_html` writes a
+output is a terminal and ``NO_COLOR`` is unset or empty); :meth:`Explanation.to_html` writes a
 self-contained HTML page (:mod:`ckqti.explain_html`).
 """
 
@@ -167,9 +167,10 @@ class Explanation:
         return explanation_html(self)
 
     def render_terminal(self, color: bool | None = None) -> str:
-        """A plain-text report; ANSI colours when ``color`` (default: stdout is a tty, ``NO_COLOR`` unset)."""
+        """A plain-text report; ANSI colours when ``color`` (default: stdout is a tty and ``NO_COLOR`` unset or
+        empty, as no-color.org has it)."""
         if color is None:
-            color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+            color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
         return "\n".join(terminal_lines(self, color))
 
 

@@ -1530,3 +1530,54 @@ def test_a_leading_tilde_in_a_path_is_the_home_folder(tmp_path, monkeypatch):
     assert str(home / "e.pt") in invoke("train", "--model", "ndrm3", "--corpus", "~/c.tsv", "--queries", "~/q.tsv", "--qrels",
                                         "~/q.tsv", "--out", "~/m.pt", "--embeddings=~/e.pt").output
     assert f"Error: {home / 'm.pt'}" in invoke("search", "cells", "--model=~/m.pt").output
+
+
+def test_help_reads_whole_at_80_columns():
+    """`ckqti --help` listed 7 of its 10 commands cut mid-sentence ("Merge an index's consecutive shards into
+    fewer (no rescoring;..."), and the options showed click's type names: `-k INTEGER RANGE`, `--slack FLOAT
+    RANGE`, `--model TEXT`, `--device TEXT` (and `-k abc` said "'abc' is not a valid integer range")."""
+    top = CliRunner().invoke(cli, ["--help"], terminal_width=80)
+    listed = top.output.split("Commands:")[1].splitlines()[1:]
+    assert len(listed) == len(cli.commands) and all(len(line) <= 80 for line in top.output.splitlines())
+    assert not [line for line in listed if line.rstrip().endswith(("...", ";", ","))], listed
+    for name in sorted(cli.commands):
+        shown = CliRunner().invoke(cli, [name, "--help"], terminal_width=80).output
+        assert " RANGE" not in shown and not {"--model TEXT", "--candidates TEXT", "--device TEXT"} & set(
+            " ".join(line.split()[:2]) for line in shown.splitlines()), (name, shown)
+    bad = invoke("search", "cell", "-k", "abc")
+    assert bad.exit_code == 2 and bad.output.splitlines()[-1] == "Error: Invalid value for '-k': 'abc' is not a valid integer."
+
+
+def test_explain_help_names_no_color():
+    """The colours' default also depends on $NO_COLOR (README: "else set NO_COLOR"): the help said only 'when
+    stdout is a terminal'."""
+    assert "NO_COLOR" in invoke("explain", "--help").output
+
+
+def test_a_channel_weight_out_of_range_is_a_usage_error(scifact_index):
+    """`--channel-weight idf=1e7` or `idf=-1` is a bad option value, as `--slack 0` is (exit 2, before the
+    index is opened); it exited 1 from the searcher's check."""
+    for w, says in (("1e7", "must be 0 or between 1e-06 and 1e+06"), ("-1", "must be a finite number >= 0"),
+                    ("1e-7", "must be 0 or between 1e-06 and 1e+06")):
+        for line in (["search", "cell"], ["run", "--queries", "q.tsv", "--out", "r.trec"], ["serve"]):
+            res = invoke(*line, "--index", scifact_index, "--channel-weight", f"idf={w}")
+            assert res.exit_code == 2 and says in res.output.splitlines()[-1], (w, line, res.output)
+    assert invoke("search", "cell", "--index", scifact_index, "--channel-weight", "idf=1e6").exit_code == 0
+
+
+def test_a_dash_for_an_output_is_refused_not_a_file_named_dash(tmp_path, scifact_index, monkeypatch):
+    """`ckqti run ... --out -` wrote a file named '-' in the working directory and said '-> -', as if to
+    standard output; every output ckqti writes is a file or a folder, so '-' is a usage error (./- names a
+    file called -)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "q.tsv").write_text("q1\tcell membrane\n")
+    for line in (["run", "--index", scifact_index, "--queries", "q.tsv", "--out", "-"],
+                 ["index", "q.tsv", "--out", "-"],
+                 ["rerank", "--queries", "q.tsv", "--candidates", scifact_index, "--model", "ndrm2", "--out", "-"],
+                 ["train", "--corpus", "q.tsv", "--queries", "q.tsv", "--qrels", "q.tsv", "--out", "-"],
+                 ["explain", "cell", "4983", "--index", scifact_index, "--html", "-"]):
+        res = invoke(*line)
+        assert res.exit_code == 2 and "standard output" in res.output.splitlines()[-1], (line, res.output)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.tsv"]
+    res = invoke("run", "--index", scifact_index, "--queries", "q.tsv", "--out", "./-", "-k", 3)
+    assert res.exit_code == 0 and len((tmp_path / "-").read_text().splitlines()) == 3, res.output

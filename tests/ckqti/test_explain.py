@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
@@ -824,3 +825,25 @@ def test_a_document_rerank_ranks_last_and_a_query_it_skips_are_said_so(setup, mo
         assert oov.rerank_skips == skipped["q"] == "no word the model knows"
         assert "rerank skips this query (no word the model knows)" in oov.render_terminal(color=False)
         assert "rerank skips this query (no word the model knows)" in oov.to_html()
+
+
+def test_an_empty_no_color_leaves_the_colours_on(setup, monkeypatch):
+    """no-color.org: NO_COLOR "present and not an empty string" turns colours off; `NO_COLOR=` (an empty
+    value, as a shell's `NO_COLOR= cmd` or an unset-by-emptying sets it) turned them off too."""
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    e = explain(setup["query"], "long-1", setup["paths"]["tkl"], corpus=setup["corpus"], device="cpu")
+    monkeypatch.setattr(sys, "stdout", Terminal())
+    for value, coloured in ((None, True), ("", True), ("1", False), ("0", False)):
+        if value is None:
+            monkeypatch.delenv("NO_COLOR", raising=False)
+        else:
+            monkeypatch.setenv("NO_COLOR", value)
+        assert ("\x1b[" in e.render_terminal()) == coloured, value
+    monkeypatch.setattr(sys, "stdout", io.StringIO())  # not a terminal
+    monkeypatch.setenv("NO_COLOR", "")
+    assert "\x1b[" not in e.render_terminal()
