@@ -21,7 +21,8 @@ if TYPE_CHECKING:  # the return types, for type checkers only: the modules load 
     from indexer.readers import Document
     from retriever.info import IndexInfo
     from retriever.rerank import RerankStats
-    from retriever.search import Searcher, SearchResult
+    from retriever.results import SearchResult
+    from retriever.search import Searcher
 
 
 def check_flag(value, name: str) -> None:

@@ -293,7 +293,7 @@ def check_channel_weight(name: str, w: float) -> None:
     parsed: a weight out of range is a usage error, said before the index opens, as ``--slack 0`` is."""
     import math
 
-    from retriever.search import CHANNEL_WEIGHT_MAX, CHANNEL_WEIGHT_MIN
+    from retriever.query import CHANNEL_WEIGHT_MAX, CHANNEL_WEIGHT_MIN
 
     if not (math.isfinite(w) and w >= 0):
         raise click.BadParameter(f"channel weight {name!r} must be a finite number >= 0, got {w!r}")
