@@ -11,9 +11,15 @@ Candidate text comes from the corpus file when one is given (``Document.full_tex
 and text, as in training; with an ORCAS file its clicked queries first, URL next, as
 ``ckqti index --orcas`` reads them), else from the index's document store (every field the
 index read, joined the same way). Each document is tokenized once however many queries rank
-it. A query's candidates are scored by the model and written in the model's order (a TREC run whose
-documents per query are exactly the candidates, sorted by model score, ties by docid as
+it within a window of queries. A query's candidates are scored by the model and written in the model's order
+(a TREC run whose documents per query are exactly the candidates, sorted by model score, ties by docid as
 trec_eval breaks them).
+
+Queries are scored a window at a time, in their order (:data:`WINDOW_PAIRS` candidates a window,
+:func:`rerank_windows`), and each window's rankings are written before the next is scored: what scoring holds
+(documents' token ids, NDRM's term tables, TK's pair scores, the rankings) is bounded by the window, not the
+query set. What a rerank holds for all queries is their candidates' docids (one string a distinct docid),
+the candidates' text, and while a candidates run is read its rankings (docs/SCALE.md).
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ if TYPE_CHECKING:
     from indexer.readers.corpus import Clicks, Orcas  # docid -> clicked queries (indexer.readers.load_orcas)
 
 Candidates = dict[str, list[str]]
+# Candidates scored at once (:func:`rerank_windows`): a document ranked by queries of two windows is encoded
+# in each. SciFact's 1,109 claims x BM25's top 100 fit one; MS MARCO dev's 6,980 x 1,000, 35 windows of 200 queries.
+WINDOW_PAIRS = 200_000
 WORD_SAMPLE = 500  # candidate documents whose words are counted for RerankStats.unknown_words
 
 
@@ -162,6 +171,58 @@ def rerank_candidates(
         scores = distinct_scores(reranker, query, [cache.get(d) for d in docs], score_of)
         out[qid] = sorted(zip(docs, scores.tolist()), key=lambda p: (p[1], p[0]), reverse=True)
     return out
+
+
+@dataclass
+class Tally:
+    """What :func:`rerank_windows` has scored so far: the queries ranked, pairs, and seconds of scoring."""
+
+    reranked: set[str] = field(default_factory=set)
+    pairs: int = 0
+    seconds: float = 0.0
+
+
+def query_windows(queries: Iterable[str], candidates: Mapping[str, Sequence[str]], pairs: int) -> Iterator[list[str]]:
+    """The queries with candidates, in order, in windows of at least ``pairs`` candidates (the last: the rest)."""
+    window: list[str] = []
+    size = 0
+    for qid in queries:
+        if docs := candidates.get(qid):
+            window.append(qid)
+            size += len(docs)
+            if size >= pairs:
+                yield window
+                window, size = [], 0
+    if window:
+        yield window
+
+
+def rerank_windows(
+    reranker: Reranker, queries: Mapping[str, str], candidates: Mapping[str, Sequence[str]], texts: Mapping[str, str],
+    batch_size: int = 32, progress: bool = False, skipped: dict[str, str] | None = None,
+    pairs: int | None = None, tally: Tally | None = None,
+) -> Iterator[tuple[str, list[tuple[str, float]]]]:
+    """:func:`rerank_candidates`' ``(qid, ranking)`` pairs in query order, a window of queries of about ``pairs``
+    candidates (default :data:`WINDOW_PAIRS`) at a time: a window is scored when the one before it has been
+    consumed (:func:`retriever.runs.write_run` writes as it goes), so memory is bounded by the window. Within a
+    window each distinct document is encoded once; ``tally`` counts what was scored."""
+    tally = Tally() if tally is None else tally
+    for window in query_windows(queries, candidates, WINDOW_PAIRS if pairs is None else pairs):
+        started = time.perf_counter()
+        ranked = rerank_candidates(reranker, {q: queries[q] for q in window}, {q: candidates[q] for q in window},
+                                   texts, batch_size, progress, skipped)
+        tally.seconds += time.perf_counter() - started
+        tally.reranked.update(ranked)
+        tally.pairs += sum(map(len, ranked.values()))
+        yield from ranked.items()
+        del ranked
+
+
+def shared_docids(candidates: Candidates) -> Candidates:
+    """``candidates`` whose lists hold one string object per distinct docid (a run's, BM25's and an index's lists
+    hold a string a pair: ~57 of a candidate's ~65 bytes)."""
+    same: dict[str, str] = {}
+    return {q: [same.setdefault(d, d) for d in docs] for q, docs in candidates.items()}
 
 
 def row_key(ids: np.ndarray, length: int) -> tuple[bytes, int]:
@@ -303,12 +364,12 @@ def gather_candidates(candidates: str | Path | Index, queries: Mapping[str, str]
         from ckqti.bm25 import bm25_candidates
 
         work.mkdir(parents=True, exist_ok=True)
-        return bm25_candidates(corpus, dict(queries), work, depth, fmt), None, "bm25", {}
+        return shared_docids(bm25_candidates(corpus, dict(queries), work, depth, fmt)), None, "bm25", {}
     if isinstance(candidates, Index) or Path(candidates).is_dir():
         index = open_index(candidates)
         cands, texts, refused = index_candidates(index, queries, depth, with_text=corpus is None)
-        return cands, (texts if corpus is None else None), f"index:{index.path}", refused
-    return run_candidates(Path(candidates), queries, depth), None, f"run:{candidates}", {}
+        return shared_docids(cands), (texts if corpus is None else None), f"index:{index.path}", refused
+    return shared_docids(run_candidates(Path(candidates), queries, depth)), None, f"run:{candidates}", {}
 
 
 def check_candidates(candidates: str | Path, corpus: str | Path | None) -> None:
@@ -525,16 +586,14 @@ def rerank(
                              corpus)
     unknown = unknown_share(reranker, [texts[d] for d in list(dict.fromkeys(d for docs in cands.values()
                                                                           for d in docs))[:WORD_SAMPLE]])
-    started = time.perf_counter()
     unread: dict[str, str] = {}
-    results = rerank_candidates(reranker, queries, cands, texts, batch_size, progress, unread)
-    seconds = time.perf_counter() - started
-    write_run(out, results, f"ckqti-{reranker.kind}" if tag is None else tag)
-    skipped = tuple(q for q in queries if q not in results)
+    tally = Tally()  # each window's rankings written before the next is scored
+    write_run(out, rerank_windows(reranker, queries, cands, texts, batch_size, progress, unread, tally=tally),
+              f"ckqti-{reranker.kind}" if tag is None else tag)
+    skipped = tuple(q for q in queries if q not in tally.reranked)
     reasons = {q: refused.get(q) or unread.get(q) or f"no candidates from {where}" for q in skipped}
-    pairs = sum(len(r) for r in results.values())
-    return RerankStats(len(queries), len(results), skipped, pairs, seconds, reranker.model_id, reranker.kind, where, out,
-                       reasons, unknown, clicks.repeated if clicks else 0)
+    return RerankStats(len(queries), len(tally.reranked), skipped, tally.pairs, tally.seconds, reranker.model_id,
+                       reranker.kind, where, out, reasons, unknown, clicks.repeated if clicks else 0)
 
 
 def unknown_share(reranker: Reranker, texts: Sequence[str]) -> float | None:
