@@ -15,8 +15,8 @@ from ckqti.errors import CkqtiError, InputError, OptionError, QueryError, option
 if TYPE_CHECKING:  # the return types, for type checkers only: the modules load when a function runs
     from ckqti.evaluate import EvalReport
     from ckqti.explain import Explanation
-    from ckqti.train.loop import TrainResult
-    from ckqti.train.rerankers import RerankerTrainResult
+    from ckqti.train.ndrm_config import TrainResult
+    from ckqti.train.reranker_config import RerankerTrainResult
     from indexer.format import Manifest
     from indexer.readers import Document
     from retriever.info import IndexInfo
@@ -379,7 +379,7 @@ def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path
     have the same one.
 
     Returns:
-        :class:`ckqti.train.TrainResult` (NDRM) or :class:`ckqti.train.rerankers.RerankerTrainResult`.
+        :class:`ckqti.train.TrainResult` (NDRM) or :class:`ckqti.train.reranker_config.RerankerTrainResult`.
 
     Raises:
         OptionError: an option the model does not take, or options that do not combine.

@@ -48,7 +48,7 @@ class EmbeddingStart(click.ParamType):
     def convert(self, value, param, ctx):
         from pathlib import Path
 
-        from ckqti.train.loop import EMBEDDING_INITS
+        from ckqti.train.embedding_init import EMBEDDING_INITS
 
         value = home_expanded(value)
         if value in EMBEDDING_INITS or (str(value).endswith(".pt") and Path(value).is_file()):

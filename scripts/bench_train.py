@@ -5,7 +5,7 @@ three stages, on the CPU and on CUDA when present, with a table and JSON.
         [--out docs/results/bench_train.json]
 
 Each row trains as ``ckqti train`` does with its defaults (NDRM3: the bundled model's settings of
-``scripts/train_default.py``; TK, TKL and IDCM: :class:`ckqti.train.rerankers.RerankerTrainConfig`'s),
+``scripts/train_default.py``; TK, TKL and IDCM: :class:`ckqti.train.reranker_config.RerankerTrainConfig`'s),
 on SciFact train: the model built, initialised and optimised by the same functions, the same
 batches, the same step (sampling, padding, forward, loss, backward, Adam). Two steps are taken
 untimed, then ``--steps`` timed; an epoch's time is projected from that rate and the number of steps
@@ -69,7 +69,10 @@ def timed(run_steps, steps: int, device: torch.device) -> tuple[float, float | N
 
 def bench_ndrm3(device: torch.device, steps: int, queries, qrels) -> list[dict]:
     from ckqti.train.data import load_collection
-    from ckqti.train.loop import TrainConfig, build_model, epoch_examples, parameter_groups, prepare_data, train_step
+    from ckqti.train.ndrm_config import TrainConfig
+    from ckqti.train.ndrm_data import prepare_data
+    from ckqti.train.ndrm_epoch import epoch_examples, train_step
+    from ckqti.train.ndrm_start import build_model, parameter_groups
     from scripts.train_default import CONFIG
 
     config = TrainConfig(**CONFIG, device=str(device), progress=False)
@@ -95,28 +98,33 @@ def bench_ndrm3(device: torch.device, steps: int, queries, qrels) -> list[dict]:
 
 
 def bench_rerankers(kind: str, device: torch.device, steps: int, queries, qrels) -> list[dict]:
-    from ckqti.train import rerankers as R
+    from ckqti.train import rerankers
+    from ckqti.train.reranker_config import RerankerTrainConfig
+    from ckqti.train.reranker_data import build_text, prepare_pairs
+    from ckqti.train.reranker_epoch import train_epoch
+    from ckqti.train.reranker_idcm import idcm_stage_setup
+    from ckqti.train.reranker_tk import new_term_model
 
-    config = R.RerankerTrainConfig(kind=kind, embeddings="random", device=str(device), progress=False)
-    text, docids, doc_texts, collection = R.build_text(kind, DATA / "corpus.jsonl", config, None)
-    max_q, max_d = R._config_defaults(kind, config)
+    config = RerankerTrainConfig(kind=kind, embeddings="random", device=str(device), progress=False)
+    text, docids, doc_texts, collection = build_text(kind, DATA / "corpus.jsonl", config, None)
+    max_q, max_d = rerankers._config_defaults(kind, config)
     doc_rows = (text.ids_many(doc_texts, max_d) if doc_texts is not None
                 else [np.asarray(collection.doc(i)[:max_d], dtype=np.int64) for i in range(len(collection))])
-    data = R.prepare_pairs(text, docids, doc_rows, queries, qrels, random_candidates(docids, qrels), config, max_q)
+    data = prepare_pairs(text, docids, doc_rows, queries, qrels, random_candidates(docids, qrels), config, max_q)
     epoch_steps = math.ceil(len(data.train_qids) / config.batch_size)
     torch.manual_seed(config.seed)
     if kind == "idcm":
         from ckqti.models.idcm import IDCM, IDCMConfig
 
         model = IDCM.from_minilm(IDCMConfig(**config.model_options), device=device)
-        stages = [(f"stage {s}", *R.idcm_stage_setup(model, s, config)) for s in config.stages]
+        stages = [(f"stage {s}", *idcm_stage_setup(model, s, config)) for s in config.stages]
     else:
-        model = R.new_term_model(kind, text, collection, config).to(device)
+        model = new_term_model(kind, text, collection, config).to(device)
         stages = [("", model, None, torch.optim.Adam(model.parameter_groups(config.lr_encoder, config.lr_rest)))]
     rows = []
     for name, score, loss_fn, optimizer in stages:
         def run_steps(n: int, score=score, loss_fn=loss_fn, optimizer=optimizer) -> None:
-            R.train_epoch(None if loss_fn else score, loss_fn, model, optimizer, data, replace(config, max_steps=n), 0,
+            train_epoch(None if loss_fn else score, loss_fn, model, optimizer, data, replace(config, max_steps=n), 0,
                           device)
 
         seconds, peak = timed(run_steps, steps, device)

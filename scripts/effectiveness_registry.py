@@ -299,7 +299,7 @@ def reranker_config(key: str):
     BM25 top 100, the depth the table reranks. ``-lce`` trains listwise instead of pairwise:
     each step scores a query's relevant document against :data:`LCE_NEGATIVES` BM25 negatives.
     """
-    from ckqti.train.rerankers import RerankerTrainConfig
+    from ckqti.train.reranker_config import RerankerTrainConfig
 
     if key in DERIVED_RERANKERS:
         base_key, changes = DERIVED_RERANKERS[key]
@@ -352,7 +352,7 @@ EXPERIMENTS = {
                           "RankNet on the labels plus listwise distillation from IDCM (the GPU-trained listwise "
                           "cross-encoder, `idcm-gpu-lce` settings): each step, 8 of every training claim's BM25 top "
                           "100 drawn at random, the cross-entropy between IDCM's softmax over them and NDRM3's "
-                          "(`ckqti.train.loop.TrainConfig.teacher`; dev claims' teacher scores are never used)"),
+                          "(`ckqti.train.ndrm_config.TrainConfig.teacher`; dev claims' teacher scores are never used)"),
     "minilm-6": Experiment("ndrm3-minilm-6", {"embeddings": "minilm", "epochs": 6, "patience": 2},
                            "the `minilm` experiment's initial embeddings with up to 6 epochs instead of 3 (its dev "
                            "nDCG@10 still rose at epoch 3)"),

@@ -1,6 +1,6 @@
 """A teacher's scores for distillation: one of ``scripts/effectiveness.py``'s checkpoints reranks
 SciFact train claims' BM25 top 100 and, with ``--titles N``, every title pseudo-query's BM25 top N
-(``title:<docid>``, :mod:`ckqti.train.pseudo`); written as :func:`ckqti.train.loop.read_teacher`
+(``title:<docid>``, :mod:`ckqti.train.pseudo`); written as :func:`ckqti.train.teacher.read_teacher`
 reads it (``{"teacher": id, "scores": {qid: {docid: score}}, ...}``, gzip JSON). Dev claims are
 scored too; the trainers never read their scores.
 

@@ -69,7 +69,7 @@ their BM25 top-30; for reference BM25 itself scores 0.794 there and untrained ND
   (read after the choice): fullrank through the learned index 0.7116 (BM25 0.6789: +0.0327,
   p 0.0009), reranking BM25's top 100 0.7104 (+0.0315, p 0.0015), against 0.6934 and 0.6937
   for the 3-epoch model.
-* **Initialisation** ``init="match"`` (:func:`ckqti.train.loop.match_init`): the model starts
+* **Initialisation** ``init="match"`` (:func:`ckqti.train.ndrm_start.match_init`): the model starts
   ranking as NDRM2, with an embedding-cosine matcher as its latent part. A few hundred Adam
   steps barely move NDRM3's randomly initialised ``Linear(2, 1)`` (whose sign may rank
   against the explicit score), and 2 CPU cores allow no more: with the model's own

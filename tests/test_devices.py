@@ -29,7 +29,7 @@ from ckqti.models.inputs import TermText, WordPieceText
 from ckqti.models.ndrm import NDRMConfig, build_ndrm
 from ckqti.models.reranker import QTI_QUERY_TERMS, Reranker, build_model
 from ckqti.text import Analyzer
-from ckqti.train.loop import match_init
+from ckqti.train.ndrm_start import match_init
 from ckqti.vocab import Vocabulary
 from indexer.impacts import ImpactConfig, ImpactScorer
 
@@ -198,7 +198,8 @@ def test_ndrm_training_stays_on_the_models_device(tiny_scifact, tmp_path, monkey
 def test_reranker_training_stays_on_the_models_device(tiny_scifact, tmp_path, kind):  # noqa: F811
     """``ckqti train`` of TK (listwise, three negatives, the teacher's loss), TKL (pairwise, the teacher's
     loss) and IDCM's three stages on a tiny random BERT, validation and saving included."""
-    from ckqti.train.rerankers import RerankerTrainConfig, train_reranker
+    from ckqti.train.reranker_config import RerankerTrainConfig
+    from ckqti.train.rerankers import train_reranker
 
     if kind == "idcm":
         bert = dict(vocab_size=30522, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
@@ -222,7 +223,7 @@ def test_training_states_on_the_cpu_never_touch_cuda_where_it_is_present(tmp_pat
     stage's) read and set the CPU's RNG only, also resuming a state a GPU run saved. They called
     ``torch.cuda.get_rng_state_all()`` whenever CUDA was present, which starts a context on every GPU of the
     machine at each save and fails where the GPUs are busy (exclusive mode, another job's)."""
-    from ckqti.train.loop import RunState, load_state, save_state
+    from ckqti.train.ndrm_state import RunState, load_state, save_state
     from ckqti.train.stage_state import StageProgress, StageState
 
     def refused(name: str):

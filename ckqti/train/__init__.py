@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ckqti.train.loop import TrainConfig, TrainResult, train
+    from ckqti.train.loop import train
+    from ckqti.train.ndrm_config import TrainConfig, TrainResult
 
 __all__ = ["TrainConfig", "TrainResult", "train"]
 

@@ -47,8 +47,8 @@ def train_config(
     frozen_embeddings: bool = False,
     selector_loss: str | None = None,
 ):
-    """The :class:`~ckqti.train.loop.TrainConfig` (NDRM) or
-    :class:`~ckqti.train.rerankers.RerankerTrainConfig` (TK, TKL, IDCM) of ``ckqti train``'s
+    """The :class:`~ckqti.train.ndrm_config.TrainConfig` (NDRM) or
+    :class:`~ckqti.train.reranker_config.RerankerTrainConfig` (TK, TKL, IDCM) of ``ckqti train``'s
     options, after checking that each applies to ``model`` (``resume`` and ``dev_qrels`` are
     checked only: they are arguments of the NDRM training call).
 
@@ -90,7 +90,7 @@ def train_config(
             raise OptionError("latent_gate is for NDRM1 and NDRM3", ("latent_gate",))
         if model == "idcm":
             refuse_idcm_options(term_weights, teacher, weak_supervision, embeddings, init)
-        from ckqti.train.rerankers import RerankerTrainConfig
+        from ckqti.train.reranker_config import RerankerTrainConfig
 
         model_options = reranker_model_options(model, term_weights, tail_windows, explicit, frozen_embeddings,
                                                max_doc_length)
@@ -102,7 +102,7 @@ def train_config(
                           ("loss", "term_weights"))
     if latent_gate is not None and model == "ndrm2":
         raise OptionError("latent_gate is for NDRM1 and NDRM3 (NDRM2 has no latent channel)", ("latent_gate",))
-    from ckqti.train.loop import TrainConfig
+    from ckqti.train.ndrm_config import TrainConfig
 
     return checked(TrainConfig, model=model, lr=1e-4 if lr is None else lr, embeddings=embeddings or "skipgram",
                        init=init or "paper", loss=loss or "ranknet",

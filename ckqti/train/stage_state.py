@@ -1,11 +1,11 @@
 """Resumable epochs of a re-ranker's training stage (TK's and TKL's one stage, each IDCM stage).
 
-After every epoch :func:`ckqti.train.rerankers.fit_stage` writes the stage's state to one file
+After every epoch :func:`ckqti.train.reranker_stage.fit_stage` writes the stage's state to one file
 in the work folder (``state.pt``; IDCM's ``stage<N>.state.pt``): model, optimizer, torch's RNG,
 the best weights so far, the history and the epochs since the best. ``resume`` continues from it:
 each epoch's examples are drawn from ``(seed, epoch)`` and the RNG is restored, so a resumed run
 ends with an uninterrupted run's weights (NDRM's trainer does the same with its own
-``state.pt``, :mod:`ckqti.train.loop`, whose resume note shares :func:`stop_epoch`,
+``state.pt``, :mod:`ckqti.train.ndrm_state`, whose resume note shares :func:`stop_epoch`,
 :func:`what_is_left` and :func:`fresh_note`). A state of other settings or data is refused; epochs
 and patience may change.
 """

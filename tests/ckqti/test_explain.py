@@ -2,7 +2,7 @@
 
 Real text: SciFact abstracts. One long document plants an abstract's text (its title is the
 query) after about 120 terms of other abstracts; a match-initialised TKL (exact matching of the
-query's terms, see ``ckqti.train.rerankers.match_init``) must put its best region on the
+query's terms, see ``ckqti.train.reranker_tk.match_init``) must put its best region on the
 planted text, and the HTML must name exactly the regions the model returned.
 """
 
@@ -26,7 +26,7 @@ from ckqti.models.inputs import TermText, WordPieceText, analyzed_spans
 from ckqti.models.minilm import WordPieceTokenizer
 from ckqti.models.reranker import build_model, load_reranker, save_reranker
 from ckqti.text import Analyzer
-from ckqti.train.rerankers import match_init
+from ckqti.train.reranker_tk import match_init
 from ckqti.vocab import Vocabulary
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"

@@ -17,7 +17,7 @@ from ckqti.errors import CkqtiError, InputError
 from ckqti.models.inputs import TermText
 from ckqti.models.reranker import Reranker, build_model, load_reranker, save_reranker
 from ckqti.text import Analyzer
-from ckqti.train.rerankers import match_init
+from ckqti.train.reranker_tk import match_init
 from ckqti.vocab import Vocabulary
 from retriever.rerank import corpus_texts, open_reranker, rerank
 from retriever.runs import read_run, trec_order, write_run

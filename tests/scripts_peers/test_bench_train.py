@@ -23,11 +23,11 @@ def test_random_candidates_are_distinct_documents_fixed_by_the_seed():
 
 
 def test_a_tk_row_times_real_steps_of_scifact_train(data_dir, monkeypatch):
-    from ckqti.train import rerankers
+    from ckqti.train import reranker_epoch
     from indexer.readers import read_qrels, read_queries
 
     steps = []
-    real = rerankers.train_epoch
+    real = reranker_epoch.train_epoch
 
     def counting(score, loss_fn, model, optimizer, data, config, epoch, device):
         before = [p.detach().clone() for p in model.parameters()]
@@ -36,7 +36,7 @@ def test_a_tk_row_times_real_steps_of_scifact_train(data_dir, monkeypatch):
         assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters()))  # the steps trained it
         return out
 
-    monkeypatch.setattr(rerankers, "train_epoch", counting)
+    monkeypatch.setattr(reranker_epoch, "train_epoch", counting)
     scifact = data_dir / "scifact"
     queries, qrels = read_queries(scifact / "queries.jsonl"), read_qrels(scifact / "qrels" / "train.tsv")
     [row] = bench_train.bench_rerankers("tk", torch.device("cpu"), 3, queries, qrels)

@@ -3,7 +3,7 @@
 What this measures: *reach*, not ranking quality. The three models get the same kind of
 evidence, exact matches of the query's terms: TK and TKL are match-initialised with one shared
 embedding matrix (``alpha = 1``, only the ``mu = 1`` kernel weighted; see
-``ckqti.train.rerankers.match_init``) and NDRM3 uses its explicit (BM25-like) channel only
+``ckqti.train.reranker_tk.match_init``) and NDRM3 uses its explicit (BM25-like) channel only
 (combination weights latent 0, explicit 1). Queries are SciFact test claims whose relevant
 abstract, *on its own*, every one of the three models scores above a hard non-relevant
 abstract (the 10th best BM25 non-relevant one), picked in a fixed order. The relevant
@@ -27,7 +27,7 @@ from ckqti.models.inputs import TermText
 from ckqti.models.ndrm import NDRMConfig, build_ndrm
 from ckqti.models.reranker import Reranker, build_model
 from ckqti.text import Analyzer
-from ckqti.train.rerankers import match_init
+from ckqti.train.reranker_tk import match_init
 from scripts.long_documents import (
     BM25,
     LongDocConfig,

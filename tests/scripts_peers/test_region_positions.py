@@ -16,7 +16,7 @@ from ckqti.explain import Region, explain_text
 from ckqti.models.inputs import TermText, WordPieceText, analyzed_spans
 from ckqti.models.reranker import Reranker, build_model
 from ckqti.text import Analyzer
-from ckqti.train.rerankers import match_init
+from ckqti.train.reranker_tk import match_init
 from scripts.long_documents import BM25, LongDocConfig, QuerySetup, TermCutter, plant_span, query_setups
 from scripts.region_positions import (
     hit_rates,

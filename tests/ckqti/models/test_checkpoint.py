@@ -158,8 +158,9 @@ def test_unseen_words_get_embeddings_and_corpus_idf(tmp_path, collection):
 
 
 def test_a_checkpoints_word_vectors_start_another_model(tmp_path, collection):
-    from ckqti.train.loop import TrainConfig, initial_embeddings
-    from ckqti.train.rerankers import RerankerTrainConfig
+    from ckqti.train.embedding_init import initial_embeddings
+    from ckqti.train.ndrm_config import TrainConfig
+    from ckqti.train.reranker_config import RerankerTrainConfig
 
     model = trained(collection, "ndrm3")
     save_checkpoint(tmp_path / "m.pt", model, "ndrm3", model.config.to_dict(), collection.vocab, collection.analyzer)

@@ -318,7 +318,7 @@ def test_fixed_explicit_channel_stays_bm25_through_training_and_on_a_new_collect
 
 
 def test_frozen_embeddings_keep_their_rows_while_the_rest_trains():
-    from ckqti.train.loop import parameter_groups
+    from ckqti.train.ndrm_start import parameter_groups
 
     vocab = _hand_vocab()
     x, y, z, v = (vocab.id(t) for t in "xyzv")

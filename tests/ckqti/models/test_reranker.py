@@ -10,7 +10,7 @@ from ckqti.errors import CkqtiError
 from ckqti.models.inputs import TermText
 from ckqti.models.reranker import QTI_QUERY_TERMS, Reranker, build_model, load_reranker, save_reranker
 from ckqti.text import Analyzer
-from ckqti.train.rerankers import match_init
+from ckqti.train.reranker_tk import match_init
 from ckqti.vocab import Vocabulary
 
 from ..conftest import TINY_MODEL

@@ -21,9 +21,9 @@ from ckqti.models.minilm import BertConfig
 from ckqti.models.ndrm import NDRM1, NDRM2, NDRMConfig
 from ckqti.models.tk import TK, TKConfig
 from ckqti.models.tkl import TKL, Saturation, TKLConfig
-from ckqti.train.loop import TrainConfig
+from ckqti.train.ndrm_config import TrainConfig
 from ckqti.train.options import train_config
-from ckqti.train.rerankers import RerankerTrainConfig
+from ckqti.train.reranker_config import RerankerTrainConfig
 from ckqti.train.sampling import LABELS_WITH_RELEVANT, LABELS_WITHOUT_RELEVANT, ranknet_pairs
 
 SPEC_TK_MUS = [1.0, 0.9, 0.7, 0.5, 0.3, 0.1, -0.1, -0.3, -0.5, -0.7, -0.9]  # SPEC:10, typed out

@@ -204,7 +204,7 @@ def fake_training(tmp_path, monkeypatch, model: str, best: float, history: tuple
     """``ckqti train --model MODEL`` whose training (``api.train``) returns ``history`` with best dev
     nDCG@10 ``best``: the CLI's result and the checkpoint path it names."""
     from ckqti import api
-    from ckqti.train.rerankers import RerankerTrainResult
+    from ckqti.train.reranker_config import RerankerTrainResult
 
     out = tmp_path / "m.pt"
     monkeypatch.setattr(api, "train", lambda *a, **k: RerankerTrainResult(out, f"{model}-abc", best, history, tmp_path))

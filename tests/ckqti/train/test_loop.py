@@ -10,8 +10,10 @@ from ckqti.errors import CkqtiError
 from ckqti.models.checkpoint import load_checkpoint, load_for_indexing
 from ckqti.train import TrainConfig, train
 from ckqti.train.data import load_collection
-from ckqti.train.loop import build_model, epoch_examples, prepare_data, train_step
 from ckqti.train.losses import ranknet_loss
+from ckqti.train.ndrm_data import prepare_data
+from ckqti.train.ndrm_epoch import epoch_examples, train_step
+from ckqti.train.ndrm_start import build_model
 from ckqti.train.sampling import docs_per_example
 
 from ..conftest import TINY_MODEL
@@ -79,11 +81,11 @@ def test_training_writes_the_best_epoch_and_a_checkpoint_each_epoch(tmp_path, ti
 def test_max_steps_caps_an_epoch_for_a_quick_trial(tmp_path, tiny_scifact, monkeypatch):
     """`ckqti train` had no way to a short run: one NDRM epoch of SciFact's claims took over 18 minutes on a busy CPU.
     max_steps caps each epoch's optimizer steps; a saved state of the uncapped settings does not resume it."""
-    import ckqti.train.loop as loop
+    import ckqti.train.ndrm_epoch as ndrm_epoch
 
     steps = []
-    real = loop.train_step
-    monkeypatch.setattr(loop, "train_step", lambda *a, **k: (steps.append(len(a[2])), real(*a, **k))[1])
+    real = ndrm_epoch.train_step
+    monkeypatch.setattr(ndrm_epoch, "train_step", lambda *a, **k: (steps.append(len(a[2])), real(*a, **k))[1])
     result = run(tiny_scifact, tmp_path / "m.pt", config={"max_steps": 2})
     assert result.epochs_run == 2 and steps == [8, 8, 8, 8]  # 30 training queries: 4 steps of 8 an epoch uncapped
     steps.clear()
@@ -126,7 +128,7 @@ def test_a_run_says_whether_it_resumes_starts_over_or_replaces_a_saved_state(tmp
 
 def test_resuming_a_run_that_stopped_early_says_so(tmp_path):
     """Patience ran out before --epochs: a resumed run trains nothing, and says why."""
-    from ckqti.train.loop import RunState, resume_notes
+    from ckqti.train.ndrm_state import RunState, resume_notes
 
     state = RunState(epoch=4, best=0.5, best_epoch=1, since_best=3)
     assert resume_notes(True, True, state, tmp_path / "state.pt", dataclasses.replace(CONFIG, epochs=10)) == [
@@ -137,7 +139,7 @@ def test_resuming_a_run_that_stopped_early_says_so(tmp_path):
 def test_resuming_with_fewer_epochs_or_less_patience_than_the_saved_run_used_says_what_it_keeps(tmp_path):
     """Four epochs saved (the best the third), resumed with --epochs 2: the note said 'all 2 epochs are done' and
     kept epoch 3's model, which a run of 2 epochs never reaches (as the re-rankers' note did, session 44)."""
-    from ckqti.train.loop import RunState, resume_notes
+    from ckqti.train.ndrm_state import RunState, resume_notes
 
     history = [{"epoch": e, "dev_ndcg10": d} for e, d in enumerate([0.53, 0.60, 0.78, 0.75], start=1)]
     state = RunState(epoch=4, best=0.78, best_epoch=3, since_best=1, history=history)
@@ -205,7 +207,7 @@ def test_config_is_validated():
 def test_match_init_ranks_like_ndrm2_and_matches_embeddings(tiny_scifact):
     from ckqti.models.inputs import pad_rows
     from ckqti.models.ndrm import NDRMConfig, build_ndrm
-    from ckqti.train.loop import match_init
+    from ckqti.train.ndrm_start import match_init
 
     coll = load_collection(tiny_scifact["corpus"])
     torch.manual_seed(0)
@@ -225,7 +227,7 @@ def test_match_init_ranks_like_ndrm2_and_matches_embeddings(tiny_scifact):
 
 def test_head_parameters_get_their_own_learning_rate():
     from ckqti.models.ndrm import NDRMConfig, build_ndrm
-    from ckqti.train.loop import parameter_groups
+    from ckqti.train.ndrm_start import parameter_groups
 
     model = build_ndrm(NDRMConfig(vocab_size=10, variant="ndrm3", **TINY_MODEL))
     body, head = parameter_groups(model, 1e-4, 1e-2)
@@ -249,7 +251,7 @@ def write_teacher(path, tiny, qids, score=lambda q, d, rank: -float(rank)):
 
 def test_teacher_scores_reach_training_queries_only(tmp_path, tiny_scifact):
     from ckqti.errors import InputError
-    from ckqti.train.loop import read_teacher
+    from ckqti.train.teacher import read_teacher
 
     coll = load_collection(tiny_scifact["corpus"])
     qids = list(tiny_scifact["qrels"])
@@ -301,7 +303,7 @@ def test_a_truncated_gzip_teacher_file_is_named(tmp_path):
     import gzip
 
     from ckqti.errors import InputError
-    from ckqti.train.loop import read_teacher
+    from ckqti.train.teacher import read_teacher
 
     whole = gzip.compress(b'{"scores": {"q": {"d1": 1.0, "d2": 0.5}}}')
     cut = tmp_path / "teacher.json.gz"
@@ -315,7 +317,7 @@ def test_teacher_files_with_a_bom_are_read_and_scores_past_float32_are_named(tmp
     """A UTF-8 BOM (Windows tools write one) was 'not a teacher scores file'; a score of 1e300 became
     inf in the float32 scores trained on, and an integer of 40 digits was a TypeError traceback."""
     from ckqti.errors import InputError
-    from ckqti.train.loop import read_teacher
+    from ckqti.train.teacher import read_teacher
 
     index, qrels = {"d1": 0, "d2": 1}, {"q": {}}
     path = tmp_path / "teacher.json"
@@ -359,8 +361,8 @@ def test_distillation_loss_is_least_where_the_student_agrees_with_the_teacher():
 def test_distillation_moves_the_student_towards_the_teacher(tiny_scifact, tmp_path):
     """A teacher that prefers BM25's lower ranks: training with it lowers the student's distillation loss on a
     fixed probe of teacher-scored documents; training on the labels alone (weight 0) does not."""
-    from ckqti.train.loop import teacher_group
     from ckqti.train.losses import distill_loss
+    from ckqti.train.ndrm_epoch import teacher_group
 
     coll = load_collection(tiny_scifact["corpus"])
     path = write_teacher(tmp_path / "t.json.gz", tiny_scifact, list(tiny_scifact["qrels"]),
@@ -374,7 +376,7 @@ def test_distillation_moves_the_student_towards_the_teacher(tiny_scifact, tmp_pa
     probe = teacher_group(data, examples[:16], 6, np.random.default_rng(5))
 
     def probe_loss():
-        from ckqti.train.loop import _score_groups
+        from ckqti.train.ndrm_epoch import _score_groups
 
         model.eval()
         with torch.no_grad():
@@ -534,7 +536,7 @@ def test_rel_level_decides_the_positives_and_the_dev_queries(tiny_scifact):
 
 
 def test_resume_refuses_another_rel_level():
-    from ckqti.train.loop import fingerprint
+    from ckqti.train.ndrm_state import fingerprint
 
     assert fingerprint(CONFIG, {}) != fingerprint(dataclasses.replace(CONFIG, rel_level=2), {})
 
@@ -667,7 +669,7 @@ def test_each_epoch_draws_its_own_examples_from_the_top_depth_and_validation_rer
     non-relevant candidate comes from the top ``depth`` even when validation reads deeper
     (``dev_depth``); validation reranks each dev query's top ``dev_depth`` only."""
     from ckqti.evaluate import evaluate
-    from ckqti.train.loop import validate
+    from ckqti.train.ndrm_epoch import validate
 
     config = dataclasses.replace(CONFIG, depth=5)  # dev_depth 30: candidates are kept to 30
     coll = load_collection(tiny_scifact["corpus"])
@@ -689,7 +691,7 @@ def test_each_epoch_draws_its_own_examples_from_the_top_depth_and_validation_rer
                                          ("loss", "lce"), ("lr", 1e-3), ("batch_size", 4), ("dev_fraction", 0.5),
                                          ("weak_supervision", "titles")])
 def test_resume_refuses_settings_that_change_the_run(field, value):
-    from ckqti.train.loop import fingerprint
+    from ckqti.train.ndrm_state import fingerprint
 
     assert fingerprint(CONFIG, {}) != fingerprint(dataclasses.replace(CONFIG, **{field: value}), {})
     assert fingerprint(CONFIG, {}) == fingerprint(dataclasses.replace(CONFIG, epochs=9, patience=7, progress=True,
@@ -859,4 +861,6 @@ def test_resuming_a_run_with_no_epoch_left_skips_bm25_and_still_checks_the_state
         train(*args, dataclasses.replace(CONFIG, epochs=1, lr=1e-3), resume=True)
     assert searched == [1]
     assert train(*args, dataclasses.replace(CONFIG, epochs=2), resume=True).epochs_run == 2 and searched == [1, 1]
-    assert not loop.trains_more(loop.RunState(epoch=4, since_best=3), dataclasses.replace(CONFIG, epochs=10, patience=3))
+    from ckqti.train.ndrm_state import RunState, trains_more
+
+    assert not trains_more(RunState(epoch=4, since_best=3), dataclasses.replace(CONFIG, epochs=10, patience=3))

@@ -16,18 +16,12 @@ from ckqti.models.checkpoint import load_checkpoint
 from ckqti.models.inputs import TermText
 from ckqti.models.reranker import build_model, load_reranker
 from ckqti.text import Analyzer
-from ckqti.train.rerankers import (
-    PairData,
-    RerankerTrainConfig,
-    RerankerTrainResult,
-    epoch_groups,
-    epoch_triples,
-    group_batch,
-    group_loss,
-    match_init,
-    train_epoch,
-    train_reranker,
-)
+from ckqti.train.reranker_config import RerankerTrainConfig, RerankerTrainResult
+from ckqti.train.reranker_data import PairData
+from ckqti.train.reranker_epoch import group_batch, group_loss, train_epoch
+from ckqti.train.reranker_sampling import epoch_groups, epoch_triples
+from ckqti.train.reranker_tk import match_init
+from ckqti.train.rerankers import train_reranker
 
 from .conftest import bad_judgements, graded_qrels
 
@@ -78,7 +72,7 @@ def test_match_init_ranks_by_exact_matches():
 def small_pairs(tiny_scifact) -> tuple[PairData, TermText]:
     """The slice as PairData for a TK vocabulary (documents capped at 200 terms)."""
     from ckqti.train.data import load_collection
-    from ckqti.train.rerankers import prepare_pairs
+    from ckqti.train.reranker_data import prepare_pairs
 
     coll = load_collection(tiny_scifact["corpus"])
     text = TermText(coll.analyzer, coll.vocab)
@@ -243,9 +237,9 @@ class Interrupt(Exception):
 
 def interrupt_at(monkeypatch, epoch: int, stage: int | None = None) -> None:
     """Make ``train_epoch`` raise :class:`Interrupt` when it starts ``epoch`` (0-based) of ``stage`` (any stage: None)."""
-    import ckqti.train.rerankers as rerankers_mod
+    import ckqti.train.reranker_stage as stage_mod
 
-    real, calls = rerankers_mod.train_epoch, {"stage": 0, "last": -1}
+    real, calls = stage_mod.train_epoch, {"stage": 0, "last": -1}
 
     def train_epoch(score, loss_fn, model, optimizer, data, config, e, device):
         calls["stage"] += e <= calls["last"]  # the epochs start again: the next stage
@@ -254,20 +248,20 @@ def interrupt_at(monkeypatch, epoch: int, stage: int | None = None) -> None:
             raise Interrupt()
         return real(score, loss_fn, model, optimizer, data, config, e, device)
 
-    monkeypatch.setattr(rerankers_mod, "train_epoch", train_epoch)
+    monkeypatch.setattr(stage_mod, "train_epoch", train_epoch)
 
 
 def epochs_trained(monkeypatch) -> list[int]:
     """The (0-based) epochs ``train_epoch`` is called for from now on, in order."""
-    import ckqti.train.rerankers as rerankers_mod
+    import ckqti.train.reranker_stage as stage_mod
 
-    real, epochs = rerankers_mod.train_epoch, []
+    real, epochs = stage_mod.train_epoch, []
 
     def train_epoch(score, loss_fn, model, optimizer, data, config, e, device):
         epochs.append(e)
         return real(score, loss_fn, model, optimizer, data, config, e, device)
 
-    monkeypatch.setattr(rerankers_mod, "train_epoch", train_epoch)
+    monkeypatch.setattr(stage_mod, "train_epoch", train_epoch)
     return epochs
 
 
@@ -370,19 +364,19 @@ def test_idcm_stopped_between_a_stages_checkpoint_and_removing_its_state_removes
     """The stage's checkpoint supersedes its epochs' state, but a run stopped between writing the one and removing
     the other left the state for good: a resumed run reused the checkpoint and never removed it (for MiniLM,
     model, Adam's moments and the best weights: about 4 times the model's 90 MB)."""
-    import ckqti.train.rerankers as rerankers_mod
+    import ckqti.train.reranker_idcm as idcm_mod
 
     opts = dict(bert=TINY_BERT, max_doc_length=200, sample_n=3, top_k=2)
     config = quick("idcm", batch_size=2, max_steps=2, epochs=1, dev_depth=3, max_dev_queries=2, model_options=opts,
                    stages=(1, 2))
     args = (tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"])
-    real = rerankers_mod.save_reranker
+    real = idcm_mod.save_reranker
 
     def save_then_stop(path, *a, **kw):
         real(path, *a, **kw)
         raise Interrupt()
 
-    monkeypatch.setattr(rerankers_mod, "save_reranker", save_then_stop)
+    monkeypatch.setattr(idcm_mod, "save_reranker", save_then_stop)
     with pytest.raises(Interrupt):
         train_reranker("idcm", *args, tmp_path / "cut.pt", config, candidates=tiny_scifact["candidates"])
     monkeypatch.undo()
@@ -490,7 +484,8 @@ def test_teacher_config_is_validated():
 
 def test_teacher_scores_of_dev_queries_never_reach_training(tiny_scifact, tmp_path):
     from ckqti.train.data import load_collection
-    from ckqti.train.rerankers import load_teacher, prepare_pairs, teacher_batch
+    from ckqti.train.reranker_data import load_teacher, prepare_pairs
+    from ckqti.train.reranker_epoch import teacher_batch
 
     plain, _ = small_pairs(tiny_scifact)
     path = tmp_path / "teacher.json.gz"
@@ -514,9 +509,9 @@ def test_teacher_scores_of_dev_queries_never_reach_training(tiny_scifact, tmp_pa
 def test_distillation_pulls_the_student_towards_the_teacher(tiny_scifact, tmp_path):
     """Trained with the teacher's loss, a TK agrees better with a teacher that ranks against exact
     matches than the same TK trained without it (same seeds, same pairwise steps)."""
-    from ckqti.train.loop import read_teacher
     from ckqti.train.losses import distill_loss
-    from ckqti.train.rerankers import teacher_batch
+    from ckqti.train.reranker_epoch import teacher_batch
+    from ckqti.train.teacher import read_teacher
 
     data, text = small_pairs(tiny_scifact)
     path = tmp_path / "teacher.json.gz"
@@ -556,7 +551,7 @@ def test_weak_supervision_config_is_validated():
 def titled_pairs(tiny_scifact) -> tuple[PairData, dict[str, dict[str, int]]]:
     from ckqti.train.data import load_collection
     from ckqti.train.pseudo import title_pseudo_queries
-    from ckqti.train.rerankers import prepare_pairs
+    from ckqti.train.reranker_data import prepare_pairs
 
     coll = load_collection(tiny_scifact["corpus"])
     p_queries, p_qrels = title_pseudo_queries(coll.docids, coll.titles, coll.analyzer)
@@ -589,7 +584,8 @@ def test_title_pseudo_queries_train_their_own_document_and_never_reach_dev(tiny_
 def test_teacher_scores_of_title_pseudo_queries_are_distilled(tiny_scifact, tmp_path):
     """A teacher file scoring claims and titles: the titles' scores reach training with weak
     supervision, never without it, and dev claims' never."""
-    from ckqti.train.rerankers import load_teacher, teacher_batch
+    from ckqti.train.reranker_data import load_teacher
+    from ckqti.train.reranker_epoch import teacher_batch
 
     data, p_qrels = titled_pairs(tiny_scifact)
     titles = data.pseudo_qids[:5]
@@ -631,7 +627,7 @@ def test_train_result_names_the_saved_epoch_of_the_last_stage(tmp_path):
 def test_tk_keeps_an_existing_checkpoint_until_an_epoch_improves(tiny_scifact, tmp_path, monkeypatch):
     """The untrained start is no longer written at once: a rerun interrupted before its first better
     epoch left --out holding an untrained model in place of the trained one."""
-    import ckqti.train.rerankers as rerankers_mod
+    import ckqti.train.reranker_stage as stage_mod
 
     out = tmp_path / "tk.pt"
     train_reranker("tk", tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], out, quick("tk"),
@@ -644,7 +640,7 @@ def test_tk_keeps_an_existing_checkpoint_until_an_epoch_improves(tiny_scifact, t
     def interrupted(*args, **kwargs):
         raise Interrupt()
 
-    monkeypatch.setattr(rerankers_mod, "train_epoch", interrupted)
+    monkeypatch.setattr(stage_mod, "train_epoch", interrupted)
     with pytest.raises(Interrupt):
         train_reranker("tk", tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], out,
                        quick("tk", seed=3), candidates=tiny_scifact["candidates"])
@@ -694,7 +690,7 @@ def test_rel_level_decides_the_positives_and_the_queries_trained_on(tiny_scifact
     never a positive (a BM25 negative it may be: it is not relevant), and a query judged 1 at best is
     neither trained on nor dev; at level 1 both count, as before."""
     from ckqti.train.data import load_collection
-    from ckqti.train.rerankers import prepare_pairs
+    from ckqti.train.reranker_data import prepare_pairs
 
     qrels, low = graded_qrels(tiny_scifact)
     coll = load_collection(tiny_scifact["corpus"])
@@ -752,7 +748,7 @@ def test_documents_trained_on_with_orcas_are_the_index_s_stored_text(clicked_col
     stores them (clicks, URL, title, text), IDCM's as text, TK/TKL's and NDRM's (one collection
     reader) as its analyzed terms; without --orcas training never saw the clicks."""
     from ckqti.train.data import load_clicks
-    from ckqti.train.rerankers import build_text
+    from ckqti.train.reranker_data import build_text
     from retriever.index import Index
 
     corpus, orcas = clicked_collection["corpus"], clicked_collection["orcas"]
@@ -774,7 +770,7 @@ def test_documents_trained_on_with_orcas_are_the_index_s_stored_text(clicked_col
 def test_a_stage_keeps_its_first_best_epoch_and_stops_when_patience_runs_out(monkeypatch):
     """Dev nDCG@10 of 0.5 before training, then 0.6, 0.6, 0.55 (patience 2), then 0.9 never reached:
     the stage stops after epoch 3 and ends with epoch 1's weights (an equal score is no improvement)."""
-    import ckqti.train.rerankers as rerankers_mod
+    import ckqti.train.reranker_stage as stage_mod
 
     model = torch.nn.Linear(1, 1)
     devs = iter([0.5, 0.6, 0.6, 0.55, 0.9])
@@ -783,10 +779,10 @@ def test_a_stage_keeps_its_first_best_epoch_and_stops_when_patience_runs_out(mon
         model.weight.data.fill_(epoch + 1.0)  # the weights say which epoch trained them
         return {"loss": 0.0, "steps": 1}
 
-    monkeypatch.setattr(rerankers_mod, "train_epoch", epoch)
-    monkeypatch.setattr(rerankers_mod, "validate", lambda *args: next(devs))
+    monkeypatch.setattr(stage_mod, "train_epoch", epoch)
+    monkeypatch.setattr(stage_mod, "validate", lambda *args: next(devs))
     bests = []
-    result = rerankers_mod.fit_stage(1, model, None, model, None, None, quick("tk", patience=2), 4, torch.device("cpu"),
+    result = stage_mod.fit_stage(1, model, None, model, None, None, quick("tk", patience=2), 4, torch.device("cpu"),
                                      on_best=lambda dev, history: bests.append(dev))
     assert [h["dev_ndcg10"] for h in result.history] == [0.5, 0.6, 0.6, 0.55] and result.best == 0.6
     assert model.weight.item() == 1.0 and bests == [0.5, 0.6]
@@ -795,19 +791,19 @@ def test_a_stage_keeps_its_first_best_epoch_and_stops_when_patience_runs_out(mon
 @pytest.mark.parametrize("stage, label", [(0, ""), (3, "stage 3 ")])
 def test_a_stage_names_itself_only_when_the_model_has_stages(monkeypatch, capsys, stage, label):
     """TK and TKL train in one stage, numbered 0: their lines read "stage 0 before training", "stage 0 epoch 1"."""
-    import ckqti.train.rerankers as rerankers_mod
+    import ckqti.train.reranker_stage as stage_mod
 
     model = torch.nn.Linear(1, 1)
     devs = iter([0.5, 0.25])
-    monkeypatch.setattr(rerankers_mod, "train_epoch", lambda *args: {"loss": 0.125, "steps": 1})
-    monkeypatch.setattr(rerankers_mod, "validate", lambda *args: next(devs))
-    rerankers_mod.fit_stage(stage, model, None, model, None, None, quick("tk", progress=True), 1, torch.device("cpu"))
+    monkeypatch.setattr(stage_mod, "train_epoch", lambda *args: {"loss": 0.125, "steps": 1})
+    monkeypatch.setattr(stage_mod, "validate", lambda *args: next(devs))
+    stage_mod.fit_stage(stage, model, None, model, None, None, quick("tk", progress=True), 1, torch.device("cpu"))
     assert capsys.readouterr().out == (f"{label}before training: dev nDCG@10 0.5000\n"
                                        f"{label}epoch 1: loss 0.1250, dev nDCG@10 0.2500\n")
 
 
 def test_validation_reranks_the_top_dev_depth_candidates():
-    from ckqti.train.rerankers import rerank_scores
+    from ckqti.train.reranker_validation import rerank_scores
 
     docs = [np.array([2, 3]), np.array([4]), np.array([5, 6, 7]), np.array([8])]
     data = PairData(["a", "b", "c", "d"], docs, {"q": np.array([2])}, {"q": frozenset({0})}, {"q": [2, 0, 3, 1]},
@@ -832,7 +828,7 @@ def test_tk_and_tkl_validation_encodes_each_candidate_once_and_scores_as_pair_by
     """Validation reranked each dev query's candidates pair by pair, encoding a document again for every
     query that ranks it (most of a SciFact TK epoch); TK and TKL now encode each distinct candidate once,
     as a rerank does, and score as before (queries of one length at a time: no TKL region pick flips)."""
-    from ckqti.train.rerankers import rerank_scores, validate
+    from ckqti.train.reranker_validation import rerank_scores, validate
 
     data, text = small_pairs(tiny_scifact)
     qids = [*data.train_qids, *data.dev_qids]
@@ -865,7 +861,7 @@ def synthetic_pairs(n_queries: int = 2, n_docs: int = 6) -> PairData:
 
 
 def test_ranknet_and_margin_losses_fall_as_the_relevant_document_scores_higher():
-    from ckqti.train.rerankers import pair_loss
+    from ckqti.train.reranker_epoch import pair_loss
 
     pos, neg = torch.tensor([2.0, -1.0]), torch.tensor([0.5, 3.0])
     ranknet = pair_loss(pos, neg, quick("tk", loss="ranknet"))
@@ -876,7 +872,7 @@ def test_ranknet_and_margin_losses_fall_as_the_relevant_document_scores_higher()
 
 
 def test_a_triple_batch_pairs_each_query_with_its_positive_and_its_negative():
-    from ckqti.train.rerankers import triple_batch
+    from ckqti.train.reranker_epoch import triple_batch
 
     data = synthetic_pairs(3)
     batch = [("q0", 0, 4), ("q1", 0, 2), ("q2", 0, 5)]
@@ -895,7 +891,7 @@ def test_a_group_of_as_many_negatives_as_the_query_has_holds_each_once():
 
 
 def test_a_teacher_batch_draws_distinct_documents_when_the_teacher_scored_enough():
-    from ckqti.train.rerankers import teacher_batch
+    from ckqti.train.reranker_epoch import teacher_batch
 
     data = replace(synthetic_pairs(1), teacher={"q0": (np.arange(6), np.arange(6, dtype=np.float32))})
     for seed in range(5):
@@ -913,7 +909,7 @@ def test_repeated_stages_are_refused():
 
 def test_candidates_are_kept_to_the_deeper_of_training_and_dev_depth_and_unknown_queries_are_not_trained(tiny_scifact):
     from ckqti.train.data import load_collection
-    from ckqti.train.rerankers import prepare_pairs
+    from ckqti.train.reranker_data import prepare_pairs
 
     coll = load_collection(tiny_scifact["corpus"])
     rows = [np.asarray(coll.doc(i)[:200], dtype=np.int64) for i in range(len(coll))]
