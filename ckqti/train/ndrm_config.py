@@ -8,10 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from ckqti.train.embedding_init import check_embedding_start
-from ckqti.train.options import check_seed
+from ckqti.train.options import MODEL_INITS, WEAK_SUPERVISION, check_seed
 
-MODEL_INITS = ("paper", "match")
-WEAK_SUPERVISION = ("titles",)
 LOSSES = ("ranknet", "lce")
 
 

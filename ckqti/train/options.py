@@ -14,6 +14,8 @@ from ckqti.errors import OptionError, is_real, option_count
 NDRM_MODELS = ("ndrm1", "ndrm2", "ndrm3")
 RERANKER_MODELS = ("tk", "tkl", "idcm")
 MODELS = NDRM_MODELS + RERANKER_MODELS
+MODEL_INITS = ("paper", "match")  # every model's start: as published, or from exact matching (each model's match_init)
+WEAK_SUPERVISION = ("titles",)  # documents' titles as pseudo-queries for their own documents
 
 
 def train_config(

@@ -10,13 +10,11 @@ from typing import Any
 from ckqti.models.reranker import RERANKER_KINDS
 from ckqti.train.embedding_init import check_embedding_start
 from ckqti.train.losses_idcm import SELECTOR_LOSSES
-from ckqti.train.options import check_seed
+from ckqti.train.options import MODEL_INITS, WEAK_SUPERVISION, check_seed
 
-WEAK_SUPERVISION = ("titles",)
 LOSSES = ("margin", "ranknet", "lce")
 # Settings only IDCM's stage 3 reads: a change retrains the selector, not the cross-encoder (stages 1-2)
 STAGE3_SETTINGS = ("distill_epochs", "selector_loss")
-INITS = ("paper", "match")
 
 
 @dataclass(frozen=True)
@@ -110,7 +108,7 @@ class RerankerTrainConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "stages", tuple(int(s) for s in self.stages))
         object.__setattr__(self, "model_options", dict(self.model_options))
-        checks = {"kind": RERANKER_KINDS, "loss": LOSSES, "init": INITS, "selector_loss": SELECTOR_LOSSES}
+        checks = {"kind": RERANKER_KINDS, "loss": LOSSES, "init": MODEL_INITS, "selector_loss": SELECTOR_LOSSES}
         for name, allowed in checks.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
