@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the return types, for type checkers only: the modules load 
     from retriever.info import IndexInfo
     from retriever.rerank import RerankStats
     from retriever.results import SearchResult
+    from retriever.runs import Ranking
     from retriever.search import Searcher
 
 
@@ -197,23 +198,42 @@ def info(index_path: str | Path, verify: bool = False) -> IndexInfo:
 def open_searcher(index_path: str | Path, mode: str = "exact", budget: int = 200_000, model: str | None = None,
                   verify: bool = True, channel_weights: dict[str, float] | None = None, slack: float = 1.0,
                   engine: str = "numba") -> Searcher:
-    """Open an index for search; ``channel_weights`` re-weights its channels and ``engine`` chooses what
-    searches (see :class:`retriever.search.Searcher`: ``"auto"`` for a process that searches a few queries
-    and then ends, as ``ckqti search`` and ``ckqti run`` do); an unknown channel is a :class:`QueryError`."""
+    """Open an index for search, to query it many times (``search``, ``search_many``, ``topk_many``).
+
+    ``channel_weights`` re-weights its channels and ``engine`` chooses what searches (see
+    :class:`retriever.search.Searcher`: ``"auto"`` for a process that searches a few queries and then
+    ends, as ``ckqti search`` and ``ckqti run`` do); ``model`` refuses an index another model built;
+    ``verify`` checks the files' checksums (skipped for files unchanged since a check that passed).
+
+    Returns:
+        A :class:`retriever.search.Searcher` holding the index memory-mapped until its ``close()``, or
+        the end of ``with api.open_searcher(INDEX) as searcher:``; a search after that raises
+        :class:`ckqti.errors.IndexClosedError`.
+
+    Raises:
+        IndexFormatError: no index at ``index_path``, a damaged one, or one another ``model`` built.
+        QueryError: an unknown mode, engine or channel, or options that do not combine.
+        OptionError: ``index_path`` is not a path, ``verify`` not a bool.
+    """
     from retriever.index import Index
     from retriever.search import Searcher
 
     check_paths(index_path=index_path)
     check_flag(verify, "verify")
     idx = Index(index_path, verify=verify)
-    if model is not None:
-        from ckqti.models.loading import load_qti_model
-
-        idx.check_compatible(model_id=load_qti_model(model)[1]["id"])
     try:
-        return Searcher(idx, mode=mode, budget=budget, channel_weights=channel_weights, slack=slack, engine=engine)
+        if model is not None:
+            from ckqti.models.loading import load_qti_model
+
+            idx.check_compatible(model_id=load_qti_model(model)[1]["id"])
+        return Searcher(idx, mode=mode, budget=budget, channel_weights=channel_weights, slack=slack, engine=engine,
+                        close_index=True)
     except ValueError as e:
+        idx.close()
         raise QueryError(str(e)) from None
+    except BaseException:
+        idx.close()
+        raise
 
 
 def kernels_ready(batch: bool = False) -> bool:
@@ -248,8 +268,9 @@ def search(query: str, index_path: str | Path, k: int = 10, mode: str = "exact",
     Opens (and checksum-verifies) the index for this one query, which an exact search scans with numpy
     unless that would take longer than loading Numba's kernels (``engine="auto"``): to search many, open
     it once with :func:`open_searcher` and call its ``search`` or ``search_many``."""
-    return open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack,
-                         engine="auto").search(query, k)
+    with open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack,
+                       engine="auto") as searcher:  # its files unmapped as it returns, not when garbage-collected
+        return searcher.search(query, k)
 
 
 RUN_CHUNK = 4096  # queries ckqti run searches at a time (one search_many call) before writing them
@@ -327,23 +348,52 @@ def run(
     return stats
 
 
-def evaluate(run_path: str | Path, qrels: str | Path, per_query: bool = False,
-             compare: str | Path | Sequence[str | Path] | None = None, qrels_format: str | None = None,
-             rel_level: int = 1, measures: Iterable[str] | None = None) -> EvalReport:
-    """Evaluate a TREC run against qrels (and optionally test other runs, one or several, against it); binary
-    measures (RR, AP, P, R) count a document relevant from grade ``rel_level`` (TREC DL passages: 2).
-    ``measures``: names such as ``"nDCG@10"`` (see :func:`ckqti.evaluate.parse_measure`); None:
-    :data:`ckqti.evaluate.DEFAULT_MEASURES`."""
-    from ckqti.evaluate import DEFAULT_MEASURES, evaluate_files, parse_measures
+def evaluate(run_path: str | Path | Mapping[str, Ranking], qrels: str | Path | Mapping[str, Mapping[str, int]],
+             per_query: bool = False, compare: str | Path | Mapping[str, Ranking] | Iterable[str | Path | Mapping[str, Ranking]]
+             | None = None, qrels_format: str | None = None, rel_level: int = 1,
+             measures: Iterable[str] | None = None) -> EvalReport:
+    """Evaluate a run against qrels, and optionally test other runs, one or several, against it.
 
-    check_paths(run_path=run_path, qrels=qrels)
-    if compare is not None and not isinstance(compare, (str, os.PathLike)):
+    Args:
+        run_path: a TREC run file, or a run in memory: ``{qid: {docid: score}}`` or ``{qid: [(docid, score), ...]}``
+            (``dict(zip(result.docids, result.scores))`` of each query's search result).
+        qrels: a qrels file (TREC, BEIR TSV or Cranfield), or judgements in memory: ``{qid: {docid: grade}}``.
+        per_query: list every query in the report's :meth:`~ckqti.evaluate.EvalReport.table` (the values are
+            kept in ``by_query`` either way).
+        compare: another run (a file or in memory), or a list of them, each tested against the first (paired
+            t-test and Wilcoxon). In the report a file is named by its file name, a run in memory by its place:
+            ``"run"``, ``"run 2"``, ...
+        qrels_format: ``trec``, ``beir`` or ``cranfield`` for a qrels file; None: detected.
+        rel_level: the grade from which binary measures (RR, AP, P, R) count a document relevant (TREC DL passages: 2).
+        measures: names such as ``"nDCG@10"`` (see :func:`ckqti.evaluate.parse_measure`); None:
+            :data:`ckqti.evaluate.DEFAULT_MEASURES`.
+
+    Returns:
+        An :class:`ckqti.evaluate.EvalReport`: ``.results[i].mean["nDCG@10"]``, ``.results[i].by_query``,
+        ``.comparisons``, ``.table()``, ``.to_dict()``.
+
+    Raises:
+        OptionError: an argument of the wrong type or value (a run that is neither a path nor a dict, an unknown
+            measure, ``rel_level`` below 1, ``qrels_format`` with qrels in memory).
+        InputError: an unreadable or malformed run or qrels (a file's error names its line, one in memory its entry:
+            ``run['3']``), a run given twice, or a run none of whose queries the qrels judge.
+    """
+    from ckqti.evaluate import DEFAULT_MEASURES, evaluate_runs, parse_measures
+
+    check_run_source(run_path, "run_path")
+    if not isinstance(qrels, Mapping):
+        check_paths(qrels=qrels)
+    elif qrels_format is not None:
+        raise OptionError("qrels_format is for a qrels file; qrels in memory are read as they are", ("qrels_format",))
+    if compare is not None and not isinstance(compare, (str, os.PathLike, Mapping)):
         try:
             compare = tuple(compare)  # an iterator is read once, here
         except TypeError:
             compare = (compare,)
-        for path in compare:
-            check_paths(compare=path)
+        for other in compare:
+            check_run_source(other, "compare")
+    elif compare is not None:
+        check_run_source(compare, "compare")
     rel_level = option_count(rel_level, "rel_level")
     if measures is None:
         measures = DEFAULT_MEASURES
@@ -358,8 +408,15 @@ def evaluate(run_path: str | Path, qrels: str | Path, per_query: bool = False,
         parse_measures(measures)
     except InputError as e:
         raise OptionError(f"measures: {e.message} (default: {','.join(DEFAULT_MEASURES)})", ("measures",)) from None
-    return evaluate_files(run_path, qrels, measures=measures, per_query=per_query, compare=compare,
-                          qrels_format=qrels_format, rel_level=rel_level)
+    return evaluate_runs(run_path, qrels, measures=measures, per_query=per_query, compare=compare,
+                         qrels_format=qrels_format, rel_level=rel_level)
+
+
+def check_run_source(run, name: str) -> None:
+    """A run to evaluate is a path or a run in memory (a dict), else an :class:`OptionError` naming ``name``."""
+    if not isinstance(run, (str, os.PathLike, Mapping)):
+        raise OptionError(f"{name} must be a path, got {type(run).__name__} (or a run in memory: a dict "
+                          "qid -> {docid: score})", (name,))
 
 
 def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path, out: str | Path, *,

@@ -26,10 +26,11 @@ This module starts no JVM and imports no torch; scipy is imported only by the te
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import re
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -50,6 +51,7 @@ _MEASURE = re.compile(r"^([A-Za-z]+)(?:@([0-9]+))?$")  # ASCII digits: "nDCG@Ù¡Ù
 # trec_eval reads a cutoff as a C long (32 bits on Windows); beyond 2**63 - 1 it named the measure otherwise than
 # asked (ndcg_cut_9223372036854775807), which ir_measures met with a KeyError
 MAX_CUTOFF = 2**31 - 1
+SHOWN_QIDS = 5  # query ids an EvalResult's repr shows of its missing and unjudged ones; the rest are counted
 
 
 @dataclass(frozen=True)
@@ -124,12 +126,33 @@ class EvalResult:
     per_query: bool = False
     depth: int = 0
 
+    __hash__ = None  # type: ignore[assignment]  # equal by value, but its dicts change: unhashable, as a dict
+
+    def __repr__(self) -> str:
+        """One line: ``by_query`` as its count of queries, ``missing`` and ``unjudged`` cut to their first
+        qids (SciFact's 300 test claims' values and 809 unjudged claims took 37,812 characters)."""
+        shown = []
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if name == "by_query":
+                shown.append(f"by_query=<{counted(len(value), 'query', 'queries')}>")
+            elif isinstance(value, tuple) and len(value) > SHOWN_QIDS:
+                shown.append(f"{name}=({', '.join(map(repr, value[:SHOWN_QIDS]))}, ... {len(value) - SHOWN_QIDS:,} more)")
+            else:
+                shown.append(f"{name}={value!r}")
+        return f"EvalResult({', '.join(shown)})"
+
     @property
     def num_queries(self) -> int:
         return len(self.by_query)
 
     def values(self, measure: str) -> dict[str, float]:
-        """qid -> value of one measure (the input of :func:`paired_ttest` and :func:`wilcoxon`)."""
+        """qid -> value of one measure (the input of :func:`paired_ttest` and :func:`wilcoxon`).
+
+        Raises:
+            InputError: ``measure`` is not one of :attr:`measures` (named as they are: ``nDCG@10``)."""
+        if measure not in self.measures:
+            raise InputError(f"no measure {measure!r} in this result ({', '.join(self.measures)})")
         return {qid: scores[measure] for qid, scores in self.by_query.items()}
 
     def table(self, markdown: bool = False, name: str = "run") -> str:
@@ -154,13 +177,18 @@ def evaluate(
         rel_level: minimum grade counted relevant by RR, AP, P and R (1 by default; 2 for TREC DL passages).
 
     Raises:
-        InputError: an unknown measure, ``rel_level`` below 1, qrels without any judgement, or a NaN score
-            in a judged query's ranking.
+        InputError: an unknown measure (or one string for the list of them), ``rel_level`` not an integer of
+            at least 1, qrels without any judgement, a run or qrels of another shape (the error names the
+            entry: ``run['3']``), or a NaN score in a judged query's ranking.
     """
+    if isinstance(measures, str):  # else read a letter at a time: "unknown measure 'n'"
+        raise InputError(f"measures must be a list of names, e.g. [{measures!r}], got a string")
     parsed = parse_measures(measures)
-    if rel_level < 1:
-        raise InputError(f"rel_level must be at least 1, got {rel_level}")
-    judged = {str(q): {str(d): int(g) for d, g in docs.items()} for q, docs in qrels.items() if docs}
+    if isinstance(rel_level, bool) or not isinstance(rel_level, numbers.Integral) or rel_level < 1:
+        raise InputError(f"rel_level must be an integer >= 1, got {rel_level!r}")
+    judged = checked_qrels(qrels)
+    if not isinstance(run, Mapping):
+        raise InputError(f"run: expected a dict qid -> {{docid: score}}, found {type(run).__name__}")
     from indexer.readers.formats import MAX_GRADE  # the readers' bound (pytrec_eval allocates every grade level)
 
     if any(abs(g) > MAX_GRADE for docs in judged.values() for g in docs.values()):
@@ -169,7 +197,7 @@ def evaluate(
         raise InputError("the qrels judge no query")
     check_rel_level(judged, rel_level)
     # only the judged queries are sorted: SciFact's run of 1,109 claims has 300 judged (test split)
-    ranked = {str(q): dict(trec_order(docs)) for q, docs in run.items() if docs and str(q) in judged}
+    ranked = {str(q): checked_ranking(q, docs) for q, docs in run.items() if docs and str(q) in judged}
     for qid, docs in ranked.items():  # NaN compares false with every score: it would rank anywhere
         if (nan := next((d for d, s in docs.items() if s != s), None)) is not None:
             raise InputError(f"query {qid!r}: document {nan!r} has score nan, which ranks nowhere")
@@ -189,6 +217,39 @@ def evaluate(
         per_query=per_query,
         depth=max(map(len, ranked.values()), default=0),
     )
+
+
+def checked_qrels(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    """``qrels`` with string ids and ``int`` grades, its queries without judgements left out; another shape
+    (lists of docids, a grade written as text or a fraction) is an :class:`InputError` naming the entry."""
+    if not isinstance(qrels, Mapping):
+        raise InputError(f"qrels: expected a dict qid -> {{docid: grade}}, found {type(qrels).__name__}")
+    judged = {}
+    for q, docs in qrels.items():
+        if not isinstance(docs, Mapping):
+            raise InputError(f"qrels[{q!r}]: expected a dict docid -> grade, found {type(docs).__name__}")
+        for d, g in docs.items():
+            if isinstance(g, bool) or not isinstance(g, numbers.Integral):
+                raise InputError(f"qrels[{q!r}][{d!r}]: a grade is an integer, found {type(g).__name__}")
+        if docs:
+            judged[str(q)] = {str(d): int(g) for d, g in docs.items()}
+    return judged
+
+
+def checked_ranking(qid, docs: Ranking) -> dict[str, float]:
+    """One query's ranking in :func:`~retriever.runs.trec_order` (``{docid: score}``); another shape (docids
+    without scores, a number) is an :class:`InputError` naming the query: a list of two-character docids
+    unpacked into (docid, score) pairs."""
+    if not isinstance(docs, Mapping):
+        pairs = list(docs) if isinstance(docs, Iterable) and not isinstance(docs, (str, bytes)) else None
+        if pairs is None or not all(isinstance(p, (tuple, list)) and len(p) == 2 for p in pairs):
+            raise InputError(f"run[{qid!r}]: a ranking is {{docid: score}} or [(docid, score), ...], found "
+                             f"{type(docs).__name__}")
+        docs = pairs  # an iterator, read once
+    try:
+        return dict(trec_order(docs))
+    except (TypeError, ValueError) as e:
+        raise InputError(f"run[{qid!r}]: a score is a number ({e})") from None
 
 
 def check_rel_level(qrels: Mapping[str, Mapping[str, int]], rel_level: int, path: str | Path | None = None) -> None:
@@ -432,33 +493,70 @@ def evaluate_files(
     The one call behind ``ckqti eval RUN QRELS [--per-query] [--compare RUN2 ...]``; see
     :func:`evaluate` for the arguments and conventions. With ``compare`` (a run file, or several)
     the report holds every run and the paired tests of each compared run against the first.
+    :func:`evaluate_runs` takes runs and qrels in memory too.
 
     Raises:
         InputError: unreadable run or qrels files (naming file and line), or bad arguments.
     """
+    return evaluate_runs(run_path, qrels_path, measures=measures, per_query=per_query, rel_level=rel_level,
+                         compare=compare, qrels_format=qrels_format)
+
+
+RunSource = str | Path | Mapping[str, Ranking]  # a run file, or a run in memory: qid -> {docid: score}
+
+
+def evaluate_runs(
+    run: RunSource,
+    qrels: str | Path | Mapping[str, Mapping[str, int]],
+    *,
+    measures: Sequence[str] = DEFAULT_MEASURES,
+    per_query: bool = False,
+    rel_level: int = 1,
+    compare: RunSource | Sequence[RunSource] | None = None,
+    qrels_format: str | None = None,
+) -> EvalReport:
+    """:func:`evaluate_files` of runs and qrels that are files or in memory, mixed as they come: a run in memory is
+    ``qid -> {docid: score}`` or ``qid -> [(docid, score), ...]``, qrels ``qid -> {docid: grade}``
+    (:func:`evaluate`'s). A run file is named by its file name in the report (its path when two share one), a run
+    in memory by its place: ``"run"`` first, then ``"run 2"``, ``"run 3"``.
+
+    Raises:
+        InputError: unreadable run or qrels files (naming file and line), runs or qrels in memory of another shape
+            (naming the entry), a run given twice, or bad arguments.
+    """
     from indexer.readers import read_qrels  # imported on use: keeps this module free of the indexer package
     from retriever.runs import read_run_queries
 
-    others = [] if compare is None else [compare] if isinstance(compare, (str, os.PathLike)) else list(compare)
-    paths = [Path(run_path)] + [Path(p) for p in others]
-    for i, p in enumerate(paths):
-        if any(p.resolve() == q.resolve() for q in paths[:i]):
-            raise InputError("is given twice: a run compared with itself", p)
-    qrels = read_qrels(qrels_path, qrels_format)
-    check_rel_level(qrels, rel_level, qrels_path)
-    judged = {str(q) for q, docs in qrels.items() if docs}
+    others = [] if compare is None else [compare] if isinstance(compare, (str, os.PathLike, Mapping)) else list(compare)
+    runs = [run, *others]
+    names = [Path(r).name if isinstance(r, (str, os.PathLike)) else "run" if i == 0 else f"run {i + 1}"
+             for i, r in enumerate(runs)]
+    for i, r in enumerate(runs):
+        if any(given is r or (isinstance(r, (str, os.PathLike)) and isinstance(given, (str, os.PathLike))
+                              and Path(r).resolve() == Path(given).resolve()) for given in runs[:i]):
+            raise InputError("is given twice: a run compared with itself", r if isinstance(r, (str, os.PathLike)) else names[i])
+    if isinstance(qrels, Mapping):
+        qrels_path: str | Path = "qrels"
+        judgements = checked_qrels(qrels)
+    else:
+        qrels_path, judgements = qrels, read_qrels(qrels, qrels_format)
+    check_rel_level(judgements, rel_level, None if isinstance(qrels, Mapping) else qrels_path)
+    judged = {str(q) for q, docs in judgements.items() if docs}
     results = []
-    for path in paths:  # one run held at a time, and of it only the judged queries' rankings
-        run, qids = read_run_queries(path, judged)
-        check_overlap(qids, qrels, path, qrels_path)
-        result = evaluate(run, qrels, measures, per_query, rel_level)
+    for r, name in zip(runs, names):  # one run file held at a time, and of it only the judged queries' rankings
+        if isinstance(r, Mapping):
+            check_overlap(r, judgements, name, qrels_path)
+            results.append(evaluate(r, judgements, measures, per_query, rel_level))
+            continue
+        held, qids = read_run_queries(r, judged)
+        check_overlap(qids, judgements, r, qrels_path)
+        result = evaluate(held, judgements, measures, per_query, rel_level)
         results.append(replace(result, unjudged=tuple(q for q in qids if q not in judged)))
-        del run
-    names = tuple(p.name for p in paths)
+        del held
     if len(set(names)) < len(names):
-        names = tuple(str(p) for p in paths)
+        names = [str(r) if isinstance(r, (str, os.PathLike)) else name for r, name in zip(runs, names)]
     comparisons = tuple(c for i in range(1, len(results)) for c in compare_results(results[0], results[i], i))
-    return EvalReport(names, tuple(results), comparisons)
+    return EvalReport(tuple(names), tuple(results), comparisons)
 
 
 def check_overlap(run: Mapping[str, Ranking] | Sequence[str], qrels: Mapping[str, Mapping[str, int]],

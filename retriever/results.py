@@ -7,12 +7,11 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
 
 from retriever.index import take_rows
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from retriever.search import Searcher
 
 SHOWN_IN_REPR = 5  # hits a result's repr shows; the rest are counted
@@ -70,11 +69,16 @@ class SearchResult:
 
 def brief_repr(obj) -> str:
     """A dataclass's repr with each list or array field of more than :data:`SHOWN_IN_REPR` items cut
-    to its first ones and a count of the rest: a result of 1,000 hits printed 78,000 characters."""
+    to its first ones and a count of the rest: a result of 1,000 hits printed 78,000 characters (an
+    Arrow array, :class:`TopKColumns`' docids, is written on one line as ``<Arrow string>[...]``)."""
     shown = []
     for f in fields(obj):
         value = getattr(obj, f.name)
-        if isinstance(value, (list, np.ndarray)) and len(value) > SHOWN_IN_REPR:
+        if isinstance(value, pa.Array):  # its own repr writes every item on a line of its own
+            first = value[:SHOWN_IN_REPR].to_pylist()
+            rest = f", ... {len(value) - len(first):,} more" if len(value) > len(first) else ""
+            shown.append(f"{f.name}=<Arrow {value.type}>[{', '.join(map(repr, first))}{rest}]")
+        elif isinstance(value, (list, np.ndarray)) and len(value) > SHOWN_IN_REPR:
             first = ", ".join(map(repr, value[:SHOWN_IN_REPR].tolist() if isinstance(value, np.ndarray) else value[:SHOWN_IN_REPR]))
             opening, closing = ("array([", "])") if isinstance(value, np.ndarray) else ("[", "]")
             shown.append(f"{f.name}={opening}{first}, ... {len(value) - SHOWN_IN_REPR:,} more{closing}")

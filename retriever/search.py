@@ -67,11 +67,18 @@ class Searcher:
             ``ckqti search`` or a small ``ckqti run``, answers before Numba would have loaded, and
             one that searches many spends at most that long scanning first); anytime mode is always
             the kernels'. The same hits whichever searches. :meth:`topk_batch` is always the kernels'.
+        close_index: whether :meth:`close` (the end of a ``with`` block) also closes the index, releasing
+            its memory-mapped files; None: when the searcher opened it itself (``index`` a path;
+            :func:`ckqti.api.open_searcher`'s too). An :class:`Index` the caller opened is the caller's to close.
+
+    Raises:
+        ValueError: an unknown ``mode`` or ``engine``, or options that do not combine (the API's
+            :func:`ckqti.api.open_searcher` raises them as :class:`ckqti.errors.QueryError`).
     """
 
     def __init__(self, index: Index | str | Path, mode: str = "exact", budget: int = 200_000,
                  resolution: int = RESOLUTION, channel_weights: Mapping[str, float] | None = None, slack: float = 1.0,
-                 engine: str = "numba"):
+                 engine: str = "numba", close_index: bool | None = None):
         if mode not in ("exact", "anytime"):
             raise ValueError(f"mode must be 'exact' or 'anytime', got {mode!r}")
         if engine not in ("numba", "numpy", "auto"):
@@ -87,6 +94,7 @@ class Searcher:
         if mode == "anytime":
             positive_int(budget, "budget")
         self.index = index if isinstance(index, Index) else Index(index)
+        self._close_index = not isinstance(index, Index) if close_index is None else bool(close_index)
         self.channel_mult = channel_multipliers(self.index.quantizer.weights, channel_weights)
         self.mode = mode
         self.engine = engine
@@ -376,12 +384,16 @@ class Searcher:
             return [self._pool.submit(fn) for _ in range(n)]
 
     def close(self) -> None:
-        """Stop batch search's helper threads, after the batches running on them (a later batch
-        starts new ones; safe from any thread, at any time)."""
+        """Stop batch search's helper threads, after the batches running on them (safe from any thread,
+        at any time), and close the index when the searcher opened it (``close_index``): a later search
+        then raises :class:`ckqti.errors.IndexClosedError`. A searcher of an index the caller keeps
+        open may search again after it, starting new helpers."""
         with self._pool_lock:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
                 self._pool, self._pool_size = None, 0
+        if self._close_index:
+            self.index.close()
 
     def __enter__(self) -> Searcher:
         return self
@@ -414,6 +426,9 @@ class Searcher:
         positive_int(threads, "threads")
         if isinstance(queries, str):
             raise QueryError("search_many takes a list of query strings, got one string (search takes one)")
+        if isinstance(queries, Mapping):  # api.run's {qid: text}: iterating it searched the qids
+            raise QueryError(f"search_many takes a list of query strings, got a {type(queries).__name__} (its keys "
+                             "would be searched as queries; pass list(d.values()) and zip the results with the keys)")
         try:
             queries = list(queries)  # an iterator is read once: by the parse below, then by the results
         except TypeError:
@@ -522,7 +537,9 @@ class Searcher:
         score of the document (``ckqti explain``) differs from it by the quantization.
 
         Raises:
-            QueryError: as :meth:`parse` (no searchable term)."""
+            QueryError: as :meth:`parse` (no searchable term), or ``docid`` is not a string."""
+        if not isinstance(docid, str):
+            raise QueryError(f"docid must be a string (docids are text, e.g. {str(docid)!r}), got {type(docid).__name__}")
         return self.score_at(query, self.index.locate(docid))
 
     def score_at(self, query: str, where: tuple[int, int] | None) -> float | None:

@@ -3,6 +3,7 @@ as one CkqtiError, before any work (no OUT.partial left behind)."""
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -385,3 +386,33 @@ def test_rerank_names_a_missing_model_or_corpus_before_torch(tmp_path):
                     f"{run}: candidates from a run file need the corpus for their text (--corpus) False",
                     "depth must be an integer >= 1, got 0 False",
                     f"{tmp_path / 'out'}-none: candidates must be 'bm25', an index directory or a TREC run file False"], said
+
+
+def test_evaluate_takes_runs_and_qrels_in_memory_as_their_files_give_them(tmp_path, scifact_index, data_dir):
+    """A notebook holding its runs as dicts (as bm25s and Pyserini users do) had to write them to files, or
+    put ckqti.evaluate's EvalReport and compare_results together by hand: api.evaluate read files only."""
+    from indexer.readers import read_qrels, read_queries
+    from retriever.runs import write_run
+
+    sf = data_dir / "scifact"
+    qrels, queries = read_qrels(sf / "qrels" / "test.tsv"), read_queries(sf / "queries.jsonl")
+    qids = [q for q in queries if q in qrels][:60] + [q for q in queries if q not in qrels][:5]
+    with api.open_searcher(scifact_index) as searcher:
+        found = searcher.search_many([queries[q] for q in qids], k=100)
+    deep = {q: dict(zip(r.docids, r.scores)) for q, r in zip(qids, found)}
+    top = {q: list(zip(r.docids[:5], r.scores[:5])) for q, r in zip(qids, found)}  # pairs, as write_run takes too
+    write_run(tmp_path / "deep.trec", deep, "t")
+    write_run(tmp_path / "top.trec", top, "t")
+    files = api.evaluate(tmp_path / "deep.trec", sf / "qrels" / "test.tsv", compare=tmp_path / "top.trec")
+    memory = api.evaluate(deep, qrels, compare=top)
+    assert memory.names == ("run", "run 2") and memory.results == files.results
+    assert memory.comparisons == files.comparisons and 0 < memory.results[0].mean["nDCG@10"] < 1
+    assert memory.results[0].unjudged == tuple(qids[-5:])
+    mixed = api.evaluate(tmp_path / "deep.trec", qrels, compare=[top, tmp_path / "top.trec"], per_query=True)
+    assert mixed.names == ("deep.trec", "run 2", "top.trec") and mixed.results[1] == replace(files.results[1], per_query=True)
+    with pytest.raises(InputError, match="^run 2: is given twice: a run compared with itself$"):
+        api.evaluate(deep, qrels, compare=[deep])
+    with pytest.raises(OptionError, match="^qrels_format is for a qrels file"):
+        api.evaluate(deep, qrels, qrels_format="trec")
+    with pytest.raises(InputError, match=r"^run\['1'\]: a ranking is \{docid: score\}"):
+        api.evaluate({"1": ["31715818"]}, qrels)

@@ -509,3 +509,38 @@ def test_per_query_rows_put_each_querys_runs_together():
     rows = [line.split() for line in EvalReport(("a", "b"), (a, b)).table().split("\n\n")[0].splitlines()[1:]]
     assert rows == [["a", "q2", "1.0000"], ["b", "q2", "1.0000"], ["a", "q1", "1.0000"], ["b", "q1", "0.0000"],
                     ["a", "q3", "0.0000"], ["b", "q3", "1.0000"]]
+
+
+@pytest.mark.parametrize("run, qrels, options, message", [
+    ({"q1": ["d1", "d3"]}, QRELS, {}, "run['q1']: a ranking is {docid: score} or [(docid, score), ...], found list"),
+    ({"q1": 3.0}, QRELS, {}, "run['q1']: a ranking is {docid: score} or [(docid, score), ...], found float"),
+    (["q1"], QRELS, {}, "run: expected a dict qid -> {docid: score}, found list"),
+    (RUN, {"q1": ["d1"]}, {}, "qrels['q1']: expected a dict docid -> grade, found list"),
+    (RUN, {"q1": {"d1": "2"}}, {}, "qrels['q1']['d1']: a grade is an integer, found str"),
+    (RUN, ["q1"], {}, "qrels: expected a dict qid -> {docid: grade}, found list"),
+    (RUN, QRELS, {"rel_level": "2"}, "rel_level must be an integer >= 1, got '2'"),
+    (RUN, QRELS, {"measures": "nDCG@10"}, "measures must be a list of names, e.g. ['nDCG@10'], got a string"),
+])
+def test_a_run_or_qrels_of_the_wrong_shape_is_one_input_error(run, qrels, options, message):
+    """Docids without scores met a ValueError from unpacking deep inside, qrels as lists an AttributeError,
+    a rel_level string a TypeError; a measures string was read a letter at a time ("unknown measure 'n'")."""
+    with pytest.raises(InputError) as info:
+        evaluate(run, qrels, **options)
+    assert str(info.value) == message
+
+
+def test_a_result_prints_in_a_few_lines_and_names_a_measure_it_lacks():
+    """An EvalResult's repr printed every query's values (37,812 characters for SciFact's 300 test claims);
+    values() of a measure not evaluated was a bare KeyError; hash() failed inside on a dict field."""
+    qrels = {f"q{i}": {"d1": 1} for i in range(300)}
+    run = {q: {"d1": 1.0, "d2": 0.5} for q in [*qrels, *(f"u{i}" for i in range(809))]}
+    result = evaluate(run, qrels, ["nDCG@10", "RR@10"], per_query=True)
+    assert repr(result) == ("EvalResult(measures=('nDCG@10', 'RR@10'), mean={'nDCG@10': 1.0, 'RR@10': 1.0}, "
+                            "by_query=<300 queries>, missing=(), unjudged=('u0', 'u1', 'u2', 'u3', 'u4', ... 804 more), "
+                            "rel_level=1, per_query=True, depth=2)")
+    report = EvalReport(("a",), (result,))
+    assert len(repr(report)) < 400
+    with pytest.raises(InputError, match=r"no measure 'AP@100' in this result \(nDCG@10, RR@10\)"):
+        result.values("AP@100")
+    with pytest.raises(TypeError, match="unhashable type: 'EvalResult'"):
+        hash(result)

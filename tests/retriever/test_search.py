@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ckqti import api
-from ckqti.errors import IndexFormatError, QueryError
+from ckqti.errors import IndexClosedError, IndexFormatError, QueryError
 from retriever.chunks import BATCH_CHUNK, CHUNKS_PER_THREAD, MAX_CHUNK_HITS, batch_chunk
 from retriever.index import Index, Shard
 from retriever.kernels import brute_force_scores
@@ -119,7 +119,7 @@ def test_search_takes_plain_lists_and_default_weights(scifact_index):
 
 
 def test_batch_helper_threads_are_kept_grown_and_closed(scifact_index):
-    searcher = Searcher(scifact_index)
+    searcher = Searcher(Index(scifact_index))  # the caller's index: close() stops the helpers and leaves it open
     rng = np.random.default_rng(2)
     pool = np.flatnonzero(np.asarray(searcher.index.df) > 0)
     lists = [np.unique(rng.choice(pool, size=4)).astype(np.int64) for _ in range(80)]
@@ -146,7 +146,7 @@ def test_close_from_another_thread_never_breaks_a_running_batch(scifact_index):
     import threading
     import time
 
-    searcher = Searcher(scifact_index)
+    searcher = Searcher(Index(scifact_index))  # the caller's index: close() stops the helpers and leaves it open
     queries = ["cell growth cancer treatment", "diffusion tensor imaging"] * 20
     expected = [[h.docid for h in r.hits] for r in searcher.search_many(queries, 5)]
     errors, stop = [], threading.Event()
@@ -928,3 +928,41 @@ def test_a_query_of_huge_term_counts_ranks_within_bounded_scratch(tmp_path):
         s.topk_arrays(np.array([2, 3]), np.array([1 << 25, 1]), 10)
     with pytest.raises(ValueError, match="would overflow the accumulators"):
         s.topk_batch([np.array([2])], [np.array([1 << 25])], 10)
+
+
+def test_a_columns_repr_cuts_its_arrow_docids_as_it_cuts_lists(scifact_index):
+    """TopKColumns' docids beyond 32 hits are an Arrow array, whose repr printed one docid a line."""
+    top = Searcher(scifact_index).topk_columns(["cancer"], 1000)[0]
+    assert not isinstance(top.docids, list) and len(top.docids) > 2 * SHOWN_IN_REPR
+    more = f"... {len(top.docids) - SHOWN_IN_REPR:,} more"
+    assert f"docids=<Arrow {top.docids.type}>[{', '.join(map(repr, top.docids[:SHOWN_IN_REPR].to_pylist()))}, {more}]" \
+        in repr(top)
+    assert "\n" not in repr(top) and len(repr(top)) < 1000
+
+
+def test_close_releases_an_index_the_searcher_opened_and_only_that(scifact_index):
+    """``with api.open_searcher(INDEX) as s:`` stopped the helper threads but kept the index mapped
+    until the searcher was garbage-collected (a notebook's ``s`` never is); an Index the caller
+    opened is the caller's to close."""
+    with api.open_searcher(scifact_index) as searcher:
+        assert searcher.search("cancer", 3).docids
+    assert searcher.index.closed
+    with pytest.raises(IndexClosedError, match="the index is closed"):
+        searcher.search("cancer", 3)
+    from_path = Searcher(scifact_index)
+    from_path.close()
+    assert from_path.index.closed
+    with Index(scifact_index) as idx:
+        theirs = Searcher(idx)
+        theirs.close()
+        assert not idx.closed and theirs.search("cancer", 3).docids
+
+
+def test_search_many_refuses_a_dict_and_document_score_a_docid_that_is_no_string(scifact_index):
+    """A dict of queries (what api.run takes) was iterated by its keys and searched qids as query
+    text; a numeric docid met Arrow's ``ArrowTypeError`` deep in the lookup."""
+    searcher = Searcher(scifact_index)
+    with pytest.raises(QueryError, match=r"got a dict \(its keys would be searched as queries; pass list\(d.values\(\)\)"):
+        searcher.search_many({"1": "cancer cells"})
+    with pytest.raises(QueryError, match="docid must be a string"):
+        searcher.document_score("cancer", 4983)
