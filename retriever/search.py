@@ -96,6 +96,7 @@ class Searcher:
         self.index = index if isinstance(index, Index) else Index(index)
         self._close_index = not isinstance(index, Index) if close_index is None else bool(close_index)
         self.channel_mult = channel_multipliers(self.index.quantizer.weights, channel_weights)
+        self._channel_weights = None if channel_weights is None else dict(channel_weights)
         self.mode = mode
         self.engine = engine
         self._scan_budget = SCAN_BUDGET  # engine="auto": the process's scanning time left before loading the kernels
@@ -397,6 +398,13 @@ class Searcher:
 
     def __enter__(self) -> Searcher:
         return self
+
+    def __reduce__(self):
+        """Pickled as how to open it again (a worker process of ``multiprocessing`` gets a searcher of the same
+        index, mode and weights, which maps the index's files itself); the stemmer and the mapped files are not
+        picklable, and a copy of mapped memory would not be shared."""
+        return Searcher, (str(self.index.path), self.mode, self.budget, self.resolution, self._channel_weights,
+                          self.slack, self.engine)
 
     def __exit__(self, *exc) -> None:
         self.close()

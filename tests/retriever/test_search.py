@@ -966,3 +966,16 @@ def test_search_many_refuses_a_dict_and_document_score_a_docid_that_is_no_string
         searcher.search_many({"1": "cancer cells"})
     with pytest.raises(QueryError, match="docid must be a string"):
         searcher.document_score("cancer", 4983)
+
+
+def test_a_searcher_pickles_as_how_to_open_it_again(scifact_index):
+    """``multiprocessing`` pickles what it sends a worker: a Searcher raised TypeError (the stemmer); now it
+    pickles as its index path and options, and the worker's copy searches as the original does."""
+    import pickle
+
+    s = Searcher(scifact_index, mode="anytime", budget=5_000, slack=0.9, channel_weights={"idf": 2.0}, resolution=64)
+    with pickle.loads(pickle.dumps(s)) as copy:
+        assert (copy.mode, copy.budget, copy.slack, copy.resolution, copy.engine) == ("anytime", 5_000, 0.9, 64, "numba")
+        assert copy.channel_mult.tolist() == s.channel_mult.tolist() and copy.index is not s.index
+        for q in ("white matter", "vitamin d deficiency cancer"):
+            assert copy.search(q, 10) == s.search(q, 10)
