@@ -289,17 +289,12 @@ def parse_channel_weights(ctx, param, values) -> dict[str, float] | None:
 
 
 def check_channel_weight(name: str, w: float) -> None:
-    """The searcher's checks of one weight (:func:`retriever.search.channel_multipliers`), made as the option is
-    parsed: a weight out of range is a usage error, said before the index opens, as ``--slack 0`` is."""
-    import math
+    """The searcher's checks of one weight (:func:`retriever.query.channel_weight_problem`), made as the option
+    is parsed: a weight out of range is a usage error, said before the index opens, as ``--slack 0`` is."""
+    from retriever.query import channel_weight_problem
 
-    from retriever.query import CHANNEL_WEIGHT_MAX, CHANNEL_WEIGHT_MIN
-
-    if not (math.isfinite(w) and w >= 0):
-        raise click.BadParameter(f"channel weight {name!r} must be a finite number >= 0, got {w!r}")
-    if w != 0 and not CHANNEL_WEIGHT_MIN <= w <= CHANNEL_WEIGHT_MAX:
-        raise click.BadParameter(f"channel weight {name!r} must be 0 or between {CHANNEL_WEIGHT_MIN:g} and "
-                                 f"{CHANNEL_WEIGHT_MAX:g} (only the channels' ratio changes a ranking), got {w!r}")
+    if problem := channel_weight_problem(name, w):
+        raise click.BadParameter(problem)
 
 
 def channel_option(f):

@@ -85,6 +85,17 @@ class QueryPlan:
 
 
 
+def channel_weight_problem(name: str, w) -> str | None:
+    """What is wrong with weight ``w`` of channel ``name`` (None: nothing): not a finite number >= 0, or
+    neither 0 nor within [:data:`CHANNEL_WEIGHT_MIN`, :data:`CHANNEL_WEIGHT_MAX`]."""
+    if not is_real(w) or not (np.isfinite(w) and w >= 0):
+        return f"channel weight {name!r} must be a finite number >= 0, got {w!r}"
+    if w != 0 and not CHANNEL_WEIGHT_MIN <= w <= CHANNEL_WEIGHT_MAX:
+        return (f"channel weight {name!r} must be 0 or between {CHANNEL_WEIGHT_MIN:g} and {CHANNEL_WEIGHT_MAX:g} "
+                f"(only the channels' ratio changes a ranking), got {w!r}")
+    return None
+
+
 def channel_multipliers(names: tuple[str, ...], weights: Mapping[str, float] | None) -> np.ndarray:
     """float64 [C] multipliers of an index's channels (named by their weighting) from ``weights``:
     each 0 (the channel's lists are not read) or within [:data:`CHANNEL_WEIGHT_MIN`,
@@ -96,11 +107,8 @@ def channel_multipliers(names: tuple[str, ...], weights: Mapping[str, float] | N
         hits = [i for i, n in enumerate(names) if n == name]
         if len(hits) != 1:
             raise ValueError(f"channel weight {name!r}: the index's channels are {list(names)}")
-        if not is_real(w) or not (np.isfinite(w) and w >= 0):
-            raise ValueError(f"channel weight {name!r} must be a finite number >= 0, got {w!r}")
-        if w != 0 and not CHANNEL_WEIGHT_MIN <= w <= CHANNEL_WEIGHT_MAX:
-            raise ValueError(f"channel weight {name!r} must be 0 or between {CHANNEL_WEIGHT_MIN:g} and "
-                             f"{CHANNEL_WEIGHT_MAX:g} (only the channels' ratio changes a ranking), got {w!r}")
+        if problem := channel_weight_problem(name, w):
+            raise ValueError(problem)
         mult[hits[0]] = float(w)
     if names and not mult.any():
         raise ValueError(f"channel weights are all 0 (the index's channels are {list(names)}): nothing would score")
