@@ -18,13 +18,16 @@ trec_eval breaks them).
 Queries are scored a window at a time, in their order (:data:`WINDOW_PAIRS` candidates a window,
 :func:`rerank_windows`), and each window's rankings are written before the next is scored: what scoring holds
 (documents' token ids, NDRM's term tables, TK's pair scores, the rankings) is bounded by the window, not the
-query set. What a rerank holds for all queries is their candidates' docids (one string a distinct docid),
-the candidates' text, and while a candidates run is read its rankings (docs/SCALE.md).
+query set. What a rerank holds for all queries is their candidates (4 bytes each, :class:`CandidateLists`) and
+the candidates' text; a candidates run grouped by query is read a query at a time (one whose query's lines come
+back after another's is read whole: docs/SCALE.md).
 """
 
 from __future__ import annotations
 
+import itertools
 import time
+from array import array
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,11 +221,14 @@ def rerank_windows(
         del ranked
 
 
-def shared_docids(candidates: Candidates) -> Candidates:
-    """``candidates`` whose lists hold one string object per distinct docid (a run's, BM25's and an index's lists
-    hold a string a pair: ~57 of a candidate's ~65 bytes)."""
-    same: dict[str, str] = {}
-    return {q: [same.setdefault(d, d) for d in docs] for q, docs in candidates.items()}
+def distinct(lists: Iterable[Iterable[str]]) -> Iterator[str]:
+    """The distinct strings of ``lists``, in order, as they are read."""
+    seen: set[str] = set()
+    for strings in lists:
+        for s in strings:
+            if s not in seen:
+                seen.add(s)
+                yield s
 
 
 def row_key(ids: np.ndarray, length: int) -> tuple[bytes, int]:
@@ -347,29 +353,86 @@ def index_candidates(index: str | Path | Index, queries: Mapping[str, str], dept
     return cands, texts, refused
 
 
-def run_candidates(path: str | Path, queries: Mapping[str, str], depth: int) -> Candidates:
-    """Top ``depth`` per query of a TREC run file (trec_eval order); the rankings of the file's other queries
-    are not held (:func:`retriever.runs.read_run_queries`)."""
-    from retriever.runs import read_run_queries, trec_order
+class CandidateLists(Mapping[str, list[str]]):
+    """Queries' candidate docids, each held as a 4-byte index into one list of the distinct docids: a rerank of
+    2,000,000 candidates holds 8 MB of them, where lists of strings (one string a distinct docid) took ~9 bytes a
+    candidate and a run read whole ~120 bytes a line. A query's list is made when it is asked for."""
 
-    run, _ = read_run_queries(path, queries)
-    return {q: [d for d, _ in trec_order(run[q])[:depth]] for q in queries if q in run}
+    def __init__(self) -> None:
+        self.docids: list[str] = []  # the distinct docids, in the order first added
+        self._number: dict[str, int] = {}
+        self._ids = array("i")
+        self._spans: dict[str, tuple[int, int]] = {}
+
+    def add(self, qid: str, docids: Iterable[str]) -> None:
+        number, ids, start = self._number, self._ids, len(self._ids)
+        for docid in docids:
+            n = number.get(docid)
+            if n is None:
+                n = number[docid] = len(self.docids)
+                self.docids.append(docid)
+            ids.append(n)
+        self._spans[qid] = start, len(ids)
+
+    @classmethod
+    def of(cls, candidates: Mapping[str, Iterable[str]]) -> CandidateLists:
+        """``candidates``' lists, in their order."""
+        lists = cls()
+        for qid, docids in candidates.items():
+            lists.add(qid, docids)
+        return lists
+
+    def ordered(self, qids: Iterable[str]) -> CandidateLists:
+        """The queries listed in ``qids``' order (those not held left out)."""
+        spans = self._spans
+        self._spans = {q: spans[q] for q in qids if q in spans}
+        return self
+
+    def __getitem__(self, qid: str) -> list[str]:
+        start, stop = self._spans[qid]
+        return list(map(self.docids.__getitem__, self._ids[start:stop]))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._spans)
+
+    def __len__(self) -> int:
+        return len(self._spans)
+
+
+def run_candidates(path: str | Path, queries: Mapping[str, str], depth: int) -> CandidateLists:
+    """Top ``depth`` per query of a TREC run file (trec_eval order), in ``queries``' order; the rankings of the
+    file's other queries are not held. A run grouped by query is read a query at a time
+    (:func:`retriever.runs.iter_run_queries`): what is held does not grow with its queries but for their
+    candidates' indices (:class:`CandidateLists`). A run whose query comes back after another's (concatenated
+    runs) is read whole (:func:`retriever.runs.read_run_queries`), as was every run before session 45."""
+    from retriever.runs import NotGrouped, iter_run_queries, read_run_queries, trec_order
+
+    cands = CandidateLists()
+    try:
+        for qid, docs in iter_run_queries(path, queries):
+            cands.add(qid, [d for d, _ in trec_order(docs)[:depth]])
+    except NotGrouped:
+        cands = CandidateLists()
+        run, _ = read_run_queries(path, queries)
+        for qid in list(run):
+            cands.add(qid, [d for d, _ in trec_order(run.pop(qid))[:depth]])
+    return cands.ordered(queries)
 
 
 def gather_candidates(candidates: str | Path | Index, queries: Mapping[str, str], depth: int, corpus: str | Path | None,
-                      fmt: str | None, work: Path) -> tuple[Candidates, dict[str, str] | None, str, dict[str, str]]:
+                      fmt: str | None, work: Path) -> tuple[CandidateLists, dict[str, str] | None, str, dict[str, str]]:
     """``(candidates, texts or None, description, refused)`` from ``"bm25"``, an index directory or a
     run file; ``refused``: why the index's search gave a query no candidates (``qid -> message``)."""
     if str(candidates) == "bm25":
         from ckqti.bm25 import bm25_candidates
 
         work.mkdir(parents=True, exist_ok=True)
-        return shared_docids(bm25_candidates(corpus, dict(queries), work, depth, fmt)), None, "bm25", {}
+        return CandidateLists.of(bm25_candidates(corpus, dict(queries), work, depth, fmt)), None, "bm25", {}
     if isinstance(candidates, Index) or Path(candidates).is_dir():
         index = open_index(candidates)
         cands, texts, refused = index_candidates(index, queries, depth, with_text=corpus is None)
-        return shared_docids(cands), (texts if corpus is None else None), f"index:{index.path}", refused
-    return shared_docids(run_candidates(Path(candidates), queries, depth)), None, f"run:{candidates}", {}
+        return CandidateLists.of(cands), (texts if corpus is None else None), f"index:{index.path}", refused
+    return run_candidates(Path(candidates), queries, depth), None, f"run:{candidates}", {}
 
 
 def check_candidates(candidates: str | Path, corpus: str | Path | None) -> None:
@@ -579,13 +642,11 @@ def rerank(
     if not any(cands.values()):
         raise no_candidates_error(where, queries, where_queries, refused)
     if texts is None:
-        texts = corpus_texts(corpus, fmt, {d for docs in cands.values() for d in docs}, clicks)
-        missing = next(((q, d) for q, docs in cands.items() for d in docs if d not in texts), None)
-        if missing is not None:
-            raise InputError(f"candidate document {missing[1]!r} of query {missing[0]!r} ({where}) is not in the corpus",
-                             corpus)
-    unknown = unknown_share(reranker, [texts[d] for d in list(dict.fromkeys(d for docs in cands.values()
-                                                                          for d in docs))[:WORD_SAMPLE]])
+        texts = corpus_texts(corpus, fmt, set(cands.docids), clicks)
+        if not all(map(texts.__contains__, cands.docids)):  # the first missing in the queries' order is named
+            q, d = next((q, d) for q, docs in cands.items() for d in docs if d not in texts)
+            raise InputError(f"candidate document {d!r} of query {q!r} ({where}) is not in the corpus", corpus)
+    unknown = unknown_share(reranker, [texts[d] for d in itertools.islice(distinct(cands.values()), WORD_SAMPLE)])
     unread: dict[str, str] = {}
     tally = Tally()  # each window's rankings written before the next is scored
     write_run(out, rerank_windows(reranker, queries, cands, texts, batch_size, progress, unread, tally=tally),

@@ -305,33 +305,115 @@ def _read_well_formed(path: str | Path, keep: Container[str] | None = None,
     in ``keep`` are held (None: all); ``seen`` gets every query id."""
     run: dict[str, dict[str, float]] = {}
     seen = {} if seen is None else seen
-    rows, started = 0, False  # started: a line of the file has been read (a byte-order mark is the first's)
+    rows, first = 0, True  # first: no line of the file has been read (a byte-order mark is the first's)
     try:
         with open_binary(path) as stream:
-            rest, pieces, size = b"", [], 0
-            while chunk := stream.read(READ_BLOCK):
-                block = rest + chunk
-                cut = block.rfind(b"\n") + 1
-                block, rest = block[:cut], block[cut:]
-                if len(rest) > READ_BLOCK:
+            for pieces in _line_blocks(stream):
+                added = _add_pieces(run, pieces, first, keep, seen)
+                if added is None:
                     return None
-                if block:
-                    pieces.append(block)
-                    size += len(block)
-                if size >= ARROW_BLOCK:
-                    added = _add_pieces(run, pieces, not started, keep, seen)
-                    if added is None:
-                        return None
-                    rows, started, pieces, size = rows + added, True, [], 0
-            if rest:
-                pieces.append(rest)
-            added = _add_pieces(run, pieces, not started, keep, seen)
-    except (UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error):
+                rows, first = rows + added, False
+    except (_LongLine, UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error):
         return None
     # fewer rows held than kept: a docid repeated in a query
-    if added is None or not seen or rows + added != sum(map(len, run.values())):
+    if not seen or rows != sum(map(len, run.values())):
         return None
     return run
+
+
+class _LongLine(Exception):
+    """A line over :data:`READ_BLOCK` bytes: left to the line-by-line reader."""
+
+
+def _line_blocks(stream) -> Iterator[list[bytes]]:
+    """The whole lines of binary ``stream``, read :data:`READ_BLOCK` bytes at a time, as lists of pieces of
+    :data:`ARROW_BLOCK` bytes or more together, the last list the rest (the file's last line among them, with or
+    without its line feed; empty when there is none). Raises :class:`_LongLine` for a line over :data:`READ_BLOCK`."""
+    rest, pieces, size = b"", [], 0
+    while chunk := stream.read(READ_BLOCK):
+        block = rest + chunk
+        cut = block.rfind(b"\n") + 1
+        block, rest = block[:cut], block[cut:]
+        if len(rest) > READ_BLOCK:
+            raise _LongLine
+        if block:
+            pieces.append(block)
+            size += len(block)
+        if size >= ARROW_BLOCK:
+            yield pieces
+            pieces, size = [], 0
+    if rest:
+        pieces.append(rest)
+    yield pieces
+
+
+class NotGrouped(Exception):
+    """:func:`iter_run_queries` cannot give the run a query at a time: a query's lines come back after another
+    query's (concatenated runs), or the file is not one it reads without complaint (:func:`read_run_queries`
+    reads it whole, naming what is wrong)."""
+
+
+def iter_run_queries(path: str | Path, keep: Container[str] | None = None) -> Iterator[tuple[str, dict[str, float]]]:
+    """:func:`read_run_queries`' rankings of a run whose lines are grouped by query (each query's together, as
+    nearly every run's are), a query at a time in file order, those in ``keep`` only (None: all): a query is given
+    once the block of lines after its last has been read, so what is held is about :data:`ARROW_BLOCK` bytes of
+    lines and a query's ranking, not the run (~120 bytes a line read whole). Every line is checked as
+    :func:`read_run` checks it; rankings are those :func:`read_run_queries` holds.
+
+    Raises:
+        NotGrouped: a kept query's lines come back after those of a later query (grouped within a block they
+            read the same and pass), or anything :func:`read_run` would complain of, or a line
+            :func:`read_run`'s fast path leaves to its line-by-line reader; some queries may have been given
+            already. :func:`read_run_queries` then reads the file whole, as before.
+    """
+    done: set[str] = set()  # queries given (kept ones): one coming back means the run is not grouped
+    held: tuple[str, dict[str, float]] | None = None  # the last query read, whose lines may go on
+    any_line, first = False, True
+    try:
+        with open_binary(path) as stream:
+            for pieces in _line_blocks(stream):
+                run: dict[str, dict[str, float]] = {}
+                seen: dict[str, None] = {}
+                added = _add_pieces(run, pieces, first, keep, seen)
+                pieces.clear()  # the block's bytes, not held while its queries are given
+                if added is None or added != sum(map(len, run.values())):  # fewer held than added: a docid repeated
+                    raise NotGrouped
+                first, any_line = False, any_line or bool(seen)
+                if held is not None and not _goes_on(held, run, seen):
+                    done.add(held[0])
+                    yield held
+                if not done.isdisjoint(run):
+                    raise NotGrouped
+                # seen's order is the lines' (first appearances); the last query read may go on in the next block
+                last = next(reversed(seen), None)
+                for qid, docs in run.items():
+                    if qid != last:
+                        done.add(qid)
+                        yield qid, docs
+                held = (last, run[last]) if last in run else None
+    except (_LongLine, UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error):
+        raise NotGrouped from None
+    if not any_line:
+        raise NotGrouped  # read_run: no results in run file
+    if held is not None:
+        yield held
+
+
+def _goes_on(held: tuple[str, dict[str, float]], run: dict[str, dict[str, float]], seen: dict[str, None]) -> bool:
+    """Whether the query ``held`` (the last of a block) goes on in the next block's ``run`` (query ids ``seen`` in
+    order), the ranking then joined in ``run``; :class:`NotGrouped` when it comes back after another query, or
+    repeats a docid."""
+    qid, docs = held
+    if qid not in run:
+        return False
+    if next(iter(seen)) != qid:
+        raise NotGrouped
+    size = len(docs) + len(run[qid])
+    docs.update(run[qid])
+    if len(docs) != size:
+        raise NotGrouped
+    run[qid] = docs
+    return True
 
 
 def _add_pieces(run: dict[str, dict[str, float]], pieces: list[bytes], first: bool, keep: Container[str] | None,

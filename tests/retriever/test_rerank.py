@@ -562,6 +562,36 @@ def test_run_file_candidates_hold_only_the_queries_reranked(tmp_path, monkeypatc
     assert held["python"] < 2_000_000, held  # read whole: ~12 MB
     assert cands == {"q3": ["d0", "d1", "d2", "d3", "d4"], "q70": ["d0", "d1", "d2", "d3", "d4"]}
 
+def test_run_file_candidates_are_read_a_query_at_a_time(tmp_path, monkeypatch):
+    """A candidates run grouped by query (nearly every run) is read a query at a time: what is held when its last
+    query's candidates are cut does not grow with its lines. Read whole it held every reranked query's ranking
+    (~120 bytes a line; ~85 bytes a candidate in a 20,000-query rerank's peak RSS). Here 400 queries x 100
+    lines, every query reranked, in blocks of 64 KB: read whole 4.6 MB held at the last cut, now 0.8 MB. The
+    same run shuffled, its queries' lines apart (concatenated runs), is read whole as before: the same
+    candidates, in the queries file's order either way."""
+    import random
+
+    import retriever.runs as runs
+    from retriever.rerank import run_candidates
+    from tests.memory import held_when_called
+
+    monkeypatch.setattr(runs, "ARROW_BLOCK", 1 << 16)
+    lines = [f"q{q} Q0 d{(q * 31 + d * 17) % 5000} {d + 1} {(d * 7) % 13 / 3!r} t\n" for q in range(400) for d in range(100)]
+    path, shuffled = tmp_path / "grouped.trec", tmp_path / "shuffled.trec"
+    path.write_text("".join(lines))
+    random.Random(0).shuffle(lines)
+    shuffled.write_text("".join(lines))
+    wanted = {f"q{q}": "a" for q in reversed(range(400))}  # the queries file's order, not the run's
+    run_candidates(path, wanted, 30)  # the modules a run is read with imported before, not counted
+    held, cands = held_when_called(monkeypatch, runs, "trec_order", lambda: run_candidates(path, wanted, 30))
+    assert held["python"] < 1_500_000, held  # read whole: 4.6 MB; a query at a time: 0.8 MB
+    whole = read_run(path)
+    expected = {q: [d for d, _ in trec_order(whole[q])[:30]] for q in wanted}
+    assert cands == expected and list(cands) == list(wanted)
+    again = run_candidates(shuffled, wanted, 30)
+    assert again == expected and list(again) == list(wanted)
+
+
 def test_a_corpus_gives_the_statistics_also_with_index_candidates(clicked_collection, tmp_path):
     """With --corpus the model reads the corpus's text and statistics whatever gives the candidates:
     an index's candidates are scored as the same documents from a run file are."""

@@ -13,6 +13,7 @@ import pytest
 
 from ckqti.errors import InputError
 from ckqti.evaluate import evaluate
+from indexer.readers.formats import open_binary
 from retriever.runs import ARROW_LINES, check_run_path, read_run, trec_order, write_ranked_run, write_run
 
 
@@ -383,6 +384,59 @@ def test_read_run_queries_holds_the_queries_kept(tmp_path, name):
         assert run == {q: docs for q, docs in whole.items() if q in keep} and qids == list(whole)
         assert [list(d) for d in run.values()] == [list(whole[q]) for q in run]
     assert runs.read_run_queries(path) == (whole, list(whole))
+
+class _CountingReads:
+    """A binary file that counts the bytes read from it (decompressed, for gzip)."""
+
+    def __init__(self, stream):
+        self.stream, self.read_bytes = stream, 0
+
+    def read(self, size=-1):
+        data = self.stream.read(size)
+        self.read_bytes += len(data)
+        return data
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stream.close()
+
+
+@pytest.mark.parametrize("suffix", [".trec", ".trec.gz"])
+def test_iter_run_queries_gives_a_grouped_run_a_query_at_a_time(tmp_path, monkeypatch, suffix):
+    """A run grouped by query is given a query at a time, each once the block after its lines has been read: the
+    first long before the file is read through, and every ranking as read_run_queries holds it (the queries kept,
+    in file order; a query spanning blocks joined), plain and gzip. A query whose lines come back after another's
+    (concatenated runs) or a docid repeated across blocks raises NotGrouped, and so does a file read_run
+    complains of (read_run_queries then reads it whole and names what is wrong)."""
+    import retriever.runs as runs
+
+    monkeypatch.setattr(runs, "READ_BLOCK", 1 << 12)
+    monkeypatch.setattr(runs, "ARROW_BLOCK", 1 << 14)  # blocks of ~16 KB, ~500 lines (of a 120 KB run)
+    lines = [f"q{q} Q0 d{d} {d + 1} {(d * 7) % 13 / 3!r} t\n" for q in range(60) for d in range(40 + q)]
+    path = tmp_path / f"r{suffix}"
+
+    def write(text: str) -> None:
+        data = text.encode("utf-8")
+        path.write_bytes(gzip.compress(data) if suffix.endswith(".gz") else data)
+
+    opened: list[_CountingReads] = []
+    monkeypatch.setattr(runs, "open_binary", lambda p: opened.append(_CountingReads(open_binary(p))) or opened[-1])
+    write("".join(lines))
+    size = len("".join(lines))
+    for keep in (None, {f"q{q}" for q in range(0, 60, 7)}):
+        at = []  # bytes read when each query is given
+        given = [(qid, docs, at.append(opened[-1].read_bytes)) for qid, docs in runs.iter_run_queries(path, keep)]
+        assert at[0] < size / 4 and at == sorted(at), (at[0], size)
+        assert [(qid, docs) for qid, docs, _ in given] == list(runs.read_run_queries(path, keep)[0].items())
+    long_query = [f"z Q0 d{d} 1 1.5 t\n" for d in range(1000)]  # ~40 KB: over blocks
+    for bad in ("".join(lines[1500:] + lines[:1500]), "".join(lines + [lines[1500].replace("q", "r")] + lines[:3]),
+                "".join(lines + long_query + long_query[:1]), "".join(lines) + "q1 Q0 x\n"):
+        write(bad)
+        with pytest.raises(runs.NotGrouped):
+            list(runs.iter_run_queries(path))
+
 
 def test_a_well_formed_run_is_read_once(tmp_path, monkeypatch):
     """read_run takes the fast path's result: a well-formed run is not read again line by line."""
