@@ -162,6 +162,13 @@ class Manifest:
     generation: int = 0  # appends and compactions so far
     vocab_file: str = VOCAB_FILE
 
+    def __repr__(self) -> str:
+        """A line of what the index is (:meth:`to_json` has every field): ``api.index`` returns a manifest, and its
+        generated repr, the model's whole record and every shard's checksums, ran to 1,767 characters for one shard."""
+        return (f"Manifest(model={self.model.get('id')!r}, num_docs={self.num_docs:,}, num_postings={self.num_postings:,}, "
+                f"vocab_size={self.vocab_size:,}, shards={len(self.shards)}, channels={[c.get('weight') for c in self.channels]}, "
+                f"format_version={self.format_version}, generation={self.generation})")
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
 

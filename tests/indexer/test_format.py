@@ -71,3 +71,12 @@ def test_compaction_never_deletes_a_shard_named_outside_the_index(tmp_path, scif
     res = CliRunner().invoke(cli, ["compact", "--index", str(idx)])
     assert res.exit_code == 1 and "shard name '../other/shard-00000' is not a shard folder inside the index" in res.output
     assert (other / "shard-00000" / "postings.arrow").is_file() and Manifest.read(other).num_docs == 600
+
+
+def test_a_manifest_prints_as_one_line_of_what_the_index_is(scifact_index):
+    """``api.index`` returns the manifest: its generated repr held the model's record and every file's checksum."""
+    m = Manifest.read(scifact_index)
+    text = repr(m)
+    assert "\n" not in text and len(text) < 250 and "sha256" not in text and m.shards[0].files["docs.arrow"] not in text
+    assert text.startswith(f"Manifest(model={m.model['id']!r}, num_docs={m.num_docs:,}, ")
+    assert f"shards={len(m.shards)}" in text and "generation=0" in text
