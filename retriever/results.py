@@ -99,7 +99,9 @@ def why_empty(terms: list[str], oov: list[str]) -> str:
 @dataclass(frozen=True, eq=False, repr=False)
 class QueryHits:
     """One query's hits as columns, in rank order, with what the search knew of the query: the fields
-    :class:`TopK` and :class:`TopKColumns` share (they differ in how ``docids`` and ``scores`` are held)."""
+    :class:`TopK` and :class:`TopKColumns` share (they differ in how ``docids`` and ``scores`` are held).
+    Equal only to themselves (they hold numpy arrays, whose ``==`` is elementwise): compare their ``docids``
+    and ``scores``, or :meth:`TopK.result`'s :class:`SearchResult`, which compares by value."""
 
     query: str
     terms: list[str]
