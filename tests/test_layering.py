@@ -24,13 +24,14 @@ SERVING_MODULES = [
     "retriever.index", "retriever.search", "retriever.rerank", "retriever.runs", "retriever.info",
     *(f"ckqti.models.{m.name}" for m in pkgutil.iter_modules(ckqti.models.__path__)),
 ]
-# ckqti.api and ckqti.cli import the trainer inside `train` only: the one command that needs it
-TRAINING_ENTRY_POINTS = {"ckqti/api.py", "ckqti/cli.py"}
+# ckqti.api and ckqti.cli.train import the trainer inside `train` only: the one command that needs it
+TRAINING_ENTRY_POINTS = {"ckqti/api.py", "ckqti/cli/train.py"}
 
 
 def serving_sources() -> list[Path]:
-    files = [*(ROOT / "ckqti").glob("*.py"), *(ROOT / "ckqti" / "models").rglob("*.py"),
-             *(ROOT / "indexer").rglob("*.py"), *(ROOT / "retriever").rglob("*.py")]
+    files = [*(ROOT / "ckqti").glob("*.py"), *(ROOT / "ckqti" / "cli").glob("*.py"),
+             *(ROOT / "ckqti" / "models").rglob("*.py"), *(ROOT / "indexer").rglob("*.py"),
+             *(ROOT / "retriever").rglob("*.py")]
     return [f for f in files if f.relative_to(ROOT).as_posix() not in TRAINING_ENTRY_POINTS]
 
 

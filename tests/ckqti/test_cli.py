@@ -271,7 +271,7 @@ def test_search_columns_line_up_for_scores_of_any_width(scifact_index):
     pushed its title and snippet right of the other hits'."""
     from dataclasses import replace
 
-    from ckqti.cli import search_lines
+    from ckqti.cli.search import search_lines
     from ckqti.terminal import columns_of
 
     searcher = api.open_searcher(scifact_index)
@@ -566,7 +566,7 @@ def test_run_notes_list_three_queries_then_an_ellipsis(tmp_path, scifact_index, 
 
 def test_rerank_notes_unknown_words_from_exactly_the_threshold(tmp_path, monkeypatch):
     """The unknown-words note is said from UNKNOWN_WORDS_NOTE of the candidates' words on, not only above it."""
-    from ckqti.cli import UNKNOWN_WORDS_NOTE
+    from ckqti.cli.rerank import UNKNOWN_WORDS_NOTE
     from retriever.rerank import RerankStats
 
     queries = tmp_path / "q.tsv"
@@ -607,7 +607,7 @@ def test_an_operating_system_refusal_names_the_path_it_concerns(tmp_path, scifac
 
 
 def test_info_sizes_change_unit_at_exactly_a_kib_mib_and_gib():
-    from ckqti.cli import human_bytes
+    from ckqti.cli.index import human_bytes
 
     assert [human_bytes(n) for n in (0, 1023, 1024, 1536, 2**20, 2**30, 5 * 2**30)] == [
         "0 B", "1023 B", "1.0 KiB", "1.5 KiB", "1.0 MiB", "1.0 GiB", "5.0 GiB"]
@@ -615,7 +615,7 @@ def test_info_sizes_change_unit_at_exactly_a_kib_mib_and_gib():
 
 def test_info_s_clipped_line_names_only_the_parts_that_clipped():
     """Impacts clipped by appends alone have no "0 at build" part; by the build alone, no appended part."""
-    from ckqti.cli import clipped_line
+    from ckqti.cli.index import clipped_line
 
     assert clipped_line(5, 5) == "clipped     5 impacts stored as 255: 5 appended, above the build's largest"
     assert clipped_line(3, 0) == "clipped     3 impacts stored as 255: 3 at build (forced quantization steps)"
@@ -1075,7 +1075,7 @@ def test_a_search_still_running_after_a_while_says_why_it_may_be(scifact_index, 
     terminal; a search that returns in time prints none."""
     import time
 
-    import ckqti.cli as cli_mod
+    import ckqti.cli.search as cli_mod
     from retriever.search import Searcher
 
     api.open_searcher(scifact_index).search("white matter", 2)  # kernels compiled or loaded: a cold cache takes 10-20 s
@@ -1102,7 +1102,7 @@ def slow_runs(monkeypatch) -> None:
     """``api.run`` half a second slower, and the CLI's slow-start note due after 0.05 s."""
     import time
 
-    import ckqti.cli as cli_mod
+    import ckqti.cli.search as cli_mod
 
     real = api.run
 
@@ -1120,7 +1120,7 @@ def test_a_first_run_compiling_its_batch_kernel_says_so(tmp_path, scifact_index,
     import subprocess
     import sys
 
-    import ckqti.cli as cli_mod
+    import ckqti.cli.search as cli_mod
 
     fresh = subprocess.run([sys.executable, "-c", "from ckqti import api; print(api.kernels_ready(), api.kernels_ready(True), "
                             "api.kernels_compiling(), api.kernels_compiling(True))"], capture_output=True, text=True, timeout=120)
@@ -1143,7 +1143,7 @@ def test_the_compiling_note_says_when_numba_keeps_the_kernels_nowhere(tmp_path, 
     every process compiled them again: there the note says so, and what to do."""
     import time
 
-    import ckqti.cli as cli_mod
+    import ckqti.cli.search as cli_mod
     from retriever.search import Searcher
 
     real = Searcher.search
@@ -1189,7 +1189,7 @@ def test_a_compile_that_begins_after_the_wait_is_still_noted(monkeypatch, capsys
     compiling: the note comes when it does, not only if it already did at the wait's end."""
     import threading
 
-    import ckqti.cli as cli_mod
+    import ckqti.cli.search as cli_mod
 
     monkeypatch.setattr(cli_mod, "NOTE_POLL", 0.01)
     looks = []

@@ -56,7 +56,7 @@ def test_rows_hold_what_each_process_printed_and_measured(tiny_corpora, tmp_path
         assert row["median_s"] == row["min_s"] == row["wall_s"][0] > 0
         assert row["median_mib"] == row["max_mib"] == row["peak_mib"][0] > 0
     # bytecode compiled once by the untimed processes, read by the timed ones (as from an installed package)
-    assert list((tmp_path / "work" / "pycache").rglob("ckqti/cli.*.pyc"))
+    assert list((tmp_path / "work" / "pycache").rglob("ckqti/cli/__init__.*.pyc"))
     [index] = (tmp_path / "work").glob("tiny-*/ckqti")
     expected = [h.docid for h in api.search(QUERY, index, k=10).hits]
     assert rows["ckqti"]["top"] == rows["ckqti-numba"]["top"] == expected
