@@ -135,6 +135,7 @@ def info_cmd(index_path, verify, as_json):
 
 
 def human_bytes(n: int) -> str:
+    """``n`` bytes in the largest binary unit it reaches (``1.5 MiB``)."""
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= size:
             return f"{n / size:.1f} {unit}"
@@ -142,6 +143,7 @@ def human_bytes(n: int) -> str:
 
 
 def info_lines(info) -> list[str]:
+    """``ckqti info``'s lines of an :class:`retriever.info.IndexInfo`."""
     size = {k: human_bytes(v) for k, v in info.bytes.items()}
     analyzer = ", ".join(f"{k} {v}" for k, v in sorted(info.analyzer.items()))
     quant = ", ".join(f"{k} {v}" for k, v in sorted(info.quantization.items()))

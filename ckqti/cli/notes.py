@@ -23,6 +23,7 @@ def repeated_note(repeated: int | None, orcas) -> None:
 
 
 def count_queries(n: int) -> str:
+    """``1 query``, ``3 queries``."""
     return counted(n, "query", "queries")
 
 

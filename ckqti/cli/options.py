@@ -113,11 +113,13 @@ class DefaultIndexOption(click.Option):
 
 
 def index_option(f):
+    """``--index`` of the commands that read an index (default: ``$CKQTI_INDEX``, else ``./index``)."""
     return click.option("--index", "index_path", cls=DefaultIndexOption, default=None, type=PathArg(),
                         help=INDEX_HELP)(f)
 
 
 def mode_options(f):
+    """``--mode``, ``--budget``, ``--slack`` and ``--model`` of the commands that search (search, run, serve)."""
     f = click.option("--model", default=None, type=NameOrPath(), help="Refuse an index not built with this model ('ndrm2', 'ndrm2-anserini', 'ndrm3-scifact' or a checkpoint).")(f)
     f = click.option("--slack", default=1.0, show_default=True, type=Float(0, 1, min_open=True),
                      help="Anytime mode: factor (0, 1] on the pruning bound; below 1 prunes sooner, approximately.")(f)
@@ -154,6 +156,7 @@ def check_format_needs_corpus(fmt: str | None, corpus) -> None:
 
 
 def parse_channel_weights(ctx, param, values) -> dict[str, float] | None:
+    """``--channel-weight NAME=W`` options as ``{NAME: W}`` (None: none given), each checked as it is parsed."""
     from indexer.readers.formats import is_decimal
 
     weights = {}
@@ -178,6 +181,7 @@ def check_channel_weight(name: str, w: float) -> None:
 
 
 def channel_option(f):
+    """``--channel-weight NAME=W``, repeatable, of the commands that search."""
     return click.option("--channel-weight", "channel_weights", multiple=True, callback=parse_channel_weights,
                         metavar="NAME=W", help="Multiply the index channel NAME ('one', 'idf'; `ckqti info` lists an index's) "
                         "by W, a number >= 0 (0, or 1e-6 to 1e6), at query time (0: the channel is not read, e.g. one=0 ranks by NDRM3's "
