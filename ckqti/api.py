@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -493,19 +493,53 @@ def check_checkpoint_path(out: str | Path, inputs: dict[str, str | Path | None] 
     check_not_input(out, inputs or {})
 
 
-def rerank(queries: str | Path | Mapping[str, str], candidates: str | Path, model: str | Path, out: str | Path,
-           depth: int = 100, corpus: str | Path | None = None, **options) -> RerankStats:
-    """Rerank every query (of a queries file, or of a dict ``qid -> text``, as :func:`run` takes them)'s
-    top ``depth`` candidates (``"bm25"``, an index or a run) with a model of any kind and write a TREC
-    run; ``options`` as :func:`retriever.rerank.rerank`'s."""
+def rerank(queries: str | Path | Mapping[str, str], candidates: str | Path | Mapping[str, Sequence[str] | Mapping[str, float]],
+           model: str | Path, out: str | Path | None, depth: int = 100,
+           corpus: str | Path | Mapping | Iterable[str | Mapping | Document] | None = None, **options) -> RerankStats:
+    """Rerank every query's top ``depth`` candidates with a model of any kind and write a TREC run;
+    ``options`` as :func:`retriever.rerank.rerank`'s.
+
+    Args:
+        queries: a queries file, or a dict ``qid -> text``, as :func:`run` takes them.
+        candidates: ``"bm25"`` (of a corpus file), an index directory, a TREC run file, or a first stage's
+            candidates in memory: ``{qid: [docid, ...]}`` in rank order or ``{qid: {docid: score}}`` (ranked as
+            a run file's lines are: score descending as trec_eval holds it, ties by docid descending), checked as a
+            run file is and cut to ``depth`` the same way (:func:`retriever.rerank.memory_candidates`).
+        model: a model name or checkpoint.
+        out: the run file; None returns the rankings instead, as :attr:`retriever.rerank.RerankStats.rankings`
+            (``{qid: [(docid, score), ...]}`` in the run's order), held for every query until the call returns:
+            about 95 bytes a candidate beyond the docids (2,000,000 candidates, 190 MB), where a run file is
+            written a window of queries at a time.
+        depth: candidates reranked per query.
+        corpus: the documents' text (needed for a run's, a dict's or BM25's candidates; else an index's stored
+            text): a corpus file, or documents in memory as :func:`index` takes them (a list of texts, dicts
+            or :class:`indexer.readers.Document`) or a dict ``{docid: text}`` (or ``{docid: {"title": ...,
+            "text": ...}}``, as BEIR's loader holds a corpus); the same documents in a file or in memory
+            give the same run. BM25 indexes a file.
+
+    Raises:
+        OptionError: an argument of the wrong type, an unknown option, ``fmt`` or ``orcas`` with documents in
+            memory, BM25 candidates of them.
+        InputError: unreadable or malformed inputs (an entry in memory named: ``candidates['q1']``,
+            ``corpus['d7']``, ``documents[3]``), candidates without text.
+    """
     from indexer.readers import read_query_mapping
 
     in_memory = isinstance(queries, Mapping)
-    check_paths(("corpus",), candidates=candidates, out=out, corpus=corpus, **({} if in_memory else {"queries": queries}))
+    candidates_in_memory = isinstance(candidates, Mapping)
+    memory_corpus = corpus is not None and not isinstance(corpus, (str, os.PathLike))
+    if not candidates_in_memory and not isinstance(candidates, (str, os.PathLike)):
+        raise OptionError(f"candidates must be 'bm25' or a path, got {type(candidates).__name__} (or candidates in "
+                          "memory: a dict qid -> [docid, ...] or qid -> {docid: score})", ("candidates",))
+    check_paths(("corpus", "out"), out=out, **({} if memory_corpus else {"corpus": corpus}),
+                **({} if in_memory else {"queries": queries}))
+    if memory_corpus and not isinstance(corpus, Iterable):
+        raise OptionError(f"corpus must be a path, got {type(corpus).__name__} (or documents in memory: a dict "
+                          "docid -> text, or a list of texts, dicts or Documents)", ("corpus",))
     if in_memory:
         queries = read_query_mapping(queries)  # checked before the model loads, as a file's encoding is below
     check_text_starts(queries, corpus, options.get("orcas"),  # before torch, which retriever.rerank imports
-                      None if str(candidates) == "bm25" else candidates)  # a run file (an index is a folder)
+                      None if candidates_in_memory or str(candidates) == "bm25" else candidates)  # a run file (an index is a folder)
 
     from retriever.rerank import rerank as rerank_run
 

@@ -1,15 +1,17 @@
 """Reranking first-stage candidates with any ranking model: TK, TKL, IDCM and NDRM1-3 alike.
 
-Candidates come from one of three places:
+Candidates come from one of four places:
 
 * ``"bm25"``: Pyserini BM25 over the corpus file (Java runs in a child process; its Lucene
   index is built once in the work folder);
 * a ckqti index directory: the learned index's own top ``depth`` (:class:`retriever.search.Searcher`);
-* a TREC run file: its top ``depth`` per query (trec_eval order).
+* a TREC run file: its top ``depth`` per query (trec_eval order);
+* a dict in memory (the Python API): ``{qid: [docid, ...]}`` in rank order, or ``{qid: {docid: score}}``
+  ranked as a run file's lines are (:func:`memory_candidates`).
 
-Candidate text comes from the corpus file when one is given (``Document.full_text()``: title
-and text, as in training; with an ORCAS file its clicked queries first, URL next, as
-``ckqti index --orcas`` reads them), else from the index's document store (every field the
+Candidate text comes from the corpus when one is given, a file or documents in memory
+(``Document.full_text()``: title and text, as in training; with an ORCAS file its clicked queries first,
+URL next, as ``ckqti index --orcas`` reads them), else from the index's document store (every field the
 index read, joined the same way). Each document is tokenized once however many queries rank
 it within a window of queries. A query's candidates are scored by the model and written in the model's order
 (a TREC run whose documents per query are exactly the candidates, sorted by model score, ties by docid as
@@ -26,24 +28,29 @@ back after another's is read whole: docs/SCALE.md).
 from __future__ import annotations
 
 import itertools
+import math
+import os
+import tempfile
 import time
 from array import array
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ckqti.errors import InputError, QueryError
+from ckqti.errors import InputError, OptionError, QueryError, is_real
 from ckqti.vocab import Vocabulary
 from retriever.index import Index, open_index
 
 if TYPE_CHECKING:
     from ckqti.models.reranker import Reranker
-    from indexer.readers.corpus import Clicks, Orcas  # docid -> clicked queries (indexer.readers.load_orcas)
+    from indexer.readers.corpus import Clicks, Document, Orcas  # Orcas: docid -> clicked queries (load_orcas)
 
 Candidates = dict[str, list[str]]
+# A corpus: a file, or documents in memory (:func:`corpus_documents`); read as a list of Documents once checked
+CorpusSource = str | Path | Mapping | Iterable
 # Candidates scored at once (:func:`rerank_windows`): a document ranked by queries of two windows is encoded
 # in each. SciFact's 1,109 claims x BM25's top 100 fit one; MS MARCO dev's 6,980 x 1,000, 35 windows of 200 queries.
 WINDOW_PAIRS = 200_000
@@ -61,12 +68,14 @@ class RerankStats:
         pairs: (query, document) pairs scored.
         seconds: scoring time (candidate retrieval and reading text excluded).
         model_id, kind: the model's checkpoint id and kind.
-        candidates: where the candidates came from.
-        out: the run file written.
+        candidates: where the candidates came from: ``bm25``, ``index:PATH``, ``run:PATH`` or ``dict`` (in memory).
+        out: the run file written; None when the rankings were returned in memory instead.
         unknown_words: the share of the candidates' words (a sample of up to :data:`WORD_SAMPLE`
             documents) that a TK, TKL or NDRM model read as unknown: trained on another
             collection and not adapted to this one (``adapt_vocabulary``); None for IDCM.
         repeated_clicks: lines of the ORCAS file dropped as a query their document already held.
+        rankings: with ``out=None``, every reranked query's ranking, ``qid -> [(docid, score), ...]`` in the
+            order a run file lists them (:func:`retriever.runs.trec_order`), queries in their order; else None.
     """
 
     queries: int
@@ -77,10 +86,11 @@ class RerankStats:
     model_id: str
     kind: str
     candidates: str
-    out: Path
+    out: Path | None
     reasons: dict[str, str] = field(default_factory=dict)
     unknown_words: float | None = None  # share of the candidates' words the model read as unknown (TK, TKL, NDRM)
     repeated_clicks: int = 0
+    rankings: dict[str, list[tuple[str, float]]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def ms_per_query(self) -> float:
@@ -318,14 +328,36 @@ def distinct_scores(reranker: Reranker, query: np.ndarray, rows: Sequence[tuple[
     return np.array([scored.get(first[k], floor) for k in key_of], dtype=np.float64)
 
 
-def corpus_texts(corpus: str | Path, fmt: str | None = None, keep: set[str] | None = None,
+def corpus_texts(corpus: str | Path | Sequence[Document], fmt: str | None = None, keep: set[str] | None = None,
                  orcas: str | Path | Orcas | None = None) -> dict[str, str]:
-    """``docid -> title and text`` (``Document.full_text()``) of a corpus file, only ``keep`` when given;
-    with ``orcas`` (an ORCAS file or its :func:`indexer.readers.load_orcas` mapping) each document's
-    clicked queries lead, the text an index built with them holds (:meth:`retriever.index.Shard.indexed_text`)."""
+    """``docid -> title and text`` (``Document.full_text()``) of a corpus file (or of documents read by
+    :func:`corpus_documents`), only ``keep`` when given; with ``orcas`` (an ORCAS file or its
+    :func:`indexer.readers.load_orcas` mapping) each document's clicked queries lead, the text an index built
+    with them holds (:meth:`retriever.index.Shard.indexed_text`)."""
     from indexer.readers import read_corpus
 
-    return {d.docid: d.full_text() for d in read_corpus(corpus, fmt=fmt, orcas=orcas) if keep is None or d.docid in keep}
+    docs = read_corpus(corpus, fmt=fmt, orcas=orcas) if is_path(corpus) else corpus
+    return {d.docid: d.full_text() for d in docs if keep is None or d.docid in keep}
+
+
+def is_path(value) -> bool:
+    """Whether ``value`` names a file or folder (else it is data in memory, or None)."""
+    return isinstance(value, (str, os.PathLike))
+
+
+def is_bm25(candidates) -> bool:
+    """Whether ``candidates`` asks for BM25's (``"bm25"``); a dict in memory is never written out to compare."""
+    return is_path(candidates) and str(candidates) == "bm25"
+
+
+def corpus_documents(corpus: Mapping | Iterable) -> list[Document]:
+    """Documents given in memory, read as :func:`ckqti.api.index` reads them: ``{docid: text}`` or
+    ``{docid: {"title": ..., "text": ...}}`` (:func:`indexer.readers.read_document_mapping`), or a list of
+    texts, dicts or :class:`indexer.readers.Document` (:func:`indexer.readers.read_documents`): the same
+    documents a corpus file of the same fields holds, an error naming the entry."""
+    from indexer.readers import read_document_mapping, read_documents
+
+    return read_document_mapping(corpus) if isinstance(corpus, Mapping) else read_documents(corpus)
 
 
 def index_candidates(index: str | Path | Index, queries: Mapping[str, str], depth: int,
@@ -419,13 +451,96 @@ def run_candidates(path: str | Path, queries: Mapping[str, str], depth: int) -> 
     return cands.ordered(queries)
 
 
-def gather_candidates(candidates: str | Path | Index, queries: Mapping[str, str], depth: int, corpus: str | Path | None,
-                      fmt: str | None, work: Path) -> tuple[CandidateLists, dict[str, str] | None, str, dict[str, str]]:
-    """``(candidates, texts or None, description, refused)`` from ``"bm25"``, an index directory or a
-    run file; ``refused``: why the index's search gave a query no candidates (``qid -> message``)."""
-    if str(candidates) == "bm25":
+def memory_candidates(candidates: Mapping, queries: Mapping[str, str], depth: int) -> CandidateLists:
+    """Top ``depth`` per query of candidates given in memory, in ``queries``' order: ``{qid: [docid, ...]}`` (in
+    rank order: its first ``depth``) or ``{qid: {docid: score}}`` (ranked as :func:`run_candidates` ranks a run
+    file's lines, :func:`retriever.runs.trec_order`: score descending as trec_eval holds it, in single precision,
+    ties by docid descending; then its first ``depth``). Every entry is checked as a run file's lines are (those
+    of queries not in ``queries`` too, and not held): query ids and docids are strings (an integer query id is
+    read as its digits, as :func:`indexer.readers.read_query_mapping` reads one) that :func:`check_id` takes,
+    a docid once a query, a score a finite number. A query whose list is empty has no candidates.
+
+    Raises:
+        InputError: naming the entry (``candidates['q1']``).
+    """
+    from indexer.readers.formats import check_id
+
+    cands = CandidateLists()
+    first: dict[str, str] = {}  # query id -> where it was first given
+    for key, ranking in candidates.items():
+        where = f"candidates[{key!r}]"
+        if isinstance(key, bool) or not isinstance(key, (str, int)):
+            raise InputError(f"a query id must be a string, found {type(key).__name__}", where)
+        qid = check_id(str(key), "query id", where, None)
+        if qid in first:
+            raise InputError(f"duplicate query id {qid!r} (first at {first[qid]})", where)
+        first[qid] = where
+        docids = ranked_docids(qid, ranking, where)
+        if qid in queries:
+            cands.add(qid, docids[:depth])
+    return cands.ordered(queries)
+
+
+def ranked_docids(qid: str, ranking, where: str) -> list[str]:
+    """One query's candidates in memory (:func:`memory_candidates`), checked, in rank order."""
+    from retriever.runs import trec_order
+
+    if isinstance(ranking, Mapping):
+        docids, scores = checked_docids(qid, list(ranking), where), list(ranking.values())
+        try:  # every score a number (a bool is none) that is finite: at once, else the first that is not named
+            good = all(map(math.isfinite, array("d", scores))) and not any(isinstance(v, bool) for v in scores)
+        except TypeError:
+            good = False
+        if not good:
+            for docid, score in zip(docids, scores):
+                if not is_real(score):
+                    raise InputError(f"the score of doc {docid!r} is not a number: {score!r}", where)
+                if not math.isfinite(score):
+                    raise InputError(f"the score of doc {docid!r} is not finite: {score!r}", where)
+        return [docid for docid, _ in trec_order(zip(docids, scores))]
+    if isinstance(ranking, (str, bytes, Set)) or not isinstance(ranking, Iterable):  # a set has no rank order
+        raise InputError(f"a query's candidates are [docid, ...] in rank order or {{docid: score}}, found "
+                         f"{type(ranking).__name__}", where)
+    return checked_docids(qid, list(ranking), where)
+
+
+def checked_docids(qid: str, docids: list, where: str) -> list[str]:
+    """``docids`` as strings, each as :func:`check_id` takes it, none repeated; an error naming the first that is
+    not. All are checked at once first (as :func:`retriever.runs.write_run` checks a query's), one at a time only
+    when that finds something to name or to strip."""
+    from indexer.readers.formats import check_id
+
+    try:
+        joined = "".join(docids)
+    except TypeError:  # one is not a string
+        joined = None
+    if joined is not None and joined.isprintable() and " " not in joined and "" not in docids \
+            and len(set(docids)) == len(docids):  # printable: no control, format or whitespace character but " "
+        return list(map(str, docids))  # numpy's str_ as str
+    checked: list[str] = []
+    seen: set[str] = set()
+    for i, docid in enumerate(docids):
+        if not isinstance(docid, str):
+            pairs = "; with scores, a query's candidates are {docid: score}" if isinstance(docid, (tuple, list)) else ""
+            raise InputError(f"a docid must be a string, found {type(docid).__name__} (item {i}{pairs})", where)
+        docid = check_id(docid, "docid", where, None)
+        if docid in seen:
+            raise InputError(f"query {qid!r} retrieves doc {docid!r} twice", where)
+        seen.add(docid)
+        checked.append(docid)
+    return checked
+
+
+def gather_candidates(candidates: str | Path | Index, queries: Mapping[str, str], depth: int,
+                      corpus: str | Path | Sequence[Document] | None, fmt: str | None, work: Path | None
+                      ) -> tuple[CandidateLists, dict[str, str] | None, str, dict[str, str]]:
+    """``(candidates, texts or None, description, refused)`` from ``"bm25"`` (a corpus file's, ``work`` holding
+    its Lucene index), an index directory or a run file; ``refused``: why the index's search gave a query no
+    candidates (``qid -> message``)."""
+    if is_bm25(candidates):
         from ckqti.bm25 import bm25_candidates
 
+        assert work is not None and is_path(corpus), "BM25 needs a corpus file and a work folder"
         work.mkdir(parents=True, exist_ok=True)
         return CandidateLists.of(bm25_candidates(corpus, dict(queries), work, depth, fmt)), None, "bm25", {}
     if isinstance(candidates, Index) or Path(candidates).is_dir():
@@ -435,22 +550,47 @@ def gather_candidates(candidates: str | Path | Index, queries: Mapping[str, str]
     return run_candidates(Path(candidates), queries, depth), None, f"run:{candidates}", {}
 
 
-def check_candidates(candidates: str | Path, corpus: str | Path | None) -> None:
-    """``candidates`` is ``"bm25"``, an index directory or a run file, and the text of BM25's or a
-    run's candidates has a corpus to come from (an index holds its own): said before the model loads.
+def check_candidates(candidates: str | Path | Mapping, corpus: str | Path | Sequence[Document] | None) -> None:
+    """``candidates`` is ``"bm25"``, an index directory, a run file or a dict, and the text of BM25's, a run's
+    or a dict's candidates has a corpus to come from (an index holds its own): said before the model loads.
+    ``corpus`` is a path, or documents read from memory (BM25 indexes a file).
 
     Raises:
-        InputError: neither of the three, or BM25 or a run without ``corpus``.
+        InputError: neither of the four, BM25, a run or a dict without ``corpus``, a corpus that is a folder.
+        OptionError: BM25 candidates of documents in memory.
     """
-    if str(candidates) == "bm25":
+    if isinstance(candidates, Mapping):
+        if corpus is None:
+            raise InputError("candidates in memory need the corpus for their text (corpus: a file or documents "
+                             "in memory)")
+    elif is_bm25(candidates):
         if corpus is None:
             raise InputError("BM25 candidates need the corpus (--corpus)")
+        if not is_path(corpus):
+            raise OptionError("BM25 candidates need a corpus file (Pyserini indexes a file); with documents in "
+                              "memory give the candidates: a dict {qid: [docid, ...]}, a run file or an index",
+                              ("candidates", "corpus"))
     elif not Path(candidates).exists():
         raise InputError("candidates must be 'bm25', an index directory or a TREC run file", candidates)
     elif corpus is None and not Path(candidates).is_dir():
         raise InputError("candidates from a run file need the corpus for their text (--corpus)", candidates)
-    if corpus is not None and Path(corpus).is_dir():  # else taken below for an index to read statistics from
+    if is_path(corpus) and Path(corpus).is_dir():  # else taken below for an index to read statistics from
         raise InputError("is a directory, expected a corpus file (an index goes to --candidates)", corpus)
+
+
+def no_memory_candidates_error(candidates: Mapping, queries: Mapping[str, str], where_queries: str | Path) -> InputError:
+    """The error when no query has a candidate in a dict of them (:func:`memory_candidates`): one of another
+    query set names both sides' query ids, as :func:`no_candidates_error` does for a run file's."""
+    from ckqti.terminal import counted
+
+    first = next(iter(queries), "")
+    if not any(str(q).strip() in queries for q in candidates):
+        theirs = next(iter(candidates), "")
+        return InputError(f"none of the {counted(len(queries), 'query', 'queries')} of {where_queries} is in this "
+                          f"dict (query ids such as {theirs!r} here against {first!r} there): another query set?"
+                          if candidates else "the dict holds no query", "candidates")
+    return InputError(f"no query of {where_queries} has a candidate in this dict (each one's list is empty)",
+                      "candidates")
 
 
 def no_candidates_error(where: str, queries: Mapping[str, str], where_queries: str | Path,
@@ -474,11 +614,12 @@ def no_candidates_error(where: str, queries: Mapping[str, str], where_queries: s
     return InputError(f"no query retrieves a document by BM25 from the corpus (such as {first!r})", where_queries)
 
 
-def collection_of(corpus: str | Path | None, index: str | Path | Index | None, fmt: str | None,
+def collection_of(corpus: str | Path | Sequence[Document] | None, index: str | Path | Index | None, fmt: str | None,
                   analyzer: dict, orcas: str | Path | Orcas | None = None) -> tuple[Vocabulary, dict]:
     """A collection's vocabulary in ``analyzer``'s terms: an index's (a directory, or an open
     :class:`Index`) as it holds it, with its build's model constants
-    (:meth:`retriever.index.Index.vocabulary`), or a corpus file's, ORCAS clicks too when given (no constants)."""
+    (:meth:`retriever.index.Index.vocabulary`), or a corpus file's (or documents', :func:`corpus_documents`),
+    ORCAS clicks too when given (no constants)."""
     if index is not None:
         idx = open_index(index)  # checksums verified, as search does: a corrupted vocabulary gave NaN scores
         if idx.manifest.analyzer != analyzer:
@@ -494,10 +635,10 @@ def collection_of(corpus: str | Path | None, index: str | Path | Index | None, f
 
 
 def open_reranker(model_path: str | Path, device: str | None = None, max_doc_length: int | None = None,
-                  adapt_to: str | Path | Index | None = None, fmt: str | None = None,
+                  adapt_to: str | Path | Index | Sequence[Document] | None = None, fmt: str | None = None,
                   adapt_kinds: Collection[str] | None = None, orcas: str | Path | Orcas | None = None) -> Reranker:
     """Load a checkpoint, reading text with its training vocabulary, or with ``adapt_to``'s: a
-    corpus file's (with ``orcas``'s clicks, as :func:`corpus_texts`), or an index directory's as it
+    corpus file's (with ``orcas``'s clicks, as :func:`corpus_texts`) or documents', or an index directory's as it
     holds it (an NDRM model then takes the build's constants too: it scores as the index does). ``"ndrm2"`` or ``"ndrm2-anserini"`` (untrained)
     always reads ``adapt_to``'s statistics.
 
@@ -513,7 +654,7 @@ def open_reranker(model_path: str | Path, device: str | None = None, max_doc_len
     untrained = model_path in UNTRAINED
     if adapt_to is None and not untrained:
         return load_reranker(model_path, device, max_doc_length)
-    is_index = isinstance(adapt_to, Index) or (adapt_to is not None and Path(adapt_to).is_dir())
+    is_index = isinstance(adapt_to, Index) or (is_path(adapt_to) and Path(adapt_to).is_dir())
     corpus, index = (None, adapt_to) if is_index else (adapt_to, None)
     if untrained:
         vocab, constants = collection_of(corpus, index, fmt, Analyzer().to_dict(), orcas)
@@ -550,11 +691,11 @@ def corpus_clicks(orcas: str | Path | None, corpus: str | Path | None) -> Clicks
 
 def rerank(
     queries: str | Path | Mapping[str, str],
-    candidates: str | Path,
+    candidates: str | Path | Mapping,
     model_path: str | Path,
-    out: str | Path,
+    out: str | Path | None,
     depth: int = 100,
-    corpus: str | Path | None = None,
+    corpus: CorpusSource | None = None,
     *,
     fmt: str | None = None,
     batch_size: int = 32,
@@ -566,22 +707,26 @@ def rerank(
     orcas: str | Path | None = None,
     progress: bool = False,
 ) -> RerankStats:
-    """Rerank every query's top ``depth`` candidates with a model and write a TREC run.
+    """Rerank every query's top ``depth`` candidates with a model and write a TREC run (or return the rankings).
 
     Args:
         queries: queries file (TSV, JSONL, TREC or SMART), or a dict ``qid -> text``
             (:func:`indexer.readers.read_query_mapping`).
-        candidates: ``"bm25"`` (needs ``corpus``), an index directory, or a TREC run file
-            (needs ``corpus``).
+        candidates: ``"bm25"`` (needs a corpus file), an index directory, a TREC run file (needs
+            ``corpus``), or a dict in memory (needs ``corpus``): ``{qid: [docid, ...]}`` in rank order or
+            ``{qid: {docid: score}}``, checked and cut to ``depth`` as a run file is (:func:`memory_candidates`).
         model_path: a checkpoint of any kind (TK, TKL, IDCM, NDRM1-3).
-        out: run file to write.
+        out: run file to write; None returns the rankings in :attr:`RerankStats.rankings` instead (held for every
+            query until the call returns; a run file is written a window of queries at a time).
         depth: candidates reranked per query.
-        corpus: corpus file for BM25 and for document text (else the index's stored text).
+        corpus: corpus file for BM25 and for document text (else the index's stored text), or the documents in
+            memory, as :func:`ckqti.api.index` takes them (:func:`corpus_documents`): the same text as a file of
+            the same fields.
         fmt: corpus format (None: from the file).
         batch_size: documents scored at once.
         device: torch device (default CUDA when available).
         tag: run tag (default ``ckqti-<kind>``).
-        work_dir: where the BM25 index is kept (default ``<out>.work``).
+        work_dir: where the BM25 index is kept (default ``<out>.work``; with ``out`` None, a temporary folder).
         max_doc_length: read this many document tokens instead of the model's trained cap.
         adapt_vocabulary: read text with the collection's own vocabulary (TK, TKL, NDRM: zero-shot
             use on another collection; see :func:`ckqti.models.reranker.adapt_reranker`): the
@@ -592,52 +737,44 @@ def rerank(
             ranked the index's own top 100 below the index's order).
         orcas: an ORCAS file (``docid<TAB>query``, see :func:`indexer.readers.load_orcas`) whose
             clicked queries lead each document's corpus text, as ``ckqti index --orcas`` indexes
-            them (the collection's statistics count them too). Needs ``corpus``: an index's stored
+            them (the collection's statistics count them too). Needs a corpus file: an index's stored
             text holds its own clicks, or none. BM25 candidates still come from the plain corpus.
         progress: show a progress bar.
 
     Raises:
-        InputError: unreadable inputs, missing corpus, candidates without text.
+        InputError: unreadable inputs (a dict's error names its entry: ``candidates['q1']``), missing corpus,
+            candidates without text.
+        OptionError: ``fmt`` or ``orcas`` with documents in memory, BM25 candidates of them, ``tag`` without a run.
         CkqtiError: an unreadable checkpoint.
     """
+    if out is None and work_dir is None and is_bm25(candidates):  # no run file to keep BM25's index beside
+        with tempfile.TemporaryDirectory(prefix="ckqti-bm25-") as work:
+            return rerank(queries, candidates, model_path, out, depth, corpus, fmt=fmt, batch_size=batch_size,
+                          device=device, tag=tag, work_dir=work, max_doc_length=max_doc_length,
+                          adapt_vocabulary=adapt_vocabulary, orcas=orcas, progress=progress)
     from ckqti.files import check_folder_of
-    from ckqti.models.specs import UNTRAINED, resolve_model
+    from ckqti.models.specs import resolve_model
     from indexer.readers import read_queries, read_query_mapping
-    from retriever.runs import check_run_path, write_run
+    from retriever.runs import check_run_path
 
-    check_run_path(out, tag, {"queries file": queries, "corpus": corpus, "ORCAS file": orcas,
-                              "candidates run": None if str(candidates) == "bm25" else candidates})
+    if out is not None:
+        check_run_path(out, tag, {"queries file": queries, "corpus": corpus, "ORCAS file": orcas,
+                                  "candidates run": None if is_bm25(candidates) else candidates})
+    elif tag is not None:
+        raise OptionError("tag is for a run file; rankings returned in memory (out None) have none", ("tag",))
     model_path = resolve_model(model_path)  # before any work: a model that is not there, by name or path
     if depth < 1:
         raise InputError(f"depth must be at least 1, got {depth}")
+    corpus = checked_corpus(corpus, fmt, orcas)
     check_candidates(candidates, corpus)
-    out = Path(out)
-    work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
-    if str(candidates) == "bm25":
+    work = Path(work_dir) if work_dir is not None else None if out is None else Path(out).with_name(Path(out).name + ".work")
+    if is_bm25(candidates):
         check_folder_of(work / "bm25", "BM25's Lucene index")
     clicks = corpus_clicks(orcas, corpus)  # before the candidates are gathered: a bad line is said at once
     where_queries = "queries" if isinstance(queries, Mapping) else queries
     queries = read_query_mapping(queries) if isinstance(queries, Mapping) else read_queries(queries)
-    gathered = None  # a run's candidates, read as the queries are before the model loads: a bad line is said at once
-    if str(candidates) != "bm25":
-        if Path(candidates).is_dir():
-            candidates = Index(candidates)  # once: its checksums are read for its statistics and for its candidates
-        else:
-            gathered = gather_candidates(candidates, queries, depth, corpus, fmt, work)
-            if not any(gathered[0].values()):
-                raise no_candidates_error(gathered[2], queries, where_queries, gathered[3])
-    # the collection whose vocabulary and statistics a model may read: the corpus's, else the candidate index's
-    # (check_candidates: without a corpus the candidates are an index's)
-    source = corpus or candidates
-    untrained = str(model_path) in UNTRAINED  # reads the collection's statistics
-    if adapt_vocabulary or untrained:
-        reranker = open_reranker(model_path, device, max_doc_length, source, fmt, orcas=clicks)
-    elif isinstance(candidates, Index) and corpus is None:  # an NDRM model reads the index as it does its own
-        from ckqti.models.checkpoint import QTI_KINDS  # torch: after every check above
-
-        reranker = open_reranker(model_path, device, max_doc_length, candidates, fmt, QTI_KINDS)  # as explain --index
-    else:
-        reranker = open_reranker(model_path, device, max_doc_length, None, fmt)
+    candidates, gathered = early_candidates(candidates, queries, depth, corpus, fmt, work, where_queries)
+    reranker = reranker_for(model_path, candidates, corpus, device, max_doc_length, fmt, adapt_vocabulary, clicks)
     cands, texts, where, refused = gathered or gather_candidates(candidates, queries, depth, corpus, fmt, work)
     if not any(cands.values()):
         raise no_candidates_error(where, queries, where_queries, refused)
@@ -645,16 +782,81 @@ def rerank(
         texts = corpus_texts(corpus, fmt, set(cands.docids), clicks)
         if not all(map(texts.__contains__, cands.docids)):  # the first missing in the queries' order is named
             q, d = next((q, d) for q, docs in cands.items() for d in docs if d not in texts)
-            raise InputError(f"candidate document {d!r} of query {q!r} ({where}) is not in the corpus", corpus)
+            raise InputError(f"candidate document {d!r} of query {q!r} ({where}) is not in the corpus",
+                             corpus if is_path(corpus) else "corpus")
     unknown = unknown_share(reranker, [texts[d] for d in itertools.islice(distinct(cands.values()), WORD_SAMPLE)])
     unread: dict[str, str] = {}
     tally = Tally()  # each window's rankings written before the next is scored
-    write_run(out, rerank_windows(reranker, queries, cands, texts, batch_size, progress, unread, tally=tally),
-              f"ckqti-{reranker.kind}" if tag is None else tag)
+    ranked = rerank_windows(reranker, queries, cands, texts, batch_size, progress, unread, tally=tally)
+    held = write_or_hold(out, ranked, f"ckqti-{reranker.kind}" if tag is None else tag)
     skipped = tuple(q for q in queries if q not in tally.reranked)
     reasons = {q: refused.get(q) or unread.get(q) or f"no candidates from {where}" for q in skipped}
     return RerankStats(len(queries), len(tally.reranked), skipped, tally.pairs, tally.seconds, reranker.model_id,
-                       reranker.kind, where, out, reasons, unknown, clicks.repeated if clicks else 0)
+                       reranker.kind, where, None if out is None else Path(out), reasons, unknown,
+                       clicks.repeated if clicks else 0, held)
+
+
+def checked_corpus(corpus: CorpusSource | None, fmt: str | None, orcas) -> str | Path | list[Document] | None:
+    """A corpus file as it is, or documents in memory read (:func:`corpus_documents`), which take no file
+    options (an :class:`OptionError`)."""
+    if corpus is None or is_path(corpus):
+        return corpus
+    for name, value in (("fmt", fmt), ("orcas", orcas)):
+        if value is not None:
+            raise OptionError(f"{name} is for a corpus file; documents given in memory are read as they are", (name,))
+    return corpus_documents(corpus)  # checked before the model loads, as a file's start is
+
+
+def early_candidates(candidates: str | Path | Mapping, queries: Mapping[str, str], depth: int,
+                     corpus: str | Path | Sequence[Document] | None, fmt: str | None, work: Path | None,
+                     where_queries: str | Path):
+    """``(candidates, gathered)``: a dict's or a run file's candidates read before the model loads, as the queries
+    are (a bad entry or line is said at once; ``gathered`` as :func:`gather_candidates` gives them), an index
+    directory opened once (its checksums are read for its statistics and for its candidates), BM25 left as it is
+    (``gathered`` None: gathered once the model is loaded)."""
+    if isinstance(candidates, Mapping):
+        gathered = memory_candidates(candidates, queries, depth), None, "dict", {}
+        if not any(gathered[0].values()):
+            raise no_memory_candidates_error(candidates, queries, where_queries)
+        return candidates, gathered
+    if is_bm25(candidates):
+        return candidates, None
+    if Path(candidates).is_dir():
+        return Index(candidates), None
+    gathered = gather_candidates(candidates, queries, depth, corpus, fmt, work)
+    if not any(gathered[0].values()):
+        raise no_candidates_error(gathered[2], queries, where_queries, gathered[3])
+    return candidates, gathered
+
+
+def reranker_for(model_path: str | Path, candidates, corpus: str | Path | Sequence[Document] | None,
+                 device: str | None, max_doc_length: int | None, fmt: str | None, adapt_vocabulary: bool,
+                 clicks: Clicks | None) -> Reranker:
+    """The model reading text as :func:`rerank` does: the collection's vocabulary and statistics (the corpus's,
+    else the candidate index's; without a corpus the candidates are an index's, :func:`check_candidates`) when
+    adapted or untrained; an NDRM model reranking an index's candidates without a corpus reads the index."""
+    from ckqti.models.specs import UNTRAINED
+
+    source = candidates if corpus is None else corpus
+    if adapt_vocabulary or str(model_path) in UNTRAINED:  # the untrained read the collection's statistics
+        return open_reranker(model_path, device, max_doc_length, source, fmt, orcas=clicks)
+    if isinstance(candidates, Index) and corpus is None:  # an NDRM model reads the index as it does its own
+        from ckqti.models.checkpoint import QTI_KINDS  # torch: after every check
+
+        return open_reranker(model_path, device, max_doc_length, candidates, fmt, QTI_KINDS)  # as explain --index
+    return open_reranker(model_path, device, max_doc_length, None, fmt)
+
+
+def write_or_hold(out: str | Path | None, ranked: Iterable[tuple[str, list[tuple[str, float]]]],
+                  tag: str) -> dict[str, list[tuple[str, float]]] | None:
+    """Write ``ranked`` (:func:`rerank_windows`' rankings) as the run ``out``, a window at a time; or, ``out``
+    None, return them, each in the order the run would list it (:func:`retriever.runs.trec_order`)."""
+    from retriever.runs import trec_order, write_run
+
+    if out is None:
+        return {qid: trec_order(ranking) for qid, ranking in ranked}
+    write_run(Path(out), ranked, tag)
+    return None
 
 
 def unknown_share(reranker: Reranker, texts: Sequence[str]) -> float | None:

@@ -51,16 +51,20 @@ ARROW_LINES = 64
 ARROW_SCORES = (1e-4, 1e9)
 
 
+class RunValueError(InputError, ValueError):
+    """What :func:`write_run` will not write: a tag, query id or docid that is empty or holds whitespace, a
+    score that is not a finite number, a docid repeated within a query. An :class:`~ckqti.errors.InputError`
+    (a :class:`~ckqti.errors.CkqtiError`: one line, as the project's other errors), and still a ValueError,
+    which it was alone until session 45."""
+
+
 def check_run_path(path: str | Path, tag: str | None = None, inputs: Mapping[str, str | Path | None] | None = None) -> None:
     """Before any work for a run: ``path`` may be new, empty or an earlier run (which the run
     replaces), never a folder, a path below a file, another kind of file (a queries file, an
     index's manifest) or one of the command's ``inputs`` (what each is -> its path: a run
     reranked); ``tag``, when given, must be a run tag :func:`write_run` can write."""
     if tag is not None:
-        try:
-            _check_token(tag, "run tag")
-        except ValueError as e:
-            raise InputError(str(e)) from None
+        _check_token(tag, "run tag")
     path = Path(path)
     if path.is_dir():
         raise InputError("is a directory; a run is written to a file", path)
@@ -96,11 +100,27 @@ def write_run(path: str | Path, results: Mapping[str, Ranking] | Iterable[tuple[
         tag: the run tag (last column), without whitespace.
 
     Raises:
-        ValueError: whitespace in a tag, qid or docid; a non-finite score; a docid repeated
-            within a query.
+        RunValueError: (an :class:`~ckqti.errors.InputError` and a ValueError) a tag, qid or docid that is
+            empty, not a string or holds whitespace; a score that is not a finite number; a docid repeated
+            within a query. The file is then left as it was.
     """
     pairs = results.items() if isinstance(results, Mapping) else results
-    write_ranked_run(path, ((qid, *_columns(trec_order(docs))) for qid, docs in pairs), tag)
+    write_ranked_run(path, ((qid, *_columns(_ordered(qid, docs))) for qid, docs in pairs), tag)
+
+
+def _ordered(qid, docs: Ranking) -> list[tuple[str, float]]:
+    """:func:`trec_order` of a ranking to write, a score that is no number (or a docid without its score) a
+    :class:`RunValueError`: a list of docids of two characters read as (docid, score) pairs wrote ``d 1.0``
+    for ``"d1"``."""
+    try:
+        if not isinstance(docs, Mapping):
+            docs = list(docs)
+            if any(isinstance(pair, str) for pair in docs):
+                raise ValueError("a docid without its score")
+        return trec_order(docs)
+    except (TypeError, ValueError) as e:  # float("x"), float(None), a docid without its score
+        raise RunValueError(f"query {qid!r}: a ranking is {{docid: score}} or [(docid, score), ...] with "
+                            f"numbers as scores ({e})") from None
 
 
 def write_ranked_run(path: str | Path, results: Iterable[tuple[str, list[str], list[float]]], tag: str) -> None:
@@ -108,7 +128,7 @@ def write_ranked_run(path: str | Path, results: Iterable[tuple[str, list[str], l
     scores)`` a query (a :class:`retriever.results.TopK`'s), written in the order given. ``docids``
     may also be an Arrow string array and ``scores`` a numpy array (a
     :class:`retriever.results.TopKColumns`'s): they are written without a Python object a line,
-    and checked as a list is (a ValueError as :func:`write_run`'s, and for a query without as many
+    and checked as a list is (a :class:`RunValueError` as :func:`write_run`'s, and for a query without as many
     docids as scores)."""
     _check_token(tag, "run tag")
     path = Path(path)
@@ -145,7 +165,7 @@ class _QueryLines:
 
     def __call__(self, qid: str, docids, scores) -> bytes | memoryview:
         if len(docids) != len(scores):
-            raise ValueError(f"query {qid!r} has {len(docids)} docids but {len(scores)} scores")
+            raise RunValueError(f"query {qid!r} has {len(docids)} docids but {len(scores)} scores")
         if _is_arrow(docids):
             column = _string_column(docids)
             if column is not None and len(column) >= ARROW_LINES:
@@ -254,16 +274,16 @@ def _check_rows(qid: str, docids: list[str], scores: list[float]) -> None:
     for docid, score in zip(docids, scores):
         _check_token(docid, "docid")
         if docid in seen:
-            raise ValueError(f"docid {docid!r} appears twice in the results of query {qid!r}")
+            raise RunValueError(f"docid {docid!r} appears twice in the results of query {qid!r}")
         if not math.isfinite(score):
-            raise ValueError(f"score {score} of query {qid!r}, doc {docid!r} is not finite")
+            raise RunValueError(f"score {score} of query {qid!r}, doc {docid!r} is not finite")
         seen.add(docid)
 
 
 def _check_token(value: str, what: str) -> None:
-    """A run's column value: a non-empty string without whitespace (a ValueError otherwise)."""
+    """A run's column value: a non-empty string without whitespace (a :class:`RunValueError` otherwise)."""
     if not isinstance(value, str) or not value or _WHITESPACE.search(value):
-        raise ValueError(f"{what} {value!r} must be a non-empty string without whitespace")
+        raise RunValueError(f"{what} {value!r} must be a non-empty string without whitespace")
 
 
 def read_run(path: str | Path) -> dict[str, dict[str, float]]:

@@ -2,7 +2,8 @@
 
 - :func:`read_corpus` streams :class:`Document` objects from TSV, BEIR JSONL, TREC or SMART
   files (plain or gzip), optionally joined with ORCAS clicks (:func:`load_orcas`);
-  :func:`read_documents` checks in-memory ones (texts, dicts or :class:`Document` s).
+  :func:`read_documents` checks in-memory ones (texts, dicts or :class:`Document` s), and
+  :func:`read_document_mapping` a dict of them, ``{docid: text}``.
 - :func:`read_queries` reads ``qid -> text`` (:func:`read_query_mapping` checks an in-memory one);
   :func:`read_qrels` reads ``qid -> {docid: gain}``.
 
@@ -18,6 +19,7 @@ from indexer.readers.corpus import (
     no_clicks_error,
     orcas_field,
     read_corpus,
+    read_document_mapping,
     read_documents,
     repeated_clicks_note,
 )
@@ -38,6 +40,7 @@ __all__ = [
     "no_clicks_error",
     "orcas_field",
     "read_corpus",
+    "read_document_mapping",
     "read_documents",
     "read_qrels",
     "read_queries",

@@ -212,26 +212,69 @@ def read_documents(documents: Iterable[str | Mapping | Document], start: int = 0
     """
     if isinstance(documents, (str, bytes, Mapping)):
         raise InputError(f"expected a list of documents, got one {type(documents).__name__}", "documents")
+    return _checked_documents(((f"documents[{i}]", _document(item, start + i, f"documents[{i}]"))
+                               for i, item in enumerate(documents)), "no documents in the list", "documents")
+
+
+def read_document_mapping(documents: Mapping, name: str = "corpus") -> list[Document]:
+    """In-memory documents keyed by docid, checked as :func:`read_documents` checks a list: ``{docid: text}``,
+    or ``{docid: {"title": ..., "text": ...}}`` (a corpus as BEIR's ``GenericDataLoader`` holds it). Each is
+    read as :func:`read_documents` reads the dict ``{"_id": docid, "text": text}`` (or the fields with the
+    key as ``_id``), the :class:`Document` a JSONL line of the same fields gives.
+
+    Raises:
+        InputError: naming the entry (``corpus['d1']``; ``name`` is the dict's): a docid that is not a string
+            (or an integer, as JSONL ids may be), a document that is neither a text nor a dict of fields, an
+            id field other than the key, what :func:`read_documents` refuses, or no document at all.
+    """
+    if not isinstance(documents, Mapping):
+        raise InputError(f"expected a dict of docid -> text, got {type(documents).__name__}", name)
+
+    def items() -> Iterator[tuple[str, Document]]:
+        for key, value in documents.items():
+            where = f"{name}[{key!r}]"
+            if isinstance(key, bool) or not isinstance(key, (str, int)):
+                raise InputError(f"a docid must be a string, found {type(key).__name__}", where)
+            if isinstance(value, str):
+                fields: Mapping = {"text": value}
+            elif isinstance(value, Mapping):
+                own = json_string(value, ID_KEYS, where, None)
+                if own is not None and own.strip() != str(key).strip():
+                    raise InputError(f"its id field says {own!r}: a document's id is its key", where)
+                fields = {k: v for k, v in value.items() if k not in ID_KEYS}
+            else:
+                raise InputError(f"a document is a text or a dict of its fields (title, text), found "
+                                 f"{type(value).__name__}", where)
+            yield where, _json_document({**fields, "_id": key}, where, None)
+
+    return _checked_documents(items(), "no documents in the dict", name)
+
+
+def _document(item, position: int, where: str) -> Document:
+    """One item of :func:`read_documents`' list as a :class:`Document` (its docid not yet checked)."""
+    if isinstance(item, str):
+        return Document(str(position), "", item.strip())
+    if isinstance(item, Mapping):
+        return _json_document(item, where, None)
+    if isinstance(item, Document):
+        return item
+    raise InputError(f"expected a text, a dict (id and text fields, as in a JSONL corpus) or a Document, "
+                     f"found {type(item).__name__}", where)
+
+
+def _checked_documents(items: Iterable[tuple[str, Document]], empty: str, name: str) -> list[Document]:
+    """The documents of ``(where, document)`` items with their docids checked (:func:`check_id`) and unique, an
+    error naming the item; ``empty`` is the error (naming ``name``) when there is none."""
     docs: list[Document] = []
-    seen: dict[str, int] = {}
-    for i, item in enumerate(documents):
-        where = f"documents[{i}]"
-        if isinstance(item, str):
-            doc = Document(str(start + i), "", item.strip())
-        elif isinstance(item, Mapping):
-            doc = _json_document(item, where, None)
-        elif isinstance(item, Document):
-            doc = item
-        else:
-            raise InputError(f"expected a text, a dict (id and text fields, as in a JSONL corpus) or a Document, "
-                             f"found {type(item).__name__}", where)
+    seen: dict[str, str] = {}  # docid -> where it was first given
+    for where, doc in items:
         docid = check_id(doc.docid, "docid", where, None)
         if docid in seen:
-            raise InputError(f"duplicate docid {docid!r} (first at documents[{seen[docid]}])", where)
-        seen[docid] = i
+            raise InputError(f"duplicate docid {docid!r} (first at {seen[docid]})", where)
+        seen[docid] = where
         docs.append(replace(doc, docid=docid))
     if not docs:
-        raise InputError("no documents in the list", "documents")
+        raise InputError(empty, name)
     return docs
 
 

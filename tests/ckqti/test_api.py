@@ -180,6 +180,118 @@ def test_rerank_takes_queries_in_memory_as_run_does(tmp_path, scifact_index, mon
     assert not (tmp_path / "r.trec").exists()
 
 
+CLAIMS = {"q1": "Vitamin D deficiency is associated with tuberculosis.", 7: "ALDH1 expression and breast cancer",
+          "q3": "Microstructural development of human newborn cerebral white matter"}
+
+
+def first_stage(docids: list[str]) -> dict:
+    """A first stage's scored candidates, ``{qid: {docid: score}}``, with ties where ``depth=10`` cuts: groups of
+    4 equal scores (docid descending breaks them, as trec_eval), 5.0 against 5.0 + 1e-12 (equal in single
+    precision, as trec_eval holds scores), and a query of no claim (ignored, as a run's other queries are)."""
+    scored = {}
+    for i, qid in enumerate([*CLAIMS, "other"]):
+        docs = docids[40 * i: 40 * i + 30]
+        scored[qid] = {d: float(-(j // 4)) for j, d in enumerate(docs)}
+        scored[qid][docs[20]], scored[qid][docs[25]] = 5.0, 5.0 + 1e-12
+    return scored
+
+
+def test_rerank_takes_candidates_and_corpus_in_memory_and_writes_the_run_their_files_write(tmp_path, scifact_small):
+    """A first stage's candidates had to be written as a run file and its corpus as a corpus file ("candidates
+    must be a path"). A dict of them, ranked lists or scores, and the documents as api.index takes them or as a
+    dict give the run the files give, byte for byte; out=None returns that run's rankings instead of writing it."""
+    import json
+
+    from indexer.readers import read_corpus
+    from retriever.runs import read_run, trec_order, write_run
+
+    lines = scifact_small.read_text().splitlines()
+    dicts = [json.loads(line) for line in lines]
+    scored = first_stage([d["_id"] for d in dicts])
+    write_run(tmp_path / "first.trec", {str(q): docs for q, docs in scored.items()}, "first")
+    api.rerank(CLAIMS, tmp_path / "first.trec", "ndrm2", tmp_path / "file.trec", depth=10, corpus=scifact_small)
+    from_files = (tmp_path / "file.trec").read_bytes()
+    assert len(from_files.splitlines()) == 30
+    ranked = {q: [d for d, _ in trec_order(docs)] for q, docs in scored.items()}  # the file's order, as lists
+    by_id = {d["_id"]: {"title": d["title"], "text": d["text"]} for d in dicts}
+    for i, (candidates, corpus) in enumerate([(scored, dicts), (ranked, by_id), (scored, list(read_corpus(scifact_small)))]):
+        stats = api.rerank(CLAIMS, candidates, "ndrm2", tmp_path / f"mem{i}.trec", depth=10, corpus=corpus)
+        assert (tmp_path / f"mem{i}.trec").read_bytes() == from_files, i
+        assert stats.candidates == "dict" and stats.reranked == 3 and stats.pairs == 30
+    held = api.rerank(CLAIMS, scored, "ndrm2", None, depth=10, corpus=dicts)
+    assert held.out is None and held.rankings == {q: list(docs.items()) for q, docs in read_run(tmp_path / "file.trec").items()}
+    # {docid: text}: a TSV corpus of the same texts (on one line each)
+    texts = {d["_id"]: " ".join(d["text"].split()) for d in dicts}
+    (tmp_path / "c.tsv").write_text("".join(f"{docid}\t{text}\n" for docid, text in texts.items()))
+    api.rerank(CLAIMS, ranked, "ndrm2", tmp_path / "tsv.trec", depth=10, corpus=tmp_path / "c.tsv")
+    api.rerank(CLAIMS, ranked, "ndrm2", tmp_path / "texts.trec", depth=10, corpus=texts)
+    assert (tmp_path / "texts.trec").read_bytes() == (tmp_path / "tsv.trec").read_bytes() != from_files
+
+
+@pytest.mark.parametrize(("candidates", "corpus", "error", "message"), [
+    (5, {"d1": "x"}, OptionError, "candidates must be 'bm25' or a path, got int (or candidates in memory: a dict "
+                                  "qid -> [docid, ...] or qid -> {docid: score})"),
+    ([["d1"]], {"d1": "x"}, OptionError, "candidates must be 'bm25' or a path, got list"),
+    ({"q1": ["d1", "d2", "d1"]}, {"d1": "x"}, InputError, "candidates['q1']: query 'q1' retrieves doc 'd1' twice"),
+    ({"q1": {"d1": 1.0, " d1": 2.0}}, {"d1": "x"}, InputError, "candidates['q1']: query 'q1' retrieves doc 'd1' twice"),
+    ({"q1": ["d 1"]}, {"d1": "x"}, InputError, "candidates['q1']: docid 'd 1' contains whitespace"),
+    ({"q1": ["d1", ""]}, {"d1": "x"}, InputError, "candidates['q1']: empty docid"),
+    ({"q1": ["d1\ufeff"]}, {"d1": "x"}, InputError, r"candidates['q1']: docid 'd1\ufeff' contains the invisible character U+FEFF"),
+    ({"q1": ["d1", 5]}, {"d1": "x"}, InputError, "candidates['q1']: a docid must be a string, found int (item 1)"),
+    ({"q1": [("d1", 1.0)]}, {"d1": "x"}, InputError, "candidates['q1']: a docid must be a string, found tuple "
+                                                     "(item 0; with scores, a query's candidates are {docid: score})"),
+    ({"q1": {"d1": float("nan")}}, {"d1": "x"}, InputError, "candidates['q1']: the score of doc 'd1' is not finite: nan"),
+    ({"q1": {"d1": "1.5"}}, {"d1": "x"}, InputError, "candidates['q1']: the score of doc 'd1' is not a number: '1.5'"),
+    ({"q1": {"d1": True}}, {"d1": "x"}, InputError, "candidates['q1']: the score of doc 'd1' is not a number: True"),
+    ({"q1": {"d1"}}, {"d1": "x"}, InputError, "candidates['q1']: a query's candidates are [docid, ...] in rank order "
+                                              "or {docid: score}, found set"),
+    ({"q1": "d1"}, {"d1": "x"}, InputError, "candidates['q1']: a query's candidates are"),
+    ({("q1",): ["d1"]}, {"d1": "x"}, InputError, "candidates[('q1',)]: a query id must be a string, found tuple"),
+    ({"q1": ["d1"], " q1": ["d1"]}, {"d1": "x"}, InputError, "candidates[' q1']: duplicate query id 'q1' "
+                                                             "(first at candidates['q1'])"),
+    ({"q1": ["d1"], "other": ["d 2"]}, {"d1": "x"}, InputError, "candidates['other']: docid 'd 2' contains whitespace"),
+    ({"zz": ["d1"]}, {"d1": "x"}, InputError, "candidates: none of the 2 queries of queries is in this dict (query "
+                                              "ids such as 'zz' here against 'q1' there): another query set?"),
+    ({"q1": [], "q2": []}, {"d1": "x"}, InputError, "candidates: no query of queries has a candidate in this dict"),
+    ({}, {"d1": "x"}, InputError, "candidates: the dict holds no query"),
+    ({"q1": ["d1"]}, None, InputError, "candidates in memory need the corpus for their text"),
+    ("bm25", {"d1": "x"}, OptionError, "BM25 candidates need a corpus file (Pyserini indexes a file)"),
+    ({"q1": ["d1"]}, 5, OptionError, "corpus must be a path, got int (or documents in memory"),
+    ({"q1": ["d1"]}, {"d1": None}, InputError, "corpus['d1']: a document is a text or a dict of its fields (title, "
+                                               "text), found NoneType"),
+    ({"q1": ["d1"]}, {"d1": {"id": "d2", "text": "x"}}, InputError, "corpus['d1']: its id field says 'd2'"),
+    ({"q1": ["d1"]}, {"d 1": "x"}, InputError, "corpus['d 1']: docid 'd 1' contains whitespace"),
+    ({"q1": ["d1"]}, ["x", {"text": "y"}], InputError, "documents[1]: missing document id"),
+    ({"q1": ["d1"]}, {}, InputError, "corpus: no documents in the dict"),
+])
+def test_rerank_refuses_candidates_and_corpus_in_memory_it_cannot_read_before_the_model(
+        tmp_path, monkeypatch, candidates, corpus, error, message):
+    """Checked as a run file's lines and a corpus file's documents are, one line naming the entry, before any
+    model loads; nothing written."""
+    import retriever.rerank
+
+    monkeypatch.setattr(retriever.rerank, "open_reranker", None)
+    with pytest.raises(error) as caught:
+        api.rerank({"q1": "cells", "q2": "brain"}, candidates, "ndrm2", tmp_path / "r.trec", corpus=corpus)
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_rerank_in_memory_refuses_file_options_and_names_a_candidate_without_text(tmp_path, monkeypatch):
+    import retriever.rerank
+
+    queries, corpus = {"q1": "cells divide"}, {"d1": "cells divide", "d2": "brains"}
+    with pytest.raises(InputError, match=r"^corpus: candidate document 'd9' of query 'q1' \(dict\) is not in the corpus$"):
+        api.rerank(queries, {"q1": ["d1", "d9"]}, "ndrm2", tmp_path / "r.trec", corpus=corpus)
+    monkeypatch.setattr(retriever.rerank, "open_reranker", None)
+    for options, name in (({"fmt": "tsv"}, "fmt"), ({"orcas": tmp_path / "orcas.tsv"}, "orcas")):
+        with pytest.raises(OptionError, match=f"^{name} is for a corpus file; documents given in memory are read as"):
+            api.rerank(queries, {"q1": ["d1"]}, "ndrm2", tmp_path / "r.trec", corpus=corpus, **options)
+    with pytest.raises(OptionError, match="^tag is for a run file; rankings returned in memory"):
+        api.rerank(queries, {"q1": ["d1"]}, "ndrm2", None, corpus=corpus, tag="x")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_unguarded_script_calling_bm25_gets_a_one_line_reason(tmp_path, scifact_small):
     """BM25 runs in a spawned process, which imports the calling script again: without a main guard
     the child dies while starting. The caller is told why, not shown a BrokenProcessPool."""
@@ -249,7 +361,7 @@ def test_evaluate_reads_measures_from_any_iterable_once(tmp_path):
     (lambda p: api.evaluate(p / "r.trec", p / "qrels", compare=5), "compare"),
     (lambda p: api.evaluate(p / "r.trec", p / "qrels", compare=[p / "r2.trec", None]), "compare"),
     (lambda p: api.train("ndrm1", p / "c.tsv", p / "q.tsv", p / "qrels", None), "out"),
-    (lambda p: api.rerank(p / "q.tsv", "bm25", "ndrm2", None, corpus=p / "c.tsv"), "out"),
+    (lambda p: api.rerank(p / "q.tsv", "bm25", "ndrm2", 5, corpus=p / "c.tsv"), "out"),  # None: rankings returned
     (lambda p: api.explain("cancer", "d1", None, index_path=5), "index_path"),
 ])
 def test_a_path_argument_that_is_not_a_path_is_an_option_error(tmp_path, call, name):

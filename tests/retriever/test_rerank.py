@@ -760,3 +760,37 @@ def test_rerank_scores_and_writes_a_window_of_queries_at_a_time(scifact_small, t
     monkeypatch.setattr(module, "WINDOW_PAIRS", 10**9, raising=False)  # one window
     rerank(*many, "ndrm2", tmp_path / "one.trec", corpus=scifact_small)
     assert windowed == (tmp_path / "one.trec").read_bytes()
+
+
+def test_candidates_in_memory_are_cut_as_the_same_run_file_is(tmp_path):
+    """A first stage's candidates as a dict, ``{qid: {docid: score}}`` or ranked lists, give each query the top
+    ``depth`` that the same run written to a file gives (run_candidates): score descending as trec_eval holds it
+    (single precision), ties by docid descending, the queries' order, the run's other queries left out."""
+    import random
+
+    from retriever.rerank import memory_candidates, run_candidates
+
+    rng = random.Random(3)
+    scored = {f"q{i}": {f"d{rng.randrange(10**6)}": float(rng.choice([1.0, 1.0 + 1e-12, 2.5, rng.random()]))
+                        for _ in range(rng.randrange(1, 60))} for i in range(200)}
+    write_run(tmp_path / "first.trec", scored, "first")
+    queries = {f"q{i}": "text" for i in rng.sample(range(250), 150)}  # 50 of them not in the run
+    for depth in (1, 7, 100):
+        from_file = run_candidates(tmp_path / "first.trec", queries, depth)
+        in_memory = memory_candidates(scored, queries, depth)
+        assert list(in_memory) == list(from_file) and dict(in_memory) == dict(from_file)
+        lists = {q: [d for d, _ in trec_order(docs)] for q, docs in scored.items()}  # ranked: cut as they come
+        assert dict(memory_candidates(lists, queries, depth)) == dict(from_file)
+    assert dict(memory_candidates({7: ["b", "a"], "q": []}, {"7": "x", "q": "y"}, 5)) == {"7": ["b", "a"], "q": []}
+
+
+def test_documents_in_memory_read_as_the_same_corpus_file(scifact_small):
+    """``{docid: text}``, ``{docid: {"title": ..., "text": ...}}`` (BEIR's loader) and api.index's lists give the
+    text a corpus file of the same fields gives (title and text joined)."""
+    from retriever.rerank import corpus_documents
+
+    lines = [json.loads(line) for line in scifact_small.read_text().splitlines()]
+    from_file = corpus_texts(scifact_small)
+    assert corpus_texts(corpus_documents(lines)) == from_file
+    assert corpus_texts(corpus_documents({d["_id"]: {"title": d["title"], "text": d["text"]} for d in lines})) == from_file
+    assert corpus_texts(corpus_documents({" d1 ": " a text ", 2: "b"})) == {"d1": "a text", "2": "b"}

@@ -80,6 +80,28 @@ def test_write_run_rejects_bad_results(tmp_path, results, tag):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("results, tag, message", [
+    ({"q": [("d 1", 1.0)]}, "t", "docid 'd 1' must be a non-empty string without whitespace"),
+    ({"q": [("d", 1.0)]}, "my tag", "run tag 'my tag' must be a non-empty string without whitespace"),
+    ({"q": [("d", float("nan"))]}, "t", "score nan of query 'q', doc 'd' is not finite"),
+    ({"q": {"d": "high"}}, "t", "query 'q': a ranking is {docid: score} or [(docid, score), ...] with numbers as "
+                                "scores (could not convert string to float: 'high')"),
+    ({"q": {"d": None}}, "t", "query 'q': a ranking is {docid: score}"),
+    ({"q": ["d1"]}, "t", "query 'q': a ranking is {docid: score}"),  # docids without scores
+])
+def test_write_run_refuses_bad_results_with_the_project_s_error(tmp_path, results, tag, message):
+    """write_run raised a bare ValueError (a TypeError for a score of None): a Python caller, or a command
+    writing a run of bad input, got no CkqtiError, which the CLI says in one line. Its errors are InputErrors
+    now, and still ValueErrors; the file an earlier run left is kept."""
+    from ckqti.errors import InputError
+
+    (tmp_path / "r.run").write_text("q Q0 old 1 1.0 t\n")
+    with pytest.raises(InputError) as caught:
+        write_run(tmp_path / "r.run", results, tag)
+    assert isinstance(caught.value, ValueError) and str(caught.value).startswith(message), str(caught.value)
+    assert (tmp_path / "r.run").read_text() == "q Q0 old 1 1.0 t\n" and len(list(tmp_path.iterdir())) == 1
+
+
 @pytest.mark.parametrize("bad, message", [
     (("", 1.0), "docid '' must be a non-empty string without whitespace"),
     (("d\u20281", 1.0), r"docid 'd\u20281' must be a non-empty string"),  # a Unicode line separator is whitespace too
