@@ -50,7 +50,7 @@ def check_paths(optional: tuple[str, ...] = (), **paths) -> None:
 
 
 def index(
-    corpus: str | Path | Iterable[str | Mapping | Document],
+    corpus: str | Path | Iterable[str | Mapping | Document] | Mapping[str, str | Mapping],
     out: str | Path,
     model: str | None = None,
     fmt: str | None = None,
@@ -69,7 +69,8 @@ def index(
 
     ``corpus`` is a corpus file, or documents in memory: a list of texts (docids ``"0"``, ``"1"``,
     ...), of dicts with a JSONL corpus's fields (``{"id": ..., "text": ...}``; ``_id``, ``contents``,
-    ``title`` too) or of :class:`indexer.readers.Document` (:func:`indexer.readers.read_documents`).
+    ``title`` too) or of :class:`indexer.readers.Document`, or a dict keyed by docid, ``{docid: text}`` or
+    ``{docid: {"title": ..., "text": ...}}`` (:func:`indexer.readers.documents_in_memory`).
 
     ``ray_address`` builds on Ray (:mod:`indexer.distributed`): ``"local"`` starts a local
     Ray, ``"auto"`` or ``"HOST:PORT"`` joins a cluster; ``workers`` caps its actors.
@@ -79,10 +80,10 @@ def index(
     from indexer.paths import check_build_paths, corpus_file, output_path
 
     if corpus_file(corpus) is None:
-        from indexer.readers import read_documents
+        from indexer.readers import documents_in_memory
 
         check_in_memory_options(corpus, fmt, orcas, ray_address)
-        corpus = read_documents(corpus)
+        corpus = documents_in_memory(corpus)
     check_paths(("orcas",), out=out, orcas=orcas)  # corpus: a path, or documents read above
     shard_size, batch_size = option_count(shard_size, "shard_size"), option_count(batch_size, "batch_size")
     neighbours = None if neighbours is None else option_count(neighbours, "neighbours", 0)
@@ -124,18 +125,18 @@ def index(
 
 def check_in_memory_options(corpus, fmt: str | None, orcas, ray_address: str | None = None) -> None:
     """Documents in memory (:func:`index`'s and :func:`append`'s, then read by
-    :func:`indexer.readers.read_documents`) take no file options, and are an iterable."""
+    :func:`indexer.readers.documents_in_memory`) take no file options, and are an iterable."""
     for name, value in (("fmt", fmt), ("orcas", orcas), ("ray_address", ray_address)):
         if value is not None:
             raise OptionError(f"{name} is for a corpus file; documents given in memory are indexed as they are",
                               (name,))
     if not isinstance(corpus, Iterable):  # None too
         raise OptionError(f"corpus must be a path, got {type(corpus).__name__} (or documents in memory: a list of "
-                          "texts, dicts or Documents)", ("corpus",))
+                          "texts, dicts or Documents, or a dict of docid -> text)", ("corpus",))
 
 
 def append(
-    corpus: str | Path | Iterable[str | Mapping | Document],
+    corpus: str | Path | Iterable[str | Mapping | Document] | Mapping[str, str | Mapping],
     index_path: str | Path,
     model: str | None = None,
     fmt: str | None = None,
@@ -163,9 +164,9 @@ def append(
     check_append_paths(corpus_file(corpus), Path(orcas) if orcas else None, Path(index_path), fmt)  # before torch
     manifest = Manifest.read(index_path)
     if in_memory:
-        from indexer.readers import read_documents
+        from indexer.readers import documents_in_memory
 
-        corpus = read_documents(corpus, start=manifest.num_docs)  # options checked above
+        corpus = documents_in_memory(corpus, start=manifest.num_docs)  # options checked above
 
     from ckqti.models.loading import load_qti_model
     from indexer.append import append_index, index_model_spec

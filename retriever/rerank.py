@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from indexer.readers.corpus import Clicks, Document, Orcas  # Orcas: docid -> clicked queries (load_orcas)
 
 Candidates = dict[str, list[str]]
-# A corpus: a file, or documents in memory (:func:`corpus_documents`); read as a list of Documents once checked
+# A corpus: a file, or documents in memory (:func:`indexer.readers.documents_in_memory`); read as a list of Documents once checked
 CorpusSource = str | Path | Mapping | Iterable
 # Candidates scored at once (:func:`rerank_windows`): a document ranked by queries of two windows is encoded
 # in each. SciFact's 1,109 claims x BM25's top 100 fit one; MS MARCO dev's 6,980 x 1,000, 35 windows of 200 queries.
@@ -331,7 +331,7 @@ def distinct_scores(reranker: Reranker, query: np.ndarray, rows: Sequence[tuple[
 def corpus_texts(corpus: str | Path | Sequence[Document], fmt: str | None = None, keep: set[str] | None = None,
                  orcas: str | Path | Orcas | None = None) -> dict[str, str]:
     """``docid -> title and text`` (``Document.full_text()``) of a corpus file (or of documents read by
-    :func:`corpus_documents`), only ``keep`` when given; with ``orcas`` (an ORCAS file or its
+    :func:`indexer.readers.documents_in_memory`), only ``keep`` when given; with ``orcas`` (an ORCAS file or its
     :func:`indexer.readers.load_orcas` mapping) each document's clicked queries lead, the text an index built
     with them holds (:meth:`retriever.index.Shard.indexed_text`)."""
     from indexer.readers import read_corpus
@@ -348,16 +348,6 @@ def is_path(value) -> bool:
 def is_bm25(candidates) -> bool:
     """Whether ``candidates`` asks for BM25's (``"bm25"``); a dict in memory is never written out to compare."""
     return is_path(candidates) and str(candidates) == "bm25"
-
-
-def corpus_documents(corpus: Mapping | Iterable) -> list[Document]:
-    """Documents given in memory, read as :func:`ckqti.api.index` reads them: ``{docid: text}`` or
-    ``{docid: {"title": ..., "text": ...}}`` (:func:`indexer.readers.read_document_mapping`), or a list of
-    texts, dicts or :class:`indexer.readers.Document` (:func:`indexer.readers.read_documents`): the same
-    documents a corpus file of the same fields holds, an error naming the entry."""
-    from indexer.readers import read_document_mapping, read_documents
-
-    return read_document_mapping(corpus) if isinstance(corpus, Mapping) else read_documents(corpus)
 
 
 def index_candidates(index: str | Path | Index, queries: Mapping[str, str], depth: int,
@@ -618,7 +608,7 @@ def collection_of(corpus: str | Path | Sequence[Document] | None, index: str | P
                   analyzer: dict, orcas: str | Path | Orcas | None = None) -> tuple[Vocabulary, dict]:
     """A collection's vocabulary in ``analyzer``'s terms: an index's (a directory, or an open
     :class:`Index`) as it holds it, with its build's model constants
-    (:meth:`retriever.index.Index.vocabulary`), or a corpus file's (or documents', :func:`corpus_documents`),
+    (:meth:`retriever.index.Index.vocabulary`), or a corpus file's (or documents', :func:`indexer.readers.documents_in_memory`),
     ORCAS clicks too when given (no constants)."""
     if index is not None:
         idx = open_index(index)  # checksums verified, as search does: a corrupted vocabulary gave NaN scores
@@ -720,7 +710,7 @@ def rerank(
             query until the call returns; a run file is written a window of queries at a time).
         depth: candidates reranked per query.
         corpus: corpus file for BM25 and for document text (else the index's stored text), or the documents in
-            memory, as :func:`ckqti.api.index` takes them (:func:`corpus_documents`): the same text as a file of
+            memory, as :func:`ckqti.api.index` takes them (:func:`indexer.readers.documents_in_memory`): the same text as a file of
             the same fields.
         fmt: corpus format (None: from the file).
         batch_size: documents scored at once.
@@ -797,14 +787,16 @@ def rerank(
 
 
 def checked_corpus(corpus: CorpusSource | None, fmt: str | None, orcas) -> str | Path | list[Document] | None:
-    """A corpus file as it is, or documents in memory read (:func:`corpus_documents`), which take no file
+    """A corpus file as it is, or documents in memory read (:func:`indexer.readers.documents_in_memory`), which take no file
     options (an :class:`OptionError`)."""
     if corpus is None or is_path(corpus):
         return corpus
     for name, value in (("fmt", fmt), ("orcas", orcas)):
         if value is not None:
             raise OptionError(f"{name} is for a corpus file; documents given in memory are read as they are", (name,))
-    return corpus_documents(corpus)  # checked before the model loads, as a file's start is
+    from indexer.readers import documents_in_memory
+
+    return documents_in_memory(corpus)  # checked before the model loads, as a file's start is
 
 
 def early_candidates(candidates: str | Path | Mapping, queries: Mapping[str, str], depth: int,

@@ -216,6 +216,13 @@ def read_documents(documents: Iterable[str | Mapping | Document], start: int = 0
                                for i, item in enumerate(documents)), "no documents in the list", "documents")
 
 
+def documents_in_memory(documents: Mapping | Iterable, start: int = 0) -> list[Document]:
+    """Documents given in memory, as the Python API takes them (``index``, ``append``, ``rerank``): a dict keyed by
+    docid (:func:`read_document_mapping`) or a list of texts, dicts or :class:`Document` s (:func:`read_documents`,
+    texts numbered from ``start``): the documents a corpus file of the same fields holds, an error naming the entry."""
+    return read_document_mapping(documents) if isinstance(documents, Mapping) else read_documents(documents, start)
+
+
 def read_document_mapping(documents: Mapping, name: str = "corpus") -> list[Document]:
     """In-memory documents keyed by docid, checked as :func:`read_documents` checks a list: ``{docid: text}``,
     or ``{docid: {"title": ..., "text": ...}}`` (a corpus as BEIR's ``GenericDataLoader`` holds it). Each is

@@ -528,3 +528,25 @@ def test_evaluate_takes_runs_and_qrels_in_memory_as_their_files_give_them(tmp_pa
         api.evaluate(deep, qrels, qrels_format="trec")
     with pytest.raises(InputError, match=r"^run\['1'\]: a ranking is \{docid: score\}"):
         api.evaluate({"1": ["31715818"]}, qrels)
+
+
+def test_index_and_append_take_a_dict_of_documents_keyed_by_docid(tmp_path):
+    """``{docid: text}`` and BEIR's ``{docid: {"title", "text"}}`` build what a list of the same dicts builds
+    (rerank took them; index and append said "expected a list of documents, got one dict")."""
+    from indexer.format import Manifest
+
+    docs = {"d1": {"title": "Cells", "text": "cells divide and grow"}, "d2": {"title": "", "text": "proteins fold"},
+            "d3": {"title": "Genes", "text": "genes express proteins in cells"}}
+    as_list = [{"_id": d, **fields} for d, fields in docs.items()]
+    api.index(as_list[:2], tmp_path / "a", model="ndrm2", progress=False)
+    api.append(as_list[2:], tmp_path / "a", progress=False)
+    api.index(dict(list(docs.items())[:2]), tmp_path / "b", model="ndrm2", progress=False)
+    api.append({"d3": docs["d3"]}, tmp_path / "b", progress=False)
+    a, b = Manifest.read(tmp_path / "a"), Manifest.read(tmp_path / "b")
+    assert [s.files for s in a.shards] == [s.files for s in b.shards] and a.num_docs == 3
+    api.index({"x1": "plain text one", "x2": "plain text two", "x3": "other words"}, tmp_path / "c", model="ndrm2",
+              progress=False)
+    assert [h.docid for h in api.search("two", tmp_path / "c", k=3).hits] == ["x2"]
+    with pytest.raises(InputError, match=r"a docid must be a string, found tuple"):
+        api.index({(3,): "x"}, tmp_path / "d", model="ndrm2", progress=False)
+    assert not (tmp_path / "d").exists()

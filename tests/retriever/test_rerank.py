@@ -787,7 +787,7 @@ def test_candidates_in_memory_are_cut_as_the_same_run_file_is(tmp_path):
 def test_documents_in_memory_read_as_the_same_corpus_file(scifact_small):
     """``{docid: text}``, ``{docid: {"title": ..., "text": ...}}`` (BEIR's loader) and api.index's lists give the
     text a corpus file of the same fields gives (title and text joined)."""
-    from retriever.rerank import corpus_documents
+    from indexer.readers import documents_in_memory as corpus_documents
 
     lines = [json.loads(line) for line in scifact_small.read_text().splitlines()]
     from_file = corpus_texts(scifact_small)
