@@ -366,8 +366,8 @@ def evaluate(run_path: str | Path | Mapping[str, Ranking], qrels: str | Path | M
             ``"run"``, ``"run 2"``, ...
         qrels_format: ``trec``, ``beir`` or ``cranfield`` for a qrels file; None: detected.
         rel_level: the grade from which binary measures (RR, AP, P, R) count a document relevant (TREC DL passages: 2).
-        measures: names such as ``"nDCG@10"`` (see :func:`ckqti.evaluate.parse_measure`); None:
-            :data:`ckqti.evaluate.DEFAULT_MEASURES`.
+        measures: names such as ``"nDCG@10"`` (see :func:`ckqti.measures.parse_measure`); None:
+            :data:`ckqti.measures.DEFAULT_MEASURES`.
 
     Returns:
         An :class:`ckqti.evaluate.EvalReport`: ``.results[i].mean["nDCG@10"]``, ``.results[i].by_query``,
@@ -379,7 +379,8 @@ def evaluate(run_path: str | Path | Mapping[str, Ranking], qrels: str | Path | M
         InputError: an unreadable or malformed run or qrels (a file's error names its line, one in memory its entry:
             ``run['3']``), a run given twice, or a run none of whose queries the qrels judge.
     """
-    from ckqti.evaluate import DEFAULT_MEASURES, evaluate_runs, parse_measures
+    from ckqti.evaluate import evaluate_runs
+    from ckqti.measures import DEFAULT_MEASURES, parse_measures
 
     check_run_source(run_path, "run_path")
     if not isinstance(qrels, Mapping):

@@ -1,13 +1,5 @@
-"""Effectiveness measures, significance tests and result tables.
-
-Measures come from ``ir_measures``' pytrec_eval provider (trec_eval's own C code), pinned
-so that every measure sees the same ranking: score descending, ties broken by docid
-descending (ir_measures' default provider mix breaks ties differently for RR than for
-nDCG), scores compared in single precision as trec_eval holds them (:func:`~retriever.runs.trec_order`).
-RR@k is trec_eval's ``recip_rank`` on the run cut to its top k (that provider has
-no cut-off RR). NCG, which trec_eval lacks, is :func:`ncg_at_k`, ordered the same way. A measure
-without a cutoff takes every retrieved document: P and R are then trec_eval's ``set_P`` and
-``set_recall`` (its ``P`` and ``recall`` need a cutoff).
+"""Evaluating runs against judgements: a run's per-query and mean measures (:mod:`ckqti.measures`),
+other runs tested against it (:mod:`ckqti.significance`), and the report's tables (:mod:`ckqti.tables`).
 
 Conventions (trec_eval's ``-c``):
 - a query counts when the qrels judge at least one document for it; run queries without
@@ -28,78 +20,18 @@ from __future__ import annotations
 import math
 import numbers
 import os
-import re
-import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import ir_measures
-
 from ckqti.errors import InputError
+from ckqti.measures import DEFAULT_MEASURES, ncg_at_k, parse_measures, trec_eval_scores
+from ckqti.significance import Comparison, compare_results
+from ckqti.tables import format_table
 from ckqti.terminal import counted
 from retriever.runs import Ranking, trec_order
 
-DEFAULT_MEASURES: tuple[str, ...] = ("nDCG@10", "RR@10", "AP@100", "NCG@100", "P@10", "R@100")
-
-# Accepted families; MRR and MAP are read as RR and AP (the papers' names for them).
-# Accepted in any case (ndcg@10, map@100, as trec_eval and ir_datasets users write them).
-_FAMILIES = {"ndcg": "nDCG", "ncg": "NCG", "rr": "RR", "mrr": "RR", "ap": "AP", "map": "AP", "p": "P", "r": "R"}
-_BINARY = frozenset({"RR", "AP", "P", "R"})
-_UNCUT = {"P": "SetP", "R": "SetR"}  # ir_measures' P and R need a cutoff; over every retrieved document they are these
-_MEASURE = re.compile(r"^([A-Za-z]+)(?:@([0-9]+))?$")  # ASCII digits: "nDCG@١٠" is not nDCG@10
-# trec_eval reads a cutoff as a C long (32 bits on Windows); beyond 2**63 - 1 it named the measure otherwise than
-# asked (ndcg_cut_9223372036854775807), which ir_measures met with a KeyError
-MAX_CUTOFF = 2**31 - 1
 SHOWN_QIDS = 5  # query ids an EvalResult's repr shows of its missing and unjudged ones; the rest are counted
-
-
-@dataclass(frozen=True)
-class Measure:
-    """A parsed measure name: ``family`` (nDCG, NCG, RR, AP, P, R), an optional ``cutoff``, and the ``name`` every
-    table and key uses: the family's and the cutoff's (``ndcg@010`` is ``nDCG@10``, ``MRR@10`` is ``RR@10``)."""
-
-    family: str
-    cutoff: int | None
-    name: str
-
-
-def parse_measure(name: str) -> Measure:
-    """Parse ``"nDCG@10"``, ``"RR@10"`` (or ``"MRR@10"``), ``"AP@100"`` (or ``"MAP@100"``), ``"NCG@100"``, ``"P@10"``,
-    ``"R@100"``, in any case; the cutoff is optional. The name is given back in that spelling (:class:`Measure`)."""
-    match = _MEASURE.match(name.strip())
-    family = _FAMILIES.get(match.group(1).lower()) if match else None
-    if match is None or family is None:
-        raise InputError(f"unknown measure {name!r}: use nDCG, RR (MRR), AP (MAP), NCG, P or R, optionally @k")
-    cutoff = int(match.group(2)) if match.group(2) else None
-    if cutoff == 0:
-        raise InputError(f"measure {name!r}: the cutoff must be at least 1")
-    if cutoff is not None and cutoff > MAX_CUTOFF:
-        raise InputError(f"measure {name!r}: the cutoff must be at most {MAX_CUTOFF:,}")
-    return Measure(family, cutoff, family if cutoff is None else f"{family}@{cutoff}")
-
-
-def parse_measures(measures: Sequence[str]) -> list[Measure]:
-    """Parse each of ``measures`` (see :func:`parse_measure`); none, or one listed twice, is an error."""
-    parsed = [parse_measure(m) for m in measures]
-    if not parsed:
-        raise InputError("no measure given")
-    if len({(m.family, m.cutoff) for m in parsed}) != len(parsed):
-        raise InputError(f"a measure is listed twice in {list(measures)} (MRR is RR, MAP is AP)")
-    return parsed
-
-
-def ncg_at_k(ranking: Sequence[str], gains: Mapping[str, int], k: int | None) -> float:
-    """Normalized cumulative gain: the gain of the top ``k`` retrieved over the ``k`` largest gains judged.
-
-    ``ranking`` is in rank order; unjudged documents and negative grades gain 0; ``k=None``
-    takes every retrieved document and every judged gain. A query without positive gains scores 0.
-    """
-    top = ranking if k is None else ranking[:k]
-    got = sum(max(gains.get(docid, 0), 0) for docid in top)
-    best = sorted((g for g in gains.values() if g > 0), reverse=True)
-    ideal = sum(best if k is None else best[:k])
-    return got / ideal if ideal > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -202,7 +134,7 @@ def evaluate(
         if (nan := next((d for d, s in docs.items() if s != s), None)) is not None:
             raise InputError(f"query {qid!r}: document {nan!r} has score nan, which ranks nowhere")
     by_query: dict[str, dict[str, float]] = {q: dict.fromkeys((m.name for m in parsed), 0.0) for q in judged}
-    _trec_eval_scores([m for m in parsed if m.family != "NCG"], ranked, judged, rel_level, by_query)
+    trec_eval_scores([m for m in parsed if m.family != "NCG"], ranked, judged, rel_level, by_query)
     for m in (m for m in parsed if m.family == "NCG"):
         for qid, docs in ranked.items():
             by_query[qid][m.name] = ncg_at_k(list(docs), judged[qid], m.cutoff)
@@ -259,134 +191,6 @@ def check_rel_level(qrels: Mapping[str, Mapping[str, int]], rel_level: int, path
     if rel_level > 1 and top is not None and top < rel_level:  # asked for a level these qrels do not have
         raise InputError(f"no judgement reaches grade {rel_level} (the highest is {top}): every binary measure "
                          "would be 0; lower the level (--rel-level)", path)
-
-
-def _trec_eval_scores(
-    measures: list[Measure],
-    run: dict[str, dict[str, float]],
-    qrels: dict[str, dict[str, int]],
-    rel_level: int,
-    out: dict[str, dict[str, float]],
-) -> None:
-    """Fill ``out[qid][name]`` with trec_eval's values (ir_measures' pytrec_eval provider).
-
-    ``run`` must already be in :func:`~retriever.runs.trec_order`. trec_eval has no
-    cut-off reciprocal rank (and ir_measures' provider silently computes RR@k as RR), so
-    RR@k is trec_eval's ``recip_rank`` on the run cut to its top k, as MS MARCO's MRR@10 does.
-    """
-    # trec_eval reads a negative grade as "pooled, not judged": no gain, not relevant, the same values as 0 for
-    # these measures. But a query whose grades are all -2 or lower makes it size an array below 0 (pytrec_eval
-    # 0.5.11): a segmentation fault, or another query's values. Given as 0, they score the same and cannot.
-    qrels = {q: {d: max(g, 0) for d, g in docs.items()} for q, docs in qrels.items()}
-    whole: dict = {}  # ir_measures measure -> our name, on the whole run
-    for m in measures:
-        family = getattr(ir_measures, _UNCUT.get(m.family, m.family) if m.cutoff is None else m.family)
-        measure = family(rel=rel_level) if m.family in _BINARY else family
-        if m.family == "RR" and m.cutoff is not None:
-            cut = {qid: dict(list(docs.items())[: m.cutoff]) for qid, docs in run.items()}
-            _provider_scores({measure: m.name}, cut, qrels, out)
-        else:
-            whole[measure if m.cutoff is None else measure @ m.cutoff] = m.name
-    _provider_scores(whole, run, qrels, out)
-
-
-def _provider_scores(names: dict, run: dict[str, dict[str, float]], qrels: dict, out: dict) -> None:
-    provider = ir_measures.pytrec_eval
-    unsupported = [str(m) for m in names if not provider.supports(m)]
-    if unsupported:
-        raise RuntimeError(f"pytrec_eval cannot compute {unsupported}")
-    if not names or not run:
-        return
-    for metric in provider.evaluator(list(names), qrels).iter_calc(run):
-        out[metric.query_id][names[metric.measure]] = float(metric.value)
-
-
-@dataclass(frozen=True)
-class SignificanceResult:
-    """A paired test of run ``b`` against run ``a``: ``mean_delta`` = mean(b) - mean(a), over ``n`` queries.
-
-    When every difference is 0 the statistic is 0 and the p-value 1; with fewer than 2
-    queries both are NaN.
-    """
-
-    test: str
-    statistic: float
-    p_value: float
-    mean_delta: float
-    n: int
-
-
-def paired_ttest(
-    a: Mapping[str, float] | Sequence[float], b: Mapping[str, float] | Sequence[float]
-) -> SignificanceResult:
-    """Paired two-sided t-test (``scipy.stats.ttest_rel``) of ``b`` against ``a``; positive statistic: b higher.
-
-    ``a`` and ``b`` are per-query values: two mappings over the same qids, or two sequences of one length.
-    """
-    from scipy import stats
-
-    x, y = _paired(a, b)
-    return _test("t-test", stats.ttest_rel, x, y)
-
-
-def wilcoxon(a: Mapping[str, float] | Sequence[float], b: Mapping[str, float] | Sequence[float]) -> SignificanceResult:
-    """Wilcoxon signed-rank test (``scipy.stats.wilcoxon``, two-sided, zero differences dropped) of ``b`` against ``a``."""
-    from scipy import stats
-
-    x, y = _paired(a, b)
-    return _test("Wilcoxon", stats.wilcoxon, x, y)
-
-
-def _paired(
-    a: Mapping[str, float] | Sequence[float], b: Mapping[str, float] | Sequence[float]
-) -> tuple[list[float], list[float]]:
-    if isinstance(a, Mapping) != isinstance(b, Mapping):
-        raise ValueError("paired values must be two mappings (qid -> value) or two sequences")
-    if isinstance(a, Mapping):
-        if a.keys() != b.keys():
-            only = sorted(set(a) ^ set(b))
-            raise ValueError(f"paired values need the same queries; {len(only)} differ, e.g. {only[:3]}")
-        x, y = [float(a[q]) for q in a], [float(b[q]) for q in a]
-    else:
-        x, y = [float(v) for v in a], [float(v) for v in b]
-    if len(x) != len(y):
-        raise ValueError(f"paired values need equal lengths, got {len(x)} and {len(y)}")
-    return x, y
-
-
-def _test(name: str, scipy_test: Callable, x: list[float], y: list[float]) -> SignificanceResult:
-    """Run ``scipy_test(y, x)``; all-zero differences give (0, p = 1), fewer than 2 pairs give NaNs."""
-    if len(x) < 2:
-        return SignificanceResult(name, math.nan, math.nan, _mean_delta(x, y), len(x))
-    if all(u == v for u, v in zip(x, y)):
-        return SignificanceResult(name, 0.0, 1.0, 0.0, len(x))
-    with warnings.catch_warnings():  # constant differences: scipy warns, then returns t = inf, p = 0
-        warnings.simplefilter("ignore", RuntimeWarning)
-        result = scipy_test(y, x)
-    return SignificanceResult(name, float(result.statistic), float(result.pvalue), _mean_delta(x, y), len(x))
-
-
-def _mean_delta(x: list[float], y: list[float]) -> float:
-    return math.fsum(v - u for u, v in zip(x, y)) / len(x) if x else math.nan
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One measure of run ``b`` against run ``a``: both tests. ``run``: ``b``'s place among a report's
-    runs (``a`` is the first)."""
-
-    measure: str
-    ttest: SignificanceResult
-    wilcoxon: SignificanceResult
-    run: int = 1
-
-
-def compare_results(a: EvalResult, b: EvalResult, run: int = 1) -> tuple[Comparison, ...]:
-    """Paired t-test and Wilcoxon test of ``b`` against ``a`` on every measure they share."""
-    shared = [m for m in a.measures if m in b.measures]
-    return tuple(
-        Comparison(m, paired_ttest(a.values(m), b.values(m)), wilcoxon(a.values(m), b.values(m)), run) for m in shared
-    )
 
 
 @dataclass(frozen=True)
@@ -578,22 +382,6 @@ def leading_zero_pairs(unjudged: Sequence[str], missing: Sequence[str]) -> list[
     query ids compared as strings (here, as in trec_eval) never match."""
     number = {q.lstrip("0"): q for q in missing if q.isascii() and q.isdigit()}
     return [(q, number[q.lstrip("0")]) for q in unjudged if q.isascii() and q.isdigit() and q.lstrip("0") in number]
-
-
-def format_table(header: Sequence[str], rows: Sequence[Sequence[str]], markdown: bool = False) -> str:
-    """Lay out string cells: first column left-aligned, the rest right-aligned; plain or markdown."""
-    cells = [list(header), *(list(r) for r in rows)]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-
-    def line(row: Sequence[str]) -> str:
-        padded = [row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:]))]
-        return "| " + " | ".join(padded) + " |" if markdown else "  ".join(padded).rstrip()
-
-    out = [line(cells[0])]
-    if markdown:
-        out.append("|" + "|".join(["-" * (widths[0] + 2)] + ["-" * (w + 1) + ":" for w in widths[1:]]) + "|")
-    out.extend(line(r) for r in cells[1:])
-    return "\n".join(out)
 
 
 def _json_number(value: float) -> float | None:

@@ -28,7 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 from ckqti.bm25 import bm25_candidates  # noqa: E402
 from ckqti.errors import IndexFormatError  # noqa: E402
-from ckqti.evaluate import evaluate, paired_ttest  # noqa: E402
+from ckqti.evaluate import evaluate  # noqa: E402
+from ckqti.significance import paired_ttest  # noqa: E402
 from ckqti.train.data import split_dev  # noqa: E402
 from indexer.readers import read_qrels, read_queries  # noqa: E402
 from retriever.index import Index  # noqa: E402

@@ -55,7 +55,7 @@ def compare_to_base(results: Mapping, base: str, measures: Sequence[str] = MEASU
 
     ``results`` maps run names to :class:`ckqti.evaluate.EvalResult` (the base included).
     """
-    from ckqti.evaluate import paired_ttest
+    from ckqti.significance import paired_ttest
 
     ref = results[base]
     out = {}
@@ -194,7 +194,7 @@ def collection_table(rows: Mapping[str, dict], zero_shot: bool = False) -> str:
     """Markdown: one line per run, the four means, nDCG@10's delta and t-test p against BM25, and the
     run's time (fullrank: index build included; rerank: model loading and scoring). On a zero-shot
     collection, runs made before the fix of new words' rows are marked with a dagger."""
-    from ckqti.evaluate import format_table
+    from ckqti.tables import format_table
 
     header = ["run", *MEASURES, "Δ nDCG@10", "p (t-test)", "time (s)"]
     lines = []
@@ -213,7 +213,7 @@ def summary_table(report: Mapping[str, Mapping[str, dict]], keys: Sequence[str] 
     """Markdown: nDCG@10 of the runs ``keys`` on every collection of ``report``, BM25's as it is and
     every other run's with its difference from BM25 (``*``: paired t-test p < 0.05); ``-`` where the
     run was not made; zero-shot runs made before the fix of new words' rows carry a dagger."""
-    from ckqti.evaluate import format_table
+    from ckqti.tables import format_table
 
     specs = collections()
     lines = []
@@ -248,7 +248,7 @@ def with_summary(text: str, table: str) -> str:
 
 
 def targets_table(checks: Sequence[dict]) -> str:
-    from ckqti.evaluate import format_table
+    from ckqti.tables import format_table
 
     def verdict(met: bool | None) -> str:
         return "not run" if met is None else ("**met**" if met else "not met")
@@ -259,7 +259,7 @@ def targets_table(checks: Sequence[dict]) -> str:
 
 
 def budgets_table(budgets: Mapping[str, dict]) -> str:
-    from ckqti.evaluate import format_table
+    from ckqti.tables import format_table
 
     lines = []
     for key, rec in budgets.items():

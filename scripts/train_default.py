@@ -186,7 +186,8 @@ def dev_fullrank(checkpoint: Path, work: Path) -> dict:
 
 def report(runs: dict[str, dict]) -> dict:
     """Measures of every run on SciFact test; a paired t-test of each against the first (BM25) on nDCG@10."""
-    from ckqti.evaluate import evaluate, paired_ttest
+    from ckqti.evaluate import evaluate
+    from ckqti.significance import paired_ttest
     from indexer.readers import read_qrels
 
     qrels = read_qrels(DATA / "qrels" / "test.tsv")

@@ -15,20 +15,10 @@ import pytrec_eval
 from scipy import stats
 
 from ckqti.errors import InputError
-from ckqti.evaluate import (
-    DEFAULT_MEASURES,
-    EvalReport,
-    EvalResult,
-    Measure,
-    compare_results,
-    evaluate,
-    evaluate_files,
-    format_table,
-    ncg_at_k,
-    paired_ttest,
-    parse_measure,
-    wilcoxon,
-)
+from ckqti.evaluate import EvalReport, EvalResult, evaluate, evaluate_files
+from ckqti.measures import DEFAULT_MEASURES, Measure, ncg_at_k, parse_measure
+from ckqti.significance import compare_results, paired_ttest, wilcoxon
+from ckqti.tables import format_table
 from indexer.readers import read_corpus, read_qrels
 from retriever.runs import trec_order, write_run
 
@@ -476,7 +466,7 @@ def test_a_query_judged_only_below_minus_one_scores_0_and_crashes_nothing():
     are no gain and not relevant (as 0 in trec_eval), so that query scores 0. In a child process: the
     fault would end the test run."""
     code = (
-        "import json; from ckqti.evaluate import DEFAULT_MEASURES, evaluate; "
+        "import json; from ckqti.evaluate import evaluate; from ckqti.measures import DEFAULT_MEASURES; "
         "r = evaluate({'a': {'d1': 1.0, 'd2': 2.0}, 'b': {'d1': 1.0, 'd2': 2.0}}, "
         "{'a': {'d1': 2, 'd2': 1}, 'b': {'d1': -2, 'd2': -5}}, DEFAULT_MEASURES); print(json.dumps(r.by_query))"
     )
