@@ -16,7 +16,7 @@ at query time from the index's current statistics; below, "s(t, d)" is one chann
   Candidates are the document's own terms plus the ``neighbours`` other vocabulary terms
   (not in the document) whose query vector is closest to any of the document's contextual
   vectors (``max_j cos(t, d_j)``), restricted to terms with ``df >= min_df``.
-* Gated latent models (``NDRMConfig.latent_gate``, :class:`ckqti.models.ndrm.LatentGate`):
+* Gated latent models (``NDRMConfig.latent_gate``, :class:`ckqti.models.ndrm1.LatentGate`):
   the model itself scores a pair the same constant unless t occurs in d or
   ``max_j cos(t, d_j) >= tau``. Candidates are exactly those open pairs (every vocabulary
   term, whatever its df), the offset of every term is the closed pairs' score, and the

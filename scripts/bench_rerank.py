@@ -64,7 +64,8 @@ def random_models(vocab_texts: list[str], device: torch.device, names: set[str])
     """The models named (of TK, TKL, NDRM3, IDCM) at their training sizes with random weights."""
     from ckqti.models.idcm import IDCM
     from ckqti.models.minilm import WordPieceTokenizer
-    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+    from ckqti.models.ndrm import build_ndrm
+    from ckqti.models.ndrm_config import NDRMConfig
 
     analyzer = Analyzer()
     vocab = collection_vocabulary(vocab_texts, analyzer)

@@ -211,7 +211,8 @@ def untrained_ndrm2(out: Path, spec: str = "ndrm2") -> dict:
     """Write the untrained NDRM2 ``spec`` (``"ndrm2"``: the paper's start, ``"ndrm2-anserini"``:
     BM25's k1 0.9, b 0.4) for SciFact's vocabulary as a checkpoint (so it reranks like the others)."""
     from ckqti.models.checkpoint import save_checkpoint
-    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+    from ckqti.models.ndrm import build_ndrm
+    from ckqti.models.ndrm_config import NDRMConfig
     from ckqti.models.specs import UNTRAINED
     from ckqti.train.data import load_collection
 

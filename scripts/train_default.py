@@ -37,7 +37,7 @@ their BM25 top-30; for reference BM25 itself scores 0.794 there and untrained ND
   model's; its test rerank (0.696) was seen before the switch.
 * **Gated latent channel** ``model_options={"latent_gate": 0.6}`` (since session 10): a query
   term's latent score counts only where the term occurs in the abstract or its cosine with
-  one of the abstract's vectors reaches 0.6 (:class:`ckqti.models.ndrm.LatentGate`), so the
+  one of the abstract's vectors reaches 0.6 (:class:`ckqti.models.ndrm1.LatentGate`), so the
   learned index holds every pair the model scores and ranks as the model does (overlap@100
   0.995 against exhaustive scoring on SciFact test, against 0.817 for the dense model bundled
   before). Chosen on the dev claims retrieved through the learned index, the job this model

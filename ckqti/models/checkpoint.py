@@ -98,7 +98,8 @@ class Checkpoint:
 
 
 def _build_ndrm(config: Mapping[str, Any]) -> nn.Module:
-    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+    from ckqti.models.ndrm import build_ndrm
+    from ckqti.models.ndrm_config import NDRMConfig
 
     return build_ndrm(NDRMConfig.from_dict(dict(config)))
 

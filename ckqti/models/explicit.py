@@ -23,7 +23,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ckqti.models.ndrm import NDRM2, NDRMConfig
+from ckqti.models.ndrm2 import NDRM2
+from ckqti.models.ndrm_config import NDRMConfig
 
 
 class ExplicitCombiner(nn.Module):

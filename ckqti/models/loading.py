@@ -15,7 +15,8 @@ from pathlib import Path
 import torch
 
 from ckqti.errors import CkqtiError
-from ckqti.models.ndrm import NDRMConfig, build_ndrm
+from ckqti.models.ndrm import build_ndrm
+from ckqti.models.ndrm_config import NDRMConfig
 from ckqti.models.specs import DEFAULT_CHECKPOINT, UNTRAINED, resolve_model, untrained_id
 from ckqti.vocab import Vocabulary
 

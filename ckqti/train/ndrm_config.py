@@ -95,7 +95,7 @@ class TrainConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        from ckqti.models.ndrm import VARIANTS
+        from ckqti.models.ndrm_config import VARIANTS
 
         choices = {"model": VARIANTS, "init": MODEL_INITS, "loss": LOSSES}
         for name, allowed in choices.items():

@@ -80,7 +80,7 @@ def prepare_data(
         if bm25 is None:
             raise ValueError("give candidates or a bm25 function")
         candidates = bm25(texts)
-    from ckqti.models.ndrm import NDRMConfig
+    from ckqti.models.ndrm_config import NDRMConfig
 
     max_q = config.model_options.get("max_query_terms", NDRMConfig.max_query_terms)
     query_ids = analyze_queries(texts, collection.analyzer, collection.vocab, max_q)

@@ -15,7 +15,8 @@ def build_model(
     data: TrainingData, config: TrainConfig, device: torch.device, init: bool, matrix: np.ndarray | None = None
 ) -> nn.Module:
     """A fresh model for the training vocabulary; embeddings initialised when ``init`` (from ``matrix`` if given)."""
-    from ckqti.models.ndrm import NDRMConfig, build_ndrm
+    from ckqti.models.ndrm import build_ndrm
+    from ckqti.models.ndrm_config import NDRMConfig
 
     vocab = data.collection.vocab
     model_config = NDRMConfig(vocab_size=len(vocab), variant=config.model, **dict(config.model_options))

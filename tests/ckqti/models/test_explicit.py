@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from ckqti.models.explicit import ExplicitCombiner
-from ckqti.models.ndrm import NDRM2, NDRMConfig
+from ckqti.models.ndrm2 import NDRM2
+from ckqti.models.ndrm_config import NDRMConfig
 from ckqti.models.tk import TK, TKConfig
 from ckqti.models.tkl import TKL, TKLConfig
 from ckqti.vocab import Vocabulary

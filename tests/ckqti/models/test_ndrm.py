@@ -10,7 +10,10 @@ import torch
 import torch.nn.functional as F
 
 from ckqti.models.kernels import ck_mus, rbf_kernels
-from ckqti.models.ndrm import NDRM2, BatchScale, EmbeddingMix, LatentGate, NDRMConfig, adapt_to_vocabulary, build_ndrm
+from ckqti.models.ndrm import adapt_to_vocabulary, build_ndrm
+from ckqti.models.ndrm1 import EmbeddingMix, LatentGate
+from ckqti.models.ndrm2 import NDRM2, BatchScale
+from ckqti.models.ndrm_config import NDRMConfig
 from ckqti.models.qti import DocumentEncoding, QTIModel
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary

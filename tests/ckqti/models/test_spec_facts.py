@@ -18,7 +18,9 @@ import torch.nn.functional as F
 from ckqti.models.conformer import ConformerConfig, ConformerEncoder, ConformerLayer
 from ckqti.models.idcm import IDCM, IDCMConfig
 from ckqti.models.minilm import BertConfig
-from ckqti.models.ndrm import NDRM1, NDRM2, NDRMConfig
+from ckqti.models.ndrm1 import NDRM1
+from ckqti.models.ndrm2 import NDRM2
+from ckqti.models.ndrm_config import NDRMConfig
 from ckqti.models.tk import TK, TKConfig
 from ckqti.models.tkl import TKL, Saturation, TKLConfig
 from ckqti.train.ndrm_config import TrainConfig
