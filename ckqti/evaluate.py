@@ -79,7 +79,7 @@ class EvalResult:
         return len(self.by_query)
 
     def values(self, measure: str) -> dict[str, float]:
-        """qid -> value of one measure (the input of :func:`paired_ttest` and :func:`wilcoxon`).
+        """qid -> value of one measure (the input of :func:`ckqti.significance.paired_ttest` and :func:`ckqti.significance.wilcoxon`).
 
         Raises:
             InputError: ``measure`` is not one of :attr:`measures` (named as they are: ``nDCG@10``)."""
@@ -104,7 +104,7 @@ def evaluate(
     Args:
         run: qid -> {docid: score} (as :func:`retriever.runs.read_run` returns) or qid -> [(docid, score), ...].
         qrels: qid -> {docid: grade} (as :func:`indexer.readers.read_qrels` returns).
-        measures: measure names, see :func:`parse_measure` (results name them as it does: ``ndcg@10`` is ``nDCG@10``).
+        measures: measure names, see :func:`ckqti.measures.parse_measure` (results name them as it does: ``ndcg@10`` is ``nDCG@10``).
         per_query: list every query in :meth:`EvalResult.table`; per-query values are always kept in ``by_query``.
         rel_level: minimum grade counted relevant by RR, AP, P and R (1 by default; 2 for TREC DL passages).
 

@@ -298,7 +298,7 @@ class ImpactScorer:
     def batch_impacts(self, enc: DocumentEncoding) -> list[DocImpacts]:
         """:meth:`document_impacts` of every document of an encoded batch at once: candidates as
         :meth:`candidate_pairs`, each document's candidate terms packed into a row of a ``[B, T]`` matrix scored by
-        one :meth:`channel_scores` call, offsets taken off on the device, one copy to the host."""
+        one :meth:`~ckqti.models.qti.QTIModel.channel_scores` call, offsets taken off on the device, one copy to the host."""
         rows, terms = self.candidate_pairs(enc)  # row-major: each row's terms ascending, as torch.unique
         counts = torch.bincount(rows, minlength=enc.ids.shape[0])  # [B]
         slots = torch.arange(rows.numel(), device=self.device) - (counts.cumsum(0) - counts)[rows]

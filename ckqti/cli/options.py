@@ -107,7 +107,7 @@ INDEX_HELP = f"Index directory (default: ${INDEX_ENV}, else ./{DEFAULT_INDEX})."
 
 
 class DefaultIndexOption(click.Option):
-    """``--index`` of a command that falls back on :func:`default_index`, which :class:`Command` resolves once
+    """``--index`` of a command that falls back on :func:`default_index`, which :class:`~ckqti.cli.base.Command` resolves once
     every parameter is parsed (as a callback, a missing default index was said before a missing ``--queries``,
     as an input error, exit 1, rather than click's usage error)."""
 

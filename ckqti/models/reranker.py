@@ -333,7 +333,7 @@ def load_reranker(path: str | Path, device: torch.device | str | None = None,
     """Load a checkpoint of any kind (TK, TKL, IDCM, NDRM1-3) as a :class:`Reranker`.
 
     Args:
-        path: a checkpoint written by :func:`train_reranker` or ``ckqti train``.
+        path: a checkpoint written by :func:`ckqti.train.rerankers.train_reranker` or ``ckqti train``.
         device: torch device (default CUDA when available).
         max_doc_length: read this many document tokens instead of the trained cap (TKL,
             NDRM and IDCM; for example TKL trained at 2,000 tokens applied at 4,000).
@@ -359,7 +359,7 @@ def adapt_reranker(ckpt: Checkpoint, vocab: Vocabulary, device: torch.device | s
     rows are remapped as :func:`ckqti.models.checkpoint.remap_rows` does for indexing (known
     words keep their rows; new words get rows predicted from their WordPiece composition,
     ``ckpt.fallback``); NDRM, and TKL with idf term weights, also take the collection's idf
-    (:func:`adapt_to_vocabulary`).
+    (:func:`ckqti.models.checkpoint.adapt_to_vocabulary`).
     """
     from ckqti.models.checkpoint import adapt_to_vocabulary, remap_rows
 

@@ -22,12 +22,12 @@ them too, the titles' BM25 candidates are distilled as the claims' are.
 
 IDCM trains in the three stages of the SPEC: (1) the cross-encoder on passages: each
 document's first window (``[CLS] q [SEP] head [SEP]``, 64 tokens, the passage-sized input);
-(2) the cross-encoder on all windows of documents (:meth:`IDCM.forward_all_windows`, best 3
+(2) the cross-encoder on all windows of documents (:meth:`ckqti.models.idcm.IDCM.forward_all_windows`, best 3
 windows combined); (3) the kernel selector distilled from the frozen cross-encoder's window
 scores (:func:`ckqti.train.losses_idcm.selector_distillation_loss`, LambdaLoss), only the
 selector's parameters trained.
 Validation uses each stage's own scoring (stage 1: passage score of the first window; stage 2:
-all windows; stage 3: the cascade of :meth:`IDCM.forward`). A stage's best model is saved
+all windows; stage 3: the cascade of :meth:`ckqti.models.idcm.IDCM.forward`). A stage's best model is saved
 to ``<work>/stage<N>.pt`` so an interrupted run resumes after its last finished stage; each stage
 seeds torch from ``(seed, stage)``, so it ends with an uninterrupted run's weights.
 
