@@ -35,13 +35,11 @@ Each model is a composition of small ``nn.Module``s, one module a model: :mod:`c
 :mod:`ckqti.models.ndrm2`, :mod:`ckqti.models.ndrm3`, over :mod:`ckqti.models.ndrm_base` (the
 scoring path they share) and :mod:`ckqti.models.ndrm_config` (:class:`NDRMConfig`). Each model's
 module lists where it departs from the paper and the reference code (Mitra's
-TREC-Deep-Learning-Quick-Start). This module builds the models (:func:`build_ndrm`,
-:func:`adapt_to_vocabulary`) and is where other code imports them from.
+TREC-Deep-Learning-Quick-Start). This module builds the models (:func:`build_ndrm`) and is where other code imports them from; a
+trained model is read for another collection's vocabulary by :func:`ckqti.models.checkpoint.adapt_to_vocabulary`.
 """
 
 from __future__ import annotations
-
-from dataclasses import replace
 
 import torch
 
@@ -54,7 +52,7 @@ from ckqti.vocab import Vocabulary
 
 __all__ = [
     "NDRM1", "NDRM2", "NDRM3", "MODELS", "VARIANTS", "BatchScale", "EmbeddingMix", "LatentGate", "NDRMConfig",
-    "QTIScorer", "TermCombiner", "WindowedKernelScorer", "adapt_to_vocabulary", "build_ndrm", "occurrences",
+    "QTIScorer", "TermCombiner", "WindowedKernelScorer", "build_ndrm", "occurrences",
     "query_term_mask",
 ]
 
@@ -67,32 +65,3 @@ def build_ndrm(config: NDRMConfig, vocab: Vocabulary | None = None, device: torc
     if vocab is not None:
         model.set_collection(vocab)
     return model.to(device) if device is not None else model
-
-
-def adapt_to_vocabulary(
-    model: QTIScorer, old_vocab: Vocabulary, new_vocab: Vocabulary, fallback: str = "minilm", composer=None
-) -> QTIScorer:
-    """A copy of ``model`` for another collection's vocabulary.
-
-    Embedding rows are re-aligned by :func:`ckqti.embeddings.adapt_embeddings` (known terms
-    keep their rows, new terms get ``fallback`` rows); idf and the prior mean document
-    length come from ``new_vocab``; every other weight and the BatchScale statistics learned
-    in training are kept. The copy is in eval mode on the model's device.
-    """
-    from ckqti.embeddings import adapt_embeddings
-
-    if len(old_vocab) != model.config.vocab_size:
-        raise ValueError(f"old vocabulary has {len(old_vocab)} terms, the model {model.config.vocab_size}")
-    config = replace(model.config, vocab_size=len(new_vocab))
-    device = next(iter(model.buffers())).device
-    new = MODELS[config.variant](config).to(device)
-    state = {k: v for k, v in model.state_dict().items() if not k.endswith(("embedding.weight", "idf"))}
-    missing, unexpected = new.load_state_dict(state, strict=False)
-    if unexpected or any(not k.endswith(("embedding.weight", "idf")) for k in missing):
-        raise ValueError(f"state does not match {config.variant}: missing {missing}, unexpected {unexpected}")
-    embedding = model.state_dict().get("embedding.weight", model.state_dict().get("latent.embedding.weight"))
-    if embedding is not None:
-        matrix = adapt_embeddings(embedding.detach().cpu().numpy(), old_vocab, new_vocab, fallback, composer)
-        new.load_embeddings(torch.from_numpy(matrix))
-    new.set_collection(new_vocab)
-    return new.eval()

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from ckqti.models.kernels import ck_mus, rbf_kernels
-from ckqti.models.ndrm import adapt_to_vocabulary, build_ndrm
+from ckqti.models.ndrm import build_ndrm
 from ckqti.models.ndrm1 import EmbeddingMix, LatentGate
 from ckqti.models.ndrm2 import NDRM2, BatchScale
 from ckqti.models.ndrm_config import NDRMConfig
@@ -408,28 +408,6 @@ def test_set_collection_checks_vocabulary_size():
     m = build_ndrm(replace(m.config, vocab_size=len(vocab)), vocab)
     assert m.idf.tolist() == pytest.approx(vocab.idf().tolist())
     assert m.length_scale.mean.item() == pytest.approx(3.0)
-
-
-@pytest.mark.parametrize("variant", VARIANTS)
-@torch.no_grad()
-def test_adapt_to_vocabulary_keeps_weights_and_known_rows(variant):
-    old = Vocabulary.build([s.split() for s in ("x y x z", "y w", "z z z u v", "y u", "w w")])
-    new = Vocabulary.build([s.split() for s in ("q z x", "x x r", "z y", "s t", "u q", "w")])
-    m = build_ndrm(tiny(len(old), variant), old).eval()
-    adapted = adapt_to_vocabulary(m, old, new, fallback="mean")
-    assert adapted.config.vocab_size == len(new) and not adapted.training
-    if variant == "ndrm2":
-        assert adapted.idf.tolist() == pytest.approx(new.idf().tolist())
-        return
-    emb_old = m.state_dict()[[k for k in m.state_dict() if k.endswith("embedding.weight")][0]]
-    emb_new = adapted.state_dict()[[k for k in adapted.state_dict() if k.endswith("embedding.weight")][0]]
-    for t in "xyzuw":
-        assert torch.equal(emb_new[new.id(t)], emb_old[old.id(t)])
-    assert torch.allclose(emb_new[new.id("q")], emb_old[2:].mean(0))
-    if variant == "ndrm1":  # no collection statistics: shared terms score exactly as before
-        q_old, d_old = torch.tensor([[old.id("x"), old.id("z")]]), torch.tensor([[old.id(t) for t in "zyxwu"]])
-        q_new, d_new = torch.tensor([[new.id("x"), new.id("z")]]), torch.tensor([[new.id(t) for t in "zyxwu"]])
-        assert torch.allclose(adapted(q_new, d_new), m(q_old, d_old), atol=1e-6)
 
 
 @pytest.mark.parametrize("variant", ["ndrm1", "ndrm3"])
