@@ -506,7 +506,7 @@ def rerank(queries: str | Path | Mapping[str, str], candidates: str | Path | Map
         candidates: ``"bm25"`` (of a corpus file), an index directory, a TREC run file, or a first stage's
             candidates in memory: ``{qid: [docid, ...]}`` in rank order or ``{qid: {docid: score}}`` (ranked as
             a run file's lines are: score descending as trec_eval holds it, ties by docid descending), checked as a
-            run file is and cut to ``depth`` the same way (:func:`retriever.rerank.memory_candidates`).
+            run file is and cut to ``depth`` the same way (:func:`retriever.memory_candidates.memory_candidates`).
         model: a model name or checkpoint.
         out: the run file; None returns the rankings instead, as :attr:`retriever.rerank.RerankStats.rankings`
             (``{qid: [(docid, score), ...]}`` in the run's order), held for every query until the call returns:

@@ -121,7 +121,7 @@ class Explanation:
             (:func:`indexer.readers.load_orcas`); ``ckqti explain`` notes them as ``ckqti index`` does.
         ranked_last: the model reads no word it knows in the document (empty, only stopwords or unknown
             words): ``ckqti rerank`` ranks it below every document it reads, not by :attr:`score`
-            (:func:`retriever.rerank.rerank_candidates`).
+            (:func:`retriever.rerank_scoring.rerank_candidates`).
         rerank_skips: why ``ckqti rerank`` skips the query and ranks no document for it
             (:meth:`~ckqti.models.reranker.Reranker.unreadable`: no word the model knows), or ``None``.
     """
@@ -329,11 +329,11 @@ def locate_document(index: Index, docid: str) -> tuple[int, int]:
 def open_explainer(model: str | Path, corpus: str | Path | None, index: str | Path | Index | None, fmt: str | None,
                    device: str | None, max_doc_length: int | None, adapt_vocabulary: bool,
                    orcas: Orcas | None = None) -> Reranker:
-    """The model as :func:`explain` reads with it (:func:`retriever.rerank.open_reranker`): a
+    """The model as :func:`explain` reads with it (:func:`retriever.rerank_model.open_reranker`): a
     checkpoint with its training vocabulary, or adapted to the corpus's or the index's (see
     :func:`explain`'s ``adapt_vocabulary``; IDCM is read as trained), or an untrained NDRM2
     (``"ndrm2"``, ``"ndrm2-anserini"``) on the collection's statistics (a corpus's with ``orcas``'s clicks)."""
-    from retriever.rerank import open_reranker
+    from retriever.rerank_model import open_reranker
 
     collection = index if index is not None else corpus
     if adapt_vocabulary:  # TK, TKL and NDRM read the collection's vocabulary
@@ -391,7 +391,7 @@ def explain(
                              "empty file", html_out)
     if corpus is not None and Path(corpus).is_dir():
         raise InputError("is a directory, expected a corpus file (an index goes to --index)", corpus)
-    from retriever.rerank import corpus_clicks
+    from retriever.candidate_text import corpus_clicks
 
     clicks = corpus_clicks(orcas, corpus)
     if (corpus is None) == (index is None):

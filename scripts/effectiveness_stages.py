@@ -432,7 +432,9 @@ def rerank(row: Row, spec: CollectionSpec, work: Path, ranked: Mapping[str, list
     """Rerank BM25's top ``row.depth`` with the row's checkpoint (``row.orcas``: reading each document with its
     ORCAS-style field first, as ``ckqti rerank --orcas``); the rest of the top 100 keeps BM25's order."""
     from ckqti.models.checkpoint import QTI_KINDS
-    from retriever.rerank import corpus_texts, open_reranker, rerank_candidates
+    from retriever.candidate_text import corpus_texts
+    from retriever.rerank_model import open_reranker
+    from retriever.rerank_scoring import rerank_candidates
     from retriever.runs import write_run
 
     queries, _ = judged_queries(spec)
@@ -459,13 +461,13 @@ def rerank(row: Row, spec: CollectionSpec, work: Path, ranked: Mapping[str, list
 
 def check_qti_rerank(reranker, queries, cands, texts, run, sample: int = 40) -> float:
     """Largest difference between an NDRM rerank's scores (each document encoded once for all its queries,
-    :func:`retriever.rerank.qti_term_scores`) and the model's forward on ``sample`` pairs.
+    :func:`retriever.rerank_scoring.qti_term_scores`) and the model's forward on ``sample`` pairs.
 
     Raises RuntimeError above 1e-3 relative: the shortcut would not be the model.
     """
     import numpy as np
 
-    from retriever.rerank import DocumentRows
+    from retriever.rerank_scoring import DocumentRows
 
     rows = DocumentRows(reranker, texts)
     pairs = [(q, d) for q in list(run)[:sample] for d, _ in (run[q][0], run[q][-1])]

@@ -72,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(queries)} queries, {sum(map(len, cands.values()))} candidates", flush=True)
     if args.candidates_only:
         return 0
-    from retriever.rerank import corpus_texts, open_reranker, rerank_candidates
+    from retriever.candidate_text import corpus_texts
+    from retriever.rerank_model import open_reranker
+    from retriever.rerank_scoring import rerank_candidates
 
     record = ensure_checkpoint(args.checkpoint, args.work)
     reranker = open_reranker(checkpoint_path(args.checkpoint, args.work))

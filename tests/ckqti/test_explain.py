@@ -339,7 +339,7 @@ def test_terms_at_the_gated_models_constant_are_said_to_rank_nothing(setup, tmp_
     """The bundled (gated) NDRM3 gives a query term neither in a document nor near its words its combination's
     constant, -0.8660: shown bare, three such terms read as evidence against the document. A note names them and
     the constant, in the terminal, on the page and in the JSON; an ungated model (NDRM2) has none."""
-    from retriever.rerank import open_reranker
+    from retriever.rerank_model import open_reranker
 
     doc = json.loads(setup["corpus"].read_text().splitlines()[0])
     query = "0-dimensional biomaterials lack inductive properties"
@@ -637,7 +637,7 @@ def test_the_html_page_may_replace_an_empty_file(setup, tmp_path):
 
 def test_adapting_idcm_to_a_vocabulary_is_refused(setup):
     """IDCM reads WordPiece: --adapt-vocabulary would do nothing, so rerank says so."""
-    from retriever.rerank import open_reranker
+    from retriever.rerank_model import open_reranker
 
     with pytest.raises(InputError, match="no vocabulary to adapt"):
         open_reranker(setup["paths"]["idcm"], "cpu", None, setup["corpus"])
@@ -805,7 +805,7 @@ def test_a_document_rerank_ranks_last_and_a_query_it_skips_are_said_so(setup, mo
     without a word the model knows. explain gave that score (TKL and IDCM: 0 for an empty document,
     above the readable document's negative score here) with nothing to say rerank does not rank by it."""
     from ckqti.explain import explain_text
-    from retriever.rerank import rerank_candidates
+    from retriever.rerank_scoring import rerank_candidates
 
     bundled = Path(__file__).resolve().parents[2] / "ckqti" / "data" / "models" / "ndrm3-scifact.pt"
     rr = load_reranker(setup["paths"].get(model, bundled), device="cpu")

@@ -19,7 +19,9 @@ from ckqti.models.reranker import Reranker, build_model, load_reranker, save_rer
 from ckqti.text import Analyzer
 from ckqti.train.reranker_tk import match_init
 from ckqti.vocab import Vocabulary
-from retriever.rerank import corpus_texts, open_reranker, rerank
+from retriever.candidate_text import corpus_texts
+from retriever.rerank import rerank
+from retriever.rerank_model import open_reranker
 from retriever.runs import read_run, trec_order, write_run
 from retriever.search import Searcher
 
@@ -347,7 +349,7 @@ def test_an_ndrm_rerank_counts_a_term_past_1024_query_tokens_as_search_does(scif
 def test_queries_the_model_cannot_rank_are_skipped_with_their_reason(scifact_small, scifact_index, tk_model, tmp_path):
     """A query of only words the model never saw scored every candidate alike and wrote them in
     docid order; one of more distinct terms than search takes was cut instead of refused."""
-    from retriever.rerank import rerank_candidates
+    from retriever.rerank_scoring import rerank_candidates
 
     docids = [json.loads(line)["_id"] for line in scifact_small.read_text().splitlines()][:6]
     texts = corpus_texts(scifact_small)
@@ -367,7 +369,7 @@ def test_queries_the_model_cannot_rank_are_skipped_with_their_reason(scifact_sma
 def test_unreadable_documents_rank_last_and_identical_texts_tie_by_docid(scifact_small, tk_model):
     """A TKL scored a document with no word it knows above every real one (its missing windows count
     0, above negative window scores); identical texts got scores 2e-7 apart by batch padding."""
-    from retriever.rerank import distinct_scores, rerank_candidates
+    from retriever.rerank_scoring import distinct_scores, rerank_candidates
 
     texts = corpus_texts(scifact_small)
     real = list(texts)[:5]
@@ -395,7 +397,7 @@ def test_qti_models_encode_each_candidate_once_and_score_as_pair_by_pair(scifact
     encodings of 1,400 abstracts, 102 s). Under QTI each distinct candidate is encoded once and scored against
     its queries' terms: the same scores as the model's pair-by-pair forward (repeated and unknown query words,
     a shared document, identical texts, a document of no known word), the same run order."""
-    from retriever.rerank import rerank_candidates
+    from retriever.rerank_scoring import rerank_candidates
 
     texts = corpus_texts(scifact_small)
     docs = list(texts)[:40]
@@ -430,7 +432,7 @@ def test_tk_and_tkl_encode_each_candidate_once_and_score_as_pair_by_pair(scifact
     scores as the model's forward pair by pair (a shared document, identical texts, a document of no
     known word, a query twice), in batches of at most 7 documents."""
     from ckqti.models.tkl import split_windows
-    from retriever.rerank import rerank_candidates
+    from retriever.rerank_scoring import rerank_candidates
 
     texts = corpus_texts(scifact_small)
     docs = list(texts)[:40]
@@ -551,7 +553,7 @@ def test_run_file_candidates_hold_only_the_queries_reranked(tmp_path, monkeypatc
     bytes a line. Here 100 queries at k = 1,000, 2 reranked: the Python objects held when the first ranking is
     sorted stay far below the run's 100,000 lines."""
     import retriever.runs as runs
-    from retriever.rerank import run_candidates
+    from retriever.candidates import run_candidates
     from tests.memory import held_when_called
 
     path = tmp_path / "big.trec"
@@ -572,7 +574,7 @@ def test_run_file_candidates_are_read_a_query_at_a_time(tmp_path, monkeypatch):
     import random
 
     import retriever.runs as runs
-    from retriever.rerank import run_candidates
+    from retriever.candidates import run_candidates
     from tests.memory import held_when_called
 
     monkeypatch.setattr(runs, "ARROW_BLOCK", 1 << 16)
@@ -650,7 +652,7 @@ def test_an_ndrm_checkpoint_adapted_to_an_appended_index_takes_the_builds_consta
 def test_a_candidate_listed_twice_is_ranked_once(scifact_small, tk_model):
     """Candidates that name a document twice (e.g. two first-stage lists joined) rank it once: a run may
     not repeat a document within a query (write_run refuses one that does)."""
-    from retriever.rerank import rerank_candidates
+    from retriever.rerank_scoring import rerank_candidates
 
     texts = corpus_texts(scifact_small)
     docs = list(texts)[:4]
@@ -735,6 +737,7 @@ def test_rerank_scores_and_writes_a_window_of_queries_at_a_time(scifact_small, t
     import random
 
     import retriever.rerank as module
+    import retriever.rerank_windows as windows
 
     texts = corpus_texts(scifact_small)
     words = sorted({w for t in list(texts.values())[:50] for w in t.split()})
@@ -751,13 +754,13 @@ def test_rerank_scores_and_writes_a_window_of_queries_at_a_time(scifact_small, t
     few, many = inputs(40, "few"), inputs(160, "many")
     reranker = open_reranker("ndrm2", "cpu", None, scifact_small)  # built once: its statistics are not measured
     monkeypatch.setattr(module, "open_reranker", lambda *args, **kwargs: reranker)
-    monkeypatch.setattr(module, "WINDOW_PAIRS", 1000, raising=False)  # 10 queries a window
+    monkeypatch.setattr(windows, "WINDOW_PAIRS", 1000)  # 10 queries a window
     rerank(*few, "ndrm2", tmp_path / "out.trec", corpus=scifact_small)  # what a first rerank imports and caches
     peaks = [scoring_peak(monkeypatch, lambda q=q, r=r: rerank(q, r, "ndrm2", tmp_path / "out.trec", corpus=scifact_small))
              for q, r in (few, many)]
     assert peaks[1] < 1.3 * peaks[0], peaks  # before: 5.4 -> 15.0 MB (4x the queries, 2.8x the peak)
     windowed = (tmp_path / "out.trec").read_bytes()
-    monkeypatch.setattr(module, "WINDOW_PAIRS", 10**9, raising=False)  # one window
+    monkeypatch.setattr(windows, "WINDOW_PAIRS", 10**9)  # one window
     rerank(*many, "ndrm2", tmp_path / "one.trec", corpus=scifact_small)
     assert windowed == (tmp_path / "one.trec").read_bytes()
 
@@ -768,7 +771,8 @@ def test_candidates_in_memory_are_cut_as_the_same_run_file_is(tmp_path):
     (single precision), ties by docid descending, the queries' order, the run's other queries left out."""
     import random
 
-    from retriever.rerank import memory_candidates, run_candidates
+    from retriever.candidates import run_candidates
+    from retriever.memory_candidates import memory_candidates
 
     rng = random.Random(3)
     scored = {f"q{i}": {f"d{rng.randrange(10**6)}": float(rng.choice([1.0, 1.0 + 1e-12, 2.5, rng.random()]))

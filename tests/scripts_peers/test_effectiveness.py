@@ -407,7 +407,7 @@ def test_the_qti_check_passes_the_model_and_catches_other_scores():
     from ckqti.models.ndrm import NDRMConfig, build_ndrm
     from ckqti.models.reranker import Reranker
     from ckqti.text import Analyzer
-    from retriever.rerank import rerank_candidates
+    from retriever.rerank_scoring import rerank_candidates
     from scripts.effectiveness_stages import check_qti_rerank
 
     texts = {"a": "protein binding in the cell membrane", "b": "gene expression of a protein", "c": "cell cycle arrest",

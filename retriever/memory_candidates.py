@@ -1,0 +1,106 @@
+"""Candidates given in memory, a dict, checked and cut to a depth as a run file's lines are."""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterable, Mapping, Set
+from pathlib import Path
+
+from ckqti.errors import InputError, is_real
+from retriever.candidates import CandidateLists
+
+
+def memory_candidates(candidates: Mapping, queries: Mapping[str, str], depth: int) -> CandidateLists:
+    """Top ``depth`` per query of candidates given in memory, in ``queries``' order: ``{qid: [docid, ...]}`` (in rank
+    order: its first ``depth``) or ``{qid: {docid: score}}`` (ranked as :func:`retriever.candidates.run_candidates`
+    ranks a run file's lines, :func:`retriever.runs.trec_order`: score descending as trec_eval holds it, in single
+    precision, ties by docid descending; then its first ``depth``). Every entry is checked as a run file's lines are
+    (those of queries not in ``queries`` too, and not held): query ids and docids are strings (an integer query id is
+    read as its digits, as :func:`indexer.readers.read_query_mapping` reads one) that :func:`check_id` takes, a docid
+    once a query, a score a finite number. A query whose list is empty has no candidates.
+
+    Raises:
+        InputError: naming the entry (``candidates['q1']``).
+    """
+    from indexer.readers.formats import check_id
+
+    cands = CandidateLists()
+    first: dict[str, str] = {}  # query id -> where it was first given
+    for key, ranking in candidates.items():
+        where = f"candidates[{key!r}]"
+        if isinstance(key, bool) or not isinstance(key, (str, int)):
+            raise InputError(f"a query id must be a string, found {type(key).__name__}", where)
+        qid = check_id(str(key), "query id", where, None)
+        if qid in first:
+            raise InputError(f"duplicate query id {qid!r} (first at {first[qid]})", where)
+        first[qid] = where
+        docids = ranked_docids(qid, ranking, where)
+        if qid in queries:
+            cands.add(qid, docids[:depth])
+    return cands.ordered(queries)
+
+
+def ranked_docids(qid: str, ranking, where: str) -> list[str]:
+    """One query's candidates in memory (:func:`memory_candidates`), checked, in rank order."""
+    from retriever.runs import trec_order
+
+    if isinstance(ranking, Mapping):
+        docids, scores = checked_docids(qid, list(ranking), where), list(ranking.values())
+        try:  # every score a number (a bool is none) that is finite: at once, else the first that is not named
+            good = all(map(math.isfinite, array("d", scores))) and not any(isinstance(v, bool) for v in scores)
+        except TypeError:
+            good = False
+        if not good:
+            for docid, score in zip(docids, scores):
+                if not is_real(score):
+                    raise InputError(f"the score of doc {docid!r} is not a number: {score!r}", where)
+                if not math.isfinite(score):
+                    raise InputError(f"the score of doc {docid!r} is not finite: {score!r}", where)
+        return [docid for docid, _ in trec_order(zip(docids, scores))]
+    if isinstance(ranking, (str, bytes, Set)) or not isinstance(ranking, Iterable):  # a set has no rank order
+        raise InputError(f"a query's candidates are [docid, ...] in rank order or {{docid: score}}, found "
+                         f"{type(ranking).__name__}", where)
+    return checked_docids(qid, list(ranking), where)
+
+
+def checked_docids(qid: str, docids: list, where: str) -> list[str]:
+    """``docids`` as strings, each as :func:`check_id` takes it, none repeated; an error naming the first that is
+    not. All are checked at once first (as :func:`retriever.runs.write_run` checks a query's), one at a time only
+    when that finds something to name or to strip."""
+    from indexer.readers.formats import check_id
+
+    try:
+        joined = "".join(docids)
+    except TypeError:  # one is not a string
+        joined = None
+    if joined is not None and joined.isprintable() and " " not in joined and "" not in docids \
+            and len(set(docids)) == len(docids):  # printable: no control, format or whitespace character but " "
+        return list(map(str, docids))  # numpy's str_ as str
+    checked: list[str] = []
+    seen: set[str] = set()
+    for i, docid in enumerate(docids):
+        if not isinstance(docid, str):
+            pairs = "; with scores, a query's candidates are {docid: score}" if isinstance(docid, (tuple, list)) else ""
+            raise InputError(f"a docid must be a string, found {type(docid).__name__} (item {i}{pairs})", where)
+        docid = check_id(docid, "docid", where, None)
+        if docid in seen:
+            raise InputError(f"query {qid!r} retrieves doc {docid!r} twice", where)
+        seen.add(docid)
+        checked.append(docid)
+    return checked
+
+
+def no_memory_candidates_error(candidates: Mapping, queries: Mapping[str, str], where_queries: str | Path) -> InputError:
+    """The error when no query has a candidate in a dict of them (:func:`memory_candidates`): one of another query set
+    names both sides' query ids, as :func:`retriever.candidates.no_candidates_error` does for a run file's."""
+    from ckqti.terminal import counted
+
+    first = next(iter(queries), "")
+    if not any(str(q).strip() in queries for q in candidates):
+        theirs = next(iter(candidates), "")
+        return InputError(f"none of the {counted(len(queries), 'query', 'queries')} of {where_queries} is in this "
+                          f"dict (query ids such as {theirs!r} here against {first!r} there): another query set?"
+                          if candidates else "the dict holds no query", "candidates")
+    return InputError(f"no query of {where_queries} has a candidate in this dict (each one's list is empty)",
+                      "candidates")
