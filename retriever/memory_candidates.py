@@ -17,7 +17,7 @@ def memory_candidates(candidates: Mapping, queries: Mapping[str, str], depth: in
     ranks a run file's lines, :func:`retriever.runs.trec_order`: score descending as trec_eval holds it, in single
     precision, ties by docid descending; then its first ``depth``). Every entry is checked as a run file's lines are
     (those of queries not in ``queries`` too, and not held): query ids and docids are strings (an integer query id is
-    read as its digits, as :func:`indexer.readers.read_query_mapping` reads one) that :func:`check_id` takes, a docid
+    read as its digits, as :func:`indexer.readers.read_query_mapping` reads one) that :func:`indexer.readers.formats.check_id` takes, a docid
     once a query, a score a finite number. A query whose list is empty has no candidates.
 
     Raises:
@@ -65,7 +65,7 @@ def ranked_docids(qid: str, ranking, where: str) -> list[str]:
 
 
 def checked_docids(qid: str, docids: list, where: str) -> list[str]:
-    """``docids`` as strings, each as :func:`check_id` takes it, none repeated; an error naming the first that is
+    """``docids`` as strings, each as :func:`indexer.readers.formats.check_id` takes it, none repeated; an error naming the first that is
     not. All are checked at once first (as :func:`retriever.runs.write_run` checks a query's), one at a time only
     when that finds something to name or to strip."""
     from indexer.readers.formats import check_id
