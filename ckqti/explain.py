@@ -22,8 +22,9 @@ index's document store) and returns an :class:`Explanation`:
   document words that match a query term exactly.
 
 :meth:`Explanation.render_terminal` highlights in ANSI colours (by default when standard
-output is a terminal and ``NO_COLOR`` is unset or empty); :meth:`Explanation.to_html` writes a
-self-contained HTML page (:mod:`ckqti.explain_html`).
+output is a terminal and ``NO_COLOR`` is unset or empty; :mod:`ckqti.explain_terminal`);
+:meth:`Explanation.to_html` writes a self-contained HTML page (:mod:`ckqti.explain_html`); both say
+the same notes (:mod:`ckqti.explain_notes`).
 """
 
 from __future__ import annotations
@@ -38,12 +39,11 @@ import numpy as np
 import torch
 
 from ckqti.errors import InputError, QueryError
-from ckqti.files import check_folder_of, replacing
+from ckqti.explain_html import replaceable_page, write_page
+from ckqti.files import check_folder_of
 from ckqti.models.checkpoint import QTI_KINDS
 from ckqti.models.inputs import TokenSpan
-from ckqti.models.kernels import TK_MUS
 from ckqti.models.reranker import Reranker
-from ckqti.terminal import readable, safe_cut, visible
 
 if TYPE_CHECKING:
     from indexer.readers.corpus import Orcas
@@ -169,6 +169,8 @@ class Explanation:
     def render_terminal(self, color: bool | None = None) -> str:
         """A plain-text report; ANSI colours when ``color`` (default: stdout is a tty and ``NO_COLOR`` unset or
         empty, as no-color.org has it)."""
+        from ckqti.explain_terminal import terminal_lines
+
         if color is None:
             color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
         return "\n".join(terminal_lines(self, color))
@@ -202,7 +204,7 @@ def combined_parts(reranker: Reranker, name: str, own: float, explicit: torch.Te
     return ((name, a * own), ("explicit (NDRM2)", b * float(explicit[0])), ("constant", c))
 
 
-#: The config fields of a TKL or IDCM that :func:`region_note` names.
+#: The config fields of a TKL or IDCM that :func:`ckqti.explain_notes.region_note` names.
 REGION_SETTINGS = {"tkl": ("saturation_window", "saturation_stride", "regions", "neighbours"),
                    "idcm": ("window", "overlap", "sample_n", "top_k")}
 
@@ -416,189 +418,3 @@ def explain(
     if html_out is not None:
         write_page(Path(html_out), result.to_html())
     return result
-
-
-PAGE_MARK = b"<title>ckqti explain:"  # in the head of every page explain_html writes
-
-
-def replaceable_page(path: Path) -> bool:
-    """``path`` is new, empty, or an earlier explanation page."""
-    if not path.exists():
-        return True
-    with open(path, "rb") as f:
-        head = f.read(256)
-    return not head or PAGE_MARK in head
-
-
-def write_page(path: Path, html: str) -> None:
-    """Write ``html`` whole or not at all (a temporary file renamed into place); text that is not
-    Unicode (a lone surrogate from undecodable bytes) becomes '?'."""
-    with replacing(path) as tmp:
-        tmp.write_bytes(html.encode("utf-8", "replace"))
-
-
-# -- terminal rendering ----------------------------------------------------------------------
-
-RESET = "\x1b[0m"
-REGION_COLOURS = ("\x1b[1;30;103m", "\x1b[1;30;106m", "\x1b[1;30;102m", "\x1b[1;30;105m")  # bold on yellow, cyan, ...
-MATCH_COLOUR = "\x1b[1;4m"
-UNREAD_COLOUR = "\x1b[2m"
-#: 256-colour foregrounds of TK's kernels, from exact match (red) to opposite meaning (blue): one per
-#: centre of TK_MUS (the page's KERNEL_HEX likewise).
-KERNEL_COLOURS = (196, 202, 214, 226, 148, 250, 117, 75, 33, 27, 21)
-
-
-def kernel_shade(mu: float) -> int:
-    """Where a kernel centred at ``mu`` falls in the kernel palettes (terminal and page): at the nearest
-    of TK_MUS's centres, so a model with other kernels is coloured by what they measure, not by position."""
-    return min(range(len(TK_MUS)), key=lambda i: abs(TK_MUS[i] - mu))
-
-
-def kernel_colour(mu: float) -> str:
-    return f"\x1b[38;5;{KERNEL_COLOURS[kernel_shade(mu)]}m"
-
-
-def paint(text: str, code: str, color: bool) -> str:
-    """``text`` in colour ``code``, closed at the end of every line: a background left on at a line
-    break fills the rest of the line (and of every line a terminal scrolls in) with it."""
-    if not color:
-        return text
-    return "\n".join(f"{code}{line}{RESET}" if line else line for line in text.split("\n"))
-
-
-Mark = tuple[int, int, str, str, str]  # char start, end, ANSI code, plain-text opening and closing
-
-
-def marked_text(e: Explanation, marks: list[Mark], color: bool, elide: int = 400) -> str:
-    """The document with marks (coloured, or bracketed without colour); long unmarked stretches elided."""
-    out, pos = [], 0
-    for start, end, code, opening, closing in sorted(marks):
-        start = max(start, pos)  # marks that overlap (no model's regions do): text once
-        if start >= end:
-            continue
-        out.append(_plain(e.text[pos:start], elide))
-        inner = readable(e.text[start:end])
-        out.append(paint(inner, code, color) if color else f"{opening}{inner}{closing}")
-        pos = end
-    cut = max(pos, e.unread_from)
-    out.append(_plain(e.text[pos:cut], elide))
-    if cut < len(e.text):
-        tail = _plain(e.text[cut:], elide)
-        out.append(paint(tail, UNREAD_COLOUR, color) if color else f"<<not read: {tail}>>")
-    return "".join(out)
-
-
-def _plain(text: str, elide: int) -> str:
-    """Unmarked document text, long stretches elided, mojibake repaired and terminal controls
-    escaped (:func:`readable`)."""
-    if len(text) <= elide:
-        return readable(text)
-    head, tail = safe_cut(text, elide // 2), safe_cut(text, len(text) - elide // 2)  # not inside a letter + accent
-    return f"{readable(text[:head])} [... {tail - head} characters ...] {readable(text[tail:])}"
-
-
-def terminal_lines(e: Explanation, color: bool) -> list[str]:
-    lines = [visible(line) for line in (  # text from the query and the document: no terminal controls
-        f"query:    {e.query}",
-        f"document: {e.docid}   model: {e.model_id}   score: {e.score:.4f}"
-        + ("" if e.index_score is None else f"   (in the index: {e.index_score:.4f}, from quantized impacts)"),
-        f"read {e.tokens_read} of {len(e.tokens)} document tokens; query tokens: {' '.join(e.query_tokens)}",
-    )]
-    if e.unknown:  # a QTI model scores the unknown id 0 (search skips the word); TK and TKL read it as a word
-        how = "not scored, as search skips them" if e.kind in QTI_KINDS else "read as its unknown word"
-        lines.append(visible(f"not in the model's vocabulary ({how}): {' '.join(e.unknown)}"))
-    if e.query_tokens_cut:
-        lines.append(f"the model reads {len(e.query_tokens)} query tokens; the last {e.query_tokens_cut} were not read")
-    lines += [f"note: {note}" for note in rerank_notes(e)]
-    if e.parts:
-        lines.append("score = " + " + ".join(f"{name} {value:.4f}" for name, value in e.parts))
-    lines.append("")
-    if e.kind in ("tkl", "idcm"):
-        lines += region_lines(e, color)
-    elif e.kind == "tk" and e.kernels is not None:
-        lines += kernel_lines(e, color)
-    else:
-        lines += term_lines(e, color)
-    return lines
-
-
-def rerank_notes(e: Explanation) -> list[str]:
-    """Where ``ckqti rerank`` does not rank by :attr:`Explanation.score`: a query it skips, a document
-    it ranks last (the model's score there is an artefact: TKL's and IDCM's missing windows count 0)."""
-    notes = []
-    if e.rerank_skips:
-        notes.append(f"rerank skips this query ({e.rerank_skips}): it ranks no document by this score")
-    if e.ranked_last:
-        notes.append("the model reads no word it knows in this document: rerank ranks it below every document "
-                     "it reads, not by this score")
-    return notes
-
-
-def region_note(e: Explanation) -> str:
-    """What a TKL's or IDCM's regions are and how they make the score, in the model's own settings."""
-    s = e.settings
-    if e.kind == "tkl":
-        n = s["neighbours"]
-        combine = (f"each with its {n} neighbour{'s' if n != 1 else ''} on each side" if n else "them")
-        # non-overlapping for every window and stride (ckqti.models.tkl.top_regions)
-        return (f"TKL's {s['regions']} best saturation windows ({s['saturation_window']} terms each, non-overlapping); "
-                f"the document score combines {combine} by learned weights.")
-    context = f"; it also read {s['overlap']} tokens on each side" if s["overlap"] else ""
-    return (f"The windows (at most {s['sample_n']}) IDCM's selector sent to the cross-encoder ({s['window']}-token "
-            f"centres{context}); the best {s['top_k']} cross-encoder score{'s make' if s['top_k'] != 1 else ' makes'} "
-            "the document score.")
-
-
-def region_lines(e: Explanation, color: bool) -> list[str]:
-    what = ("TKL: topography score of each region" if e.kind == "tkl"
-            else "IDCM: cross-encoder score (selector score) of each region")
-    lines = [region_note(e), what]
-    marks = []
-    for r in e.regions:
-        code = REGION_COLOURS[(r.rank - 1) % len(REGION_COLOURS)]
-        extra = f" (selector {r.selector_score:.3f}{'' if r.used else ', not combined'})" if r.selector_score is not None else ""
-        lines.append(f"  #{r.rank} tokens {r.token_start}-{r.token_end}  score {r.score:.4f}{extra}: "
-                     f"{paint(readable(' '.join(e.region_text(r).split())), code, color)}")
-        marks.append((r.char_start, r.char_end, code, f"[#{r.rank} ", "]"))
-    return lines + ["", marked_text(e, marks, color)]
-
-
-def kernel_lines(e: Explanation, color: bool) -> list[str]:
-    k = e.kernels
-    head = "term".ljust(16) + "".join(paint(f"{m:>8.1f}", kernel_colour(m), color) for m in k.mus)
-    lines = ["TK: score share of each (query term, kernel mu); document words by closest kernel", head]
-    for term, row in zip(e.query_tokens, k.cells):
-        lines.append(visible(term[:15]).ljust(16) + "".join(f"{x:>8.3f}" for x in row))
-    lines.append("total".ljust(16) + "".join(f"{x:>8.3f}" for x in np.sum(k.cells, axis=0)) if k.cells else "")
-    marks = []
-    for i, kern in enumerate(k.doc_kernels):
-        if kern >= 0:
-            t = e.tokens[i]
-            marks.append((t.start, t.end, kernel_colour(k.mus[kern]), "", f"{{{k.mus[kern]:.1f}}}"))
-    if not color:  # brackets for every word would drown the text: mark the close matches only
-        marks = [m for m, kern in zip(marks, [x for x in k.doc_kernels if x >= 0]) if k.mus[kern] >= 0.7]
-    return lines + ["", marked_text(e, marks, color)]
-
-
-def closed_note(e: Explanation) -> str | None:
-    """What the terms scoring the model's closed-pair constant (:attr:`Explanation.closed_score`, when not
-    0) are: a user read NDRM3's -0.8660 for three absent words as evidence against the document."""
-    if not e.closed_score:
-        return None
-    closed = [t for t, s in zip(e.query_tokens, e.term_scores) if abs(s - e.closed_score) <= 1e-5 * max(1.0, abs(s))]
-    if not closed:
-        return None
-    return (f"{e.closed_score:.4f}: what a term adds to every document that neither holds it nor comes near it "
-            f"({', '.join(dict.fromkeys(closed))}): it ranks none of them above another")
-
-
-def term_lines(e: Explanation, color: bool) -> list[str]:
-    lines = ["query term contributions s(t, d) (the score is their sum)"]
-    top = max((abs(s) for s in e.term_scores), default=0.0) or 1.0
-    for term, s in zip(e.query_tokens, e.term_scores):
-        lines.append(f"  {visible(term[:20]):<20} {s:>9.4f}  {'#' * round(20 * abs(s) / top)}")
-    if note := closed_note(e):
-        lines.append(f"  ({note})")
-    wanted = set(e.query_tokens)
-    marks = [(t.start, t.end, MATCH_COLOUR, "[", "]") for t in e.tokens[: e.tokens_read] if t.token in wanted]
-    return lines + ["", marked_text(e, marks, color)]

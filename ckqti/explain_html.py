@@ -16,9 +16,11 @@ Text the model did not read (beyond its document cap) is wrapped in ``<span clas
 from __future__ import annotations
 
 from html import escape
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ckqti.explain import kernel_shade, region_note, rerank_notes
+from ckqti.explain_notes import closed_note, kernel_shade, region_note, rerank_notes
+from ckqti.files import replacing
 from ckqti.terminal import counted, readable
 
 if TYPE_CHECKING:
@@ -33,7 +35,7 @@ def shown(text: str) -> str:
 
 
 #: Kernel colours from exact match (mu = 1, red) through 0 (grey) to opposite meaning (blue), one per centre
-#: of TK_MUS: a kernel takes its mu's (:func:`ckqti.explain.kernel_shade`), as in the terminal.
+#: of TK_MUS: a kernel takes its mu's (:func:`ckqti.explain_notes.kernel_shade`), as in the terminal.
 KERNEL_HEX = ("#d7191c", "#f46d43", "#fdae61", "#fee08b", "#d9ef8b", "#bdbdbd", "#abd9e9", "#74add1", "#4575b4",
               "#313695", "#1d1f6b")
 REGION_HEX = ("#ffe066", "#8ce99a", "#74c0fc", "#e599f7")
@@ -200,10 +202,28 @@ def term_summary(e: "Explanation") -> str:
         bar = "bar neg" if s < 0 else "bar"
         rows.append(f'<tr data-term="{escape(t)}" data-score="{s!r}"><td class="term">{escape(t)}</td><td>{s:.4f}</td>'
                     f'<td style="width: 12em"><div class="{bar}" style="width: {width:.1f}%"></div></td></tr>')
-    from ckqti.explain import closed_note
 
     note = closed_note(e)
     return ("<h2>Query term contributions</h2><p>Under query term independence the score is the sum of each "
             "query term's score s(t, d). Exact matches are marked in the document.</p>"
             f"<table><tr><th class=term>term</th><th>s(t, d)</th><th></th></tr>{''.join(rows)}</table>"
             + (f'<p class="closed">{escape(note)}</p>' if note else ""))
+
+
+PAGE_MARK = b"<title>ckqti explain:"  # in the head of every page explain_html writes
+
+
+def replaceable_page(path: Path) -> bool:
+    """``path`` is new, empty, or an earlier explanation page."""
+    if not path.exists():
+        return True
+    with open(path, "rb") as f:
+        head = f.read(256)
+    return not head or PAGE_MARK in head
+
+
+def write_page(path: Path, html: str) -> None:
+    """Write ``html`` whole or not at all (a temporary file renamed into place); text that is not
+    Unicode (a lone surrogate from undecodable bytes) becomes '?'."""
+    with replacing(path) as tmp:
+        tmp.write_bytes(html.encode("utf-8", "replace"))

@@ -20,8 +20,9 @@ import pytest
 import torch
 
 from ckqti.errors import InputError, QueryError
-from ckqti.explain import explain, marked_text
+from ckqti.explain import explain
 from ckqti.explain_html import marked_html
+from ckqti.explain_terminal import marked_text
 from ckqti.models.inputs import TermText, WordPieceText, analyzed_spans
 from ckqti.models.minilm import WordPieceTokenizer
 from ckqti.models.reranker import build_model, load_reranker, save_reranker
@@ -293,8 +294,8 @@ def test_tk_kernels_are_coloured_by_their_mu_alike_on_the_page_and_in_the_termin
     opposite meaning blue, and every word as the legend colours its closest kernel."""
     import re
 
-    from ckqti.explain import KERNEL_COLOURS
     from ckqti.explain_html import KERNEL_HEX
+    from ckqti.explain_terminal import KERNEL_COLOURS
 
     tk = load_reranker(setup["paths"]["tk"], device="cpu")
     torch.manual_seed(0)
@@ -434,7 +435,8 @@ def test_a_coloured_region_across_a_line_break_is_closed_at_the_end_of_each_line
     across the break, and a terminal filled the rest of the line (and every line it scrolled in) with it."""
     import re
 
-    from ckqti.explain import RESET, explain_text
+    from ckqti.explain import explain_text
+    from ckqti.explain_terminal import RESET
 
     e = explain_text(load_reranker(setup["paths"]["tkl"], device="cpu"), "genes regulate", "d",
                      "genes regulate cells\n\ngenes regulate mice")
