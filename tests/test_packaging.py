@@ -62,13 +62,15 @@ def test_the_check_sees_a_file_outside_the_globs(tmp_path):
 
 
 def install_paragraph() -> str:
-    """README's paragraph on using an install outside a clone."""
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index("Outside a clone, `pip install .`")
-    return readme[start:readme.index("\n\n", start)]
+    """docs/INSTALL.md's section on using an install outside a clone (the README's quick start held it
+    until session 45 and points there)."""
+    install = (ROOT / "docs" / "INSTALL.md").read_text()
+    start = install.index("## Installing outside a clone\n")
+    end = install.find("\n## ", start)
+    return install[start:end if end >= 0 else len(install)]
 
 
-def test_the_readme_says_how_to_find_the_installed_sample():
+def test_the_install_page_says_how_to_find_the_installed_sample():
     """It said the sample is "in the installed package's ckqti/data/sample/", which a user outside a clone
     had to find in site-packages; its command prints that folder (run here from the checkout)."""
     import re
@@ -76,23 +78,23 @@ def test_the_readme_says_how_to_find_the_installed_sample():
     import sys
 
     command = re.search(r'`python -c "([^"]+)"` prints', install_paragraph())
-    assert command, "no command in README's install paragraph prints the sample's folder"
+    assert command, "no command in docs/INSTALL.md's install section prints the sample's folder"
     out = subprocess.run([sys.executable, "-c", command.group(1)], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     folder = Path(out.stdout.strip())
     assert folder == ROOT / "ckqti" / "data" / "sample" and (folder / "corpus.jsonl").is_file()
 
 
-def test_the_readme_names_the_folders_pip_uninstall_leaves():
+def test_the_install_page_names_the_folders_pip_uninstall_leaves():
     """``pip uninstall ckqti`` leaves the Numba cache files (``__pycache__/*.nbi``, ``*.nbc``; not in the
     wheel's RECORD) beside every module with cached kernels: 71 files in ``retriever/``, 6 in ``indexer/``
-    after a warm-up (found from an installed wheel). README names exactly those packages' folders."""
+    after a warm-up (found from an installed wheel). docs/INSTALL.md names exactly those packages' folders."""
     import re
 
     cached = {p for p in PACKAGES for f in (ROOT / p).rglob("*.py")
               if re.search(r"^\s*@[\w.]*njit\([^)]*cache=True", f.read_text(), re.MULTILINE)}
     assert "retriever" in cached  # the search kernels: the check sees a cached kernel
     paragraph = install_paragraph()
-    assert "`pip uninstall ckqti`" in paragraph, "README does not say what pip uninstall leaves"
+    assert "`pip uninstall ckqti`" in paragraph, "docs/INSTALL.md does not say what pip uninstall leaves"
     uninstall = paragraph[paragraph.index("`pip uninstall ckqti`"):]
     assert set(re.findall(r"`(\w+)/`", uninstall)) == cached

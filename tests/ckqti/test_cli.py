@@ -1549,7 +1549,7 @@ def test_help_reads_whole_at_80_columns():
 
 
 def test_explain_help_names_no_color():
-    """The colours' default also depends on $NO_COLOR (README: "else set NO_COLOR"): the help said only 'when
+    """The colours' default also depends on $NO_COLOR (docs/INSTALL.md: "else set NO_COLOR"): the help said only 'when
     stdout is a terminal'."""
     assert "NO_COLOR" in invoke("explain", "--help").output
 
