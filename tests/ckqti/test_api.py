@@ -528,6 +528,8 @@ def test_evaluate_takes_runs_and_qrels_in_memory_as_their_files_give_them(tmp_pa
         api.evaluate(deep, qrels, qrels_format="trec")
     with pytest.raises(InputError, match=r"^run\['1'\]: a ranking is \{docid: score\}"):
         api.evaluate({"1": ["31715818"]}, qrels)
+    with pytest.raises(InputError, match=r"^run\['1'\]: a ranking is \{docid: score\} .*found ndarray$"):
+        api.evaluate({"1": np.array(["31715818", "1"])}, qrels)  # was numpy's "truth value ... is ambiguous"
 
 
 def test_index_and_append_take_a_dict_of_documents_keyed_by_docid(tmp_path):
