@@ -243,6 +243,10 @@ def test_rerank_takes_candidates_and_corpus_in_memory_and_writes_the_run_their_f
     ({"q1": {"d1": float("nan")}}, {"d1": "x"}, InputError, "candidates['q1']: the score of doc 'd1' is not finite: nan"),
     ({"q1": {"d1": "1.5"}}, {"d1": "x"}, InputError, "candidates['q1']: the score of doc 'd1' is not a number: '1.5'"),
     ({"q1": {"d1": True}}, {"d1": "x"}, InputError, "candidates['q1']: the score of doc 'd1' is not a number: True"),
+    ({"q1": {"d1": np.bool_(True)}}, {"d1": "x"}, InputError, "candidates['q1']: the score of doc 'd1' is not a number: "
+                                                              "np.True_"),  # was taken as 1.0, where True is refused
+    ({"q1": {"d1": 10 ** 400}}, {"d1": "x"}, InputError, "candidates['q1']: the score of doc 'd1' is not finite: "
+                                                         "100000000000000000...0000000000000000000"),  # was an OverflowError
     ({"q1": {"d1"}}, {"d1": "x"}, InputError, "candidates['q1']: a query's candidates are [docid, ...] in rank order "
                                               "or {docid: score}, found set"),
     ({"q1": "d1"}, {"d1": "x"}, InputError, "candidates['q1']: a query's candidates are"),
