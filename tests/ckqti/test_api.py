@@ -556,3 +556,11 @@ def test_index_and_append_take_a_dict_of_documents_keyed_by_docid(tmp_path):
     with pytest.raises(InputError, match=r"a docid must be a string, found tuple"):
         api.index({(3,): "x"}, tmp_path / "d", model="ndrm2", progress=False)
     assert not (tmp_path / "d").exists()
+    # a key the index holds is named as the dict's entry, as index names one (it said documents[1], and of an
+    # int key that matched a text's number, that a text's docid is its position)
+    api.index({1: "cells divide", 2: "proteins fold"}, tmp_path / "e", model="ndrm2", progress=False)
+    for docs, where in (({"x": "new", "2": "again"}, "corpus['2']"), ({2: "again"}, "corpus[2]")):
+        with pytest.raises(InputError) as err:
+            api.append(docs, tmp_path / "e", progress=False)
+        assert str(err.value) == f"{where}: docid '2' is already in the index {tmp_path / 'e'}"
+    assert Manifest.read(tmp_path / "e").num_docs == 2
