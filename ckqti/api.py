@@ -163,6 +163,7 @@ def append(
     batch_size = None if batch_size is None else option_count(batch_size, "batch_size")
     check_append_paths(corpus_file(corpus), Path(orcas) if orcas else None, Path(index_path), fmt)  # before torch
     manifest = Manifest.read(index_path)
+    names = [f"corpus[{key!r}]" for key in corpus] if isinstance(corpus, Mapping) else None  # a docid's error names its key
     if in_memory:
         from indexer.readers import documents_in_memory
 
@@ -175,7 +176,7 @@ def append(
         model = index_model_spec(Path(index_path), manifest)
     factory, info = load_qti_model(model, device)
     return append_index(index_path, corpus, factory, info, shard_size, fmt=fmt, orcas=orcas, batch_size=batch_size,
-                        progress=progress)
+                        progress=progress, names=names)
 
 
 def compact(index_path: str | Path, shard_size: int = 100_000) -> Manifest:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -128,8 +129,9 @@ def evaluate(
     if not judged:
         raise InputError("the qrels judge no query")
     check_rel_level(judged, rel_level)
+    check_query_ids(run, "run")
     # only the judged queries are sorted: SciFact's run of 1,109 claims has 300 judged (test split)
-    ranked = {str(q): checked_ranking(q, docs) for q, docs in run.items() if docs and str(q) in judged}
+    ranked = {str(q): checked_ranking(q, docs) for q, docs in run.items() if str(q) in judged and ranks_any(docs)}
     for qid, docs in ranked.items():  # NaN compares false with every score: it would rank anywhere
         if (nan := next((d for d, s in docs.items() if s != s), None)) is not None:
             raise InputError(f"query {qid!r}: document {nan!r} has score nan, which ranks nowhere")
@@ -156,6 +158,7 @@ def checked_qrels(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str,
     (lists of docids, a grade written as text or a fraction) is an :class:`InputError` naming the entry."""
     if not isinstance(qrels, Mapping):
         raise InputError(f"qrels: expected a dict qid -> {{docid: grade}}, found {type(qrels).__name__}")
+    check_query_ids(qrels, "qrels")
     judged = {}
     for q, docs in qrels.items():
         if not isinstance(docs, Mapping):
@@ -164,8 +167,33 @@ def checked_qrels(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str,
             if isinstance(g, bool) or not isinstance(g, numbers.Integral):
                 raise InputError(f"qrels[{q!r}][{d!r}]: a grade is an integer, found {type(g).__name__}")
         if docs:
-            judged[str(q)] = {str(d): int(g) for d, g in docs.items()}
+            judged[str(q)] = grades = {str(d): int(g) for d, g in docs.items()}
+            if len(grades) < len(docs):  # 7 and "7": one docid, as a qrels file's repeated line is refused
+                twice = next(d for d, n in Counter(map(str, docs)).items() if n > 1)
+                raise InputError(f"qrels[{q!r}]: repeated judgement of query {str(q)!r}, doc {twice!r}")
     return judged
+
+
+def check_query_ids(entries: Mapping, name: str) -> None:
+    """Query ids of a run or qrels in memory (``name``) that are one id as text (``1`` and ``"1"``): an
+    :class:`InputError` naming the second, where one would have replaced the other's rankings or judgements."""
+    if len(set(map(str, entries))) < len(entries):
+        first: dict[str, object] = {}
+        for q in entries:
+            if str(q) in first:
+                raise InputError(f"{name}[{q!r}]: duplicate query id {str(q)!r} (first at {name}[{first[str(q)]!r}])")
+            first[str(q)] = q
+
+
+def ranks_any(docs) -> bool:
+    """Whether a query's ranking in memory may hold a document: not None nor empty (a numpy array's truth is
+    ambiguous; an iterator's length unknown until :func:`checked_ranking` reads it)."""
+    if docs is None:
+        return False
+    try:
+        return len(docs) > 0
+    except TypeError:
+        return True
 
 
 def checked_ranking(qid, docs: Ranking) -> dict[str, float]:
@@ -179,9 +207,14 @@ def checked_ranking(qid, docs: Ranking) -> dict[str, float]:
                              f"{type(docs).__name__}")
         docs = pairs  # an iterator, read once
     try:
-        return dict(trec_order(docs))
-    except (TypeError, ValueError) as e:
+        ranked = trec_order(docs)
+    except (TypeError, ValueError, OverflowError) as e:  # OverflowError: an int beyond a float's range
         raise InputError(f"run[{qid!r}]: a score is a number ({e})") from None
+    held = dict(ranked)
+    if len(held) < len(ranked):  # a docid twice, as a run file's is refused (or 7 and "7")
+        twice = next(d for d, n in Counter(d for d, _ in ranked).items() if n > 1)
+        raise InputError(f"run[{qid!r}]: query {str(qid)!r} retrieves doc {twice!r} twice")
+    return held
 
 
 def check_rel_level(qrels: Mapping[str, Mapping[str, int]], rel_level: int, path: str | Path | None = None) -> None:
@@ -369,7 +402,7 @@ def check_overlap(run: Mapping[str, Ranking] | Sequence[str], qrels: Mapping[str
     documents for none of the judged queries is evaluated against the wrong qrels (or query ids written
     differently): an error, where trec_eval would print zeros."""
     judged = {str(q) for q, docs in qrels.items() if docs}
-    ranked = [str(q) for q, docs in run.items() if docs] if isinstance(run, Mapping) else [str(q) for q in run]
+    ranked = [str(q) for q, docs in run.items() if ranks_any(docs)] if isinstance(run, Mapping) else [str(q) for q in run]
     if ranked and judged and judged.isdisjoint(ranked):
         raise InputError(f"none of its {counted(len(ranked), 'query', 'queries')} is judged in {qrels_path} "
                          f"(query ids such as {ranked[0]!r} against {min(judged)!r} there): "

@@ -190,9 +190,10 @@ def merge_vocabulary(base: Vocabulary, new: Vocabulary) -> tuple[Vocabulary, np.
 
 
 def check_docids(index: Path, manifest: Manifest, corpus: AnalyzedCorpus, source: Path | Sequence[Document],
-                 fmt: str | None) -> None:
+                 fmt: str | None, names: Sequence[str] | None = None) -> None:
     """Refuse new documents whose docid the index already holds, naming the first such line of the
-    corpus file ``source`` or item of ``source``'s documents given in memory.
+    corpus file ``source`` or item of ``source``'s documents given in memory (``documents[i]``, or its ``names``
+    entry: ``corpus['d7']`` of a dict keyed by docid).
 
     Each shard's docids are hashed in Arrow and the new docids looked up in them, so that neither side
     becomes Python strings (a set of MS MARCO's 3.2M docids, and a list of each shard's, held 570 MB)."""
@@ -209,6 +210,8 @@ def check_docids(index: Path, manifest: Manifest, corpus: AnalyzedCorpus, source
     if isinstance(source, Path):
         raise InputError(message, source, _line_of(source, fmt, clash))
     i = next(i for i, d in enumerate(source) if d.docid == clash)
+    if names is not None:  # a dict's key: its docid
+        raise InputError(message, names[i])
     if clash == str(manifest.num_docs + i):  # a text's, most likely: say where the number came from
         message += (f" (a text's docid is its position after the index's {counted(manifest.num_docs, 'document')}; give "
                     "docids with dicts or Documents)")
@@ -255,10 +258,12 @@ def append_index(
     orcas: str | Path | None = None,
     batch_size: int | None = None,
     progress: bool = True,
+    names: Sequence[str] | None = None,
 ) -> Manifest:
     """Add the documents of ``corpus_path`` (a file, or documents read by
     :func:`indexer.readers.read_documents`) to the index at ``index_path`` as new shards of up
-    to ``shard_size`` documents; returns the new manifest.
+    to ``shard_size`` documents; returns the new manifest. ``names``: what an error calls each document given
+    in memory (default ``documents[i]``).
 
     ``model_factory(vocab)`` gives the index's model (``model_info["id"]`` must be the
     manifest's), set up for the grown vocabulary; ``batch_size`` overrides the build's.
@@ -281,13 +286,13 @@ def append_index(
         work.mkdir()
         try:
             return _append(index, work, manifest, corpus_path, model_factory, model_info, shard_size, fmt, orcas,
-                           batch_size, progress)
+                           batch_size, progress, names)
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
 
 def _append(index, work, manifest, corpus_path, model_factory, model_info, shard_size, fmt, orcas, batch_size,
-            progress) -> Manifest:
+            progress, names=None) -> Manifest:
     t0 = time.time()
     if model_info.get("id") != manifest.model.get("id"):
         raise IndexFormatError(
@@ -300,7 +305,7 @@ def _append(index, work, manifest, corpus_path, model_factory, model_info, shard
     new = analyze_corpus(corpus_path, Analyzer.from_dict(manifest.analyzer), fmt=fmt, orcas=clicks, progress=bar,
                          directory=work / "analyzed", clicks_required=False)  # as a build analyzes: on disk, read back memory-mapped
     bar.close()
-    check_docids(index, manifest, new, corpus_path, fmt)
+    check_docids(index, manifest, new, corpus_path, fmt, names)
     if clicks and not new.clicked:
         check_clicks(index, manifest, clicks, corpus_path)
     vocab, remap = merge_vocabulary(base, new.vocab)

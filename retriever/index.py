@@ -280,6 +280,7 @@ class Index:
 
     def __init__(self, path: str | Path, verify: bool = True):
         self.path = Path(path)
+        self.where = self.path.absolute()  # as opened: a later os.chdir moves what a relative path names
         self.closed = False
         read_consistently(self.path, lambda: self._open(verify))  # the index a writer leaves, not a mixture
 

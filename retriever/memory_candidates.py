@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import numbers
+import reprlib
 from array import array
 from collections.abc import Iterable, Mapping, Set
 from pathlib import Path
@@ -47,21 +49,30 @@ def ranked_docids(qid: str, ranking, where: str) -> list[str]:
 
     if isinstance(ranking, Mapping):
         docids, scores = checked_docids(qid, list(ranking), where), list(ranking.values())
-        try:  # every score a number (a bool is none) that is finite: at once, else the first that is not named
-            good = all(map(math.isfinite, array("d", scores))) and not any(isinstance(v, bool) for v in scores)
-        except TypeError:
+        try:  # every score a number (a bool, numpy's too, is none) that is finite: at once, else the first that is not named
+            good = all(issubclass(kind, numbers.Real) and not issubclass(kind, bool) for kind in set(map(type, scores))) \
+                and all(map(math.isfinite, array("d", scores)))
+        except (TypeError, OverflowError):  # OverflowError: an int beyond a float's range
             good = False
         if not good:
             for docid, score in zip(docids, scores):
                 if not is_real(score):
                     raise InputError(f"the score of doc {docid!r} is not a number: {score!r}", where)
-                if not math.isfinite(score):
-                    raise InputError(f"the score of doc {docid!r} is not finite: {score!r}", where)
+                if not finite(score):
+                    raise InputError(f"the score of doc {docid!r} is not finite: {reprlib.repr(score)}", where)
         return [docid for docid, _ in trec_order(zip(docids, scores))]
     if isinstance(ranking, (str, bytes, Set)) or not isinstance(ranking, Iterable):  # a set has no rank order
         raise InputError(f"a query's candidates are [docid, ...] in rank order or {{docid: score}}, found "
                          f"{type(ranking).__name__}", where)
     return checked_docids(qid, list(ranking), where)
+
+
+def finite(score) -> bool:
+    """Whether a real number is finite: an int beyond a float's range is not (``math.isfinite`` raises)."""
+    try:
+        return math.isfinite(score)
+    except OverflowError:
+        return False
 
 
 def checked_docids(qid: str, docids: list, where: str) -> list[str]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ckqti.errors import QueryError, is_real
+from ckqti.errors import CkqtiError, QueryError, is_real
 from retriever.chunks import batch_chunk, run_chunks
 from retriever.index import Index, Shard, take_array
 from retriever.merge import merge_shard_hits, merged_topk, tie_at_cut, tie_margin
@@ -35,6 +35,46 @@ BUDGET_MAX = int(np.iinfo(np.int64).max)  # the kernels' budget is an int64: a l
 # (session 41). engine="auto" scans with numpy until its scans' estimated time would pass this.
 KERNEL_LOAD_S = 0.45
 SCAN_BUDGET = ScanBudget(KERNEL_LOAD_S)  # the process's: see ScanBudget
+
+
+def reopen(*args) -> Searcher | Unopened:
+    """A pickled :class:`Searcher` (``Searcher(*args)``) as it is unpickled: opened again, or, where that fails
+    (the index deleted, damaged, rebuilt without a weighted channel), an :class:`Unopened` that raises why when it
+    is used. Raising here would lose the task: a ``multiprocessing.Pool`` worker that cannot unpickle its task
+    dies, and the pool waits for the task's result forever."""
+    try:
+        return Searcher(*args)
+    except (CkqtiError, ValueError, OSError) as e:
+        return Unopened(args, e)
+
+
+class Unopened:
+    """A pickled :class:`Searcher` whose index did not open where it was unpickled (:func:`reopen`): its searches
+    (any public attribute) raise the error that opening met; ``close`` and ``with`` do nothing; pickled, it tries
+    again."""
+
+    def __init__(self, args: tuple, error: Exception):
+        self._args, self._error = args, error
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):  # pickle's, copy's and IPython's probes: not there, as on any object
+            raise AttributeError(name)
+        raise self._error.with_traceback(None)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> Unopened:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def __reduce__(self):
+        return reopen, self._args
+
+    def __repr__(self) -> str:
+        return f"Unopened({self._args[0]!r}: {self._error})"
 
 
 class Searcher:
@@ -401,10 +441,11 @@ class Searcher:
 
     def __reduce__(self):
         """Pickled as how to open it again (a worker process of ``multiprocessing`` gets a searcher of the same
-        index, mode and weights, which maps the index's files itself); the stemmer and the mapped files are not
-        picklable, and a copy of mapped memory would not be shared."""
-        return Searcher, (str(self.index.path), self.mode, self.budget, self.resolution, self._channel_weights,
-                          self.slack, self.engine)
+        index, by the absolute path it was opened by, mode and weights, which maps the index's files itself); the
+        stemmer and the mapped files are not picklable, and a copy of mapped memory would not be shared. Where the
+        index no longer opens so (:func:`reopen`), the copy raises why when it is used."""
+        return reopen, (str(self.index.where), self.mode, self.budget, self.resolution, self._channel_weights,
+                        self.slack, self.engine)
 
     def __exit__(self, *exc) -> None:
         self.close()

@@ -243,6 +243,10 @@ def test_rerank_takes_candidates_and_corpus_in_memory_and_writes_the_run_their_f
     ({"q1": {"d1": float("nan")}}, {"d1": "x"}, InputError, "candidates['q1']: the score of doc 'd1' is not finite: nan"),
     ({"q1": {"d1": "1.5"}}, {"d1": "x"}, InputError, "candidates['q1']: the score of doc 'd1' is not a number: '1.5'"),
     ({"q1": {"d1": True}}, {"d1": "x"}, InputError, "candidates['q1']: the score of doc 'd1' is not a number: True"),
+    ({"q1": {"d1": np.bool_(True)}}, {"d1": "x"}, InputError, "candidates['q1']: the score of doc 'd1' is not a number: "
+                                                              "np.True_"),  # was taken as 1.0, where True is refused
+    ({"q1": {"d1": 10 ** 400}}, {"d1": "x"}, InputError, "candidates['q1']: the score of doc 'd1' is not finite: "
+                                                         "100000000000000000...0000000000000000000"),  # was an OverflowError
     ({"q1": {"d1"}}, {"d1": "x"}, InputError, "candidates['q1']: a query's candidates are [docid, ...] in rank order "
                                               "or {docid: score}, found set"),
     ({"q1": "d1"}, {"d1": "x"}, InputError, "candidates['q1']: a query's candidates are"),
@@ -528,6 +532,8 @@ def test_evaluate_takes_runs_and_qrels_in_memory_as_their_files_give_them(tmp_pa
         api.evaluate(deep, qrels, qrels_format="trec")
     with pytest.raises(InputError, match=r"^run\['1'\]: a ranking is \{docid: score\}"):
         api.evaluate({"1": ["31715818"]}, qrels)
+    with pytest.raises(InputError, match=r"^run\['1'\]: a ranking is \{docid: score\} .*found ndarray$"):
+        api.evaluate({"1": np.array(["31715818", "1"])}, qrels)  # was numpy's "truth value ... is ambiguous"
 
 
 def test_index_and_append_take_a_dict_of_documents_keyed_by_docid(tmp_path):
@@ -550,3 +556,11 @@ def test_index_and_append_take_a_dict_of_documents_keyed_by_docid(tmp_path):
     with pytest.raises(InputError, match=r"a docid must be a string, found tuple"):
         api.index({(3,): "x"}, tmp_path / "d", model="ndrm2", progress=False)
     assert not (tmp_path / "d").exists()
+    # a key the index holds is named as the dict's entry, as index names one (it said documents[1], and of an
+    # int key that matched a text's number, that a text's docid is its position)
+    api.index({1: "cells divide", 2: "proteins fold"}, tmp_path / "e", model="ndrm2", progress=False)
+    for docs, where in (({"x": "new", "2": "again"}, "corpus['2']"), ({2: "again"}, "corpus[2]")):
+        with pytest.raises(InputError) as err:
+            api.append(docs, tmp_path / "e", progress=False)
+        assert str(err.value) == f"{where}: docid '2' is already in the index {tmp_path / 'e'}"
+    assert Manifest.read(tmp_path / "e").num_docs == 2

@@ -10,6 +10,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 import pytrec_eval
 from scipy import stats
@@ -510,10 +511,22 @@ def test_per_query_rows_put_each_querys_runs_together():
     (RUN, ["q1"], {}, "qrels: expected a dict qid -> {docid: grade}, found list"),
     (RUN, QRELS, {"rel_level": "2"}, "rel_level must be an integer >= 1, got '2'"),
     (RUN, QRELS, {"measures": "nDCG@10"}, "measures must be a list of names, e.g. ['nDCG@10'], got a string"),
+    # a numpy array's truth is ambiguous: a bare ValueError from numpy
+    ({"q1": np.array(["d1", "d3"])}, QRELS, {}, "run['q1']: a ranking is {docid: score} or [(docid, score), ...], "
+                                                "found ndarray"),
+    # a run file with a docid twice in a query, or a query's lines in two places, is refused; in memory they merged
+    ({"q1": [("d1", 2.0), ("d3", 1.0), ("d1", 0.5)]}, QRELS, {}, "run['q1']: query 'q1' retrieves doc 'd1' twice"),
+    ({"q1": {7: 2.0, "7": 1.0}}, QRELS, {}, "run['q1']: query 'q1' retrieves doc '7' twice"),
+    ({1: {"d1": 1.0}, "1": {"d3": 1.0}}, {"1": {"d1": 1}}, {}, "run['1']: duplicate query id '1' (first at run[1])"),
+    (RUN, {1: {"d1": 1}, "1": {"d3": 1}}, {}, "qrels['1']: duplicate query id '1' (first at qrels[1])"),
+    (RUN, {"q1": {7: 1, "7": 0}}, {}, "qrels['q1']: repeated judgement of query 'q1', doc '7'"),
+    ({"q1": {"d1": 10 ** 400}}, QRELS, {}, "run['q1']: a score is a number (int too large to convert to float)"),
 ])
 def test_a_run_or_qrels_of_the_wrong_shape_is_one_input_error(run, qrels, options, message):
     """Docids without scores met a ValueError from unpacking deep inside, qrels as lists an AttributeError,
-    a rel_level string a TypeError; a measures string was read a letter at a time ("unknown measure 'n'")."""
+    a rel_level string a TypeError; a measures string was read a letter at a time ("unknown measure 'n'").
+    Docids as a numpy array met numpy's "truth value of an array ... is ambiguous"; a docid twice in a query, or a
+    query id twice (1 and "1"), was merged where a run file's is refused; a score beyond a float an OverflowError."""
     with pytest.raises(InputError) as info:
         evaluate(run, qrels, **options)
     assert str(info.value) == message

@@ -979,3 +979,38 @@ def test_a_searcher_pickles_as_how_to_open_it_again(scifact_index):
         assert copy.channel_mult.tolist() == s.channel_mult.tolist() and copy.index is not s.index
         for q in ("white matter", "vitamin d deficiency cancer"):
             assert copy.search(q, 10) == s.search(q, 10)
+
+
+def test_a_pickled_searcher_reopens_its_index_from_anywhere_and_says_why_it_cannot(scifact_index, tmp_path, monkeypatch):
+    """A searcher opened by a relative path pickled that path: after ``os.chdir`` (a notebook's ``%cd``) its
+    copies looked for the index elsewhere. An index deleted (or rebuilt with other channels) before a
+    ``multiprocessing.Pool`` worker unpickled its task killed the worker while it read the task, and the pool
+    waited for it forever; now the copy raises why when it is used, and the pool hands that error back. Real
+    pools, spawned and forked: each worker's copy maps the index itself and finds what the original finds."""
+    import multiprocessing
+    import operator
+    import pickle
+    import shutil
+
+    queries = ("white matter", "vitamin d deficiency cancer")
+    monkeypatch.chdir(scifact_index.parent)
+    s = Searcher(scifact_index.name, mode="anytime", budget=5_000, channel_weights={"idf": 2.0})
+    expected = [s.search(q, 10) for q in queries]
+    monkeypatch.chdir(tmp_path)
+    for method in ("spawn", "fork"):
+        with multiprocessing.get_context(method).Pool(2) as pool:
+            found = pool.starmap_async(Searcher.search, [(s, q, 10) for q in queries]).get(timeout=120)
+        assert found == expected, method
+    s.close()
+    gone = tmp_path / "gone"
+    shutil.copytree(scifact_index, gone)
+    with Searcher(gone) as s:
+        pickled = pickle.dumps(s)
+        shutil.rmtree(gone)
+        with pickle.loads(pickled) as copy:  # no error until it is used
+            with pytest.raises(IndexFormatError, match="gone: no such index directory$"):
+                copy.search("white matter")
+            assert pickle.loads(pickle.dumps(copy)) is not None
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            with pytest.raises(IndexFormatError, match="gone: no such index directory$"):
+                pool.map_async(operator.methodcaller("search", "white matter"), [s]).get(timeout=120)
