@@ -20,12 +20,13 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import reprlib
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ckqti.errors import InputError
+from ckqti.errors import InputError, is_real
 from ckqti.measures import DEFAULT_MEASURES, ncg_at_k, parse_measures, trec_eval_scores
 from ckqti.significance import Comparison, compare_results
 from ckqti.tables import format_table
@@ -206,6 +207,10 @@ def checked_ranking(qid, docs: Ranking) -> dict[str, float]:
             raise InputError(f"run[{qid!r}]: a ranking is {{docid: score}} or [(docid, score), ...], found "
                              f"{type(docs).__name__}")
         docs = pairs  # an iterator, read once
+    scores = list(docs.values()) if isinstance(docs, Mapping) else [s for _, s in docs]
+    if not all(issubclass(kind, numbers.Real) and not issubclass(kind, bool) for kind in set(map(type, scores))):
+        bad = next(s for s in scores if not is_real(s))  # text ("1.0") or a bool: as rerank's candidates refuse them
+        raise InputError(f"run[{qid!r}]: a score is a number, found {type(bad).__name__} {reprlib.repr(bad)}")
     try:
         ranked = trec_order(docs)
     except (TypeError, ValueError, OverflowError) as e:  # OverflowError: an int beyond a float's range

@@ -127,6 +127,19 @@ def test_scores_equal_in_single_precision_tie_for_every_measure():
     assert result.mean == pytest.approx({"nDCG@1": 0.0, "NCG@1": 0.0, "RR": 0.5, "RR@1": 0.0})
 
 
+def test_a_score_in_memory_is_a_number_not_text_or_a_bool():
+    """Text that reads as a number ("1.0") and bools (numpy's too) were ranked as scores in a run given in memory,
+    where rerank's candidates in memory refuse them; numpy numbers are numbers."""
+    import numpy as np
+
+    for bad, shown in (("1.0", "str '1.0'"), (True, "bool True"), (np.bool_(True), "bool np.True_")):
+        for run in ({"q1": {"d1": bad, "d3": 1.0}}, {"q1": [("d1", 2.0), ("d3", bad)]}):
+            with pytest.raises(InputError, match=f"run\\['q1'\\]: a score is a number, found {shown}"):
+                evaluate(run, QRELS, ["nDCG@10"])
+    good = evaluate({"q1": {"d3": np.float32(3.0), "d1": np.int64(2), "d2": 1}}, QRELS, ["nDCG@10"])
+    assert good.mean["nDCG@10"] == evaluate(RUN, QRELS, ["nDCG@10"]).mean["nDCG@10"]
+
+
 def test_a_nan_score_is_refused_not_ranked_anywhere():
     """A run file's 'nan' is refused as it is read, but a run given as a mapping (ckqti train's dev runs, from a
     model's scores) reached the sort, where NaN compares false with everything: 'a' (0.7) ranked third behind
