@@ -46,6 +46,8 @@ def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_s
                adapt_vocabulary, orcas):
     """Rerank each query's top --depth candidates with a model; writes a TREC run."""
     check_format_needs_corpus(fmt, corpus)
+    if str(candidates) == "bm25" and corpus is None:  # options that do not combine: a usage error, said first
+        raise click.UsageError("--candidates bm25 needs --corpus (BM25 searches the corpus file)")
     s = api.rerank(queries, candidates, model_path, out, depth, corpus, fmt=fmt, batch_size=batch_size, device=device,
                    tag=tag, max_doc_length=max_doc_length, adapt_vocabulary=adapt_vocabulary, orcas=orcas,
                    progress=True)

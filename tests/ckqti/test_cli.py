@@ -575,7 +575,8 @@ def test_rerank_notes_unknown_words_from_exactly_the_threshold(tmp_path, monkeyp
         stats = RerankStats(queries=1, reranked=1, skipped=(), pairs=3, seconds=0.1, model_id="m", kind="ndrm",
                             candidates="run", out=tmp_path / "r.trec", unknown_words=share)
         monkeypatch.setattr(api, "rerank", lambda *a, stats=stats, **kw: stats)
-        res = invoke("rerank", "--queries", queries, "--candidates", "bm25", "--model", "m", "--out", tmp_path / "r.trec")
+        res = invoke("rerank", "--queries", queries, "--candidates", "bm25", "--corpus", queries, "--model", "m",
+                     "--out", tmp_path / "r.trec")
         assert res.exit_code == 0, res.output
         assert ("as unknown" in res.stderr) == noted, (share, res.stderr)
 
@@ -786,6 +787,18 @@ def test_format_without_a_corpus_is_refused_not_ignored(tmp_path, monkeypatch):
                  ("explain", "cat", "d1", "--index", tmp_path, "--format", "jsonl")):
         res = invoke(*args)
         assert res.exit_code == 2 and "--format" in res.output and "--corpus" in res.output, res.output
+
+
+def test_bm25_candidates_without_a_corpus_are_a_usage_error(tmp_path, monkeypatch):
+    """`rerank --candidates bm25` without --corpus is options that do not combine (exit 2, the usage line), as
+    --format without --corpus is; it was an input error (exit 1) from inside the API."""
+    no_api_calls(monkeypatch, "rerank")
+    queries = tmp_path / "q.tsv"
+    queries.write_text("1\tcat\n")
+    res = invoke("rerank", "--queries", queries, "--candidates", "bm25", "--model", "ndrm2", "--out", tmp_path / "r.trec")
+    assert res.exit_code == 2 and "Usage:" in res.output, res.output
+    assert res.stderr.strip().splitlines()[-1] == "Error: --candidates bm25 needs --corpus (BM25 searches the corpus file)"
+    assert not (tmp_path / "r.trec").exists()
 
 
 def test_a_reader_that_left_gets_no_error(tmp_path, scifact_index):
