@@ -1,4 +1,4 @@
-"""Measures on hand-computed examples, agreement with trec_eval, query handling, significance, tables."""
+"""evaluate() and reports: query handling, input checks, evaluate_files, EvalResult and EvalReport tables and JSON."""
 
 from __future__ import annotations
 
@@ -8,76 +8,18 @@ import random
 import subprocess
 import sys
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
-import pytrec_eval
 from scipy import stats
 
 from ckqti.errors import InputError
 from ckqti.evaluate import EvalReport, EvalResult, evaluate, evaluate_files
-from ckqti.measures import DEFAULT_MEASURES, Measure, ncg_at_k, parse_measure
-from ckqti.significance import compare_results, paired_ttest, wilcoxon
-from ckqti.tables import format_table
-from indexer.readers import read_corpus, read_qrels
+from ckqti.measures import DEFAULT_MEASURES
+from ckqti.significance import compare_results
+from indexer.readers import read_qrels
 from retriever.runs import trec_order, write_run
-
-ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / ".." / "shared" / "data"
-
-# One query, three documents, graded: d1 grade 2, d2 judged non-relevant, d3 grade 1.
-QRELS = {"q1": {"d1": 2, "d2": 0, "d3": 1}}
-RUN = {"q1": {"d3": 3.0, "d1": 2.0, "d2": 1.0}}
-
-
-def test_hand_computed_three_document_example():
-    result = evaluate(RUN, QRELS, ["nDCG@10", "nDCG@1", "RR@10", "AP@100", "P@10", "R@100", "NCG@100", "NCG@1"])
-    dcg = 1 / math.log2(2) + 2 / math.log2(3)  # d3 (gain 1) at rank 1, d1 (gain 2) at rank 2
-    ideal = 2 / math.log2(2) + 1 / math.log2(3)
-    expected = {
-        "nDCG@10": dcg / ideal,  # 0.8597
-        "nDCG@1": 1 / 2,
-        "RR@10": 1.0,
-        "AP@100": (1 / 1 + 2 / 2) / 2,
-        "P@10": 2 / 10,
-        "R@100": 1.0,
-        "NCG@100": (1 + 2) / (2 + 1),
-        "NCG@1": 1 / 2,
-    }
-    assert result.mean == pytest.approx(expected)
-    assert result.by_query == {"q1": pytest.approx(expected)}
-    assert round(result.mean["nDCG@10"], 4) == 0.8597
-
-
-def test_rel_level_changes_binary_measures_only():
-    result = evaluate(RUN, QRELS, ["nDCG@10", "RR@10", "AP@100", "P@10", "R@100", "NCG@100"], rel_level=2)
-    assert result.mean == pytest.approx(
-        {
-            "nDCG@10": evaluate(RUN, QRELS, ["nDCG@10"]).mean["nDCG@10"],
-            "RR@10": 1 / 2,  # only d1 counts, at rank 2
-            "AP@100": (1 / 2) / 1,
-            "P@10": 1 / 10,
-            "R@100": 1.0,
-            "NCG@100": 1.0,
-        }
-    )
-
-
-def test_rel_level_reaches_recall():
-    only_d3 = {"q1": {"d3": 1.0}}  # grade 1 retrieved, grade 2 missed
-    assert evaluate(only_d3, QRELS, ["R@100"]).mean["R@100"] == pytest.approx(1 / 2)
-    assert evaluate(only_d3, QRELS, ["R@100"], rel_level=2).mean["R@100"] == 0.0
-
-
-def test_ncg_at_k():
-    gains = {"a": 3, "b": 1, "c": 2, "n": 0, "neg": -1}
-    assert ncg_at_k(["b", "x", "a"], gains, 2) == pytest.approx(1 / (3 + 2))
-    assert ncg_at_k(["b", "x", "a"], gains, 3) == pytest.approx((1 + 3) / (3 + 2 + 1))
-    assert ncg_at_k(["c", "a", "b"], gains, 3) == 1.0  # order inside the cutoff does not matter
-    assert ncg_at_k(["neg", "n"], gains, 10) == 0.0
-    assert ncg_at_k(["a"], gains, None) == pytest.approx(3 / 6)
-    assert ncg_at_k(["a"], {"a": 0}, 10) == 0.0  # no positive gain: 0, not a division by zero
+from tests.ckqti.eval_data import DATA, QRELS, ROOT, RUN
 
 
 def test_missing_unjudged_and_empty_queries():
@@ -106,27 +48,6 @@ def test_only_judged_queries_are_sorted(monkeypatch):
     assert result.by_query["q1"] == evaluate(RUN, QRELS).by_query["q1"]
 
 
-def test_query_without_relevant_document_counts_as_zero():
-    result = evaluate({"q": {"a": 1.0}}, {"q": {"a": 0}}, ["nDCG@10", "RR@10", "NCG@100"])
-    assert result.mean == {"nDCG@10": 0.0, "RR@10": 0.0, "NCG@100": 0.0} and result.num_queries == 1
-
-
-def test_ties_are_broken_alike_by_every_measure():
-    """ir_measures' default provider mix would give RR 1.0 here but nDCG as if 'a' were second."""
-    result = evaluate({"q": {"a": 1.0, "b": 1.0}}, {"q": {"a": 1}}, ["RR@10", "nDCG@10", "NCG@1"])
-    assert result.mean == pytest.approx({"RR@10": 0.5, "nDCG@10": 1 / math.log2(3), "NCG@1": 0.0})
-
-
-def test_scores_equal_in_single_precision_tie_for_every_measure():
-    """trec_eval (and pytrec_eval) hold a score as a C float: 1.0000000001 and 1.0 tie there, and 'b' ranks
-    before 'a'. NCG@1 and RR@1 counted 'a' first (1.0 each, beside nDCG@1's 0.0)."""
-    run = {"q": {"a": 1.0000000001, "b": 1.0, "c": 0.5}}
-    result = evaluate(run, {"q": {"a": 1}}, ["nDCG@1", "NCG@1", "RR", "RR@1"])
-    direct = pytrec_eval.RelevanceEvaluator({"q": {"a": 1}}, {"ndcg_cut.1", "recip_rank"}).evaluate(run)["q"]
-    assert (direct["ndcg_cut_1"], direct["recip_rank"]) == (0.0, 0.5)
-    assert result.mean == pytest.approx({"nDCG@1": 0.0, "NCG@1": 0.0, "RR": 0.5, "RR@1": 0.0})
-
-
 def test_a_score_in_memory_is_a_number_not_text_or_a_bool():
     """Text that reads as a number ("1.0") and bools (numpy's too) were ranked as scores in a run given in memory,
     where rerank's candidates in memory refuse them; numpy numbers are numbers."""
@@ -152,141 +73,9 @@ def test_a_nan_score_is_refused_not_ranked_anywhere():
     assert infinite.mean == {"RR": 0.5}
 
 
-def test_rr_cutoff_counts_only_the_top_k():
-    run = {"q": {f"d{i:02d}": 100.0 - i for i in range(1, 31)}}  # d01 ranked first ... d30 last
-    at_11 = evaluate(run, {"q": {"d11": 1}}, ["RR@10", "RR@11", "RR"]).mean
-    assert at_11 == pytest.approx({"RR@10": 0.0, "RR@11": 1 / 11, "RR": 1 / 11})
-
-
 def test_run_as_ranked_lists():
     as_lists = {q: sorted(docs.items()) for q, docs in RUN.items()}
     assert evaluate(as_lists, QRELS).mean == evaluate(RUN, QRELS).mean
-
-
-def test_measure_names_and_bad_arguments():
-    assert parse_measure("MRR@10").family == "RR" and parse_measure("MAP@100").family == "AP"
-    assert parse_measure("nDCG").cutoff is None
-    # any case, as trec_eval users write them, and MRR, MAP: each named one way in every column and key
-    # (the table's header read "ndcg@10" as typed, beside the notes' "RR, AP, P, R")
-    assert evaluate(RUN, QRELS, ["MRR@10"]).mean == {"RR@10": 1.0}
-    assert parse_measure("ndcg@10") == Measure("nDCG", 10, "nDCG@10") and parse_measure("map") == Measure("AP", None, "AP")
-    assert parse_measure(" nDCG@010 ").name == "nDCG@10" and parse_measure("mrr").name == "RR"
-    assert evaluate(RUN, QRELS, ["ndcg@10", "p@1"]).mean == {"nDCG@10": evaluate(RUN, QRELS).mean["nDCG@10"],
-                                                              "P@1": evaluate(RUN, QRELS, ["P@1"]).mean["P@1"]}
-    for bad in ("BLEU@4", "nDCG@0", "nDCG@x", "nDCG@\u0661\u0660", "P@\uff11"):  # Arabic-Indic and full-width digits
-        with pytest.raises(InputError):
-            parse_measure(bad)
-    with pytest.raises(InputError):
-        evaluate(RUN, QRELS, rel_level=0)
-    with pytest.raises(InputError, match="no judgement reaches grade 3 \\(the highest is 2\\)"):
-        evaluate(RUN, QRELS, rel_level=3)  # TREC DL's grades stop at 3: --rel-level 5 scored every query 0
-    assert evaluate(RUN, QRELS, rel_level=2).mean["P@10"] == pytest.approx(0.1)
-    with pytest.raises(InputError):
-        evaluate(RUN, {"q": {}})
-    for twice in (["P@10", "P@10"], ["AP@100", "MAP@100"]):
-        with pytest.raises(InputError):
-            evaluate(RUN, QRELS, twice)
-
-
-def test_a_cutoff_beyond_trec_evals_reach_is_refused():
-    """trec_eval reads a cutoff as a C long: nDCG@99999999999999999999 came back named ndcg_cut_9223372036854775807
-    and ended ``ckqti eval`` in a KeyError traceback (found by fuzzing). Up to 2**31 - 1 is read whole."""
-    assert evaluate(RUN, QRELS, ["nDCG@2147483647", "P@2147483647"]).mean == pytest.approx(
-        {"nDCG@2147483647": evaluate(RUN, QRELS, ["nDCG"]).mean["nDCG"], "P@2147483647": 2 / 2147483647})
-    for measure in ("AP@99999999999999999999", "R@18446744073709551617", "nDCG@2147483648"):
-        with pytest.raises(InputError, match="the cutoff must be at most 2,147,483,647"):
-            evaluate(RUN, QRELS, [measure])
-
-
-def test_precision_and_recall_without_a_cutoff_take_every_retrieved_document():
-    # --measures P crashed with ir_measures' AssertionError: its P and R need a cutoff (trec_eval's set_P, set_recall do not)
-    assert evaluate(RUN, QRELS, ["P", "R"]).mean == pytest.approx({"P": 2 / 3, "R": 1.0})  # d3, d1 of the 3 retrieved
-    assert evaluate(RUN, QRELS, ["P", "R"], rel_level=2).mean == pytest.approx({"P": 1 / 3, "R": 1.0})  # d1 alone
-    run, qrels = scifact_run(seed=5)
-    result = evaluate(run, qrels, ["P", "R"])
-    direct = pytrec_eval.RelevanceEvaluator(qrels, {"set_P", "set_recall"}).evaluate(run)
-    for qid, scores in result.by_query.items():
-        assert scores == pytest.approx({"P": direct[qid]["set_P"], "R": direct[qid]["set_recall"]}, abs=1e-12)
-
-
-def scifact_run(seed: int) -> tuple[dict, dict]:
-    """A random run over SciFact's test queries: the relevant docs plus 150 random ones, scores on a coarse grid (ties)."""
-    qrels = read_qrels(DATA / "scifact" / "qrels" / "test.tsv")
-    docids = [d.docid for d in read_corpus(DATA / "scifact" / "corpus.jsonl")]
-    rng = random.Random(seed)
-    run = {}
-    for qid, judged in qrels.items():
-        candidates = set(judged) | set(rng.sample(docids, 150))
-        run[qid] = {d: rng.randint(0, 20) / 10 for d in sorted(candidates)}
-    return run, qrels
-
-
-def test_agrees_with_trec_eval_on_real_qrels():
-    run, qrels = scifact_run(seed=7)
-    result = evaluate(run, qrels, ["nDCG@10", "P@10", "AP@100", "R@100", "RR@10", "NCG@100"])
-    direct = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "P.10", "map_cut.100", "recall.100"}).evaluate(run)
-    names = {"nDCG@10": "ndcg_cut_10", "P@10": "P_10", "AP@100": "map_cut_100", "R@100": "recall_100"}
-    for qid, scores in result.by_query.items():
-        for ours, theirs in names.items():
-            assert scores[ours] == pytest.approx(direct[qid][theirs], abs=1e-12)
-        ranked = [d for d, _ in trec_order(run[qid])][:10]
-        first = next((i for i, d in enumerate(ranked, 1) if qrels[qid].get(d, 0) >= 1), None)
-        assert scores["RR@10"] == pytest.approx(1 / first if first else 0.0)
-        # Binary judgements, at most 100 relevant per query: NCG@100 is recall@100.
-        assert scores["NCG@100"] == pytest.approx(scores["R@100"])
-    assert 0.0 < result.mean["nDCG@10"] < 1.0
-
-
-def test_paired_ttest_on_known_vectors():
-    a, b = [1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 5.0, 9.0]  # differences 1, 2, 2, 5: mean 2.5, sd sqrt(3)
-    result = paired_ttest(a, b)
-    t = 2.5 / (math.sqrt(3) / math.sqrt(4))
-    assert result.statistic == pytest.approx(t)
-    assert result.p_value == pytest.approx(2 * stats.t.sf(t, df=3))
-    assert (result.mean_delta, result.n, result.test) == (2.5, 4, "t-test")
-    assert paired_ttest(b, a).statistic == pytest.approx(-t)
-    reference = stats.ttest_rel(b, a)
-    assert (result.statistic, result.p_value) == pytest.approx((reference.statistic, reference.pvalue))
-
-
-def test_wilcoxon_on_known_vectors():
-    a, b = [0.0] * 5, [1.0, 2.0, 3.0, 4.0, 5.0]  # all differences positive: W = 0, exact p = 2 / 2**5
-    result = wilcoxon(a, b)
-    assert (result.statistic, result.p_value, result.mean_delta, result.n) == (0.0, pytest.approx(0.0625), 3.0, 5)
-    rng = random.Random(3)
-    x = [rng.random() for _ in range(30)]
-    y = [v + rng.gauss(0.05, 0.1) for v in x]
-    reference = stats.wilcoxon(y, x)
-    assert (wilcoxon(x, y).statistic, wilcoxon(x, y).p_value) == pytest.approx((reference.statistic, reference.pvalue))
-
-
-def test_significance_on_mappings_and_degenerate_input():
-    a, b = {"q1": 0.1, "q2": 0.5, "q3": 0.2}, {"q3": 0.3, "q1": 0.4, "q2": 0.5}  # aligned by qid, not by order
-    assert paired_ttest(a, b).mean_delta == pytest.approx((0.3 + 0.0 + 0.1) / 3)
-    same = paired_ttest(a, dict(a))
-    assert (same.statistic, same.p_value, same.mean_delta) == (0.0, 1.0, 0.0)
-    assert wilcoxon(a, dict(a)).p_value == 1.0
-    with pytest.raises(ValueError):
-        paired_ttest(a, {"q1": 0.1, "q2": 0.5})
-    with pytest.raises(ValueError):
-        wilcoxon([1.0, 2.0], [1.0])
-    one = paired_ttest([1.0], [2.0])
-    assert math.isnan(one.statistic) and math.isnan(one.p_value) and (one.mean_delta, one.n) == (1.0, 1)
-    constant = paired_ttest([0.0, 0.1, 0.2], [0.5, 0.6, 0.7])  # zero variance of the differences
-    assert constant.mean_delta == pytest.approx(0.5) and constant.p_value < 0.05
-
-
-def test_format_table_plain_and_markdown():
-    rows = [["bm25", "0.5000"], ["a-longer-name", "1.0000"]]
-    assert format_table(["run", "nDCG@10"], rows) == (
-        "run            nDCG@10\nbm25            0.5000\na-longer-name   1.0000"
-    )
-    assert format_table(["run", "nDCG@10"], rows, markdown=True).splitlines() == [
-        "| run           | nDCG@10 |",
-        "|---------------|--------:|",
-        "| bm25          |  0.5000 |",
-        "| a-longer-name |  1.0000 |",
-    ]
 
 
 def test_evaluate_files_with_comparison(tmp_path):
@@ -382,7 +171,6 @@ def test_evaluate_files_refuses_a_run_of_other_queries(tmp_path):
     assert evaluate_files(other, DATA / "vaswani" / "qrels").results[0].num_queries == 93
 
 
-
 def test_evaluate_files_holds_only_the_judged_queries(tmp_path, monkeypatch):
     """A run of many queries of which few are judged (MS MARCO's dev runs: 6,980 of 101,093) is held, when
     it is evaluated, only for the judged ones: read whole, a run at k = 1,000 took ~120 bytes a line (30,000
@@ -408,6 +196,7 @@ def test_evaluate_files_holds_only_the_judged_queries(tmp_path, monkeypatch):
     assert [r.mean for r in report.results] == [r.mean for r in whole]
     assert [r.unjudged for r in report.results] == [r.unjudged for r in whole]
     assert len(report.results[0].unjudged) == 98 and report.results[0].num_queries == 2
+
 
 def test_result_table_for_one_run():
     text = EvalResult(("P@10",), {"P@10": 0.25}, {"q": {"P@10": 0.25}}).table(name="mine")
@@ -472,36 +261,6 @@ def test_grades_beyond_a_million_are_refused_not_passed_to_trec_eval():
     for grade in (10**6 + 1, -(10**6) - 1, 2**31 - 1, 2**40):
         with pytest.raises(InputError, match="out of range"):
             evaluate(run, {"q": {"d": grade}})
-
-
-def test_a_query_judged_only_below_minus_one_scores_0_and_crashes_nothing():
-    """trec_eval sized an array by the largest grade: a query whose grades were all -2 or lower beside
-    another query killed ``ckqti eval`` with a segmentation fault (found by fuzzing). Negative grades
-    are no gain and not relevant (as 0 in trec_eval), so that query scores 0. In a child process: the
-    fault would end the test run."""
-    code = (
-        "import json; from ckqti.evaluate import evaluate; from ckqti.measures import DEFAULT_MEASURES; "
-        "r = evaluate({'a': {'d1': 1.0, 'd2': 2.0}, 'b': {'d1': 1.0, 'd2': 2.0}}, "
-        "{'a': {'d1': 2, 'd2': 1}, 'b': {'d1': -2, 'd2': -5}}, DEFAULT_MEASURES); print(json.dumps(r.by_query))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-500:]
-    by_query = json.loads(out.stdout)
-    assert by_query["b"] == dict.fromkeys(DEFAULT_MEASURES, 0.0)
-    assert by_query["a"]["AP@100"] == 1.0 and by_query["a"]["RR@10"] == 1.0
-    assert by_query["a"]["nDCG@10"] == pytest.approx((1 + 2 / math.log2(3)) / (2 + 1 / math.log2(3)))
-
-
-def test_paired_tests_pair_mappings_by_query_and_need_two_queries():
-    """Mappings listed in other orders are paired by qid (not by position), and a test on one query
-    has no p-value (NaN; scipy's Wilcoxon would say 1.0)."""
-    a = {"q1": 0.1, "q2": 0.5, "q3": 0.2, "q4": 0.9}
-    b = {"q4": 0.7, "q3": 0.6, "q1": 0.3, "q2": 0.55}
-    x, y = [a[q] for q in a], [b[q] for q in a]
-    for test, reference in ((paired_ttest, stats.ttest_rel), (wilcoxon, stats.wilcoxon)):
-        assert test(a, b).p_value == pytest.approx(reference(y, x).pvalue)
-        one = test({"q1": 0.1}, {"q1": 0.3})
-        assert math.isnan(one.statistic) and math.isnan(one.p_value) and one.mean_delta == pytest.approx(0.2)
 
 
 def test_per_query_rows_put_each_querys_runs_together():
