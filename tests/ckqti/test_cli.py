@@ -1187,10 +1187,17 @@ def test_a_slow_run_that_compiles_nothing_says_nothing_of_compiling(tmp_path, sc
     from numba import njit
 
     import retriever.kernels as kernels_mod
+    from ckqti.cli.search import SLOW_RUN_NOTE, UNCACHED_RUN_NOTE
 
     queries = tmp_path / "q.tsv"
     queries.write_text("q1\n")  # no text column: the run fails before any search
     slow_runs(monkeypatch)
+    # the control: as slow, while a kernel compiles, the note is said (so the wait above was shortened, and its
+    # absence below is the check's, not a wait that never ended)
+    with monkeypatch.context() as m:
+        m.setattr(api, "kernels_compiling", lambda batch=False: True)
+        said = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "r.trec").stderr
+        assert SLOW_RUN_NOTE in said or UNCACHED_RUN_NOTE in said, said
     monkeypatch.setattr(kernels_mod, "saat_batch", njit(lambda: 0))  # a batch kernel not yet called, as in a new process
     res = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "r.trec")
     assert res.exit_code == 1 and res.stderr.splitlines() == [
