@@ -31,7 +31,7 @@ from ckqti.measures import DEFAULT_MEASURES, ncg_at_k, parse_measures, trec_eval
 from ckqti.significance import Comparison, compare_results
 from ckqti.tables import format_table
 from ckqti.terminal import counted
-from retriever.runs import Ranking, trec_order
+from retriever.runs import Ranking, all_numbers, trec_order
 
 SHOWN_QIDS = 5  # query ids an EvalResult's repr shows of its missing and unjudged ones; the rest are counted
 
@@ -208,7 +208,7 @@ def checked_ranking(qid, docs: Ranking) -> dict[str, float]:
                              f"{type(docs).__name__}")
         docs = pairs  # an iterator, read once
     scores = list(docs.values()) if isinstance(docs, Mapping) else [s for _, s in docs]
-    if not all(issubclass(kind, numbers.Real) and not issubclass(kind, bool) for kind in set(map(type, scores))):
+    if not all_numbers(scores):
         bad = next(s for s in scores if not is_real(s))  # text ("1.0") or a bool: as rerank's candidates refuse them
         raise InputError(f"run[{qid!r}]: a score is a number, found {type(bad).__name__} {reprlib.repr(bad)}")
     try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 import reprlib
 from array import array
 from collections.abc import Iterable, Mapping, Set
@@ -45,13 +44,12 @@ def memory_candidates(candidates: Mapping, queries: Mapping[str, str], depth: in
 
 def ranked_docids(qid: str, ranking, where: str) -> list[str]:
     """One query's candidates in memory (:func:`memory_candidates`), checked, in rank order."""
-    from retriever.runs import trec_order
+    from retriever.runs import all_numbers, trec_order
 
     if isinstance(ranking, Mapping):
         docids, scores = checked_docids(qid, list(ranking), where), list(ranking.values())
         try:  # every score a number (a bool, numpy's too, is none) that is finite: at once, else the first that is not named
-            good = all(issubclass(kind, numbers.Real) and not issubclass(kind, bool) for kind in set(map(type, scores))) \
-                and all(map(math.isfinite, array("d", scores)))
+            good = all_numbers(scores) and all(map(math.isfinite, array("d", scores)))
         except (TypeError, OverflowError):  # OverflowError: an int beyond a float's range
             good = False
         if not good:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import math
+import numbers
 import operator
 import re
 import sys
@@ -85,6 +86,12 @@ def trec_order(docs: Ranking) -> list[tuple[str, float]]:
     held = array("f", [s for _, s in pairs])  # trec_eval's C float (beyond its range: infinity, as there)
     ranked = sorted(((d, s, h) for (d, s), h in zip(pairs, held)), key=_HELD_SCORE_THEN_DOCID, reverse=True)
     return [(docid, score) for docid, score, _ in ranked]
+
+
+def all_numbers(scores: list) -> bool:
+    """Whether every score given in memory is a real number (not text, not a bool, numpy's neither): by the
+    scores' few types at once, so a query of 1,000 costs one set, not 1,000 checks."""
+    return all(issubclass(kind, numbers.Real) and not issubclass(kind, bool) for kind in set(map(type, scores)))
 
 
 def write_run(path: str | Path, results: Mapping[str, Ranking] | Iterable[tuple[str, Ranking]], tag: str) -> None:
