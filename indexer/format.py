@@ -169,6 +169,11 @@ class Manifest:
                 f"vocab_size={self.vocab_size:,}, shards={len(self.shards)}, channels={[c.get('weight') for c in self.channels]}, "
                 f"format_version={self.format_version}, generation={self.generation})")
 
+    @property
+    def max_doc_terms(self) -> int | None:
+        """The terms of a document the model read at build (later ones are not indexed); None if not recorded."""
+        return self.build.get("impact_config", {}).get("max_doc_terms")
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
 

@@ -81,7 +81,7 @@ def truncated_note(documents: int | None, manifest) -> None:
     """A note on stderr when ``documents`` (of a build or append of the index of ``manifest``) are longer than
     the model reads: a term only past that many is not indexed for them (a search for it does not find them)."""
     if documents:
-        cap = manifest.build.get("impact_config", {}).get("max_doc_terms")
+        cap = manifest.max_doc_terms
         echo(f"note: {counted(documents, 'document')} longer than the model reads ({cap:,} terms, with any ORCAS "
              "field): terms past that are not indexed for them", err=True)
 

@@ -52,7 +52,7 @@ def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channe
     if res.unweighted:
         echo(unweighted_note(searcher, res.unweighted), err=True)
     if unstored := searcher.unstored([t for t in res.terms if t not in res.unweighted]):
-        cap = searcher.index.manifest.build.get("impact_config", {}).get("max_doc_terms")
+        cap = searcher.index.manifest.max_doc_terms
         past = f" (a term only past a document's first {cap:,} terms, all the model reads, is not indexed)" if cap else ""
         echo(f"note: in the vocabulary but in no document's postings: {' '.join(unstored)}{past}", err=True)
     if as_json:
