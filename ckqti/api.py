@@ -308,13 +308,15 @@ def run(
     channel_weights: dict[str, float] | None = None,
     slack: float = 1.0,
 ) -> RunStats:
-    """Search every query of a queries file, or of a dict ``qid -> text``, and write a TREC run."""
+    """Search every query of a queries file, or of a dict ``qid -> text``, and write a TREC run; ``fmt`` is
+    the queries file's format (``tsv``, ``jsonl``, ``trec``, ``smart``; None: detected), as ``ckqti run
+    --queries-format``."""
     from indexer.readers import read_queries, read_query_mapping
+    from indexer.readers.queries import check_no_format_in_memory
     from retriever.runs import check_run_path, write_ranked_run
 
     in_memory = isinstance(queries, Mapping)
-    if in_memory and fmt is not None:
-        raise OptionError("fmt is for a queries file; a dict of queries is searched as it is", ("fmt",))
+    check_no_format_in_memory(queries, fmt, "fmt")
     check_paths(index_path=index_path, out=out, **({} if in_memory else {"queries": queries}))
     check_run_path(out, tag, {"queries file": queries})
     # engine "auto": a run of a few queries, or over a small collection, is scanned with numpy in less
@@ -424,7 +426,8 @@ def check_run_source(run, name: str) -> None:
 
 def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path, out: str | Path, *,
           dev_qrels: str | Path | None = None, fmt: str | None = None, qrels_format: str | None = None,
-          resume: bool = False, orcas: str | Path | None = None, **options) -> TrainResult | RerankerTrainResult:
+          queries_format: str | None = None, resume: bool = False, orcas: str | Path | None = None,
+          **options) -> TrainResult | RerankerTrainResult:
     """Train ``model`` (``ndrm1``, ``ndrm2``, ``ndrm3``, ``tk``, ``tkl`` or ``idcm``) on judged
     queries with BM25 candidates; writes the best dev epoch's checkpoint to ``out``.
 
@@ -432,7 +435,8 @@ def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path
     ``negatives``, ``latent_gate``, ...), checked against the model before any work.
     ``dev_qrels`` is NDRM's (TK, TKL and IDCM carve dev from ``qrels``); ``resume`` continues an
     interrupted run of any model from its last finished epoch.
-    ``fmt`` is the corpus format, ``qrels_format`` the judgements' (``trec``, ``beir``,
+    ``fmt`` is the corpus format, ``queries_format`` the queries' (``tsv``, ``jsonl``, ``trec``, ``smart``;
+    None: detected, as :func:`run`'s ``fmt``), ``qrels_format`` the judgements' (``trec``, ``beir``,
     ``cranfield``; None: detected, as ``evaluate`` does). ``orcas``: an ORCAS file whose clicked
     queries lead each document's text as :func:`index`'s ``orcas`` stores them (every model; BM25
     candidates search the plain corpus, as :func:`rerank`'s ``orcas``); a resumed NDRM run must
@@ -458,11 +462,11 @@ def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path
         from ckqti.train import rerankers
 
         return rerankers.train_reranker(model, corpus, queries, qrels, out, config, fmt=fmt, qrels_format=qrels_format,
-                                        orcas=orcas, resume=resume)
+                                        queries_format=queries_format, orcas=orcas, resume=resume)
     import ckqti.train
 
     return ckqti.train.train(corpus, queries, qrels, out, config, dev_qrels=dev_qrels, fmt=fmt, qrels_format=qrels_format,
-                             resume=resume, orcas=orcas)
+                             queries_format=queries_format, resume=resume, orcas=orcas)
 
 
 def check_keywords(fn, options: dict, passed: tuple[str, ...] = ()) -> None:
@@ -522,7 +526,7 @@ def rerank(queries: str | Path | Mapping[str, str], candidates: str | Path | Map
 
     Raises:
         OptionError: an argument of the wrong type, an unknown option, ``fmt`` or ``orcas`` with documents in
-            memory, BM25 candidates of them.
+            memory, ``queries_format`` with queries in memory, BM25 candidates of them.
         InputError: unreadable or malformed inputs (an entry in memory named: ``candidates['q1']``,
             ``corpus['d7']``, ``documents[3]``), candidates without text.
     """

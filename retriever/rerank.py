@@ -107,6 +107,7 @@ def rerank(
     corpus: CorpusSource | None = None,
     *,
     fmt: str | None = None,
+    queries_format: str | None = None,
     batch_size: int = 32,
     device: str | None = None,
     tag: str | None = None,
@@ -133,6 +134,8 @@ def rerank(
             memory, as :func:`ckqti.api.index` takes them (:func:`indexer.readers.documents_in_memory`): the same text as a file of
             the same fields.
         fmt: corpus format (None: from the file).
+        queries_format: the queries file's format, ``tsv``, ``jsonl``, ``trec`` or ``smart`` (None: from the file,
+            as :func:`indexer.readers.read_queries` tells it).
         batch_size: documents scored at once.
         device: torch device (default CUDA when available).
         tag: run tag (default ``ckqti-<kind>``).
@@ -154,19 +157,23 @@ def rerank(
     Raises:
         InputError: unreadable inputs (a dict's error names its entry: ``candidates['q1']``), missing corpus,
             candidates without text.
-        OptionError: ``fmt`` or ``orcas`` with documents in memory, BM25 candidates of them, ``tag`` without a run.
+        OptionError: ``fmt`` or ``orcas`` with documents in memory, ``queries_format`` with queries in memory, BM25
+            candidates of them, ``tag`` without a run.
         CkqtiError: an unreadable checkpoint.
     """
     if out is None and work_dir is None and is_bm25(candidates):  # no run file to keep BM25's index beside
         with tempfile.TemporaryDirectory(prefix="ckqti-bm25-") as work:
-            return rerank(queries, candidates, model_path, out, depth, corpus, fmt=fmt, batch_size=batch_size,
+            return rerank(queries, candidates, model_path, out, depth, corpus, fmt=fmt, queries_format=queries_format,
+                          batch_size=batch_size,
                           device=device, tag=tag, work_dir=work, max_doc_length=max_doc_length,
                           adapt_vocabulary=adapt_vocabulary, orcas=orcas, progress=progress)
     from ckqti.files import check_folder_of
     from ckqti.models.specs import resolve_model
     from indexer.readers import read_queries, read_query_mapping
+    from indexer.readers.queries import check_no_format_in_memory
     from retriever.runs import check_run_path
 
+    check_no_format_in_memory(queries, queries_format, "queries_format")
     if out is not None:
         check_run_path(out, tag, {"queries file": queries, "corpus": corpus, "ORCAS file": orcas,
                                   "candidates run": None if is_bm25(candidates) else candidates})
@@ -182,7 +189,7 @@ def rerank(
         check_folder_of(work / "bm25", "BM25's Lucene index")
     clicks = corpus_clicks(orcas, corpus)  # before the candidates are gathered: a bad line is said at once
     where_queries = "queries" if isinstance(queries, Mapping) else queries
-    queries = read_query_mapping(queries) if isinstance(queries, Mapping) else read_queries(queries)
+    queries = read_query_mapping(queries) if isinstance(queries, Mapping) else read_queries(queries, queries_format)
     candidates, gathered = early_candidates(candidates, queries, depth, corpus, fmt, work, where_queries)
     reranker = reranker_for(model_path, candidates, corpus, device, max_doc_length, fmt, adapt_vocabulary, clicks)
     cands, texts, where, refused = gathered or gather_candidates(candidates, queries, depth, corpus, fmt, work)

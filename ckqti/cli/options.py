@@ -39,6 +39,21 @@ def qrels_format_option(f):
                              "ask).")(f)
 
 
+def queries_format_option(f):
+    """``--queries-format`` of every command reading a queries file (run, rerank, train); ``--format`` is the
+    corpus's in every command that reads one (run's hidden ``--format`` is its old name: :func:`queries_format_of`)."""
+    return click.option("--queries-format", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None,
+                        help="Queries format (default: from the file).")(f)
+
+
+def queries_format_of(old: str | None, new: str | None) -> str | None:
+    """The queries format of run's old ``--format`` (hidden, kept for scripts) and ``--queries-format``: either,
+    or both when they agree; two formats are a usage error."""
+    if old is not None and new is not None and old != new:
+        raise click.UsageError(f"--format is the old name of --queries-format: give one (here {old} and {new})")
+    return new if new is not None else old
+
+
 def device_option(f):
     """``--device`` of every command that runs a model (index, train, rerank, explain)."""
     return click.option("--device", default=None, metavar="DEVICE",
@@ -113,7 +128,7 @@ class DefaultIndexOption(click.Option):
 
 
 def index_option(f):
-    """``--index`` of the commands that read an index (default: ``$CKQTI_INDEX``, else ``./index``)."""
+    """``--index`` of the commands that read an index (default: ``$CKQTI_INDEX``, else ``./ckqti-index``)."""
     return click.option("--index", "index_path", cls=DefaultIndexOption, default=None, type=PathArg(),
                         help=INDEX_HELP)(f)
 

@@ -15,6 +15,7 @@ from ckqti.cli.options import (
     check_format_needs_corpus,
     corpus_orcas_option,
     device_option,
+    queries_format_option,
 )
 from ckqti.terminal import counted
 
@@ -23,6 +24,7 @@ UNKNOWN_WORDS_NOTE = 0.02  # rerank's note: this share of the candidates' words 
 
 @command("rerank", short_help="Rerank each query's top candidates with a model.")
 @click.option("--queries", required=True, type=PathArg(), help="Queries file (TSV, JSONL, TREC, SMART).")
+@queries_format_option
 @click.option("--candidates", required=True, type=NameOrPath(), help="'bm25' (needs --corpus), an index directory, or a TREC run file.")
 @click.option("--model", "model_path", required=True, type=NameOrPath(),
               help="Checkpoint (TK, TKL, IDCM or NDRM), 'ndrm3-scifact' (the bundled NDRM3), or 'ndrm2' / "
@@ -42,15 +44,15 @@ UNKNOWN_WORDS_NOTE = 0.02  # rerank's note: this share of the candidates' words 
 @click.option("--adapt-vocabulary", is_flag=True,
               help="Read text with the collection's vocabulary (zero-shot): --corpus's, else the --candidates index's.")
 @corpus_orcas_option(" (BM25 candidates still search the plain corpus; an index's text holds its own).")
-def rerank_cmd(queries, candidates, model_path, out, depth, corpus, fmt, batch_size, device, tag, max_doc_length,
-               adapt_vocabulary, orcas):
+def rerank_cmd(queries, queries_format, candidates, model_path, out, depth, corpus, fmt, batch_size, device, tag,
+               max_doc_length, adapt_vocabulary, orcas):
     """Rerank each query's top --depth candidates with a model; writes a TREC run."""
     check_format_needs_corpus(fmt, corpus)
     if str(candidates) == "bm25" and corpus is None:  # options that do not combine: a usage error, said first
         raise click.UsageError("--candidates bm25 needs --corpus (BM25 searches the corpus file)")
-    s = api.rerank(queries, candidates, model_path, out, depth, corpus, fmt=fmt, batch_size=batch_size, device=device,
-                   tag=tag, max_doc_length=max_doc_length, adapt_vocabulary=adapt_vocabulary, orcas=orcas,
-                   progress=True)
+    s = api.rerank(queries, candidates, model_path, out, depth, corpus, fmt=fmt, queries_format=queries_format,
+                   batch_size=batch_size, device=device, tag=tag, max_doc_length=max_doc_length,
+                   adapt_vocabulary=adapt_vocabulary, orcas=orcas, progress=True)
     repeated_note(s.repeated_clicks, orcas)
     if s.skipped:
         echo(f"note: {count_queries(len(s.skipped))} skipped ({skipped_reasons(s.skipped, s.reasons)})", err=True)

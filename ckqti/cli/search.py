@@ -19,6 +19,8 @@ from ckqti.cli.options import (
     check_anytime_options,
     index_option,
     mode_options,
+    queries_format_of,
+    queries_format_option,
 )
 from ckqti.terminal import columns_of, decoded_argument, repaired, visible
 
@@ -152,14 +154,17 @@ def search_lines(searcher, res) -> list[str]:
               help="TREC run file to write (an existing file is replaced only if it is a run, or empty).")
 @click.option("-k", type=POSITIVE, default=1000, show_default=True, help="Documents per query.")
 @click.option("--threads", type=POSITIVE, default=1, show_default=True, help="Search threads.")
-@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None,
-              help="Queries format (default: from the file).")
+@queries_format_option
+@click.option("--format", "fmt", type=click.Choice(["tsv", "jsonl", "trec", "smart"]), default=None, hidden=True,
+              help="The old name of --queries-format.")
 @click.option("--tag", default="ckqti", show_default=True, help="Run tag, the last column (no whitespace).")
 @mode_options
 @channel_option
-def run_cmd(index_path, queries, out, k, threads, fmt, tag, mode, budget, slack, model, channel_weights):
+def run_cmd(index_path, queries, out, k, threads, queries_format, fmt, tag, mode, budget, slack, model,
+            channel_weights):
     """Batch fullrank: search every query and write a TREC run."""
     check_anytime_options(mode, slack)
+    fmt = queries_format_of(fmt, queries_format)
     with note_if_slow(SLOW_SEARCH_AFTER, lambda: compiling_note(batch=True), lambda: api.kernels_compiling(batch=True)):
         s = api.run(index_path, queries, out, k, threads, mode, budget, fmt, tag, model, channel_weights, slack)
     if s.skipped:

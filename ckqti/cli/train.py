@@ -17,6 +17,7 @@ from ckqti.cli.options import (
     device_option,
     home_expanded,
     qrels_format_option,
+    queries_format_option,
     rel_level_option,
 )
 from ckqti.errors import OptionError
@@ -44,6 +45,7 @@ class EmbeddingStart(click.ParamType):
               show_default=True, help="Kind of model to train (other commands' --model takes the checkpoint it writes).")
 @click.option("--corpus", required=True, type=PathArg(), help="Corpus file (TSV, JSONL, TREC, SMART).")
 @click.option("--queries", required=True, type=PathArg(), help="Queries file (TSV, JSONL, TREC, SMART).")
+@queries_format_option
 @click.option("--qrels", required=True, type=PathArg(), help="Training judgements.")
 @click.option("--out", required=True, type=OutPath(), help="Checkpoint to write (best dev epoch).")
 @click.option("--dev-qrels", type=PathArg(), default=None,
@@ -113,15 +115,15 @@ class EmbeddingStart(click.ParamType):
 @click.option("--selector-loss", type=click.Choice(["lambda", "mse", "kl"]), default=None,
               help="IDCM: stage 3's loss distilling the window selector from the cross-encoder: LambdaLoss over its "
                    "top windows (the paper's), or the MSE / KL alternatives [default: lambda].")
-def train_cmd(variant, corpus, queries, qrels, out, dev_qrels, dev_fraction, epochs, patience, max_steps, batch_size, lr, seed,
-              device, weak_supervision, embeddings, init, fmt, orcas, qrels_format, rel_level, resume, loss, negatives,
-              term_weights, teacher, distill_docs, distill_weight, latent_gate, tail_windows, max_doc_length, explicit,
+def train_cmd(variant, corpus, queries, queries_format, qrels, out, dev_qrels, dev_fraction, epochs, patience, max_steps,
+              batch_size, lr, seed, device, weak_supervision, embeddings, init, fmt, orcas, qrels_format, rel_level, resume, loss,
+              negatives, term_weights, teacher, distill_docs, distill_weight, latent_gate, tail_windows, max_doc_length, explicit,
               fixed_bm25, frozen_embeddings, selector_loss):
     """Train a model on BM25 candidates (NDRM: RankNet or listwise; TK/TKL/IDCM: pairwise or listwise); writes the best dev epoch to --out."""
     try:
         r = api.train(variant, corpus, queries, qrels, out, dev_qrels=dev_qrels, fmt=fmt, qrels_format=qrels_format,
-                      resume=resume, orcas=orcas, epochs=epochs, patience=patience, max_steps=max_steps,
-                      batch_size=batch_size, lr=lr, seed=seed,
+                      queries_format=queries_format, resume=resume, orcas=orcas, epochs=epochs, patience=patience,
+                      max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed,
                       dev_fraction=dev_fraction, rel_level=rel_level, device=device,
                       weak_supervision=weak_supervision, embeddings=embeddings, init=init, loss=loss,
                       negatives=negatives, term_weights=term_weights, tail_windows=tail_windows,

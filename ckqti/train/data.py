@@ -237,12 +237,15 @@ def split_dev(qrels: Qrels, fraction: float, seed: int, min_grade: int = 1, path
     return {q: dict(j) for q, j in qrels.items() if q not in dev}, {q: dict(qrels[q]) for q in sorted(dev)}
 
 
-def read_training_inputs(queries, qrels, qrels_format: str | None = None) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
-    """Training queries and qrels, each a file (read; the qrels in ``qrels_format``, None: detected)
-    or a mapping (copied): ``(queries, qrels)``."""
+def read_training_inputs(queries, qrels, qrels_format: str | None = None,
+                         queries_format: str | None = None) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+    """Training queries and qrels, each a file (read; the queries in ``queries_format``, the qrels in
+    ``qrels_format``, None: detected) or a mapping (copied): ``(queries, qrels)``."""
     from indexer.readers import read_qrels, read_queries
+    from indexer.readers.queries import check_no_format_in_memory
 
-    q = read_queries(queries) if isinstance(queries, (str, Path)) else dict(queries)
+    check_no_format_in_memory(queries, queries_format, "queries_format")
+    q = read_queries(queries, queries_format) if isinstance(queries, (str, Path)) else dict(queries)
     r = read_qrels(qrels, qrels_format) if isinstance(qrels, (str, Path)) else {k: dict(v) for k, v in qrels.items()}
     return q, r
 

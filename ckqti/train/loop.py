@@ -119,6 +119,7 @@ def train(
     candidates: Mapping[str, Sequence[str]] | None = None,
     fmt: str | None = None,
     qrels_format: str | None = None,
+    queries_format: str | None = None,
     resume: bool = False,
     work_dir: str | Path | None = None,
     init_embeddings: np.ndarray | None = None,
@@ -138,6 +139,8 @@ def train(
         fmt: corpus format (None: from the file name or content).
         qrels_format: ``qrels`` and ``dev_qrels`` files' format, ``"trec"``, ``"beir"`` or
             ``"cranfield"`` (None: detected, :func:`indexer.readers.read_qrels`).
+        queries_format: the ``queries`` file's format, ``"tsv"``, ``"jsonl"``, ``"trec"`` or ``"smart"`` (None:
+            detected, :func:`indexer.readers.read_queries`).
         resume: continue from the work folder's saved state when there is one (a run with no epoch left
             fetches no BM25 candidates: it checks the state and returns its result).
         work_dir: work folder (default ``<out>.work``).
@@ -159,7 +162,7 @@ def train(
     # made by its first writer (BM25's index, the state): a run refused for its inputs leaves no folder
     work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
     device = pick_device(config.device)
-    q_texts, qrels_map = read_training_inputs(queries, qrels, qrels_format)
+    q_texts, qrels_map = read_training_inputs(queries, qrels, qrels_format, queries_format)
     dev_map = read_qrels(dev_qrels, qrels_format) if isinstance(dev_qrels, (str, Path)) else dev_qrels
     require_texts([*qrels_map, *(dev_map or {})], q_texts, queries if isinstance(queries, (str, Path)) else None)
     clicks = load_clicks(orcas)

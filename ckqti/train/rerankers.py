@@ -89,6 +89,7 @@ def train_reranker(
     candidates: Mapping[str, Sequence[str]] | None = None,
     fmt: str | None = None,
     qrels_format: str | None = None,
+    queries_format: str | None = None,
     work_dir: str | Path | None = None,
     orcas: str | Path | None = None,
     resume: bool = False,
@@ -107,6 +108,8 @@ def train_reranker(
         fmt: corpus format (None: from the file name or content).
         qrels_format: the ``qrels`` file's format, ``"trec"``, ``"beir"`` or ``"cranfield"`` (None:
             detected, :func:`indexer.readers.read_qrels`).
+        queries_format: the ``queries`` file's format, ``"tsv"``, ``"jsonl"``, ``"trec"`` or ``"smart"`` (None:
+            detected, :func:`indexer.readers.read_queries`).
         work_dir: work folder (default ``<out>.work``): BM25 index, IDCM stage checkpoints, the epochs' states.
         orcas: an ORCAS file (``docid<TAB>query``) whose clicked queries lead each document's text
             as ``ckqti index --orcas`` stores it (the documents trained on and validated, and TK/TKL's
@@ -124,7 +127,7 @@ def train_reranker(
     # made by its first writer (BM25's index, IDCM's stages): a run refused for its inputs leaves no folder
     work = Path(work_dir) if work_dir is not None else out.with_name(out.name + ".work")
     device = pick_device(config.device)
-    q_texts, qrels_map = read_training_inputs(queries, qrels, qrels_format)
+    q_texts, qrels_map = read_training_inputs(queries, qrels, qrels_format, queries_format)
     require_texts(list(qrels_map), q_texts, queries if isinstance(queries, (str, Path)) else None)
     # the training split, before any corpus or BM25 work: too few queries to carve dev from fail at once
     judged = split_dev(qrels_map, config.dev_fraction, config.seed, config.rel_level,

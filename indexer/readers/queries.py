@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from ckqti.errors import InputError
+from ckqti.errors import InputError, OptionError
 from indexer.readers.formats import (
     check_id,
     iter_lines,
@@ -56,6 +56,13 @@ def read_queries(path: str | Path, fmt: str | None = None) -> dict[str, str]:
     if not queries:
         raise InputError("no queries in file", path)
     return queries
+
+
+def check_no_format_in_memory(queries, fmt: str | None, name: str) -> None:
+    """A queries format is a file's: with queries in memory (a dict, read as it is) a format given as the
+    caller's option ``name`` is an :class:`~ckqti.errors.OptionError` rather than ignored."""
+    if fmt is not None and isinstance(queries, Mapping):
+        raise OptionError(f"{name} is for a queries file; a dict of queries is read as it is", (name,))
 
 
 def read_query_mapping(queries: Mapping[str, str]) -> dict[str, str]:

@@ -293,6 +293,8 @@ def test_rerank_in_memory_refuses_file_options_and_names_a_candidate_without_tex
             api.rerank(queries, {"q1": ["d1"]}, "ndrm2", tmp_path / "r.trec", corpus=corpus, **options)
     with pytest.raises(OptionError, match="^tag is for a run file; rankings returned in memory"):
         api.rerank(queries, {"q1": ["d1"]}, "ndrm2", None, corpus=corpus, tag="x")
+    with pytest.raises(OptionError, match="^queries_format is for a queries file; a dict of queries is read as it is$"):
+        api.rerank(queries, {"q1": ["d1"]}, "ndrm2", tmp_path / "r.trec", corpus=corpus, queries_format="tsv")
     assert list(tmp_path.iterdir()) == []
 
 

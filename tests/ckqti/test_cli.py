@@ -1363,6 +1363,35 @@ def test_index_options_reach_the_build(tmp_path):
     assert other.exit_code == 1 and "append with its model" in other.output, other.output
 
 
+def test_queries_format_reads_run_and_rerank_queries_whatever_their_name(tmp_path, scifact_index):
+    """--queries-format is the queries file's format in run and rerank (train's: test_cli_train.py): rerank could
+    not read a queries file under another format's name at all, and run's --format, the corpus's in index,
+    rerank, train and explain, was the queries' there; it stays run's hidden old name of --queries-format."""
+    queries = tmp_path / "queries.jsonl"  # TSV under a JSONL name: only a format option reads it
+    queries.write_text("q1\thuman protein expression mice role\nq2\tcancer risk\n")
+    run = ("run", "--index", scifact_index, "--queries", queries, "-k", 3)
+    api.run(scifact_index, queries, tmp_path / "api.trec", k=3, fmt="tsv")
+    for name, options in (("new", ["--queries-format", "tsv"]), ("old", ["--format", "tsv"]),
+                          ("both", ["--format", "tsv", "--queries-format", "tsv"])):
+        res = invoke(*run, "--out", tmp_path / f"{name}.trec", *options)
+        assert res.exit_code == 0, (options, res.output)
+        assert (tmp_path / f"{name}.trec").read_text() == (tmp_path / "api.trec").read_text() != ""
+    both = invoke(*run, "--out", tmp_path / "r.trec", "--format", "jsonl", "--queries-format", "tsv")
+    assert both.exit_code == 2 and "Usage:" in both.output and not (tmp_path / "r.trec").exists(), both.output
+    assert both.stderr.strip().splitlines()[-1] == ("Error: --format is the old name of --queries-format: "
+                                                    "give one (here jsonl and tsv)")
+    shown = invoke("run", "--help").output
+    assert "--queries-format [tsv|jsonl|trec|smart]" in shown and "--format" not in shown
+
+    rerank = ("rerank", "--queries", queries, "--candidates", scifact_index, "--model", "ndrm2", "--depth", 4)
+    res = invoke(*rerank, "--out", tmp_path / "cli.trec", "--queries-format", "tsv")
+    assert res.exit_code == 0, res.output
+    api.rerank(queries, scifact_index, "ndrm2", tmp_path / "api-rr.trec", 4, queries_format="tsv")
+    assert (tmp_path / "cli.trec").read_text() == (tmp_path / "api-rr.trec").read_text() != ""
+    unread = invoke(*rerank, "--out", tmp_path / "none.trec")  # read as JSONL, its name's format
+    assert unread.exit_code == 1 and "bad JSON" in unread.output, unread.output
+
+
 def test_rerank_options_reach_the_reranker(tmp_path, scifact_index):
     """--depth, --max-doc-length and --tag change rerank's run as the API's same arguments do."""
     queries = tmp_path / "q.tsv"

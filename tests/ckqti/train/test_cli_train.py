@@ -261,6 +261,28 @@ def test_cli_qrels_format_reaches_training(tmp_path, tiny_scifact, monkeypatch, 
 
 
 @pytest.mark.parametrize("model", ["ndrm2", "tk"])
+def test_cli_queries_format_reaches_training(tmp_path, tiny_scifact, monkeypatch, model):
+    """train had --format (the corpus's) and --qrels-format but no way to name the queries' format: a
+    queries file under another format's name could not train."""
+    import ckqti.train
+    from ckqti.train import rerankers
+
+    seen = {}
+
+    def fake(*args, **kw):
+        seen.update(kw)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(ckqti.train, "train", fake)
+    monkeypatch.setattr(rerankers, "train_reranker", fake)
+    args = ["train", "--model", model, "--corpus", tiny_scifact["corpus"], "--queries", tiny_scifact["corpus"],
+            "--qrels", tiny_scifact["corpus"], "--out", tmp_path / "m.pt", "--queries-format", "trec"]
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    assert res.exit_code == 0, res.output
+    assert seen["queries_format"] == "trec" and seen["fmt"] is None
+
+
+@pytest.mark.parametrize("model", ["ndrm2", "tk"])
 def test_cli_rel_level_reaches_the_training_config(tmp_path, tiny_scifact, monkeypatch, model):
     """``--rel-level``, eval's, decides what training counts relevant too (TREC DL passages: 2)."""
     import ckqti.train

@@ -1,12 +1,13 @@
 import numpy as np
 import pytest
 
-from ckqti.errors import InputError
+from ckqti.errors import InputError, OptionError
 from ckqti.text import Analyzer
 from ckqti.train.data import (
     bounded_vocabulary,
     judgement_notes,
     load_collection,
+    read_training_inputs,
     require_texts,
     split_dev,
     wordless_notes,
@@ -167,3 +168,17 @@ def test_inputs_digest_reads_arrays_and_files_by_content(tmp_path):
     assert inputs_digest(Path(teacher)) == before
     teacher.write_text('{"scores": {"q": {}}}')
     assert inputs_digest(Path(teacher)) != before
+
+
+def test_training_queries_are_read_in_the_format_given(tmp_path):
+    """``queries_format`` reads a queries file whatever its name says (TSV under a JSONL name); a dict of
+    queries takes none."""
+    queries, qrels = tmp_path / "queries.jsonl", tmp_path / "qrels.txt"
+    queries.write_text("q1\tcancer cells\nq2\tbrain imaging\n")
+    qrels.write_text("q1 0 d1 1\n")
+    assert read_training_inputs(queries, qrels, queries_format="tsv") == (
+        {"q1": "cancer cells", "q2": "brain imaging"}, {"q1": {"d1": 1}})
+    with pytest.raises(InputError, match="bad JSON"):
+        read_training_inputs(queries, qrels)
+    with pytest.raises(OptionError, match="^queries_format is for a queries file; a dict of queries is read as it is$"):
+        read_training_inputs({"q1": "cancer"}, qrels, queries_format="tsv")
