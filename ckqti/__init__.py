@@ -11,7 +11,6 @@ import os
 os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 
-
 def __getattr__(name: str) -> str:
     """``ckqti.__version__``, read from the installed package's metadata when first asked for: importing
     importlib.metadata took ~20 ms of every command's start, before the command line could take a Ctrl-C."""
