@@ -1,7 +1,6 @@
 """ckqti: full-retrieval neural search with a learned, impact-ordered inverted index."""
 
 import os
-from importlib.metadata import PackageNotFoundError, version
 
 # MKL (torch's CPU matrix products on x86) rounds a product otherwise on 2 threads than on 1, and a build or a
 # rerank picks each batch's thread count by how fast batches go (ckqti/threads.py): the same rerank wrote scores
@@ -11,7 +10,17 @@ from importlib.metadata import PackageNotFoundError, version
 # by thread count, so a run is the same to float32 rounding, byte for byte only where none of those ran (session 44).
 os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
-try:
-    __version__ = version("ckqti")  # pyproject.toml's, the one place it is written
-except PackageNotFoundError:  # the source tree on the path without an install
-    __version__ = "0+unknown"
+
+def __getattr__(name: str) -> str:
+    """``ckqti.__version__``, read from the installed package's metadata when first asked for: importing
+    importlib.metadata took ~20 ms of every command's start, before the command line could take a Ctrl-C."""
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("ckqti")  # pyproject.toml's, the one place it is written
+    except PackageNotFoundError:  # the source tree on the path without an install
+        found = "0+unknown"
+    globals()["__version__"] = found
+    return found

@@ -362,6 +362,7 @@ def evaluate(run_path: str | Path | Mapping[str, Ranking], qrels: str | Path | M
         run_path: a TREC run file, or a run in memory: ``{qid: {docid: score}}`` or ``{qid: [(docid, score), ...]}``
             (``dict(zip(result.docids, result.scores))`` of each query's search result).
         qrels: a qrels file (TREC, BEIR TSV or Cranfield), or judgements in memory: ``{qid: {docid: grade}}``.
+            Ids in memory are strings or integers, an integer read as its digits (``7`` and ``"7"`` are one id).
         per_query: list every query in the report's :meth:`~ckqti.evaluate.EvalReport.table` (the values are
             kept in ``by_query`` either way).
         compare: another run (a file or in memory), or a list of them, each tested against the first (paired
@@ -511,7 +512,8 @@ def rerank(queries: str | Path | Mapping[str, str], candidates: str | Path | Map
         candidates: ``"bm25"`` (of a corpus file), an index directory, a TREC run file, or a first stage's
             candidates in memory: ``{qid: [docid, ...]}`` in rank order or ``{qid: {docid: score}}`` (ranked as
             a run file's lines are: score descending as trec_eval holds it, ties by docid descending), checked as a
-            run file is and cut to ``depth`` the same way (:func:`retriever.memory_candidates.memory_candidates`).
+            run file is and cut to ``depth`` the same way (:func:`retriever.memory_candidates.memory_candidates`);
+            ids are strings or integers (read as their digits, as the corpus's and the queries' keys are).
         model: a model name or checkpoint.
         out: the run file; None returns the rankings instead, as :attr:`retriever.rerank.RerankStats.rankings`
             (``{qid: [(docid, score), ...]}`` in the run's order), held for every query until the call returns:

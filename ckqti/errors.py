@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numbers
 import re
+import reprlib
 from pathlib import Path
 
 
@@ -75,3 +76,26 @@ def is_real(value) -> bool:
     annotated ``float`` reads to type checkers as always false (float is not a ``numbers.Real``
     subclass to them), and the code after it as unreachable, left unchecked."""
     return not isinstance(value, bool) and isinstance(value, numbers.Real)
+
+
+def is_id(value) -> bool:
+    """Whether a query id or docid given in memory (a dict's key, a list's item) is one: a string, or an integer
+    (Python's or numpy's; not a bool), read as its digits (:func:`id_text`), as a JSON line's integer id is. The
+    in-memory readers of queries, documents, candidates, runs and qrels take the same ids."""
+    return isinstance(value, str) or (isinstance(value, numbers.Integral) and not isinstance(value, bool))
+
+
+def all_ids(values) -> bool:
+    """Whether every one of ``values`` :func:`is_id`: by their few types at once (a run's 1,000 docids: one set)."""
+    return all(issubclass(kind, str) or (issubclass(kind, numbers.Integral) and not issubclass(kind, bool))
+               for kind in set(map(type, values)))
+
+
+def id_text(value) -> str:
+    """An id that :func:`is_id` as text: a string as it is (numpy's ``str_`` as ``str``), an integer as its digits."""
+    return str(value) if isinstance(value, str) else str(int(value))
+
+
+def id_type_message(value, what: str) -> str:
+    """Why ``value`` is no ``what`` (``"docid"``, ``"query id"``): it is neither a string nor an integer."""
+    return f"a {what} must be a string or an integer, found {type(value).__name__} {reprlib.repr(value)}"

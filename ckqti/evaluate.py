@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ckqti.errors import InputError, is_real
+from ckqti.errors import InputError, all_ids, id_type_message, is_id, is_real
 from ckqti.measures import DEFAULT_MEASURES, ncg_at_k, parse_measures, trec_eval_scores
 from ckqti.significance import Comparison, compare_results
 from ckqti.tables import format_table
@@ -164,6 +164,8 @@ def checked_qrels(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str,
     for q, docs in qrels.items():
         if not isinstance(docs, Mapping):
             raise InputError(f"qrels[{q!r}]: expected a dict docid -> grade, found {type(docs).__name__}")
+        if not all_ids(docs):
+            raise InputError(f"qrels[{q!r}]: {id_type_message(next(d for d in docs if not is_id(d)), 'docid')}")
         for d, g in docs.items():
             if isinstance(g, bool) or not isinstance(g, numbers.Integral):
                 raise InputError(f"qrels[{q!r}][{d!r}]: a grade is an integer, found {type(g).__name__}")
@@ -176,8 +178,12 @@ def checked_qrels(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str,
 
 
 def check_query_ids(entries: Mapping, name: str) -> None:
-    """Query ids of a run or qrels in memory (``name``) that are one id as text (``1`` and ``"1"``): an
-    :class:`InputError` naming the second, where one would have replaced the other's rankings or judgements."""
+    """Query ids of a run or qrels in memory (``name``) that are neither a string nor an integer (:func:`ckqti.errors.is_id`:
+    ``1.0`` was read as ``'1.0'``, never a file's ``1``), or that are one id as text (``1`` and ``"1"``): an
+    :class:`InputError` naming the first such, where one would have replaced the other's rankings or judgements."""
+    if not all_ids(entries):
+        bad = next(q for q in entries if not is_id(q))
+        raise InputError(f"{name}[{bad!r}]: {id_type_message(bad, 'query id')}")
     if len(set(map(str, entries))) < len(entries):
         first: dict[str, object] = {}
         for q in entries:
@@ -207,6 +213,9 @@ def checked_ranking(qid, docs: Ranking) -> dict[str, float]:
             raise InputError(f"run[{qid!r}]: a ranking is {{docid: score}} or [(docid, score), ...], found "
                              f"{type(docs).__name__}")
         docs = pairs  # an iterator, read once
+    docids = list(docs) if isinstance(docs, Mapping) else [d for d, _ in docs]
+    if not all_ids(docids):  # a string or an integer, as rerank's candidates and a corpus in memory take them
+        raise InputError(f"run[{qid!r}]: {id_type_message(next(d for d in docids if not is_id(d)), 'docid')}")
     scores = list(docs.values()) if isinstance(docs, Mapping) else [s for _, s in docs]
     if not all_numbers(scores):
         bad = next(s for s in scores if not is_real(s))  # text ("1.0") or a bool: as rerank's candidates refuse them

@@ -8,7 +8,7 @@ from array import array
 from collections.abc import Iterable, Mapping, Set
 from pathlib import Path
 
-from ckqti.errors import InputError, is_real
+from ckqti.errors import InputError, id_text, id_type_message, is_id, is_real
 from retriever.candidates import CandidateLists
 
 
@@ -17,9 +17,11 @@ def memory_candidates(candidates: Mapping, queries: Mapping[str, str], depth: in
     order: its first ``depth``) or ``{qid: {docid: score}}`` (ranked as :func:`retriever.candidates.run_candidates`
     ranks a run file's lines, :func:`retriever.runs.trec_order`: score descending as trec_eval holds it, in single
     precision, ties by docid descending; then its first ``depth``). Every entry is checked as a run file's lines are
-    (those of queries not in ``queries`` too, and not held): query ids and docids are strings (an integer query id is
-    read as its digits, as :func:`indexer.readers.read_query_mapping` reads one) that :func:`indexer.readers.formats.check_id` takes, a docid
-    once a query, a score a finite number. A query whose list is empty has no candidates.
+    (those of queries not in ``queries`` too, and not held): query ids and docids are strings or integers (read as
+    their digits, as :func:`indexer.readers.read_query_mapping` reads a query id and
+    :func:`indexer.readers.read_document_mapping` a docid: :func:`ckqti.errors.is_id`) that
+    :func:`indexer.readers.formats.check_id` takes, a docid once a query (``7`` and ``"7"`` are one), a score a
+    finite number. A query whose list is empty has no candidates.
 
     Raises:
         InputError: naming the entry (``candidates['q1']``).
@@ -30,9 +32,9 @@ def memory_candidates(candidates: Mapping, queries: Mapping[str, str], depth: in
     first: dict[str, str] = {}  # query id -> where it was first given
     for key, ranking in candidates.items():
         where = f"candidates[{key!r}]"
-        if isinstance(key, bool) or not isinstance(key, (str, int)):
-            raise InputError(f"a query id must be a string, found {type(key).__name__}", where)
-        qid = check_id(str(key), "query id", where, None)
+        if not is_id(key):
+            raise InputError(id_type_message(key, "query id"), where)
+        qid = check_id(id_text(key), "query id", where, None)
         if qid in first:
             raise InputError(f"duplicate query id {qid!r} (first at {first[qid]})", where)
         first[qid] = where
@@ -74,8 +76,8 @@ def finite(score) -> bool:
 
 
 def checked_docids(qid: str, docids: list, where: str) -> list[str]:
-    """``docids`` as strings, each as :func:`indexer.readers.formats.check_id` takes it, none repeated; an error naming the first that is
-    not. All are checked at once first (as :func:`retriever.runs.write_run` checks a query's), one at a time only
+    """``docids`` as strings (an integer as its digits: :func:`ckqti.errors.id_text`), each as
+    :func:`indexer.readers.formats.check_id` takes it, none repeated; an error naming the first that is not. All are checked at once first (as :func:`retriever.runs.write_run` checks a query's), one at a time only
     when that finds something to name or to strip."""
     from indexer.readers.formats import check_id
 
@@ -89,10 +91,10 @@ def checked_docids(qid: str, docids: list, where: str) -> list[str]:
     checked: list[str] = []
     seen: set[str] = set()
     for i, docid in enumerate(docids):
-        if not isinstance(docid, str):
+        if not is_id(docid):
             pairs = "; with scores, a query's candidates are {docid: score}" if isinstance(docid, (tuple, list)) else ""
-            raise InputError(f"a docid must be a string, found {type(docid).__name__} (item {i}{pairs})", where)
-        docid = check_id(docid, "docid", where, None)
+            raise InputError(f"{id_type_message(docid, 'docid')} (item {i}{pairs})", where)
+        docid = check_id(id_text(docid), "docid", where, None)
         if docid in seen:
             raise InputError(f"query {qid!r} retrieves doc {docid!r} twice", where)
         seen.add(docid)

@@ -19,7 +19,7 @@ import ckqti.models
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVING_MODULES = [
-    "ckqti.cli", "ckqti.api", "ckqti.explain", "ckqti.bm25",
+    "ckqti.cli", "ckqti.cli.commands", "ckqti.api", "ckqti.explain", "ckqti.bm25",
     "indexer.build", "indexer.append", "indexer.compact",
     "retriever.index", "retriever.search", "retriever.rerank", "retriever.runs", "retriever.info",
     *(f"ckqti.models.{m.name}" for m in pkgutil.iter_modules(ckqti.models.__path__)),

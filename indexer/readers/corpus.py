@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ckqti.errors import InputError
+from ckqti.errors import InputError, id_text, id_type_message, is_id
 from ckqti.terminal import counted
 from ckqti.text import alphanumeric_words
 from indexer.readers.formats import (
@@ -240,8 +240,8 @@ def read_document_mapping(documents: Mapping, name: str = "corpus") -> list[Docu
     def items() -> Iterator[tuple[str, Document]]:
         for key, value in documents.items():
             where = f"{name}[{key!r}]"
-            if isinstance(key, bool) or not isinstance(key, (str, int)):
-                raise InputError(f"a docid must be a string, found {type(key).__name__}", where)
+            if not is_id(key):
+                raise InputError(id_type_message(key, "docid"), where)
             if isinstance(value, str):
                 fields: Mapping = {"text": value}
             elif isinstance(value, Mapping):
@@ -252,7 +252,7 @@ def read_document_mapping(documents: Mapping, name: str = "corpus") -> list[Docu
             else:
                 raise InputError(f"a document is a text or a dict of its fields (title, text), found "
                                  f"{type(value).__name__}", where)
-            yield where, _json_document({**fields, "_id": key}, where, None)
+            yield where, _json_document({**fields, "_id": id_text(key)}, where, None)
 
     return _checked_documents(items(), "no documents in the dict", name)
 

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from ckqti.errors import InputError, OptionError
+from ckqti.errors import InputError, OptionError, id_text, id_type_message, is_id
 from indexer.readers.formats import (
     check_id,
     iter_lines,
@@ -75,11 +75,11 @@ def read_query_mapping(queries: Mapping[str, str]) -> dict[str, str]:
     first: dict[str, str] = {}  # id -> where it was first given
     for qid, text in queries.items():
         where = f"queries[{qid!r}]"
-        if isinstance(qid, bool) or not isinstance(qid, (str, int)):
-            raise InputError(f"a query id must be a string, found {type(qid).__name__}", where)
+        if not is_id(qid):
+            raise InputError(id_type_message(qid, "query id"), where)
         if not isinstance(text, str):
             raise InputError(f"a query must be a string, found {type(text).__name__}", where)
-        _add_query(checked, first, str(qid), text, where, None, where)
+        _add_query(checked, first, id_text(qid), text, where, None, where)
     if not checked:
         raise InputError("no queries in the dict", "queries")
     return checked

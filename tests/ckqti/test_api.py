@@ -237,9 +237,14 @@ def test_rerank_takes_candidates_and_corpus_in_memory_and_writes_the_run_their_f
     ({"q1": ["d 1"]}, {"d1": "x"}, InputError, "candidates['q1']: docid 'd 1' contains whitespace"),
     ({"q1": ["d1", ""]}, {"d1": "x"}, InputError, "candidates['q1']: empty docid"),
     ({"q1": ["d1\ufeff"]}, {"d1": "x"}, InputError, r"candidates['q1']: docid 'd1\ufeff' contains the invisible character U+FEFF"),
-    ({"q1": ["d1", 5]}, {"d1": "x"}, InputError, "candidates['q1']: a docid must be a string, found int (item 1)"),
-    ({"q1": [("d1", 1.0)]}, {"d1": "x"}, InputError, "candidates['q1']: a docid must be a string, found tuple "
-                                                     "(item 0; with scores, a query's candidates are {docid: score})"),
+    ({"q1": ["d1", 5.0]}, {"d1": "x"}, InputError, "candidates['q1']: a docid must be a string or an integer, found "
+                                                   "float 5.0 (item 1)"),
+    ({"q1": {"d1": 1.0, None: 0.5}}, {"d1": "x"}, InputError, "candidates['q1']: a docid must be a string or an "
+                                                              "integer, found NoneType None (item 1)"),
+    ({"q1": [("d1", 1.0)]}, {"d1": "x"}, InputError, "candidates['q1']: a docid must be a string or an integer, found "
+                                                     "tuple ('d1', 1.0) (item 0; with scores, a query's candidates are "
+                                                     "{docid: score})"),
+    ({"q1": [7, "7"]}, {"7": "x"}, InputError, "candidates['q1']: query 'q1' retrieves doc '7' twice"),
     ({"q1": {"d1": float("nan")}}, {"d1": "x"}, InputError, "candidates['q1']: the score of doc 'd1' is not finite: nan"),
     ({"q1": {"d1": "1.5"}}, {"d1": "x"}, InputError, "candidates['q1']: the score of doc 'd1' is not a number: '1.5'"),
     ({"q1": {"d1": True}}, {"d1": "x"}, InputError, "candidates['q1']: the score of doc 'd1' is not a number: True"),
@@ -250,7 +255,8 @@ def test_rerank_takes_candidates_and_corpus_in_memory_and_writes_the_run_their_f
     ({"q1": {"d1"}}, {"d1": "x"}, InputError, "candidates['q1']: a query's candidates are [docid, ...] in rank order "
                                               "or {docid: score}, found set"),
     ({"q1": "d1"}, {"d1": "x"}, InputError, "candidates['q1']: a query's candidates are"),
-    ({("q1",): ["d1"]}, {"d1": "x"}, InputError, "candidates[('q1',)]: a query id must be a string, found tuple"),
+    ({("q1",): ["d1"]}, {"d1": "x"}, InputError, "candidates[('q1',)]: a query id must be a string or an integer, "
+                                                 "found tuple ('q1',)"),
     ({"q1": ["d1"], " q1": ["d1"]}, {"d1": "x"}, InputError, "candidates[' q1']: duplicate query id 'q1' "
                                                              "(first at candidates['q1'])"),
     ({"q1": ["d1"], "other": ["d 2"]}, {"d1": "x"}, InputError, "candidates['other']: docid 'd 2' contains whitespace"),
@@ -279,6 +285,19 @@ def test_rerank_refuses_candidates_and_corpus_in_memory_it_cannot_read_before_th
         api.rerank({"q1": "cells", "q2": "brain"}, candidates, "ndrm2", tmp_path / "r.trec", corpus=corpus)
     assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_rerank_in_memory_reads_integer_ids_as_their_digits_as_the_corpus_and_queries_do(tmp_path):
+    """A corpus {1: text} and queries {1: text} were taken (an integer id read as its digits, as a JSON line's),
+    but candidates [1, 2] of them were refused ("a docid must be a string, found int"): integer docids, numpy's
+    too, are now read as the corpus's keys are, and rank as the same docids given as strings."""
+    queries = {1: "cells divide by mitosis", 2: "the brain holds neurons"}
+    corpus = {1: "cells divide by mitosis in tissue", 2: "the brain holds many neurons", 3: "stars shine"}
+    as_text = api.rerank({"1": queries[1], "2": queries[2]}, {"1": ["1", "2", "3"], "2": {"3": 1.0, "2": 0.5}},
+                         "ndrm2", None, corpus={str(d): t for d, t in corpus.items()}).rankings
+    for candidates in ({1: [1, 2, 3], 2: {3: 1.0, 2: 0.5}}, {1: [np.int64(1), 2, "3"], np.int64(2): {np.int32(3): 1.0, "2": 0.5}}):
+        assert api.rerank(queries, candidates, "ndrm2", None, corpus=corpus).rankings == as_text
+    assert [d for d, _ in as_text["1"]][0] == "1" and {d for d, _ in as_text["2"]} == {"2", "3"}
 
 
 def test_rerank_in_memory_refuses_file_options_and_names_a_candidate_without_text(tmp_path, monkeypatch):
@@ -555,7 +574,7 @@ def test_index_and_append_take_a_dict_of_documents_keyed_by_docid(tmp_path):
     api.index({"x1": "plain text one", "x2": "plain text two", "x3": "other words"}, tmp_path / "c", model="ndrm2",
               progress=False)
     assert [h.docid for h in api.search("two", tmp_path / "c", k=3).hits] == ["x2"]
-    with pytest.raises(InputError, match=r"a docid must be a string, found tuple"):
+    with pytest.raises(InputError, match=r"a docid must be a string or an integer, found tuple \(3,\)"):
         api.index({(3,): "x"}, tmp_path / "d", model="ndrm2", progress=False)
     assert not (tmp_path / "d").exists()
     # a key the index holds is named as the dict's entry, as index names one (it said documents[1], and of an

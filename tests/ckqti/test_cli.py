@@ -711,6 +711,48 @@ def test_ctrl_c_while_python_shuts_down_shows_no_traceback(tmp_path):
     assert done.returncode == -signal.SIGINT and "Traceback" not in done.stderr, done.stderr
     assert "Usage: ckqti" in done.stdout
 
+# Run as the child of the test below: an import hook holds the first import of HELD (importlib.metadata, for the
+# package's version, or click, in the ~0.1 s of imports after start-up) until the test's SIGINT arrives, then starts
+# ckqti as `python -m ckqti` (runpy) or as the console script does (`from ckqti.cli import main; main()`).
+HELD_IMPORT = """\
+import os, runpy, sys, time
+
+class Hold:
+    def find_spec(self, name, path=None, target=None):
+        if name == os.environ["HELD"]:
+            sys.meta_path.remove(self)
+            os.write(1, b"importing " + name.encode() + b"\\n")
+            time.sleep(120)  # ended by the test's SIGINT, a KeyboardInterrupt inside the import
+        return None
+
+sys.meta_path.insert(0, Hold())
+sys.argv = ["ckqti", "--help"]
+if os.environ["ENTRY"] == "module":
+    runpy.run_module("ckqti", run_name="__main__", alter_sys=True)
+else:
+    from ckqti.cli import main
+    main()
+"""
+
+
+@pytest.mark.parametrize("held", ["importlib.metadata", "click"])
+@pytest.mark.parametrize("entry", ["module", "script"])
+def test_ctrl_c_while_the_command_line_imports_is_one_line_and_exit_130(entry, held):
+    """A Ctrl-C in the first ~0.2 s of `python -m ckqti ...` or `ckqti ...`, while the command line's modules are
+    imported, printed a KeyboardInterrupt traceback (and ended the process by SIGINT): it is `interrupted` and exit
+    130, as a Ctrl-C during the command. Deterministic: the child says when it is inside the import, and only
+    then is it sent SIGINT (no timing)."""
+    child = subprocess.Popen([sys.executable, "-c", HELD_IMPORT], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=dict(os.environ, ENTRY=entry, HELD=held, PYTHONPATH=os.pathsep.join(sys.path)))
+    try:
+        assert child.stdout.readline() == f"importing {held}\n".encode()
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=120)
+    finally:
+        child.kill()
+    assert (child.returncode, err.decode(), out) == (130, "interrupted\n", b"")
+
+
 def test_run_refuses_a_bad_tag_and_an_output_that_is_not_a_run(tmp_path, scifact_index, monkeypatch):
     """Checked before any search: a tag with whitespace, and --out naming a file a run would destroy."""
     queries = tmp_path / "q.tsv"

@@ -293,6 +293,13 @@ def test_per_query_rows_put_each_querys_runs_together():
     (RUN, {1: {"d1": 1}, "1": {"d3": 1}}, {}, "qrels['1']: duplicate query id '1' (first at qrels[1])"),
     (RUN, {"q1": {7: 1, "7": 0}}, {}, "qrels['q1']: repeated judgement of query 'q1', doc '7'"),
     ({"q1": {"d1": 10 ** 400}}, QRELS, {}, "run['q1']: a score is a number (int too large to convert to float)"),
+    # ids are strings or integers, as rerank's candidates and corpus in memory take them: 1.0 was read as '1.0' (never
+    # the qrels' '1'), None as 'None', True as 'True'
+    ({"q1": {1.0: 2.0}}, QRELS, {}, "run['q1']: a docid must be a string or an integer, found float 1.0"),
+    ({"q1": [("d1", 2.0), (True, 1.0)]}, QRELS, {}, "run['q1']: a docid must be a string or an integer, found bool True"),
+    ({None: {"d1": 2.0}}, QRELS, {}, "run[None]: a query id must be a string or an integer, found NoneType None"),
+    (RUN, {"q1": {1.0: 1}}, {}, "qrels['q1']: a docid must be a string or an integer, found float 1.0"),
+    (RUN, {1.0: {"d1": 1}}, {}, "qrels[1.0]: a query id must be a string or an integer, found float 1.0"),
 ])
 def test_a_run_or_qrels_of_the_wrong_shape_is_one_input_error(run, qrels, options, message):
     """Docids without scores met a ValueError from unpacking deep inside, qrels as lists an AttributeError,
@@ -302,6 +309,13 @@ def test_a_run_or_qrels_of_the_wrong_shape_is_one_input_error(run, qrels, option
     with pytest.raises(InputError) as info:
         evaluate(run, qrels, **options)
     assert str(info.value) == message
+
+
+def test_integer_ids_in_memory_are_their_digits():
+    """Integer query ids and docids, Python's or numpy's, evaluate as the same ids written as strings."""
+    as_text = evaluate({"1": {"7": 2.0, "8": 1.0}, "2": [("9", 1.0)]}, {"1": {"8": 1}, "2": {"9": 2}})
+    as_ints = evaluate({1: {7: 2.0, np.int64(8): 1.0}, np.int64(2): [(9, 1.0)]}, {np.int64(1): {8: 1}, 2: {np.int32(9): 2}})
+    assert as_ints.by_query == as_text.by_query and as_text.mean["RR@10"] == 0.75
 
 
 def test_a_result_prints_in_a_few_lines_and_names_a_measure_it_lacks():

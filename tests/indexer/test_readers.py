@@ -6,6 +6,7 @@ import gzip
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ckqti.errors import InputError
@@ -519,13 +520,26 @@ def test_bad_documents_in_memory_name_the_item(documents, where, message):
 def test_queries_in_memory_read_as_the_same_queries_in_a_file(tmp_path):
     path = write(tmp_path / "q.tsv", "1\t a  query\nq2\tanother\n")
     assert read_query_mapping({1: " a  query", " q2 ": "another"}) == read_queries(path) == {"1": "a query", "q2": "another"}
+    assert read_query_mapping({np.int64(1): "a query", "q2": "another"}) == read_queries(path)  # numpy's integer too
+
+
+def test_integer_docids_in_memory_are_their_digits():
+    """A dict's integer keys, numpy's too (numpy's was refused: "found int64"), are docids read as their digits, as
+    rerank's candidates and evaluate's runs read them; a float is refused, naming it (7.0 is no docid '7')."""
+    from indexer.readers import read_document_mapping
+
+    assert read_document_mapping({np.int64(7): "x", 8: {"title": "T", "text": "y"}}) == [
+        Document("7", "", "x"), Document("8", "T", "y")]
+    assert str(error_of(read_document_mapping, {7.0: "x"})) == ("corpus[7.0]: a docid must be a string or an integer, "
+                                                                 "found float 7.0")
 
 
 @pytest.mark.parametrize(("queries", "message"), [
     (["a query"], "queries: expected a dict of query id -> text (a run names each query by its id), got list"),
     ({}, "queries: no queries in the dict"),
     ({"1": "x", 2: None}, "queries[2]: a query must be a string, found NoneType"),
-    ({("a",): "x"}, "queries[('a',)]: a query id must be a string, found tuple"),
+    ({("a",): "x"}, "queries[('a',)]: a query id must be a string or an integer, found tuple ('a',)"),
+    ({1.0: "x"}, "queries[1.0]: a query id must be a string or an integer, found float 1.0"),
     ({"q 1": "x"}, "queries['q 1']: query id 'q 1' contains whitespace"),
     ({"1": "x", " 1": "y"}, "queries[' 1']: duplicate query id '1' (first at queries['1'])"),
     ({"1": " "}, "queries['1']: query '1' has no text"),
