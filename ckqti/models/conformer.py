@@ -94,8 +94,8 @@ class SeparableSelfAttention(nn.Module):
 
     Shape:
         x ``[B, L, D]``, mask ``[B, L]`` bool (True = real) -> ``[B, L, D]``.
-        The largest intermediate is ``[B, L, D]``; the per-head attention summary is
-        ``[B, H, D/H, D/H]``.
+        The largest intermediate is the shared Q/K and V projection, ``[B, L, 2D]``; the per-head
+        attention summary is ``[B, H, D/H, D/H]``.
     """
 
     def __init__(self, dim: int, num_heads: int, dropout: float = 0.0):

@@ -14,7 +14,14 @@ Choices where paper, reference code and this implementation differ:
 * The length branch is ``sum / (doc_len + 1) * scale`` without a log, as in the code (the
   paper writes a log for both branches). Both branches share the one learned ``scale``.
 * The document is cut to ``max_doc_length`` (default 200) and the query to
-  ``max_query_length`` (30) inside :meth:`TK.forward`, the paper's caps.
+  ``max_query_length`` (30) inside :meth:`TK.forward`, the paper's caps. The TUW19-d3 variant
+  (800 document tokens with windowed pooling) is not implemented: :mod:`ckqti.models.tkl` reads
+  long documents.
+* :class:`TKConfig` defaults to the paper's 300-d vectors and 10 heads, but ``ckqti train``
+  builds TK and TKL 256-d with 8 heads (:func:`ckqti.train.reranker_tk.term_model_options`):
+  256 is the skip-gram IN+OUT width the embeddings start from (there are no GloVe vectors
+  here), and 10 heads do not divide it. ``model_options`` may override both; the runs of
+  ``scripts/effectiveness_registry.py`` do not.
 * ``term_weights="idf"`` (an option; the default ``"none"`` is the paper's): each query
   term's log and length values are multiplied by the term's idf in the collection read
   (:meth:`TK.set_collection`) before the sum over query terms, as TKL's option does

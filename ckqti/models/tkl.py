@@ -30,6 +30,12 @@ Choices where paper, reference code and this implementation differ:
   in another regime than a full one: trained with partial windows, the best region starts in
   the last tenth of 8-9% of SciFact abstracts and TREC DL passages, often a one- or two-token
   window (``scripts/region_positions.py``); with whole windows, of none.
+* Region exclusion: the SPEC masks "every window whose index is within 15 of the pick (30 tokens:
+  no overlap)". Here a pick rules out the windows less than 15 from it (14 on each side), the
+  fewest that keep regions from overlapping, so two picks may lie exactly 15 windows (30 tokens)
+  apart, adjacent but disjoint; read as ``|i - j| <= 15`` the SPEC's wording would put their
+  starts at least 32 tokens apart. Changing it would change a trained TKL's score of every
+  document whose picks land exactly 15 windows apart.
 * Region picks that find no window left, and neighbours that fall outside the document or on
   an empty window, contribute 0; the reference clamps neighbour indices to the tensor and can
   pick an empty window whose neighbours are real. This makes the score padding-invariant.

@@ -57,7 +57,8 @@ def encode_by_length(model: nn.Module, rows: Sequence[np.ndarray], lengths: torc
     distribution as one call's, and equal to it without dropout.
 
     Shape:
-        ``len(rows)`` rows -> encoding ``[B, W]``, ``W = max(1, longest row)``.
+        ``B = len(rows)`` rows -> a :class:`~ckqti.models.qti.DocumentEncoding` with ids and mask
+        ``[B, W]``, ``W = max(1, longest row)``, lengths ``[B]`` and vectors ``[B, W, D]`` (None for NDRM2).
     """
     group = encode_group(device) if group is None else group
     if group is None or len(rows) <= group:
