@@ -44,11 +44,11 @@ def test_a_function_numba_can_cache_keeps_its_cache(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="no caching without the JIT")
 def test_the_kernels_import_and_run_where_numba_can_cache_nothing():
-    """Importing retriever.kernels (any search) or indexer.shards (any build) raised Numba's
+    """Importing retriever.kernel_saat (any search) or indexer.shards (any build) raised Numba's
     RuntimeError, a traceback, when the package sat in a read-only site-packages and the user had no
     writable ~/.cache (found from an installed wheel with both read-only)."""
     code = NO_LOCATOR + (
-        "import numpy as np, indexer.shards, retriever.kernels as k;"
+        "import numpy as np, indexer.shards, retriever.kernel_saat as k;"
         "from ckqti.jit import cached;"
         "print(k.next_term(np.array([0, 1]), np.array([1, 2]), np.array([3, 5], np.uint8), np.array([1, 1])),"
         " cached(k.saat_topk), cached(indexer.shards._by_term))"
