@@ -74,11 +74,11 @@ class Shard:
         seg_ptr: int64[L+1] first segment of each posting list id (``L``: the lists that existed
             when the shard was written; later ids are empty here).
         docs: the document store (docid, title, text, length).
-        skips, skip_ptr: every 64th document of each segment (:func:`retriever.kernels.build_skips`),
+        skips, skip_ptr: every 64th document of each segment (:func:`retriever.kernel_postings.build_skips`),
             derived in memory on first use (about 3% of the postings' bytes), as the kernels' search
             asks for them: a search by :mod:`retriever.scan` never loads Numba.
         post_impact: each posting's impact when segments are short (a learned index;
-            :func:`retriever.kernels.posting_impacts`, a quarter of the postings' bytes), else empty;
+            :func:`retriever.kernel_postings.posting_impacts`, a quarter of the postings' bytes), else empty;
             derived on first use, as ``skips``.
     """
 
@@ -91,7 +91,7 @@ class Shard:
 
     @cached_property
     def _skip_table(self) -> tuple[np.ndarray, np.ndarray]:
-        from retriever.kernels import build_skips
+        from retriever.kernel_postings import build_skips
 
         return build_skips(self.postings, self.seg_start)
 
@@ -105,7 +105,7 @@ class Shard:
 
     @cached_property
     def post_impact(self) -> np.ndarray:
-        from retriever.kernels import posting_impacts
+        from retriever.kernel_postings import posting_impacts
 
         return posting_impacts(self.postings, self.seg_start, self.seg_impact)
 

@@ -12,7 +12,7 @@ def kernels_ready(batch: bool = False) -> bool:
     dispatcher's overloads appear when its compiling ends; a dict's truth is read atomically, so the
     check is safe from another thread while it compiles.) With ``NUMBA_DISABLE_JIT=1`` it is plain
     Python: always ready."""
-    from retriever.kernels import saat_batch, saat_topk
+    from retriever.kernel_saat import saat_batch, saat_topk
 
     return bool(getattr(saat_batch if batch else saat_topk, "overloads", True))
 
@@ -22,7 +22,7 @@ def kernels_compiling(batch: bool = False) -> bool:
     """Whether this process is compiling the search kernel (``batch``: batch search's) now: the
     first search after an install, 10-20 s on 2 cores. Not before its first call, nor while it
     loads from Numba's cache (:func:`compiling`)."""
-    kernels = sys.modules.get("retriever.kernels")  # not imported yet: nothing compiles (and no need to load Numba to say so)
+    kernels = sys.modules.get("retriever.kernel_saat")  # not imported yet: nothing compiles (and no need to load Numba to say so)
     if kernels is None:
         return False
     return compiling(kernels.saat_batch if batch else kernels.saat_topk)
@@ -34,7 +34,7 @@ def kernels_cached(batch: bool = False) -> bool:
     False where it can write no cache folder (a read-only install beside a home without a writable
     ``~/.cache``), so that every process compiles it again (:func:`ckqti.jit.cached`)."""
     from ckqti.jit import cached
-    from retriever.kernels import saat_batch, saat_topk
+    from retriever.kernel_saat import saat_batch, saat_topk
 
     return cached(saat_batch if batch else saat_topk)
 

@@ -10,7 +10,7 @@ below what loading the kernels costs; the kernels stay the engine for everything
 many queries over a large collection, for ``ckqti serve`` and for anytime mode, which this scan
 does not have.
 
-The hits are the kernels' (``retriever.kernels.saat_topk`` in exact mode): documents scoring above
+The hits are the kernels' (``retriever.kernel_saat.saat_topk`` in exact mode): documents scoring above
 0, by integer score descending, then document number ascending."""
 
 from __future__ import annotations

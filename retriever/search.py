@@ -1,7 +1,7 @@
 """Query-time search over an opened index: analysis, term lookup, per-shard top-k, merge.
 
 A query's terms become posting lists and integer weights (:mod:`retriever.query`), which the
-kernels (:mod:`retriever.kernels`, or :mod:`retriever.scan`'s numpy) run over each shard into
+kernels (:mod:`retriever.kernel_saat`, or :mod:`retriever.scan`'s numpy) run over each shard into
 per-thread buffers (:mod:`retriever.workspace`); shards' hits are merged (:mod:`retriever.merge`),
 batches cut into chunks over threads (:mod:`retriever.chunks`), and hits returned as
 :mod:`retriever.results`.
@@ -29,7 +29,7 @@ from retriever.scan import ScanBudget, scan_seconds, scan_topk, with_ties
 from retriever.workspace import ACC32_MAX, Workspace
 
 MAX_BATCH_HITS = 1 << 22  # hits a search_many holds at a time ([queries, tie_margin(k)] rows, 3 int64 each: 96 MB)
-WARMUP = 16384  # a query with at most this many postings is added whole before any pruning (retriever.kernels.saat_topk)
+WARMUP = 16384  # a query with at most this many postings is added whole before any pruning (retriever.kernel_saat.saat_topk)
 BUDGET_MAX = int(np.iinfo(np.int64).max)  # the kernels' budget is an int64: a larger one means no limit
 # Importing Numba and loading the search kernels from its cache: 0.45 s of a 0.7 s one-query process
 # (session 41). engine="auto" scans with numpy until its scans' estimated time would pass this.
@@ -97,7 +97,7 @@ class Searcher:
             keep 1; a weight is 0 or from 1e-6 to 1e6, and 0 switches a channel off (its posting
             lists are not read: ``{"one": 0}`` ranks by NDRM3's explicit channel alone), but not
             every channel. Scores are then a re-weighted fusion, not the model's own.
-        engine: what searches: ``"numba"``, the kernels of :mod:`retriever.kernels` (pruned;
+        engine: what searches: ``"numba"``, the kernels of :mod:`retriever.kernel_saat` (pruned;
             compiled once, then loaded from Numba's cache by each process, about 0.45 s);
             ``"numpy"``, exact mode only: every posting of a query's lists added up by
             :mod:`retriever.scan`, which never loads Numba; or ``"auto"``: in exact mode, scans
@@ -216,12 +216,13 @@ class Searcher:
 
     @cached_property
     def _kernels(self) -> tuple:
-        """``(saat_topk, saat_batch, LOOKUP_COST, EXACT_SLACK)`` of :mod:`retriever.kernels`, imported on
-        first use (a searcher that only scans, ``engine="numpy"``, never loads Numba) and held as one
-        tuple: reading them off the module cost a one-query call 0.2 us (of ~15 on 1M tail queries)."""
-        from retriever import kernels
+        """``(saat_topk, saat_batch, LOOKUP_COST, EXACT_SLACK)`` of :mod:`retriever.kernel_saat` and
+        :mod:`retriever.kernel_and`, imported on first use (a searcher that only scans, ``engine="numpy"``,
+        never loads Numba) and held as one tuple: reading them off the module cost a one-query call 0.2 us
+        (of ~15 on 1M tail queries)."""
+        from retriever import kernel_and, kernel_saat
 
-        return kernels.saat_topk, kernels.saat_batch, kernels.LOOKUP_COST, kernels.EXACT_SLACK
+        return kernel_saat.saat_topk, kernel_saat.saat_batch, kernel_and.LOOKUP_COST, kernel_and.EXACT_SLACK
 
     def _traversal(self) -> tuple[int, int]:
         """The kernels' ``budget`` (-1: none) and ``slack`` for this searcher's mode."""
@@ -313,7 +314,7 @@ class Searcher:
         choice in hindsight would have (a ski rental)."""
         if self.engine == "numpy":
             return True
-        if self.engine == "numba" or self.mode != "exact" or "retriever.kernels" in sys.modules:
+        if self.engine == "numba" or self.mode != "exact" or "retriever.kernel_saat" in sys.modules:
             return False
         ptr = np.zeros(len(lists) + 1, np.int64)
         np.cumsum([x.size for x in lists], out=ptr[1:])

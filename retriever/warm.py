@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ckqti.jit import cached
-from retriever.kernels import saat_batch, saat_topk
+from retriever.kernel_saat import saat_batch, saat_topk
 from retriever.workspace import ACC16_MAX
 
 DOCUMENTS = "w1\tcells divide and grow\nw2\tproteins fold in cells\nw3\tgenes express proteins\n"

@@ -22,7 +22,7 @@ class Workspace:
         self.num_docs = max(max_docs, 1)
         self._acc16: np.ndarray | None = None
         self._acc32: np.ndarray | None = None
-        self.touched = np.zeros(self.num_docs + 1, dtype=np.uint32)  # + 1: see kernels.accumulate_plain
+        self.touched = np.zeros(self.num_docs + 1, dtype=np.uint32)  # + 1: see kernel_accumulate.accumulate_plain
         self.hist = np.zeros(max_score + 2, dtype=np.int64)
         self.bits = np.zeros(self.num_docs // 64 + 1, dtype=np.uint64)
 

@@ -74,7 +74,7 @@ class CkqtiEngine:
         # in this process the kernels search (engine "auto" scans only until they would have loaded): a
         # process that writes run after run loads them once; the command column shows what a fresh
         # `ckqti run` chooses
-        import retriever.kernels  # noqa: F401
+        import retriever.kernel_saat  # noqa: F401
         if not (self.index / MANIFEST).is_file():
             api.index(corpus, self.index, model=model, progress=False)
 

@@ -4,7 +4,7 @@ Docstrings and comments under ``ckqti/``, ``indexer/``, ``retriever/`` and ``scr
 Sphinx-style (``:func:`fit_stage```, ``:class:`~ckqti.vocab.Vocabulary```, ``:meth:`Index.close```,
 ``:mod:`retriever.scan```) or as a backticked dotted path (```retriever.results.TopK```); README.md
 and docs/*.md name it as a backticked dotted path, a file path (```retriever/search.py```,
-```retriever/kernels.py::and_segment```) or a link. When code moves to another module these can be
+```retriever/kernel_and.py::and_segment```) or a link. When code moves to another module these can be
 left naming nothing. A target resolves, as Sphinx would look it up:
 
 - a dotted path from a package, module or attribute (a leading ``~`` or ``.`` stripped);
@@ -366,13 +366,13 @@ def test_the_checker_tells_broken_from_resolved():
           ref("class", "Explanation", file="ckqti/api.py"),  # imported under TYPE_CHECKING only
           ref("attr", "ckqti.train.ndrm_config.TrainConfig.teacher"),  # a dataclass field
           ref("func", "title <retriever.scan.scan_topk>"), ref("name", "ckqti.api.run"),
-          ref("path", "retriever/kernels.py"), ref("path", "retriever/kernels.py::and_segment"),
+          ref("path", "retriever/kernel_saat.py"), ref("path", "retriever/kernel_and.py::and_segment"),
           ref("link", "INDEX.md", file="docs/CLI.md")]
     bad = [ref("class", "retriever.results.NoSuchThing"), ref("mod", "ckqti.api.run"), ref("func", "no_such_function"),
            ref("meth", "search"),  # outside the class: not in the module's namespace
            ref("class", "retriever.search.TopK"),  # imported there, defined in retriever.results
            ref("attr", "Searcher.no_such_attribute"), ref("name", "retriever.search.NoSuch"),
-           ref("path", "retriever/no_such.py"), ref("path", "retriever/kernels.py::no_such_kernel"),
+           ref("path", "retriever/no_such.py"), ref("path", "retriever/kernel_and.py::no_such_kernel"),
            ref("link", "docs/INDEX.md", file="docs/CLI.md")]
     assert [r for r in ok if not resolves(r)] == []
     assert [r for r in bad if resolves(r)] == []

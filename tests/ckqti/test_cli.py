@@ -1228,7 +1228,7 @@ def test_a_slow_run_that_compiles_nothing_says_nothing_of_compiling(tmp_path, sc
     compiling note though nothing compiled, even when it then failed on its queries file."""
     from numba import njit
 
-    import retriever.kernels as kernels_mod
+    import retriever.kernel_saat as kernels_mod
     from ckqti.cli.search import SLOW_RUN_NOTE, UNCACHED_RUN_NOTE
 
     queries = tmp_path / "q.tsv"

@@ -44,11 +44,11 @@ def test_a_function_numba_can_cache_keeps_its_cache(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="no caching without the JIT")
 def test_the_kernels_import_and_run_where_numba_can_cache_nothing():
-    """Importing retriever.kernels (any search) or indexer.shards (any build) raised Numba's
+    """Importing retriever.kernel_saat (any search) or indexer.shards (any build) raised Numba's
     RuntimeError, a traceback, when the package sat in a read-only site-packages and the user had no
     writable ~/.cache (found from an installed wheel with both read-only)."""
     code = NO_LOCATOR + (
-        "import numpy as np, indexer.shards, retriever.kernels as k;"
+        "import numpy as np, indexer.shards, retriever.kernel_saat as k;"
         "from ckqti.jit import cached;"
         "print(k.next_term(np.array([0, 1]), np.array([1, 2]), np.array([3, 5], np.uint8), np.array([1, 1])),"
         " cached(k.saat_topk), cached(indexer.shards._by_term))"
@@ -82,3 +82,30 @@ def test_another_runtime_error_of_numba_is_raised(monkeypatch):
     with pytest.raises(RuntimeError, match="something else"):
         jit.njit(cache=True)(twice)
     assert jit.njit()(twice) is twice
+
+
+CALLEE = "from ckqti.jit import njit\n\n\n@njit(cache=True)\ndef f(x):\n    return x + 1\n"
+CALLER = "from callee import f\nfrom ckqti.jit import njit\n\n\n@njit(cache=True)\ndef g(x):\n    return f(x) * 10\n"
+
+
+@pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="no caching without the JIT")
+def test_a_cached_kernel_compiles_again_when_a_callee_in_another_module_changes(tmp_path):
+    """Numba checks only a kernel's own file: once the kernels were split into modules
+    (retriever/kernel_*.py), an edit to a callee's module left the caller running the old callee
+    from the cache. Unchanged, the caller still loads from the cache."""
+    (tmp_path / "callee.py").write_text(CALLEE)
+    (tmp_path / "caller.py").write_text(CALLER)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    code = "import caller; print(caller.g(1), sum(caller.g.stats.cache_hits.values()))"
+
+    def run() -> str:
+        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    assert [run(), run()] == ["20 0", "20 1"]  # compiled, then loaded from the cache
+    callee = tmp_path / "callee.py"
+    callee.write_text(CALLEE.replace("x + 1", "x + 2"))
+    os.utime(callee, (callee.stat().st_atime, callee.stat().st_mtime + 5))  # a new stamp, whatever the clock's grain
+    assert [run(), run()] == ["30 0", "30 1"]

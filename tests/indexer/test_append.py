@@ -35,7 +35,7 @@ from indexer.readers import read_corpus, read_queries
 from indexer.stamps import STAMPS_FILE
 from retriever.index import Index
 from retriever.info import index_info
-from retriever.kernels import brute_force_scores
+from retriever.kernel_saat import brute_force_scores
 from retriever.search import Searcher
 
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from retriever import scan as scan_module
-from retriever.kernels import brute_force_scores
+from retriever.kernel_saat import brute_force_scores
 from retriever.scan import ScanBudget, list_postings, query_postings, scan_seconds, scan_topk, with_ties
 from retriever.search import KERNEL_LOAD_S, Searcher
-from tests.retriever.test_kernels import build, random_index
+from tests.retriever.kernel_cases import build, random_index
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -165,7 +165,7 @@ def test_auto_engine_scans_until_loading_the_kernels_would_have_paid(scifact_ind
     kernels loaded never scan."""
     from retriever import search as search_module
 
-    monkeypatch.delitem(sys.modules, "retriever.kernels")  # as in a process that has not loaded them
+    monkeypatch.delitem(sys.modules, "retriever.kernel_saat")  # as in a process that has not loaded them
     budget = ScanBudget(KERNEL_LOAD_S)
     monkeypatch.setattr(search_module, "SCAN_BUDGET", budget)
     auto, other = Searcher(scifact_index, engine="auto"), Searcher(scifact_index, engine="auto")
@@ -188,7 +188,7 @@ import sys
 from ckqti import api
 index, run = sys.argv[1:3]
 res = api.search("cell growth", index, k=3)
-print(len(res.hits), "numba" in sys.modules, "retriever.kernels" in sys.modules)
+print(len(res.hits), "numba" in sys.modules, "retriever.kernel_saat" in sys.modules)
 from ckqti.cli import main
 sys.argv = ["ckqti", "search", "cell growth", "--index", sys.argv[1], "-k", "3"]
 try:
@@ -213,7 +213,7 @@ def test_one_search_and_a_small_run_load_no_numba(scifact_index, tmp_path):
     lines = out.stdout.splitlines()
     assert lines[0] == "3 False False" and lines[-2:] == ["False", "False"], out.stdout
     assert [line.split()[0] for line in lines[1:-2] if line.split()[0].isdigit()] == ["1", "2", "3"], out.stdout
-    import retriever.kernels  # noqa: F401  (loaded here: api.run searches with them)
+    import retriever.kernel_saat  # noqa: F401  (loaded here: api.run searches with them)
 
     api.run(scifact_index, {"q1": "cell growth", "q2": "protein", "q3": "the"}, tmp_path / "kernels.trec", k=100)
     assert (tmp_path / "scan.trec").read_bytes() == (tmp_path / "kernels.trec").read_bytes()

@@ -12,7 +12,7 @@ from ckqti import api
 from ckqti.errors import IndexClosedError, IndexFormatError, QueryError
 from retriever.chunks import BATCH_CHUNK, CHUNKS_PER_THREAD, MAX_CHUNK_HITS, batch_chunk
 from retriever.index import Index, Shard
-from retriever.kernels import brute_force_scores
+from retriever.kernel_saat import brute_force_scores
 from retriever.results import SHOWN_IN_REPR, search_json, trec_ranking
 from retriever.search import Searcher
 

@@ -18,7 +18,7 @@ SEARCHES = """
 import sys
 import numpy as np
 from ckqti import api
-from retriever import kernels as K
+from retriever import kernel_saat as K
 api.index(sys.argv[1], sys.argv[2], model="ndrm2", progress=False)
 with api.open_searcher(sys.argv[2]) as s:
     assert s.search("cells", 2).hits and all(r.hits for r in s.search_many(["cells proteins", "genes"], 2))
@@ -52,18 +52,18 @@ def test_after_the_warm_up_no_search_compiles(tmp_path):
 
 def test_the_warm_up_searches_both_accumulator_widths(monkeypatch):
     """In process: each kernel is called with uint16 and with uint32 accumulators."""
-    from retriever import kernels, warm
+    from retriever import kernel_saat, warm
 
     seen = []
     for name in ("saat_topk", "saat_batch"):
-        real = getattr(kernels, name)
+        real = getattr(kernel_saat, name)
 
         def record(*args, real=real, name=name):  # uint16 accumulators, or uint32 ones beside the uint32 touched list
             narrow = any(isinstance(a, np.ndarray) and a.dtype == np.uint16 for a in args)
             seen.append((name, np.dtype("uint16" if narrow else "uint32")))
             return real(*args)
 
-        monkeypatch.setattr(kernels, name, record)
+        monkeypatch.setattr(kernel_saat, name, record)
     assert warm.compile_kernels() > 0
     assert sorted(set(seen)) == [("saat_batch", np.dtype("uint16")), ("saat_batch", np.dtype("uint32")),
                                  ("saat_topk", np.dtype("uint16")), ("saat_topk", np.dtype("uint32"))]
