@@ -41,10 +41,10 @@ def njit(**options):
 
 def source_stamp(kernel):
     """What Numba compares to decide whether ``kernel``'s cache is fresh (None: a kernel it keeps no cache
-    for): its source file's stamp (in Numba 0.68 a hash of its text; older versions stamped its modification
+    for, or a Numba that no longer keeps the private attribute read here): its source file's stamp (in Numba 0.68 a hash of its text; older versions stamped its modification
     time and size), with :func:`stamp_with_callees` its callees' too."""
     cache_file = getattr(getattr(kernel, "_cache", None), "_cache_file", None)
-    return None if cache_file is None else cache_file._source_stamp
+    return getattr(cache_file, "_source_stamp", None)  # private: a Numba without it stamps as before
 
 
 def stamp_with_callees(kernel) -> None:
