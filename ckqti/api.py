@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import inspect
 import os
-import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ckqti.errors import CkqtiError, InputError, OptionError, QueryError, option_count
+from ckqti.errors import CkqtiError, OptionError, QueryError, option_count
+from retriever.batch_run import RunStats  # run's result, api.RunStats as before: a module without numpy
 
 if TYPE_CHECKING:  # the return types, for type checkers only: the modules load when a function runs
     from ckqti.evaluate import EvalReport
@@ -81,6 +80,7 @@ def index(
 
     if corpus_file(corpus) is None:
         from indexer.readers import documents_in_memory
+        from indexer.readers.corpus import check_in_memory_options
 
         check_in_memory_options(corpus, fmt, orcas, ray_address)
         corpus = documents_in_memory(corpus)
@@ -95,9 +95,7 @@ def index(
         check_build_paths(corpus_file(corpus), Path(orcas) if orcas else None, output_path(out), force, fmt)  # before torch
 
     from ckqti.models.loading import load_qti_model
-    from ckqti.text import Analyzer
-    from indexer.build import BuildConfig, build_index
-    from indexer.impacts import ImpactConfig
+    from indexer.build import build_index, model_build_config
 
     if ray_address is not None:  # the model here is the driver's: on its CPU when it has no GPU, the workers on theirs
         from indexer.distributed import driver_device
@@ -105,34 +103,13 @@ def index(
         factory, info = load_qti_model(model, driver_device(device))
     else:
         factory, info = load_qti_model(model, device)
-    if neighbours is not None and info.get("variant") == "ndrm2":
-        raise OptionError("neighbours are for dense latent models; NDRM2 has no latent channel (it stores each "
-                          "document's own terms)", ("neighbours",))
-    if neighbours is not None and info.get("latent_gate") is not None:
-        raise OptionError(f"neighbours are for dense latent models; this model's latent channel is gated at cosine "
-                          f"{info['latent_gate']} and its index stores exactly the pairs the gate opens", ("neighbours",))
-    impacts = ImpactConfig(batch_size=batch_size, **({} if neighbours is None else {"neighbours": neighbours}))
-    # a checkpoint reads text with the analyzer it was trained with (the untrained NDRM2: the default)
-    analyzer = Analyzer.from_dict(info["analyzer"]) if info.get("analyzer") else Analyzer()
-    config = BuildConfig(shard_size=shard_size, impacts=impacts, analyzer=analyzer)
+    config = model_build_config(info, shard_size, batch_size, neighbours)
     if ray_address is not None:
         from indexer.distributed import build_index_ray
 
         return build_index_ray(corpus, out, model, info, config, fmt=fmt, orcas=orcas, force=force, resume=resume,
                                address=ray_address, num_workers=workers, device=device, progress=progress)
     return build_index(corpus, out, factory, info, config, fmt=fmt, orcas=orcas, force=force, resume=resume, progress=progress)
-
-
-def check_in_memory_options(corpus, fmt: str | None, orcas, ray_address: str | None = None) -> None:
-    """Documents in memory (:func:`index`'s and :func:`append`'s, then read by
-    :func:`indexer.readers.documents_in_memory`) take no file options, and are an iterable."""
-    for name, value in (("fmt", fmt), ("orcas", orcas), ("ray_address", ray_address)):
-        if value is not None:
-            raise OptionError(f"{name} is for a corpus file; documents given in memory are indexed as they are",
-                              (name,))
-    if not isinstance(corpus, Iterable):  # None too
-        raise OptionError(f"corpus must be a path, got {type(corpus).__name__} (or documents in memory: a list of "
-                          "texts, dicts or Documents, or a dict of docid -> text)", ("corpus",))
 
 
 def append(
@@ -154,6 +131,7 @@ def append(
     of 600), as if the list had been part of the one the index was built from."""
     from indexer.format import Manifest
     from indexer.paths import check_append_paths, corpus_file
+    from indexer.readers.corpus import check_in_memory_options
 
     in_memory = corpus_file(corpus) is None
     if in_memory:
@@ -275,25 +253,6 @@ def search(query: str, index_path: str | Path, k: int = 10, mode: str = "exact",
         return searcher.search(query, k)
 
 
-RUN_CHUNK = 4096  # queries ckqti run searches at a time (one search_many call) before writing them
-
-
-@dataclass
-class RunStats:
-    queries: int
-    searched: int
-    skipped: list[str] = field(default_factory=list)
-    oov_terms: int = 0
-    seconds: float = 0.0
-    documents: int = 0  # lines written: retrieved documents over all queries
-    reasons: dict[str, str] = field(default_factory=dict)  # skipped query -> why it could not be searched
-    empty: dict[str, str] = field(default_factory=dict)  # searched query that retrieved nothing -> why
-
-    @property
-    def qps(self) -> float:
-        return self.searched / self.seconds if self.seconds > 0 else float("inf")
-
-
 def run(
     index_path: str | Path,
     queries: str | Path | Mapping[str, str],
@@ -310,10 +269,12 @@ def run(
 ) -> RunStats:
     """Search every query of a queries file, or of a dict ``qid -> text``, and write a TREC run; ``fmt`` is
     the queries file's format (``tsv``, ``jsonl``, ``trec``, ``smart``; None: detected), as ``ckqti run
-    --queries-format``."""
+    --queries-format``. Returns what was searched, skipped and written
+    (:func:`retriever.batch_run.write_searched_run`'s :class:`~retriever.batch_run.RunStats`)."""
     from indexer.readers import read_queries, read_query_mapping
     from indexer.readers.queries import check_no_format_in_memory
-    from retriever.runs import check_run_path, write_ranked_run
+    from retriever.batch_run import write_searched_run
+    from retriever.runs import check_run_path
 
     in_memory = isinstance(queries, Mapping)
     check_no_format_in_memory(queries, fmt, "fmt")
@@ -323,33 +284,8 @@ def run(
     # time than Numba takes to load (SciFact's 1,109 claims at k 1,000: session 42, docs/BENCH_SEARCH.md)
     searcher = open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack, engine="auto")
     qs = read_query_mapping(queries) if in_memory else read_queries(queries, fmt=fmt)
-    stats = RunStats(queries=len(qs), searched=0)
-
-    def rankings():
-        """Each query's ranking, searched a chunk of queries at a time and written as it comes: the
-        run is never held whole (100,000 queries at k = 1,000 would be ~37 GB of hits)."""
-        qids = list(qs)
-        for lo in range(0, len(qids), RUN_CHUNK):
-            chunk = qids[lo:lo + RUN_CHUNK]
-            t0 = time.perf_counter()
-            found = searcher.topk_columns([qs[q] for q in chunk], k, threads=threads)
-            stats.seconds += time.perf_counter() - t0
-            for qid, res in zip(chunk, found):
-                if isinstance(res, QueryError):
-                    stats.skipped.append(qid)
-                    stats.reasons[qid] = res.message
-                    continue
-                stats.searched += 1
-                stats.oov_terms += len(res.oov)
-                stats.documents += len(res.docids)
-                if not len(res.docids):  # no line in the run: say why, as search does
-                    stats.empty[qid] = res.why_empty()
-                    continue
-                yield qid, res.docids, res.scores
-
     with searcher:  # its helper threads stop with the run
-        write_ranked_run(out, rankings(), tag)
-    return stats
+        return write_searched_run(searcher, qs, out, k, threads, tag)
 
 
 def evaluate(run_path: str | Path | Mapping[str, Ranking], qrels: str | Path | Mapping[str, Mapping[str, int]],
@@ -383,46 +319,19 @@ def evaluate(run_path: str | Path | Mapping[str, Ranking], qrels: str | Path | M
         InputError: an unreadable or malformed run or qrels (a file's error names its line, one in memory its entry:
             ``run['3']``), a run given twice, or a run none of whose queries the qrels judge.
     """
-    from ckqti.evaluate import evaluate_runs
-    from ckqti.measures import DEFAULT_MEASURES, parse_measures
+    from ckqti.evaluate import check_run_source, checked_compare, evaluate_runs
+    from ckqti.measures import checked_measures
 
     check_run_source(run_path, "run_path")
     if not isinstance(qrels, Mapping):
         check_paths(qrels=qrels)
     elif qrels_format is not None:
         raise OptionError("qrels_format is for a qrels file; qrels in memory are read as they are", ("qrels_format",))
-    if compare is not None and not isinstance(compare, (str, os.PathLike, Mapping)):
-        try:
-            compare = tuple(compare)  # an iterator is read once, here
-        except TypeError:
-            compare = (compare,)
-        for other in compare:
-            check_run_source(other, "compare")
-    elif compare is not None:
-        check_run_source(compare, "compare")
+    compare = checked_compare(compare)
     rel_level = option_count(rel_level, "rel_level")
-    if measures is None:
-        measures = DEFAULT_MEASURES
-    if not isinstance(measures, str):
-        try:
-            measures = tuple(measures)  # an iterator is read once: by the check below, then by the evaluation
-        except TypeError:
-            pass
-    if not isinstance(measures, tuple) or not all(isinstance(m, str) for m in measures):
-        raise OptionError(f"measures must be a list of names, e.g. {list(DEFAULT_MEASURES[:2])}", ("measures",))
-    try:
-        parse_measures(measures)
-    except InputError as e:
-        raise OptionError(f"measures: {e.message} (default: {','.join(DEFAULT_MEASURES)})", ("measures",)) from None
+    measures = checked_measures(measures)
     return evaluate_runs(run_path, qrels, measures=measures, per_query=per_query, compare=compare,
                          qrels_format=qrels_format, rel_level=rel_level)
-
-
-def check_run_source(run, name: str) -> None:
-    """A run to evaluate is a path or a run in memory (a dict), else an :class:`OptionError` naming ``name``."""
-    if not isinstance(run, (str, os.PathLike, Mapping)):
-        raise OptionError(f"{name} must be a path, got {type(run).__name__} (or a run in memory: a dict "
-                          "qid -> {docid: score})", (name,))
 
 
 def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path, out: str | Path, *,
@@ -450,12 +359,15 @@ def train(model: str, corpus: str | Path, queries: str | Path, qrels: str | Path
         OptionError: an option the model does not take, or options that do not combine.
     """
     from ckqti.train.options import RERANKER_MODELS, train_config
+    from indexer.readers.formats import check_text_starts
 
     check_paths(("dev_qrels", "orcas"), corpus=corpus, queries=queries, qrels=qrels, out=out, dev_qrels=dev_qrels,
                 orcas=orcas)
     check_keywords(train_config, options, passed=("resume", "dev_qrels"))
     check_text_starts(corpus, queries, qrels, dev_qrels, orcas)  # before torch, which train_config's TrainConfig imports
     config = train_config(model, resume=resume, dev_qrels=dev_qrels, **options)
+    from ckqti.models.checkpoint import check_checkpoint_path  # torch: train_config's TrainConfig imported it
+
     check_checkpoint_path(out, {"corpus": corpus, "queries file": queries, "qrels file": qrels, "dev qrels file": dev_qrels,
                                 "embeddings checkpoint": options.get("embeddings"), "teacher file": options.get("teacher"),
                                 "ORCAS file": orcas})
@@ -478,27 +390,6 @@ def check_keywords(fn, options: dict, passed: tuple[str, ...] = ()) -> None:
     unknown = sorted(set(options) - set(takes))
     if unknown:
         raise OptionError(f"unknown option(s) {', '.join(unknown)}; the options are {', '.join(sorted(takes))}")
-
-
-def check_checkpoint_path(out: str | Path, inputs: dict[str, str | Path | None] | None = None) -> None:
-    """Before any training: ``out`` may be new or an earlier checkpoint (replaced), never a folder, a
-    path below a file, another kind of file or one of the training's ``inputs`` (what each is -> its
-    path: the checkpoint whose word vectors start the model)."""
-    from ckqti.files import check_folder_of, check_not_input
-
-    out = Path(out)
-    if out.is_dir():
-        raise InputError("is a directory; a checkpoint is written to a file", out)
-    check_folder_of(out, "the checkpoint")
-    if out.exists():
-        from ckqti.models.checkpoint import load_checkpoint
-
-        try:
-            load_checkpoint(out)
-        except CkqtiError:
-            raise InputError("exists and is not a ckqti checkpoint; training replaces only a checkpoint: remove it or "
-                             "write the checkpoint elsewhere", out) from None
-    check_not_input(out, inputs or {})
 
 
 def rerank(queries: str | Path | Mapping[str, str], candidates: str | Path | Mapping[str, Sequence[str] | Mapping[str, float]],
@@ -533,6 +424,7 @@ def rerank(queries: str | Path | Mapping[str, str], candidates: str | Path | Map
             ``corpus['d7']``, ``documents[3]``), candidates without text.
     """
     from indexer.readers import read_query_mapping
+    from indexer.readers.formats import check_text_starts
 
     in_memory = isinstance(queries, Mapping)
     candidates_in_memory = isinstance(candidates, Mapping)
@@ -558,18 +450,6 @@ def rerank(queries: str | Path | Mapping[str, str], candidates: str | Path | Map
     return rerank_run(queries, candidates, model, out, depth, corpus, **options)
 
 
-def check_text_starts(*paths: str | Path | None) -> None:
-    """Each of ``paths`` that is a file starts with UTF-8 lines (:func:`indexer.readers.formats.check_start`):
-    a corpus, queries, qrels or run file in another encoding (CP-1252) is named before the model loads, not after
-    the seconds torch's import alone takes. What is no file (not there, a folder, a pipe) is left to
-    the command's own checks, which say what it is."""
-    from indexer.readers.formats import check_start
-
-    for path in paths:
-        if isinstance(path, (str, os.PathLike)) and Path(path).is_file():
-            check_start(path)
-
-
 def check_counts(options: dict, *names: str) -> None:
     """The count options among ``names`` that were passed (None: the default) must be integers >= 1,
     as the CLI's flags check them."""
@@ -582,6 +462,8 @@ def explain(query: str, docid: str, model: str | Path | None, corpus: str | Path
             index_path: str | Path | None = None, html_out: str | Path | None = None, **options) -> Explanation:
     """Why ``model`` scores ``docid`` (from ``corpus`` or ``index_path``) as it does for ``query``;
     ``options`` as :func:`ckqti.explain.explain`'s. ``model`` None: the model the index was built with."""
+    from indexer.readers.formats import check_text_starts
+
     check_paths(("corpus", "index_path", "html_out"), corpus=corpus, index_path=index_path, html_out=html_out)
     check_text_starts(corpus, options.get("orcas"))  # before torch, which ckqti.explain imports
 

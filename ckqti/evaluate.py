@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ckqti.errors import InputError, all_ids, id_type_message, is_id, is_real
+from ckqti.errors import InputError, OptionError, all_ids, id_type_message, is_id, is_real
 from ckqti.measures import DEFAULT_MEASURES, ncg_at_k, parse_measures, trec_eval_scores
 from ckqti.significance import Comparison, compare_results
 from ckqti.tables import format_table
@@ -354,6 +354,28 @@ def evaluate_files(
 
 
 RunSource = str | Path | Mapping[str, Ranking]  # a run file, or a run in memory: qid -> {docid: score}
+
+
+def check_run_source(run, name: str) -> None:
+    """A run to evaluate is a path or a run in memory (a dict), else an :class:`OptionError` naming ``name``."""
+    if not isinstance(run, (str, os.PathLike, Mapping)):
+        raise OptionError(f"{name} must be a path, got {type(run).__name__} (or a run in memory: a dict "
+                          "qid -> {docid: score})", (name,))
+
+
+def checked_compare(compare):
+    """:func:`ckqti.api.evaluate`'s ``compare``: None, one run (a path or a dict), or runs in any iterable, read
+    once into a tuple; each checked by :func:`check_run_source`."""
+    if compare is not None and not isinstance(compare, (str, os.PathLike, Mapping)):
+        try:
+            compare = tuple(compare)  # an iterator is read once, here
+        except TypeError:
+            compare = (compare,)
+        for other in compare:
+            check_run_source(other, "compare")
+    elif compare is not None:
+        check_run_source(compare, "compare")
+    return compare
 
 
 def evaluate_runs(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import ir_measures
 
-from ckqti.errors import InputError
+from ckqti.errors import InputError, OptionError
 
 DEFAULT_MEASURES: tuple[str, ...] = ("nDCG@10", "RR@10", "AP@100", "NCG@100", "P@10", "R@100")
 
@@ -70,6 +70,25 @@ def parse_measures(measures: Sequence[str]) -> list[Measure]:
     if len({(m.family, m.cutoff) for m in parsed}) != len(parsed):
         raise InputError(f"a measure is listed twice in {list(measures)} (MRR is RR, MAP is AP)")
     return parsed
+
+
+def checked_measures(measures) -> tuple[str, ...]:
+    """:func:`ckqti.api.evaluate`'s ``measures`` as a tuple of names :func:`parse_measures` reads: None is
+    :data:`DEFAULT_MEASURES`, an iterator is read once; else an :class:`OptionError` naming ``measures``."""
+    if measures is None:
+        measures = DEFAULT_MEASURES
+    if not isinstance(measures, str):
+        try:
+            measures = tuple(measures)  # an iterator is read once: by the check below, then by the evaluation
+        except TypeError:
+            pass
+    if not isinstance(measures, tuple) or not all(isinstance(m, str) for m in measures):
+        raise OptionError(f"measures must be a list of names, e.g. {list(DEFAULT_MEASURES[:2])}", ("measures",))
+    try:
+        parse_measures(measures)
+    except InputError as e:
+        raise OptionError(f"measures: {e.message} (default: {','.join(DEFAULT_MEASURES)})", ("measures",)) from None
+    return measures
 
 
 def ncg_at_k(ranking: Sequence[str], gains: Mapping[str, int], k: int | None) -> float:

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 from tqdm.auto import tqdm
 
-from ckqti.errors import CkqtiError, DiskFullError
+from ckqti.errors import CkqtiError, DiskFullError, OptionError
 from ckqti.files import naming_full_disk, replacing
 from ckqti.progress import progress_bar
 from ckqti.text import Analyzer
@@ -64,6 +64,22 @@ class BuildConfig:
             if not steps or not all(x > 0 and np.isfinite(x) for x in steps):
                 raise ValueError(f"channel_steps must be positive and finite, got {self.channel_steps}")
             object.__setattr__(self, "channel_steps", steps)
+
+
+def model_build_config(info: dict, shard_size: int, batch_size: int, neighbours: int | None) -> BuildConfig:
+    """:func:`ckqti.api.index`'s settings for the model whose manifest entry is ``info`` (``load_qti_model``'s):
+    ``neighbours`` (None: :class:`~indexer.impacts.ImpactConfig`'s) only for a dense latent model, else an
+    :class:`~ckqti.errors.OptionError`; text read with the analyzer the checkpoint was trained with."""
+    if neighbours is not None and info.get("variant") == "ndrm2":
+        raise OptionError("neighbours are for dense latent models; NDRM2 has no latent channel (it stores each "
+                          "document's own terms)", ("neighbours",))
+    if neighbours is not None and info.get("latent_gate") is not None:
+        raise OptionError(f"neighbours are for dense latent models; this model's latent channel is gated at cosine "
+                          f"{info['latent_gate']} and its index stores exactly the pairs the gate opens", ("neighbours",))
+    impacts = ImpactConfig(batch_size=batch_size, **({} if neighbours is None else {"neighbours": neighbours}))
+    # a checkpoint reads text with the analyzer it was trained with (the untrained NDRM2: the default)
+    analyzer = Analyzer.from_dict(info["analyzer"]) if info.get("analyzer") else Analyzer()
+    return BuildConfig(shard_size=shard_size, impacts=impacts, analyzer=analyzer)
 
 
 def fingerprint(corpus: Path | Sequence[Document], fmt: str | None, orcas: Path | None, model_info: dict,

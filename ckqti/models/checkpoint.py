@@ -43,8 +43,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ckqti.errors import CkqtiError
-from ckqti.files import save_torch
+from ckqti.errors import CkqtiError, InputError
+from ckqti.files import check_folder_of, check_not_input, save_torch
 from ckqti.models.inputs import WORDPIECE_ANALYZER
 from ckqti.text import Analyzer
 from ckqti.vocab import Vocabulary, checked
@@ -288,6 +288,23 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
 
 
 TORCH_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive
+
+
+def check_checkpoint_path(out: str | Path, inputs: dict[str, str | Path | None] | None = None) -> None:
+    """Before any training: ``out`` may be new or an earlier checkpoint (replaced), never a folder, a
+    path below a file, another kind of file or one of the training's ``inputs`` (what each is -> its
+    path: the checkpoint whose word vectors start the model)."""
+    out = Path(out)
+    if out.is_dir():
+        raise InputError("is a directory; a checkpoint is written to a file", out)
+    check_folder_of(out, "the checkpoint")
+    if out.exists():
+        try:
+            load_checkpoint(out)
+        except CkqtiError:
+            raise InputError("exists and is not a ckqti checkpoint; training replaces only a checkpoint: remove it or "
+                             "write the checkpoint elsewhere", out) from None
+    check_not_input(out, inputs or {})
 
 
 def unreadable_reason(path: Path, err: Exception) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ckqti.errors import InputError, id_text, id_type_message, is_id
+from ckqti.errors import InputError, OptionError, id_text, id_type_message, is_id
 from ckqti.terminal import counted
 from ckqti.text import alphanumeric_words
 from indexer.readers.formats import (
@@ -221,6 +221,18 @@ def documents_in_memory(documents: Mapping | Iterable, start: int = 0) -> list[D
     docid (:func:`read_document_mapping`) or a list of texts, dicts or :class:`Document` s (:func:`read_documents`,
     texts numbered from ``start``): the documents a corpus file of the same fields holds, an error naming the entry."""
     return read_document_mapping(documents) if isinstance(documents, Mapping) else read_documents(documents, start)
+
+
+def check_in_memory_options(corpus, fmt: str | None, orcas, ray_address: str | None = None) -> None:
+    """Documents in memory (:func:`ckqti.api.index`'s and :func:`ckqti.api.append`'s, then read by
+    :func:`documents_in_memory`) take no file options, and are an iterable."""
+    for name, value in (("fmt", fmt), ("orcas", orcas), ("ray_address", ray_address)):
+        if value is not None:
+            raise OptionError(f"{name} is for a corpus file; documents given in memory are indexed as they are",
+                              (name,))
+    if not isinstance(corpus, Iterable):  # None too
+        raise OptionError(f"corpus must be a path, got {type(corpus).__name__} (or documents in memory: a list of "
+                          "texts, dicts or Documents, or a dict of docid -> text)", ("corpus",))
 
 
 def read_document_mapping(documents: Mapping, name: str = "corpus") -> list[Document]:

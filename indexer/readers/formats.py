@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import html
 import json
+import os
 import re
 import stat
 import sys
@@ -125,6 +126,16 @@ def check_start(path: str | Path, size: int = START_BYTES) -> None:
         read += len(line) + 1
         if read >= size:
             return
+
+
+def check_text_starts(*paths: str | Path | None) -> None:
+    """Each of ``paths`` that is a file starts with UTF-8 lines (:func:`check_start`):
+    a corpus, queries, qrels or run file in another encoding (CP-1252) is named before the model loads, not after
+    the seconds torch's import alone takes. What is no file (not there, a folder, a pipe) is left to
+    the command's own checks, which say what it is."""
+    for path in paths:
+        if isinstance(path, (str, os.PathLike)) and Path(path).is_file():
+            check_start(path)
 
 
 def _decode(raw: bytes, path: str | Path, number: int) -> str:

@@ -340,7 +340,7 @@ def test_an_unguarded_script_calling_bm25_gets_a_one_line_reason(tmp_path, scifa
 def test_run_searches_and_writes_a_chunk_of_queries_at_a_time(tmp_path, scifact_index, monkeypatch):
     """The run is written as it is searched (it used to be held whole: ~37 GB for 100,000 queries at
     k = 1,000); the file is the same whatever the chunk, stats included."""
-    import ckqti.api as module
+    import retriever.batch_run as module
     import retriever.runs
 
     q = tmp_path / "q.tsv"

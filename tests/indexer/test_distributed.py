@@ -8,10 +8,8 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -25,10 +23,10 @@ from ckqti.cli import cli  # noqa: E402
 from ckqti.errors import CkqtiError  # noqa: E402
 from ckqti.models.loading import load_qti_model  # noqa: E402
 from indexer.build import BuildConfig, build_index  # noqa: E402
-from indexer.distributed import FAULT_ENV, build_index_ray  # noqa: E402
+from indexer.distributed import build_index_ray  # noqa: E402
+from indexer.distributed_workers import FAULT_ENV  # noqa: E402
 from indexer.format import MANIFEST, SHARD_FILES, VOCAB_FILE, Manifest  # noqa: E402
 from retriever.index import Index  # noqa: E402
-from tests.processes import children, descendants, gone_within, running  # noqa: E402
 
 pytestmark = [
     pytest.mark.slow,  # Ray start-up and actor start-up: about a minute in all
@@ -191,153 +189,6 @@ def test_a_local_ray_build_says_only_ckqtis_lines(tmp_path, corpus300):
     chatter = [line for line in done.stderr.splitlines() if RAY_LOG_LINE.match(line) or "RayDeprecationWarning" in line
                or line.startswith(("(pid=", "\x1b[36m(pid="))]
     assert chatter == [], done.stderr
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
-def test_the_local_ray_a_build_starts_ends_with_it():
-    """``kill -9`` of a process that started a local Ray (``connect``): Ray's head processes, which
-    ``ray.init`` starts with PR_SET_PDEATHSIG, end with it, and the workers with the raylet. (The
-    raylet's two agents follow on their own about a minute later: docs/SCALE.md.)"""
-    code = "import time\nfrom indexer.distributed import connect\nconnect(None)\nprint('up', flush=True)\ntime.sleep(600)\n"
-    driver = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              text=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
-    started = []
-    try:
-        assert driver.stdout.readline() == "up\n"
-        head, started = children(driver.pid), descendants(driver.pid)
-        assert head
-        driver.kill()
-        driver.wait()
-        assert [pid for pid in head if not gone_within(pid, 30)] == []
-    finally:
-        driver.kill()
-        driver.wait()
-        driver.stdout.close()
-        for pid in started:  # what outlives the test (the agents, or all of it on failure) is ended here
-            if running(pid):
-                os.kill(pid, signal.SIGKILL)
-
-
-@pytest.mark.parametrize("root, extra", [("/usr/local/lib/python3.11/dist-packages", False),
-                                         ("/venv/lib/python3.11/site-packages", False), ("/home/u/ckqti", True)])
-def test_workers_get_the_code_on_their_path_only_from_a_checkout(root, extra, monkeypatch, tmp_path):
-    """An install by Debian's pip (dist-packages) put that whole folder first on the actors'
-    PYTHONPATH, ahead of a virtual environment's packages, and kept the actors out of Ray's
-    running workers; an install is importable there as it is."""
-    from indexer import distributed
-
-    monkeypatch.setattr(distributed, "ROOT", Path(root))
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("PYTHONPATH", raising=False)
-    assert distributed.worker_env() == ({"PYTHONPATH": root} if extra else {})
-
-
-def test_a_shard_starts_max_retries_plus_one_times_then_fails_the_build(tmp_path):
-    """Without Ray: the count of starts :func:`start_attempt` keeps in the pass folder."""
-    from indexer.distributed import start_attempt
-
-    for _ in range(3):  # the first start and 2 retries
-        start_attempt(tmp_path, 4, max_retries=2)
-    with pytest.raises(CkqtiError, match="died in each of its 3 attempts"):
-        start_attempt(tmp_path, 4, max_retries=2)
-    start_attempt(tmp_path, 5, max_retries=0)  # another shard counts its own
-    with pytest.raises(ValueError, match="max_retries"):
-        from indexer.distributed import RayPlan
-
-        RayPlan(tmp_path, workers=1, device="cpu", max_retries=-1)
-
-
-def test_a_shard_a_worker_reported_is_checked_for_its_size_and_every_checksum(tmp_path):
-    from indexer.distributed import verify_shards
-    from indexer.format import ShardInfo, file_checksum
-
-    folder = tmp_path / "shard-00000"
-    folder.mkdir()
-    for f in SHARD_FILES:
-        (folder / f).write_text(f)
-    info = ShardInfo("shard-00000", 10, 0, {f: file_checksum(folder / f) for f in SHARD_FILES})
-    assert verify_shards(tmp_path, {0: info}, [(0, 10)]) == [info]
-    with pytest.raises(CkqtiError, match="did not report this shard"):
-        verify_shards(tmp_path, {0: info}, [(0, 11)])
-    (folder / SHARD_FILES[0]).write_text("changed")
-    with pytest.raises(CkqtiError, match="not as its worker wrote it"):
-        verify_shards(tmp_path, {0: info}, [(0, 10)])
-
-
-@pytest.mark.parametrize("device, slots", [(None, (2, True)), ("cuda", (2, True)), ("cpu", (8, False))])
-def test_a_cpu_build_on_a_cluster_with_gpus_uses_its_cpus(monkeypatch, device, slots):
-    from indexer import distributed
-
-    class Cluster:
-        @staticmethod
-        def cluster_resources():
-            return {"GPU": 2.0, "CPU": 8.0}
-
-    monkeypatch.setattr(distributed, "_import_ray", lambda: Cluster)
-    assert distributed.cluster_slots(device) == slots
-
-
-# Ray's text of a worker's CkqtiError (Ray 2.60, a UDF raising DiskFullError): the worker's traceback, its
-# exception's line, then Ray Data's; the cause itself does not reach the driver
-RAY_TEXT = ("\x1b[36mray::MapWorker(MapBatches(ShardWriter)).submit()\x1b[39m (pid=17524, ip=192.0.2.2, actor_id=28f7)\n"
-            '  File "/w/indexer/distributed.py", line 6, in __call__\n    raise DiskFullError("x")\n'
-            "ckqti.errors.DiskFullError: no space left on device writing /x/final/shard-00001/docs.arrow\n\n"
-            "The above exception was the direct cause of the following exception:\n\n"
-            "\x1b[36mray::MapWorker(MapBatches(ShardWriter)).submit()\x1b[39m (pid=17524, ip=192.0.2.2)\n"
-            "ray.exceptions.UserCodeException: UDF failed to process a data block.\n"
-            "Failed to apply UDF transform after 1/1 attempts (total backoff 0.0s).")
-
-
-def test_a_workers_error_reaches_the_driver_when_its_note_could_not_be_written(tmp_path):
-    """A full disk is where ``pass/worker-error`` cannot be written: the driver said "distributed build
-    failed after retries (RayTaskError(UserCodeException): \\x1b[36mray::MapWorker..." (no retry had run)
-    and not that the disk was full; now the worker's error is read from Ray's text of it."""
-    from indexer.distributed import _failure
-
-    err = _failure(RuntimeError(RAY_TEXT), tmp_path)
-    assert str(err) == "no space left on device writing /x/final/shard-00001/docs.arrow"
-    other = _failure(RuntimeError(RAY_TEXT.replace("ckqti.errors.DiskFullError", "ValueError")), tmp_path)
-    assert str(other).startswith(f"{tmp_path}: distributed build failed in a worker (ValueError: no space left ")
-    assert "\x1b" not in str(other) and "after retries" not in str(other)
-
-
-def test_a_worker_that_cannot_write_its_note_raises_its_own_error(tmp_path, monkeypatch):
-    from ckqti.errors import DiskFullError
-    from indexer import distributed
-
-    def full(path):
-        raise DiskFullError(f"no space left on device writing {path}")
-
-    monkeypatch.setattr(distributed, "replacing", full)
-    with pytest.raises(CkqtiError, match="shard-00001/docs.arrow"), distributed.reported(tmp_path):
-        raise DiskFullError("no space left on device writing /x/final/shard-00001/docs.arrow")
-
-
-def test_a_shard_writer_that_fails_leaves_nothing_in_writing(tmp_path, monkeypatch):
-    """Its half-written shard stayed under ``writing/`` and filled the disk for the rerun (a build on an
-    8 MB tmpfs: 260 kB after one failed run, 556 kB after two)."""
-    from ckqti.errors import DiskFullError
-    from indexer import distributed
-
-    def write_shard(tmp, name, *args):
-        (tmp / name).mkdir(parents=True)
-        (tmp / name / "postings.arrow").write_bytes(b"half")
-        raise DiskFullError("no space left on device writing postings.arrow")
-
-    class Corpus:
-        vocab = ()
-
-        @staticmethod
-        def doc_table(start, stop):
-            return {}
-
-    monkeypatch.setattr(distributed, "write_shard", write_shard)
-    monkeypatch.setattr(distributed, "quantized_shard", lambda path, quantizer: None)
-    writer = distributed.ShardWriter.__new__(distributed.ShardWriter)
-    writer.work, writer.corpus, writer.quantizer = tmp_path, Corpus, None
-    with pytest.raises(DiskFullError):
-        writer.write(1, 0, 10)
-    assert list((tmp_path / "writing").iterdir()) == []
 
 
 def test_a_failed_ray_build_keeps_what_resumes_and_frees_the_rest(ray_local, tmp_path, corpus300, monkeypatch):
