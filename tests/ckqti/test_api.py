@@ -246,6 +246,8 @@ def test_rerank_takes_candidates_and_corpus_in_memory_and_writes_the_run_their_f
                                                      "{docid: score})"),
     ({"q1": [7, "7"]}, {"7": "x"}, InputError, "candidates['q1']: query 'q1' retrieves doc '7' twice"),
     ({"q1": {"d1": float("nan")}}, {"d1": "x"}, InputError, "candidates['q1']: the score of doc 'd1' is not finite: nan"),
+    ({"q1": {"d1": 1.0, "d2": float("inf")}}, {"d1": "x"}, InputError, "candidates['q1']: the score of doc 'd2' is not "
+                                                                       "finite: inf"),
     ({"q1": {"d1": "1.5"}}, {"d1": "x"}, InputError, "candidates['q1']: the score of doc 'd1' is not a number: '1.5'"),
     ({"q1": {"d1": True}}, {"d1": "x"}, InputError, "candidates['q1']: the score of doc 'd1' is not a number: True"),
     ({"q1": {"d1": np.bool_(True)}}, {"d1": "x"}, InputError, "candidates['q1']: the score of doc 'd1' is not a number: "

@@ -512,6 +512,20 @@ def test_shard_groups_are_consecutive_and_bounded():
     assert shard_groups([], 10) == []
 
 
+def test_compaction_renames_an_appends_shards_and_keeps_a_record_without_them():
+    """An append's record names the shards now holding its documents, each once in order, names not merged kept; a
+    record that names no shard list (hand-written, another program's) is kept as it is, not replaced by None (a
+    manifest that the next open refuses: appends is not a list of records)."""
+    from indexer.compact import renamed_shards
+
+    holder = {"shard-00001": "shard-00005", "shard-00002": "shard-00005"}
+    record = {"num_docs": 7, "shards": ["shard-00001", "shard-00002", "shard-00003"]}
+    assert renamed_shards(record, holder) == {"num_docs": 7, "shards": ["shard-00005", "shard-00003"]}
+    assert record["shards"] == ["shard-00001", "shard-00002", "shard-00003"]  # the old record is not changed
+    for kept in ({"num_docs": 7}, {"num_docs": 7, "shards": "shard-00001"}):
+        assert renamed_shards(kept, holder) == kept
+
+
 def test_compact_with_nothing_to_merge_changes_nothing(tmp_path, index_a, monkeypatch):
     """...and opens no shard: at 1M documents opening (and verifying) them cost 3 s and 830 MiB for nothing."""
     import retriever.index

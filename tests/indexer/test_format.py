@@ -30,6 +30,7 @@ EDITS = {  # each was a traceback (KeyError, TypeError, AttributeError, ValueErr
     "no analyzer": (lambda m: m.update(analyzer=None), "analyzer None is not"),
     "vocabulary size as text": (lambda m: m.update(vocab_size="x"), "vocab_size 'x' is not"),
     "appends as text": (lambda m: m.update(appends="x"), "appends 'x' is not"),
+    "an append that is no record": (lambda m: m.update(appends=[{"documents": 1}, "x"]), "appends is not a list of records"),
     "an analyzer without a stemmer": (lambda m: m["analyzer"].pop("stemmer"), "the analyzer has no stemmer"),
     "no quantization width": (lambda m: m["quantization"].pop("bits"), "quantization bits None is not 8"),
     "channels as a number": (lambda m: m.update(channels=-1), "channels -1 is not a list"),

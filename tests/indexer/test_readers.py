@@ -341,6 +341,11 @@ def test_orcas_header_line_is_no_click(tmp_path):
     assert str(error_of(load_orcas, only)) == f"{only}: no ORCAS clicks in file"
 
 
+def test_orcas_blank_queries_are_skipped_and_the_clicks_after_them_kept(tmp_path):
+    two = write(tmp_path / "orcas2.tsv", "D1\tfirst click\nD1\t \nD2\t\nD1\tsecond click\n11\t\tD2\tu\nD2\tthird\n")
+    assert load_orcas(two) == {"D1": ["first click", "second click"], "D2": ["third"]}
+
+
 def test_orcas_repeated_lines_count_once(tmp_path):
     """The ORCAS release lists each (query, document) pair once; a repeated line (files joined, a
     pair written twice) weighed its query twice in the field. It is dropped, whitespace aside, and

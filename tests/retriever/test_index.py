@@ -147,6 +147,27 @@ def test_an_open_that_every_attempt_finds_replaced_says_so(tmp_path, scifact_ind
                             "times (a build, append or compaction committing); open it again")
 
 
+def test_an_open_whose_file_a_committing_writer_removed_opens_the_index_again(tmp_path, scifact_index, scifact_rebuilt,
+                                                                               monkeypatch):
+    """A file the open reads fails (as one an append or compaction removed does) while the manifest it began
+    with was replaced: not a damaged index, so the open tries again and opens the new one whole."""
+    idx = copy_of(scifact_index, tmp_path)
+    real = index_mod.open_shard
+    raced = []
+
+    def removed(directory, name, *args):
+        if name == "shard-00001" and not raced:
+            raced.append(name)
+            rebuild_in_place(idx, scifact_rebuilt)
+            raise IndexFormatError("index file missing", directory / name)
+        return real(directory, name, *args)
+
+    monkeypatch.setattr(index_mod, "open_shard", removed)
+    opened = Index(idx)
+    monkeypatch.undo()
+    assert raced and opened.manifest.to_json() == Index(scifact_rebuilt).manifest.to_json()
+
+
 def test_a_missing_file_without_a_writer_is_not_retried_forever(tmp_path, scifact_index):
     idx = copy_of(scifact_index, tmp_path)
     (idx / "shard-00001" / POSTINGS_FILE).unlink()

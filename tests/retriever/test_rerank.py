@@ -8,6 +8,7 @@ within its 200-term cap), so its order differs from the index's NDRM2 order.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -86,11 +87,17 @@ def test_a_query_the_index_retrieves_nothing_for_is_skipped_with_the_reason_run_
 
     queries = tmp_path / "q.tsv"
     queries.write_text("ok\tvitamin deficiency\noov\tzzzqqq xxyyzz\ncommon\tcell\n")
+    started = time.perf_counter()
     stats = rerank(queries, scifact_index, tk_model, tmp_path / "rr.trec", depth=5)
+    assert 0 < stats.seconds <= time.perf_counter() - started  # scoring's seconds, within the call's
     searched = api.run(scifact_index, queries, tmp_path / "run.trec", k=5)
     assert stats.skipped == ("oov", "common") and searched.empty == {
         "oov": "not in the index vocabulary: zzzqqq xxyyzz", "common": "no document scores above 0 for cell"}
     assert stats.reasons == searched.empty
+    queries.write_text("stop\tthe of\nok\tvitamin deficiency\n")  # a query search refuses, then one it takes
+    stats = rerank(queries, scifact_index, tk_model, tmp_path / "rr.trec", depth=5)
+    assert stats.skipped == ("stop",) and "no searchable terms" in stats.reasons["stop"]
+    assert set(read_run(tmp_path / "rr.trec")) == {"ok"} and stats.pairs == 5
 
 
 def test_untrained_ndrm2_reranks_an_index_of_its_own_as_the_index_scores(scifact_index, scifact_small, queries,
@@ -264,6 +271,13 @@ def test_an_index_that_retrieves_nothing_says_why(scifact_index, tk_model, tmp_p
     with pytest.raises(InputError, match=r"^\S*scifact: no query retrieves a document from this index \('a1': "
                                          r"query 'the of and' has no searchable terms"):
         rerank(queries, scifact_index, tk_model, tmp_path / "r.trec")
+
+
+def test_bm25_candidates_for_no_query_name_the_first_query_and_the_queries_file():
+    from retriever.candidates import no_candidates_error
+
+    e = no_candidates_error("bm25", {"a1": "the of", "a2": "zzzqqq"}, "q.tsv", {})
+    assert str(e) == "q.tsv: no query retrieves a document by BM25 from the corpus (such as 'a1')"
 
 
 def test_adapting_to_the_candidate_index_needs_no_corpus(scifact_index, scifact_small, tk_model, queries, tmp_path):
@@ -763,6 +777,16 @@ def test_rerank_scores_and_writes_a_window_of_queries_at_a_time(scifact_small, t
     monkeypatch.setattr(windows, "WINDOW_PAIRS", 10**9)  # one window
     rerank(*many, "ndrm2", tmp_path / "one.trec", corpus=scifact_small)
     assert windowed == (tmp_path / "one.trec").read_bytes()
+
+
+def test_query_windows_close_at_the_first_query_that_brings_them_to_the_pairs():
+    """A window closes once it holds ``pairs`` candidates or more (not after one more query), counted from 0;
+    queries without candidates are left out, and the last window is the rest."""
+    from retriever.rerank_windows import query_windows
+
+    cands = {"a": ["d1"], "b": ["d1"], "c": ["d1", "d2"], "none": [], "d": ["d3"]}
+    assert list(query_windows(["a", "b", "none", "c", "d", "x"], cands, 2)) == [["a", "b"], ["c"], ["d"]]
+    assert list(query_windows(["c", "a", "d"], cands, 3)) == [["c", "a"], ["d"]]
 
 
 def test_candidates_in_memory_are_cut_as_the_same_run_file_is(tmp_path):

@@ -460,6 +460,35 @@ def test_iter_run_queries_gives_a_grouped_run_a_query_at_a_time(tmp_path, monkey
             list(runs.iter_run_queries(path))
 
 
+
+def test_iter_run_queries_at_block_edges_and_rows_reads_what_read_run_queries_reads(tmp_path, monkeypatch):
+    """A query whose last line ends a block is held until the next block shows it does not go on, then given
+    (each query once), and coming back later is NotGrouped; a run led by a byte-order mark, and blocks that
+    Arrow leaves to rows (a docid not ASCII), are given a query at a time as read_run_queries holds them; an
+    empty run and a docid repeated within a block are NotGrouped (read_run_queries names what is wrong)."""
+    import retriever.runs as runs
+
+    monkeypatch.setattr(runs, "READ_BLOCK", 1 << 12)
+    monkeypatch.setattr(runs, "ARROW_BLOCK", 1 << 14)
+    monkeypatch.setattr(runs, "ARROW_MIN", 1 << 12)  # a 16 KB block is read in columns when plain
+    path = tmp_path / "r.trec"
+
+    def given(text: str) -> list:
+        path.write_bytes(text.encode("utf-8"))
+        return list(runs.iter_run_queries(path))
+
+    # 64-byte lines, 256 a query: each 16 KB block is one whole query
+    lines = {q: [f"q{q:02d} Q0 {'d' * 41}{d:04d} {d + 1:04d} 1.5 t\n" for d in range(256)] for q in range(4)}
+    aligned = "".join(line for q in lines for line in lines[q])
+    assert {len(line) for q in lines for line in lines[q]} == {64}
+    for text in (aligned, "\ufeff" + aligned, aligned.replace("dd0", "dé0")):
+        assert given(text) == list(runs.read_run_queries(path)[0].items())
+        assert [qid for qid, _ in given(text)] == ["q00", "q01", "q02", "q03"]
+    for bad in (aligned + lines[0][0].replace("0000", "9999"), "", "\n\n", "q Q0 d1 1 1.0 t\nq Q0 d1 2 0.5 t\n"):
+        with pytest.raises(runs.NotGrouped):
+            given(bad)
+
+
 def test_a_well_formed_run_is_read_once(tmp_path, monkeypatch):
     """read_run takes the fast path's result: a well-formed run is not read again line by line."""
     import retriever.runs as runs

@@ -916,6 +916,7 @@ def test_a_query_of_huge_term_counts_ranks_within_bounded_scratch(tmp_path):
     query = "t2 " * 100_000 + "t3"
     plan = s.plan(s.parse(query))
     assert plan.weights.sum() <= MAX_QUERY_WEIGHT + plan.weights.size < 100_001  # exact weights: 100,000 and 1
+    assert plan.weights.tolist() == [65_535, 1]  # 100,000 and 1 times 65,536 / 100,001, floored, each kept >= 1
     res = s.search(query, 10)
     impact = {(t, d): i for t, pairs in HAND_ONE.items() for d, i in pairs}
     want = {f"d{d}": 0.5 * (100_000 * impact.get((2, d), 0) + impact.get((3, d), 0)) for d in range(4)}
@@ -1014,3 +1015,23 @@ def test_a_pickled_searcher_reopens_its_index_from_anywhere_and_says_why_it_cann
         with multiprocessing.get_context("fork").Pool(1) as pool:
             with pytest.raises(IndexFormatError, match="gone: no such index directory$"):
                 pool.map_async(operator.methodcaller("search", "white matter"), [s]).get(timeout=120)
+
+
+def test_a_plan_ranks_by_its_integers_only_where_single_precision_keeps_their_scores_apart():
+    """``QueryPlan.held`` is a score as trec_eval holds it: the float32 of the score a hit reports (integer x unit
+    + base); ``ties`` is None (rank by the integers) only where no two integer scores the plan can give are one
+    float32 there. The first two plans' scores and the last's do meet as one (a large base, many weights, a unit
+    below the base's float spacing), so they rank as held; the fifth's keep apart but within twice the spacing."""
+    from retriever.query import QueryPlan
+
+    plans = [QueryPlan(np.array([3]), np.array([w]), unit, base) for w, unit, base in
+             ((1, 48.0, 1e9), (40_000, 16.0, 1000.0), (2, 0.5, 0.0), (3, 0.001, 5.0), (40_000, 2.0 ** -10, -3.0),
+              (1, 2.0 ** -20, 1e3))]
+    for plan in plans:
+        vals = np.array([0, 1, 7, 255])
+        assert plan.held(vals).tolist() == np.float32(vals * plan.unit + plan.base).tolist()
+        top = int(plan.weights.sum()) * 255  # the top 2**20 scores, where a float's spacing is widest
+        apart = bool((np.diff(plan.held(np.arange(max(0, top - (1 << 20)), top + 1))) > 0).all())
+        assert plan.ties is None or plan.ties == plan.held
+        assert apart or plan.ties is not None, plan
+    assert [plan.ties is None for plan in plans] == [False, False, True, True, False, False]
