@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ckqti.errors import CkqtiError, OptionError, QueryError, option_count
+from ckqti.errors import OptionError, QueryError, option_count
 from retriever.batch_run import RunStats  # run's result, api.RunStats as before: a module without numpy
 
 if TYPE_CHECKING:  # the return types, for type checkers only: the modules load when a function runs
@@ -131,7 +131,7 @@ def append(
     of 600), as if the list had been part of the one the index was built from."""
     from indexer.format import Manifest
     from indexer.paths import check_append_paths, corpus_file
-    from indexer.readers.corpus import check_in_memory_options
+    from indexer.readers.corpus import check_in_memory_options, entry_names
 
     in_memory = corpus_file(corpus) is None
     if in_memory:
@@ -141,18 +141,17 @@ def append(
     batch_size = None if batch_size is None else option_count(batch_size, "batch_size")
     check_append_paths(corpus_file(corpus), Path(orcas) if orcas else None, Path(index_path), fmt)  # before torch
     manifest = Manifest.read(index_path)
-    names = [f"corpus[{key!r}]" for key in corpus] if isinstance(corpus, Mapping) else None  # a docid's error names its key
+    names = entry_names(corpus)  # a docid's error names its key
     if in_memory:
         from indexer.readers import documents_in_memory
 
         corpus = documents_in_memory(corpus, start=manifest.num_docs)  # options checked above
 
     from ckqti.models.loading import load_qti_model
-    from indexer.append import append_index, index_model_spec
+    from indexer.append import append_index
+    from indexer.index_model import model_for_index
 
-    if model is None:
-        model = index_model_spec(Path(index_path), manifest)
-    factory, info = load_qti_model(model, device)
+    factory, info = load_qti_model(model_for_index(index_path, model, manifest), device)
     return append_index(index_path, corpus, factory, info, shard_size, fmt=fmt, orcas=orcas, batch_size=batch_size,
                         progress=progress, names=names)
 
@@ -475,18 +474,13 @@ def explain(query: str, docid: str, model: str | Path | None, corpus: str | Path
     if (corpus is None) == (index_path is None):
         raise OptionError("give exactly one of corpus or index_path: where to read the document from",
                           ("corpus", "index_path"))
-    if model is None:
-        if index_path is None:
-            raise OptionError("model is needed with a corpus (with an index, the index's model is the default)",
-                              ("model",))
-        from indexer.append import index_model_spec
-        from indexer.format import Manifest
+    if model is None and index_path is None:
+        raise OptionError("model is needed with a corpus (with an index, the index's model is the default)", ("model",))
+    from ckqti.models.specs import resolve_model
+    from indexer.index_model import model_for_index
 
-        model = index_model_spec(Path(index_path), Manifest.read(index_path))
-    else:
-        from ckqti.models.specs import resolve_model
-
-        model = resolve_model(model)  # before the corpus is read: a model not there, by name or path
+    # a model named is resolved before the corpus is read: one not there, by name or path, is said first
+    model = model_for_index(index_path, None if model is None else resolve_model(model))
     return explain_score(query, docid, model, corpus, index_path, html_out, **options)
 
 
@@ -510,21 +504,9 @@ def serve(
     Binds ``host:port`` first (port 0: a free one), then calls ``on_ready(url)``; see docs/SERVE.md.
     ``channel_weights`` re-weights the index's channels in every search, as :func:`open_searcher`'s.
     """
-    from retriever.service import create_app, listen_socket, run_server
+    from retriever.service import checked_server_options
+    from retriever.service import serve as serve_searcher
 
-    if option_count(port, "port", 0) > 65535:
-        raise OptionError(f"port must be in 0..65535, got {port}", ("port",))
-    if api_key is not None and (not isinstance(api_key, str) or not api_key or api_key != api_key.strip()):
-        raise OptionError("api_key must be a non-empty string without surrounding whitespace, or None", ("api_key",))
-    max_k = option_count(max_k, "max_k")
-    workers = None if workers is None else option_count(workers, "workers")
+    max_k, workers = checked_server_options(port, api_key, max_k, workers)
     searcher = open_searcher(index_path, mode, budget, model, channel_weights=channel_weights, slack=slack)
-    app = create_app(searcher, api_key=api_key, max_k=max_k, workers=workers)
-    try:
-        sock = listen_socket(host, port)
-    except OSError as e:
-        raise CkqtiError(f"cannot listen on {host}:{port} ({e.strerror or e})") from None
-    bound = sock.getsockname()
-    if on_ready is not None:
-        on_ready(f"http://{host if ':' not in host else f'[{host}]'}:{bound[1]}")
-    run_server(app, sock, access_log=access_log)
+    serve_searcher(searcher, host, port, api_key, max_k, workers, access_log, on_ready)

@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ckqti.errors import CkqtiError, IndexFormatError, InputError
+from ckqti.errors import IndexFormatError, InputError
 from ckqti.progress import progress_bar
 from ckqti.terminal import counted
 from ckqti.text import Analyzer
@@ -74,7 +74,7 @@ def writer_lock(index: Path, wait: bool = False):
 @contextlib.contextmanager
 def writing(index: Path) -> Iterator[None]:
     """:func:`writer_lock` for an append or a compaction; an index where its lock file cannot be made
-    (read-only) is a :class:`CkqtiError` naming the index (:func:`indexer.paths.read_only_index`)."""
+    (read-only) is a :class:`~ckqti.errors.CkqtiError` naming the index (:func:`indexer.paths.read_only_index`)."""
     with contextlib.ExitStack() as stack:
         try:
             stack.enter_context(writer_lock(index))
@@ -136,36 +136,6 @@ def read_vocabulary(index: Path, manifest: Manifest) -> tuple[Vocabulary, np.nda
         int(stats.get("total_terms", 0)),
     )
     return vocab, table.column("offset").to_numpy().astype(np.float32)
-
-
-def index_model_spec(index: Path, manifest: Manifest) -> str:
-    """The model spec (for :func:`ckqti.models.loading.load_qti_model`) the index was built with:
-    the recorded checkpoint path, or, where that is gone (the package reinstalled elsewhere, the
-    index copied to another machine), this install's bundled checkpoint when it is the same model."""
-    from ckqti.models.specs import DEFAULT_CHECKPOINT, UNTRAINED, untrained_id
-
-    model = manifest.model
-    if model.get("path"):
-        path = Path(model["path"])
-        if path.is_file():
-            return str(path)
-        if DEFAULT_CHECKPOINT.is_file() and model.get("content_hash") == bundled_content_hash():
-            return str(DEFAULT_CHECKPOINT)
-        raise CkqtiError(f"the index's model {path} is not there: give that checkpoint (model id {model.get('id')}) "
-                         "with --model", index / MANIFEST)
-
-    for spec in UNTRAINED:
-        if model.get("id") == untrained_id(spec):
-            return spec
-    raise CkqtiError(f"index was built with model {model.get('id')!r}, which cannot score new documents", index / MANIFEST)
-
-
-def bundled_content_hash() -> str:
-    """The content hash of the bundled checkpoint (loaded whole: only where a recorded path is gone)."""
-    from ckqti.models.checkpoint import load_checkpoint
-    from ckqti.models.specs import DEFAULT_CHECKPOINT
-
-    return load_checkpoint(DEFAULT_CHECKPOINT).content_hash
 
 
 def merge_vocabulary(base: Vocabulary, new: Vocabulary) -> tuple[Vocabulary, np.ndarray]:

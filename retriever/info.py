@@ -82,6 +82,16 @@ class IndexInfo:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def appended_orcas_files(self) -> dict[str, tuple[list[int], int | None]]:
+        """Each ORCAS file appends joined (:attr:`appended_orcas`), in the order first given: the numbers of
+        the appends that gave it, and the documents its clicks reached over them (None where a count is missing)."""
+        files: dict[str, tuple[list[int], int | None]] = {}
+        for a in self.appended_orcas:
+            numbers, documents = files.get(a["orcas"], ([], 0))
+            files[a["orcas"]] = (numbers + [a["append"]],
+                                 None if documents is None or a["documents"] is None else documents + a["documents"])
+        return files
+
 
 def file_bytes(path: Path) -> int:
     """Size of an index file the manifest names; a missing one is an error even without ``verify``

@@ -200,6 +200,15 @@ class Searcher:
         kept = set((plan.lists // self.index.quantizer.channels).tolist())
         return [t for t, i in zip(q.known, q.terms.tolist()) if i not in kept]
 
+    def unweighted_reason(self, terms: list[str]) -> str:
+        """Why the known query ``terms`` (:meth:`unweighted`) add nothing: an idf of 0 (NDRM2's ``max(log((N - df
+        + 0.5) / (df + 0.5)), 0)``) where every channel is idf-weighted, else a weight too small to count."""
+        index = self.index
+        idf_only = all(w == "idf" for w in index.quantizer.weights)
+        if idf_only and all(index.idf[index.term_ids[t]] <= 0 for t in terms):
+            return "idf 0: each is in at least half of the documents"
+        return "their weight rounds to 0 beside the other terms' or their channel is weighted 0"
+
     def unstored(self, terms: list[str]) -> list[str]:
         """Of the vocabulary's ``terms``, those no shard stores a posting for (a term only past the model's
         ``max_doc_terms`` in its documents): they match no document."""

@@ -41,7 +41,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ConfigDict, Field, StringConstraints, create_model
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ckqti.errors import QueryError
+from ckqti.errors import CkqtiError, OptionError, QueryError, option_count
 from retriever.index import SortedDocids
 from retriever.results import search_json
 from retriever.search import Searcher
@@ -380,6 +380,51 @@ def listen_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+def check_api_key(api_key) -> None:
+    """The service's key is None (no key) or a non-empty string without surrounding whitespace, which HTTP
+    drops from a header's value (no request's ``X-API-Key`` could match it); else an :class:`OptionError`."""
+    if api_key is not None and (not isinstance(api_key, str) or not api_key or api_key != api_key.strip()):
+        raise OptionError("api_key must be a non-empty string without surrounding whitespace, or None", ("api_key",))
+
+
+def checked_server_options(port, api_key, max_k, workers) -> tuple[int, int | None]:
+    """:func:`serve`'s options from a Python caller, checked before the index opens (an :class:`OptionError`
+    naming the first wrong one): ``port`` in 0..65535, ``api_key`` (:func:`check_api_key`), ``max_k`` and
+    ``workers`` (None: the default) counts. Returns ``(max_k, workers)`` as ints."""
+    if option_count(port, "port", 0) > 65535:
+        raise OptionError(f"port must be in 0..65535, got {port}", ("port",))
+    check_api_key(api_key)
+    return option_count(max_k, "max_k"), None if workers is None else option_count(workers, "workers")
+
+
+def environment_api_key(variable: str) -> str:
+    """The API key held in the environment variable ``variable`` (``ckqti serve --api-key-env``); a one-line
+    :class:`CkqtiError` where it is unset, empty or blank, or has surrounding whitespace (:func:`check_api_key`)."""
+    api_key = os.environ.get(variable)
+    if not api_key or not api_key.strip():
+        raise CkqtiError(f"--api-key-env: environment variable {variable} is not set or empty")
+    if api_key != api_key.strip():  # HTTP drops a header value's surrounding blanks: no request could match
+        raise CkqtiError(f"--api-key-env: the key in {variable} starts or ends with whitespace, "
+                         "which an X-API-Key header cannot carry")
+    return api_key
+
+
+def serve(searcher: Searcher, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
+          max_k: int = 1000, workers: int | None = None, access_log: bool = False, on_ready=None) -> None:
+    """Serve ``searcher`` (:func:`create_app`) on ``host:port`` until interrupted: binds first (port 0: a free
+    one; a refusal, such as a port in use, is a one-line :class:`CkqtiError`), then calls ``on_ready(url)``,
+    then runs the server (:func:`run_server`)."""
+    app = create_app(searcher, api_key=api_key, max_k=max_k, workers=workers)
+    try:
+        sock = listen_socket(host, port)
+    except OSError as e:
+        raise CkqtiError(f"cannot listen on {host}:{port} ({e.strerror or e})") from None
+    bound = sock.getsockname()
+    if on_ready is not None:
+        on_ready(f"http://{host if ':' not in host else f'[{host}]'}:{bound[1]}")
+    run_server(app, sock, access_log=access_log)
 
 
 #: Seconds a connection may take to send a whole request, headers and body (from when it opens, or

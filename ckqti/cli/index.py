@@ -164,7 +164,7 @@ def info_lines(info) -> list[str]:
         clicks = f" with ORCAS clicks from {info.orcas}{clicked_note(info.orcas_documents)}" if info.orcas else ""
         lines.append(f"built from  {info.corpus}{clicks}{built}{since}")
     if info.appended_orcas:
-        lines.append(appended_clicks_line(info.appended_orcas, info.orcas is not None, info.clicked_documents))
+        lines.append(appended_clicks_line(info.appended_orcas_files(), info.orcas is not None, info.clicked_documents))
     if info.clipped_impacts:
         lines.append(clipped_line(info.clipped_impacts, info.appended_clipped_impacts))
     if info.unfinished:
@@ -176,14 +176,10 @@ def info_lines(info) -> list[str]:
     return lines
 
 
-def appended_clicks_line(appended: list[dict], at_build: bool, total: int | None) -> str:
-    """The ORCAS files appends joined (``index --append --orcas``), each with its appends and the
-    documents it reached; with the build's clicks too, the documents with clicks in all."""
-    files: dict[str, tuple[list[int], int | None]] = {}
-    for a in appended:
-        numbers, documents = files.get(a["orcas"], ([], 0))
-        files[a["orcas"]] = (numbers + [a["append"]],
-                             None if documents is None or a["documents"] is None else documents + a["documents"])
+def appended_clicks_line(files: dict[str, tuple[list[int], int | None]], at_build: bool, total: int | None) -> str:
+    """The ORCAS files appends joined (``index --append --orcas``), each with its appends and the documents it
+    reached (:meth:`retriever.info.IndexInfo.appended_orcas_files`); with the build's clicks too, the documents
+    with clicks in all."""
     parts = [f"by append{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))} from {orcas}"
              f"{clicked_note(documents)}" for orcas, (numbers, documents) in files.items()]
     in_all = [f"{total:,} documents with clicks in all"] if at_build and total is not None else []

@@ -114,15 +114,8 @@ def note_if_slow(seconds: float, text, compiling):
 
 
 def unweighted_note(searcher, terms: list[str]) -> str:
-    """Why known query terms add nothing: an idf of 0 (NDRM2's ``max(log((N - df + 0.5) /
-    (df + 0.5)), 0)``) where every channel is idf-weighted, else a weight too small to count."""
-    index = searcher.index
-    idf_only = all(w == "idf" for w in index.quantizer.weights)
-    if idf_only and all(index.idf[index.term_ids[t]] <= 0 for t in terms):
-        why = "idf 0: each is in at least half of the documents"
-    else:
-        why = "their weight rounds to 0 beside the other terms' or their channel is weighted 0"
-    return f"note: adds nothing to any score, skipped: {' '.join(terms)} ({why})"
+    """Why known query terms add nothing (:meth:`retriever.search.Searcher.unweighted_reason`)."""
+    return f"note: adds nothing to any score, skipped: {' '.join(terms)} ({searcher.unweighted_reason(terms)})"
 
 
 def search_lines(searcher, res) -> list[str]:

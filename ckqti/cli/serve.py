@@ -25,18 +25,9 @@ def serve_cmd(index_path, port, host, api_key_env, workers, max_k, access_log, m
               channel_weights):
     """Serve an HTTP JSON search API over one index (docs/SERVE.md)."""
     check_anytime_options(mode, slack)
-    import os
+    from retriever.service import environment_api_key, is_loopback
 
-    from retriever.service import is_loopback
-
-    api_key = None
-    if api_key_env is not None:
-        api_key = os.environ.get(api_key_env)
-        if not api_key or not api_key.strip():
-            raise click.ClickException(f"--api-key-env: environment variable {api_key_env} is not set or empty")
-        if api_key != api_key.strip():  # HTTP drops a header value's surrounding blanks: no request could match
-            raise click.ClickException(f"--api-key-env: the key in {api_key_env} starts or ends with whitespace, "
-                                       "which an X-API-Key header cannot carry")
+    api_key = None if api_key_env is None else environment_api_key(api_key_env)
 
     def ready(url: str) -> None:  # bound: a failure to open the index or to listen is said alone, without the warning
         if not is_loopback(host):

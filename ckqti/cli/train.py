@@ -20,7 +20,6 @@ from ckqti.cli.options import (
     queries_format_option,
     rel_level_option,
 )
-from ckqti.errors import OptionError
 
 
 class EmbeddingStart(click.ParamType):
@@ -120,18 +119,15 @@ def train_cmd(variant, corpus, queries, queries_format, qrels, out, dev_qrels, d
               negatives, term_weights, teacher, distill_docs, distill_weight, latent_gate, tail_windows, max_doc_length, explicit,
               fixed_bm25, frozen_embeddings, selector_loss):
     """Train a model on BM25 candidates (NDRM: RankNet or listwise; TK/TKL/IDCM: pairwise or listwise); writes the best dev epoch to --out."""
-    try:
-        r = api.train(variant, corpus, queries, qrels, out, dev_qrels=dev_qrels, fmt=fmt, qrels_format=qrels_format,
-                      queries_format=queries_format, resume=resume, orcas=orcas, epochs=epochs, patience=patience,
-                      max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed,
-                      dev_fraction=dev_fraction, rel_level=rel_level, device=device,
-                      weak_supervision=weak_supervision, embeddings=embeddings, init=init, loss=loss,
-                      negatives=negatives, term_weights=term_weights, tail_windows=tail_windows,
-                      max_doc_length=max_doc_length, explicit=explicit, teacher=teacher,
-                      distill_docs=distill_docs, distill_weight=distill_weight, latent_gate=latent_gate,
-                      fixed_bm25=fixed_bm25, frozen_embeddings=frozen_embeddings, selector_loss=selector_loss)
-    except OptionError as e:  # raised in the command, not the group: click adds train's usage line
-        raise click.UsageError(e.as_flags()) from None
+    r = api.train(variant, corpus, queries, qrels, out, dev_qrels=dev_qrels, fmt=fmt, qrels_format=qrels_format,
+                  queries_format=queries_format, resume=resume, orcas=orcas, epochs=epochs, patience=patience,
+                  max_steps=max_steps, batch_size=batch_size, lr=lr, seed=seed,
+                  dev_fraction=dev_fraction, rel_level=rel_level, device=device,
+                  weak_supervision=weak_supervision, embeddings=embeddings, init=init, loss=loss,
+                  negatives=negatives, term_weights=term_weights, tail_windows=tail_windows,
+                  max_doc_length=max_doc_length, explicit=explicit, teacher=teacher,
+                  distill_docs=distill_docs, distill_weight=distill_weight, latent_gate=latent_gate,
+                  fixed_bm25=fixed_bm25, frozen_embeddings=frozen_embeddings, selector_loss=selector_loss)
     stage = f" of stage {r.history[-1]['stage']}" if variant == "idcm" else ""
     if r.best_dev_ndcg10 == 0:
         echo("note: dev nDCG@10 was 0 at every epoch (the dev queries' relevant documents were never ranked in "

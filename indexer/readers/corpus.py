@@ -223,6 +223,12 @@ def documents_in_memory(documents: Mapping | Iterable, start: int = 0) -> list[D
     return read_document_mapping(documents) if isinstance(documents, Mapping) else read_documents(documents, start)
 
 
+def entry_names(documents, name: str = "corpus") -> list[str] | None:
+    """What an error calls each document of a dict ``documents``, as :func:`read_document_mapping` names them
+    (``corpus['d1']``: its key); None for a corpus file or a list, whose errors name a line or an item."""
+    return [f"{name}[{key!r}]" for key in documents] if isinstance(documents, Mapping) else None
+
+
 def check_in_memory_options(corpus, fmt: str | None, orcas, ray_address: str | None = None) -> None:
     """Documents in memory (:func:`ckqti.api.index`'s and :func:`ckqti.api.append`'s, then read by
     :func:`documents_in_memory`) take no file options, and are an iterable."""

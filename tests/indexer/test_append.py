@@ -31,6 +31,7 @@ from indexer.build import BuildConfig, build_index
 from indexer.compact import compact_index, shard_groups
 from indexer.format import MANIFEST, Manifest
 from indexer.impacts import ImpactConfig
+from indexer.index_model import index_model_spec
 from indexer.readers import read_corpus, read_queries
 from indexer.stamps import STAMPS_FILE
 from retriever.index import Index
@@ -206,7 +207,7 @@ def test_an_anserini_start_index_appends_with_its_own_model(tmp_path, parts, que
     api.index(a, idx, model="ndrm2-anserini", shard_size=100, progress=False)
     built = Manifest.read(idx)
     assert built.model["id"] == "ndrm2-anserini-untrained"
-    assert append_mod.index_model_spec(idx, built) == "ndrm2-anserini"
+    assert index_model_spec(idx, built) == "ndrm2-anserini"
     api.append(b, idx, progress=False)
     s = Searcher(idx)
     full = analyze_corpus(ab, s.index.analyzer)
@@ -680,7 +681,7 @@ def test_an_index_of_the_bundled_model_outlives_the_install_that_built_it(tmp_pa
     idx = tmp_path / "idx"
     api.index(corpus, idx, model=str(old_install), progress=False)
     shutil.rmtree(old_install.parent)
-    assert append_mod.index_model_spec(idx, Manifest.read(idx)) == str(DEFAULT_CHECKPOINT)
+    assert index_model_spec(idx, Manifest.read(idx)) == str(DEFAULT_CHECKPOINT)
     assert api.append(more, idx, progress=False).num_docs == 4
     assert api.explain("proteins", "D4", None, index_path=idx).docid == "D4"
     other = tmp_path / "other"
@@ -688,7 +689,7 @@ def test_an_index_of_the_bundled_model_outlives_the_install_that_built_it(tmp_pa
     manifest = Manifest.read(other)
     manifest.model.update(path=str(tmp_path / "gone.pt"), id="ndrm3-000000000000", content_hash="0" * 64)
     with pytest.raises(CkqtiError, match=r"gone.pt is not there: give that checkpoint \(model id ndrm3-000000000000\)"):
-        append_mod.index_model_spec(other, manifest)
+        index_model_spec(other, manifest)
 
 
 def test_an_index_nested_in_another_is_refused_and_never_taken_for_a_stray_shard(tmp_path, parts, index_a):

@@ -607,6 +607,21 @@ def test_a_weight_rounding_to_zero_stays_one_unless_its_list_adds_less_than_a_un
     assert hits[0].docid == "d0" and [h.score for h in hits] == pytest.approx([300 * plan.unit] + [100 * plan.unit] * 2)
 
 
+def test_a_term_adding_nothing_is_said_to_have_idf_0_only_where_that_is_why(tmp_path):
+    """``ckqti search``'s reason for known terms that add nothing (:meth:`Searcher.unweighted_reason`): idf 0
+    only when every channel is idf-weighted and every such term has idf 0 (t5: in 600 of 1,000 documents);
+    t4 (in 497: idf 0.012) drops for its weight, as does any term whose channel is not idf-weighted."""
+    from indexer.quantize import Quantizer
+
+    postings = {2: [(0, 200)], 4: [(d, 50) for d in range(497)], 5: [(d, 10) for d in range(600)]}
+    idf = Searcher(hand_index(tmp_path / "idf", postings, 1000, 6, Quantizer(0.5, weights=("idf",))))
+    assert idf.index.idf[5] == 0 < idf.index.idf[4]
+    assert idf.unweighted_reason(["t5"]) == "idf 0: each is in at least half of the documents"
+    rounds = "their weight rounds to 0 beside the other terms' or their channel is weighted 0"
+    assert idf.unweighted_reason(["t4", "t5"]) == rounds
+    one = Searcher(hand_index(tmp_path / "one", postings, 1000, 6, Quantizer(0.5, weights=("one",))))
+    assert one.unweighted_reason(["t5"]) == rounds
+
 def test_search_many_in_bounded_parts_and_deep_k_over_small_shards(tmp_path, scifact_small, monkeypatch):
     """search_many takes its queries a bounded part at a time (a [queries, k] array of hits at k
     near the collection size passed 4 GB), and a shard holds at most its own documents' hits
