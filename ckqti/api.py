@@ -202,9 +202,16 @@ def open_searcher(index_path: str | Path, mode: str = "exact", budget: int = 200
     idx = Index(index_path, verify=verify)
     try:
         if model is not None:
-            from ckqti.models.loading import load_qti_model
+            from ckqti.models.specs import resolve_model
+            from indexer.index_model import known_model_id
 
-            idx.check_compatible(model_id=load_qti_model(model)[1]["id"])
+            spec = resolve_model(model)
+            model_id = known_model_id(spec, idx.manifest)
+            if model_id is None:  # another file than the index's checkpoint: its id is in its tensors
+                from ckqti.models.checkpoint import load_for_indexing
+
+                model_id = load_for_indexing(spec)[1]["id"]  # refuses a model that is not QTI, as before
+            idx.check_compatible(model_id=model_id)
         return Searcher(idx, mode=mode, budget=budget, channel_weights=channel_weights, slack=slack, engine=engine,
                         close_index=True)
     except ValueError as e:

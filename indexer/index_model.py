@@ -1,7 +1,8 @@
 """Which model scores documents for an index: the one it was built with, as its manifest records it.
 
 An append scores its new documents with it, and ``explain`` with an index explains its scores, when no
-other model is named.
+other model is named; ``search --model`` is told whether a model is the index's without loading it where
+the manifest can say (:func:`known_model_id`).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ckqti.errors import CkqtiError
-from indexer.format import MANIFEST, Manifest
+from indexer.format import MANIFEST, Manifest, file_checksum
 
 
 def model_for_index(index_path: str | Path | None, model: str | Path | None = None,
@@ -50,3 +51,16 @@ def bundled_content_hash() -> str:
     from ckqti.models.specs import DEFAULT_CHECKPOINT
 
     return load_checkpoint(DEFAULT_CHECKPOINT).content_hash
+
+
+def known_model_id(spec: str, manifest: Manifest) -> str | None:
+    """The model id of ``spec`` (resolved: an untrained model's name or a checkpoint's path,
+    :func:`ckqti.models.specs.resolve_model`) where it is known without torch: an untrained model's, or the
+    manifest's own when ``spec`` is a file with the bytes of the checkpoint the index was built with (its
+    ``file_sha256``, recorded since session 46). None where only loading the checkpoint can tell."""
+    from ckqti.models.specs import UNTRAINED, untrained_id
+
+    if spec in UNTRAINED:
+        return untrained_id(spec)
+    recorded = manifest.model.get("file_sha256")
+    return manifest.model.get("id") if recorded and file_checksum(spec) == recorded else None

@@ -16,7 +16,9 @@ tensors, strings, numbers, lists and dicts only)::
 
 The model id is ``<kind>-<first 12 hex digits of content_hash>``: two checkpoints with the
 same weights, vocabulary and analysis share an id whatever their metadata. Loading
-recomputes the hash, so a truncated or altered file is refused.
+recomputes the hash, so a truncated or altered file is refused. A loaded checkpoint also
+knows the sha256 of the file's bytes (``file_sha256``, in an index's manifest since session
+46): the same bytes again are the same model, told without torch (``search --model``).
 
 **Another corpus's vocabulary** (:func:`load_for_indexing`, :func:`adapt_to_vocabulary`):
 an index assigns its own term ids. Every tensor with one row per training term is remapped
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import io
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
@@ -71,6 +74,7 @@ class Checkpoint:
     content_hash: str = ""
     path: Path | None = None
     fallback: str = "minilm"
+    file_sha256: str | None = None  # of the file's bytes, where loaded from one
 
     @property
     def id(self) -> str:
@@ -94,6 +98,7 @@ class Checkpoint:
             "content_hash": self.content_hash,
             "analyzer": dict(self.analyzer),
             **({"latent_gate": self.config["latent_gate"]} if self.config.get("latent_gate") is not None else {}),
+            **({"file_sha256": self.file_sha256} if self.file_sha256 else {}),
         }
 
 
@@ -266,7 +271,8 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     if not p.is_file():
         raise CkqtiError("checkpoint not found", p)
     try:
-        payload = torch.load(p, map_location="cpu", weights_only=True)
+        data = p.read_bytes()  # hashed as read: the bytes torch loads are the ones the manifest records
+        payload = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many types for a damaged or foreign file
         raise CkqtiError(f"not a readable ckqti checkpoint: {unreadable_reason(p, err)}", p) from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
@@ -281,7 +287,8 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     vocab = checked(Vocabulary(list(v["terms"]), v["df"].numpy().copy(), v["cf"].numpy().copy(), v["num_docs"],
                                v["total_terms"]), p, reserved=not wordpiece)
     ckpt = Checkpoint(payload["kind"], payload["config"], payload["state_dict"], vocab, payload["analyzer"],
-                      payload["meta"], payload["content_hash"], p.resolve(), payload["fallback"])
+                      payload["meta"], payload["content_hash"], p.resolve(), payload["fallback"],
+                      hashlib.sha256(data).hexdigest())
     if content_hash(ckpt.kind, ckpt.config, ckpt.analyzer, vocab, ckpt.state_dict, ckpt.fallback) != ckpt.content_hash:
         raise CkqtiError("checkpoint content does not match its hash (corrupted file?)", p)
     return ckpt
