@@ -104,7 +104,7 @@ def evaluate(
     """Score a run against relevance judgements (see the module docstring for the conventions).
 
     Args:
-        run: qid -> {docid: score} (as :func:`retriever.runs.read_run` returns) or qid -> [(docid, score), ...].
+        run: qid -> {docid: score} (as :func:`retriever.run_reader.read_run` returns) or qid -> [(docid, score), ...].
         qrels: qid -> {docid: grade} (as :func:`indexer.readers.read_qrels` returns).
         measures: measure names, see :func:`ckqti.measures.parse_measure` (results name them as it does: ``ndcg@10`` is ``nDCG@10``).
         per_query: list every query in :meth:`EvalResult.table`; per-query values are always kept in ``by_query``.
@@ -398,7 +398,7 @@ def evaluate_runs(
             (naming the entry), a run given twice, or bad arguments.
     """
     from indexer.readers import read_qrels  # imported on use: keeps this module free of the indexer package
-    from retriever.runs import read_run_queries
+    from retriever.run_reader import read_run_queries
 
     others = [] if compare is None else [compare] if isinstance(compare, (str, os.PathLike, Mapping)) else list(compare)
     runs = [run, *others]

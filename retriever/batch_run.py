@@ -43,7 +43,7 @@ def write_searched_run(searcher: Searcher, qs: Mapping[str, str], out: str | Pat
     """Search every query of ``qs`` (qid -> text) with ``searcher`` and write the rankings to the TREC run
     ``out``, :data:`RUN_CHUNK` queries at a time; a query that cannot be searched is skipped (its reason in
     :attr:`RunStats.reasons`), one that retrieves nothing is counted, with why, in :attr:`RunStats.empty`."""
-    from retriever.runs import write_ranked_run  # numpy and pyarrow: loaded when a run is written
+    from retriever.run_writer import write_ranked_run  # numpy and pyarrow: loaded when a run is written
 
     stats = RunStats(queries=len(qs), searched=0)
 

@@ -101,10 +101,11 @@ class CandidateLists(Mapping[str, list[str]]):
 def run_candidates(path: str | Path, queries: Mapping[str, str], depth: int) -> CandidateLists:
     """Top ``depth`` per query of a TREC run file (trec_eval order), in ``queries``' order; the rankings of the
     file's other queries are not held. A run grouped by query is read a query at a time
-    (:func:`retriever.runs.iter_run_queries`): what is held does not grow with its queries but for their
+    (:func:`retriever.run_reader.iter_run_queries`): what is held does not grow with its queries but for their
     candidates' indices (:class:`CandidateLists`). A run whose query comes back after another's (concatenated
-    runs) is read whole (:func:`retriever.runs.read_run_queries`), as was every run before session 45."""
-    from retriever.runs import NotGrouped, iter_run_queries, read_run_queries, trec_order
+    runs) is read whole (:func:`retriever.run_reader.read_run_queries`), as was every run before session 45."""
+    from retriever.run_reader import NotGrouped, iter_run_queries, read_run_queries
+    from retriever.runs import trec_order
 
     cands = CandidateLists()
     try:
@@ -175,7 +176,7 @@ def no_candidates_error(where: str, queries: Mapping[str, str], where_queries: s
     kind, _, path = where.partition(":")
     first = next(iter(queries), "")
     if kind == "run":
-        from retriever.runs import read_run_queries
+        from retriever.run_reader import read_run_queries
 
         theirs = next(iter(read_run_queries(path, ())[1]), "")  # its first query id, no ranking held
         return InputError(f"none of the {counted(len(queries), 'query', 'queries')} of {where_queries} is in this run "

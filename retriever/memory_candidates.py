@@ -77,7 +77,7 @@ def finite(score) -> bool:
 
 def checked_docids(qid: str, docids: list, where: str) -> list[str]:
     """``docids`` as strings (an integer as its digits: :func:`ckqti.errors.id_text`), each as
-    :func:`indexer.readers.formats.check_id` takes it, none repeated; an error naming the first that is not. All are checked at once first (as :func:`retriever.runs.write_run` checks a query's), one at a time only
+    :func:`indexer.readers.formats.check_id` takes it, none repeated; an error naming the first that is not. All are checked at once first (as :func:`retriever.run_writer.write_run` checks a query's), one at a time only
     when that finds something to name or to strip."""
     from indexer.readers.formats import check_id
 

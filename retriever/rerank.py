@@ -257,7 +257,8 @@ def write_or_hold(out: str | Path | None, ranked: Iterable[tuple[str, list[tuple
                   tag: str) -> dict[str, list[tuple[str, float]]] | None:
     """Write ``ranked`` (:func:`retriever.rerank_windows.rerank_windows`' rankings) as the run ``out``, a window at a
     time; or, ``out`` None, return them, each in the order the run would list it (:func:`retriever.runs.trec_order`)."""
-    from retriever.runs import trec_order, write_run
+    from retriever.run_writer import write_run
+    from retriever.runs import trec_order
 
     if out is None:
         return {qid: trec_order(ranking) for qid, ranking in ranked}

@@ -48,8 +48,8 @@ def rerank_windows(
 ) -> Iterator[tuple[str, list[tuple[str, float]]]]:
     """:func:`retriever.rerank_scoring.rerank_candidates`' ``(qid, ranking)`` pairs in query order, a window of queries
     of about ``pairs`` candidates (default :data:`WINDOW_PAIRS`) at a time: a window is scored when the one before it
-    has been consumed (:func:`retriever.runs.write_run` writes as it goes), so memory is bounded by the window. Within a
-    window each distinct document is encoded once; ``tally`` counts what was scored."""
+    has been consumed (:func:`retriever.run_writer.write_run` writes as it goes), so memory is bounded by the window.
+    Within a window each distinct document is encoded once; ``tally`` counts what was scored."""
     tally = Tally() if tally is None else tally
     for window in query_windows(queries, candidates, WINDOW_PAIRS if pairs is None else pairs):
         started = time.perf_counter()

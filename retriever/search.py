@@ -474,7 +474,7 @@ class Searcher:
 
     def topk_columns(self, queries: list[str], k: int = 10, threads: int = 1) -> list[TopKColumns | QueryError]:
         """:meth:`topk_many` as ``ckqti run`` writes it (:class:`TopKColumns`): a query's docids stay an
-        Arrow string array, its scores a numpy array (:func:`retriever.runs.write_ranked_run` takes both)."""
+        Arrow string array, its scores a numpy array (:func:`retriever.run_writer.write_ranked_run` takes both)."""
         return [top if isinstance(top, QueryError) else self.ranked_columns(*top, k)
                 for top in self._batch_tops(queries, k, threads)]
 

@@ -156,7 +156,7 @@ def experiment_section(records: Mapping[str, Mapping]) -> list[str]:
 def evaluate_runs(spec: CollectionSpec, paths: Mapping[str, Path]) -> dict:
     """``key -> EvalResult`` of run files on the collection's judged queries."""
     from ckqti.evaluate import evaluate
-    from retriever.runs import read_run
+    from retriever.run_reader import read_run
 
     _, qrels = judged_queries(spec)
     return {k: evaluate(read_run(p), qrels, MEASURES, rel_level=spec.rel_level) for k, p in paths.items()}

@@ -89,7 +89,9 @@ def run_path(key: str, coll: str, work: Path = WORK) -> Path:
 
 def bm25_ranked(spec: CollectionSpec, work: Path, force: bool = False) -> dict[str, list[str]]:
     """Pyserini BM25's top 1,000 docids of every judged query (the run file, built once)."""
-    from retriever.runs import read_run, trec_order, write_run
+    from retriever.run_reader import read_run
+    from retriever.run_writer import write_run
+    from retriever.runs import trec_order
 
     path = run_path("bm25", spec.name, work)
     if force or not path.is_file():
@@ -435,7 +437,7 @@ def rerank(row: Row, spec: CollectionSpec, work: Path, ranked: Mapping[str, list
     from retriever.candidate_text import corpus_texts
     from retriever.rerank_model import open_reranker
     from retriever.rerank_scoring import rerank_candidates
-    from retriever.runs import write_run
+    from retriever.run_writer import write_run
 
     queries, _ = judged_queries(spec)
     path = str(checkpoint_path(row.model, work))

@@ -157,7 +157,7 @@ def test_runs(checkpoint: Path, work: Path, depth: int = 100, device: str | None
 def fullrank_run(checkpoint: Path, work: Path, device: str | None = None) -> dict[str, dict]:
     """Full retrieval of every SciFact claim through a learned index built with the checkpoint on ``device``."""
     from ckqti import api
-    from retriever.runs import read_run
+    from retriever.run_reader import read_run
 
     index_dir, run_path = work / "index", work / "fullrank.trec"
     api.index(DATA / "corpus.jsonl", index_dir, model=str(checkpoint), force=True, device=device)
@@ -172,7 +172,7 @@ def dev_fullrank(checkpoint: Path, work: Path) -> dict:
     from ckqti.evaluate import evaluate
     from ckqti.models.checkpoint import load_checkpoint
     from indexer.readers import read_qrels, read_queries
-    from retriever.runs import read_run
+    from retriever.run_reader import read_run
 
     dev = list(load_checkpoint(checkpoint).meta["dev_qids"])
     qrels = {q: judged for q, judged in read_qrels(DATA / "qrels" / "train.tsv").items() if q in set(dev)}

@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVING_MODULES = [
     "ckqti.cli", "ckqti.cli.commands", "ckqti.api", "ckqti.explain", "ckqti.bm25",
     "indexer.build", "indexer.append", "indexer.compact",
-    "retriever.index", "retriever.search", "retriever.rerank", "retriever.runs", "retriever.info",
+    "retriever.index", "retriever.search", "retriever.rerank", "retriever.runs", "retriever.run_reader",
+    "retriever.run_writer", "retriever.info",
     *(f"ckqti.models.{m.name}" for m in pkgutil.iter_modules(ckqti.models.__path__)),
 ]
 # ckqti.api and ckqti.cli.train import the trainer inside `train` only: the one command that needs it

@@ -203,7 +203,9 @@ def test_rerank_takes_candidates_and_corpus_in_memory_and_writes_the_run_their_f
     import json
 
     from indexer.readers import read_corpus
-    from retriever.runs import read_run, trec_order, write_run
+    from retriever.run_reader import read_run
+    from retriever.run_writer import write_run
+    from retriever.runs import trec_order
 
     lines = scifact_small.read_text().splitlines()
     dicts = [json.loads(line) for line in lines]
@@ -343,15 +345,15 @@ def test_run_searches_and_writes_a_chunk_of_queries_at_a_time(tmp_path, scifact_
     """The run is written as it is searched (it used to be held whole: ~37 GB for 100,000 queries at
     k = 1,000); the file is the same whatever the chunk, stats included."""
     import retriever.batch_run as module
-    import retriever.runs
+    import retriever.run_writer
 
     q = tmp_path / "q.tsv"
     q.write_text("".join(f"q{i}\t{t}\n" for i, t in enumerate(["cancer cells", "the of", "brain imaging", "zzqx",
                                                                 "vitamin d", "cell growth"])))
     whole = api.run(scifact_index, q, tmp_path / "whole.trec", k=20)
     calls = []
-    real = retriever.runs.write_ranked_run
-    monkeypatch.setattr(retriever.runs, "write_ranked_run", lambda out, results, tag: (
+    real = retriever.run_writer.write_ranked_run
+    monkeypatch.setattr(retriever.run_writer, "write_ranked_run", lambda out, results, tag: (
         calls.append(type(results).__name__), real(out, results, tag)))
     monkeypatch.setattr(module, "RUN_CHUNK", 2)
     chunked = api.run(scifact_index, q, tmp_path / "chunked.trec", k=20)
@@ -531,7 +533,7 @@ def test_evaluate_takes_runs_and_qrels_in_memory_as_their_files_give_them(tmp_pa
     """A notebook holding its runs as dicts (as bm25s and Pyserini users do) had to write them to files, or
     put ckqti.evaluate's EvalReport and compare_results together by hand: api.evaluate read files only."""
     from indexer.readers import read_qrels, read_queries
-    from retriever.runs import write_run
+    from retriever.run_writer import write_run
 
     sf = data_dir / "scifact"
     qrels, queries = read_qrels(sf / "qrels" / "test.tsv"), read_queries(sf / "queries.jsonl")

@@ -18,7 +18,7 @@ from ckqti.cli import cli
 from ckqti.models.specs import DEFAULT_CHECKPOINT
 from indexer.format import Manifest
 from retriever.index import Index
-from retriever.runs import read_run
+from retriever.run_reader import read_run
 
 
 def invoke(*args):

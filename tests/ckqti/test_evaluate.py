@@ -18,7 +18,8 @@ from ckqti.evaluate import EvalReport, EvalResult, evaluate, evaluate_files
 from ckqti.measures import DEFAULT_MEASURES
 from ckqti.significance import compare_results
 from indexer.readers import read_qrels
-from retriever.runs import trec_order, write_run
+from retriever.run_writer import write_run
+from retriever.runs import trec_order
 from tests.ckqti.eval_data import DATA, QRELS, ROOT, RUN
 
 
@@ -178,7 +179,7 @@ def test_evaluate_files_holds_only_the_judged_queries(tmp_path, monkeypatch):
     the Python objects held when the measures are computed stay far below one run's 100,000 lines, and the
     report is the one of the whole runs."""
     import ckqti.evaluate as ev
-    from retriever.runs import read_run
+    from retriever.run_reader import read_run
     from tests.memory import held_when_called
 
     qrels = tmp_path / "qrels.tsv"

@@ -23,7 +23,9 @@ from ckqti.vocab import Vocabulary
 from retriever.candidate_text import corpus_texts
 from retriever.rerank import rerank
 from retriever.rerank_model import open_reranker
-from retriever.runs import read_run, trec_order, write_run
+from retriever.run_reader import read_run
+from retriever.run_writer import write_run
+from retriever.runs import trec_order
 from retriever.search import Searcher
 
 QUERIES = ["Vitamin D deficiency is associated with tuberculosis.",
@@ -587,11 +589,12 @@ def test_run_file_candidates_are_read_a_query_at_a_time(tmp_path, monkeypatch):
     candidates, in the queries file's order either way."""
     import random
 
+    import retriever.run_reader as run_reader
     import retriever.runs as runs
     from retriever.candidates import run_candidates
     from tests.memory import held_when_called
 
-    monkeypatch.setattr(runs, "ARROW_BLOCK", 1 << 16)
+    monkeypatch.setattr(run_reader, "ARROW_BLOCK", 1 << 16)
     lines = [f"q{q} Q0 d{(q * 31 + d * 17) % 5000} {d + 1} {(d * 7) % 13 / 3!r} t\n" for q in range(400) for d in range(100)]
     path, shuffled = tmp_path / "grouped.trec", tmp_path / "shuffled.trec"
     path.write_text("".join(lines))

@@ -832,7 +832,7 @@ def test_topk_columns_are_topk_many_in_arrow_and_numpy(tmp_path, num_shards, thr
     import pyarrow as pa
 
     from retriever.index import TAKE_FROM
-    from retriever.runs import write_ranked_run
+    from retriever.run_writer import write_ranked_run
 
     searcher = Searcher(random_index(tmp_path / "ix", num_shards))
     assert len(searcher.index.shards) == num_shards

@@ -14,7 +14,7 @@ import pytest
 
 import scripts.bench_run as bench
 from indexer.readers import read_qrels, read_queries
-from retriever.runs import read_run
+from retriever.run_reader import read_run
 
 SCIFACT = Path(bench.DATA)
 K = 5
