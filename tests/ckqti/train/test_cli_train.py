@@ -238,10 +238,8 @@ def test_cli_says_when_no_epoch_beat_the_model_before_training(tmp_path, monkeyp
                                   f"epoch beat it) -> {out}")
 
 
-@pytest.mark.parametrize("model", ["ndrm2", "tk"])
-def test_cli_qrels_format_reaches_training(tmp_path, tiny_scifact, monkeypatch, model):
-    """The qrels reader's error asks for --qrels-format, which only ``ckqti eval`` had: Cranfield's
-    judgements saved under another name could not train at all."""
+def training_options(tmp_path, tiny_scifact, monkeypatch, model, *options) -> dict:
+    """The keyword arguments ``ckqti train --model MODEL ... OPTIONS`` hands the trainer (which is not run)."""
     import ckqti.train
     from ckqti.train import rerankers
 
@@ -254,9 +252,17 @@ def test_cli_qrels_format_reaches_training(tmp_path, tiny_scifact, monkeypatch, 
     monkeypatch.setattr(ckqti.train, "train", fake)
     monkeypatch.setattr(rerankers, "train_reranker", fake)
     args = ["train", "--model", model, "--corpus", tiny_scifact["corpus"], "--queries", tiny_scifact["corpus"],
-            "--qrels", tiny_scifact["corpus"], "--out", tmp_path / "m.pt", "--qrels-format", "cranfield"]
+            "--qrels", tiny_scifact["corpus"], "--out", tmp_path / "m.pt", *options]
     res = CliRunner().invoke(cli, [str(a) for a in args])
     assert res.exit_code == 0, res.output
+    return seen
+
+
+@pytest.mark.parametrize("model", ["ndrm2", "tk"])
+def test_cli_qrels_format_reaches_training(tmp_path, tiny_scifact, monkeypatch, model):
+    """The qrels reader's error asks for --qrels-format, which only ``ckqti eval`` had: Cranfield's
+    judgements saved under another name could not train at all."""
+    seen = training_options(tmp_path, tiny_scifact, monkeypatch, model, "--qrels-format", "cranfield")
     assert seen["qrels_format"] == "cranfield"
 
 
@@ -264,21 +270,7 @@ def test_cli_qrels_format_reaches_training(tmp_path, tiny_scifact, monkeypatch, 
 def test_cli_queries_format_reaches_training(tmp_path, tiny_scifact, monkeypatch, model):
     """train had --format (the corpus's) and --qrels-format but no way to name the queries' format: a
     queries file under another format's name could not train."""
-    import ckqti.train
-    from ckqti.train import rerankers
-
-    seen = {}
-
-    def fake(*args, **kw):
-        seen.update(kw)
-        raise SystemExit(0)
-
-    monkeypatch.setattr(ckqti.train, "train", fake)
-    monkeypatch.setattr(rerankers, "train_reranker", fake)
-    args = ["train", "--model", model, "--corpus", tiny_scifact["corpus"], "--queries", tiny_scifact["corpus"],
-            "--qrels", tiny_scifact["corpus"], "--out", tmp_path / "m.pt", "--queries-format", "trec"]
-    res = CliRunner().invoke(cli, [str(a) for a in args])
-    assert res.exit_code == 0, res.output
+    seen = training_options(tmp_path, tiny_scifact, monkeypatch, model, "--queries-format", "trec")
     assert seen["queries_format"] == "trec" and seen["fmt"] is None
 
 
