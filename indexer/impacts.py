@@ -241,9 +241,12 @@ class ImpactScorer:
         frozen = getattr(self.model, "frozen_weights", None)
         return nullcontext() if frozen is None or self._term_table is None else frozen(self._term_table)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def score_batch(self, documents: Sequence[np.ndarray]) -> list[DocImpacts]:
-        """Impacts of a batch of documents (token id arrays)."""
+        """Impacts of a batch of documents (token id arrays), in inference mode: no autograd bookkeeping (version
+        counters, view tracking) for the few hundred small tensor operations a document's scoring makes, the same
+        arithmetic as ``no_grad`` (the bundled sample's 1,500 passages: 0.73 -> 0.61 s of per-document scoring on
+        one thread, session 46); what comes back is numpy arrays, so no inference tensor leaves the block."""
         ids, lengths = pad_batch(documents, self.config.max_doc_terms, self.device)
         with self.frozen_weights():
             enc = self.model.encode_documents(ids, lengths)

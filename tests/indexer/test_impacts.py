@@ -207,6 +207,40 @@ def test_explicit_models_score_a_batch_at_once_by_default_with_the_same_bits(mon
     assert not ImpactScorer(latent_model(vocab), vocab.df, ImpactConfig()).batched
 
 
+def test_a_batch_is_scored_in_inference_mode_with_the_bits_of_no_grad():
+    """A batch's scoring runs in ``torch.inference_mode`` (no autograd bookkeeping for a document's few hundred
+    small tensor operations: a sixth of the per-document scoring time of the bundled sample) and gives the
+    bits the same code gives under ``no_grad``, for an explicit, a dense latent and a gated latent model;
+    what comes back holds no tensor."""
+    rng = np.random.default_rng(7)
+    docs = [[f"w{t}" for t in rng.integers(0, 150, n)] for n in [0, *rng.integers(1, 90, 9)]]
+    vocab = Vocabulary.build(docs)
+    ids = [np.array(vocab.ids(d), np.int64) for d in docs]
+    for name, extra in (("ndrm2", {}), ("ndrm1", {}), ("ndrm3", {"latent_gate": 0.3})):
+        torch.manual_seed(0)
+        config = NDRMConfig(vocab_size=len(vocab), variant=name, dim=16, num_heads=4, conv_window=5, ff_dim=16,
+                            mlp_hidden=16, pool_window=20, pool_stride=10, **extra)
+        model = build_ndrm(config, vocab).eval()
+        scorer = ImpactScorer(model, vocab.df, ImpactConfig(batch_size=5, neighbours=4))
+        scorer.fit_offsets(ids, len(vocab))
+        modes: list[bool] = []
+
+        def encode(*args, encode=model.encode_documents, modes=modes):
+            modes.append(torch.is_inference_mode_enabled())
+            return encode(*args)
+
+        model.encode_documents = encode
+        for start in range(0, len(ids), 5):
+            batch = ids[start: start + 5]
+            got = scorer.score_batch(batch)
+            with torch.no_grad():
+                want = ImpactScorer.score_batch.__wrapped__(scorer, batch)
+            assert [a.lists.tolist() for a in got] == [b.lists.tolist() for b in want], name
+            assert all(np.array_equal(a.scores, b.scores) for a, b in zip(got, want)), name
+            assert all(isinstance(a.lists, np.ndarray) and isinstance(a.scores, np.ndarray) for a in got)
+        assert modes and modes[::2] == [True] * len(modes[::2]) and modes[1::2] == [False] * len(modes[1::2]), name
+
+
 def test_query_vectors_are_projected_once_per_scorer_not_per_document():
     """A latent model's query projection runs once, for the whole vocabulary, when the scorer is made;
     scoring documents reads those vectors (the per-document projection of ~200 candidate terms took 20 ms
