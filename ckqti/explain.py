@@ -41,6 +41,7 @@ import torch
 from ckqti.errors import InputError, QueryError
 from ckqti.explain_html import replaceable_page, write_page
 from ckqti.files import check_folder_of
+from ckqti.json_form import json_ready
 from ckqti.models.checkpoint import QTI_KINDS
 from ckqti.models.inputs import TokenSpan
 from ckqti.models.reranker import Reranker
@@ -157,9 +158,11 @@ class Explanation:
         return self.text[region.char_start: region.char_end]
 
     def to_dict(self) -> dict:
+        """The fields, JSON-ready (what ``ckqti explain --json`` prints): ``tokens`` as ``[token, start, end]``,
+        tuples as lists, and a score that is not a finite number (a checkpoint whose weights are NaN) as None."""
         d = asdict(self)
         d["tokens"] = [[t.token, t.start, t.end] for t in self.tokens]
-        return d
+        return json_ready(d)
 
     def to_html(self) -> str:
         from ckqti.explain_html import explanation_html

@@ -9,7 +9,7 @@ Endpoints (every error is a 4xx with ``{"detail": "<one-line message>"}``):
   ``GET /search?q=...&k=...`` the same.
 - ``POST /search/batch`` ``{"queries": [str, ...], "k": int}``: ``{"results": [...]}``, one
   answer per query in order; a query with no searchable terms gets ``{"query", "error"}``.
-- ``GET /documents/{docid}``: ``{"docid", "title", "text"}`` from the index's document store.
+- ``GET /documents/{docid}``: ``{"docid", "title", "text", "prefix"}`` from the index's document store.
 
 The service answers from the index it was started with: no request names a file; a docid is
 a key of an in-memory map, never a path. Searching is CPU-bound (Numba kernels compiled with

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from ckqti import api
 from ckqti.cli.base import command
 from ckqti.cli.notes import echo
 from ckqti.cli.options import PathArg, qrels_format_option, rel_level_option
+from ckqti.json_form import json_text
 
 
 @command("eval", short_help="Evaluate a TREC run against judgements; compare runs.")
@@ -36,6 +35,6 @@ def eval_cmd(run, qrels, per_query, compare, qrels_format, rel_level, measures, 
     chosen = None if measures is None else [m.strip() for m in measures.split(",") if m.strip()]
     report = api.evaluate(run, qrels, per_query, list(compare) or None, qrels_format, rel_level, chosen)
     if as_json:
-        click.echo(json.dumps(report.to_dict()))
+        click.echo(json_text(report.to_dict()))
         return
     echo(report.table(markdown))

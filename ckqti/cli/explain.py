@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from ckqti import api
@@ -18,6 +16,7 @@ from ckqti.cli.options import (
     corpus_orcas_option,
     device_option,
 )
+from ckqti.json_form import json_text
 from ckqti.terminal import decoded_argument
 
 
@@ -51,7 +50,7 @@ def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, col
                     max_doc_length=max_doc_length, adapt_vocabulary=adapt_vocabulary, orcas=orcas)
     repeated_note(e.repeated_clicks, orcas)
     if as_json:
-        click.echo(json.dumps(e.to_dict()))
+        click.echo(json_text(e.to_dict()))
     else:
         click.echo(e.render_terminal(color), color=color)
     if html_out:  # on stderr: --json's stdout stays one object

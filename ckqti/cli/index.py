@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from ckqti import api
@@ -22,6 +20,7 @@ from ckqti.cli.options import (
     index_option,
     index_or_default,
 )
+from ckqti.json_form import json_text
 from ckqti.terminal import counted
 
 
@@ -128,7 +127,7 @@ def info_cmd(index_path, verify, as_json):
     """What an index holds: documents, postings, shards, model, analyzer, channels, bytes on disk."""
     info = api.info(index_path, verify)
     if as_json:
-        click.echo(json.dumps(info.to_dict()))
+        click.echo(json_text(info.to_dict()))
         return
     for line in info_lines(info):
         echo(line)

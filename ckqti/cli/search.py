@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 
 import click
@@ -22,6 +21,7 @@ from ckqti.cli.options import (
     queries_format_of,
     queries_format_option,
 )
+from ckqti.json_form import json_text
 from ckqti.terminal import columns_of, decoded_argument, repaired, visible
 
 SNIPPET_COLUMNS = 100  # terminal columns of a search hit's title and snippet lines (cut between words)
@@ -58,7 +58,7 @@ def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channe
         past = f" (a term only past a document's first {cap:,} terms, all the model reads, is not indexed)" if cap else ""
         echo(f"note: in the vocabulary but in no document's postings: {' '.join(unstored)}{past}", err=True)
     if as_json:
-        click.echo(json.dumps(search_json(searcher, res)))
+        click.echo(json_text(search_json(searcher, res)))
         return
     for line in search_lines(searcher, res):
         echo(line)

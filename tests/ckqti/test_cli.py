@@ -170,6 +170,25 @@ def test_info_prints_what_the_api_reports(scifact_index):
     assert res.exit_code == 0 and json.loads(res.stdout) == {**info.to_dict(), "verified": True}
 
 
+def test_json_output_is_strict_json_whatever_the_api_gives(scifact_index, monkeypatch):
+    """--json writes a number that is not finite as null, not as Python's bare NaN or Infinity, which JSON
+    lacks and strict parsers refuse; the finite ones unchanged (``info`` here: each --json command prints
+    through ``ckqti.json_form.json_text``)."""
+    from dataclasses import replace
+
+    info = api.info(scifact_index)
+    monkeypatch.setattr(api, "info", lambda *a: replace(info, build_seconds=float("nan"), quantization={"scale": float("inf")}))
+
+    def refuse(token):
+        raise ValueError(f"not JSON: a bare {token}")
+
+    res = invoke("info", "--index", scifact_index, "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout, parse_constant=refuse)
+    assert out["build_seconds"] is None and out["quantization"] == {"scale": None}
+    assert out == {**info.to_dict(), "build_seconds": None, "quantization": {"scale": None}}
+
+
 def test_info_notes_the_leftovers_of_an_interrupted_append(tmp_path, scifact_index):
     """As it notes an unfinished build: one line, what and how many bytes, and what removes them."""
     from tests.retriever.test_info import dead_pid, with_leftovers

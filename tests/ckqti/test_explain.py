@@ -485,6 +485,40 @@ def test_cli_explain_prints_the_api_report(setup, tmp_path):
     assert missing.exit_code != 0 and "nope" in missing.output and "Traceback" not in missing.output
 
 
+def strict_json(text: str):
+    """``text`` read as JSON is read by every parser: a bare NaN, Infinity or -Infinity (Python's json.dumps
+    writes them, JSON has none) is refused."""
+    def refuse(token):
+        raise ValueError(f"not JSON: a bare {token}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_scores_that_are_not_numbers_are_null_in_the_json_form(setup, tmp_path):
+    """A checkpoint whose weights are NaN (ckqti's training stops before saving one, another tool's may not)
+    scores NaN: ``to_dict`` and ``explain --json`` give null there, as ``eval --json`` gives a p-value that is not
+    a number; they gave Python's bare NaN, which a JSON parser refuses."""
+    from click.testing import CliRunner
+
+    from ckqti.cli import cli
+    from ckqti.explain import explain_text
+
+    rr = load_reranker(setup["paths"]["tk"], device="cpu")
+    with torch.no_grad():
+        for p in rr.model.parameters():
+            p.fill_(float("nan"))
+    broken = save_reranker(tmp_path / "nan.pt", rr.model, "tk", rr.text).path
+    e = explain_text(load_reranker(broken, device="cpu"), setup["query"], "long-1", setup["long"])
+    assert np.isnan(e.score) and np.isnan(e.kernels.cells).all()
+    d = strict_json(json.dumps(e.to_dict()))
+    assert d["score"] is None and {x for row in d["kernels"]["cells"] for x in row} == {None}
+    assert d["kernels"]["mus"] == list(e.kernels.mus) and d["tokens_read"] == e.tokens_read  # the finite ones as they are
+    res = CliRunner().invoke(cli, ["explain", setup["query"], "long-1", "--model", str(broken),
+                                   "--corpus", str(setup["corpus"]), "--device", "cpu", "--json"])
+    assert res.exit_code == 0, res.output
+    assert strict_json(res.stdout) == d
+
+
 def test_explaining_from_an_index_explains_the_index_score(scifact_index, scifact_small, tmp_path):
     """With --index an NDRM model reads the index's vocabulary and statistics, so the explained
     score is the one search gives (up to quantization), even for words the checkpoint never saw;
