@@ -6,7 +6,7 @@ import click
 
 from ckqti import api
 from ckqti.cli.base import command
-from ckqti.cli.notes import echo, repeated_note
+from ckqti.cli.notes import note, repeated_note
 from ckqti.cli.options import (
     POSITIVE,
     NameOrPath,
@@ -15,6 +15,7 @@ from ckqti.cli.options import (
     check_format_needs_corpus,
     corpus_orcas_option,
     device_option,
+    quiet_option,
 )
 from ckqti.json_form import json_text
 from ckqti.terminal import decoded_argument
@@ -39,6 +40,7 @@ from ckqti.terminal import decoded_argument
               help="Document tokens read (TKL, IDCM and NDRM), as rerank's option: the score rerank gave with it.")
 @click.option("--adapt-vocabulary", is_flag=True, help="Read text with the corpus's (or index's) vocabulary (zero-shot).")
 @corpus_orcas_option()
+@quiet_option
 def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, color, as_json, device, max_doc_length,
                 adapt_vocabulary, orcas):
     """Why the model scores DOCID as it does for QUERY: regions, kernels or term contributions."""
@@ -54,4 +56,4 @@ def explain_cmd(query, docid, model_path, corpus, index_path, html_out, fmt, col
     else:
         click.echo(e.render_terminal(color), color=color)
     if html_out:  # on stderr: --json's stdout stays one object
-        echo(f"wrote {html_out}", err=True)
+        note(f"wrote {html_out}")

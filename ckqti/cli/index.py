@@ -6,7 +6,7 @@ import click
 
 from ckqti import api
 from ckqti.cli.base import command
-from ckqti.cli.notes import echo, repeated_note
+from ckqti.cli.notes import echo, note, repeated_note
 from ckqti.cli.options import (
     DEFAULT_INDEX,
     INDEX_ENV,
@@ -19,6 +19,8 @@ from ckqti.cli.options import (
     device_option,
     index_option,
     index_or_default,
+    quiet,
+    quiet_option,
 )
 from ckqti.json_form import json_text
 from ckqti.terminal import counted
@@ -47,26 +49,27 @@ from ckqti.terminal import counted
 @click.option("--neighbours", type=Integer(min=0), default=None,
               help="Dense latent models: candidate terms per document beyond its own (default: 64; see docs/INDEX.md). "
                    "A gated model (ckqti train --latent-gate) stores exactly the pairs its gate opens.")
+@quiet_option
 def index_cmd(corpus, out, append_to, index_path, model, fmt, orcas, shard_size, batch_size, device, force, no_resume,
               ray_address, workers, neighbours):
     """Build an index of CORPUS (TSV, JSONL, TREC or SMART; plain or gzip), or with --append add it to one."""
     check_index_options(append_to, out, index_path, ray_address, workers, neighbours, force, no_resume)
     if append_to:
         index_path = index_or_default(index_path)
-        m = api.append(corpus, index_path, model, fmt, orcas, shard_size, batch_size, device)
+        m = api.append(corpus, index_path, model, fmt, orcas, shard_size, batch_size, device, progress=not quiet())
         echo(f"appended {counted(m.appends[-1]['num_docs'], 'document')}: {counted(m.num_docs, 'document')}, "
              f"{counted(m.num_postings, 'posting')}, {len(m.shards)} shard(s) in {index_path}"
              + (clicked_note(m.appends[-1]["corpus"].get("orcas_documents")) if orcas else ""))
         if orcas:
             repeated_note(m.appends[-1]["corpus"].get("orcas_repeated"), orcas)
         if clipped := m.appends[-1].get("clipped_impacts"):
-            echo(f"note: {counted(clipped, 'impact')} of the new documents exceeded the build's largest: stored "
-                 "as 255 (`ckqti info` counts clipped impacts; rebuild if many: docs/INDEX.md)", err=True)
+            note(f"note: {counted(clipped, 'impact')} of the new documents exceeded the build's largest: stored "
+                 "as 255 (`ckqti info` counts clipped impacts; rebuild if many: docs/INDEX.md)")
         truncated_note(m.appends[-1].get("truncated_documents"), m)
         return
     out = default_index() if out is None else out
     m = api.index(corpus, out, model, fmt, orcas, shard_size, force=force, resume=not no_resume, device=device,
-                  ray_address=ray_address, workers=workers, neighbours=neighbours,
+                  ray_address=ray_address, workers=workers, neighbours=neighbours, progress=not quiet(),
                   **({} if batch_size is None else {"batch_size": batch_size}))
     echo(f"indexed {counted(m.num_docs, 'document')}, {counted(m.num_postings, 'posting')}, {len(m.shards)} shard(s) "
          f"-> {out}"
@@ -81,8 +84,8 @@ def truncated_note(documents: int | None, manifest) -> None:
     the model reads: a term only past that many is not indexed for them (a search for it does not find them)."""
     if documents:
         cap = manifest.max_doc_terms
-        echo(f"note: {counted(documents, 'document')} longer than the model reads ({cap:,} terms, with any ORCAS "
-             "field): terms past that are not indexed for them", err=True)
+        note(f"note: {counted(documents, 'document')} longer than the model reads ({cap:,} terms, with any ORCAS "
+             "field): terms past that are not indexed for them")
 
 
 def check_index_options(append_to: bool, out, index_path, ray_address, workers, neighbours, force: bool,

@@ -1,4 +1,5 @@
-"""Shared click types and options of the ckqti commands: ranges, paths, the default index, anytime and channel options."""
+"""Shared click types and options of the ckqti commands: ranges, paths, the default index, anytime and channel options,
+``-q/--quiet``."""
 
 from __future__ import annotations
 
@@ -65,6 +66,28 @@ def rel_level_option(decides: str):
     what the grade decides there, for its help."""
     return click.option("--rel-level", type=POSITIVE, default=1, show_default=True,
                         help=f"Grade from which a judged document counts relevant: {decides} (TREC DL passages: 2).")
+
+
+QUIET = "ckqti.quiet"  # the key of -q/--quiet in the click context's meta (shared by the group and its command)
+
+
+def quiet_option(f):
+    """``-q/--quiet`` of every command that says more than its results and errors on stderr (index, run, rerank, train,
+    search, explain): not a parameter of the command, but a flag in the click context that :func:`quiet` reads, for
+    :func:`ckqti.cli.notes.note` and the API's ``progress`` flags the command passes."""
+    return click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=set_quiet,
+                        help="Nothing on stderr but errors: no progress or notes (stdout unchanged).")(f)
+
+
+def set_quiet(ctx: click.Context, param, value: bool) -> None:
+    ctx.meta[QUIET] = value
+
+
+def quiet() -> bool:
+    """Whether the running command was given ``-q/--quiet`` (outside a command, or in a thread that has not
+    entered the command's context: no)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and bool(ctx.meta.get(QUIET))
 
 
 class PathArg(click.Path):

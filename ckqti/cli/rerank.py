@@ -6,7 +6,7 @@ import click
 
 from ckqti import api
 from ckqti.cli.base import command
-from ckqti.cli.notes import count_queries, echo, repeated_note, skipped_reasons
+from ckqti.cli.notes import count_queries, echo, note, repeated_note, skipped_reasons
 from ckqti.cli.options import (
     POSITIVE,
     NameOrPath,
@@ -16,6 +16,8 @@ from ckqti.cli.options import (
     corpus_orcas_option,
     device_option,
     queries_format_option,
+    quiet,
+    quiet_option,
 )
 from ckqti.terminal import counted
 
@@ -44,6 +46,7 @@ UNKNOWN_WORDS_NOTE = 0.02  # rerank's note: this share of the candidates' words 
 @click.option("--adapt-vocabulary", is_flag=True,
               help="Read text with the collection's vocabulary (zero-shot): --corpus's, else the --candidates index's.")
 @corpus_orcas_option(" (BM25 candidates still search the plain corpus; an index's text holds its own).")
+@quiet_option
 def rerank_cmd(queries, queries_format, candidates, model_path, out, depth, corpus, fmt, batch_size, device, tag,
                max_doc_length, adapt_vocabulary, orcas):
     """Rerank each query's top --depth candidates with a model; writes a TREC run."""
@@ -52,12 +55,12 @@ def rerank_cmd(queries, queries_format, candidates, model_path, out, depth, corp
         raise click.UsageError("--candidates bm25 needs --corpus (BM25 searches the corpus file)")
     s = api.rerank(queries, candidates, model_path, out, depth, corpus, fmt=fmt, queries_format=queries_format,
                    batch_size=batch_size, device=device, tag=tag, max_doc_length=max_doc_length,
-                   adapt_vocabulary=adapt_vocabulary, orcas=orcas, progress=True)
+                   adapt_vocabulary=adapt_vocabulary, orcas=orcas, progress=not quiet())
     repeated_note(s.repeated_clicks, orcas)
     if s.skipped:
-        echo(f"note: {count_queries(len(s.skipped))} skipped ({skipped_reasons(s.skipped, s.reasons)})", err=True)
+        note(f"note: {count_queries(len(s.skipped))} skipped ({skipped_reasons(s.skipped, s.reasons)})")
     if s.unknown_words is not None and s.unknown_words >= UNKNOWN_WORDS_NOTE and not adapt_vocabulary:
-        echo(f"note: the model read {s.unknown_words:.0%} of the candidates' words as unknown (trained on another "
-             "collection?); --adapt-vocabulary reads them as `ckqti index` does", err=True)
+        note(f"note: the model read {s.unknown_words:.0%} of the candidates' words as unknown (trained on another "
+             "collection?); --adapt-vocabulary reads them as `ckqti index` does")
     echo(f"{count_queries(s.reranked) if s.reranked == s.queries else f'{s.reranked} of {count_queries(s.queries)}'}, "
          f"{counted(s.pairs, 'document')} reranked by {s.model_id} in {s.seconds:.2f}s ({s.ms_per_query:.0f} ms/query) -> {out}")

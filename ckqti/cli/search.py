@@ -9,7 +9,7 @@ import click
 
 from ckqti import api
 from ckqti.cli.base import command
-from ckqti.cli.notes import count_queries, echo, skipped_reasons
+from ckqti.cli.notes import count_queries, echo, note, skipped_reasons
 from ckqti.cli.options import (
     POSITIVE,
     OutPath,
@@ -20,6 +20,7 @@ from ckqti.cli.options import (
     mode_options,
     queries_format_of,
     queries_format_option,
+    quiet_option,
 )
 from ckqti.json_form import json_text
 from ckqti.terminal import columns_of, decoded_argument, repaired, visible
@@ -34,6 +35,7 @@ SNIPPET_COLUMNS = 100  # terminal columns of a search hit's title and snippet li
 @click.option("--json", "as_json", is_flag=True, help="JSON output for programs.")
 @mode_options
 @channel_option
+@quiet_option
 def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channel_weights):
     """Search an index with QUERY (its words quoted or not)."""
     check_anytime_options(mode, slack)
@@ -48,15 +50,15 @@ def search_cmd(query, index_path, k, as_json, mode, budget, slack, model, channe
         res = searcher.search(query, k)
     if readings := non_ascii_readings(query, searcher.index.analyzer):
         shown = "; ".join(f"{w} as {' '.join(terms) or 'nothing'}" for w, terms in readings)
-        echo(f"note: the analyzer reads ASCII letters and digits only: {shown}", err=True)
+        note(f"note: the analyzer reads ASCII letters and digits only: {shown}")
     if res.oov:
-        echo(f"note: not in the index vocabulary, skipped: {' '.join(res.oov)}", err=True)
+        note(f"note: not in the index vocabulary, skipped: {' '.join(res.oov)}")
     if res.unweighted:
-        echo(unweighted_note(searcher, res.unweighted), err=True)
+        note(unweighted_note(searcher, res.unweighted))
     if unstored := searcher.unstored([t for t in res.terms if t not in res.unweighted]):
         cap = searcher.index.manifest.max_doc_terms
         past = f" (a term only past a document's first {cap:,} terms, all the model reads, is not indexed)" if cap else ""
-        echo(f"note: in the vocabulary but in no document's postings: {' '.join(unstored)}{past}", err=True)
+        note(f"note: in the vocabulary but in no document's postings: {' '.join(unstored)}{past}")
     if as_json:
         click.echo(json_text(search_json(searcher, res)))
         return
@@ -95,6 +97,7 @@ def note_if_slow(seconds: float, text, compiling):
     compiles Numba kernels for 10-20 s in silence, which looks like a hang; a run may read its index
     and queries for longer than ``seconds`` before that; a slow block that compiles nothing is no news)."""
     done = threading.Event()
+    ctx = click.get_current_context(silent=True)  # the watcher's note reads the command's -q/--quiet there
 
     def watch() -> None:
         if done.wait(seconds):
@@ -102,7 +105,8 @@ def note_if_slow(seconds: float, text, compiling):
         while not compiling():
             if done.wait(NOTE_POLL):
                 return
-        echo(text() if callable(text) else text, err=True)
+        with ctx.scope(cleanup=False) if ctx is not None else contextlib.nullcontext():
+            note(text() if callable(text) else text)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
@@ -153,6 +157,7 @@ def search_lines(searcher, res) -> list[str]:
 @click.option("--tag", default="ckqti", show_default=True, help="Run tag, the last column (no whitespace).")
 @mode_options
 @channel_option
+@quiet_option
 def run_cmd(index_path, queries, out, k, threads, queries_format, fmt, tag, mode, budget, slack, model,
             channel_weights):
     """Batch fullrank: search every query and write a TREC run."""
@@ -161,12 +166,12 @@ def run_cmd(index_path, queries, out, k, threads, queries_format, fmt, tag, mode
     with note_if_slow(SLOW_SEARCH_AFTER, lambda: compiling_note(batch=True), lambda: api.kernels_compiling(batch=True)):
         s = api.run(index_path, queries, out, k, threads, mode, budget, fmt, tag, model, channel_weights, slack)
     if s.skipped:
-        echo(f"note: {count_queries(len(s.skipped))} skipped ({skipped_reasons(s.skipped, s.reasons)})", err=True)
+        note(f"note: {count_queries(len(s.skipped))} skipped ({skipped_reasons(s.skipped, s.reasons)})")
     if s.empty:
         why = "; ".join(f"{q}: {r}" for q, r in list(s.empty.items())[:3]) + ("; ..." if len(s.empty) > 3 else "")
-        echo(f"note: {count_queries(len(s.empty))} retrieved nothing ({why})", err=True)
+        note(f"note: {count_queries(len(s.empty))} retrieved nothing ({why})")
     if not s.documents:
-        echo("note: no query retrieved a document; the run file is empty", err=True)
+        note("note: no query retrieved a document; the run file is empty")
     rate = f"{s.qps:,.0f}" if s.qps >= 10 else f"{s.qps:.2g}"  # a first run's compiling: "0.083 q/s", not "0 q/s"
     echo(f"{s.searched} of {count_queries(s.searched + len(s.skipped))} searched in {s.seconds:.2f}s ({rate} q/s) -> {out}"
          if s.skipped else f"{count_queries(s.searched)} in {s.seconds:.2f}s ({rate} q/s) -> {out}")

@@ -6,7 +6,7 @@ import click
 
 from ckqti import api
 from ckqti.cli.base import command
-from ckqti.cli.notes import echo
+from ckqti.cli.notes import echo, note
 from ckqti.cli.options import (
     POSITIVE,
     Float,
@@ -18,6 +18,8 @@ from ckqti.cli.options import (
     home_expanded,
     qrels_format_option,
     queries_format_option,
+    quiet,
+    quiet_option,
     rel_level_option,
 )
 
@@ -114,6 +116,7 @@ class EmbeddingStart(click.ParamType):
 @click.option("--selector-loss", type=click.Choice(["lambda", "mse", "kl"]), default=None,
               help="IDCM: stage 3's loss distilling the window selector from the cross-encoder: LambdaLoss over its "
                    "top windows (the paper's), or the MSE / KL alternatives [default: lambda].")
+@quiet_option
 def train_cmd(variant, corpus, queries, queries_format, qrels, out, dev_qrels, dev_fraction, epochs, patience, max_steps,
               batch_size, lr, seed, device, weak_supervision, embeddings, init, fmt, orcas, qrels_format, rel_level, resume, loss,
               negatives, term_weights, teacher, distill_docs, distill_weight, latent_gate, tail_windows, max_doc_length, explicit,
@@ -127,11 +130,12 @@ def train_cmd(variant, corpus, queries, queries_format, qrels, out, dev_qrels, d
                   negatives=negatives, term_weights=term_weights, tail_windows=tail_windows,
                   max_doc_length=max_doc_length, explicit=explicit, teacher=teacher,
                   distill_docs=distill_docs, distill_weight=distill_weight, latent_gate=latent_gate,
-                  fixed_bm25=fixed_bm25, frozen_embeddings=frozen_embeddings, selector_loss=selector_loss)
+                  fixed_bm25=fixed_bm25, frozen_embeddings=frozen_embeddings, selector_loss=selector_loss,
+                  progress=not quiet())
     stage = f" of stage {r.history[-1]['stage']}" if variant == "idcm" else ""
     if r.best_dev_ndcg10 == 0:
-        echo("note: dev nDCG@10 was 0 at every epoch (the dev queries' relevant documents were never ranked in "
-             "the top 10): dev did not choose this model", err=True)
+        note("note: dev nDCG@10 was 0 at every epoch (the dev queries' relevant documents were never ranked in "
+             "the top 10): dev did not choose this model")
     start = " (the model before training: no epoch beat it)" if r.best_epoch == 0 else ""
     echo(f"{r.model_id}: best dev nDCG@10 {r.best_dev_ndcg10:.4f} at epoch {r.best_epoch} of {r.epochs_run}{stage}{start} "
          f"-> {out}")

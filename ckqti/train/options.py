@@ -48,6 +48,7 @@ def train_config(
     fixed_bm25: bool = False,
     frozen_embeddings: bool = False,
     selector_loss: str | None = None,
+    progress: bool = True,
 ):
     """The :class:`~ckqti.train.ndrm_config.TrainConfig` (NDRM) or
     :class:`~ckqti.train.reranker_config.RerankerTrainConfig` (TK, TKL, IDCM) of ``ckqti train``'s
@@ -60,7 +61,9 @@ def train_config(
     ``max_steps`` (every model; None: every training query) caps an epoch's optimizer steps, for a
     quick trial. ``rel_level`` (every model) is the grade from which a judged document is relevant, as
     ``ckqti eval --rel-level`` counts it (TREC DL passages: 2). ``max_doc_length`` (TKL, IDCM;
-    None: their 2,000) is the document tokens the model reads, kept in its checkpoint's config.
+    None: their 2,000) is the document tokens the model reads, kept in its checkpoint's config. ``progress``
+    (every model; ``ckqti train --quiet``: False) shows progress bars, start-up steps, notes and a line per epoch on
+    stderr.
 
     Raises:
         OptionError: an option the model does not take, or options that do not combine.
@@ -82,7 +85,8 @@ def train_config(
     common = dict(epochs=epochs, patience=patience, max_steps=max_steps, batch_size=batch_size, seed=seed,
                   dev_fraction=dev_fraction,
                   rel_level=rel_level, device=device, teacher=teacher, distill_docs=distill_docs,
-                  distill_weight=distill_weight, negatives=negatives, weak_supervision=weak_supervision)
+                  distill_weight=distill_weight, negatives=negatives, weak_supervision=weak_supervision,
+                  progress=bool(progress))
     if model in RERANKER_MODELS:
         refuse_ndrm_only_options(lr, dev_qrels)
         loss = loss or "margin"

@@ -57,8 +57,9 @@ def train_idcm(data: PairData, text: WordPieceText, config: RerankerTrainConfig,
         if done is not None and done.meta.get("inputs") != inputs:
             for old in (work / f"stage{s}.pt" for s in config.stages if s >= stage):
                 old.unlink(missing_ok=True)
-            print(f"note: IDCM stage checkpoints in {work} are of other inputs or settings: training stage {stage} "
-                  "on", file=sys.stderr, flush=True)
+            if config.progress:  # as training's other notes
+                print(f"note: IDCM stage checkpoints in {work} are of other inputs or settings: training stage {stage} "
+                      "on", file=sys.stderr, flush=True)
             done = None
         if done is not None:
             (work / f"stage{stage}.state.pt").unlink(missing_ok=True)  # left by a run stopped before it removed it

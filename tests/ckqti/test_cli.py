@@ -801,7 +801,7 @@ def test_append_keeps_the_index_batch_size_unless_given(tmp_path, monkeypatch):
 
     seen = []
 
-    def fake_append(corpus, index_path, model, fmt, orcas, shard_size, batch_size, device):
+    def fake_append(corpus, index_path, model, fmt, orcas, shard_size, batch_size, device, progress=True):
         seen.append(batch_size)
         return SimpleNamespace(appends=[{"num_docs": 1}], num_docs=2, num_postings=3, shards=[1, 2])
 
@@ -1691,3 +1691,58 @@ def test_a_dash_for_an_output_is_refused_not_a_file_named_dash(tmp_path, scifact
     assert sorted(p.name for p in tmp_path.iterdir()) == ["q.tsv"]
     res = invoke("run", "--index", scifact_index, "--queries", "q.tsv", "--out", "./-", "-k", 3)
     assert res.exit_code == 0 and len((tmp_path / "-").read_text().splitlines()) == 3, res.output
+
+
+def test_quiet_leaves_only_errors_on_stderr(tmp_path, monkeypatch):
+    """``-q/--quiet`` (index and --append, search, run, rerank, explain): no progress bar, note or ``wrote FILE`` on
+    stderr, each of which the same command without it prints here; stdout as without it; an error is still one line
+    (exit 1), a usage error still says its usage (exit 2)."""
+    import re
+
+    monkeypatch.setattr("ckqti.progress.on_terminal", lambda stream=None: True)  # bars drawn, as on a terminal
+    filler = " ".join(f"w{i % 3000}" for i in range(4400))  # past the 4,000 terms the model reads: a note
+    (tmp_path / "c.tsv").write_text(f"d1\t{filler} quokka\nd2\tzebra finch\nd3\tshort cell\n")
+    (tmp_path / "more.tsv").write_text(f"e1\t{filler}\ne2\tfinch song\n")
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tzebra finch\nq2\tqqzzxx\n")  # q2: no known word (run retrieves nothing, rerank skips it)
+    idx = tmp_path / "idx"
+    pairs = {}
+    for name, out in (("loud", tmp_path / "loud"), ("quiet", idx)):
+        flag = ["-q"] if name == "quiet" else []
+        pairs.setdefault("index", []).append(invoke("index", tmp_path / "c.tsv", "--out", out, "--model", "ndrm2", *flag))
+        pairs.setdefault("append", []).append(invoke("index", tmp_path / "more.tsv", "--append", "--index", out, *flag))
+    commands = {
+        "search": ["search", "zebra qqzzxx", "--index", idx],
+        "run": ["run", "--index", idx, "--queries", queries, "--out", tmp_path / "r.trec"],
+        "rerank": ["rerank", "--queries", queries, "--candidates", idx, "--model", "ndrm2", "--out", tmp_path / "rr.trec",
+                   "--depth", 3],
+        "explain": ["explain", "zebra finch", "d2", "--index", idx, "--html", tmp_path / "e.html", "--device", "cpu"],
+    }
+    for name, args in commands.items():
+        pairs[name] = [invoke(*args), invoke(*args, "--quiet")]
+    timings = re.compile(r"\d[\d.,]*")  # run's and rerank's seconds and rates
+    for name, (loud, quiet) in pairs.items():
+        assert loud.exit_code == quiet.exit_code == 0, (name, loud.output, quiet.output)
+        assert loud.stderr and quiet.stderr == "", (name, loud.stderr, quiet.stderr)
+        assert timings.sub("N", quiet.stdout.replace(str(idx), str(tmp_path / "loud"))) == timings.sub("N", loud.stdout), name
+    assert "impacts" in pairs["index"][0].stderr and "rerank" in pairs["rerank"][0].stderr  # the bars were drawn
+    assert pairs["explain"][0].stderr == f"wrote {tmp_path / 'e.html'}\n"
+    error = invoke("search", "the of and", "--index", idx, "-q")
+    assert error.exit_code == 1 and len(error.stderr.splitlines()) == 1 and "no searchable terms" in error.stderr, error.output
+    usage = invoke("run", "--index", idx, "-q")
+    assert usage.exit_code == 2 and "run [OPTIONS]" in usage.stderr and "Missing option '--queries'" in usage.stderr
+
+
+def test_quiet_silences_the_slow_start_note_said_from_another_thread(tmp_path, scifact_index, monkeypatch):
+    """The compiling note of a slow run is printed by a watcher thread, outside click's context: it reads the command's
+    ``--quiet`` all the same."""
+    import ckqti.cli.search as cli_mod
+
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tcell\n")
+    slow_runs(monkeypatch)
+    monkeypatch.setattr(api, "kernels_compiling", lambda batch=False: batch)
+    loud = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "r.trec")
+    quiet = invoke("run", "--index", scifact_index, "--queries", queries, "--out", tmp_path / "r.trec", "-q")
+    assert loud.exit_code == quiet.exit_code == 0
+    assert cli_mod.SLOW_RUN_NOTE in loud.stderr and quiet.stderr == "", quiet.stderr

@@ -434,3 +434,38 @@ def test_cli_training_options_reach_the_api_s_config(tmp_path, tiny_scifact, mon
     assert seen["config"] == train_config("ndrm3", dev_qrels=str(dev), **options)
     assert seen["config"] != train_config("ndrm3", dev_qrels=str(dev))
     assert str(seen["dev_qrels"]) == str(dev)
+
+
+def test_cli_quiet_is_the_api_s_progress_false_and_silences_the_cli_s_notes(tmp_path, monkeypatch):
+    history = tuple({"stage": 0, "epoch": e, "dev_ndcg10": 0.0} for e in range(3))
+    res, out = fake_training(tmp_path, monkeypatch, "tk", 0.0, history)  # dev chose nothing: a note on stderr
+    assert res.exit_code == 0 and "dev did not choose this model" in res.stderr
+    from ckqti import api
+    from ckqti.train.reranker_config import RerankerTrainResult
+
+    given = []
+    monkeypatch.setattr(api, "train", lambda *a, **k: given.append(k) or RerankerTrainResult(out, "tk-abc", 0.0, history,
+                                                                                             tmp_path))
+    args = ["train", "--model", "tk", "--corpus", out, "--queries", out, "--qrels", out, "--out", out]
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    quiet = CliRunner().invoke(cli, [str(a) for a in args + ["--quiet"]])
+    assert [k["progress"] for k in given] == [True, False]
+    assert res.stderr and quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == res.stdout
+
+
+@pytest.mark.slow
+def test_cli_quiet_training_says_nothing_on_stderr(tmp_path, tiny_scifact, monkeypatch):
+    """Training's start-up steps, notes, bars and epoch lines (drawn here as on a terminal) are the API's ``progress``:
+    ``--quiet`` leaves stderr empty, its result line on stdout as without it."""
+    monkeypatch.setattr("ckqti.progress.on_terminal", lambda stream=None: True)
+    queries, qrels = write_judged(tmp_path, tiny_scifact)
+    runs = []
+    for flag in ([], ["-q"]):
+        args = ["train", "--model", "ndrm2", "--corpus", tiny_scifact["corpus"], "--queries", queries, "--qrels", qrels,
+                "--out", tmp_path / f"m{len(flag)}.pt", "--epochs", "1", "--max-steps", "1", "--batch-size", "8",
+                "--dev-fraction", "0.25", "--embeddings", "random", *flag]
+        runs.append(CliRunner().invoke(cli, [str(a) for a in args]))
+    loud, quiet = runs
+    assert loud.exit_code == quiet.exit_code == 0, (loud.output, quiet.output)
+    assert "BM25 candidates" in loud.stderr and "epoch 1" in loud.stderr and quiet.stderr == "", quiet.stderr
+    assert quiet.stdout.startswith("ndrm2-") and "best dev nDCG@10" in quiet.stdout
