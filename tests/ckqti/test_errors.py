@@ -1,11 +1,12 @@
 """ckqti.errors: the one-line user errors, and the checks of option values shared by the CLI and the Python API."""
 
+import enum
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from ckqti.errors import CkqtiError, OptionError, is_real, option_count
+from ckqti.errors import CkqtiError, OptionError, all_ids, id_text, is_id, is_real, option_count
 
 
 def test_is_real_takes_any_real_number_but_a_bool():
@@ -30,3 +31,17 @@ def test_an_option_count_is_an_integer_of_at_least_its_least_value():
     for bad, least in ((0, 1), (1, 2), (True, 1), (1.0, 1), ("2", 1)):
         with pytest.raises(OptionError, match="epochs must be an integer >= "):
             option_count(bad, "epochs", least)
+
+
+class Code(int, enum.Enum):
+    """An integer whose ``str`` is not its digits (``'Code.SEVEN'``)."""
+    SEVEN = 7
+
+
+def test_an_id_in_memory_is_a_string_or_an_integer_read_as_text_its_digits():
+    ids = ("d1", np.str_("d1"), 7, np.int64(7), np.uint8(7), Code.SEVEN)
+    assert all(is_id(x) for x in ids) and all_ids(ids)
+    assert not any(is_id(x) for x in (True, 7.0, None, b"d1", ("d1",)))
+    assert not all_ids(["d1", 7, False]) and not all_ids([7, 1.0])
+    assert [id_text(x) for x in ids] == ["d1", "d1", "7", "7", "7", "7"]  # an integer as its digits, not its str
+    assert all(type(id_text(x)) is str for x in ids)  # numpy's str_ as str

@@ -169,6 +169,18 @@ def test_appends_clicks_are_listed_and_a_missing_count_leaves_the_total_unknown(
     assert index_info(idx).clicked_documents == 17
 
 
+def test_appends_clicks_are_grouped_by_file_and_a_missing_count_leaves_that_files_unknown(tmp_path, scifact_index):
+    """``ckqti info``'s clicks lines (:meth:`IndexInfo.appended_orcas_files`): each file once, in the order first
+    given, with the appends that gave it and the documents its clicks reached over them (None: a count is missing)."""
+    from dataclasses import replace
+
+    appended = [{"append": 1, "orcas": "/a.tsv", "documents": 5}, {"append": 2, "orcas": "/b.tsv", "documents": None},
+                {"append": 3, "orcas": "/a.tsv", "documents": 2}, {"append": 4, "orcas": "/b.tsv", "documents": 3},
+                {"append": 5, "orcas": "/c.tsv", "documents": 4}, {"append": 6, "orcas": "/c.tsv", "documents": None}]
+    files = replace(index_info(scifact_index), appended_orcas=appended).appended_orcas_files()
+    assert list(files.items()) == [("/a.tsv", ([1, 3], 7)), ("/b.tsv", ([2, 4], None)), ("/c.tsv", ([5, 6], None))]
+
+
 def test_verify_racing_a_rebuild_in_place_describes_the_new_index_not_a_corruption(tmp_path, scifact_index,
                                                                                   scifact_rebuilt, monkeypatch):
     """`ckqti info --verify` while `ckqti index --out IDX --force` committed said 'index file corrupted

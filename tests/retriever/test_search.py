@@ -621,6 +621,11 @@ def test_a_term_adding_nothing_is_said_to_have_idf_0_only_where_that_is_why(tmp_
     assert idf.unweighted_reason(["t4", "t5"]) == rounds
     one = Searcher(hand_index(tmp_path / "one", postings, 1000, 6, Quantizer(0.5, weights=("one",))))
     assert one.unweighted_reason(["t5"]) == rounds
+    two = {2 * t + c: pairs for t, pairs in postings.items() for c in (0, 1)}  # channel 1 unweighted by idf
+    mixed = Searcher(hand_index(tmp_path / "mixed", two, 1000, 6, Quantizer((0.5, 0.5), weights=("idf", "one")),
+                                  df=[0, 0, 1, 0, 497, 600]))
+    assert mixed.index.idf[5] == 0
+    assert mixed.unweighted_reason(["t5"]) == rounds
 
 def test_search_many_in_bounded_parts_and_deep_k_over_small_shards(tmp_path, scifact_small, monkeypatch):
     """search_many takes its queries a bounded part at a time (a [queries, k] array of hits at k

@@ -318,6 +318,16 @@ def test_config_is_validated():
     assert KEY not in repr(ServiceConfig(api_key=KEY))
 
 
+def test_server_options_take_every_port_from_0_to_65535_and_return_the_counts_as_ints():
+    """:func:`checked_server_options` refuses a port past 65535 (``api.serve``'s test) but not the ends of the range."""
+    import numpy as np
+
+    from retriever.service import checked_server_options
+
+    assert checked_server_options(0, None, 10, None) == (10, None)
+    assert checked_server_options(65535, KEY, np.int64(5), np.int64(2)) == (5, 2)
+
+
 @pytest.mark.parametrize("system, reused", [("posix", 1), ("nt", 0)])
 def test_listening_socket_reuses_an_address_only_on_posix(monkeypatch, system, reused):
     """As asyncio's servers: on Windows SO_REUSEADDR lets a second server bind a port another one
