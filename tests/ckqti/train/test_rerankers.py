@@ -409,13 +409,14 @@ def test_idcm_three_stages_and_wordpiece_checkpoint(tiny_scifact, tmp_path, caps
     qid, judged = next(iter(tiny_scifact["qrels"].items()))
     other = next(d for d in tiny_scifact["docs"] if d not in judged)
     relabelled = {**tiny_scifact["qrels"], qid: {other: 1}}
-    for changed in ({"config": replace(config, seed=5)}, {"qrels": relabelled}):
+    for changed, progress in (({"config": replace(config, seed=5)}, False), ({"qrels": relabelled}, True)):
         args = {"config": config, "qrels": tiny_scifact["qrels"], **changed}
+        args["config"] = replace(args["config"], progress=progress)  # the note is said with progress only
         before = (res.work_dir / "stage1.pt").stat().st_mtime_ns
         capsys.readouterr()
         train_reranker("idcm", tiny_scifact["corpus"], tiny_scifact["queries"], args["qrels"], out, args["config"],
                        candidates=tiny_scifact["candidates"])
-        assert capsys.readouterr().err.count("are of other inputs or settings: training stage 1 on") == 1
+        assert capsys.readouterr().err.count("are of other inputs or settings: training stage 1 on") == int(progress)
         assert (res.work_dir / "stage1.pt").stat().st_mtime_ns != before  # trained again, not reused
     # a setting only stage 3 reads retrains the selector alone: the cross-encoder's stages are reused
     train_reranker("idcm", tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], out, config,
@@ -423,7 +424,7 @@ def test_idcm_three_stages_and_wordpiece_checkpoint(tiny_scifact, tmp_path, caps
     before = {s: (res.work_dir / f"stage{s}.pt").stat().st_mtime_ns for s in (1, 2, 3)}
     capsys.readouterr()
     res3 = train_reranker("idcm", tiny_scifact["corpus"], tiny_scifact["queries"], tiny_scifact["qrels"], out,
-                          replace(config, selector_loss="kl"), candidates=tiny_scifact["candidates"])
+                          replace(config, selector_loss="kl", progress=True), candidates=tiny_scifact["candidates"])
     assert capsys.readouterr().err.count("training stage 3 on") == 1
     after = {s: (res.work_dir / f"stage{s}.pt").stat().st_mtime_ns for s in (1, 2, 3)}
     assert after[1] == before[1] and after[2] == before[2] and after[3] != before[3]
