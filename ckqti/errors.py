@@ -82,13 +82,17 @@ def is_id(value) -> bool:
     """Whether a query id or docid given in memory (a dict's key, a list's item) is one: a string, or an integer
     (Python's or numpy's; not a bool), read as its digits (:func:`id_text`), as a JSON line's integer id is. The
     in-memory readers of queries, documents, candidates, runs and qrels take the same ids."""
-    return isinstance(value, str) or (isinstance(value, numbers.Integral) and not isinstance(value, bool))
+    return _id_type(type(value))
 
 
 def all_ids(values) -> bool:
     """Whether every one of ``values`` :func:`is_id`: by their few types at once (a run's 1,000 docids: one set)."""
-    return all(issubclass(kind, str) or (issubclass(kind, numbers.Integral) and not issubclass(kind, bool))
-               for kind in set(map(type, values)))
+    return all(map(_id_type, set(map(type, values))))
+
+
+def _id_type(kind: type) -> bool:
+    """Whether values of type ``kind`` are ids (:func:`is_id`)."""
+    return issubclass(kind, str) or (issubclass(kind, numbers.Integral) and not issubclass(kind, bool))
 
 
 def id_text(value) -> str:
