@@ -32,13 +32,14 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Annotated
 
 import numpy as np
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import ConfigDict, Field, StringConstraints, create_model
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ckqti.errors import CkqtiError, OptionError, QueryError, option_count
@@ -90,6 +91,18 @@ def request_models(config: ServiceConfig):
     search = create_model("SearchRequest", __config__=strict, query=(query, ...), k=(k, 10))
     batch = create_model("BatchSearchRequest", __config__=strict, queries=(queries, ...), k=(k, 10))
     return search, batch
+
+
+class ErrorAnswer(BaseModel):
+    """``{"detail": "<one line>"}``: every error the service answers (its error handlers' and middlewares')."""
+
+    detail: str
+
+
+def error_answers(*statuses: int) -> dict:
+    """A route's ``responses``: ``statuses`` answered ``{"detail": "<one line>"}`` (FastAPI documented a 422 as its
+    own list of error objects, and no other error)."""
+    return {status: {"model": ErrorAnswer, "description": HTTPStatus(status).phrase} for status in statuses}
 
 
 class DocidMap:
@@ -242,7 +255,8 @@ def create_app(
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    app = FastAPI(title="ckqti", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app = FastAPI(title="ckqti", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  responses=error_answers(401) if config.api_key is not None else None)
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes)
     if config.api_key is not None:  # added last, so it runs first: no body is read before the key is checked
@@ -284,7 +298,9 @@ def add_routes(app: FastAPI, searcher: Searcher, config: ServiceConfig, pool: Th
         return [{"query": q, "error": str(r)} if isinstance(r, QueryError) else search_json(searcher, r)
                 for q, r in zip(queries, searcher.search_many(queries, k))]
 
-    @app.api_route("/health", methods=["GET", "HEAD"])  # HEAD: a load balancer's probe (Starlette sends no body)
+    # HEAD: a load balancer's probe (Starlette sends no body); a route of its own, for an operationId of its own
+    @app.head("/health")
+    @app.get("/health")
     async def health() -> JSONResponse:
         index = searcher.index
         anytime = searcher.mode == "anytime"  # exact mode reads neither budget nor slack
@@ -303,22 +319,24 @@ def add_routes(app: FastAPI, searcher: Searcher, config: ServiceConfig, pool: Th
         except QueryError as e:
             raise HTTPException(422, str(e)) from None
 
-    @app.post("/search")
+    body_errors = error_answers(400, 413, 415, 422)
+
+    @app.post("/search", responses=body_errors)
     async def search(request: Request, req: SearchRequest) -> JSONResponse:
         return await answer(request, req.query, req.k)
 
-    @app.get("/search")  # a browser's or curl's ?q=...&k=...: the same answer as POST /search
+    @app.get("/search", responses=error_answers(422))  # a browser's or curl's ?q=...&k=...: the same answer as POST /search
     async def search_url(request: Request, q: Annotated[str, Query(min_length=1, max_length=config.max_query_chars)],
                          k: Annotated[int, Query(ge=1, le=config.max_k)] = 10) -> JSONResponse:
         check_url_parameters(request.query_params)
         return await answer(request, q, k)
 
-    @app.post("/search/batch")
+    @app.post("/search/batch", responses=body_errors)
     async def search_batch(request: Request, req: BatchSearchRequest) -> JSONResponse:
         return JSONResponse({"results": await in_pool(request, batch, req.queries, req.k)})
 
     # ``:path`` lets a docid hold "/"; it is only ever looked up among the shards' docids.
-    @app.get("/documents/{docid:path}")
+    @app.get("/documents/{docid:path}", responses=error_answers(404, 422))
     async def document(request: Request, docid: str) -> JSONResponse:
         doc = await in_pool(request, docids.document, docid)
         if doc is None:
