@@ -41,6 +41,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from ckqti.errors import CkqtiError, OptionError, QueryError, option_count
 from retriever.index import SortedDocids
@@ -227,10 +228,19 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"detail": validation_message(errors)}, status_code=422)
 
     async def on_http_error(request, exc: StarletteHTTPException):
-        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:  # the router names the methods of the first route on the path: all of them, RFC 9110
+            headers = {**(headers or {}), "Allow": ", ".join(path_methods(request))}
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
+
+
+def path_methods(request: Request) -> list[str]:
+    """The methods that the routes of ``request``'s path take, sorted (each route says only its own in a 405)."""
+    routes = [r for r in request.app.routes if r.matches(request.scope)[0] is not Match.NONE]
+    return sorted({m for r in routes for m in getattr(r, "methods", None) or ()})
 
 
 def create_app(

@@ -303,6 +303,21 @@ def test_health_answers_head_as_load_balancers_probe_it(port):
         conn.close()
 
 
+@pytest.mark.parametrize("method,path,allow", [("OPTIONS", "/search", "GET, POST"), ("DELETE", "/health", "GET, HEAD"),
+                                               ("PUT", "/search/batch", "POST"), ("POST", "/documents/x", "GET")])
+def test_a_method_not_allowed_is_told_every_method_of_its_path(port, method, path, allow):
+    """A 405's Allow header lists the methods the path takes (RFC 9110, 15.5.6): /search's said POST alone, its GET
+    being another route (schemathesis, session 47), and /health's GET alone once HEAD was a route of its own."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request(method, path)
+        resp = conn.getresponse()
+        assert (resp.status, resp.getheader("allow")) == (405, allow)
+        assert json.loads(resp.read()) == {"detail": "Method Not Allowed"}
+    finally:
+        conn.close()
+
+
 def test_health_reports_the_anytime_budget_and_slack(sample_index):
     """``ckqti serve --mode anytime --budget N --slack F`` trades results for time: /health said
     "anytime" but not how far, so a client could not tell a budget of 1,000 from 200,000."""
