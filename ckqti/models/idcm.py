@@ -25,7 +25,9 @@ Choices where paper, reference code and this implementation differ:
 * Windows: the end padding makes every token lie in exactly one centre (see
   :func:`ckqti.models.tkl.split_windows`); the code's formula can drop or add a window.
 * The selector zeroes the embeddings of padding before its convolution, so the kernel scores
-  of the last real tokens do not depend on how much padding follows.
+  of the last real tokens do not depend on how much padding follows. Windows it scores exactly
+  alike go to the cross-encoder earliest first (``topk`` leaves the order of equal scores
+  unstated, so padding windows could change which one is read).
 * A document with fewer windows than ``top_k`` counts 0 for each missing score, as the code
   does (``score[score <= -8900] = 0`` before the weighted sum; SPEC says nothing of short documents). Its score
   is then the weighted sum of the scores it has, the same alone or in a batch of longer
@@ -296,7 +298,10 @@ class IDCM(nn.Module):
         sel = self.selector_scores(query_ids, doc_ids)
         windows, _ = self.windows(doc_ids)
         s = min(self.config.sample_n, sel.valid.shape[1])
-        picks = sel.scores.masked_fill(~sel.valid, float("-inf")).topk(s, dim=1).indices  # [B, S]
+        # a stable sort, not topk (whose order among equal scores is unstated): the earliest of windows the
+        # selector scores alike goes first, whatever padding windows follow
+        ranked = sel.scores.masked_fill(~sel.valid, float("-inf")).sort(dim=1, descending=True, stable=True)
+        picks = ranked.indices[:, :s]  # [B, S]
         return _Selection(windows, sel.valid, sel.scores, picks, sel.valid.gather(1, picks))
 
     def _cascade(self, query_ids: Tensor, doc_ids: Tensor) -> _Cascade:

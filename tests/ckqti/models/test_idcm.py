@@ -122,6 +122,27 @@ def test_padding_invariance():
     torch.testing.assert_close(*all_windows, atol=1e-5, rtol=1e-5)
 
 
+def test_selector_ties_go_to_the_earliest_window_whatever_the_padding():
+    """Windows the selector scores exactly alike (here every one: the conv's output is one constant
+    vector) go to the cross-encoder earliest first, so the windows read, and the score, do not
+    depend on how many padding windows the batch adds (``topk`` breaks ties by no stated rule)."""
+    torch.manual_seed(0)
+    model = IDCM(tiny(window=2, overlap=0, sample_n=1, top_k=1)).eval()
+    with torch.no_grad():
+        model.conv.weight.zero_()
+        model.conv.bias.fill_(1.0)
+    q = torch.tensor([[5, 6]])
+    d = torch.arange(10, 18).unsqueeze(0)  # 8 tokens: 4 full windows, each read differently by the cross-encoder
+    with torch.no_grad():
+        assert len(set(model.all_window_scores(q, d).scores[0].tolist())) == 4
+        assert len(set(model.selector_scores(q, d).scores[0].tolist())) == 1
+        runs = [model.explain(q, nn.functional.pad(d, (0, extra))) for extra in range(0, 40, 2)]
+        beside = model(q.expand(2, -1), torch.cat([nn.functional.pad(d, (0, 30)), torch.arange(20, 58)[None]]))
+    assert all(r.selected[0, 0].item() == 0 for r in runs)
+    assert len({r.score.item() for r in runs}) == 1
+    assert beside[0].item() == runs[0].score.item()
+
+
 
 def test_a_document_shorter_than_top_k_scores_the_windows_it_has():
     """Missing top-k slots count 0, as the reference code's: a one-window document scores
