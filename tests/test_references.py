@@ -15,7 +15,8 @@ left naming nothing. A target resolves, as Sphinx would look it up:
   a field (annotations, ``__dataclass_fields__``, ``__slots__``) or an attribute its methods set
   on ``self``.
 
-``:mod:`` must name a module. Every module is imported once (about 2 s). Run
+A link's ``#anchor`` (to a Markdown file, or ``#anchor`` alone for the file's own) must be one of the
+file's headings as GitHub slugs them, or an ``<a id=...>``. ``:mod:`` must name a module. Every module is imported once (about 2 s). Run
 ``python -m tests.test_references`` to print what is checked and what is broken.
 """
 
@@ -126,7 +127,7 @@ def doc_references(path: Path) -> list[Reference]:
             found += span_references(rel, line(m.start()), m.group(2))
     for m in LINK.finditer(prose):
         target = m.group(1)
-        if not re.match(r"[a-z]+:|#", target):
+        if not re.match(r"[a-z]+:", target):  # a web address is not checked; "#anchor" is this file's heading
             found.append(Reference(rel, line(m.start()), "link", target))
     return found
 
@@ -285,10 +286,32 @@ def resolve(ref: Reference):
 ROLE_KINDS = {"func", "class", "meth", "mod", "data", "attr", "exc", "obj", "const", "type"}
 
 
+HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
+HTML_ANCHOR = re.compile(r"<a\s+(?:id|name)=\"([^\"]+)\"")
+
+
+def anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives a Markdown file: each heading's slug (its text lower-cased, markup and punctuation
+    but ``-`` and ``_`` dropped, spaces made ``-``; a repeated slug gets ``-1``, ``-2``, ...) and ``<a id=...>``."""
+    text = path.read_text()
+    found: set[str] = set(HTML_ANCHOR.findall(text))
+    counts: dict[str, int] = {}
+    for m in HEADING.finditer(FENCE.sub("", text)):
+        shown = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", m.group(1))  # a link's text
+        slug = re.sub(r"[^\w\- ]", "", shown.replace("`", "").lower()).replace(" ", "-")
+        n = counts.get(slug, 0)
+        counts[slug] = n + 1
+        found.add(slug if n == 0 else f"{slug}-{n}")
+    return found
+
+
 def path_exists(ref: Reference) -> bool:
     if ref.kind == "link":
-        target = ref.target.split("#")[0]
-        return not target or ((ROOT / ref.file).parent / target).exists()
+        target, _, anchor = ref.target.partition("#")
+        file = (ROOT / ref.file).parent / target if target else ROOT / ref.file
+        if not file.exists():
+            return False
+        return not anchor or file.suffix != ".md" or anchor in anchors(file)
     path, _, name = ref.target.partition("::")
     matches = list(ROOT.glob(path)) if "*" in path else [ROOT / path] if (ROOT / path).exists() else []
     if not matches:
@@ -367,13 +390,15 @@ def test_the_checker_tells_broken_from_resolved():
           ref("attr", "ckqti.train.ndrm_config.TrainConfig.teacher"),  # a dataclass field
           ref("func", "title <retriever.scan.scan_topk>"), ref("name", "ckqti.api.run"),
           ref("path", "retriever/kernel_saat.py"), ref("path", "retriever/kernel_and.py::and_segment"),
-          ref("link", "INDEX.md", file="docs/CLI.md")]
+          ref("link", "INDEX.md", file="docs/CLI.md"), ref("link", "INDEX.md#build-threads", file="docs/CLI.md"),
+          ref("link", "#search-speed", file="README.md"), ref("link", "docs/INDEX.md#quantization", file="README.md")]
     bad = [ref("class", "retriever.results.NoSuchThing"), ref("mod", "ckqti.api.run"), ref("func", "no_such_function"),
            ref("meth", "search"),  # outside the class: not in the module's namespace
            ref("class", "retriever.search.TopK"),  # imported there, defined in retriever.results
            ref("attr", "Searcher.no_such_attribute"), ref("name", "retriever.search.NoSuch"),
            ref("path", "retriever/no_such.py"), ref("path", "retriever/kernel_and.py::no_such_kernel"),
-           ref("link", "docs/INDEX.md", file="docs/CLI.md")]
+           ref("link", "docs/INDEX.md", file="docs/CLI.md"), ref("link", "INDEX.md#no-such-heading", file="docs/CLI.md"),
+           ref("link", "#search-speeds", file="README.md")]
     assert [r for r in ok if not resolves(r)] == []
     assert [r for r in bad if resolves(r)] == []
 
