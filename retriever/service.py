@@ -11,6 +11,9 @@ Endpoints (every error is a 4xx with ``{"detail": "<one-line message>"}``):
   answer per query in order; a query with no searchable terms gets ``{"query", "error"}``.
 - ``GET /documents/{docid}``: ``{"docid", "title", "text", "prefix"}`` from the index's document store.
 
+``/openapi.json`` documents each answer with the models of :mod:`retriever.service_answers`, and a keyed
+service's ``X-API-Key`` as an apiKey security scheme (:func:`document_api_key`).
+
 The service answers from the index it was started with: no request names a file; a docid is
 a key of an in-memory map, never a path. Searching is CPU-bound (Numba kernels compiled with
 ``nogil=True``, so they run in parallel), and runs on a thread pool of ``workers`` threads
@@ -32,14 +35,13 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from http import HTTPStatus
 from typing import Annotated
 
 import numpy as np
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
+from fastapi.responses import JSONResponse, Response
+from pydantic import ConfigDict, Field, StringConstraints, create_model
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -47,6 +49,15 @@ from ckqti.errors import CkqtiError, OptionError, QueryError, option_count
 from retriever.index import SortedDocids
 from retriever.results import search_json
 from retriever.search import Searcher
+from retriever.service_answers import (
+    BatchAnswer,
+    Document,
+    Health,
+    SearchAnswer,
+    answers,
+    declare_api_key,
+    error_answers,
+)
 
 API_KEY_HEADER = "x-api-key"
 
@@ -92,18 +103,6 @@ def request_models(config: ServiceConfig):
     search = create_model("SearchRequest", __config__=strict, query=(query, ...), k=(k, 10))
     batch = create_model("BatchSearchRequest", __config__=strict, queries=(queries, ...), k=(k, 10))
     return search, batch
-
-
-class ErrorAnswer(BaseModel):
-    """``{"detail": "<one line>"}``: every error the service answers (its error handlers' and middlewares')."""
-
-    detail: str
-
-
-def error_answers(*statuses: int) -> dict:
-    """A route's ``responses``: ``statuses`` answered ``{"detail": "<one line>"}`` (FastAPI documented a 422 as its
-    own list of error objects, and no other error)."""
-    return {status: {"model": ErrorAnswer, "description": HTTPStatus(status).phrase} for status in statuses}
 
 
 class DocidMap:
@@ -271,8 +270,22 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes)
     if config.api_key is not None:  # added last, so it runs first: no body is read before the key is checked
         app.add_middleware(ApiKeyMiddleware, api_key=config.api_key)
+        document_api_key(app)
     add_routes(app, searcher, config, pool)
     return app
+
+
+def document_api_key(app: FastAPI) -> None:
+    """``app``'s /openapi.json declares the ``X-API-Key`` header as an apiKey security scheme that every operation
+    requires (the middleware checks it; a FastAPI ``Security`` dependency would document it too, at a call a request)."""
+    build = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            app.openapi_schema = declare_api_key(build(), "X-API-Key")
+        return app.openapi_schema
+
+    app.openapi = openapi
 
 
 def pool_runner(pool: ThreadPoolExecutor, workers: int):
@@ -308,9 +321,10 @@ def add_routes(app: FastAPI, searcher: Searcher, config: ServiceConfig, pool: Th
         return [{"query": q, "error": str(r)} if isinstance(r, QueryError) else search_json(searcher, r)
                 for q, r in zip(queries, searcher.search_many(queries, k))]
 
-    # HEAD: a load balancer's probe (Starlette sends no body); a route of its own, for an operationId of its own
-    @app.head("/health")
-    @app.get("/health")
+    # HEAD: a load balancer's probe (Starlette sends no body); a route of its own, for an operationId of its own,
+    # documented without a body (response_class only sets that: the endpoint's own JSONResponse is what is sent)
+    @app.head("/health", response_class=Response, responses={200: {"description": "GET /health's status and headers"}})
+    @app.get("/health", responses=answers(Health))
     async def health() -> JSONResponse:
         index = searcher.index
         anytime = searcher.mode == "anytime"  # exact mode reads neither budget nor slack
@@ -329,24 +343,24 @@ def add_routes(app: FastAPI, searcher: Searcher, config: ServiceConfig, pool: Th
         except QueryError as e:
             raise HTTPException(422, str(e)) from None
 
-    body_errors = error_answers(400, 413, 415, 422)
+    body_errors = (400, 413, 415, 422)
 
-    @app.post("/search", responses=body_errors)
+    @app.post("/search", responses=answers(SearchAnswer, *body_errors))
     async def search(request: Request, req: SearchRequest) -> JSONResponse:
         return await answer(request, req.query, req.k)
 
-    @app.get("/search", responses=error_answers(422))  # a browser's or curl's ?q=...&k=...: the same answer as POST /search
+    @app.get("/search", responses=answers(SearchAnswer, 422))  # a browser's or curl's ?q=...&k=...: the same answer as POST /search
     async def search_url(request: Request, q: Annotated[str, Query(min_length=1, max_length=config.max_query_chars)],
                          k: Annotated[int, Query(ge=1, le=config.max_k)] = 10) -> JSONResponse:
         check_url_parameters(request.query_params)
         return await answer(request, q, k)
 
-    @app.post("/search/batch", responses=body_errors)
+    @app.post("/search/batch", responses=answers(BatchAnswer, *body_errors))
     async def search_batch(request: Request, req: BatchSearchRequest) -> JSONResponse:
         return JSONResponse({"results": await in_pool(request, batch, req.queries, req.k)})
 
     # ``:path`` lets a docid hold "/"; it is only ever looked up among the shards' docids.
-    @app.get("/documents/{docid:path}", responses=error_answers(404, 422))
+    @app.get("/documents/{docid:path}", responses=answers(Document, 404, 422))
     async def document(request: Request, docid: str) -> JSONResponse:
         doc = await in_pool(request, docids.document, docid)
         if doc is None:

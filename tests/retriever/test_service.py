@@ -234,6 +234,84 @@ def test_the_openapi_document_describes_every_error_the_service_answers(port, ke
             assert documented(keyed, method, path, 401)["properties"]["detail"]["type"] == "string", (method, path)
 
 
+def answer_validator(spec: dict, method: str, path: str):
+    """A JSON Schema validator of ``method path``'s 200 answers as ``spec`` (an /openapi.json) documents them."""
+    from jsonschema import Draft202012Validator
+
+    schema = spec["paths"][path][method.lower()]["responses"]["200"]["content"]["application/json"]["schema"]
+    return Draft202012Validator({**schema, "components": spec.get("components", {})})  # its $refs point there
+
+
+MAPS = ("channel_weights",)  # fields whose keys are data (the index's channels), not field names
+
+
+def assert_exactly_documented(validator, answer, where: str) -> None:
+    """``answer`` is valid, and would not be with any field, here or in a nested object, dropped, added or of
+    another JSON type: the schema names every field the service sends, requires it and gives its type."""
+    assert not list(validator.iter_errors(answer)), (where, [e.message for e in validator.iter_errors(answer)])
+
+    def variants(value):  # (copy of value with one change, what changed)
+        if isinstance(value, dict):
+            yield {**value, "unexpected": 1}, "field added"
+            for name, inner in value.items():
+                yield {k: v for k, v in value.items() if k != name}, f"{name} dropped"
+                yield {**value, name: {"wrong": "type"}}, f"{name} of another type"
+                if name in MAPS:
+                    yield {**value, name: dict.fromkeys(inner, "x")}, f"{name}'s values of another type"
+                    continue
+                for changed, what in variants(inner):
+                    yield {**value, name: changed}, f"{name}.{what}"
+        elif isinstance(value, list) and value:
+            for i in {0, len(value) - 1}:  # a batch's last answer is its error
+                yield value[:i] + [{"wrong": "type"}] + value[i + 1:], f"[{i}] of another type"
+                for changed, what in variants(value[i]):
+                    yield value[:i] + [changed] + value[i + 1:], f"[{i}].{what}"
+
+    for changed, what in variants(answer):
+        assert not validator.is_valid(changed), f"{where}: the schema allows an answer with {what}"
+
+
+def test_the_openapi_document_describes_every_success_answer(port, searcher, sample_index):
+    """/openapi.json gave every 200 an empty schema, so a generated client knew nothing of the answers: each route's
+    real answers are validated against its documented schema, which must name, require and type every field."""
+    _, spec = call(port, "GET", "/openapi.json")
+    docid = searcher.index.shards[1].docid(0)
+    q = sample_queries()[0]
+    cases = [("GET", "/health", "/health", None), ("POST", "/search", "/search", {"query": "thai people zzzqqq", "k": 3}),
+             ("GET", "/search", "/search?q=thai&k=2", None),
+             ("POST", "/search/batch", "/search/batch", {"queries": [q, "who is the"], "k": 2}),
+             ("GET", "/documents/{docid}", f"/documents/{docid}", None)]
+    for method, route, path, body in cases:
+        status, answer = call(port, method, path, body)
+        assert status == 200, (path, answer)
+        assert path != "/search" or answer["oov"] == ["zzzqqq"]  # a list of strings, not empty
+        assert_exactly_documented(answer_validator(spec, method, route), answer, f"{method} {path}")
+    assert "content" not in spec["paths"]["/health"]["head"]["responses"]["200"]  # HEAD's answer has no body
+    assert call(port, "POST", "/search", {"query": "zzzqqq", "k": 3})[1]["hits"] == []  # no hits: still valid
+    assert answer_validator(spec, "POST", "/search").is_valid(call(port, "POST", "/search", {"query": "zzzqqq"})[1])
+    anytime = api.open_searcher(sample_index, "anytime", 1000, slack=0.5)  # budget and slack numbers, not null
+    with running(create_app(anytime, **LIMITS)) as p:
+        _, spec = call(p, "GET", "/openapi.json")
+        answer = call(p, "GET", "/health")[1]
+    assert answer["budget"] == 1000 and answer["slack"] == 0.5
+    assert_exactly_documented(answer_validator(spec, "GET", "/health"), answer, "anytime GET /health")
+
+
+def test_the_openapi_document_declares_the_api_key_exactly_when_one_is_required(port, keyed_port):
+    """A keyed service's X-API-Key was no security scheme of /openapi.json, so neither a generated client nor a
+    fuzzer knew to send it: it is an apiKey scheme in header X-API-Key, required by every operation, when the
+    service has a key, and absent when it has none."""
+    _, spec = call(port, "GET", "/openapi.json")
+    assert "securitySchemes" not in spec.get("components", {}) and "security" not in spec
+    assert all("security" not in op for ops in spec["paths"].values() for op in ops.values())
+    _, keyed = call(keyed_port, "GET", "/openapi.json", headers={"X-API-Key": KEY})
+    (name, scheme), = keyed["components"]["securitySchemes"].items()
+    assert (scheme["type"], scheme["in"], scheme["name"]) == ("apiKey", "header", "X-API-Key")
+    assert keyed["security"] == [{name: []}]  # every operation, none overriding it
+    assert all("security" not in op for ops in keyed["paths"].values() for op in ops.values())
+    assert call(keyed_port, "GET", "/health", headers={scheme["name"]: KEY})[0] == 200  # the key, where it says
+
+
 def test_a_body_of_exactly_the_limit_is_answered(port, searcher):
     """max_body_bytes is the largest body taken, declared (Content-Length) or streamed (chunked)."""
     body = json.dumps({"query": "thai", "k": 3}).encode()
