@@ -32,7 +32,7 @@ are integers.
    candidates that can no longer reach the k-th best after each term.
 
 5. Dense restart (exact mode): a query still in OR mode after ``1 / DENSE_AFTER`` of its
-   postings plus half the collection's documents has impacts that do not prune (uniform
+   postings plus half the shard's documents (a kernel searches one shard) has impacts that do not prune (uniform
    random impacts do not); its accumulators go back to zero and
    :func:`~retriever.kernel_dense.dense_topk` adds every posting with no bookkeeping, then ranks
    all accumulators in one pass.
