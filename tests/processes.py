@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 
@@ -46,3 +47,11 @@ def descendants(pid: int) -> list[int]:
         found += kids
         todo += kids
     return found
+
+
+def sigint_from_a_terminal() -> None:
+    """A ``preexec_fn`` for a child a test sends SIGINT: it starts with SIGINT's default action, as a
+    command typed at a terminal does. A script's background job (``make test &``, ``nohup ... &``) starts
+    with SIGINT ignored and a child inherits that; Python then raises no ``KeyboardInterrupt``, and the
+    test's Ctrl-C is lost (its child ran to the test's timeout, or exited 0)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -761,8 +761,11 @@ def test_ctrl_c_while_the_command_line_imports_is_one_line_and_exit_130(entry, h
     imported, printed a KeyboardInterrupt traceback (and ended the process by SIGINT): it is `interrupted` and exit
     130, as a Ctrl-C during the command. Deterministic: the child says when it is inside the import, and only
     then is it sent SIGINT (no timing)."""
+    from tests.processes import sigint_from_a_terminal
+
     child = subprocess.Popen([sys.executable, "-c", HELD_IMPORT], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             env=dict(os.environ, ENTRY=entry, HELD=held, PYTHONPATH=os.pathsep.join(sys.path)))
+                             env=dict(os.environ, ENTRY=entry, HELD=held, PYTHONPATH=os.pathsep.join(sys.path)),
+                             preexec_fn=sigint_from_a_terminal)
     try:
         assert child.stdout.readline() == f"importing {held}\n".encode()
         child.send_signal(signal.SIGINT)

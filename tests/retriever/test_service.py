@@ -25,6 +25,7 @@ from ckqti import api
 from ckqti.cli import cli
 from retriever.results import search_json
 from retriever.service import ServiceConfig, create_app, is_loopback, listen_socket, server_config
+from tests.processes import sigint_from_a_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "ckqti" / "data" / "sample"
@@ -661,7 +662,8 @@ def test_a_second_ctrl_c_ends_requests_in_flight_without_a_traceback(sample_inde
     app's lifespan, each of which was logged with a CancelledError traceback. Here the request in flight
     waits for a body that never comes (the server holds it for the request timeout, 10 s)."""
     cmd = [sys.executable, "-m", "ckqti.cli", "serve", "--index", str(sample_index), "--port", "0", "--workers", "1"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            preexec_fn=sigint_from_a_terminal)
     try:
         line = proc.stdout.readline()
         assert line.startswith("serving "), proc.stderr.read() if proc.poll() is not None else line
