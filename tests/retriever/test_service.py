@@ -206,9 +206,14 @@ def test_bad_requests_get_a_4xx_with_a_message(port, name, path, body, headers, 
     assert isinstance(got["detail"], str) and message in got["detail"]
 
 
+def response_schema(spec: dict, method: str, path: str, status: int) -> dict:
+    """The schema /openapi.json gives ``method path``'s JSON answers of ``status``, as written (a KeyError: none)."""
+    return spec["paths"][path][method.lower()]["responses"][str(status)]["content"]["application/json"]["schema"]
+
+
 def documented(spec: dict, method: str, path: str, status: int) -> dict:
-    """The schema /openapi.json gives ``method path``'s answers of ``status``, its $ref resolved (a KeyError: none)."""
-    schema = spec["paths"][path][method.lower()]["responses"][str(status)]["content"]["application/json"]["schema"]
+    """:func:`response_schema` with its $ref resolved."""
+    schema = response_schema(spec, method, path, status)
     return spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]] if "$ref" in schema else schema
 
 
@@ -239,7 +244,7 @@ def answer_validator(spec: dict, method: str, path: str):
     """A JSON Schema validator of ``method path``'s 200 answers as ``spec`` (an /openapi.json) documents them."""
     from jsonschema import Draft202012Validator
 
-    schema = spec["paths"][path][method.lower()]["responses"]["200"]["content"]["application/json"]["schema"]
+    schema = response_schema(spec, method, path, 200)
     return Draft202012Validator({**schema, "components": spec.get("components", {})})  # its $refs point there
 
 
