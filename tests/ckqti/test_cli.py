@@ -342,6 +342,10 @@ BAD_INPUTS = {
     "empty.tsv": (b"", "empty.tsv"),
     "dups.tsv": (b"d1\tone\nd2\ttwo\nd1\tthree\n", "dups.tsv:3"),
     "utf8.tsv": (b"d1\tok\nd2\tbad \xff\xfe bytes\n", "utf8.tsv:2"),
+    "array.jsonl": (b'{"_id": "a", "text": "x"}\n[1, 2]\n', "array.jsonl:2: expected a JSON object, found list"),
+    "closed.trec": (b"<DOC>\n<DOCNO> d1 </DOCNO>\n<TEXT>x</TEXT>\n</DOC>\n</DOC>\n",
+                    "closed.trec:5: </DOC> without an opening <DOC>"),
+    "stray.smart": (b".I 1\nstray text\n.W\nbody\n", "stray.smart:2: text before any SMART field marker"),
 }
 
 

@@ -722,6 +722,39 @@ def test_qrels_errors(tmp_path):
     assert "empty qrels" in str(error_of(read_qrels, write(tmp_path / "f.txt", "\n")))
 
 
+
+@pytest.mark.parametrize(("name", "text", "line", "message"), [
+    ("q.jsonl", '{"_id": "q1", "text": "x"}\n"a string"\n', 2, "expected a JSON object, found str"),
+    ("nonum.trec", "<top>\n<title> hello\n</top>\n", 1, "<top> without <num>"),
+    ("closed.trec", "<top>\n<num> 1\n<title> hi\n</top>\n</top>\n", 5, "</top> without an opening <top>"),
+    ("blank.tsv", "\n\n", None, "no queries in file"),
+])
+def test_bad_query_files_name_file_and_line(tmp_path, name, text, line, message):
+    path = write(tmp_path / name, text)
+    err = error_of(read_queries, path)
+    assert_names(err, path, line)
+    assert message in str(err)
+
+
+@pytest.mark.parametrize(("name", "text", "line", "message"), [
+    ("five.txt", "q1 0 d1 1 extra\n", 1, "expected 4 qrels columns (TREC) or 3 (BEIR, Cranfield), found 5"),
+    ("beir.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\t9\n", 3,
+     "expected 3 BEIR qrels columns (query-id, corpus-id, score), found 4"),
+    ("cranqrel", "1 184 2\n1 29\n", 2, "expected 3 Cranfield qrels columns (qid, docid, code), found 2"),
+])
+def test_bad_qrels_rows_name_file_and_line(tmp_path, name, text, line, message):
+    path = write(tmp_path / name, text)
+    err = error_of(read_qrels, path)
+    assert_names(err, path, line)
+    assert message in str(err)
+
+
+@pytest.mark.parametrize("reader", [read_queries, read_qrels])
+def test_a_folder_given_as_a_file_is_named(tmp_path, reader):
+    err = error_of(reader, tmp_path)
+    assert_names(err, tmp_path, None)
+    assert str(err).endswith("is a directory, expected a file")
+
 def test_qrels_grades_are_plain_integers_within_a_million(tmp_path):
     """99999999999999999999 was a SystemError traceback in pytrec_eval, 4294967297 scored as another
     grade and 2147483647 took a minute and gigabytes there; '1_0' read as 10 (Python's int), where
