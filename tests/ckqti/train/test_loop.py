@@ -110,6 +110,16 @@ def test_resume_reaches_the_same_weights_as_an_uninterrupted_run(tmp_path, tiny_
     assert a.id == b.id  # same weights, buffers (BatchScale means) and vocabulary
 
 
+def test_resuming_from_a_damaged_state_is_one_error_naming_it(tmp_path, tiny_scifact):
+    """A state.pt cut short (a disk filled mid-save, a copy interrupted): --resume names the file and what to do."""
+    first = run(tiny_scifact, tmp_path / "m.pt", config={"epochs": 1})
+    state = first.work_dir / "state.pt"
+    state.write_bytes(state.read_bytes()[:100])
+    with pytest.raises(CkqtiError) as info:
+        run(tiny_scifact, tmp_path / "m.pt", config={"epochs": 2}, resume=True)
+    assert str(info.value).startswith(f"{state}: cannot read the training state (")
+    assert str(info.value).endswith("); rerun without --resume")
+
 def test_a_run_says_whether_it_resumes_starts_over_or_replaces_a_saved_state(tmp_path, tiny_scifact, capsys):
     """``--resume`` printed nothing (a resumed run looked new until its epoch ended), ``--resume`` without a
     state started over silently, and a run without it silently replaced an interrupted run's state."""
