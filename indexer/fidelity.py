@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -32,9 +32,6 @@ class FidelityReport:
     @property
     def delta_ndcg10(self) -> float:
         return self.ndcg10_index - self.ndcg10_exhaustive
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "delta_ndcg10": self.delta_ndcg10}
 
 
 @torch.no_grad()

@@ -93,10 +93,6 @@ class RerankStats:
     def ms_per_query(self) -> float:
         return 1000.0 * self.seconds / self.reranked if self.reranked else 0.0
 
-    @property
-    def docs_per_second(self) -> float:
-        return self.pairs / self.seconds if self.seconds > 0 else float("inf")
-
 
 def rerank(
     queries: str | Path | Mapping[str, str],

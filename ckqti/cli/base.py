@@ -70,9 +70,6 @@ class Group(click.Group):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except OptionError as e:  # options that do not apply or combine: a usage error (exit 2), as click's own
-            close_progress_bars()
-            raise click.UsageError(visible(e.as_flags())) from None
         except CkqtiError as e:
             close_progress_bars()
             raise click.ClickException(visible(str(e))) from None

@@ -56,9 +56,6 @@ class Collection:
     def doc(self, i: int) -> np.ndarray:
         return self.tokens[self.offsets[i] : self.offsets[i + 1]]
 
-    def lengths(self) -> np.ndarray:
-        return np.diff(self.offsets)
-
     def index(self) -> dict[str, int]:
         return {d: i for i, d in enumerate(self.docids)}
 
