@@ -46,7 +46,7 @@ import hashlib
 import json
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Callable, TypeVar
 
@@ -213,13 +213,12 @@ class Manifest:
             raise IndexFormatError(
                 f"index format version {version!r} is not supported (this ckqti reads {FORMAT_VERSION}); {fix}", path)
         recorded = d.pop(CHECKSUM_KEY, None)  # manifests written before it have none
-        try:
-            d["shards"] = [ShardInfo(**s) for s in d["shards"]]
-            manifest = cls(**d)
-            manifest.check_fields(path)
-            manifest.check_counts(path)
-        except (TypeError, KeyError) as e:
-            raise IndexFormatError(f"manifest is malformed ({e})", path) from None
+        if why := record_error(d, cls, "the manifest") or shards_error(d.get("shards")):
+            raise IndexFormatError(f"manifest is malformed ({why})", path)
+        d["shards"] = [ShardInfo(**s) for s in d["shards"]]
+        manifest = cls(**d)
+        manifest.check_fields(path)
+        manifest.check_counts(path)
         manifest.check_channels(path)
         if not isinstance(manifest.vocab_file, str) or Path(manifest.vocab_file).name != manifest.vocab_file:
             raise IndexFormatError(f"manifest is malformed (vocab_file {manifest.vocab_file!r} is not a file "
@@ -289,6 +288,25 @@ def field_error(m: Manifest) -> str | None:
     if (bits := m.quantization.get("bits")) != 8 or isinstance(bits, bool):
         return f"quantization bits {bits!r} is not 8, the only width this ckqti reads"
     return None
+
+
+def record_error(d: dict, cls: type, what: str) -> str | None:
+    """Why ``d`` cannot be read as a ``cls`` (a dataclass): a field it needs is missing, or one it does not
+    have is there (the reader's ``TypeError`` spoke of ``__init__()``'s arguments)."""
+    names = {f.name for f in fields(cls)}
+    required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
+    if missing := sorted(required - d.keys()):
+        return f"{what} lacks the field(s) {', '.join(map(repr, missing))}"
+    if unknown := sorted(d.keys() - names):
+        return f"{what} has the field(s) {', '.join(map(repr, unknown))}, which this ckqti does not know"
+    return None
+
+
+def shards_error(shards) -> str | None:
+    """Why a manifest's ``shards`` is not a list of shard records, each with :class:`ShardInfo`'s fields."""
+    if not isinstance(shards, list) or not all(isinstance(s, dict) for s in shards):
+        return "shards is not a list of records"
+    return next((why for i, s in enumerate(shards) if (why := record_error(s, ShardInfo, f"shard {i}"))), None)
 
 
 def shard_error(s: ShardInfo) -> str | None:

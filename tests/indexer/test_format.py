@@ -36,6 +36,15 @@ EDITS = {  # each was a traceback (KeyError, TypeError, AttributeError, ValueErr
     "channels as a number": (lambda m: m.update(channels=-1), "channels -1 is not a list"),
     "build time as text": (lambda m: m["build"].update(seconds="x"), "the build's seconds 'x' is not a number"),
     "collection size as text": (lambda m: m["collection"].update(num_docs="x"), "collection's num_docs 'x' is not"),
+    # the reader's own TypeError or KeyError, its words Python's ("Manifest.__init__() missing 1 required positional
+    # argument: 'num_docs'", "'int' object is not iterable")
+    "no shards": (lambda m: m.pop("shards"), "the manifest lacks the field\\(s\\) 'shards'"),
+    "no document count": (lambda m: m.pop("num_docs"), "the manifest lacks the field\\(s\\) 'num_docs'"),
+    "a field of another program": (lambda m: m.update(colour="red"), "the manifest has the field\\(s\\) 'colour', which"),
+    "shards as a number": (lambda m: m.update(shards=3), "shards is not a list of records"),
+    "a shard that is no record": (lambda m: m.update(shards=["shard-00000"]), "shards is not a list of records"),
+    "a shard without its name": (lambda m: m["shards"][1].pop("name"), "shard 1 lacks the field\\(s\\) 'name'"),
+    "a shard with a field of another program": (lambda m: m["shards"][0].update(colour="red"), "shard 0 has the field"),
 }
 
 
