@@ -169,14 +169,27 @@ def open_shard(directory: Path, name: str, verified: bool = False) -> Shard:
     d = directory / name
     seg = read_mapped(d / SEGMENTS_FILE)
     postings_table = read_mapped(d / POSTINGS_FILE)
-    postings = column(postings_table, "doc")
-    seg_start = column(seg, "start")
-    seg_impact = column(seg, "impact")
-    seg_ptr = column(read_mapped(d / TERMS_FILE), "seg_ptr")
+    postings = file_column(postings_table, "doc", d / POSTINGS_FILE)
+    seg_start = file_column(seg, "start", d / SEGMENTS_FILE)
+    seg_impact = file_column(seg, "impact", d / SEGMENTS_FILE)
+    seg_ptr = file_column(read_mapped(d / TERMS_FILE), "seg_ptr", d / TERMS_FILE)
     docs = read_mapped(d / DOCS_FILE)
     recorded = recorded_max_doc(postings_table) if verified else None
     check_offsets(d, postings, seg_start, seg_impact, seg_ptr, docs.num_rows, recorded)
     return Shard(name=name, postings=postings, seg_start=seg_start, seg_impact=seg_impact, seg_ptr=seg_ptr, docs=docs)
+
+
+def file_column(table: pa.Table, name: str, path: Path) -> np.ndarray:
+    """:func:`column` of an index file ``path``; a damaged file read without checksums (``verify=False``) is an
+    error naming it and the column: the column missing (it was a ``KeyError`` traceback), or not numbers
+    without nulls (it named neither the file nor the column, in Arrow's words)."""
+    if name not in table.column_names:
+        raise IndexFormatError(f"damaged: no column {name!r}", path)
+    try:
+        return column(table, name)
+    except ValueError:  # Arrow's ArrowInvalid: nulls, or a type that is not numbers
+        raise IndexFormatError(f"damaged: column {name!r} is not numbers without nulls "
+                               f"({table.schema.field(name).type})", path) from None
 
 
 def recorded_max_doc(postings: pa.Table) -> int | None:
@@ -288,23 +301,20 @@ class Index:
         self.manifest = Manifest.read(self.path)
         if verify:
             verify_files(self.path, self.manifest)
-        vocab = read_mapped(self.path / self.manifest.vocab_file)
+        where = self.path / self.manifest.vocab_file
+        vocab = read_mapped(where)
         self.terms: list[str] = vocab.column("term").to_pylist()
         self.term_ids = {t: i for i, t in enumerate(self.terms)}
-        self._df = column(vocab, "df")
-        self._cf = column(vocab, "cf")
-        self._offsets = column(vocab, "offset")
+        self._df = file_column(vocab, "df", where)
+        self._cf = file_column(vocab, "cf", where)
+        self._offsets = file_column(vocab, "offset", where)
         try:
             self.analyzer = Analyzer.from_dict(self.manifest.analyzer)
         except (ValueError, TypeError, AttributeError) as e:
             raise IndexFormatError(f"manifest's analyzer is not one this ckqti has ({e})", self.path / MANIFEST) from None
         self.quantizer = Quantizer.from_manifest(self.manifest.quantization, self.manifest.channels)
         self.idf = collection_idf(self.df, self.manifest.collection.get("num_docs", self.manifest.num_docs))
-        try:
-            self._shards = [open_shard(self.path, s.name, verify) for s in self.manifest.shards]
-        except ValueError as e:  # unchecked files (verify=False) whose columns do not fit together
-            raise IndexFormatError(f"a shard is damaged ({e}); `ckqti info --verify` checks every file",
-                                   self.path) from None
+        self._shards = [open_shard(self.path, s.name, verify) for s in self.manifest.shards]
         bad = [s.name for s, info in zip(self.shards, self.manifest.shards) if s.num_docs != info.num_docs]
         if bad:
             raise IndexFormatError(f"shard {bad[0]} does not match the manifest", self.path / MANIFEST)

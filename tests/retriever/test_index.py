@@ -262,6 +262,71 @@ def test_offsets_out_of_bounds_are_refused_unverified_not_a_crash(tmp_path, scif
     assert str(path) in str(info.value)
 
 
+def with_column(table: pa.Table, name: str, values: pa.Array | None, rename: str | None = None) -> pa.Table:
+    """``table`` with column ``name`` holding ``values`` instead, or renamed ``rename``."""
+    if rename is not None:
+        return table.rename_columns([rename if c == name else c for c in table.column_names])
+    return table.set_column(table.schema.get_field_index(name), name, values)
+
+
+@pytest.mark.parametrize("file, name, damage, message", [
+    ("shard-00000/segments.arrow", "start", "renamed", "no column 'start'"),
+    ("shard-00001/terms.arrow", "seg_ptr", "renamed", "no column 'seg_ptr'"),
+    ("shard-00000/postings.arrow", "doc", "null", "column 'doc' is not numbers without nulls (uint32)"),
+    ("shard-00002/segments.arrow", "impact", "text", "column 'impact' is not numbers without nulls (string)"),
+    ("vocab.arrow", "df", "renamed", "no column 'df'"),
+    ("vocab.arrow", "offset", "null", "column 'offset' is not numbers without nulls (float)"),
+])
+def test_a_damaged_column_read_unverified_is_one_error_naming_its_file(tmp_path, scifact_index, file, name, damage,
+                                                                        message):
+    """Opened without checksums (``verify=False``, ``api.open_searcher``'s option), a file whose column is missing
+    was a KeyError traceback (shards' and the vocabulary's alike), and a shard's column with a null or of text was
+    "INDEX: a shard is damaged (Needed to copy 1 chunks with 1 nulls, but zero_copy_only was True)", naming neither
+    the file nor the column. Each is an IndexFormatError naming both; a verified open names the checksum."""
+    idx = copy_of(scifact_index, tmp_path)
+    path = idx / file
+    table = pa.ipc.open_file(str(path)).read_all()
+    values = table.column(name).to_pylist()
+    if damage == "null":
+        values[len(values) // 2] = None
+    changed = {"renamed": lambda: with_column(table, name, None, rename=name + "_"),
+               "null": lambda: with_column(table, name, pa.array(values, table.schema.field(name).type)),
+               "text": lambda: with_column(table, name, pa.array([str(v) for v in values]))}[damage]()
+    with pa.ipc.new_file(str(path), changed.schema) as writer:
+        writer.write_table(changed)
+    for open_unverified in (lambda: Index(idx, verify=False), lambda: api.open_searcher(idx, verify=False)):
+        with pytest.raises(IndexFormatError) as e:
+            open_unverified()
+        assert str(e.value) == f"{path}: damaged: {message}"
+    with pytest.raises(IndexFormatError, match=f"^{re.escape(str(path))}: index file corrupted \\(checksum mismatch\\)"):
+        Index(idx)
+
+
+@pytest.mark.parametrize("key, value, unknown", [("stemmer", "lancaster", "unknown stemmer 'lancaster'"),
+                                                 ("stopwords", "french", "unknown stopword list 'french'")])
+def test_an_analyzer_this_version_does_not_know_is_one_line_naming_the_manifest(tmp_path, scifact_index, key, value,
+                                                                                unknown):
+    """A manifest (its checksum its content's) naming a stemmer or stopword list this ckqti lacks, as a newer or
+    another program's may: opening it for search is one error naming manifest.json and what is unknown, and
+    ``ckqti search`` one line, exit 1; ``ckqti info``, which reads no text, still describes the index."""
+    from click.testing import CliRunner
+
+    from ckqti.cli import cli
+    from tests.indexer.test_format import edited
+
+    idx = copy_of(scifact_index, tmp_path)
+    edited(idx, lambda m: m["analyzer"].update({key: value}))
+    want = f"{idx / format_mod.MANIFEST}: manifest's analyzer is not one this ckqti has ({unknown}"
+    with pytest.raises(IndexFormatError) as e:
+        Index(idx)
+    assert str(e.value).startswith(want)
+    res = CliRunner().invoke(cli, ["search", "cells", "--index", str(idx)])
+    assert res.exit_code == 1 and isinstance(res.exception, SystemExit) and res.output.startswith(f"Error: {want}")
+    assert res.output.count("\n") == 1
+    info = CliRunner().invoke(cli, ["info", "--index", str(idx)])
+    assert info.exit_code == 0 and f"{key} {value}" in info.output
+
+
 def rewrite_postings(idx, name, docs=None, metadata=None):
     """Rewrite shard ``name``'s postings file, with documents ``docs`` (default: its own) and schema
     metadata ``metadata`` (None: none, as before ``max_doc`` was recorded), and the manifest's
