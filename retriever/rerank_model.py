@@ -29,8 +29,9 @@ def collection_of(corpus: str | Path | Sequence[Document] | None, index: str | P
             raise InputError("the index analyzed text otherwise than the model; read the documents from a corpus "
                              "file (--corpus)", idx.path)
         return idx.vocabulary(), dict(idx.manifest.model_constants)
-    if corpus is None:
-        raise InputError("the collection's statistics need the corpus (--corpus) or an index")
+    if corpus is None:  # open_reranker's untrained model without adapt_to: the CLI's commands always give one
+        raise InputError("an untrained model ('ndrm2', 'ndrm2-anserini') reads the collection's statistics: give "
+                         "adapt_to, a corpus or an index")
     from ckqti.models.inputs import collection_vocabulary
     from ckqti.text import Analyzer
 

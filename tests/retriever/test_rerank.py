@@ -167,6 +167,48 @@ def test_rerank_input_errors(scifact_small, tk_model, queries, tmp_path):
         rerank(queries, "bm25", tk_model, tmp_path / "r.trec", corpus=tmp_path)  # not read as an index's statistics
 
 
+def test_cli_rerank_of_a_run_naming_a_document_not_in_the_corpus_is_one_line(scifact_small, tk_model, queries,
+                                                                              tmp_path):
+    """``ckqti rerank --candidates RUN`` whose run names a docid the corpus lacks: one line naming the corpus, the
+    docid, its query and the run, exit 1, no traceback, and no run written."""
+    from click.testing import CliRunner
+
+    from ckqti.cli import cli
+
+    docid = json.loads(scifact_small.read_text().splitlines()[0])["_id"]
+    write_run(tmp_path / "first.trec", {"q0": {docid: 2.0}, "q1": {docid: 2.0, "not-in-corpus": 1.0}}, "first")
+    res = CliRunner().invoke(cli, [str(a) for a in ("rerank", "--queries", queries, "--candidates", tmp_path / "first.trec",
+                                                    "--corpus", scifact_small, "--model", tk_model, "--out",
+                                                    tmp_path / "r.trec")])
+    assert res.exit_code == 1 and isinstance(res.exception, SystemExit), res.output
+    assert res.output.splitlines() == [f"Error: {scifact_small}: candidate document 'not-in-corpus' of query 'q1' "
+                                       f"(run:{tmp_path / 'first.trec'}) is not in the corpus"]
+    assert not (tmp_path / "r.trec").exists()
+
+
+def test_rerank_candidates_refuses_a_candidate_without_text(scifact_small, tk_model):
+    """:func:`retriever.rerank_scoring.rerank_candidates` (the scripts' teacher scores call it with their own texts)
+    refuses a candidate ``texts`` lacks, before any scoring, naming it."""
+    from retriever import rerank_scoring
+
+    texts = corpus_texts(scifact_small)
+    docid = next(iter(texts))
+    reranker = load_reranker(tk_model, device="cpu")
+    with pytest.raises(InputError, match=r"^candidate document 'gone' is not in the corpus$"):
+        rerank_scoring.rerank_candidates(reranker, {"q": "vitamin d", "r": "cells"}, {"q": [docid], "r": [docid, "gone"]},
+                                         texts)
+
+
+def test_an_untrained_model_without_a_collection_says_what_to_give(scifact_small):
+    """``open_reranker("ndrm2")`` with no ``adapt_to`` (the Python API; every command gives one) asked for
+    "the corpus (--corpus)", a flag the caller does not have: it names ``adapt_to``."""
+    for model in ("ndrm2", "ndrm2-anserini"):
+        with pytest.raises(InputError, match=r"^an untrained model \('ndrm2', 'ndrm2-anserini'\) reads the collection's "
+                                             r"statistics: give adapt_to, a corpus or an index$"):
+            open_reranker(model, "cpu")
+    assert open_reranker("ndrm2", "cpu", None, scifact_small).model_id == "ndrm2-untrained"
+
+
 def test_a_bm25_work_folder_that_is_a_file_is_said_before_the_model_loads(scifact_small, tk_model, queries, tmp_path,
                                                                            monkeypatch):
     """BM25 keeps its Lucene index in OUT.work (or work_dir): a file there failed after the model had loaded and
