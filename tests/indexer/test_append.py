@@ -439,6 +439,23 @@ def test_append_refuses_another_model_and_precomputed_indexes(tmp_path, parts, i
         api.append(b, pre, progress=False)
 
 
+def test_append_refuses_a_model_whose_channels_are_not_the_indexs(tmp_path, parts, index_a):
+    """A model given as the index's (its id) whose impact channels differ (a latent NDRM3: one, idf) from those the
+    index stores (NDRM2: idf) is refused naming both and the manifest, before any document is scored; the index is
+    left as it was."""
+    from indexer.impacts import ImpactScorer
+
+    a, b, _ = parts
+    idx = copy_of(index_a, tmp_path)
+    before = (idx / MANIFEST).read_bytes()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(ImpactScorer, "__init__", lambda *args, **kw: pytest.fail("the append scored"))
+        with pytest.raises(IndexFormatError) as e:
+            append_index(idx, b, tiny_ndrm3, Manifest.read(idx).model, progress=False)
+    assert str(e.value) == f"{idx / MANIFEST}: index stores channels ('idf',), the model ('one', 'idf')"
+    assert (idx / MANIFEST).read_bytes() == before and Index(idx).num_docs == 240
+
+
 def test_new_documents_without_clicks_append_with_the_collections_orcas_file(tmp_path):
     """ORCAS clicks reach some of a collection's documents (about 4 in 10 of MS MARCO's), so a few new
     documents, or one, often have none; ``--append --orcas`` refused them as if the file's docids were
