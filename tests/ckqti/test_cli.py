@@ -202,6 +202,20 @@ def test_info_notes_the_leftovers_of_an_interrupted_append(tmp_path, scifact_ind
     assert "leftovers" not in invoke("info", "--index", scifact_index).stdout
 
 
+def test_info_says_an_append_running_now_is_writing_not_that_it_left_leftovers(tmp_path, scifact_index):
+    """An append or compaction still running (its work folder names a live process: this one) is writing the
+    files the manifest does not name yet: info says so, with its process and what it has written so far, not
+    "leftovers ... the next ckqti index --append or ckqti compact removes them"."""
+    from tests.retriever.test_info import with_leftovers
+
+    pid = os.getpid()
+    res = invoke("info", "--index", with_leftovers(tmp_path, scifact_index, pid))
+    assert res.exit_code == 0, res.output
+    assert [line for line in res.stdout.splitlines() if line.startswith(("writing", "leftovers"))] == [
+        f"writing     an append or compaction (process {pid}) is writing: 1.3 KiB so far (.append-{pid}/, "
+        "shard-00003/, vocab-00001.arrow)"]
+
+
 def test_option_errors_are_usage_errors_of_their_command(tmp_path, scifact_index):
     """An option the API refuses (OptionError) reads as click's own usage errors: exit 2 and the
     command's Usage line (raised through the group, it had none); explain with neither --corpus nor
