@@ -62,8 +62,8 @@ class SearchResult:
 
     def why_empty(self) -> str:
         """Why a search retrieved nothing (``ckqti run``'s and ``rerank``'s note): no query word in the
-        index vocabulary, or no document scoring above 0 for those that are."""
-        return why_empty(self.terms, self.oov)
+        index vocabulary, or no document scoring above 0 for those that are; ``""`` when it retrieved something."""
+        return why_empty(self.terms, self.oov) if not self.hits else ""
 
 
 
@@ -117,7 +117,8 @@ class QueryHits:
         return brief_repr(self)
 
     def why_empty(self) -> str:
-        return why_empty(self.terms, self.oov)
+        """:meth:`SearchResult.why_empty` of these hits."""
+        return why_empty(self.terms, self.oov) if not len(self.docids) else ""
 
 
 
