@@ -83,6 +83,24 @@ def test_merge_segment_finds_every_posting_through_the_skip_entries():
             assert (again == found).all() and (vals == 7 * member).all()
 
 
+def test_merge_segment_over_a_segment_of_many_skip_entries_finds_exactly_its_documents():
+    """:func:`merge_segment` through a segment of 5,000 postings (79 skip entries) against candidates far
+    apart (every 600th posting, about 9 entries between them, and documents between those): the walk strides
+    over 8 entries at a time, which no test's segment of at most 6 entries made it do. Exactly the segment's
+    documents are found, each gaining ``c`` once."""
+    rng = np.random.default_rng(11)
+    postings = np.sort(rng.choice(40_000, 5000, replace=False)).astype(np.uint32)
+    seg_start = np.array([0, postings.size], np.int64)
+    skips, skip_ptr = build_skips(postings, seg_start)
+    assert skip_ptr[1] - skip_ptr[0] == 79
+    members = postings[::600].astype(np.int64)
+    docs = np.unique(np.concatenate([members, members[:-1] + 1, rng.choice(40_000, 10, replace=False)]))
+    found, vals, blk = np.zeros(docs.size, np.bool_), np.zeros(docs.size, np.int64), np.empty(docs.size, np.int64)
+    merge_segment(postings, seg_start, skips, skip_ptr, 0, docs, found, docs.size, 3, vals, blk)
+    member = np.isin(docs, postings)
+    assert member.sum() >= members.size and (found == member).all() and (vals == 3 * member).all()
+
+
 @pytest.mark.parametrize("lookup_cost", [LOOKUP_COST, 0])
 def test_ties_with_the_kth_score_are_kept_in_and_mode(lookup_cost):
     """A document that can at best tie the k-th score must be kept: ties go to the lower
