@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from ckqti.bm25 import bm25_candidates
-from ckqti.errors import CkqtiError, InputError
+from ckqti.errors import CkqtiError
 from ckqti.models.checkpoint import Checkpoint, save_checkpoint
 from ckqti.models.loading import pick_device
 from ckqti.train.data import (
@@ -186,8 +186,6 @@ def train(
     data = prepare_data(collection, q_texts, qrels_map, config, dev_map, candidates, bm25=bm25,
                         qrels_path=qrels if isinstance(qrels, (str, Path)) else None,
                         dev_qrels_path=dev_qrels if isinstance(dev_qrels, (str, Path)) else None, corpus_path=corpus)
-    if not data.train_qids:
-        raise InputError("no training query has a term in the corpus vocabulary", qrels if isinstance(qrels, (str, Path)) else None)
     wordless = wordless_notes([q for q in qrels_map if q not in set(data.dev_qids)], data.query_ids)
     if config.progress:
         show_notes(wordless)

@@ -76,15 +76,17 @@ def prepare_data(
     check_sampleable([*train_qrels, *pseudo_qids], relevant, len(collection), config.negatives, corpus_path)
     # training claims' and title pseudo-queries' scores (dev claims' never); before BM25: a bad file fails at once
     teacher = read_teacher(config.teacher, index, {**p_qrels, **train_qrels}) if config.teacher else {}
-    if candidates is None:
-        if bm25 is None:
-            raise ValueError("give candidates or a bm25 function")
-        candidates = bm25(texts)
     from ckqti.models.ndrm_config import NDRMConfig
 
     max_q = config.model_options.get("max_query_terms", NDRMConfig.max_query_terms)
     query_ids = analyze_queries(texts, collection.analyzer, collection.vocab, max_q)
     usable = {q for q, ids in query_ids.items() if (ids > 1).any()}
+    if not any(q in usable for q in train_qrels):  # before BM25 (Java, minutes on a large corpus), as the checks above
+        raise InputError("no training query has a term in the corpus vocabulary", qrels_path)
+    if candidates is None:
+        if bm25 is None:
+            raise ValueError("give candidates or a bm25 function")
+        candidates = bm25(texts)
     return TrainingData(
         collection=collection,
         query_ids=query_ids,

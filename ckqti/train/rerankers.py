@@ -148,9 +148,13 @@ def train_reranker(
         from ckqti.train.pseudo import title_pseudo_queries
 
         p_queries, p_qrels = title_pseudo_queries(collection.docids, collection.titles, collection.analyzer)
-    if not p_qrels and not any(relevant_docs(judged, doc_index, config.rel_level).values()):  # before BM25 too
+    relevant = relevant_docs(judged, doc_index, config.rel_level)
+    if not p_qrels and not any(relevant.values()):  # before BM25 too
         raise InputError("no training query has a relevant document in the corpus (are the qrels and the corpus of "
                          "one collection?)", qrels if isinstance(qrels, (str, Path)) else None)
+    if not any(relevant.get(q) and (text.ids(q_texts[q], max_q) > 1).any() for q in judged):  # prepare_pairs' train_qids
+        raise InputError("no training query has a relevant document and a known term",
+                         qrels if isinstance(qrels, (str, Path)) else None)
     teacher = load_teacher(config, docids, qrels_map, p_qrels)  # before BM25 starts Java: a bad file fails at once
     texts = {q: q_texts[q] for q in qrels_map if q in q_texts}
     missing = {**texts, **p_queries} if candidates is None else {q: t for q, t in p_queries.items()
@@ -164,9 +168,6 @@ def train_reranker(
         candidates = {**(candidates or {}), **found}
     data = prepare_pairs(text, docids, doc_rows, {**q_texts, **p_queries}, qrels_map, candidates, config, max_q, teacher,
                          p_qrels)
-    if not data.train_qids:
-        raise InputError("no training query has a relevant document and a known term",
-                         qrels if isinstance(qrels, (str, Path)) else None)
     wordless = wordless_notes([q for q in judged if data.relevant.get(q)], data.queries)
     if config.progress:
         show_notes(wordless)

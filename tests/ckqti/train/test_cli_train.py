@@ -338,6 +338,30 @@ def judged_files(tmp_path, tiny_scifact):
     return queries, qrels
 
 
+@pytest.mark.parametrize("model, message", [
+    ("ndrm2", "no training query has a term in the corpus vocabulary"),
+    ("tk", "no training query has a relevant document and a known term"),
+])
+def test_cli_training_queries_without_a_known_term_are_one_line_before_bm25(tmp_path, tiny_scifact, model, message,
+                                                                             monkeypatch):
+    """Judged queries none of whose words the corpus holds (here each in Cyrillic, which the analyzer does not
+    read): ``ckqti train`` fails in one line naming the qrels file, before BM25 (Java, minutes on a large corpus,
+    ran first and the error came after it) and before any work folder."""
+    import ckqti.bm25
+    import ckqti.train.loop
+
+    for module in (ckqti.bm25, ckqti.train.loop):
+        monkeypatch.setattr(module, "bm25_candidates", lambda *a, **k: pytest.fail("BM25 ran"))
+    queries, qrels = judged_files(tmp_path, tiny_scifact)
+    queries.write_text("".join(f"{q}\tизмерение проницаемости\n" for q in tiny_scifact["queries"]))
+    args = ["train", "--model", model, "--corpus", tiny_scifact["corpus"], "--queries", queries, "--qrels", qrels,
+            "--out", tmp_path / "m.pt", "--embeddings", "random"]
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    assert res.exit_code == 1 and isinstance(res.exception, SystemExit), res.output
+    assert res.output.splitlines() == [f"Error: {qrels}: {message}"]
+    assert not (tmp_path / "m.pt").exists() and not (tmp_path / "m.pt.work").exists()
+
+
 @pytest.mark.parametrize("model", ["ndrm3", "tk", "idcm"])
 def test_cli_bad_orcas_file_is_index_s_one_line_before_any_work(tmp_path, tiny_scifact, model, monkeypatch):
     """A malformed ORCAS file: the line ``index --orcas`` gives, naming file and line, before BM25 or
