@@ -221,7 +221,8 @@ def parse_json_object(line: str, path: str | Path, number: int) -> dict:
     except RecursionError:  # "[[[[..." thousands deep: valid JSON that Python's parser cannot hold
         raise InputError("bad JSON (nested too deeply)", path, number) from None
     except ValueError:  # an integer over Python's limit (4,300 digits): "Exceeds the limit ... for integer string conversion"
-        raise InputError(f"bad JSON (a number of more than {sys.get_int_max_str_digits():,} digits)", path, number) from None
+        # the limit and sys.get_int_max_str_digits came together (3.10.7, 3.11): an older 3.10 never gets here
+        raise InputError(f"bad JSON (a number of more than {sys.get_int_max_str_digits():,} digits)", path, number) from None  # novermin
     if not isinstance(obj, dict):
         raise InputError(f"expected a JSON object, found {type(obj).__name__}", path, number)
     return obj
