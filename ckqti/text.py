@@ -57,9 +57,9 @@ class Analyzer:
 
     def __post_init__(self) -> None:
         if self.stemmer not in ("krovetz", "none"):
-            raise ValueError(f"unknown stemmer {self.stemmer!r}: use 'krovetz' or 'none'")
+            raise ValueError(f"unknown stemmer {self.stemmer!r}; this ckqti has 'krovetz' and 'none'")
         if self.stopwords not in ("english", "none"):
-            raise ValueError(f"unknown stopword list {self.stopwords!r}: use 'english' or 'none'")
+            raise ValueError(f"unknown stopword list {self.stopwords!r}; this ckqti has 'english' and 'none'")
         stem = None
         if self.stemmer == "krovetz":
             import krovetzstemmer

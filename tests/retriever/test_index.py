@@ -302,8 +302,9 @@ def test_a_damaged_column_read_unverified_is_one_error_naming_its_file(tmp_path,
         Index(idx)
 
 
-@pytest.mark.parametrize("key, value, unknown", [("stemmer", "lancaster", "unknown stemmer 'lancaster'"),
-                                                 ("stopwords", "french", "unknown stopword list 'french'")])
+@pytest.mark.parametrize("key, value, unknown", [("stemmer", "lancaster", "unknown stemmer 'lancaster'; this ckqti has 'krovetz' and 'none')"),
+                                                 ("stopwords", "french",
+                                                  "unknown stopword list 'french'; this ckqti has 'english' and 'none')")])
 def test_an_analyzer_this_version_does_not_know_is_one_line_naming_the_manifest(tmp_path, scifact_index, key, value,
                                                                                 unknown):
     """A manifest (its checksum its content's) naming a stemmer or stopword list this ckqti lacks, as a newer or
