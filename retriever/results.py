@@ -92,7 +92,8 @@ def why_empty(terms: list[str], oov: list[str]) -> str:
     """:meth:`SearchResult.why_empty` of a query with these known and unknown words."""
     if not terms:
         return f"not in the index vocabulary: {' '.join(oov)}"
-    return f"no document scores above 0 for {' '.join(terms)}"
+    unknown = f" ({' '.join(oov)}: not in the index vocabulary)" if oov else ""  # a run's notes list no query's unknown words
+    return f"no document scores above 0 for {' '.join(terms)}{unknown}"
 
 
 

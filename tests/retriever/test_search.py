@@ -342,13 +342,14 @@ def test_out_of_vocabulary_terms_are_skipped_and_reported(scifact_index):
 def test_why_empty_says_why_a_search_retrieved_nothing(scifact_index):
     """``why_empty`` (a public method; ``ckqti run``'s and ``rerank``'s notes): no word in the index vocabulary (a
     stopword beside them is not listed), or known words no document scores above 0 for (NDRM2 gives "cell", in
-    half of the 600 abstracts, idf 0; an unknown word beside it left out); a result with hits has no reason, where
+    half of the 600 abstracts, idf 0; an unknown word beside it named too, as a run's notes name no unknown word
+    elsewhere); a result with hits has no reason, where
     it said "no document scores above 0 for vitamin deficiency". TopK's and TopKColumns' say the same."""
     s = Searcher(scifact_index)
     cases = {"zzzqqq xxyyzz": "not in the index vocabulary: zzzqqq xxyyzz",
              "the zzzqqq": "not in the index vocabulary: zzzqqq",
              "cell": "no document scores above 0 for cell",
-             "zzzqqq cell": "no document scores above 0 for cell",
+             "zzzqqq cell": "no document scores above 0 for cell (zzzqqq: not in the index vocabulary)",
              "vitamin deficiency": ""}
     for query, why in cases.items():
         result = s.search(query, 5)
